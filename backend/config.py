@@ -95,6 +95,10 @@ class DomainConfig(_Strict):
 class RunConfig(_Strict):
     schema_version: int = SCHEMA_VERSION
     dataset: str = "sample"
+    # class names for zero-shot prediction; needed for an unlabeled folder, optional otherwise
+    classes: list[str] | None = None
+    # file images are resized (shorter side) and centre-cropped to this size
+    image_size: int = 224
     models: list[str] = Field(default_factory=lambda: ["embedded:fmnist-plain", "embedded:fmnist-augmented"])
     baseline: str | None = None
     seed: int = 0
@@ -102,10 +106,16 @@ class RunConfig(_Strict):
     device: str = "auto"
     limit: int | None = None
     templates: list[str] | None = None
-    shard_size: int = 512
-    stability_points: int = 5
+    # images per unit of work; None picks a size that keeps one corrupted shard near 32 MB
+    shard_size: int | None = None
+    # worker processes that corrupt images; None: one per core beyond the first two
+    workers: int | None = None
     stability: bool = True
+    stability_points: int = 5
+    # images per shard whose embeddings are measured for stability (clean + m perturbed)
+    stability_images: int = 64
     threat: bool = True
+    threat_anchors: int = 50
 
     @property
     def baseline_model(self) -> str:

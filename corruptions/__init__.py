@@ -1,0 +1,42 @@
+"""domainbench's corruption library: a registry of seeded, severity-graded image corruptions.
+
+Public API::
+
+    corruptions.names() -> list[str]
+    corruptions.get(name) -> CorruptionSpec
+    corruptions.catalogue() -> list[dict]
+    corruptions.validate_params(name, params) -> dict
+    corruptions.resolve_params(name, severity=None, params=None) -> dict
+    corruptions.corrupt(image, name, severity=None, params=None, seed=0) -> np.ndarray
+    corruptions.corrupt_batch(images, name, severity=None, params=None, seeds=0) -> np.ndarray
+    corruptions.register(...), corruptions.load_module("my.module")
+"""
+
+from __future__ import annotations
+
+from corruptions.api import corrupt, corrupt_batch, resolve_params, validate_params
+from corruptions.errors import CorruptionError
+from corruptions.registry import ENTRY_POINT_GROUP, catalogue, get, load_module, names, register, specs, unregister
+from corruptions.seeding import derive_seed
+from corruptions.spec import FAMILIES, REFERENCE_SIZE, CorruptionSpec, Params
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "FAMILIES",
+    "REFERENCE_SIZE",
+    "CorruptionError",
+    "CorruptionSpec",
+    "Params",
+    "catalogue",
+    "corrupt",
+    "corrupt_batch",
+    "derive_seed",
+    "get",
+    "load_module",
+    "names",
+    "register",
+    "resolve_params",
+    "specs",
+    "unregister",
+    "validate_params",
+]

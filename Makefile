@@ -1,0 +1,34 @@
+# The README's commands. Everything installs into .venv; nothing needs network beyond the
+# package registries, and nothing downloads model weights.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+export NO_ALBUMENTATIONS_UPDATE := 1
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: demo test ui install bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install  ## plan a domain offline and evaluate both embedded models on the bundled sample
+	$(VENV)/bin/domainbench demo
+
+test: install  ## the whole test suite, offline, on CPU
+	$(PY) -m pytest -q
+
+ui: install  ## the browser UI on http://localhost:8501
+	$(VENV)/bin/domainbench ui
+
+bench: install  ## speed and memory measurements (ratios against in-run references)
+	for b in benchmarks/*.py; do $(PY) $$b --quick || exit 1; done
+
+clean:
+	rm -rf $(VENV) .domainbench .pytest_cache

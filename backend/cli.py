@@ -1,0 +1,403 @@
+"""The ``domainbench`` command line: plan, run, ls, show, export, gallery, models, ui, demo."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # albumentations phones home on import
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never hang on a hub that cannot be reached
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from backend.errors import UserInputError
+
+app = typer.Typer(
+    name="domainbench",
+    help="Which vision-language model survives *my* images? Plan domain corruptions, evaluate models, compare.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+STATE: dict[str, Any] = {"quiet": False}
+
+DEMO_DOMAIN = (
+    "Product photos of clothing and shoes taken with cheap phone cameras in a dim warehouse: "
+    "images are often noisy, blurred by hand shake, badly exposed, low contrast and heavily JPEG-compressed."
+)
+
+
+@app.callback()
+def _main(quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or chatter (for scripts).")] = False) -> None:
+    STATE["quiet"] = quiet
+
+
+def _csv(values: Optional[list[str]]) -> Optional[list[str]]:
+    if not values:
+        return None
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def _say(text: str) -> None:
+    if not STATE["quiet"]:
+        err_console.print(text, highlight=False)
+
+
+class RichEvents:
+    """Engine events shown as one rich progress bar: units, images per second, time left."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.task: Any = None
+        self.images = 0
+        self.t0 = time.perf_counter()
+
+    def start(self, total_units: int, done_units: int) -> None:
+        if done_units:
+            self.message(f"resuming: {done_units} of {total_units} units already stored, not recomputed")
+        if self.progress is not None:
+            self.task = self.progress.add_task("evaluating", total=total_units, completed=done_units, rate="")
+
+    def advance(self, units: int, images: int) -> None:
+        self.images += images
+        if self.progress is not None and self.task is not None:
+            rate = self.images / max(time.perf_counter() - self.t0, 1e-9)
+            self.progress.update(self.task, advance=units, rate=f"{rate:,.0f} img/s")
+
+    def message(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(text, highlight=False)
+        elif not STATE["quiet"]:
+            err_console.print(text, highlight=False)
+
+
+def _progress() -> Progress | None:
+    if STATE["quiet"]:
+        return None
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("units"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+    )
+
+
+def _fmt(v: Any, pct: bool = False) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{100 * v:.1f}" if pct else f"{v:.3f}"
+    return str(v)
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    table = Table(title=f"run {summary['run_id']} — baseline {summary['baseline']}")
+    for col in ("model", "clean acc %", "corrupted acc %", "safe-cell acc %", "mCE", "rCE", "mFR", "corr(acc, LFP)"):
+        table.add_column(col, justify="right" if col != "model" else "left")
+    for row in summary["table"]:
+        table.add_row(
+            row["model"],
+            _fmt(row.get("clean_accuracy"), pct=True),
+            _fmt(row.get("mean_corrupted_accuracy"), pct=True),
+            _fmt(summary.get("safe_accuracy", {}).get(row["model"]), pct=True),
+            _fmt(row.get("mce")),
+            _fmt(row.get("rce")),
+            _fmt(row.get("mfr")),
+            _fmt(row.get("pearson_acc_lfp")),
+        )
+    console.print(table)
+    if summary.get("threat"):
+        unsafe = [f"{t['corruption']}@{t['severity']}" for t in summary["threat"] if not t["safe"]]
+        ref = summary.get("threat_reference")
+        note = f" (different-class pairs average {ref:.2f})" if ref else ""
+        console.print(f"PD threat: {len(summary['threat']) - len(unsafe)} of {len(summary['threat'])} corruption cells safe{note}"
+                      + (f"; unsafe: {', '.join(unsafe[:12])}" if unsafe else ""))
+
+
+def _store() -> Any:
+    from backend.store import open_store
+
+    return open_store()
+
+
+# --------------------------------------------------------------------------- commands
+@app.command()
+def plan(
+    text: Annotated[str, typer.Argument(help="The deployment domain in plain words.")],
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the domain config TOML here.")] = None,
+    samples: Annotated[int, typer.Option(help="LLM samples for the majority vote.")] = 10,
+    provider: Annotated[str, typer.Option(help="auto | offline | openai (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set).")] = "auto",
+) -> None:
+    """Choose the corruptions a domain produces, with severities and a reason for each."""
+    from backend.config import dumps, save
+    from backend.planner import plan as make_plan
+
+    _say(f"planning with provider={provider} …")
+    cfg = make_plan(text, provider=provider, samples=samples)
+    _store().put_domain({"domain_id": _domain_id(cfg), "created_at": cfg.planner.created_at, **cfg.model_dump(mode="json")})
+    if output:
+        save(cfg, output)
+        _say(f"wrote {output}")
+    else:
+        console.print(dumps(cfg), highlight=False, markup=False)
+    if not STATE["quiet"]:
+        t = Table(title="chosen corruptions")
+        for col in ("corruption", "severities", "reason"):
+            t.add_column(col)
+        for c in cfg.corruptions:
+            t.add_row(c.name, ",".join(map(str, c.severities)), c.reason)
+        err_console.print(t)
+
+
+def _domain_id(cfg: Any) -> str:
+    from backend.engine.runner import domain_id
+
+    return domain_id(cfg)
+
+
+@app.command()
+def run(
+    config: Annotated[Optional[Path], typer.Argument(help="Domain config TOML (from `domainbench plan -o`).")] = None,
+    models: Annotated[Optional[list[str]], typer.Option("--models", "-m", help="Model names, comma-separated or repeated (e.g. embedded:fmnist-plain, open_clip:ViT-B-32/openai).")] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="`sample`, a folder of class folders, a CSV manifest or an image folder.")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline model for mCE/rCE/mFR (default: the first model).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Evaluate only the first N images (smoke runs).")] = None,
+    resume: Annotated[Optional[str], typer.Option(help="Continue run RUN: finished units are not recomputed.")] = None,
+    run_config: Annotated[Optional[Path], typer.Option("--run-config", help="Run config TOML; flags override it.")] = None,
+    classes: Annotated[Optional[list[str]], typer.Option(help="Class names (needed for an unlabeled folder).")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of every corruption's random parameters.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass (halved automatically on GPU out-of-memory).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Corruption worker processes (0 = in-process).")] = None,
+    corruptions_module: Annotated[Optional[list[str]], typer.Option("--corruptions-module", help="Import a module that registers extra corruptions.")] = None,
+    stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,
+    threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
+) -> None:
+    """Evaluate models zero-shot on a dataset under a domain's corruptions."""
+    from backend.config import RunConfig, load_domain, load_run
+    from backend.engine.runner import Engine
+    from backend.engine.summary import build_summary
+
+    _load_plugins(corruptions_module)
+    store = _store()
+    progress = _progress()
+    engine = Engine(store, RichEvents(progress))
+    t0 = time.perf_counter()
+    with progress or _Null():
+        if resume:
+            run_id = engine.resume(resume)
+        else:
+            if config is None:
+                raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
+            domain = load_domain(config)
+            base = load_run(run_config) if run_config else RunConfig()
+            overrides = {
+                "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
+                "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
+                "stability": stability, "threat": threat,
+            }
+            cfg = RunConfig.model_validate(base.model_dump() | {k: v for k, v in overrides.items() if v is not None})
+            run_id = engine.start(domain, cfg)
+    s = engine.stats
+    _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "
+         f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
+    print_summary(build_summary(store, run_id))
+
+
+class _Null:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *a: Any) -> None:
+        return None
+
+
+def _load_plugins(modules: Optional[list[str]]) -> None:
+    import corruptions
+
+    for m in _csv(modules) or []:
+        try:
+            corruptions.load_module(m)
+        except ImportError as e:
+            raise UserInputError(f"--corruptions-module {m}: cannot import it ({e}); check the module name and PYTHONPATH") from e
+
+
+@app.command("ls")
+def list_runs() -> None:
+    """List stored runs, newest first."""
+    store = _store()
+    runs = store.list_runs()
+    table = Table(title=f"runs in {store.description}")
+    for col in ("run", "status", "domain", "models", "dataset", "created"):
+        table.add_column(col)
+    for r in runs:
+        table.add_row(r["run_id"], r.get("status", "?"), r["domain"]["domain"][:50], ", ".join(r["config"]["models"]),
+                      r.get("dataset", {}).get("name", r["config"]["dataset"]), r.get("created_at", ""))
+    console.print(table)
+
+
+@app.command()
+def show(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
+) -> None:
+    """Print a run's summary table (recomputed from stored statistics)."""
+    from backend.engine.summary import build_summary
+
+    print_summary(build_summary(_store(), run_id, baseline))
+
+
+@app.command()
+def export(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    format: Annotated[str, typer.Option("--format", "-f", help="csv (one row per model × cell) or json (everything).")] = "csv",
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
+) -> None:
+    """Export a run's results as CSV or JSON."""
+    from backend.engine.summary import build_summary
+
+    if format not in ("csv", "json"):
+        raise UserInputError(f"--format {format!r} is not supported; use csv or json")
+    store = _store()
+    summary = build_summary(store, run_id, baseline)
+    if format == "json":
+        text = json.dumps({"run": store.get_run(run_id), "summary": summary}, indent=2)
+    else:
+        buf = io.StringIO()
+        fields = ["run_id", "model", "corruption", "severity", "n", "accuracy", "lfp", "flips", "mean_threat", "safe"]
+        w = csv.DictWriter(buf, fieldnames=fields)
+        w.writeheader()
+        threat = {(t["corruption"], t["severity"]): t for t in summary["threat"]}
+        for m in summary["classification"]["models"]:
+            for c in ([m["clean"]] if m.get("clean") else []) + m["cells"]:
+                t = threat.get((c["corruption"], c["severity"]), {})
+                w.writerow({"run_id": run_id, "model": m["model"], "corruption": c["corruption"], "severity": c["severity"],
+                            "n": c["n"], "accuracy": c["accuracy"], "lfp": c["lfp"], "flips": c["flips"],
+                            "mean_threat": t.get("mean_threat"), "safe": t.get("safe")})
+        text = buf.getvalue()
+    if output:
+        output.write_text(text)
+        _say(f"wrote {output}")
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
+def gallery(
+    output: Annotated[Path, typer.Option("-o", "--output", help="Folder for the contact sheets.")],
+    image: Annotated[Optional[Path], typer.Option(help="Image file (default: an image of the bundled sample).")] = None,
+    corruptions_: Annotated[Optional[list[str]], typer.Option("--corruptions", "-c", help="Corruption names (default: all).")] = None,
+    seed: int = 0,
+    corruptions_module: Annotated[Optional[list[str]], typer.Option("--corruptions-module")] = None,
+) -> None:
+    """Write a contact sheet per corruption × severity of one image."""
+    import numpy as np
+
+    from corruptions.gallery import write_gallery
+
+    _load_plugins(corruptions_module)
+    if image is not None:
+        from PIL import Image
+
+        if not image.is_file():
+            raise UserInputError(f"--image {image} does not exist; give an image file")
+        try:
+            img = np.asarray(Image.open(image).convert("RGB"))
+        except Exception as e:
+            raise UserInputError(f"--image {image} cannot be read as an image ({e})") from e
+    else:
+        from backend.data import load_sample
+
+        import cv2
+
+        img = cv2.resize(load_sample().arrays[0], (112, 112), interpolation=cv2.INTER_NEAREST)  # type: ignore[index]
+    paths = write_gallery(img, output, names=_csv(corruptions_), seed=seed)
+    _say(f"wrote {len(paths)} contact sheets to {output}")
+
+
+@app.command("models")
+def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard, e.g. 'open_clip:ViT-L*'.")] = "*") -> None:
+    """List known model names (any open_clip or HF name also works with its prefix)."""
+    from backend.models import list_models
+
+    for name in list_models(pattern):
+        console.print(name, highlight=False)
+
+
+@app.command()
+def ui(port: Annotated[int, typer.Option(help="Port for the Streamlit server.")] = 8501) -> None:
+    """Open the browser UI (Streamlit)."""
+    app_path = Path(__file__).resolve().parent.parent / "frontend" / "app.py"
+    _say(f"starting the UI on http://localhost:{port} (Ctrl-C stops it)")
+    raise typer.Exit(subprocess.call([sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
+                                      "--server.headless", "true", "--browser.gatherUsageStats", "false"]))
+
+
+@app.command()
+def demo(
+    limit: Annotated[Optional[int], typer.Option(help="Images of the bundled sample to use (default: all 1,000).")] = None,
+) -> None:
+    """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
+    from backend.config import RunConfig, save
+    from backend.engine.runner import Engine
+    from backend.engine.summary import build_summary
+    from backend.planner import plan as make_plan
+    from backend.store import home_dir
+
+    _say(f"domain: {DEMO_DOMAIN}")
+    cfg = make_plan(DEMO_DOMAIN, provider="offline")
+    path = save(cfg, home_dir() / "demo-domain.toml")
+    _say(f"planned {len(cfg.corruptions)} corruptions ({', '.join(c.name for c in cfg.corruptions)}); config in {path}")
+    store = _store()
+    progress = _progress()
+    engine = Engine(store, RichEvents(progress))
+    with progress or _Null():
+        run_id = engine.start(cfg, RunConfig(limit=limit))
+    print_summary(build_summary(store, run_id))
+    console.print(f"\nResults are stored in {store.description}. Browse them with [bold]make ui[/bold] "
+                  f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {run_id}` prints this table again.")
+
+
+def main() -> None:
+    import corruptions
+
+    try:
+        app(standalone_mode=False)
+    except (UserInputError, corruptions.CorruptionError) as e:
+        err_console.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: finished units are stored; continue with `domainbench run --resume RUN`")
+        sys.exit(130)
+    except Exception as e:  # click usage errors and the like carry their own exit code
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        if isinstance(e, click.exceptions.Exit):
+            sys.exit(e.exit_code)
+        if isinstance(e, click.exceptions.Abort):
+            sys.exit(1)
+        raise
+
+
+if __name__ == "__main__":
+    main()

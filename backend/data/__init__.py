@@ -1,0 +1,203 @@
+"""Datasets: the bundled sample, an ImageFolder tree, a CSV manifest, an unlabeled folder.
+
+``open_dataset(spec)`` understands:
+
+- ``sample``                 the bundled Fashion-MNIST subset (1,000 images, 10 classes)
+- ``PATH/`` with class subfolders   ImageFolder: one folder per class
+- ``PATH.csv``               manifest with columns ``path,label`` (paths relative to the file)
+- ``PATH/`` of image files   unlabeled: needs class names (``classes=[...]``) for zero-shot
+
+File images are decoded to RGB and brought to one size (shorter side resized to
+``image_size``, then centre-cropped) so a shard is one array: corruptions then see the
+same pixels whatever the model, and models apply their own preprocessing afterwards.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from backend.errors import UserInputError
+
+IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+SAMPLE_PATH = Path(__file__).parent / "sample" / "fashion_mnist_sample.npz"
+
+
+@dataclass
+class Batch:
+    images: np.ndarray  # uint8 (k, H, W) or (k, H, W, 3)
+    indices: np.ndarray  # dataset indices of the images that decoded
+    labels: np.ndarray | None
+    unreadable: list[tuple[int, str, str]] = field(default_factory=list)  # (index, path, reason)
+
+
+@dataclass
+class Dataset:
+    name: str
+    classes: list[str]
+    labels: np.ndarray | None
+    arrays: np.ndarray | None = None  # in-memory images (the bundled sample)
+    paths: list[Path] | None = None
+    image_size: int = 224
+
+    def __len__(self) -> int:
+        return len(self.arrays) if self.arrays is not None else len(self.paths or [])
+
+    @property
+    def labelled(self) -> bool:
+        return self.labels is not None
+
+    def subset(self, limit: int | None) -> Dataset:
+        """The first ``limit`` images in a class-interleaved order, so a smoke run sees every class."""
+        if limit is None or limit >= len(self):
+            return self
+        if limit < 1:
+            raise UserInputError(f"--limit must be a positive number of images, got {limit}")
+        order = np.arange(len(self))
+        if self.labels is not None:
+            # stable round-robin over classes: image j of every class before image j+1 of any
+            rank = np.zeros(len(self), dtype=np.int64)
+            for c in np.unique(self.labels):
+                idx = np.flatnonzero(self.labels == c)
+                rank[idx] = np.arange(len(idx))
+            order = np.lexsort((self.labels, rank))
+        keep = np.sort(order[:limit])
+        return Dataset(
+            name=f"{self.name}[:{limit}]",
+            classes=self.classes,
+            labels=None if self.labels is None else self.labels[keep],
+            arrays=None if self.arrays is None else self.arrays[keep],
+            paths=None if self.paths is None else [self.paths[i] for i in keep],
+            image_size=self.image_size,
+        )
+
+    def load(self, indices: np.ndarray) -> Batch:
+        indices = np.asarray(indices, dtype=np.int64)
+        labels = None if self.labels is None else self.labels[indices]
+        if self.arrays is not None:
+            return Batch(self.arrays[indices], indices, labels)
+        assert self.paths is not None
+        ok, imgs, bad = [], [], []
+        for i in indices:
+            try:
+                imgs.append(_decode(self.paths[i], self.image_size))
+                ok.append(True)
+            except Exception as e:  # noqa: BLE001 - any decoder failure is reported, never fatal
+                bad.append((int(i), str(self.paths[i]), f"{type(e).__name__}: {e}"))
+                ok.append(False)
+        mask = np.array(ok, dtype=bool)
+        shape = (0, self.image_size, self.image_size, 3)
+        images = np.stack(imgs) if imgs else np.zeros(shape, np.uint8)
+        return Batch(images, indices[mask], None if labels is None else labels[mask], bad)
+
+
+def _decode(path: Path, size: int) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        w, h = im.size
+        scale = size / min(w, h)
+        im = im.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.Resampling.BICUBIC)
+        w, h = im.size
+        left, top = (w - size) // 2, (h - size) // 2
+        return np.asarray(im.crop((left, top, left + size, top + size)), dtype=np.uint8)
+
+
+def load_sample() -> Dataset:
+    if not SAMPLE_PATH.is_file():
+        raise UserInputError(
+            f"the bundled sample {SAMPLE_PATH} is missing; reinstall domainbench or run "
+            "`python backend/data/sample/make_sample.py`"
+        )
+    with np.load(SAMPLE_PATH, allow_pickle=False) as z:
+        return Dataset(
+            name="sample",
+            classes=[str(c) for c in z["classes"]],
+            labels=z["labels"].astype(np.int64),
+            arrays=z["images"],
+            image_size=int(z["images"].shape[1]),
+        )
+
+
+def _images_in(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+
+
+def _load_image_folder(root: Path, image_size: int) -> Dataset:
+    class_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    paths: list[Path] = []
+    labels: list[int] = []
+    for c, d in enumerate(class_dirs):
+        imgs = _images_in(d)
+        paths += imgs
+        labels += [c] * len(imgs)
+    empty = [d.name for d in class_dirs if not _images_in(d)]
+    if not paths:
+        raise UserInputError(f"dataset folder {root} has class folders but no images ({', '.join(IMAGE_EXTENSIONS)}); add images")
+    if empty:
+        raise UserInputError(
+            f"dataset folder {root}: class folder(s) {', '.join(empty)} hold no images; add images or remove the folder(s)"
+        )
+    classes = [d.name.replace("_", " ") for d in class_dirs]
+    return Dataset(root.name, classes, np.array(labels, dtype=np.int64), paths=paths, image_size=image_size)
+
+
+def _load_manifest(path: Path, image_size: int, classes: list[str] | None) -> Dataset:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or not {"path", "label"} <= set(reader.fieldnames):
+            raise UserInputError(f"manifest {path} needs a header row with columns path,label (got {reader.fieldnames})")
+        rows = list(reader)
+    if not rows:
+        raise UserInputError(f"manifest {path} lists no images; add rows `path,label`")
+    names = classes or sorted({r["label"] for r in rows})
+    index = {c: i for i, c in enumerate(names)}
+    unknown = sorted({r["label"] for r in rows} - set(index))
+    if unknown:
+        raise UserInputError(
+            f"manifest {path}: label(s) {unknown[:5]} are not in the class list {names}; add them to --classes or fix the rows"
+        )
+    paths = [(path.parent / r["path"]).resolve() for r in rows]
+    labels = np.array([index[r["label"]] for r in rows], dtype=np.int64)
+    return Dataset(path.stem, names, labels, paths=paths, image_size=image_size)
+
+
+def open_dataset(spec: str, classes: list[str] | None = None, image_size: int = 224) -> Dataset:
+    """Open a dataset by spec (see the module docstring); errors name the input and the fix."""
+    if spec == "sample":
+        ds = load_sample()
+        if classes and classes != ds.classes:
+            raise UserInputError(f"the bundled sample has fixed classes {ds.classes}; drop --classes")
+        return ds
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise UserInputError(
+            f"dataset path {path} does not exist; give a folder of class folders, a CSV manifest, "
+            "an image folder, or `sample`"
+        )
+    if path.is_file():
+        if path.suffix.lower() != ".csv":
+            raise UserInputError(f"dataset file {path} is not a .csv manifest; give a manifest with columns path,label or a folder")
+        return _load_manifest(path, image_size, classes)
+    if any(p.is_dir() and not p.name.startswith(".") for p in path.iterdir()):
+        ds = _load_image_folder(path, image_size)
+        if classes:
+            if len(classes) != len(ds.classes):
+                raise UserInputError(
+                    f"--classes names {len(classes)} classes but {path} has {len(ds.classes)} class folders {ds.classes}"
+                )
+            ds.classes = list(classes)
+        return ds
+    images = _images_in(path)
+    if not images:
+        raise UserInputError(f"dataset folder {path} is empty: put images in it (or one folder per class)")
+    if not classes:
+        raise UserInputError(
+            f"dataset folder {path} has images but no class folders (unlabeled): pass the candidate class "
+            "names with --classes a,b,c so zero-shot prediction has something to choose from"
+        )
+    return Dataset(path.name, list(classes), None, paths=images, image_size=image_size)

@@ -1,0 +1,87 @@
+"""A run's summary, derived from stored sufficient statistics only (no images, no models).
+
+Recomputing it with another baseline is cheap: ``build_summary(store, run_id, baseline=...)``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+
+from backend.errors import UserInputError
+from backend.metrics.aggregate import summarize, summary_table
+from backend.store import Store
+
+#: the PD threat is normalised so that moving all the way onto another class's anchor scores
+#: 2 (β = 1/2); at or below 1 a perturbation stays within half-way: label-preserving ("safe")
+SAFE_THREAT = 1.0
+
+
+def threat_cells(store: Store, run_id: str) -> dict[tuple[str, int], dict[str, Any]]:
+    acc: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: {"n": 0, "sum": 0.0, "sum_sq": 0.0, "n_above_1": 0, "max": 0.0})
+    for d in store.find("threat", run_id=run_id):
+        a = acc[(d["corruption"], d["severity"])]
+        a["n"] += d["n"]
+        a["sum"] += d["sum"]
+        a["sum_sq"] += d["sum_sq"]
+        a["n_above_1"] += d["n_above_1"]
+        a["max"] = max(a["max"], d["max"])
+    out = {}
+    for key, a in sorted(acc.items()):
+        mean = a["sum"] / a["n"] if a["n"] else None
+        out[key] = {
+            "corruption": key[0],
+            "severity": key[1],
+            "n": int(a["n"]),
+            "mean_threat": mean,
+            "std_threat": float(np.sqrt(max(a["sum_sq"] / a["n"] - mean**2, 0.0))) if a["n"] else None,
+            "frac_unsafe_images": a["n_above_1"] / a["n"] if a["n"] else None,
+            "max_threat": a["max"],
+            "safe": mean is not None and mean <= SAFE_THREAT,
+        }
+    return out
+
+
+def stability_means(store: Store, run_id: str) -> list[dict[str, Any]]:
+    """Mean DivergenceRadius / cosine / Euclidean robustness per model × corruption."""
+    groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for d in store.find("stability", run_id=run_id):
+        g = groups[(d["model"], d["corruption"])]
+        for k in ("divergence_radius", "cosine", "euclidean"):
+            g[k] += d.get(k, [])
+    return [
+        {"model": m, "corruption": c, "n_images": len(g["divergence_radius"]),
+         **{k: float(np.mean(v)) if v else None for k, v in g.items()}}
+        for (m, c), g in sorted(groups.items())
+    ]
+
+
+def build_summary(store: Store, run_id: str, baseline: str | None = None) -> dict[str, Any]:
+    run = store.get_run(run_id)
+    if run is None:
+        raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
+    models = run["config"]["models"]
+    baseline = baseline or run["config"].get("baseline") or models[0]
+    if baseline not in models:
+        raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {models}")
+    units = store.units(run_id)
+    if not units:
+        raise UserInputError(f"run {run_id} has no finished units yet; resume it with `domainbench run --resume {run_id}`")
+    summary = summarize(units, baseline=baseline)
+    threat = threat_cells(store, run_id)
+    safe_acc = {}
+    for m in summary.models:
+        accs = [c.accuracy for c in m.cells if c.accuracy is not None and threat.get((c.corruption, c.severity), {}).get("safe")]
+        safe_acc[m.model] = float(np.mean(accs)) if accs else None
+    return {
+        "run_id": run_id,
+        "baseline": baseline,
+        "classification": summary.model_dump(mode="json"),
+        "table": summary_table(summary),
+        "threat": list(threat.values()),
+        "threat_reference": run.get("threat_reference"),
+        "safe_accuracy": safe_acc,
+        "stability": stability_means(store, run_id),
+    }

@@ -1,0 +1,443 @@
+"""Embedding stability (stability paper, Section 3): DivergenceRadius, R_cs and R_ed.
+
+For one image and one corruption we have n embeddings (the clean image and m perturbed
+versions). After L2 normalisation they lie on the unit sphere and
+
+- ``cosine_robustness``    R_cs = (1 - min_{i,j} cos(x_i, x_j)) / 2 = max_{i,j} ||x_i - x_j||^2 / 4
+- ``euclidean_robustness`` R_ed = max_{i,j} ||x_i - x_j|| / 2 = sqrt(R_cs)
+- ``divergence_radius``    R_dr = radius of the minimum enclosing ball (MEB) of the x_i.
+
+The MEB is solved exactly as the dual convex QP on the centred Gram matrix G (float64):
+
+    r^2 = max_{a in simplex}  f(a) = sum_i a_i G_ii - a^T G a,      centre c = sum_i a_i y_i,
+
+batched over B sets at once. Any a in the simplex certifies the radius from both sides:
+f(a) <= r^2 (weak duality) and max_i ||y_i - c(a)||^2 >= r^2 (the ball at c(a) encloses
+every point); their difference is the Frank-Wolfe gap  max_i grad_i - a . grad  with
+grad = diag(G) - 2 G a. We run pairwise Frank-Wolfe with exact line search (linear
+convergence on this problem) and, every few rounds, polish by solving the KKT system on the
+current support with a minimum-norm (pseudo-inverse) correction, which stays valid when the
+support is affinely dependent (duplicate points, many points on one great circle). A set
+is finished when its relative gap is below ``tol``.
+
+Welzl-style recursion is deliberately not used: it is exponential in the number of support
+points and breaks on duplicates.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from backend.errors import UserInputError
+
+__all__ = [
+    "EmbeddingInputError",
+    "EnclosingBall",
+    "cosine_robustness",
+    "divergence_radius",
+    "enclosing_ball",
+    "euclidean_robustness",
+    "stability_metrics",
+]
+
+# Rows of (chunk, n, d) float64 materialised at once while building Gram matrices.
+_CHUNK_ELEMENTS = 1 << 22
+# Relative duality gap (on G scaled to max diag 1) at which a set counts as solved; rounding
+# of the gap itself is ~n * 1e-16, so this is as tight as float64 allows with margin.
+_DEFAULT_TOL = 1e-13
+# Eigenvalues of the scaled KKT matrix below this (relative) are treated as exact zeros.
+_PINV_RTOL = 1e-11
+
+
+class EmbeddingInputError(UserInputError):
+    """Embeddings that cannot be turned into (B, n, d) unit vectors."""
+
+
+@dataclass(frozen=True)
+class EnclosingBall:
+    """Minimum enclosing balls of B sets, with a duality-gap certificate.
+
+    ``lower <= true radius <= upper`` holds for every set (up to float64 rounding of the
+    Gram matrix); ``radius`` is the radius of a ball that encloses every point (the upper
+    bound, clipped to the paper's [0, 1]). ``weights`` (B, n) are the dual variables: a point
+    of the probability simplex whose combination of the points is the centre; points with
+    positive weight lie on the ball's surface.
+    """
+
+    radius: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    weights: np.ndarray
+    converged: np.ndarray
+    iterations: int
+
+    @property
+    def gap(self) -> np.ndarray:
+        return self.upper - self.lower
+
+
+# --------------------------------------------------------------------------------------
+# Input handling
+# --------------------------------------------------------------------------------------
+
+
+def _as_tensor(embeddings: Any, name: str) -> torch.Tensor:
+    """Return the raw (B, n, d) tensor (original dtype and device), validating shape only."""
+    if isinstance(embeddings, torch.Tensor):
+        t = embeddings.detach()
+    else:
+        try:
+            arr = np.asarray(embeddings)
+        except ValueError as exc:  # ragged nested sequences
+            raise EmbeddingInputError(
+                f"{name}: the sets have mismatched shapes and cannot form one (B, n, d) array "
+                f"({exc}); group sets with the same number of embeddings n and dimension d"
+            ) from None
+        if arr.dtype == object:
+            raise EmbeddingInputError(
+                f"{name}: the sets have mismatched shapes and cannot form one (B, n, d) array; "
+                "group sets with the same number of embeddings n and dimension d"
+            )
+        if arr.dtype.kind not in "biuf":
+            raise EmbeddingInputError(
+                f"{name}: expected real numbers, got dtype {arr.dtype}; pass float embeddings"
+            )
+        t = torch.from_numpy(np.ascontiguousarray(arr))
+    if t.is_complex() or t.dtype == torch.bool:
+        raise EmbeddingInputError(f"{name}: expected real float embeddings, got dtype {t.dtype}")
+    if t.ndim != 3:
+        hint = " (for a single set pass embeddings[None])" if t.ndim == 2 else ""
+        raise EmbeddingInputError(
+            f"{name}: expected shape (B, n, d) = (sets, embeddings per set, dimension), "
+            f"got shape {tuple(t.shape)}{hint}"
+        )
+    _, n, d = t.shape
+    if n < 2:
+        raise EmbeddingInputError(
+            f"{name}: each set needs at least 2 embeddings (the clean image and >= 1 perturbed "
+            f"version), got n = {n}"
+        )
+    if d < 1:
+        raise EmbeddingInputError(f"{name}: embedding dimension d must be >= 1, got d = {d}")
+    return t
+
+
+def _normalised_chunk(raw: torch.Tensor, start: int, name: str) -> torch.Tensor:
+    """float64 unit vectors for one chunk of sets, with NaN/inf/zero checks."""
+    x = raw.to(torch.float64)
+    finite = torch.isfinite(x).all(dim=-1)
+    if not bool(finite.all()):
+        b, i = (int(v) for v in torch.nonzero(~finite)[0])
+        raise EmbeddingInputError(
+            f"{name}: embedding {i} of set {start + b} contains NaN or inf; "
+            "fix the encoder output (or drop that image) before computing stability"
+        )
+    # Dividing by the largest |component| first keeps the norm free of overflow/underflow.
+    peak = x.abs().amax(dim=-1, keepdim=True)
+    zero = peak[..., 0] == 0
+    if bool(zero.any()):
+        b, i = (int(v) for v in torch.nonzero(zero)[0])
+        raise EmbeddingInputError(
+            f"{name}: embedding {i} of set {start + b} is all zeros and cannot be "
+            "L2-normalised; check the encoder output for that image"
+        )
+    x = x / peak
+    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+
+
+def _centred_gram(embeddings: Any, name: str = "embeddings") -> torch.Tensor:
+    """Gram matrix (B, n, n) float64 of the unit vectors relative to the first one.
+
+    Translating by a point of the set leaves the ball's radius unchanged; it keeps every
+    entry at the scale of the set's spread (so small radii are not lost to cancellation),
+    and makes coinciding embeddings give an exactly zero Gram matrix.
+    """
+    raw = _as_tensor(embeddings, name)
+    B, n, d = raw.shape
+    G = torch.empty((B, n, n), dtype=torch.float64, device=raw.device)
+    chunk = max(1, _CHUNK_ELEMENTS // (n * d))
+    for start in range(0, B, chunk):
+        x = _normalised_chunk(raw[start : start + chunk], start, name)
+        y = x - x[:, :1, :]
+        G[start : start + chunk] = torch.bmm(y, y.transpose(1, 2))
+    return G
+
+
+def _pairwise_sq_dist(G: torch.Tensor) -> torch.Tensor:
+    g = torch.diagonal(G, dim1=1, dim2=2)
+    return (g[:, :, None] + g[:, None, :] - 2.0 * G).clamp_min(0.0)
+
+
+# --------------------------------------------------------------------------------------
+# The dual QP solver
+# --------------------------------------------------------------------------------------
+
+
+def _grad_gap(G: torch.Tensor, g: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    Ga = torch.bmm(G, a[:, :, None])[:, :, 0]
+    grad = g - 2.0 * Ga
+    gap = (grad.amax(dim=1) - (a * grad).sum(dim=1)).clamp_min(0.0)
+    return Ga, grad, gap
+
+
+def _frank_wolfe(
+    G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, steps: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``steps`` pairwise Frank-Wolfe iterations with exact line search (in place on a)."""
+    b = torch.arange(G.shape[0], device=G.device)
+    Ga = torch.bmm(G, a[:, :, None])[:, :, 0]
+    inf = torch.tensor(float("inf"), dtype=G.dtype, device=G.device)
+    for _ in range(steps):
+        grad = g - 2.0 * Ga
+        i = grad.argmax(dim=1)
+        j = torch.where(a > 0, grad, inf).argmin(dim=1)
+        Gi, Gj = G[b, i], G[b, j]  # rows i and j (= columns, G is symmetric)
+        q = Gi[b, i] + Gj[b, j] - 2.0 * Gi[b, j]  # ||y_i - y_j||^2
+        slope = grad[b, i] - grad[b, j]  # >= 0: i maximises the gradient
+        aj = a[b, j]
+        # f(a + t(e_i - e_j)) = f(a) + t*slope - t^2*q: maximised at slope / (2q).
+        t = torch.where(q > 0, slope / (2.0 * q).clamp_min(1e-300), torch.where(slope > 0, aj, 0.0))
+        t = torch.minimum(t.clamp_min(0.0), aj)
+        drop = t >= aj
+        a[b, i] += t
+        a[b, j] = torch.where(drop, torch.zeros_like(aj), a[b, j] - t)
+        Ga += t[:, None] * (Gi - Gj)
+    return a, Ga
+
+
+def _kkt_polish(G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """Stationary point of f on the face ``support`` nearest to ``a`` (not clipped).
+
+    KKT on the face S: grad_i = lambda for i in S, sum_S a = 1. Solved for the correction
+    (delta, lambda) with the minimum-norm (pseudo-inverse) solution, so an affinely dependent
+    support (duplicates, cocircular points) still gives the unique centre and a weight
+    vector close to ``a``.
+    """
+    B, n = a.shape
+    s = support.to(G.dtype)
+    M = torch.zeros((B, n + 1, n + 1), dtype=G.dtype, device=G.device)
+    M[:, :n, :n] = 2.0 * G * (s[:, :, None] * s[:, None, :])
+    M[:, :n, :n] += torch.diag_embed(1.0 - s)
+    M[:, :n, n] = s
+    M[:, n, :n] = s
+    Ga = torch.bmm(G, a[:, :, None])[:, :, 0]
+    rhs = torch.cat([(g - 2.0 * Ga) * s, (1.0 - a.sum(dim=1, keepdim=True))], dim=1)
+    sol = torch.bmm(torch.linalg.pinv(M, rtol=_PINV_RTOL, hermitian=True), rhs[:, :, None])[:, :, 0]
+    # rhs includes -lambda0 = 0, so sol[:, n] is lambda itself; only the weights matter here.
+    return (a + sol[:, :n]) * s
+
+
+def _project_simplex_clip(a: torch.Tensor) -> torch.Tensor:
+    a = a.clamp_min(0.0)
+    total = a.sum(dim=1, keepdim=True)
+    return torch.where(total > 0, a / total.clamp_min(1e-300), torch.full_like(a, 1.0 / a.shape[1]))
+
+
+def _solve(
+    G: torch.Tensor, tol: float, max_iter: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """Solve the dual QP for every set. Returns (L, U, a, converged, iterations) unscaled."""
+    B, n, _ = G.shape
+    dev, dt = G.device, G.dtype
+    g_raw = torch.diagonal(G, dim1=1, dim2=2)
+    scale = g_raw.amax(dim=1)
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    Gs = G / scale[:, None, None]
+    gs = g_raw / scale[:, None]
+
+    # Start on the diametral pair: then f(a) = D^2/4, already R_ed^2 <= r^2.
+    D2 = _pairwise_sq_dist(Gs).reshape(B, n * n)
+    flat = D2.argmax(dim=1)
+    a = torch.zeros((B, n), dtype=dt, device=dev)
+    a.scatter_add_(1, (flat // n)[:, None], torch.full((B, 1), 0.5, dtype=dt, device=dev))
+    a.scatter_add_(1, (flat % n)[:, None], torch.full((B, 1), 0.5, dtype=dt, device=dev))
+
+    a_out = a.clone()
+    gap_out = torch.full((B,), float("inf"), dtype=dt, device=dev)
+    idx = torch.arange(B, device=dev)
+    Ga_, Gg, ga = Gs, gs, a
+    steps, total_steps = 0, 0
+    while idx.numel() > 0:
+        best_a = ga
+        _, grad, best_gap = _grad_gap(Ga_, Gg, ga)
+        # Polish on the Frank-Wolfe support, then a few active-set refinements: drop the
+        # weights that came out negative, add the most violated point.
+        support = ga > 0
+        for _ in range(3):
+            raw = _kkt_polish(Ga_, Gg, best_a, support)
+            cand = _project_simplex_clip(raw)
+            _, cgrad, cgap = _grad_gap(Ga_, Gg, cand)
+            better = cgap < best_gap
+            best_a = torch.where(better[:, None], cand, best_a)
+            best_gap = torch.where(better, cgap, best_gap)
+            if bool((best_gap <= tol).all()):
+                break
+            support = raw > 0
+            support[torch.arange(support.shape[0], device=dev), cgrad.argmax(dim=1)] = True
+        done = best_gap <= tol
+        if total_steps >= max_iter:
+            done = torch.ones_like(done)
+        a_out[idx[done]] = best_a[done]
+        gap_out[idx[done]] = best_gap[done]
+        keep = ~done
+        if not bool(keep.any()):
+            break
+        idx, Ga_, Gg = idx[keep], Ga_[keep], Gg[keep]
+        # Continue Frank-Wolfe from the better of the FW iterate and the polished point.
+        ga = best_a[keep].clone()
+        steps = min(max(8, 2 * steps), 256, max_iter - total_steps)
+        ga, _ = _frank_wolfe(Ga_, Gg, ga, max(steps, 1))
+        total_steps += max(steps, 1)
+
+    Ga, grad, gap = _grad_gap(Gs, gs, a_out)
+    L = ((a_out * gs).sum(dim=1) - (a_out * Ga).sum(dim=1)).clamp_min(0.0)
+    converged = gap <= tol
+    return L * scale, (L + gap) * scale, a_out, converged, total_steps
+
+
+# --------------------------------------------------------------------------------------
+# Public API
+# --------------------------------------------------------------------------------------
+
+
+def _to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+def enclosing_ball(
+    embeddings: Any, *, tol: float = _DEFAULT_TOL, max_iter: int = 20_000
+) -> EnclosingBall:
+    """Minimum enclosing balls of the L2-normalised embeddings, one per set.
+
+    ``embeddings``: array-like or torch tensor of shape (B, n, d); a CUDA tensor is solved
+    on its GPU. ``tol`` is the duality gap, relative to the set's squared spread, at which
+    a set is accepted.
+    """
+    G = _centred_gram(embeddings)
+    if G.shape[0] == 0:
+        empty = np.zeros(0)
+        return EnclosingBall(empty, empty, empty, np.zeros((0, G.shape[1])), np.zeros(0, bool), 0)
+    L, U, a, converged, its = _solve(G, tol, max_iter)
+    lower = L.sqrt().clamp(0.0, 1.0)
+    # The unit ball at the origin encloses every unit vector: 1 is always a valid upper bound.
+    upper = torch.maximum(U.sqrt().clamp(max=1.0), lower)
+    conv = _to_numpy(converged).astype(bool)
+    if not conv.all():
+        warnings.warn(
+            f"divergence_radius: {int((~conv).sum())} set(s) stopped at max_iter={max_iter} "
+            "before the duality gap reached tol; their lower/upper bounds are still valid",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    up = _to_numpy(upper)
+    return EnclosingBall(
+        radius=up.copy(),
+        lower=_to_numpy(lower),
+        upper=up,
+        weights=_to_numpy(a),
+        converged=conv,
+        iterations=its,
+    )
+
+
+def divergence_radius(embeddings: Any, return_bounds: bool = False) -> Any:
+    """DivergenceRadius R_dr of each set: radius of the minimum enclosing ball, shape (B,).
+
+    With ``return_bounds=True`` returns ``(radius, lower, upper)``, the duality-gap
+    certificate ``lower <= R_dr <= upper``.
+    """
+    ball = enclosing_ball(embeddings)
+    if return_bounds:
+        return ball.radius, ball.lower, ball.upper
+    return ball.radius
+
+
+def _max_sq_dist(G: torch.Tensor) -> torch.Tensor:
+    if G.shape[0] == 0:
+        return torch.zeros(0, dtype=G.dtype, device=G.device)
+    return _pairwise_sq_dist(G).amax(dim=(1, 2))
+
+
+def _cosine_from_gram(G: torch.Tensor) -> np.ndarray:
+    # For unit vectors (1 - cos)/2 = ||x_i - x_j||^2 / 4; the difference form keeps
+    # small values exact instead of losing them to 1 - cos cancellation.
+    return _to_numpy((_max_sq_dist(G) / 4.0).clamp(0.0, 1.0))
+
+
+def cosine_robustness(embeddings: Any) -> np.ndarray:
+    """R_cs = (1 - min pairwise cosine similarity) / 2 for each set, shape (B,)."""
+    return _cosine_from_gram(_centred_gram(embeddings))
+
+
+def euclidean_robustness(embeddings: Any) -> np.ndarray:
+    """R_ed = max pairwise distance / 2 for each set, shape (B,); equals sqrt(R_cs) exactly."""
+    return np.sqrt(cosine_robustness(embeddings))
+
+
+def stability_metrics(embeddings: Any, clean: Any | None = None) -> dict[str, np.ndarray]:
+    """All stability metrics for B images in one call.
+
+    ``embeddings``: (B, n, d) — per image, the clean embedding and the perturbed ones; or,
+    with ``clean`` (B, d) given, only the perturbed ones (B, m, d) and the clean embedding is
+    prepended. Returns arrays of shape (B,) under "divergence_radius", "cosine",
+    "euclidean" and "gap" (upper - lower certificate of the radius).
+    """
+    if clean is not None:
+        embeddings = _with_clean(embeddings, clean)
+    G = _centred_gram(embeddings)
+    if G.shape[0] == 0:
+        empty = np.zeros(0)
+        return {"divergence_radius": empty, "cosine": empty, "euclidean": empty, "gap": empty}
+    L, U, _, converged, _ = _solve(G, _DEFAULT_TOL, 20_000)
+    lower = L.sqrt().clamp(0.0, 1.0)
+    upper = torch.maximum(U.sqrt().clamp(max=1.0), lower)
+    cos = _cosine_from_gram(G)
+    return {
+        "divergence_radius": _to_numpy(upper),
+        "cosine": cos,
+        "euclidean": np.sqrt(cos),
+        "gap": _to_numpy(upper - lower),
+    }
+
+
+def _with_clean(perturbed: Any, clean: Any) -> torch.Tensor:
+    p = perturbed if isinstance(perturbed, torch.Tensor) else _array_or_error(perturbed, "embeddings")
+    c = clean if isinstance(clean, torch.Tensor) else _array_or_error(clean, "clean")
+    if c.ndim != 2:
+        raise EmbeddingInputError(f"clean: expected shape (B, d), got shape {tuple(c.shape)}")
+    if p.ndim != 3:
+        raise EmbeddingInputError(
+            f"embeddings: with clean given, expected perturbed embeddings of shape (B, m, d), "
+            f"got shape {tuple(p.shape)}"
+        )
+    if p.shape[0] != c.shape[0] or p.shape[2] != c.shape[1]:
+        raise EmbeddingInputError(
+            f"clean has shape {tuple(c.shape)} but embeddings has shape {tuple(p.shape)}: "
+            "expected clean (B, d) and perturbed (B, m, d) with the same B and d"
+        )
+    if c.device != p.device:
+        raise EmbeddingInputError(
+            f"clean is on {c.device} but embeddings is on {p.device}; put both on one device"
+        )
+    dtype = torch.promote_types(p.dtype, c.dtype)
+    return torch.cat([c[:, None, :].to(dtype), p.to(dtype)], dim=1)
+
+
+def _array_or_error(x: Any, name: str) -> torch.Tensor:
+    if isinstance(x, Sequence) or isinstance(x, np.ndarray):
+        try:
+            arr = np.asarray(x)
+        except ValueError:
+            arr = np.empty(0, dtype=object)
+        if arr.dtype == object or arr.dtype.kind not in "biuf":
+            raise EmbeddingInputError(
+                f"{name}: expected a numeric array with equal-length rows, got dtype {arr.dtype}"
+            )
+        return torch.from_numpy(np.ascontiguousarray(arr))
+    raise EmbeddingInputError(f"{name}: expected an array or torch tensor, got {type(x).__name__}")

@@ -1,0 +1,158 @@
+"""The planner: from a domain description to a validated corruption config.
+
+    plan(domain_text, provider="auto", samples=10, **settings) -> DomainConfig
+    write_plan(cfg, path) -> Path
+
+``provider="auto"`` uses the LLM when an endpoint is configured (DOMAINBENCH_LLM_BASE_URL or an
+API key in DOMAINBENCH_LLM_API_KEY / OPENAI_API_KEY) and the offline planner otherwise.
+``settings`` are LLM settings (base_url, api_key, model, temperature, timeout, max_retries,
+concurrency, json_mode); they override the environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from backend.config import DomainConfig, PlannerProvenance, save
+from backend.errors import UserInputError
+from backend.planner import prompts, rules
+from backend.planner.catalogue import Catalogue, load_catalogue
+from backend.planner.llm import LLMPlanner, PlannerError, enforce, redact
+from backend.planner.settings import LLMSettings, settings_from_env
+
+log = logging.getLogger(__name__)
+
+Provider = Literal["auto", "offline", "openai"]
+PROVIDERS = ("auto", "offline", "openai")
+MAX_DOMAIN_CHARS = 4000
+MAX_SAMPLES = 50
+
+__all__ = [
+    "MAX_DOMAIN_CHARS",
+    "LLMSettings",
+    "PlannerError",
+    "plan",
+    "prepare_domain_text",
+    "prompt_version",
+    "write_plan",
+]
+
+
+def prompt_version() -> str:
+    return prompts.prompt_version()
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def prepare_domain_text(domain_text: Any) -> str:
+    """Validated, normalised description; long text is cut at a sentence or word boundary."""
+    if not isinstance(domain_text, str):
+        raise UserInputError(
+            f"the domain description must be text, got {type(domain_text).__name__}; "
+            'pass a sentence such as "dash-cam footage of city traffic at night"'
+        )
+    text = _CONTROL.sub(" ", unicodedata.normalize("NFC", domain_text)).strip()
+    if not text:
+        raise UserInputError(
+            "the domain description is empty; describe where your images come from, e.g. "
+            '"chest X-rays from portable scanners in intensive care"'
+        )
+    if len(text) > MAX_DOMAIN_CHARS:
+        total = len(text)
+        cut = text[:MAX_DOMAIN_CHARS]
+        end = max(cut.rfind(". "), cut.rfind("\n"))
+        if end < MAX_DOMAIN_CHARS // 2:
+            end = cut.rfind(" ")
+        kept = cut[: end + 1].rstrip() if end > 0 else cut
+        note = prompts.truncation_note(len(kept), total)
+        log.warning("domain description has %d characters; using the first %d", total, len(kept))
+        text = f"{kept}\n{note}"
+    return text
+
+
+def _samples(samples: Any) -> int:
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise UserInputError(f"samples must be an integer from 1 to {MAX_SAMPLES}, got {samples!r}")
+    return samples
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def plan(
+    domain_text: str,
+    provider: Provider | str = "auto",
+    samples: int = 10,
+    *,
+    catalogue: Catalogue | None = None,
+    **settings: Any,
+) -> DomainConfig:
+    """Plan the corruptions for a domain description; the result is validated and rule-checked."""
+    if provider not in PROVIDERS:
+        raise UserInputError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+    n = _samples(samples)
+    text = prepare_domain_text(domain_text)
+    cat = catalogue or load_catalogue()
+    llm_settings = settings_from_env(**settings)
+    if provider == "auto":
+        provider = "openai" if llm_settings.configured else "offline"
+        log.info("planner provider: %s", provider)
+
+    if provider == "offline":
+        from backend.planner.offline import MODEL_NAME, OfflinePlanner
+
+        vote = OfflinePlanner(cat).run(text, n)
+        notes: list[str] = []
+        prov = PlannerProvenance(
+            provider="offline",
+            model=MODEL_NAME,
+            prompt_version=f"offline-{rules.rules_version()}",
+            samples=vote.n_samples,
+            temperature=0.0,
+        )
+    else:
+        vote, notes = LLMPlanner(llm_settings, cat).run(text, n)
+        prov = PlannerProvenance(
+            provider="openai",
+            model=llm_settings.model,
+            prompt_version=f"{prompts.prompt_version()}+{rules.rules_version()}",
+            samples=vote.n_samples,
+            temperature=llm_settings.temperature,
+        )
+
+    # Final gate for both planners: only catalogue names, parameters in range, rules satisfied.
+    req = rules.requirements(text, cat.names)
+    remaining = rules.violations(req, [c.name for c in vote.chosen])
+    chosen = vote.chosen
+    if remaining:  # cannot happen when every sample obeyed the rules; corrected and reported if it does
+        notes += [f"voted plan corrected: {v}" for v in remaining]
+        chosen = enforce(chosen, req, cat)
+    key = llm_settings.key_value() if llm_settings.api_key is not None else None
+    cfg = DomainConfig(
+        domain=text,
+        corruptions=chosen,
+        planner=prov.model_copy(
+            update={
+                "frequencies": {k: round(v, 4) for k, v in vote.frequencies.items()},
+                "violations": [redact(v, key) for v in notes],
+                "created_at": _now(),
+            }
+        ),
+    )
+    try:
+        cfg.check_catalogue()
+    except UserInputError as e:  # a bug, not user input: every name was validated upstream
+        raise PlannerError(f"internal error: planned corruption failed catalogue validation: {e}") from e
+    return cfg
+
+
+def write_plan(cfg: DomainConfig, path: str | Path) -> Path:
+    """Write the plan as TOML with the ``[[corruptions]]`` shape (atomic replace)."""
+    return save(cfg, path)

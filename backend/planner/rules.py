@@ -1,0 +1,168 @@
+"""Domain sanity rules: which corruptions a kind of domain forbids or requires (data in rules.toml).
+
+Kinds are detected from the description by keywords, deliberately not by embeddings: the check
+must be identical for the LLM and the offline planner, cheap enough to run on every sample, and
+explainable ("the description mentions 'x-ray'").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import tomllib
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from backend.errors import UserInputError
+
+log = logging.getLogger(__name__)
+
+RULES_PATH = Path(__file__).with_name("rules.toml")
+
+
+class DomainKind(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    label: str
+    keywords: list[str] = Field(min_length=1)
+    forbidden: list[str] = Field(default_factory=list)
+    required: list[str] = Field(default_factory=list)
+
+
+class RuleBook(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = 1
+    required_everywhere: list[str] = Field(default_factory=list)
+    kinds: dict[str, DomainKind] = Field(default_factory=dict)
+
+    def names(self) -> set[str]:
+        out = set(self.required_everywhere)
+        for k in self.kinds.values():
+            out.update(k.forbidden)
+            out.update(k.required)
+        return out
+
+
+@dataclass(frozen=True)
+class DetectedKind:
+    name: str
+    label: str
+    keyword: str  # the text that matched, as it appears in the description
+
+
+@dataclass
+class Requirements:
+    """What the rules demand of a plan for one description, each with the reason why."""
+
+    kinds: list[DetectedKind] = field(default_factory=list)
+    forbidden: dict[str, str] = field(default_factory=dict)  # name -> why
+    required: dict[str, str] = field(default_factory=dict)  # name -> why
+
+
+def _keyword_regex(keyword: str) -> str:
+    kw = keyword.strip().lower()
+    star = kw.endswith("*")
+    kw = kw.rstrip("*")
+    parts = [re.escape(p) for p in re.split(r"[\s\-]+", kw) if p]
+    body = r"[\s\-]?".join(parts)
+    return r"(?<!\w)" + body + (r"\w*" if star else r"(?!\w)")
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    book: RuleBook
+    patterns: dict[str, re.Pattern[str]]
+    fingerprint: str
+
+
+@lru_cache(maxsize=4)
+def _compile(path: str) -> _Compiled:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+        book = RuleBook.model_validate(tomllib.loads(raw.decode("utf-8")))
+    except FileNotFoundError as e:
+        raise UserInputError(f"sanity rules file {p} is missing; restore backend/planner/rules.toml") from e
+    except (tomllib.TOMLDecodeError, ValidationError) as e:
+        raise UserInputError(f"sanity rules file {p} is invalid ({e}); fix it") from e
+    patterns = {
+        name: re.compile("|".join(_keyword_regex(k) for k in kind.keywords), re.IGNORECASE)
+        for name, kind in book.kinds.items()
+    }
+    return _Compiled(book, patterns, hashlib.sha256(raw).hexdigest()[:12])
+
+
+def rule_book(path: str | Path | None = None) -> RuleBook:
+    return _compile(str(path or RULES_PATH)).book
+
+
+def rules_version(path: str | Path | None = None) -> str:
+    return "rules-" + _compile(str(path or RULES_PATH)).fingerprint
+
+
+def _normalise(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def detect_kinds(text: str, path: str | Path | None = None) -> list[DetectedKind]:
+    comp = _compile(str(path or RULES_PATH))
+    norm = _normalise(text)
+    found = []
+    for name, pattern in comp.patterns.items():
+        m = pattern.search(norm)
+        if m:
+            found.append(DetectedKind(name, comp.book.kinds[name].label, m.group(0)))
+    return found
+
+
+def requirements(text: str, catalogue_names: Iterable[str], path: str | Path | None = None) -> Requirements:
+    """Forbidden and required corruptions for ``text``, restricted to names in the catalogue."""
+    book = rule_book(path)
+    known = set(catalogue_names)
+    unknown = sorted(book.names() - known)
+    if unknown:
+        log.debug("sanity rules name corruptions not in the catalogue (ignored): %s", ", ".join(unknown))
+    req = Requirements(kinds=detect_kinds(text, path))
+    for name in book.required_everywhere:
+        if name in known:
+            req.required[name] = "every domain"
+    for k in req.kinds:
+        kind = book.kinds[k.name]
+        for name in kind.forbidden:
+            if name in known and name not in req.forbidden:
+                req.forbidden[name] = f"{k.label} (the description mentions {k.keyword!r})"
+        for name in kind.required:
+            if name in known and name not in req.required:
+                req.required[name] = f"{k.label} (the description mentions {k.keyword!r})"
+    # Forbidden wins over required when two detected kinds disagree.
+    for name in list(req.required):
+        if name in req.forbidden:
+            del req.required[name]
+    return req
+
+
+def violations(req: Requirements, chosen: Iterable[str]) -> list[str]:
+    """Human-readable rule violations of a set of chosen corruption names (empty when clean)."""
+    chosen_set = set(chosen)
+    out = [
+        f"{name!r} is implausible for {why}; remove it"
+        for name, why in req.forbidden.items()
+        if name in chosen_set
+    ]
+    out += [
+        f"{name!r} is required for {why}; add it"
+        for name, why in req.required.items()
+        if name not in chosen_set
+    ]
+    return out
+
+
+def check(text: str, chosen: Iterable[str], catalogue_names: Iterable[str]) -> list[str]:
+    return violations(requirements(text, catalogue_names), chosen)

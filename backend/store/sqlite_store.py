@@ -1,0 +1,94 @@
+"""Embedded store: one SQLite file in WAL mode, JSON documents, indexed key columns.
+
+Why SQLite and not a pymongo look-alike: WAL gives one writer and many readers across
+processes (the UI and a worker) without corruption, and the primary-key index keeps one
+upsert or lookup O(log n) however large the store grows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from backend.store.base import COLLECTIONS, Store, key_of
+
+
+class SQLiteStore(Store):
+    def __init__(self, path: Path, timeout_s: float = 60.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.description = f"embedded SQLite at {self.path}"
+        self._timeout = timeout_s
+        self._local = threading.local()
+        conn = self._conn()
+        with conn:
+            for coll, fields in COLLECTIONS.items():
+                cols = ", ".join(f"{f}" for f in fields)
+                conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {coll} ({cols}, doc TEXT NOT NULL, PRIMARY KEY ({cols})) WITHOUT ROWID"
+                )
+
+    def _conn(self) -> sqlite3.Connection:
+        # one connection per thread: Streamlit serves each session on its own thread
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(f"PRAGMA busy_timeout={int(self._timeout * 1000)}")
+            self._local.conn = conn
+        return conn
+
+    def upsert(self, collection: str, doc: dict[str, Any]) -> None:
+        self.upsert_many(collection, [doc])
+
+    def upsert_many(self, collection: str, docs: Iterable[dict[str, Any]]) -> None:
+        self._check_where(collection, {})
+        fields = COLLECTIONS[collection]
+        rows = [(*key_of(collection, d), json.dumps(self._stamp(d), allow_nan=False)) for d in docs]
+        if not rows:
+            return
+        cols = ", ".join(fields)
+        marks = ", ".join("?" for _ in range(len(fields) + 1))
+        sql = f"INSERT INTO {collection} ({cols}, doc) VALUES ({marks}) ON CONFLICT ({cols}) DO UPDATE SET doc = excluded.doc"
+        conn = self._conn()
+        # BEGIN IMMEDIATE takes the write lock up front, so concurrent writers queue
+        # on busy_timeout instead of failing mid-transaction
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(sql, rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _where(self, collection: str, where: dict[str, Any]) -> tuple[str, list[Any]]:
+        self._check_where(collection, where)
+        if not where:
+            return "", []
+        return " WHERE " + " AND ".join(f"{k} = ?" for k in where), list(where.values())
+
+    def find(self, collection: str, **where: Any) -> list[dict[str, Any]]:
+        clause, args = self._where(collection, where)
+        rows = self._conn().execute(f"SELECT doc FROM {collection}{clause}", args).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def keys(self, collection: str, **where: Any) -> set[tuple[Any, ...]]:
+        clause, args = self._where(collection, where)
+        cols = ", ".join(COLLECTIONS[collection])
+        return {tuple(r) for r in self._conn().execute(f"SELECT {cols} FROM {collection}{clause}", args)}
+
+    def delete(self, collection: str, **where: Any) -> int:
+        clause, args = self._where(collection, where)
+        cur = self._conn().execute(f"DELETE FROM {collection}{clause}", args)
+        return cur.rowcount
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None

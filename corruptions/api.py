@@ -1,0 +1,129 @@
+"""Corrupt one image or a batch: input checks, parameter resolution, seeding, dispatch to kernels."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import cv2
+import numpy as np
+
+from corruptions.errors import CorruptionError
+from corruptions.registry import get
+from corruptions.seeding import batch_seeds, check_seed, rng_for
+from corruptions.spec import CorruptionSpec
+
+MIN_SIDE = 16
+
+
+def validate_params(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """Fully resolved, validated parameters; unknown or out-of-range ones raise CorruptionError.
+
+    Parameters left out take their severity-3 value.
+    """
+    return get(name).validate(params)
+
+
+def resolve_params(name: str, severity: int | None = None, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The parameters that ``corrupt`` applies for (severity) or (params); give exactly one."""
+    spec = get(name)
+    return _resolve(spec, severity, params)
+
+
+def _resolve(spec: CorruptionSpec, severity: int | None, params: Mapping[str, Any] | None) -> dict[str, Any]:
+    if (severity is None) == (params is None):
+        raise CorruptionError(
+            f"corruption {spec.name!r}: give exactly one of severity (1..5) or params (a dict), "
+            f"got severity={severity!r} and params={params!r}"
+        )
+    if severity is not None:
+        return spec.severity_params(severity)
+    return spec.validate(params)  # type: ignore[arg-type]
+
+
+def _check_image(image: Any, what: str, batch: bool) -> np.ndarray:
+    """(N, H, W, C) uint8 C-contiguous view/copy of a checked image or batch, C in {1, 3}."""
+    if not isinstance(image, np.ndarray):
+        raise CorruptionError(f"{what} must be a numpy array, got {type(image).__name__}; convert with np.asarray(img)")
+    if image.size == 0:
+        raise CorruptionError(f"{what} is empty (shape {image.shape}); pass an image of at least {MIN_SIDE}x{MIN_SIDE}")
+    if image.dtype != np.uint8:
+        hint = " (scale floats in [0, 1] with (x * 255).round().astype(np.uint8))" if image.dtype.kind == "f" else ""
+        raise CorruptionError(f"{what} must have dtype uint8, got {image.dtype}{hint}")
+    lead = 1 if batch else 0
+    ndim = image.ndim - lead
+    if ndim not in (2, 3):
+        shape_txt = "(N, H, W) or (N, H, W, C)" if batch else "(H, W) or (H, W, C)"
+        raise CorruptionError(f"{what} must have shape {shape_txt}, got {image.shape}")
+    if ndim == 3 and image.shape[-1] not in (1, 3):
+        hint = "; drop the alpha channel with image[..., :3]" if image.shape[-1] == 4 else ""
+        raise CorruptionError(f"{what} must have 1 or 3 channels (grey or RGB), got {image.shape[-1]}{hint}")
+    h, w = image.shape[lead], image.shape[lead + 1]
+    if h < MIN_SIDE or w < MIN_SIDE:
+        raise CorruptionError(f"{what} is {h}x{w}; corruptions need at least {MIN_SIDE}x{MIN_SIDE} pixels")
+    arr = image if batch else image[None]
+    if ndim == 2:
+        arr = arr[..., None]
+    return np.ascontiguousarray(arr)
+
+
+def _run(spec: CorruptionSpec, images: np.ndarray, params: dict[str, Any], seeds: list[int]) -> np.ndarray:
+    """Apply ``spec`` to an (N, H, W, C) batch; C = 1 is routed through RGB for colour-only kernels."""
+    model = spec.params_model.model_validate(params)
+    rngs = [rng_for(s) for s in seeds]
+    grey_via_rgb = images.shape[-1] == 1 and not spec.grayscale
+    work = np.repeat(images, 3, axis=-1) if grey_via_rgb else images
+    if spec.apply_batch is not None:
+        out = spec.apply_batch(work, model, rngs)
+    else:
+        out = np.stack([spec.apply(np.ascontiguousarray(img), model, rng) for img, rng in zip(work, rngs)])
+    if out.shape != work.shape or out.dtype != np.uint8:
+        raise RuntimeError(f"kernel of corruption {spec.name!r} returned {out.shape} {out.dtype}, expected {work.shape} uint8")
+    if grey_via_rgb:
+        out = np.stack([cv2.cvtColor(np.ascontiguousarray(o), cv2.COLOR_RGB2GRAY) for o in out])[..., None]
+    return out
+
+
+def corrupt(
+    image: np.ndarray,
+    name: str,
+    severity: int | None = None,
+    params: Mapping[str, Any] | None = None,
+    seed: int = 0,
+) -> np.ndarray:
+    """Corrupt one uint8 image (H, W), (H, W, 1) or (H, W, 3), H, W >= 16, with severity 1..5 or explicit params.
+
+    A pure function of its inputs: the same (image, name, parameters, seed) gives the same pixels
+    in every process. The output has the input's shape and dtype.
+    """
+    spec = get(name)
+    resolved = _resolve(spec, severity, params)
+    seed = check_seed(seed)
+    arr = _check_image(image, "image", batch=False)
+    out = _run(spec, arr, resolved, [seed])[0]
+    return out.reshape(image.shape)
+
+
+def corrupt_batch(
+    images: np.ndarray,
+    name: str,
+    severity: int | None = None,
+    params: Mapping[str, Any] | None = None,
+    seeds: int | Sequence[int] | np.ndarray = 0,
+) -> np.ndarray:
+    """Corrupt an (N, H, W[, C]) uint8 batch; equals ``corrupt`` image by image with the same seeds.
+
+    ``seeds`` is one int per image, or one int ``S`` from which image ``i`` gets
+    ``corruptions.derive_seed(S, i)``.
+    """
+    spec = get(name)
+    resolved = _resolve(spec, severity, params)
+    if isinstance(images, (list, tuple)):
+        try:
+            images = np.stack([np.asarray(i) for i in images])
+        except ValueError as exc:
+            raise CorruptionError(f"images in a batch must all have the same shape: {exc}") from None
+    arr = _check_image(images, "images", batch=True)
+    per_image = batch_seeds(seeds, arr.shape[0])
+    out = _run(spec, arr, resolved, per_image)
+    return out.reshape(images.shape)

@@ -1,0 +1,5 @@
+"""Built-in corruptions, one module per family; importing a module registers its specs."""
+
+from __future__ import annotations
+
+from corruptions.kernels import blur, digital, geometric, noise, photometric  # noqa: F401

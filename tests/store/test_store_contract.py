@@ -1,0 +1,151 @@
+"""One contract, every backend: embedded SQLite, pymongo code over mongomock, and a real
+MongoDB when DOMAINBENCH_TEST_MONGO_URI is set."""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import os
+from pathlib import Path
+
+import pytest
+
+from backend.store import open_store, redact_uri
+from backend.store.base import Store
+from backend.store.mongo_store import MongoStore
+from backend.store.sqlite_store import SQLiteStore
+
+MONGO_URI = os.environ.get("DOMAINBENCH_TEST_MONGO_URI")
+BACKENDS = ["sqlite", "mongomock"] + (["mongo"] if MONGO_URI else [])
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "sqlite":
+        s: Store = SQLiteStore(tmp_path / "s.sqlite")
+    elif request.param == "mongomock":
+        import mongomock
+
+        s = MongoStore("mongodb://localhost/dbtest", client=mongomock.MongoClient())
+    else:
+        s = MongoStore(MONGO_URI, db=f"domainbench_test_{os.getpid()}")  # type: ignore[arg-type]
+    yield s
+    for coll in ("domains", "runs", "units", "stability", "threat", "summaries"):
+        s.delete(coll)
+    s.close()
+
+
+def unit(run: str = "r1", model: str = "m", corruption: str = "fog", severity: int = 1, shard: int = 0, n: int = 10) -> dict:
+    return {"run_id": run, "model": model, "corruption": corruption, "severity": severity, "shard": shard,
+            "n": n, "confusion": [[n, 0], [0, 0]], "flips": 1}
+
+
+def test_upsert_is_idempotent_and_keyed(store: Store) -> None:
+    store.upsert("units", unit(n=10))
+    store.upsert("units", unit(n=12))  # same key: replaces
+    store.upsert("units", unit(shard=1))
+    docs = store.units("r1")
+    assert len(docs) == 2
+    assert sorted(d["n"] for d in docs) == [10, 12]
+    assert all(d["schema_version"] == 1 for d in docs)
+
+
+def test_find_and_keys_filter_on_key_prefix(store: Store) -> None:
+    store.upsert_many("units", [unit(run=r, model=m, severity=s) for r in ("a", "b") for m in ("x", "y") for s in (1, 2, 3)])
+    assert len(store.units("a")) == 6
+    assert len(store.units("a", model="x")) == 3
+    assert store.keys("units", run_id="b", model="y") == {("b", "y", "fog", s, 0) for s in (1, 2, 3)}
+    assert store.get("units", run_id="a", model="x", corruption="fog", severity=2, shard=0)["severity"] == 2
+    assert store.get("units", run_id="zzz", model="x", corruption="fog", severity=2, shard=0) is None
+
+
+def test_runs_summaries_and_delete_run(store: Store) -> None:
+    store.put_run({"run_id": "r1", "created_at": "2026-01-01", "status": "running"})
+    store.put_run({"run_id": "r2", "created_at": "2026-02-01", "status": "done"})
+    store.update_run("r1", status="done")
+    assert [r["run_id"] for r in store.list_runs()] == ["r2", "r1"]
+    assert store.get_run("r1")["status"] == "done"
+    store.put_summary({"run_id": "r1", "models": {"m": {"acc": 0.5}}})
+    store.upsert("units", unit())
+    store.delete_run("r1")
+    assert store.get_run("r1") is None and store.get_summary("r1") is None and store.units("r1") == []
+    assert store.get_run("r2") is not None
+
+
+def test_bad_queries_are_named(store: Store) -> None:
+    with pytest.raises(ValueError, match="key fields"):
+        store.find("units", flips=3)
+    with pytest.raises(ValueError, match="unknown collection"):
+        store.find("nope")
+    with pytest.raises(ValueError, match="lacks key field"):
+        store.upsert("units", {"run_id": "r"})
+
+
+def test_sqlite_rejects_nan_and_keeps_old_doc(tmp_path: Path) -> None:
+    s = SQLiteStore(tmp_path / "s.sqlite")
+    s.upsert("units", unit(n=5))
+    with pytest.raises(ValueError):
+        s.upsert("units", unit(n=math.nan))  # type: ignore[arg-type]
+    assert s.units("r1")[0]["n"] == 5
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    s = SQLiteStore(Path(path))
+    for i in range(count):
+        s.upsert("units", unit(model=f"w{worker}", shard=i, n=i))
+        if i % 10 == 0:  # re-upserting a finished unit must not duplicate it
+            s.upsert("units", unit(model=f"w{worker}", shard=i, n=i))
+
+
+def _reader(path: str, rounds: int, out: mp.Queue) -> None:
+    s = SQLiteStore(Path(path))
+    seen = 0
+    for _ in range(rounds):
+        docs = s.units("r1")
+        assert all(d["n"] == d["shard"] for d in docs)
+        seen = max(seen, len(docs))
+    out.put(seen)
+
+
+def test_two_writers_and_a_reader_lose_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.sqlite")
+    SQLiteStore(Path(path))
+    ctx = mp.get_context("spawn")
+    q: mp.Queue = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(path, w, 200)) for w in (0, 1)]
+    procs.append(ctx.Process(target=_reader, args=(path, 50, q)))
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    s = SQLiteStore(Path(path))
+    docs = s.units("r1")
+    assert len(docs) == 400
+    assert {(d["model"], d["shard"]) for d in docs} == {(f"w{w}", i) for w in (0, 1) for i in range(200)}
+    assert q.get(timeout=5) <= 400
+    assert s._conn().execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_open_store_selects_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOMAINBENCH_HOME", str(tmp_path / "home"))
+    s = open_store()
+    assert isinstance(s, SQLiteStore) and s.path == tmp_path / "home" / "domainbench.sqlite"
+    from backend.errors import UserInputError
+
+    with pytest.raises(UserInputError) as e:
+        open_store("postgres://user:hunter2@db/x")
+    assert "hunter2" not in str(e.value)
+
+
+def test_redact_uri_hides_passwords() -> None:
+    assert redact_uri("mongodb://alice:s3cr3t@db:27017/x") == "mongodb://alice:***@db:27017/x"
+    assert redact_uri("mongodb://db:27017/x") == "mongodb://db:27017/x"
+
+
+def test_unreachable_mongo_error_hides_password() -> None:
+    from backend.errors import UserInputError
+
+    with pytest.raises(UserInputError) as e:
+        MongoStore("mongodb://bob:topsecret@127.0.0.1:9/x", timeout_ms=200)
+    assert "topsecret" not in str(e.value) and "bob:***" in str(e.value)
