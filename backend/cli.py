@@ -113,13 +113,13 @@ def print_summary(summary: dict[str, Any]) -> None:
     for row in summary["table"]:
         table.add_row(
             row["model"],
-            _fmt(row.get("clean_accuracy"), pct=True),
-            _fmt(row.get("mean_corrupted_accuracy"), pct=True),
+            _fmt(row.get("acc"), pct=True),
+            _fmt(row.get("mean_corrupted_acc"), pct=True),
             _fmt(summary.get("safe_accuracy", {}).get(row["model"]), pct=True),
             _fmt(row.get("mce")),
             _fmt(row.get("rce")),
             _fmt(row.get("mfr")),
-            _fmt(row.get("pearson_acc_lfp")),
+            _fmt(row.get("corr")),
         )
     console.print(table)
     if summary.get("threat"):

@@ -211,13 +211,15 @@ def _frank_wolfe(
     return a, Ga
 
 
-def _kkt_polish(G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-    """Stationary point of f on the face ``support`` nearest to ``a`` (not clipped).
+def _kkt_polish(
+    G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, support: torch.Tensor, exact_inverse: bool
+) -> torch.Tensor:
+    """Stationary point of f on the face ``support``, near ``a`` (weights not clipped).
 
-    KKT on the face S: grad_i = lambda for i in S, sum_S a = 1. Solved for the correction
-    (delta, lambda) with the minimum-norm (pseudo-inverse) solution, so an affinely dependent
-    support (duplicates, cocircular points) still gives the unique centre and a weight
-    vector close to ``a``.
+    KKT on the face S: grad_i = lambda for i in S, sum_S a = 1, solved for the correction
+    (delta, lambda). ``exact_inverse`` uses an LU solve (fast; fails on an affinely dependent
+    support); otherwise the minimum-norm pseudo-inverse solution, which for duplicates or
+    cocircular support points still gives the unique centre with weights close to ``a``.
     """
     B, n = a.shape
     s = support.to(G.dtype)
@@ -228,8 +230,12 @@ def _kkt_polish(G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, support: torc
     M[:, n, :n] = s
     Ga = torch.bmm(G, a[:, :, None])[:, :, 0]
     rhs = torch.cat([(g - 2.0 * Ga) * s, (1.0 - a.sum(dim=1, keepdim=True))], dim=1)
-    sol = torch.bmm(torch.linalg.pinv(M, rtol=_PINV_RTOL, hermitian=True), rhs[:, :, None])[:, :, 0]
-    # rhs includes -lambda0 = 0, so sol[:, n] is lambda itself; only the weights matter here.
+    if exact_inverse:
+        sol = torch.linalg.solve_ex(M, rhs[:, :, None])[0][:, :, 0]
+        sol = torch.where(torch.isfinite(sol), sol, torch.zeros_like(sol))
+    else:
+        pinv = torch.linalg.pinv(M, rtol=_PINV_RTOL, hermitian=True)
+        sol = torch.bmm(pinv, rhs[:, :, None])[:, :, 0]
     return (a + sol[:, :n]) * s
 
 
@@ -237,6 +243,53 @@ def _project_simplex_clip(a: torch.Tensor) -> torch.Tensor:
     a = a.clamp_min(0.0)
     total = a.sum(dim=1, keepdim=True)
     return torch.where(total > 0, a / total.clamp_min(1e-300), torch.full_like(a, 1.0 / a.shape[1]))
+
+
+def _polish(
+    G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, tol: float, passes: int = 4
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Best of ``a`` and KKT-polished points; a few active-set passes per set.
+
+    Each pass solves KKT on the current support, clips the result back onto the simplex
+    (a valid dual point whatever happens) and keeps it if its gap is smaller. The next
+    support drops the weights that came out negative and adds the most violated point.
+    The pseudo-inverse is used only where the LU solve looks singular (a huge or non-finite
+    correction) or gave no negative weight yet did not close the gap (a degenerate face).
+    """
+    dev = G.device
+    _, _, best_gap = _grad_gap(G, g, a)
+    best_a = a.clone()
+    support = a > 0
+    pending = torch.nonzero(best_gap > tol)[:, 0]
+    for _ in range(passes):
+        if pending.numel() == 0:
+            break
+        Gp, gp, sp, ap = G[pending], g[pending], support[pending], best_a[pending]
+        raw = _kkt_polish(Gp, gp, ap, sp, exact_inverse=True)
+        suspect = ~torch.isfinite(raw).all(dim=1) | ((raw - ap).abs().amax(dim=1) > 1e3)
+        raw = torch.where(torch.isfinite(raw), raw, ap)
+        cand = _project_simplex_clip(raw)
+        _, cgrad, cgap = _grad_gap(Gp, gp, cand)
+        # No weight went negative and no point outside the face is the most violated:
+        # the face was right, so the LU solve itself failed (an affinely dependent face).
+        inside = sp.gather(1, cgrad.argmax(dim=1, keepdim=True))[:, 0]
+        suspect |= (raw.amin(dim=1) >= -1e-9) & inside
+        redo = torch.nonzero(suspect & (cgap > tol))[:, 0]
+        if redo.numel() > 0:
+            raw2 = _kkt_polish(Gp[redo], gp[redo], ap[redo], sp[redo], exact_inverse=False)
+            cand2 = _project_simplex_clip(raw2)
+            _, cgrad2, cgap2 = _grad_gap(Gp[redo], gp[redo], cand2)
+            use = cgap2 < cgap[redo]
+            r = redo[use]
+            raw[r], cand[r], cgrad[r], cgap[r] = raw2[use], cand2[use], cgrad2[use], cgap2[use]
+        better = cgap < best_gap[pending]
+        best_a[pending] = torch.where(better[:, None], cand, ap)
+        best_gap[pending] = torch.where(better, cgap, best_gap[pending])
+        nxt = raw > 0
+        nxt[torch.arange(nxt.shape[0], device=dev), cgrad.argmax(dim=1)] = True
+        support[pending] = nxt
+        pending = pending[best_gap[pending] > tol]
+    return best_a, best_gap
 
 
 def _solve(
@@ -255,47 +308,30 @@ def _solve(
     D2 = _pairwise_sq_dist(Gs).reshape(B, n * n)
     flat = D2.argmax(dim=1)
     a = torch.zeros((B, n), dtype=dt, device=dev)
-    a.scatter_add_(1, (flat // n)[:, None], torch.full((B, 1), 0.5, dtype=dt, device=dev))
-    a.scatter_add_(1, (flat % n)[:, None], torch.full((B, 1), 0.5, dtype=dt, device=dev))
+    half = torch.full((B, 1), 0.5, dtype=dt, device=dev)
+    a.scatter_add_(1, (flat // n)[:, None], half)
+    a.scatter_add_(1, (flat % n)[:, None], half)
 
     a_out = a.clone()
-    gap_out = torch.full((B,), float("inf"), dtype=dt, device=dev)
     idx = torch.arange(B, device=dev)
-    Ga_, Gg, ga = Gs, gs, a
+    Gw, gw, aw = Gs, gs, a
     steps, total_steps = 0, 0
-    while idx.numel() > 0:
-        best_a = ga
-        _, grad, best_gap = _grad_gap(Ga_, Gg, ga)
-        # Polish on the Frank-Wolfe support, then a few active-set refinements: drop the
-        # weights that came out negative, add the most violated point.
-        support = ga > 0
-        for _ in range(3):
-            raw = _kkt_polish(Ga_, Gg, best_a, support)
-            cand = _project_simplex_clip(raw)
-            _, cgrad, cgap = _grad_gap(Ga_, Gg, cand)
-            better = cgap < best_gap
-            best_a = torch.where(better[:, None], cand, best_a)
-            best_gap = torch.where(better, cgap, best_gap)
-            if bool((best_gap <= tol).all()):
-                break
-            support = raw > 0
-            support[torch.arange(support.shape[0], device=dev), cgrad.argmax(dim=1)] = True
+    while True:
+        best_a, best_gap = _polish(Gw, gw, aw, tol)
         done = best_gap <= tol
         if total_steps >= max_iter:
             done = torch.ones_like(done)
         a_out[idx[done]] = best_a[done]
-        gap_out[idx[done]] = best_gap[done]
         keep = ~done
         if not bool(keep.any()):
             break
-        idx, Ga_, Gg = idx[keep], Ga_[keep], Gg[keep]
+        idx, Gw, gw = idx[keep], Gw[keep], gw[keep]
         # Continue Frank-Wolfe from the better of the FW iterate and the polished point.
-        ga = best_a[keep].clone()
-        steps = min(max(8, 2 * steps), 256, max_iter - total_steps)
-        ga, _ = _frank_wolfe(Ga_, Gg, ga, max(steps, 1))
-        total_steps += max(steps, 1)
+        steps = max(1, min(max(8, 2 * steps), 256, max_iter - total_steps))
+        aw, _ = _frank_wolfe(Gw, gw, best_a[keep].clone(), steps)
+        total_steps += steps
 
-    Ga, grad, gap = _grad_gap(Gs, gs, a_out)
+    Ga, _, gap = _grad_gap(Gs, gs, a_out)
     L = ((a_out * gs).sum(dim=1) - (a_out * Ga).sum(dim=1)).clamp_min(0.0)
     converged = gap <= tol
     return L * scale, (L + gap) * scale, a_out, converged, total_steps

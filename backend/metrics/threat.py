@@ -182,7 +182,7 @@ def select_anchor_indices(images: Any, labels: Any, k: int = DEFAULT_K) -> np.nd
     for cls in np.unique(lab):
         idx = np.flatnonzero(lab == cls)
         if idx.size < k:
-            small.append(f"{cls!r} ({idx.size})")
+            small.append(f"{cls.item()!r} ({idx.size})")
         out.append(idx[_greedy_k_centre_cosine(flat[idx], int(k))])
     if small:
         warnings.warn(
@@ -314,6 +314,7 @@ class ProjectedDisplacement:
         self._mean = mean64.astype(np.float32)
         centred64 = flat.astype(np.float64) - mean64
         self._centred = centred64.astype(np.float32)
+        self._flat = flat  # uncentred, for exact a - x in the recompute path
         self._sqnorm = np.einsum("nd,nd->n", centred64, centred64).astype(np.float32)
         self._absmax = float(np.abs(flat).max())
 
@@ -461,10 +462,10 @@ class ProjectedDisplacement:
             den *= -2.0
             den += aa[None, :]
             den += xx[:, None]
-            suspect = (den < RECOMPUTE_REL * (aa[None, :] + xx[:, None])) & (fac > 0)
+            suspect = (den <= RECOMPUTE_REL * (aa[None, :] + xx[:, None])) & (fac > 0)
             if suspect.any():
                 i, j = np.nonzero(suspect)
-                diff = a[j] - xc[i]
+                diff = self._flat[s + j] - x2[i]  # uncentred: identical images give exactly 0
                 den[i, j] = np.einsum("pd,pd->p", diff, diff)
                 num[i, j] = np.einsum("pd,pd->p", d2[i], diff)
             np.maximum(num, 0.0, out=num)
@@ -492,6 +493,7 @@ class ProjectedDisplacement:
                 torch.from_numpy(self._mean).to(device),
                 torch.from_numpy(self.anchor_class).to(device),
                 torch.from_numpy(self._factor).to(device),
+                torch.from_numpy(self._flat).to(device),
             )
         return self._torch_cache[key]
 
@@ -501,7 +503,7 @@ class ProjectedDisplacement:
         device = x.device
         if delta.device != device:
             raise ThreatInputError(f"x is on {device} but delta on {delta.device}; put them on one device")
-        centred, sqnorm, mean, anchor_class, factor = self._torch_anchors(device)
+        centred, sqnorm, mean, anchor_class, factor, flat = self._torch_anchors(device)
         b = x.shape[0]
         with torch.no_grad():
             x2 = x.detach().to(torch.float32).reshape(b, -1)
@@ -523,10 +525,10 @@ class ProjectedDisplacement:
                 fac = fac_rows[:, anchor_class[s : s + self.chunk_size]]
                 num = d2 @ a.T - dx[:, None]
                 den = aa[None, :] - 2.0 * (xc @ a.T) + xx[:, None]
-                suspect = (den < RECOMPUTE_REL * (aa[None, :] + xx[:, None])) & (fac > 0)
+                suspect = (den <= RECOMPUTE_REL * (aa[None, :] + xx[:, None])) & (fac > 0)
                 if bool(suspect.any()):
                     i, j = torch.nonzero(suspect, as_tuple=True)
-                    diff = a[j] - xc[i]
+                    diff = flat[s + j] - x2[i]
                     den[i, j] = (diff * diff).sum(dim=1)
                     num[i, j] = (d2[i] * diff).sum(dim=1)
                 num = num.clamp_min(0.0) * fac

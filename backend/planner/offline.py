@@ -7,7 +7,8 @@ Method (deterministic, no network):
    diluted by the rest of the paragraph.
 2. Chunks and every catalogue text (description and each situation) are embedded with
    all-MiniLM-L6-v2 (unit vectors). A corruption's score is its best cosine similarity over
-   (chunk, situation) pairs; the argmax pair is what its reason quotes.
+   (chunk, description-or-situation) pairs; its reason quotes the best chunk and the closest
+   situation.
 3. Corruptions the sanity rules forbid for the detected domain kinds are removed; required ones
    are always kept. Of the rest, those scoring at least ``threshold`` are chosen, best first,
    at least ``min_optional`` and at most ``max_optional`` of them.
@@ -24,9 +25,12 @@ the plan is the same every time for the same text.
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import re
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +42,7 @@ from backend.planner.llm import required_choice
 from backend.planner.vote import VoteResult, majority_vote
 
 MODEL_NAME = "all-MiniLM-L6-v2"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,18 @@ def embed(texts: list[str]) -> np.ndarray:
     return np.asarray(vecs, dtype=np.float32)
 
 
+def _cache_file(fingerprint: str) -> Path:
+    base = os.environ.get("DOMAINBENCH_CACHE_DIR")
+    root = Path(base) if base else Path.home() / ".cache" / "domainbench"
+    return root / "planner" / f"minilm-catalogue-{fingerprint}.npz"
+
+
 def catalogue_embeddings(catalogue: Catalogue) -> tuple[np.ndarray, list[tuple[int, str]]]:
-    """Embeddings of every description and situation, with (entry index, text) per row; cached."""
+    """Embeddings of every description and situation, with (entry index, text) per row.
+
+    Cached in memory and on disk (keyed by the catalogue's content hash, so any edit to a
+    description or situation re-embeds); a cache that cannot be read or written is ignored.
+    """
     key = catalogue.fingerprint()
     with _lock:
         hit = _catalogue_cache.get(key)
@@ -83,7 +98,24 @@ def catalogue_embeddings(catalogue: Catalogue) -> tuple[np.ndarray, list[tuple[i
     for i, e in enumerate(catalogue.entries):
         owners.append((i, e.description.strip()))
         owners.extend((i, s.strip()) for s in e.situations if s.strip())
-    mat = embed([t for _, t in owners])
+    texts = [t for _, t in owners]
+    path = _cache_file(key)
+    mat = None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if list(z["texts"]) == texts and z["emb"].shape[0] == len(texts):
+                mat = z["emb"].astype(np.float32)
+    except (OSError, KeyError, ValueError):
+        mat = None
+    if mat is None:
+        mat = embed(texts)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez(tmp, emb=mat, texts=np.array(texts))
+            tmp.replace(path)
+        except OSError as e:
+            log.debug("could not write the planner embedding cache %s: %s", path, e)
     with _lock:
         _catalogue_cache[key] = (mat, owners)
     return mat, owners
@@ -127,22 +159,29 @@ class OfflinePlanner:
         self.catalogue = catalogue
         self.p = params or OfflineParams()
 
-    def similarities(self, text: str) -> tuple[np.ndarray, list[str], list[int], list[tuple[int, str]]]:
-        """(per-chunk x per-corruption best cosine, chunks, sentence ids, best situation per cell)."""
+    def similarities(self, text: str) -> tuple[np.ndarray, list[str], list[int], np.ndarray, list[str]]:
+        """Scores per (chunk, corruption) and, for the reason, the best-matching situation.
+
+        Returns (best cosine over description + situations, chunks, sentence ids,
+        index into ``situations`` of the closest situation per cell, situations).
+        The description takes part in the score (it carries the generic vocabulary: "dim
+        light", "compressed") but reasons always quote a situation.
+        """
         cat_mat, owners = catalogue_embeddings(self.catalogue)
         ch, sid = chunks(text)
         sims = embed(ch) @ cat_mat.T  # (chunks, catalogue texts)
         n = len(self.catalogue.entries)
         owner_idx = np.array([i for i, _ in owners])
+        is_desc = np.array([t == self.catalogue.entries[i].description.strip() for i, t in owners])
+        rows = np.arange(len(ch))
         best = np.full((len(ch), n), -1.0, dtype=np.float32)
-        arg = np.zeros((len(ch), n), dtype=np.int64)
+        quote = np.zeros((len(ch), n), dtype=np.int64)
         for j in range(n):
             cols = np.flatnonzero(owner_idx == j)
-            sub = sims[:, cols]
-            k = sub.argmax(axis=1)
-            best[:, j] = sub[np.arange(len(ch)), k]
-            arg[:, j] = cols[k]
-        return best, ch, sid, [(int(a), owners[int(a)][1]) for a in arg.reshape(-1)]
+            best[:, j] = sims[:, cols].max(axis=1)
+            sit = cols[~is_desc[cols]] if (~is_desc[cols]).any() else cols
+            quote[:, j] = sit[sims[:, sit].argmax(axis=1)]
+        return best, ch, sid, quote, [t for _, t in owners]
 
     def _select(self, scores: np.ndarray, req: rules.Requirements) -> list[int]:
         names = self.catalogue.names
@@ -187,7 +226,7 @@ class OfflinePlanner:
     def run(self, domain_text: str, samples: int) -> VoteResult:
         names = self.catalogue.names
         req = rules.requirements(domain_text, names)
-        best, ch, sid, cell = self.similarities(domain_text)
+        best, ch, sid, quote, texts = self.similarities(domain_text)
         n = len(names)
         seed = int.from_bytes(hashlib.sha256(domain_text.encode("utf-8")).digest()[:8], "little")
         rng = np.random.default_rng(seed)
@@ -195,9 +234,9 @@ class OfflinePlanner:
 
         def matches_for(rows: np.ndarray) -> tuple[np.ndarray, list[Match]]:
             sub = best[rows]
-            r = sub.argmax(axis=0)
-            scores = sub[r, np.arange(n)]
-            ms = [Match(float(scores[j]), ch[rows[r[j]]], cell[rows[r[j]] * n + j][1]) for j in range(n)]
+            r = rows[sub.argmax(axis=0)]
+            scores = best[r, np.arange(n)]
+            ms = [Match(float(scores[j]), ch[r[j]], texts[quote[r[j], j]]) for j in range(n)]
             return scores, ms
 
         all_rows = np.arange(len(ch))

@@ -68,11 +68,11 @@ def output_schema() -> dict[str, Any]:
     return json.loads(templates()["output_schema.json"])
 
 
-def _render(name: str, **values: str) -> str:
+def _render(template: str, **values: str) -> str:
     try:
-        return Template(templates()[name]).substitute(**values)
+        return Template(templates()[template]).substitute(**values)
     except (KeyError, ValueError) as e:
-        raise UserInputError(f"prompt template {name} has an unknown or malformed placeholder ({e}); fix the file") from e
+        raise UserInputError(f"prompt template {template} has an unknown or malformed placeholder ({e}); fix the file") from e
 
 
 def _fmt_num(v: Any) -> str:

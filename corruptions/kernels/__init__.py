@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from corruptions.kernels import blur, digital, geometric, noise, photometric  # noqa: F401
+from corruptions.kernels import blur, digital, geometric, noise, occlusion, photometric, sensor, weather  # noqa: F401

@@ -91,9 +91,26 @@ class DefocusParams(Params):
     alias_blur: float = Field(0.5, ge=0.01, le=2.0, description="Gaussian softening of the disk edge")
 
 
+def disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
+    """Normalised disk of a fractional radius (pixel weights = covered area, 8x8 supersampled), Gaussian-softened.
+
+    Same construction as albumentations' ``defocus`` but without rounding the radius to an
+    integer, so small images keep distinct severities.
+    """
+    half = int(np.ceil(radius)) + 1
+    sub = (np.arange(8) + 0.5) / 8 - 0.5
+    grid = np.arange(-half, half + 1)
+    fine = (grid[:, None] + sub[None, :]).ravel()
+    inside = (fine[:, None] ** 2 + fine[None, :] ** 2) <= radius**2
+    n = grid.size
+    cover = inside.reshape(n, 8, n, 8).mean(axis=(1, 3)).astype(np.float32)
+    cover = cv2.GaussianBlur(cover, (3, 3) if radius <= 8 else (5, 5), sigmaX=alias_blur)
+    return cover / cover.sum()
+
+
 def defocus_blur(img: np.ndarray, p: DefocusParams, rng: np.random.Generator) -> np.ndarray:
-    radius = max(1, int(round(p.radius * size_scale(img))))
-    return per_channel(lambda x: abf.defocus(x, radius, p.alias_blur), img)
+    kernel = disk_kernel(max(0.5, p.radius * size_scale(img)), p.alias_blur)
+    return per_channel(lambda x: cv2.filter2D(x, -1, kernel, borderType=cv2.BORDER_REFLECT_101), img)
 
 
 class GlassBlurParams(Params):
@@ -102,13 +119,39 @@ class GlassBlurParams(Params):
     iterations: int = Field(3, ge=1, le=5, description="rounds of local pixel swaps")
 
 
+def glass_shuffle(x: np.ndarray, max_delta: int, dxy: np.ndarray) -> np.ndarray:
+    """albumentations' fast-mode glass-blur pixel swaps, on flat int32 indices (about 10x faster).
+
+    Gives the same pixels as ``albumentations.augmentations.blur.functional.glass_blur`` for the
+    same ``dxy`` (tested); ``x`` is modified in place and returned.
+    """
+    h, w = x.shape[:2]
+    flat = x.reshape(h * w, -1)
+    hs = np.arange(h - max_delta, max_delta, -1, dtype=np.int32)
+    ws = np.arange(w - max_delta, max_delta, -1, dtype=np.int32)
+    base_h = np.tile(hs, ws.shape[0])
+    base_w = np.repeat(ws, hs.shape[0])
+    src = base_h * w + base_w
+    d = dxy.astype(np.int32)
+    for i in range(d.shape[1]):
+        dst = (base_h + d[:, i, 0]) * w + (base_w + d[:, i, 1])
+        a, b = flat[src], flat[dst]
+        flat[src] = b
+        flat[dst] = a
+    return x
+
+
 def glass_blur(img: np.ndarray, p: GlassBlurParams, rng: np.random.Generator) -> np.ndarray:
     s = size_scale(img)
     delta = max(1, int(round(p.max_delta * s)))
     h, w = img.shape[:2]
+    sigma = p.sigma * max(s, 0.25)
     dxy = rng.integers(-delta, delta, size=((h - 2 * delta) * (w - 2 * delta), p.iterations, 2))
-    out = abf.glass_blur(img, p.sigma * max(s, 0.25), delta, p.iterations, dxy, "fast")
-    return out.reshape(img.shape)
+    blur = lambda x: per_channel(  # noqa: E731
+        lambda y: cv2.GaussianBlur(y, (0, 0), sigmaX=sigma), x
+    )
+    shuffled = glass_shuffle(np.ascontiguousarray(blur(img)), delta, dxy)
+    return blur(shuffled)
 
 
 class ZoomBlurParams(Params):
@@ -141,7 +184,7 @@ builtin(
         },
         ranges={"radius": (2.0, 12.0)},
         apply=defocus_blur,
-        backend="albumentations blur.functional.defocus",
+        backend="own anti-aliased disk (albumentations defocus construction) + cv2.filter2D",
     ),
     CorruptionSpec(
         name="glass_blur",
@@ -156,13 +199,13 @@ builtin(
         ],
         params_model=GlassBlurParams,
         ladder={
-            1: {"sigma": 0.7, "max_delta": 1.0, "iterations": 2}, 2: {"sigma": 0.9, "max_delta": 2.0, "iterations": 1},
-            3: {"sigma": 1.0, "max_delta": 2.0, "iterations": 3}, 4: {"sigma": 1.1, "max_delta": 3.0, "iterations": 2},
-            5: {"sigma": 1.5, "max_delta": 4.0, "iterations": 2},
+            1: {"sigma": 0.6, "max_delta": 1.0, "iterations": 1}, 2: {"sigma": 0.8, "max_delta": 1.0, "iterations": 2},
+            3: {"sigma": 1.0, "max_delta": 2.0, "iterations": 2}, 4: {"sigma": 1.2, "max_delta": 2.0, "iterations": 3},
+            5: {"sigma": 1.5, "max_delta": 3.0, "iterations": 3},
         },
         ranges={"sigma": (0.6, 1.6), "max_delta": (1.0, 4.0)},
         apply=glass_blur,
-        backend="albumentations blur.functional.glass_blur (fast mode)",
+        backend="albumentations glass_blur fast mode, re-implemented on flat indices (tested equal)",
     ),
     CorruptionSpec(
         name="zoom_blur",

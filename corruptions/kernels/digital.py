@@ -44,7 +44,7 @@ builtin(
 
 
 class PixelateParams(Params):
-    scale: float = Field(0.4, ge=0.02, le=1.0, description="downsampling factor before nearest-neighbour upsampling")
+    scale: float = Field(0.25, ge=0.02, le=1.0, description="downsampling factor before nearest-neighbour upsampling")
 
 
 def pixelate(img: np.ndarray, p: PixelateParams, rng: np.random.Generator) -> np.ndarray:
@@ -87,8 +87,8 @@ builtin(
             "early-generation webcam",
         ],
         params_model=PixelateParams,
-        ladder={1: {"scale": 0.6}, 2: {"scale": 0.5}, 3: {"scale": 0.4}, 4: {"scale": 0.3}, 5: {"scale": 0.25}},
-        ranges={"scale": (0.7, 0.2)},
+        ladder={1: {"scale": 0.5}, 2: {"scale": 0.35}, 3: {"scale": 0.25}, 4: {"scale": 0.18}, 5: {"scale": 0.12}},
+        ranges={"scale": (0.6, 0.1)},
         apply=pixelate,
         backend="cv2.resize (INTER_AREA down, INTER_NEAREST up; albumentations downscale)",
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
 from corruptions.registry import builtin
@@ -72,5 +73,70 @@ builtin(
         apply=lambda img, p, rng: contrast_batch(img[None], p, [rng])[0],
         apply_batch=contrast_batch,
         backend="numpy LUT (ImageNet-C contrast)",
+    ),
+)
+
+
+class SaturateParams(Params):
+    factor: float = Field(3.0, ge=0.0, le=20.0, description="saturation factor (1 = unchanged, 0 = grey, > 1 oversaturates)")
+
+
+def saturate(img: np.ndarray, p: SaturateParams, rng: np.random.Generator) -> np.ndarray:
+    return apf.adjust_saturation_torchvision(img, p.factor)
+
+
+class ColorShiftParams(Params):
+    magnitude: float = Field(0.2, ge=0.0, le=1.0, description="length of the zero-sum RGB offset as a fraction of 255")
+
+
+def color_shift_batch(images: np.ndarray, p: ColorShiftParams, rngs: list[np.random.Generator]) -> np.ndarray:
+    # unit vectors spanning the offsets that leave grey level unchanged on average
+    basis = np.array([[1.0, -1.0, 0.0], [0.5, 0.5, -1.0]])
+    basis /= np.linalg.norm(basis, axis=1, keepdims=True)
+    angles = np.array([rng.uniform(0.0, 2 * np.pi) for rng in rngs])
+    offsets = (np.cos(angles)[:, None] * basis[0] + np.sin(angles)[:, None] * basis[1]) * (p.magnitude * 255.0)
+    offsets = np.rint(offsets).astype(np.int16)
+    return np.clip(images.astype(np.int16) + offsets[:, None, None, :], 0, 255).astype(np.uint8)
+
+
+builtin(
+    CorruptionSpec(
+        name="saturate",
+        family="photometric",
+        description="Exaggerates colour saturation so colours look garish and clipped, as from aggressive in-camera processing.",
+        situations=[
+            "phone camera 'vivid' filter",
+            "social media photo with a saturation filter",
+            "badly calibrated consumer display photographed",
+            "over-processed HDR landscape photo",
+            "cheap action camera colour profile",
+        ],
+        params_model=SaturateParams,
+        ladder={1: {"factor": 1.5}, 2: {"factor": 2.0}, 3: {"factor": 3.0}, 4: {"factor": 5.0}, 5: {"factor": 8.0}},
+        ranges={"factor": (1.2, 10.0)},
+        apply=saturate,
+        grayscale=False,
+        backend="albumentations adjust_saturation_torchvision",
+    ),
+    CorruptionSpec(
+        name="color_shift",
+        family="photometric",
+        description="Adds a colour cast in a random hue direction, as from wrong white balance or tinted lighting.",
+        situations=[
+            "wrong white balance under tungsten or sodium street lights",
+            "underwater photo with a blue-green cast",
+            "tinted vehicle windscreen in front of a dashcam",
+            "aged colour film with faded dyes",
+            "operating theatre lights with a strong colour temperature",
+        ],
+        params_model=ColorShiftParams,
+        ladder={
+            1: {"magnitude": 0.08}, 2: {"magnitude": 0.14}, 3: {"magnitude": 0.2}, 4: {"magnitude": 0.28}, 5: {"magnitude": 0.38},
+        },
+        ranges={"magnitude": (0.04, 0.45)},
+        apply=lambda img, p, rng: color_shift_batch(img[None], p, [rng])[0],
+        apply_batch=color_shift_batch,
+        grayscale=False,
+        backend="numpy (RGBShift-like zero-sum offset)",
     ),
 )

@@ -1,0 +1,49 @@
+"""A fast, deterministic stand-in model for engine tests (no MiniLM, no downloads).
+
+Image embedding: a fixed random projection of the 8×8 area-downscaled grey image; text
+embedding: a hash-seeded random vector per string. Registered as ``fake:NAME``; the name
+``fake:nan`` returns NaN embeddings to test the engine's guard.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from backend.models import register_model
+from backend.models.base import VisionLanguageModel
+
+DIM = 16
+
+
+class FakeModel(VisionLanguageModel):
+    def __init__(self, name: str, device: torch.device) -> None:
+        self.name = f"fake:{name}"
+        self.device = device
+        seed = zlib.crc32(name.encode())
+        self.proj = torch.from_numpy(np.random.default_rng(seed).normal(size=(64, DIM)).astype(np.float32))
+        self.nan = name == "nan"
+
+    def preprocess(self, images: np.ndarray) -> torch.Tensor:
+        x = torch.from_numpy(np.asarray(images, dtype=np.float32))
+        if x.ndim == 4:
+            x = x.mean(dim=-1)
+        return torch.nn.functional.adaptive_avg_pool2d(x[:, None], 8) / 255.0
+
+    def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        emb = pixels.reshape(len(pixels), -1) @ self.proj
+        if self.nan:
+            emb = emb * float("nan")
+        return torch.nn.functional.normalize(emb, dim=-1)
+
+    def encode_text(self, texts: Sequence[str]) -> torch.Tensor:
+        vecs = [np.random.default_rng(zlib.crc32(t.encode())).normal(size=DIM) for t in texts]
+        return torch.nn.functional.normalize(torch.tensor(np.array(vecs), dtype=torch.float32), dim=-1)
+
+
+@register_model("fake", known=["a", "b", "c"])
+def create_fake(name: str, device: torch.device) -> VisionLanguageModel:
+    return FakeModel(name, device)

@@ -1,0 +1,169 @@
+"""The engine against independent computations: per-image brute force, shard invariance,
+corruption shared across models, resume without recomputation, and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import corruptions
+from backend.config import CorruptionChoice, DomainConfig, RunConfig
+from backend.data import load_sample
+from backend.engine.jobs import image_seeds
+from backend.engine.runner import Engine, ModelOutputError
+from backend.engine.summary import build_summary
+from backend.errors import UserInputError
+from backend.models import build_classifier, create_model
+from backend.store import open_store
+from backend.store.sqlite_store import SQLiteStore
+
+DOMAIN = DomainConfig(
+    domain="test domain",
+    corruptions=[
+        CorruptionChoice(name="gaussian_noise", severities=[1, 4], reason="sensor"),
+        CorruptionChoice(name="brightness", severities=[3], reason="exposure"),
+        CorruptionChoice(name="horizontal_flip", severities=[1], reason="mirror"),
+    ],
+)
+
+
+def cfg(**kw: object) -> RunConfig:
+    base = dict(models=["fake:a"], limit=60, shard_size=25, workers=0, stability_points=3, stability_images=8, threat_anchors=3)
+    return RunConfig(**(base | kw))  # type: ignore[arg-type]
+
+
+def test_units_match_a_per_image_brute_force(home: Path) -> None:
+    store = open_store()
+    engine = Engine(store)
+    run_id = engine.start(DOMAIN, cfg())
+    ds = load_sample().subset(60)
+    model = create_model("fake:a", "cpu")
+    clf = build_classifier(model, ds.classes)
+
+    def pred(img: np.ndarray) -> int:
+        with torch.inference_mode():
+            return int((model.embed_images(img[None]) @ clf.T).argmax())
+
+    clean = np.array([pred(im) for im in ds.arrays])  # type: ignore[union-attr]
+    for c in DOMAIN.corruptions:
+        for s in c.severities:
+            seeds = image_seeds(0, c.name, s, np.arange(60))
+            preds = np.array([pred(corruptions.corrupt(im, c.name, severity=s, seed=sd)) for im, sd in zip(ds.arrays, seeds)])  # type: ignore[arg-type]
+            units = store.units(run_id, model="fake:a", corruption=c.name, severity=s)
+            assert sum(u["n"] for u in units) == 60
+            assert sum(u["flips"] for u in units) == int((preds != clean).sum())
+            cm = sum(np.array(u["confusion"]) for u in units)
+            expected = np.zeros((10, 10), int)
+            np.add.at(expected, (ds.labels, preds), 1)
+            np.testing.assert_array_equal(cm, expected)
+    summary = build_summary(store, run_id)
+    from sklearn.metrics import balanced_accuracy_score
+
+    assert summary["table"][0]["acc"] == pytest.approx(balanced_accuracy_score(ds.labels, clean))
+    run = store.get_run(run_id)
+    assert run["status"] == "done" and store.get_summary(run_id) is not None
+
+
+def test_shard_size_does_not_change_results(home: Path) -> None:
+    store = open_store()
+    a = build_summary(store, Engine(store).start(DOMAIN, cfg(shard_size=7, stability=False)))
+    b = build_summary(store, Engine(store).start(DOMAIN, cfg(shard_size=60, stability=False)))
+    assert a["classification"]["models"] == b["classification"]["models"]
+    ta = {(t["corruption"], t["severity"]): t["mean_threat"] for t in a["threat"]}
+    tb = {(t["corruption"], t["severity"]): t["mean_threat"] for t in b["threat"]}
+    assert ta.keys() == tb.keys() and all(ta[k] == pytest.approx(tb[k], rel=1e-5) for k in ta)
+
+
+def test_corruption_is_shared_across_models(home: Path) -> None:
+    store = open_store()
+    one, three = Engine(store), Engine(store)
+    one.start(DOMAIN, cfg(models=["fake:a"]))
+    r3 = three.start(DOMAIN, cfg(models=["fake:a", "fake:b", "fake:c"], baseline="fake:b"))
+    assert one.stats.corruption_calls == three.stats.corruption_calls > 0
+    assert three.stats.computed_units == 3 * one.stats.computed_units
+    s = build_summary(store, r3)
+    rows = {r["model"]: r for r in s["table"]}
+    assert rows["fake:b"]["mce"] == pytest.approx(1.0)
+    # the baseline is a read-time choice: no recomputation
+    s2 = build_summary(store, r3, baseline="fake:c")
+    assert {r["model"]: r for r in s2["table"]}["fake:c"]["mce"] == pytest.approx(1.0)
+
+
+def test_resume_recomputes_only_missing_units(home: Path) -> None:
+    store = open_store()
+    run_id = Engine(store).start(DOMAIN, cfg(models=["fake:a", "fake:b"]))
+    before = {(u["model"], u["corruption"], u["severity"], u["shard"]): u["computed_at"] for u in store.units(run_id)}
+    for u in store.units(run_id, model="fake:b")[:3]:
+        store.delete("units", **{k: u[k] for k in ("run_id", "model", "corruption", "severity", "shard")})
+    engine = Engine(store)
+    engine.resume(run_id)
+    assert engine.stats.computed_units == 3
+    after = store.units(run_id)
+    assert len(after) == len(before)
+    for u in after:
+        key = (u["model"], u["corruption"], u["severity"], u["shard"])
+        assert key in before
+
+
+def test_stability_and_threat_are_stored(home: Path) -> None:
+    store = open_store()
+    run_id = Engine(store).start(DOMAIN, cfg())
+    stab = store.find("stability", run_id=run_id)
+    assert {d["corruption"] for d in stab} == {"gaussian_noise", "brightness", "horizontal_flip"}
+    for d in stab:
+        r = np.array(d["divergence_radius"])
+        assert len(r) == len(d["indices"]) and np.all((r >= 0) & (r <= 1))
+        np.testing.assert_allclose(np.array(d["euclidean"]), np.sqrt(np.array(d["cosine"])), atol=1e-12)
+    s = build_summary(store, run_id)
+    flip = [t for t in s["threat"] if t["corruption"] == "horizontal_flip"][0]
+    noise1 = [t for t in s["threat"] if (t["corruption"], t["severity"]) == ("gaussian_noise", 1)][0]
+    assert noise1["mean_threat"] < flip["mean_threat"]
+    assert s["threat_reference"] > 1.0
+
+
+def test_unknown_model_writes_nothing(home: Path) -> None:
+    store = open_store()
+    with pytest.raises(UserInputError, match="unknown model"):
+        Engine(store).start(DOMAIN, cfg(models=["nope:x"]))
+    with pytest.raises(UserInputError, match="baseline"):
+        Engine(store).start(DOMAIN, cfg(models=["fake:a"], baseline="fake:b"))
+    assert store.list_runs() == []
+
+
+def test_nan_model_is_a_clear_error(home: Path) -> None:
+    with pytest.raises(ModelOutputError, match="fake:nan returned NaN"):
+        Engine(open_store()).start(DOMAIN, cfg(models=["fake:nan"]))
+
+
+def _write_images(folder: Path, n: int, seed: int) -> None:
+    from PIL import Image
+
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        Image.fromarray(rng.integers(0, 255, (20 + i, 24, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+
+
+def test_unlabeled_folder_reports_flips_but_no_accuracy(home: Path, tmp_path: Path) -> None:
+    _write_images(tmp_path / "imgs", 6, 0)
+    (tmp_path / "imgs" / "broken.png").write_bytes(b"not an image")
+    store = open_store()
+    engine = Engine(store)
+    run_id = engine.start(DOMAIN, cfg(dataset=str(tmp_path / "imgs"), classes=["cat", "dog"], image_size=32, limit=None))
+    assert len(engine.stats.unreadable) == 1 and engine.stats.unreadable[0][1].endswith("broken.png")
+    s = build_summary(store, run_id)
+    row = s["table"][0]
+    assert row["acc"] is None and row["mce"] is None and row["mfr"] == pytest.approx(1.0)
+    cells = s["classification"]["models"][0]["cells"]
+    assert all(c["accuracy"] is None and 0 <= c["lfp"] <= 1 for c in cells)
+    assert all(c["n"] == 6 for c in cells)
+    assert store.get_run(run_id)["n_unreadable"] == 1
+
+
+def test_single_class_dataset_is_rejected(home: Path, tmp_path: Path) -> None:
+    _write_images(tmp_path / "ds" / "only", 3, 1)
+    with pytest.raises(UserInputError, match="single class"):
+        Engine(open_store()).start(DOMAIN, cfg(dataset=str(tmp_path / "ds"), limit=None))

@@ -1,0 +1,466 @@
+"""open_clip:, hf: and local: models, built tiny from configs and loaded through the same
+code as hub models (no download, no network).
+
+Reference computations are the libraries' own: open_clip's PIL transform and model forward,
+transformers' PIL-backend image processors and ``get_*_features`` on hand-tokenised input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+open_clip = pytest.importorskip("open_clip")
+transformers = pytest.importorskip("transformers")
+from open_clip import transform as oc_transform  # noqa: E402
+
+from backend.errors import ModelUnavailableError, UserInputError  # noqa: E402
+from backend.models import build_classifier, create_model, list_models  # noqa: E402
+from backend.models import open_clip_backend as ocb  # noqa: E402
+from backend.models.hf_backend import HFDualEncoder  # noqa: E402
+
+CPU = torch.device("cpu")
+TEMPLATES = ("a photo of a {}.", "a blurry photo of the {}.")
+CLASSES = ("cat", "dog", "car")
+# PIL and torchvision's uint8 resize kernels round differently by at most one grey level;
+# after normalisation that is 1 / (255 * std) (std >= 0.26 for the CLIP statistics)
+ONE_LEVEL_OPENAI = 1.0 / (255 * 0.26130258)
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def images(seed: int, n: int, h: int, w: int, c: int | None = 3) -> np.ndarray:
+    """Smooth gradients plus noise: natural-ish content that still stresses the resampler."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    base = 127 + 100 * np.sin(xx[None, ..., None] / 5.0 + yy[None, ..., None] / 7.0 + rng.random((n, 1, 1, 3)) * 6)
+    img = np.clip(base + rng.normal(0, 25, (n, h, w, 3)), 0, 255).astype(np.uint8)
+    if c is None:
+        return img[..., 0]
+    if c == 4:
+        return np.concatenate([img, np.full((n, h, w, 1), 200, np.uint8)], axis=-1)
+    return img
+
+
+BATCHES = {
+    "landscape": lambda: images(0, 3, 45, 61),
+    "portrait_gray": lambda: images(1, 2, 70, 40, c=None),
+    "small_rgba": lambda: images(2, 2, 20, 26, c=4),
+}
+
+
+def pil_list(batch: np.ndarray) -> list[Image.Image]:
+    return [Image.fromarray(im).convert("RGB") for im in batch]
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Any socket use is recorded and refused, so a test can assert none happened."""
+    attempts: list[Any] = []
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(args)
+        raise OSError("network use in a test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    return attempts
+
+
+@pytest.fixture
+def empty_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(ocb, "URL_CACHE_DIR", tmp_path / "clip")
+    return tmp_path
+
+
+def assert_unit_rows(x: torch.Tensor, n: int, d: int) -> None:
+    assert x.shape == (n, d) and x.dtype == torch.float32
+    torch.testing.assert_close(x.norm(dim=-1), torch.ones(n), atol=1e-5, rtol=0)
+
+
+def assert_classifier(model: Any, d: int) -> None:
+    clf = build_classifier(model, CLASSES, TEMPLATES, batch_size=4)  # 6 prompts -> 2 batches
+    assert_unit_rows(clf, len(CLASSES), d)
+    # independent: mean of each class's normalised template embeddings, renormalised
+    with torch.inference_mode():
+        manual = torch.stack([model.encode_text([t.format(c) for t in TEMPLATES]).mean(0) for c in CLASSES])
+    torch.testing.assert_close(clf, torch.nn.functional.normalize(manual, dim=-1), atol=1e-5, rtol=0)
+
+
+# ----------------------------------------------------------------------------- open_clip
+
+TINY_OC = {
+    "embed_dim": 16,
+    "vision_cfg": {"image_size": 32, "layers": 1, "width": 32, "patch_size": 8, "head_width": 16},
+    "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 32, "heads": 2, "layers": 1},
+}
+# a pretrained "tag" for the tiny arch, served from a (fake, local) HF cache like real tags
+TINY_TAG = {
+    "url": "",
+    "hf_hub": "test-org/tiny-open-clip/",
+    "mean": (0.5, 0.5, 0.5),
+    "std": (0.5, 0.5, 0.5),
+    "interpolation": "bilinear",
+    "resize_mode": "squash",
+    "quick_gelu": True,
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_oc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    from safetensors.torch import save_file
+
+    root = tmp_path_factory.mktemp("open_clip")
+    (root / "tiny-test.json").write_text(json.dumps(TINY_OC))
+    open_clip.add_model_config(root / "tiny-test.json")  # registers arch "tiny-test"
+    torch.manual_seed(0)
+    model = open_clip.create_model("tiny-test")
+    with torch.no_grad():  # non-trivial logit scale, so passing it through is checked
+        model.logit_scale.fill_(np.log(50.0))
+    torch.save(model.state_dict(), root / "ckpt.pt")
+    # an open_clip model folder, as push_to_hf_hub writes it
+    folder = root / "folder"
+    folder.mkdir()
+    (folder / "open_clip_config.json").write_text(
+        json.dumps({"model_cfg": TINY_OC, "preprocess_cfg": {"interpolation": "bicubic", "resize_mode": "shortest"}})
+    )
+    save_file(model.state_dict(), str(folder / "open_clip_model.safetensors"))
+    # a hub cache snapshot holding the tiny tag's weights
+    torch.manual_seed(1)
+    tag_model = open_clip.create_model("tiny-test", force_quick_gelu=True)
+    repo = root / "hub" / "models--test-org--tiny-open-clip"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abcd")
+    (repo / "snapshots" / "0123abcd").mkdir(parents=True)
+    save_file(tag_model.state_dict(), str(repo / "snapshots" / "0123abcd" / "open_clip_model.safetensors"))
+    return {"root": root, "ckpt": root / "ckpt.pt", "folder": folder, "hub": root / "hub"}
+
+
+def test_known_open_clip_names_exist_in_open_clip_tables() -> None:
+    names = list_models("open_clip:*")
+    for required in ("RN50/openai", "RN101/openai", "ViT-B-32/openai", "ViT-B-16/openai", "ViT-L-14/openai",
+                     "ViT-L-14-336/openai"):
+        assert f"open_clip:{required}" in names
+    assert any(n.startswith("open_clip:ViT-L-14-quickgelu/") for n in names)
+    for n in names:
+        arch, tag = n.removeprefix("open_clip:").split("/")
+        assert open_clip.get_model_config(arch) is not None, n
+        assert open_clip.get_pretrained_cfg(arch, tag), n
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"size": 32, "resize_mode": "shortest", "interpolation": "bicubic"},
+        {"size": 32, "resize_mode": "squash", "interpolation": "bicubic"},
+        {"size": 32, "resize_mode": "longest", "interpolation": "bicubic", "fill_color": 0},
+        {"size": 32, "resize_mode": "shortest", "interpolation": "bilinear"},
+        {"size": (32, 40), "resize_mode": "shortest", "interpolation": "bicubic"},
+    ],
+    ids=["shortest", "squash", "longest", "bilinear", "non-square"],
+)
+def test_open_clip_preprocess_matches_open_clip_pil_transform(cfg: dict[str, Any]) -> None:
+    full = {"mean": open_clip.OPENAI_DATASET_MEAN, "std": open_clip.OPENAI_DATASET_STD, **cfg}
+    ours = ocb.TorchImagePreprocess(full)
+    ref_tf = oc_transform.image_transform_v2(oc_transform.PreprocessCfg(**full), is_train=False)
+    for label, make in BATCHES.items():
+        batch = make()
+        got = ours(batch)
+        ref = torch.stack([ref_tf(im) for im in pil_list(batch)])
+        assert got.shape == ref.shape and got.is_contiguous(), label
+        diff = (got - ref).abs()
+        # documented tolerance: <= 1 grey level anywhere, and rare (mean << 1 level)
+        assert diff.max() <= ONE_LEVEL_OPENAI + 1e-5, (label, diff.max())
+        assert diff.mean() <= 0.05 * ONE_LEVEL_OPENAI, (label, diff.mean())
+
+
+def test_open_clip_preprocess_rejects_bad_images() -> None:
+    pre = ocb.TorchImagePreprocess({"size": 32})
+    with pytest.raises(UserInputError, match="uint8"):
+        pre(np.zeros((1, 8, 8, 3), np.float32))
+    with pytest.raises(UserInputError, match="shape"):
+        pre(np.zeros((1, 8, 8, 2), np.uint8))
+
+
+def test_open_clip_checkpoint_through_registry(tiny_oc: dict[str, Path]) -> None:
+    m = create_model(f"open_clip:tiny-test/{tiny_oc['ckpt']}", device="cpu")
+    batch = BATCHES["landscape"]()
+    with torch.inference_mode():
+        emb = m.embed_images(batch)
+        txt = m.encode_text(["a photo of a cat.", "dog"])
+        assert_unit_rows(emb, 3, 16)
+        assert_unit_rows(txt, 2, 16)
+        assert torch.equal(emb, m.embed_images(batch))  # deterministic
+        # against open_clip itself: its model + its PIL preprocessing + its tokenizer
+        ref_model, _, ref_pre = open_clip.create_model_and_transforms("tiny-test", pretrained=str(tiny_oc["ckpt"]))
+        ref_img = ref_model.encode_image(torch.stack([ref_pre(im) for im in pil_list(batch)]), normalize=True)
+        ref_txt = ref_model.encode_text(open_clip.get_tokenizer("tiny-test")(["a photo of a cat.", "dog"]), normalize=True)
+    torch.testing.assert_close(txt, ref_txt, atol=1e-5, rtol=0)
+    assert (emb * ref_img).sum(-1).min() > 0.999  # only the <= 1-level resize rounding differs
+    assert m.logit_scale == pytest.approx(50.0, rel=1e-5)
+    assert_classifier(m, 16)
+
+
+def test_open_clip_folder_via_local_and_open_clip_prefix(tiny_oc: dict[str, Path]) -> None:
+    by_ckpt = create_model(f"open_clip:tiny-test/{tiny_oc['ckpt']}", device="cpu")
+    batch = BATCHES["portrait_gray"]()
+    for name in (f"local:{tiny_oc['folder']}", f"open_clip:{tiny_oc['folder']}"):
+        m = create_model(name, device="cpu")
+        assert m.name == name
+        with torch.inference_mode():
+            torch.testing.assert_close(m.embed_images(batch), by_ckpt.embed_images(batch), atol=1e-6, rtol=0)
+            torch.testing.assert_close(m.encode_text(["a cat"]), by_ckpt.encode_text(["a cat"]), atol=1e-6, rtol=0)
+
+
+def test_open_clip_tag_from_hub_cache_uses_tag_settings(
+    tiny_oc: dict[str, Path], monkeypatch: pytest.MonkeyPatch, no_network: list[Any]
+) -> None:
+    from huggingface_hub import constants
+    from open_clip import pretrained
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tiny_oc["hub"]))
+    monkeypatch.setitem(pretrained._PRETRAINED, "tiny-test", {"tinytag": dict(TINY_TAG)})
+    m = create_model("open_clip:tiny-test/tinytag", device="cpu")
+    assert not no_network
+    assert isinstance(m, ocb.OpenClipModel)
+    # the tag's training setup reached the model: QuickGELU and its preprocessing
+    assert isinstance(m.model.visual.transformer.resblocks[0].mlp.gelu, open_clip.transformer.QuickGELU)
+    for key in ("mean", "std", "interpolation", "resize_mode"):
+        assert tuple(np.atleast_1d(m.preprocess_cfg[key])) == tuple(np.atleast_1d(TINY_TAG[key]))
+    ckpt = tiny_oc["hub"] / "models--test-org--tiny-open-clip/snapshots/0123abcd/open_clip_model.safetensors"
+    ref = open_clip.create_model("tiny-test", pretrained=str(ckpt), force_quick_gelu=True)
+    batch = BATCHES["small_rgba"]()
+    x = m.preprocess(batch)
+    assert x.shape == (2, 3, 32, 32)
+    with torch.inference_mode():
+        torch.testing.assert_close(m.encode_image(x), ref.encode_image(x, normalize=True), atol=1e-5, rtol=0)
+
+
+def test_open_clip_missing_weights_fail_fast_offline(empty_caches: Path, no_network: list[Any]) -> None:
+    start = time.perf_counter()
+    with pytest.raises(ModelUnavailableError, match=r"timm/vit_base_patch32_clip_224\.openai.*download"):
+        create_model("open_clip:ViT-B-32/openai", device="cpu")
+    assert time.perf_counter() - start < 20
+    assert not no_network
+
+
+def test_open_clip_bad_names() -> None:
+    with pytest.raises(UserInputError, match="Did you mean ViT-B-32"):
+        create_model("open_clip:ViT-B-33/openai", device="cpu")
+    with pytest.raises(UserInputError, match="Did you mean openai"):
+        create_model("open_clip:ViT-B-32/opneai", device="cpu")
+    with pytest.raises(UserInputError, match="ARCH/TAG"):
+        create_model("open_clip:ViT-B-32", device="cpu")
+
+
+# ----------------------------------------------------------------------------- transformers
+
+WORDS = ("a", "photo", "of", "the", "cat", "dog", "car", "blurry", "low", "resolution", "cropped", "an", "image")
+TXT = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=16)
+VIT = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=32, patch_size=8)
+# image processor settings as the real checkpoints ship them, scaled down to 32 px
+PROCESSORS: dict[str, tuple[str, dict[str, Any]]] = {
+    "clip": ("CLIPImageProcessor", {"size": {"shortest_edge": 32}, "crop_size": {"height": 32, "width": 32}}),
+    "siglip": ("SiglipImageProcessor", {"size": {"height": 32, "width": 32}}),
+    "align": (
+        "EfficientNetImageProcessor",
+        {
+            "size": {"height": 36, "width": 36},
+            "crop_size": {"height": 32, "width": 32},
+            "do_center_crop": True,
+            "rescale_factor": 1 / 127.5,
+            "rescale_offset": True,
+            "do_normalize": False,
+            "include_top": False,
+        },
+    ),
+}
+
+
+def clip_tokenizer() -> Any:
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
+    for w in WORDS:
+        vocab[w + "</w>"] = len(vocab)
+    for ch in "abcdefghijklmnopqrstuvwxyz.":
+        vocab.setdefault(ch, len(vocab))
+        vocab.setdefault(ch + "</w>", len(vocab))
+    return transformers.CLIPTokenizer(vocab=vocab, merges=[])
+
+
+def bert_tokenizer() -> Any:
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", *WORDS])}
+    return transformers.BertTokenizer(vocab=vocab)
+
+
+def build_hf(family: str) -> tuple[Any, Any]:
+    ids = dict(bos_token_id=0, eos_token_id=1, pad_token_id=1)
+    if family == "clip":
+        tok = clip_tokenizer()
+        cfg = transformers.CLIPConfig(text_config={**TXT, "vocab_size": len(tok), **ids}, vision_config=VIT,
+                                      projection_dim=24)
+        model = transformers.CLIPModel(cfg)
+    elif family == "siglip":
+        # SigLIP's own tokenizer is sentencepiece-based (package not installed here); the
+        # padding rule under test lives in our family table, not in the tokenizer class
+        tok = clip_tokenizer()
+        cfg = transformers.SiglipConfig(text_config={**TXT, "vocab_size": len(tok), **ids}, vision_config=VIT)
+        model = transformers.SiglipModel(cfg)
+        with torch.no_grad():
+            model.logit_scale.fill_(np.log(10.0))
+            model.logit_bias.fill_(-3.0)
+    else:
+        tok = bert_tokenizer()
+        vision = dict(image_size=32, width_coefficient=0.1, depth_coefficient=0.1, hidden_dim=64)
+        cfg = transformers.AlignConfig(text_config={**TXT, "vocab_size": len(tok)}, vision_config=vision,
+                                       projection_dim=32)
+        model = transformers.AlignModel(cfg)
+        with torch.no_grad():
+            model.temperature.fill_(0.05)
+    return model.eval(), tok
+
+
+@pytest.fixture(scope="module")
+def hf_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = {}
+    for family, (cls, kwargs) in PROCESSORS.items():
+        torch.manual_seed(0)
+        model, tok = build_hf(family)
+        d = tmp_path_factory.mktemp(f"hf-{family}")
+        model.save_pretrained(d)
+        tok.save_pretrained(d)
+        getattr(transformers, cls)(**kwargs).save_pretrained(d)
+        out[family] = d
+    return out
+
+
+def pil_processor(family: str) -> Any:
+    import importlib
+
+    cls, kwargs = PROCESSORS[family]
+    mod = {"clip": "clip", "siglip": "siglip", "align": "efficientnet"}[family]
+    pil_mod = importlib.import_module(f"transformers.models.{mod}.image_processing_pil_{mod}")
+    return getattr(pil_mod, cls + "Pil")(**kwargs)
+
+
+# PIL-backend vs torchvision-backend processors (both transformers'): resize rounding plus
+# crop offsets that differ by one pixel when the margin is odd; max in normalised units
+PREPROCESS_TOL = {"clip": 4 * ONE_LEVEL_OPENAI, "siglip": 4 / (255 * 0.5), "align": 4 / 127.5}
+
+
+@pytest.mark.parametrize("family", ["clip", "siglip", "align"])
+def test_hf_models_load_encode_and_match_transformers(family: str, hf_dirs: dict[str, Path]) -> None:
+    path = hf_dirs[family]
+    m = create_model(f"hf:{path}", device="cpu")
+    assert isinstance(m, HFDualEncoder) and m.family == family
+    ref_model = m.model
+    d = ref_model.config.projection_dim
+    texts = ["a photo of a cat.", "an image of the dog"]
+    with torch.inference_mode():
+        for label, make in BATCHES.items():
+            batch = make()
+            pix = m.preprocess(batch)
+            ref_pix = pil_processor(family)(images=pil_list(batch), return_tensors="pt")["pixel_values"]
+            assert pix.shape == ref_pix.shape and pix.dtype == torch.float32, label
+            diff = (pix - ref_pix).abs()
+            assert diff.max() <= PREPROCESS_TOL[family], (label, diff.max())
+            assert diff.mean() <= 0.05 * PREPROCESS_TOL[family], (label, diff.mean())
+            emb = m.encode_image(pix)
+            assert_unit_rows(emb, len(batch), d)
+            assert torch.equal(emb, m.encode_image(pix))
+            ref = ref_model.get_image_features(pixel_values=pix).pooler_output
+            torch.testing.assert_close(emb, torch.nn.functional.normalize(ref, dim=-1), atol=1e-5, rtol=0)
+        txt = m.encode_text(texts)
+        assert_unit_rows(txt, 2, d)
+        assert torch.equal(txt, m.encode_text(texts))
+        # same model again through local: gives the same numbers
+        other = create_model(f"local:{path}", device="cpu")
+        assert other.name == f"local:{path}"
+        torch.testing.assert_close(other.encode_text(texts), txt, atol=0, rtol=0)
+    assert_classifier(m, d)
+
+
+def test_hf_logit_scales_are_the_models(hf_dirs: dict[str, Path]) -> None:
+    clip, siglip, align = (create_model(f"hf:{hf_dirs[f]}", device="cpu") for f in ("clip", "siglip", "align"))
+    assert clip.logit_scale == pytest.approx(float(clip.model.logit_scale.exp()))
+    assert siglip.logit_scale == pytest.approx(10.0, rel=1e-5)
+    assert siglip.logit_bias == pytest.approx(-3.0)
+    assert align.logit_scale == pytest.approx(1 / 0.05, rel=1e-5)
+
+
+def test_siglip_text_is_padded_to_max_length(hf_dirs: dict[str, Path]) -> None:
+    m = create_model(f"hf:{hf_dirs['siglip']}", device="cpu")
+    max_len = m.model.config.text_config.max_position_embeddings
+    tok = m.tokenize(["a cat", "a low resolution photo of the dog"])
+    assert set(tok) == {"input_ids"}  # trained without an attention mask
+    assert tok["input_ids"].shape == (2, max_len)
+    short = ["a cat"]
+    padded = m.tokenizer(short, padding="max_length", max_length=max_len, return_tensors="pt")["input_ids"]
+    longest = m.tokenizer(short, padding="longest", return_tensors="pt")["input_ids"]
+    assert longest.shape[1] < max_len
+    with torch.inference_mode():
+        ours = m.encode_text(short)
+        as_trained = torch.nn.functional.normalize(m.model.get_text_features(input_ids=padded).pooler_output, dim=-1)
+        unpadded = torch.nn.functional.normalize(m.model.get_text_features(input_ids=longest).pooler_output, dim=-1)
+    torch.testing.assert_close(ours, as_trained, atol=1e-5, rtol=0)
+    # SigLIP pools the last position: padding to the batch's longest text changes the result
+    assert (ours * unpadded).sum() < 0.99
+
+
+def test_clip_and_align_text_rules(hf_dirs: dict[str, Path]) -> None:
+    clip = create_model(f"hf:{hf_dirs['clip']}", device="cpu")
+    tok = clip.tokenize(["a cat", "a low resolution photo of the dog"])
+    assert set(tok) == {"input_ids", "attention_mask"}
+    assert tok["input_ids"].shape[1] < clip.model.config.text_config.max_position_embeddings
+    with torch.inference_mode():  # padding is invisible to CLIP: alone == in a batch
+        torch.testing.assert_close(clip.encode_text(["a cat"])[0], clip.encode_text(["a cat", "a blurry photo of the car"])[0],
+                                   atol=1e-5, rtol=0)
+    align = create_model(f"hf:{hf_dirs['align']}", device="cpu")
+    tok = align.tokenize(["a cat"])
+    assert tok["input_ids"].shape == (1, 64) and "attention_mask" in tok
+
+
+def test_hf_missing_model_fails_fast_offline(empty_caches: Path, no_network: list[Any]) -> None:
+    start = time.perf_counter()
+    with pytest.raises(ModelUnavailableError, match=r"google/siglip-base-patch16-224.*hf download"):
+        create_model("hf:google/siglip-base-patch16-224", device="cpu")
+    with pytest.raises(UserInputError, match="neither an existing folder nor a hub id"):
+        create_model("hf:/no/such/folder", device="cpu")
+    assert time.perf_counter() - start < 20
+    assert not no_network
+
+
+def test_hf_folder_without_weights_is_unavailable(hf_dirs: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    d = tmp_path / "clip-no-weights"
+    shutil.copytree(hf_dirs["clip"], d)
+    for f in d.glob("*.safetensors"):
+        f.unlink()
+    with pytest.raises(ModelUnavailableError, match="clip-no-weights"):
+        create_model(f"local:{d}", device="cpu")
+
+
+def test_local_rejects_unknown_layouts(tmp_path: Path, tiny_oc: dict[str, Path]) -> None:
+    with pytest.raises(UserInputError, match="does not exist"):
+        create_model(f"local:{tmp_path / 'nope'}", device="cpu")
+    with pytest.raises(UserInputError, match="open_clip:ARCH/"):
+        create_model(f"local:{tiny_oc['ckpt']}", device="cpu")
+    with pytest.raises(UserInputError, match="neither open_clip_config.json"):
+        create_model(f"local:{tmp_path}", device="cpu")
