@@ -30,7 +30,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # paths in messages must stay greppable
 STATE: dict[str, Any] = {"quiet": False}
 
 DEMO_DOMAIN = (
@@ -78,7 +78,7 @@ class RichEvents:
 
     def message(self, text: str) -> None:
         if self.progress is not None:
-            self.progress.console.print(text, highlight=False)
+            self.progress.console.print(text, highlight=False, soft_wrap=True)
         elif not STATE["quiet"]:
             err_console.print(text, highlight=False)
 

@@ -499,3 +499,15 @@ def launched_run(store: Store, launch: Launch) -> dict[str, Any] | None:
         if r.get("domain", {}).get("domain") == launch.domain and r.get("created_at", "") >= launch.started_at:
             return r
     return None
+
+
+def run_fingerprint(store: Store, run_id: str) -> tuple[Any, ...]:
+    """Changes whenever the run's status or any of its stored results change (a cache key)."""
+    run = store.get_run(run_id) or {}
+    return (
+        run.get("status"),
+        run.get("finished_at"),
+        len(store.keys("units", run_id=run_id)),
+        len(store.keys("threat", run_id=run_id)),
+        len(store.keys("stability", run_id=run_id)),
+    )

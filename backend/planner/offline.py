@@ -6,17 +6,19 @@ Method (deterministic, no network):
    phrase such as "at night in heavy rain" meet a situation on its own terms instead of being
    diluted by the rest of the paragraph.
 2. Chunks and every catalogue text (description and each situation) are embedded with
-   all-MiniLM-L6-v2 (unit vectors). A corruption's score is its best cosine similarity over
-   (chunk, description-or-situation) pairs; its reason quotes the best chunk and the closest
-   situation.
+   all-MiniLM-L6-v2 (unit vectors). sim[chunk, c] is the best cosine similarity between the
+   chunk and corruption c's description or situations. Specificity is sim minus the chunk's
+   mean sim over the whole catalogue; a corruption's score is its best specificity over chunks,
+   and its reason quotes that chunk and c's closest situation with the raw similarity.
 3. Corruptions the sanity rules forbid for the detected domain kinds are removed; required ones
-   are always kept. Of the rest, those scoring at least ``threshold`` are chosen, best first,
-   at least ``min_optional`` and at most ``max_optional`` of them.
-4. Severities grow with the score: a weak match gets the mild levels 1..3, a strong match the
-   full ladder 1..5. Non-ordinal corruptions (flips) get level 1 only.
+   are always kept. Of the rest, those with specificity >= ``specificity`` and similarity >=
+   ``threshold`` are chosen, best first, at least ``min_optional`` and at most
+   ``max_optional`` of them.
+4. Severities grow with the similarity: a weak match gets the mild levels 1..3, a strong match
+   the full ladder 1..5. Non-ordinal corruptions (flips) get level 1 only.
 
 Self-consistency offline: sample 0 uses all chunks; samples 1..N-1 drop each sentence chunk with
-probability 0.3 (the whole text always stays) and add N(0, 0.01) noise to the scores, with a
+probability 0.3 (the whole text always stays) and add N(0, 0.01) noise to the specificity, with a
 generator seeded from the text, then the same majority vote as the LLM planner runs. The
 frequencies therefore say how stable each choice is under rephrasing-like perturbations, and
 the plan is the same every time for the same text.
@@ -47,10 +49,11 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class OfflineParams:
-    threshold: float = 0.38
+    threshold: float = 0.33  # minimum cosine similarity of an optional choice
+    specificity: float = 0.12  # minimum similarity above the chunk's mean over the catalogue
     min_optional: int = 2
-    max_optional: int = 7
-    weak: float = 0.30  # score at or below which only levels 1..3 are used
+    max_optional: int = 6
+    weak: float = 0.35  # score at or below which only levels 1..3 are used
     strong: float = 0.60  # score at or above which all five levels are used
     drop_prob: float = 0.3
     jitter: float = 0.01
@@ -173,7 +176,6 @@ class OfflinePlanner:
         n = len(self.catalogue.entries)
         owner_idx = np.array([i for i, _ in owners])
         is_desc = np.array([t == self.catalogue.entries[i].description.strip() for i, t in owners])
-        rows = np.arange(len(ch))
         best = np.full((len(ch), n), -1.0, dtype=np.float32)
         quote = np.zeros((len(ch), n), dtype=np.int64)
         for j in range(n):
@@ -183,14 +185,15 @@ class OfflinePlanner:
             quote[:, j] = sit[sims[:, sit].argmax(axis=1)]
         return best, ch, sid, quote, [t for _, t in owners]
 
-    def _select(self, scores: np.ndarray, req: rules.Requirements) -> list[int]:
+    def _select(self, spec: np.ndarray, raw: np.ndarray, req: rules.Requirements) -> list[int]:
         names = self.catalogue.names
         required = [i for i, nm in enumerate(names) if nm in req.required]
         candidates = [i for i, nm in enumerate(names) if nm not in req.forbidden and nm not in req.required]
-        ranked = sorted(candidates, key=lambda i: (-scores[i], i))
-        picked = [i for i in ranked if scores[i] >= self.p.threshold][: self.p.max_optional]
-        if len(picked) < self.p.min_optional:
-            picked = ranked[: self.p.min_optional]
+        ranked = sorted(candidates, key=lambda i: (-spec[i], i))
+        p = self.p
+        picked = [i for i in ranked if spec[i] >= p.specificity and raw[i] >= p.threshold][: p.max_optional]
+        if len(picked) < p.min_optional:
+            picked = ranked[: p.min_optional]
         return required + picked
 
     def _severities(self, score: float, ordinal: bool) -> list[int]:
@@ -200,24 +203,23 @@ class OfflinePlanner:
         top = 3 + int(round(2 * float(np.clip(t, 0.0, 1.0))))
         return list(range(1, top + 1))
 
-    def _plan_from_scores(
-        self, scores: np.ndarray, matches: list[Match], req: rules.Requirements
-    ) -> list[CorruptionChoice]:
+    def _plan(self, spec: np.ndarray, matches: list[Match], req: rules.Requirements) -> list[CorruptionChoice]:
+        raw = np.array([m.score for m in matches])
         out = []
-        entries = self.catalogue.entries
-        for i in self._select(scores, req):
-            e = entries[i]
+        for i in self._select(spec, raw, req):
+            e = self.catalogue.entries[i]
             m = matches[i]
             if e.name in req.required:
                 choice = required_choice(e, req.required[e.name], situation=f"'{_quote(m.situation)}'")
-                choice = choice.model_copy(update={"severities": self._severities(max(scores[i], self.p.threshold), e.ordinal)})
+                sev = self._severities(max(m.score, self.p.threshold), e.ordinal)
+                choice = choice.model_copy(update={"severities": sev})
             else:
                 choice = CorruptionChoice(
                     name=e.name,
-                    severities=self._severities(float(scores[i]), e.ordinal),
+                    severities=self._severities(m.score, e.ordinal),
                     reason=(
                         f"The description ('{_quote(m.chunk)}') matches the situation "
-                        f"'{_quote(m.situation)}' (similarity {scores[i]:.2f})."
+                        f"'{_quote(m.situation)}' (similarity {m.score:.2f})."
                     ),
                 )
             out.append(choice)
@@ -225,35 +227,38 @@ class OfflinePlanner:
 
     def run(self, domain_text: str, samples: int) -> VoteResult:
         names = self.catalogue.names
+        n = len(names)
         req = rules.requirements(domain_text, names)
         best, ch, sid, quote, texts = self.similarities(domain_text)
-        n = len(names)
+        # Specificity: how much better a corruption matches a chunk than the average corruption
+        # does. Generic chunks ("taken with phones") resemble many camera situations a little;
+        # centring per chunk keeps them from crowding out the specific matches.
+        centred = best - best.mean(axis=1, keepdims=True)
         seed = int.from_bytes(hashlib.sha256(domain_text.encode("utf-8")).digest()[:8], "little")
         rng = np.random.default_rng(seed)
         sentence_ids = sorted({s for s in sid if s >= 0})
 
-        def matches_for(rows: np.ndarray) -> tuple[np.ndarray, list[Match]]:
-            sub = best[rows]
-            r = rows[sub.argmax(axis=0)]
-            scores = best[r, np.arange(n)]
-            ms = [Match(float(scores[j]), ch[r[j]], texts[quote[r[j], j]]) for j in range(n)]
-            return scores, ms
+        def scores_for(rows: np.ndarray) -> tuple[np.ndarray, list[Match]]:
+            r = rows[centred[rows].argmax(axis=0)]
+            cols = np.arange(n)
+            spec = centred[r, cols]
+            ms = [Match(float(best[r[j], j]), ch[r[j]], texts[quote[r[j], j]]) for j in range(n)]
+            return spec, ms
 
         all_rows = np.arange(len(ch))
         plans = []
         for k in range(samples):
             if k == 0:
-                rows = all_rows
-                scores, ms = matches_for(rows)
+                spec, ms = scores_for(all_rows)
             else:
                 keep = {s for s in sentence_ids if rng.random() >= self.p.drop_prob}
                 rows = np.array([r for r in all_rows if sid[r] == -1 or sid[r] in keep])
-                scores, ms = matches_for(rows)
-                scores = scores + rng.normal(0.0, self.p.jitter, size=n).astype(np.float32)
-            plans.append(self._plan_from_scores(scores, ms, req))
+                spec, ms = scores_for(rows)
+                spec = spec + rng.normal(0.0, self.p.jitter, size=n)
+            plans.append(self._plan(spec, ms, req))
         vote = majority_vote(plans, names)
-        # Reasons and severities always come from the full-text sample (sample 0) when it chose
-        # the corruption, so the stored explanation quotes the user's whole description.
+        # Reasons come from the full-text sample (sample 0) when it chose the corruption, so the
+        # stored explanation quotes the whole description; severities are the voted ones.
         first = {c.name: c for c in plans[0]}
         vote.chosen = [
             first[c.name].model_copy(update={"severities": c.severities}) if c.name in first else c for c in vote.chosen

@@ -114,9 +114,9 @@ def defocus_blur(img: np.ndarray, p: DefocusParams, rng: np.random.Generator) ->
 
 
 class GlassBlurParams(Params):
-    sigma: float = Field(1.0, ge=0.1, le=5.0, description="Gaussian sigma before and after the pixel shuffling")
+    sigma: float = Field(0.8, ge=0.1, le=5.0, description="Gaussian sigma before and after the pixel shuffling")
     max_delta: float = Field(2.0, ge=1.0, le=10.0, description="largest pixel displacement, pixels at a 224-pixel short side")
-    iterations: int = Field(3, ge=1, le=5, description="rounds of local pixel swaps")
+    iterations: int = Field(2, ge=1, le=5, description="rounds of local pixel swaps")
 
 
 def glass_shuffle(x: np.ndarray, max_delta: int, dxy: np.ndarray) -> np.ndarray:
@@ -199,11 +199,11 @@ builtin(
         ],
         params_model=GlassBlurParams,
         ladder={
-            1: {"sigma": 0.6, "max_delta": 1.0, "iterations": 1}, 2: {"sigma": 0.8, "max_delta": 1.0, "iterations": 2},
-            3: {"sigma": 1.0, "max_delta": 2.0, "iterations": 2}, 4: {"sigma": 1.2, "max_delta": 2.0, "iterations": 3},
-            5: {"sigma": 1.5, "max_delta": 3.0, "iterations": 3},
+            1: {"sigma": 0.7, "max_delta": 1.0, "iterations": 1}, 2: {"sigma": 0.7, "max_delta": 1.0, "iterations": 2},
+            3: {"sigma": 0.8, "max_delta": 2.0, "iterations": 2}, 4: {"sigma": 0.9, "max_delta": 2.0, "iterations": 3},
+            5: {"sigma": 1.0, "max_delta": 3.0, "iterations": 3},
         },
-        ranges={"sigma": (0.6, 1.6), "max_delta": (1.0, 4.0)},
+        ranges={"sigma": (0.6, 1.1), "max_delta": (1.0, 3.0), "iterations": (1, 3)},
         apply=glass_blur,
         backend="albumentations glass_blur fast mode, re-implemented on flat indices (tested equal)",
     ),

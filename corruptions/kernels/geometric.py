@@ -70,8 +70,8 @@ def grid_distortion(img: np.ndarray, p: GridDistortionParams, rng: np.random.Gen
 
 
 class ElasticParams(Params):
-    alpha: float = Field(4.0, ge=0.0, le=30.0, description="RMS displacement in pixels at a 224-pixel short side")
-    sigma: float = Field(8.0, ge=1.0, le=50.0, description="smoothness of the displacement field in pixels at 224")
+    alpha: float = Field(3.5, ge=0.0, le=30.0, description="RMS displacement in pixels at a 224-pixel short side")
+    sigma: float = Field(10.0, ge=1.0, le=50.0, description="smoothness of the displacement field in pixels at 224")
 
 
 def elastic(img: np.ndarray, p: ElasticParams, rng: np.random.Generator) -> np.ndarray:
@@ -205,10 +205,10 @@ builtin(
         ],
         params_model=ElasticParams,
         ladder={
-            1: {"alpha": 1.5, "sigma": 8.0}, 2: {"alpha": 2.5, "sigma": 8.0}, 3: {"alpha": 4.0, "sigma": 8.0},
-            4: {"alpha": 6.0, "sigma": 8.0}, 5: {"alpha": 9.0, "sigma": 8.0},
+            1: {"alpha": 1.5, "sigma": 10.0}, 2: {"alpha": 2.5, "sigma": 10.0}, 3: {"alpha": 3.5, "sigma": 10.0},
+            4: {"alpha": 4.5, "sigma": 10.0}, 5: {"alpha": 6.0, "sigma": 10.0},
         },
-        ranges={"alpha": (1.0, 10.0)},
+        ranges={"alpha": (1.0, 7.0)},
         apply=elastic,
         backend="own smoothed displacement field + albumentations remap",
     ),

@@ -13,7 +13,7 @@ from corruptions.spec import CorruptionSpec, Params
 
 
 class IsoNoiseParams(Params):
-    intensity: float = Field(0.4, ge=0.0, le=2.0, description="luminance noise strength")
+    intensity: float = Field(0.3, ge=0.0, le=2.0, description="luminance noise strength")
     color_shift: float = Field(0.03, ge=0.0, le=0.5, description="hue noise strength")
 
 
@@ -84,11 +84,11 @@ builtin(
         ],
         params_model=IsoNoiseParams,
         ladder={
-            1: {"intensity": 0.1, "color_shift": 0.01}, 2: {"intensity": 0.25, "color_shift": 0.02},
-            3: {"intensity": 0.4, "color_shift": 0.03}, 4: {"intensity": 0.6, "color_shift": 0.04},
-            5: {"intensity": 0.9, "color_shift": 0.05},
+            1: {"intensity": 0.1, "color_shift": 0.01}, 2: {"intensity": 0.2, "color_shift": 0.02},
+            3: {"intensity": 0.3, "color_shift": 0.03}, 4: {"intensity": 0.45, "color_shift": 0.04},
+            5: {"intensity": 0.6, "color_shift": 0.05},
         },
-        ranges={"intensity": (0.05, 1.0), "color_shift": (0.01, 0.05)},
+        ranges={"intensity": (0.05, 0.7), "color_shift": (0.01, 0.05)},
         apply=iso_noise,
         grayscale=False,
         backend="albumentations pixel.functional.iso_noise",

@@ -73,9 +73,9 @@ def frost(img: np.ndarray, p: FrostParams, rng: np.random.Generator) -> np.ndarr
 
 
 class SnowParams(Params):
-    density: float = Field(0.08, ge=0.0, le=0.5, description="fraction of flake-grid cells holding a flake")
+    density: float = Field(0.04, ge=0.0, le=0.5, description="fraction of flake-grid cells holding a flake")
     flake_length: float = Field(10.0, ge=1.0, le=40.0, description="motion streak of falling flakes, px at 224")
-    whiten: float = Field(0.3, ge=0.0, le=1.0, description="how much the scene is lightened by snow cover")
+    whiten: float = Field(0.2, ge=0.0, le=1.0, description="how much the scene is lightened by snow cover")
 
 
 def snow(img: np.ndarray, p: SnowParams, rng: np.random.Generator) -> np.ndarray:
@@ -87,7 +87,7 @@ def snow(img: np.ndarray, p: SnowParams, rng: np.random.Generator) -> np.ndarray
     flakes = cv2.resize(flakes, (grid.shape[1] * cell, grid.shape[0] * cell), interpolation=cv2.INTER_NEAREST)[:h, :w]
     angle = float(rng.uniform(45.0, 135.0))
     flakes = cv2.filter2D(flakes, -1, motion_kernel(max(1.0, p.flake_length * s), angle), borderType=cv2.BORDER_REFLECT_101)
-    flakes = np.clip(flakes * np.float32(2.5), 0, 1)
+    flakes = np.clip(flakes * np.float32(1.8), 0, 1)
     x = img.astype(np.float32)
     bright = np.maximum(x, (luminance(img) * np.float32(1.5) + np.float32(0.5 * 255.0))[..., None])
     x = (np.float32(1 - p.whiten)) * x + np.float32(p.whiten) * bright
@@ -184,11 +184,11 @@ builtin(
         ],
         params_model=SnowParams,
         ladder={
-            1: {"density": 0.03, "flake_length": 6.0, "whiten": 0.2}, 2: {"density": 0.05, "flake_length": 8.0, "whiten": 0.3},
-            3: {"density": 0.08, "flake_length": 10.0, "whiten": 0.3}, 4: {"density": 0.11, "flake_length": 12.0, "whiten": 0.35},
-            5: {"density": 0.15, "flake_length": 14.0, "whiten": 0.45},
+            1: {"density": 0.015, "flake_length": 6.0, "whiten": 0.1}, 2: {"density": 0.025, "flake_length": 8.0, "whiten": 0.15},
+            3: {"density": 0.04, "flake_length": 10.0, "whiten": 0.2}, 4: {"density": 0.06, "flake_length": 12.0, "whiten": 0.25},
+            5: {"density": 0.08, "flake_length": 14.0, "whiten": 0.3},
         },
-        ranges={"density": (0.02, 0.18), "flake_length": (5.0, 16.0), "whiten": (0.15, 0.5)},
+        ranges={"density": (0.01, 0.1), "flake_length": (5.0, 16.0), "whiten": (0.05, 0.35)},
         apply=snow,
         backend="own flake layer + line motion kernel (ImageNet-C snow)",
     ),

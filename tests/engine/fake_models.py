@@ -7,6 +7,7 @@ embedding: a hash-seeded random vector per string. Registered as ``fake:NAME``; 
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Sequence
 
@@ -26,6 +27,7 @@ class FakeModel(VisionLanguageModel):
         seed = zlib.crc32(name.encode())
         self.proj = torch.from_numpy(np.random.default_rng(seed).normal(size=(64, DIM)).astype(np.float32))
         self.nan = name == "nan"
+        self.delay = 0.1 if name == "slow" else 0.0
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
         x = torch.from_numpy(np.asarray(images, dtype=np.float32))
@@ -34,6 +36,7 @@ class FakeModel(VisionLanguageModel):
         return torch.nn.functional.adaptive_avg_pool2d(x[:, None], 8) / 255.0
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
+        time.sleep(self.delay)  # "slow" makes a run long enough to be killed part-way
         emb = pixels.reshape(len(pixels), -1) @ self.proj
         if self.nan:
             emb = emb * float("nan")
@@ -44,6 +47,6 @@ class FakeModel(VisionLanguageModel):
         return torch.nn.functional.normalize(torch.tensor(np.array(vecs), dtype=torch.float32), dim=-1)
 
 
-@register_model("fake", known=["a", "b", "c"])
+@register_model("fake", known=["a", "b", "c", "slow", "nan"])
 def create_fake(name: str, device: torch.device) -> VisionLanguageModel:
     return FakeModel(name, device)

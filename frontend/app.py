@@ -1,0 +1,32 @@
+"""domainbench browser UI — the entry point of ``streamlit run frontend/app.py`` (``domainbench ui``).
+
+Pages: Runs (one run in depth), Compare (models across domains), New domain (plan and launch).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# `streamlit run` puts only frontend/ on sys.path; the packages live one level up
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT) not in sys.path:
+    sys.path.insert(0, str(_ROOT))
+os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import streamlit as st  # noqa: E402
+
+_PAGES = Path(__file__).resolve().parent / "pages"
+
+st.set_page_config(page_title="domainbench", page_icon="🧪", layout="wide")
+nav = st.navigation(
+    [
+        st.Page(str(_PAGES / "runs.py"), title="Runs", icon="📋", default=True),
+        st.Page(str(_PAGES / "compare.py"), title="Compare", icon="📊"),
+        st.Page(str(_PAGES / "new_domain.py"), title="New domain", icon="✨"),
+    ]
+)
+nav.run()

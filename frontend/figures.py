@@ -1,0 +1,278 @@
+"""Pure Plotly figure builders: summary dicts / frames in, ``go.Figure`` out.
+
+No Streamlit and no store access here, so each builder is tested on small synthetic inputs.
+The summary dict is ``backend.engine.summary.build_summary``'s output. A model keeps the same
+colour in every figure of a page (:func:`model_colors`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.subplots import make_subplots
+
+SAFE_COLOR = "#2ca02c"
+UNSAFE_COLOR = "#d62728"
+#: a PD threat at or below this is label-preserving (backend.engine.summary.SAFE_THREAT)
+SAFE_THREAT = 1.0
+METRIC_LABELS = {
+    "accuracy": "balanced accuracy (%)",
+    "lfp": "label flip probability (%)",
+    "divergence_radius": "DivergenceRadius R_dr",
+    "cosine": "cosine robustness R_cs",
+    "euclidean": "Euclidean robustness R_ed",
+}
+
+
+def model_colors(models: Sequence[str]) -> dict[str, str]:
+    palette = qualitative.Plotly + qualitative.D3
+    return {m: palette[i % len(palette)] for i, m in enumerate(models)}
+
+
+def _models(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list(summary["classification"]["models"])
+
+
+def _corruptions(summary: Mapping[str, Any]) -> list[str]:
+    return sorted({c["corruption"] for m in _models(summary) for c in m["cells"]})
+
+
+def cell_label(corruption: str, severity: int) -> str:
+    return f"{corruption} s{severity}"
+
+
+def _empty(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, xaxis={"visible": False}, yaxis={"visible": False})
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    return fig
+
+
+def severity_lines(summary: Mapping[str, Any], metric: str = "accuracy", columns: int = 3) -> go.Figure:
+    """Metric vs severity, one panel per corruption, one line per model; severity 0 is clean.
+
+    ``metric`` is ``accuracy`` (balanced accuracy) or ``lfp``; values are percentages.
+    Cells whose value is not applicable (unlabelled data) are left out, never drawn as 0.
+    """
+    if metric not in ("accuracy", "lfp"):
+        raise ValueError(f"metric must be 'accuracy' or 'lfp', got {metric!r}")
+    names = _corruptions(summary)
+    models = _models(summary)
+    label = METRIC_LABELS[metric]
+    if not names:
+        return _empty(f"{label} vs severity", "no corrupted cells yet")
+    cols = max(1, min(columns, len(names)))
+    rows = math.ceil(len(names) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, shared_yaxes=True,
+                        vertical_spacing=min(0.3 / max(rows - 1, 1), 0.12) if rows > 1 else 0.1,
+                        horizontal_spacing=0.04)
+    colors = model_colors([m["model"] for m in models])
+    n_traces = 0
+    for i, name in enumerate(names):
+        r, c = divmod(i, cols)
+        for m in models:
+            cells = sorted((x for x in m["cells"] if x["corruption"] == name), key=lambda x: x["severity"])
+            pts = [(x["severity"], x.get(metric)) for x in cells]
+            clean = m.get("clean")
+            if clean is not None:
+                pts.insert(0, (0, clean.get(metric)))
+            pts = [(s, 100.0 * v) for s, v in pts if v is not None]
+            if not pts:
+                continue
+            fig.add_trace(
+                go.Scatter(
+                    x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=m["model"],
+                    legendgroup=m["model"], showlegend=i == 0, line={"color": colors[m["model"]]},
+                    hovertemplate=f"{m['model']}<br>{name} severity %{{x}}<br>{metric} %{{y:.1f}}%<extra></extra>",
+                ),
+                row=r + 1, col=c + 1,
+            )
+            n_traces += 1
+    if n_traces == 0:
+        return _empty(f"{label} vs severity", "not applicable: the dataset is unlabelled" if metric == "accuracy" else "no values")
+    fig.update_xaxes(title_text="severity", tick0=0, dtick=1)
+    fig.update_yaxes(title_text=label, col=1)
+    fig.update_layout(title=f"{label} vs severity (0 = clean)", height=260 * rows + 80,
+                      legend={"orientation": "h", "y": -0.12 if rows == 1 else -0.05}, margin={"t": 80})
+    return fig
+
+
+def lfp_heatmap(summary: Mapping[str, Any]) -> go.Figure:
+    """Label flip probability, models × (corruption, severity) cells; missing cells stay blank."""
+    models = _models(summary)
+    keys = sorted({(c["corruption"], c["severity"]) for m in models for c in m["cells"]})
+    if not keys:
+        return _empty("label flip probability", "no corrupted cells yet")
+    z: list[list[float | None]] = []
+    for m in models:
+        by = {(c["corruption"], c["severity"]): c["lfp"] for c in m["cells"]}
+        z.append([None if by.get(k) is None else 100.0 * by[k] for k in keys])
+    text = [["" if v is None else f"{v:.0f}" for v in row] for row in z]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z, x=[cell_label(*k) for k in keys], y=[m["model"] for m in models], text=text,
+            texttemplate="%{text}", colorscale="Reds", zmin=0, zmax=100,
+            colorbar={"title": "LFP %"}, hovertemplate="%{y}<br>%{x}<br>LFP %{z:.1f}%<extra></extra>",
+        )
+    )
+    fig.update_layout(title="label flip probability (%): share of predictions that change under the corruption",
+                      xaxis_title="corruption, severity", yaxis_title="model",
+                      height=160 + 40 * len(models))
+    return fig
+
+
+def threat_chart(summary: Mapping[str, Any]) -> go.Figure:
+    """Mean PD threat per corruption cell, green when safe (label-preserving), red when unsafe.
+
+    Dashed lines: the safe threshold (1) and the reference threat of moving an image onto
+    another class's image (``threat_reference``), when measured.
+    """
+    cells = sorted(summary.get("threat") or [], key=lambda t: (t["corruption"], t["severity"]))
+    cells = [t for t in cells if t.get("mean_threat") is not None]
+    if not cells:
+        return _empty("PD threat", "the PD threat was not measured for this run")
+    fig = go.Figure()
+    for safe, name, color in ((True, "safe", SAFE_COLOR), (False, "unsafe", UNSAFE_COLOR)):
+        part = [t for t in cells if bool(t.get("safe")) == safe]
+        if not part:
+            continue
+        fig.add_trace(
+            go.Bar(
+                x=[cell_label(t["corruption"], t["severity"]) for t in part],
+                y=[t["mean_threat"] for t in part],
+                error_y={"type": "data", "array": [t.get("std_threat") or 0.0 for t in part], "visible": True},
+                name=name, marker_color=color,
+                customdata=[[t.get("frac_unsafe_images"), t.get("n")] for t in part],
+                hovertemplate="%{x}<br>mean threat %{y:.3f}<br>images above 1: %{customdata[0]:.0%}"
+                              " of %{customdata[1]}<extra>" + name + "</extra>",
+            )
+        )
+    order = [cell_label(t["corruption"], t["severity"]) for t in cells]
+    fig.add_hline(y=SAFE_THREAT, line_dash="dash", line_color="#555", annotation_text="safe threshold",
+                  annotation_position="top left")
+    ref = summary.get("threat_reference")
+    if ref is not None:
+        fig.add_hline(y=float(ref), line_dash="dot", line_color=UNSAFE_COLOR,
+                      annotation_text=f"different-class reference ({float(ref):.2f})", annotation_position="top right")
+    fig.update_layout(title="Projected Displacement threat per corruption cell", xaxis_title="corruption, severity",
+                      yaxis_title="mean PD threat", barmode="overlay",
+                      xaxis={"categoryorder": "array", "categoryarray": order})
+    return fig
+
+
+def stability_distribution(frame: pd.DataFrame, metric: str = "divergence_radius", kind: str = "box") -> go.Figure:
+    """Per-image stability values: a box (or violin) per corruption and model."""
+    if metric not in METRIC_LABELS or metric in ("accuracy", "lfp"):
+        raise ValueError(f"metric must be divergence_radius, cosine or euclidean, got {metric!r}")
+    if kind not in ("box", "violin"):
+        raise ValueError(f"kind must be 'box' or 'violin', got {kind!r}")
+    data = frame.dropna(subset=[metric]) if len(frame) else frame
+    if len(data) == 0:
+        return _empty("embedding stability", "stability was not measured for this run")
+    models = list(dict.fromkeys(data["model"]))
+    colors = model_colors(models)
+    fig = go.Figure()
+    for m in models:
+        part = data[data["model"] == m]
+        common = {"x": part["corruption"].tolist(), "y": part[metric].astype(float).tolist(), "name": m,
+                  "marker_color": colors[m], "legendgroup": m}
+        if kind == "box":
+            fig.add_trace(go.Box(**common, boxmean=True))
+        else:
+            fig.add_trace(go.Violin(**common, box_visible=True, meanline_visible=True, points=False))
+    fig.update_layout(title=f"{METRIC_LABELS[metric]} per image (higher = less stable embedding)",
+                      xaxis_title="corruption", yaxis_title=METRIC_LABELS[metric],
+                      boxmode="group", violinmode="group")
+    return fig
+
+
+def stability_means(means: Sequence[Mapping[str, Any]], metric: str = "divergence_radius") -> go.Figure:
+    """Average robustness value per model × corruption as grouped bars (stability paper, Figure 4)."""
+    rows = [r for r in means if r.get(metric) is not None]
+    if not rows:
+        return _empty("mean embedding stability", "stability was not measured for this run")
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    names = sorted({r["corruption"] for r in rows})
+    colors = model_colors(models)
+    fig = go.Figure()
+    for m in models:
+        by = {r["corruption"]: r[metric] for r in rows if r["model"] == m}
+        fig.add_trace(go.Bar(x=names, y=[by.get(c) for c in names], name=m, marker_color=colors[m],
+                             hovertemplate=f"{m}<br>%{{x}}<br>mean %{{y:.4f}}<extra></extra>"))
+    fig.update_layout(title=f"average {METRIC_LABELS[metric]} per model and corruption", barmode="group",
+                      xaxis_title="corruption", yaxis_title=f"mean {METRIC_LABELS[metric]}")
+    return fig
+
+
+def confusion_heatmap(matrix: np.ndarray | Sequence[Sequence[int]], classes: Sequence[str], title: str = "",
+                      normalize: bool = False) -> go.Figure:
+    """Rows are true classes, columns predictions; ``normalize`` shows each row as shares of its class."""
+    cm = np.asarray(matrix, dtype=float)
+    if cm.ndim != 2 or cm.shape[0] != cm.shape[1] or cm.shape[0] != len(classes):
+        raise ValueError(f"confusion matrix of shape {cm.shape} does not match {len(classes)} classes")
+    counts = cm.astype(np.int64)
+    if normalize:
+        totals = cm.sum(axis=1, keepdims=True)
+        cm = np.divide(cm, totals, out=np.zeros_like(cm), where=totals > 0)
+    text = [[f"{v:.0%}" if normalize else f"{int(v)}" for v in row] for row in cm]
+    fig = go.Figure(
+        go.Heatmap(z=cm.tolist(), x=list(classes), y=list(classes), text=text, texttemplate="%{text}",
+                   customdata=counts.tolist(), colorscale="Blues", zmin=0,
+                   zmax=1 if normalize else None,
+                   hovertemplate="true %{y}<br>predicted %{x}<br>%{customdata} images<extra></extra>")
+    )
+    fig.update_layout(title=title or "confusion matrix", xaxis_title="predicted class", yaxis_title="true class",
+                      yaxis={"autorange": "reversed"}, height=220 + 28 * len(classes))
+    return fig
+
+
+def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> go.Figure:
+    """Grouped bars: one group per domain (run), one bar per model; missing values are left out."""
+    label = label or metric
+    data = frame.dropna(subset=[metric]) if len(frame) else frame
+    if len(data) == 0:
+        return _empty(f"{label} per domain", f"{label} is not available for the chosen runs")
+    models = list(dict.fromkeys(frame["model"]))
+    domains = list(dict.fromkeys(frame["domain"]))
+    colors = model_colors(models)
+    scale = 100.0 if metric in ("acc", "mean_corrupted_acc", "safe_acc") else 1.0
+    fig = go.Figure()
+    for m in models:
+        part = data[data["model"] == m]
+        if len(part) == 0:
+            continue
+        fig.add_trace(go.Bar(x=part["domain"].tolist(), y=(part[metric].astype(float) * scale).tolist(), name=m,
+                             marker_color=colors[m],
+                             hovertemplate=f"{m}<br>%{{x}}<br>{label} %{{y:.3f}}<extra></extra>"))
+    unit = " (%)" if scale == 100.0 else ""
+    fig.update_layout(title=f"{label} per model and domain", barmode="group", xaxis_title="domain (run)",
+                      yaxis_title=f"{label}{unit}", xaxis={"categoryorder": "array", "categoryarray": domains})
+    if metric in ("mce", "rce", "mfr"):
+        fig.add_hline(y=1.0, line_dash="dash", line_color="#555", annotation_text="baseline = 1")
+    return fig
+
+
+def selection_heatmap(freq: pd.DataFrame, highlight: str | None = None) -> go.Figure:
+    """Selection frequency of each catalogue corruption (rows) per domain (columns), in %."""
+    if freq.empty:
+        return _empty("corruption selection frequency", "no planned domains yet")
+    z = (freq.to_numpy(dtype=float) * 100.0).tolist()
+    text = [[f"{v:.0f}" for v in row] for row in z]
+    fig = go.Figure(
+        go.Heatmap(z=z, x=list(freq.columns), y=list(freq.index), text=text, texttemplate="%{text}",
+                   colorscale="Blues", zmin=0, zmax=100, colorbar={"title": "selected %"},
+                   hovertemplate="%{y}<br>%{x}<br>selected in %{z:.0f}% of samples<extra></extra>")
+    )
+    fig.update_layout(title="how often the planner chose each corruption (majority vote over samples)",
+                      xaxis_title="domain", yaxis_title="corruption", height=max(320, 24 * len(freq) + 160),
+                      yaxis={"autorange": "reversed"})
+    if highlight is not None and highlight in freq.columns:
+        i = list(freq.columns).index(highlight)
+        fig.add_vrect(x0=i - 0.5, x1=i + 0.5, line_width=2, line_color="#ff7f0e", fillcolor="rgba(0,0,0,0)")
+    return fig

@@ -1,0 +1,76 @@
+"""Streamlit glue shared by the pages: the cached store, error display, number formatting."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import streamlit as st
+
+from backend.errors import UserInputError
+from backend.store import ENV_HOME, ENV_URI, Store, open_store
+
+log = logging.getLogger("domainbench.ui")
+DEMO_HINT = (
+    "No runs yet. Create one from a terminal with **`make demo`** (plans a demo domain offline and "
+    "evaluates both embedded models on the bundled sample in a few minutes), or plan your own "
+    "domain on the **New domain** page."
+)
+
+
+@st.cache_resource(show_spinner=False)
+def _cached_store(home: str, uri: str | None) -> Store:
+    # keyed on the configuration, so changing DOMAINBENCH_HOME (tests, restarts) opens the right store
+    return open_store(uri)
+
+
+def get_store() -> Store:
+    return _cached_store(os.path.abspath(os.environ.get(ENV_HOME, ".domainbench")), os.environ.get(ENV_URI))
+
+
+def error_text(exc: BaseException) -> str:
+    if isinstance(exc, ValueError):  # UserInputError and the metric / planner input errors
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+@contextmanager
+def guard(what: str) -> Iterator[None]:
+    """Show a failure inside the block as ``st.error`` with its message, never a traceback.
+
+    Streamlit's own control flow (rerun, stop) derives from BaseException and passes through.
+    """
+    try:
+        yield
+    except UserInputError as e:
+        st.error(f"{what}: {e}")
+    except Exception as e:  # the UI must survive anything a store or a metric raises
+        log.warning("%s failed", what, exc_info=True)
+        st.error(f"{what} failed — {error_text(e)}")
+
+
+def fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "n/a"
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if f != f:  # NaN from a frame means "not applicable"
+        return "n/a"
+    return f"{f:.{digits}f}"
+
+
+STATUS_ICON = {"running": "🟡", "done": "🟢", "failed": "🔴", "interrupted": "🟠"}
+
+
+def status_badge(status: str) -> str:
+    return f"{STATUS_ICON.get(status, '⚪')} {status}"
+
+
+def sidebar_store(store: Store) -> None:
+    # the description redacts passwords; raw URIs and keys are never shown
+    st.sidebar.caption(f"Results store: {store.description}")

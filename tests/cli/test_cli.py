@@ -1,0 +1,161 @@
+"""The command line as a user meets it: one-line errors with exit status 2 that write
+nothing, and a real subprocess killed part-way then resumed without recomputation."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from backend.cli import main
+from backend.config import CorruptionChoice, DomainConfig, save
+from backend.store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = ROOT / "tests" / "engine"
+DOMAIN = DomainConfig(
+    domain="cli test",
+    corruptions=[CorruptionChoice(name="gaussian_noise", severities=[1, 3], reason="r"),
+                 CorruptionChoice(name="brightness", severities=[2, 5], reason="r")],
+)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DOMAINBENCH_HOME", str(tmp_path / "home"))
+    sys.path.insert(0, str(FAKE))
+    import fake_models  # noqa: F401
+
+    return tmp_path / "home"
+
+
+def cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["domainbench", "--quiet", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _nothing_written() -> None:
+    store = open_store()
+    assert store.list_runs() == [] and store.find("units") == []
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing_dataset", "empty_folder", "unknown_model", "malformed_toml", "unknown_corruption", "missing_config"],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case: str, home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    args = ["run", str(cfg), "--models", "fake:a", "--limit", "20", "--no-stability"]
+    expect = ""
+    if case == "missing_dataset":
+        args += ["--dataset", str(tmp_path / "nope")]
+        expect = "does not exist"
+    elif case == "empty_folder":
+        (tmp_path / "empty").mkdir()
+        args += ["--dataset", str(tmp_path / "empty")]
+        expect = "is empty"
+    elif case == "unknown_model":
+        args[3] = "open_clipp:ViT-B-32/openai"
+        expect = "unknown model"
+    elif case == "malformed_toml":
+        cfg.write_text("domain = 'x'\n[[corruptions]\nname=")
+        expect = "not valid TOML"
+    elif case == "unknown_corruption":
+        cfg.write_text(cfg.read_text().replace("gaussian_noise", "gausian_noise"))
+        expect = "gaussian_noise"  # the close-name suggestion
+    elif case == "missing_config":
+        args[1] = str(tmp_path / "absent.toml")
+        expect = "does not exist"
+    code, out, err = cli(args, capsys, monkeypatch)
+    assert code == 2, err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], err
+    assert "Traceback" not in err
+    _nothing_written()
+
+
+def test_unreadable_image_is_reported_and_counted(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    import numpy as np
+    from PIL import Image
+
+    for cls in ("cat", "dog"):
+        (tmp_path / "ds" / cls).mkdir(parents=True)
+        for i in range(3):
+            Image.fromarray(np.full((20, 20, 3), 40 * i, np.uint8)).save(tmp_path / "ds" / cls / f"{i}.png")
+    (tmp_path / "ds" / "dog" / "bad.jpg").write_bytes(b"\xff\xd8garbage")
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    monkeypatch.setattr(sys, "argv", ["domainbench", "run", str(cfg), "--models", "fake:a", "--dataset", str(tmp_path / "ds"),
+                                      "--no-stability", "--workers", "0"])
+    main()
+    err = capsys.readouterr().err
+    assert "bad.jpg" in err and "1 unreadable images" in err
+    run = open_store().list_runs()[0]
+    assert run["status"] == "done" and run["n_unreadable"] == 1
+
+
+def test_plan_show_export_ls(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    code, _, err = cli(["run", str(cfg), "--models", "fake:a,fake:b", "--limit", "30", "--no-stability", "--workers", "0"], capsys, monkeypatch)
+    assert code == 0, err
+    run_id = open_store().list_runs()[0]["run_id"]
+    code, out, _ = cli(["show", run_id, "--baseline", "fake:b"], capsys, monkeypatch)
+    assert code == 0 and "fake:a" in out and "baseline fake:b" in out
+    code, out, _ = cli(["export", run_id, "--format", "csv"], capsys, monkeypatch)
+    rows = out.strip().splitlines()
+    assert rows[0].startswith("run_id,model,corruption,severity") and len(rows) == 1 + 2 * 5
+    code, out, _ = cli(["export", run_id, "--format", "json", "-o", str(tmp_path / "r.json")], capsys, monkeypatch)
+    import json
+
+    assert json.loads((tmp_path / "r.json").read_text())["summary"]["run_id"] == run_id
+    code, _, err = cli(["export", run_id, "--format", "xml"], capsys, monkeypatch)
+    assert code == 2 and "csv or json" in err
+    code, _, err = cli(["show", "no-such-run"], capsys, monkeypatch)
+    assert code == 2 and "no run" in err
+
+
+def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> None:
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": f"{FAKE}{os.pathsep}{ROOT}"}
+    boot = "import fake_models, sys; from backend.cli import main; sys.argv[0] = 'domainbench'; main()"
+    args = [sys.executable, "-c", boot, "--quiet", "run", str(cfg), "--models", "fake:slow", "--limit", "60",
+            "--no-stability", "--workers", "0"]
+    (tmp_path / "run.toml").write_text("shard_size = 5\n")
+    args += ["--run-config", str(tmp_path / "run.toml")]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    store = open_store()
+    deadline = time.time() + 120
+    while time.time() < deadline and len(store.find("units")) < 10:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    before = {(u["corruption"], u["severity"], u["shard"]): u["computed_at"] for u in store.find("units")}
+    total = 12 * 5  # 12 shards × (clean + 4 corrupted cells) × 1 model
+    assert 10 <= len(before) < total, "the run finished before it could be killed; slow the fake model down"
+    run_id = store.list_runs()[0]["run_id"]
+    assert store.get_run(run_id)["status"] == "running"  # SIGKILL: no chance to mark it
+    res = subprocess.run([sys.executable, "-c", boot, "run", "--resume", run_id], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"(\d+) units computed, (\d+) already stored", res.stderr)
+    assert m, res.stderr
+    computed, stored = int(m.group(1)), int(m.group(2))
+    assert stored == len(before) and computed == total - len(before)
+    after = store.find("units")
+    assert len(after) == total
+    assert len({(u["corruption"], u["severity"], u["shard"]) for u in after}) == total
+    for u in after:
+        key = (u["corruption"], u["severity"], u["shard"])
+        if key in before:
+            assert u["computed_at"] == before[key]  # not recomputed
+    assert store.get_run(run_id)["status"] == "done"

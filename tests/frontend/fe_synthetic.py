@@ -1,0 +1,104 @@
+"""A synthetic run written straight into a store, in the documented document shapes.
+
+Confusion matrices are built so that a model's accuracy falls with severity at a known rate,
+letting tests compare the UI's numbers with hand computations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from backend.store import Store
+
+CLASSES = ["cat", "dog", "fox"]
+PER_CLASS = 10  # images per class and shard
+MODELS = ["embedded:good", "embedded:weak"]
+CORRUPTIONS = {"gaussian_noise": [1, 2, 3], "brightness": [1, 2]}
+#: correct images per class (of PER_CLASS) of each model at severity s: clean - drop * s
+CLEAN_CORRECT = {"embedded:good": 9, "embedded:weak": 8}
+DROP = {"embedded:good": 1, "embedded:weak": 2}
+
+
+def correct(model: str, severity: int) -> int:
+    return max(0, CLEAN_CORRECT[model] - DROP[model] * severity)
+
+
+def confusion(k: int) -> list[list[int]]:
+    """k of PER_CLASS images of every class right, the rest predicted as the next class."""
+    n = len(CLASSES)
+    cm = np.zeros((n, n), dtype=int)
+    for i in range(n):
+        cm[i, i] = k
+        cm[i, (i + 1) % n] = PER_CLASS - k
+    return cm.tolist()
+
+
+def domain_doc(text: str = "night-time dash-cam footage in the rain") -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "domain": text,
+        "corruptions": [
+            {"name": name, "severities": sevs, "params": {}, "reason": f"{name} happens in this domain"}
+            for name, sevs in CORRUPTIONS.items()
+        ],
+        "planner": {"provider": "offline", "model": "test", "prompt_version": "t", "samples": 4, "temperature": 0.0,
+                    "frequencies": {"gaussian_noise": 1.0, "brightness": 0.75, "motion_blur": 0.25},
+                    "violations": [], "created_at": "2025-01-01T00:00:00+00:00"},
+    }
+
+
+def populate(
+    store: Store, run_id: str = "20250101-000000-night-abcd", status: str = "done", shards: int = 2,
+    models: list[str] | None = None, created_at: str = "2025-01-01T00:00:00+00:00",
+    domain: str = "night-time dash-cam footage in the rain", skip_cells: int = 0,
+) -> dict[str, Any]:
+    """Write run, units, threat and stability documents; ``skip_cells`` leaves the last cells out (a partial run)."""
+    models = models or list(MODELS)
+    dom = domain_doc(domain)
+    run = {
+        "run_id": run_id, "domain_id": "d" + run_id[-4:], "domain": dom, "status": status, "created_at": created_at,
+        "config": {"models": models, "dataset": "sample", "baseline": None, "limit": 60, "seed": 0},
+        "dataset": {"name": "sample[:60]", "size": PER_CLASS * len(CLASSES) * shards, "classes": CLASSES, "labelled": True},
+        "environment": {"device": "cpu", "gpu": None},
+        "threat_reference": 2.4,
+    }
+    store.put_run(run)
+    store.put_domain({"domain_id": run["domain_id"], "created_at": created_at, **dom})
+    cells = [("clean", 0)] + [(c, s) for c, sevs in CORRUPTIONS.items() for s in sevs]
+    if skip_cells:
+        cells = cells[:-skip_cells]
+    n = PER_CLASS * len(CLASSES)
+    units = []
+    for m in models:
+        for corr, sev in cells:
+            k = correct(m, sev)
+            for shard in range(shards):
+                units.append({
+                    "run_id": run_id, "model": m, "corruption": corr, "severity": sev, "shard": shard, "n": n,
+                    "confusion": confusion(k), "flips": 0 if corr == "clean" else (CLEAN_CORRECT[m] - k) * len(CLASSES),
+                    "n_unreadable": 0, "params": {}, "seed": 0, "classes": CLASSES,
+                })
+    store.upsert_many("units", units)
+    # threat: noise is safe up to severity 2, brightness always safe
+    threat = []
+    for corr, sev in cells:
+        if corr == "clean":
+            continue
+        mean = 0.5 * sev if corr == "gaussian_noise" else 0.2
+        for shard in range(shards):
+            threat.append({"run_id": run_id, "corruption": corr, "severity": sev, "shard": shard, "n": n,
+                           "sum": mean * n, "sum_sq": mean**2 * n, "n_above_1": n if mean > 1 else 0, "max": mean})
+    store.upsert_many("threat", threat)
+    rng = np.random.default_rng(0)
+    stab = []
+    for m in models:
+        for i, corr in enumerate(CORRUPTIONS):
+            for shard in range(shards):
+                r = np.clip(rng.normal(0.1 * (i + 1) * DROP[m], 0.02, size=5), 0, 1)
+                stab.append({"run_id": run_id, "model": m, "corruption": corr, "shard": shard,
+                             "indices": list(range(shard * n, shard * n + 5)), "points": 5,
+                             "divergence_radius": r.tolist(), "cosine": (r**2).tolist(), "euclidean": r.tolist()})
+    store.upsert_many("stability", stab)
+    return run

@@ -1,0 +1,163 @@
+"""Figure builders on small hand-made summary dicts: traces, axes and the plotted values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from frontend import figures
+
+
+def cell(corruption: str, severity: int, accuracy: float | None, lfp: float) -> dict:
+    return {"corruption": corruption, "severity": severity, "n": 10, "n_unreadable": 0, "flips": int(lfp * 10),
+            "lfp": lfp, "accuracy": accuracy, "confusion": None, "in_common": True}
+
+
+def summary(labelled: bool = True) -> dict:
+    acc = (lambda v: v) if labelled else (lambda v: None)
+    models = []
+    for name, clean, drop in (("A", 0.9, 0.1), ("B", 0.8, 0.2)):
+        cells = [cell("noise", s, acc(clean - drop * s), drop * s) for s in (1, 2, 3)]
+        # B lacks blur severity 2: a missing cell must stay missing, not become 0
+        cells += [cell("blur", s, acc(clean - drop), drop) for s in (1, 2) if not (name == "B" and s == 2)]
+        models.append({"model": name, "labeled": labelled, "clean": cell("clean", 0, acc(clean), 0.0), "cells": cells})
+    return {
+        "run_id": "r", "baseline": "A", "classification": {"models": models, "classes": ["x", "y"]},
+        "threat": [
+            {"corruption": "noise", "severity": s, "mean_threat": 0.6 * s, "std_threat": 0.1, "safe": 0.6 * s <= 1.0,
+             "frac_unsafe_images": 0.0, "n": 10}
+            for s in (1, 2, 3)
+        ],
+        "threat_reference": 2.5,
+    }
+
+
+def test_severity_lines_one_trace_per_model_and_corruption_with_clean_at_zero() -> None:
+    fig = figures.severity_lines(summary())
+    assert len(fig.data) == 4  # 2 models × 2 corruptions
+    by = {(t.name, t.xaxis): t for t in fig.data}
+    # panels are sorted by corruption name: blur is x, noise is x2
+    noise_b = by[("B", "x2")]
+    assert list(noise_b.x) == [0, 1, 2, 3]
+    assert np.allclose(noise_b.y, [80.0, 60.0, 40.0, 20.0])
+    assert list(by[("B", "x")].x) == [0, 1]  # the missing blur s2 is left out
+    assert sum(bool(t.showlegend) for t in fig.data) == 2  # one legend entry per model
+    assert fig.layout.xaxis.title.text == "severity"
+    assert fig.layout.yaxis.title.text == "balanced accuracy (%)"
+    assert [a.text for a in fig.layout.annotations] == ["blur", "noise"]
+    # a model keeps its colour in every panel
+    assert by[("A", "x")].line.color == by[("A", "x2")].line.color != by[("B", "x")].line.color
+
+
+def test_severity_lines_unlabelled_draws_no_accuracy_but_lfp_works() -> None:
+    s = summary(labelled=False)
+    acc = figures.severity_lines(s, "accuracy")
+    assert len(acc.data) == 0
+    assert "unlabelled" in acc.layout.annotations[0].text
+    lfp = figures.severity_lines(s, "lfp")
+    assert len(lfp.data) == 4
+    a_noise = next(t for t in lfp.data if t.name == "A" and t.xaxis == "x2")
+    assert np.allclose(a_noise.y, [0.0, 10.0, 20.0, 30.0])
+    with pytest.raises(ValueError, match="metric"):
+        figures.severity_lines(s, "mce")
+
+
+def test_lfp_heatmap_values_and_blank_missing_cell() -> None:
+    fig = figures.lfp_heatmap(summary())
+    assert len(fig.data) == 1
+    hm = fig.data[0]
+    assert list(hm.y) == ["A", "B"]
+    assert list(hm.x) == ["blur s1", "blur s2", "noise s1", "noise s2", "noise s3"]
+    z = np.array(hm.z, dtype=float)
+    assert np.allclose(z[0], [10, 10, 10, 20, 30])
+    assert np.isnan(z[1, 1]) and np.allclose(z[1, [0, 2, 3, 4]], [20, 20, 40, 60])
+    assert fig.layout.xaxis.title.text == "corruption, severity"
+
+
+def test_threat_chart_colours_safe_and_unsafe_with_reference_lines() -> None:
+    fig = figures.threat_chart(summary())
+    names = [t.name for t in fig.data]
+    assert names == ["safe", "unsafe"]
+    safe, unsafe = fig.data
+    assert list(safe.x) == ["noise s1"] and np.allclose(safe.y, [0.6])
+    assert list(unsafe.x) == ["noise s2", "noise s3"] and np.allclose(unsafe.y, [1.2, 1.8])
+    assert safe.marker.color == figures.SAFE_COLOR and unsafe.marker.color == figures.UNSAFE_COLOR
+    assert sorted(s.y0 for s in fig.layout.shapes) == [1.0, 2.5]
+    assert fig.layout.yaxis.title.text == "mean PD threat"
+
+
+def test_threat_chart_without_threat_is_an_explained_empty_figure() -> None:
+    s = summary()
+    s["threat"] = []
+    fig = figures.threat_chart(s)
+    assert len(fig.data) == 0 and "not measured" in fig.layout.annotations[0].text
+
+
+def stab_frame() -> pd.DataFrame:
+    rows = [{"model": m, "corruption": c, "divergence_radius": v, "cosine": v * v, "euclidean": v}
+            for m, base in (("A", 0.1), ("B", 0.3)) for c in ("blur", "noise") for v in (base, base + 0.1)]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("kind,cls", [("box", go.Box), ("violin", go.Violin)])
+def test_stability_distribution_one_trace_per_model(kind: str, cls: type) -> None:
+    frame = stab_frame()
+    fig = figures.stability_distribution(frame, "cosine", kind)
+    assert [type(t) for t in fig.data] == [cls, cls]
+    b = fig.data[1]
+    assert b.name == "B"
+    assert list(b.x) == ["blur", "blur", "noise", "noise"]
+    assert np.allclose(b.y, frame[frame.model == "B"]["cosine"])
+    assert fig.layout.yaxis.title.text == "cosine robustness R_cs"
+    with pytest.raises(ValueError, match="metric"):
+        figures.stability_distribution(frame, "accuracy")
+    with pytest.raises(ValueError, match="kind"):
+        figures.stability_distribution(frame, "cosine", "strip")
+
+
+def test_stability_means_grouped_bars_equal_frame_means() -> None:
+    frame = stab_frame()
+    means = frame.groupby(["model", "corruption"], as_index=False)["divergence_radius"].mean().to_dict("records")
+    fig = figures.stability_means(means)
+    assert fig.layout.barmode == "group" and len(fig.data) == 2
+    assert np.allclose(fig.data[0].y, [0.15, 0.15]) and np.allclose(fig.data[1].y, [0.35, 0.35])
+    assert fig.layout.xaxis.title.text == "corruption"
+
+
+def test_confusion_heatmap_counts_and_row_shares() -> None:
+    cm = [[3, 1], [0, 4]]
+    fig = figures.confusion_heatmap(cm, ["cat", "dog"])
+    assert np.array_equal(np.array(fig.data[0].z), cm)
+    assert fig.layout.xaxis.title.text == "predicted class" and fig.layout.yaxis.title.text == "true class"
+    norm = np.array(figures.confusion_heatmap(cm, ["cat", "dog"], normalize=True).data[0].z)
+    assert np.allclose(norm, [[0.75, 0.25], [0.0, 1.0]])
+    assert np.allclose(norm.sum(axis=1), 1.0)
+    with pytest.raises(ValueError, match="classes"):
+        figures.confusion_heatmap(cm, ["cat"])
+
+
+def test_compare_bars_group_models_by_domain() -> None:
+    frame = pd.DataFrame([
+        {"domain": "night", "model": "A", "mce": 1.0, "acc": 0.9},
+        {"domain": "night", "model": "B", "mce": 1.4, "acc": 0.7},
+        {"domain": "xray", "model": "A", "mce": 1.0, "acc": 0.8},
+        {"domain": "xray", "model": "B", "mce": None, "acc": 0.6},
+    ])
+    fig = figures.compare_bars(frame, "mce", "mCE")
+    assert fig.layout.barmode == "group" and [t.name for t in fig.data] == ["A", "B"]
+    assert list(fig.data[1].x) == ["night"] and np.allclose(fig.data[1].y, [1.4])  # undefined mCE left out
+    assert fig.layout.yaxis.title.text == "mCE"
+    acc = figures.compare_bars(frame, "acc", "clean accuracy")
+    assert np.allclose(acc.data[0].y, [90.0, 80.0]) and acc.layout.yaxis.title.text == "clean accuracy (%)"
+
+
+def test_selection_heatmap_percentages_and_highlight() -> None:
+    freq = pd.DataFrame({"night": [1.0, 0.3], "xray": [0.5, 0.0]}, index=["noise", "rain"])
+    fig = figures.selection_heatmap(freq, highlight="xray")
+    hm = fig.data[0]
+    assert list(hm.x) == ["night", "xray"] and list(hm.y) == ["noise", "rain"]
+    assert np.allclose(hm.z, [[100, 50], [30, 0]])
+    assert len(fig.layout.shapes) == 1 and fig.layout.shapes[0].x0 == 0.5
+    assert len(figures.selection_heatmap(pd.DataFrame()).data) == 0

@@ -1,0 +1,364 @@
+"""Embedding stability metrics: the paper's five properties, exactness against independent
+solvers, the duality-gap certificate, and bad input."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from scipy.optimize import nnls
+from scipy.spatial.distance import pdist
+from scipy.stats import ortho_group
+from sklearn.metrics.pairwise import cosine_similarity
+
+from backend.errors import UserInputError
+from backend.metrics.stability import (
+    cosine_robustness,
+    divergence_radius,
+    enclosing_ball,
+    euclidean_robustness,
+    stability_metrics,
+)
+
+# --------------------------------------------------------------------------------------
+# Independent references
+# --------------------------------------------------------------------------------------
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def meb_nnls(points: np.ndarray) -> float:
+    """MEB radius of unit vectors via least-distance programming solved by NNLS.
+
+    For unit vectors the dual objective is 1 - ||X^T a||^2, so the ball's centre is the
+    minimum-norm point w of conv(X). Lawson & Hanson (ch. 23): min ||z|| s.t. X z >= 1 is
+    solved by NNLS on E = [X^T; 1^T], f = e_{d+1}; a zero residual means the origin lies in
+    the hull (radius 1), else w is proportional to X^T u. Radius = max_i ||x_i - w||.
+    """
+    x = _unit(points.astype(np.float64))
+    n, d = x.shape
+    E = np.vstack([x.T, np.ones((1, n))])
+    f = np.zeros(d + 1)
+    f[-1] = 1.0
+    u, _ = nnls(E, f, maxiter=100 * n)
+    if np.linalg.norm(E @ u - f) < 1e-12:
+        return 1.0
+    w = x.T @ (u / u.sum())
+    return float(np.linalg.norm(x - w, axis=1).max())
+
+
+def meb_brute_force(points: np.ndarray) -> float:
+    """Smallest, over every subset S, of the ball centred at S's circumcentre (in aff(S))
+    that encloses all points. Each candidate encloses everything, and the optimal support
+    (affinely independent by Caratheodory) is among the subsets, so the minimum is exact."""
+    x = _unit(points.astype(np.float64))
+    n, d = x.shape
+    best = np.inf
+    for k in range(1, min(n, d + 1) + 1):
+        for S in itertools.combinations(range(n), k):
+            p0, D = x[S[0]], x[list(S[1:])] - x[S[0]]
+            if k == 1:
+                c = p0
+            else:
+                A = D @ D.T
+                if np.linalg.cond(A) > 1e10:
+                    continue
+                beta = np.linalg.solve(A, 0.5 * np.diag(A))
+                c = p0 + D.T @ beta
+            best = min(best, float(np.linalg.norm(x - c, axis=1).max()))
+    return best
+
+
+# --------------------------------------------------------------------------------------
+# Generated sets
+# --------------------------------------------------------------------------------------
+
+
+def clustered(rng: np.random.Generator, B: int, n: int, d: int, spread: float) -> np.ndarray:
+    """Like real embeddings of perturbed copies: one direction plus relative noise."""
+    base = _unit(rng.normal(size=(B, 1, d)))
+    return base + spread * rng.normal(size=(B, n, d)) / np.sqrt(d)
+
+
+def sphere(rng: np.random.Generator, B: int, n: int, d: int) -> np.ndarray:
+    return rng.normal(size=(B, n, d))
+
+
+def great_circle(rng: np.random.Generator, B: int, n: int, d: int, arc: float) -> np.ndarray:
+    """n points on one great circle spanning an arc (endpoints included)."""
+    out = np.empty((B, n, d))
+    for b in range(B):
+        q, _ = np.linalg.qr(rng.normal(size=(d, 2)))
+        theta = np.concatenate([[0.0, arc], rng.uniform(0.0, arc, size=n - 2)])[:n]
+        out[b] = np.cos(theta)[:, None] * q[:, 0] + np.sin(theta)[:, None] * q[:, 1]
+    return out
+
+
+def with_duplicates(rng: np.random.Generator, X: np.ndarray) -> np.ndarray:
+    """Copy some embeddings over others (exact duplicates, also of the support points)."""
+    X = X.copy()
+    n = X.shape[1]
+    for b in range(X.shape[0]):
+        src = rng.integers(0, n, size=max(1, n // 3))
+        dst = rng.integers(0, n, size=src.size)
+        X[b, dst] = X[b, src]
+        X[b, -1] = X[b, 0]
+    return X
+
+
+def regular_simplex(d: int) -> np.ndarray:
+    """d + 1 unit vectors in R^d summing to zero."""
+    e = np.eye(d + 1) - 1.0 / (d + 1)
+    u, _, _ = np.linalg.svd(e)
+    return _unit(e @ u[:, :d])
+
+
+CASES = [
+    (2, 2), (2, 1024), (3, 2), (3, 3), (4, 3), (5, 2), (6, 768), (7, 16), (8, 8),
+    (12, 5), (20, 1024), (30, 64), (45, 10), (60, 2), (60, 3), (60, 61), (60, 1024),
+]
+
+
+def _sets(n: int, d: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {
+        "clustered": clustered(rng, 3, n, d, 0.3),
+        "tight": clustered(rng, 2, n, d, 0.05),
+        "sphere": sphere(rng, 2, n, d),
+        "narrow_arc": great_circle(rng, 2, n, d, 0.8),
+        "wide_arc": great_circle(rng, 2, n, d, 4.5),
+    }
+    out["duplicates"] = with_duplicates(rng, out["clustered"])
+    out["arc_duplicates"] = with_duplicates(rng, out["narrow_arc"])
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Exactness and the certificate
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("n", "d"), CASES)
+def test_radius_matches_independent_solvers(n: int, d: int) -> None:
+    for kind, X in _sets(n, d, seed=1000 * n + d).items():
+        radius, lower, upper = divergence_radius(X, return_bounds=True)
+        ref = np.array([meb_nnls(x) for x in X])
+        np.testing.assert_allclose(radius, ref, rtol=0, atol=1e-9, err_msg=kind)
+        assert np.all(upper - lower < 1e-10), (kind, upper - lower)
+        assert np.all(lower <= ref + 1e-12) and np.all(ref <= upper + 1e-12), kind
+        assert np.all((lower <= radius) & (radius <= upper)), kind
+        if n <= 8:
+            brute = np.array([meb_brute_force(x) for x in X])
+            np.testing.assert_allclose(radius, brute, rtol=0, atol=1e-9, err_msg=kind)
+
+
+@pytest.mark.parametrize("d", [2, 5, 300])
+def test_arc_of_great_circle_has_closed_form_radius(d: int) -> None:
+    """Points on an arc of angle phi <= pi (endpoints included): radius sin(phi / 2);
+    arcs beyond a semicircle enclose the origin: radius 1."""
+    rng = np.random.default_rng(d)
+    for arc in [1e-3, 0.5, 2.0, np.pi - 1e-6]:
+        X = great_circle(rng, 3, 17, d, arc)
+        np.testing.assert_allclose(divergence_radius(X), np.sin(arc / 2), rtol=0, atol=1e-12)
+    X = great_circle(rng, 3, 17, d, 4.0)
+    np.testing.assert_allclose(divergence_radius(X), 1.0, rtol=0, atol=1e-12)
+
+
+def test_weights_satisfy_the_kkt_conditions() -> None:
+    """The dual weights describe the ball: centre = sum a_i x_i, every point inside,
+    every weighted point on the surface."""
+    rng = np.random.default_rng(7)
+    X = with_duplicates(rng, clustered(rng, 20, 9, 40, 0.4))
+    ball = enclosing_ball(X)
+    x = _unit(X)
+    assert np.all(ball.weights >= 0) and np.allclose(ball.weights.sum(1), 1.0, atol=1e-14)
+    centre = np.einsum("bn,bnd->bd", ball.weights, x)
+    dist = np.linalg.norm(x - centre[:, None, :], axis=2)
+    assert np.all(dist <= ball.radius[:, None] + 1e-12)
+    on = ball.weights > 1e-9
+    assert np.all(np.abs(dist - ball.radius[:, None])[on] < 1e-9)
+
+
+def test_batching_does_not_change_results() -> None:
+    rng = np.random.default_rng(3)
+    X = np.concatenate([clustered(rng, 5, 6, 32, 0.2), sphere(rng, 5, 6, 32)])
+    together = divergence_radius(X)
+    alone = np.array([divergence_radius(x[None])[0] for x in X])
+    np.testing.assert_allclose(together, alone, rtol=0, atol=1e-13)
+
+
+# --------------------------------------------------------------------------------------
+# The paper's five properties
+# --------------------------------------------------------------------------------------
+
+
+def test_bounded_domain() -> None:
+    rng = np.random.default_rng(11)
+    X = np.concatenate(
+        [sphere(rng, 20, 8, 3), clustered(rng, 20, 8, 3, 1.0), great_circle(rng, 20, 8, 3, 5.0)]
+    )
+    X[0, 1] = -X[0, 0]  # an antipodal pair: every metric is exactly at its maximum
+    m = stability_metrics(X)
+    for name in ("divergence_radius", "cosine", "euclidean"):
+        assert np.all((m[name] >= 0.0) & (m[name] <= 1.0)), name
+    assert m["divergence_radius"][0] == pytest.approx(1.0, abs=1e-15)
+
+
+def test_monotone_as_the_domain_grows() -> None:
+    """Nested sets K1 subset K2 (growing prefixes, as a parameter grid is extended)."""
+    rng = np.random.default_rng(12)
+    X = np.concatenate([clustered(rng, 10, 12, 5, 0.5), sphere(rng, 4, 12, 5)])
+    dr = np.stack([divergence_radius(X[:, :k]) for k in range(2, 13)], axis=1)
+    cs = np.stack([cosine_robustness(X[:, :k]) for k in range(2, 13)], axis=1)
+    assert np.all(np.diff(dr, axis=1) >= -1e-12)
+    assert np.all(np.diff(cs, axis=1) >= -1e-15)
+    assert np.any(np.diff(dr, axis=1) > 1e-3)  # it does grow somewhere: not a constant
+
+
+def test_zero_when_all_embeddings_coincide() -> None:
+    rng = np.random.default_rng(13)
+    v = rng.normal(size=(4, 1, 768))
+    # Positive rescalings are the same embedding after normalisation.
+    X = np.concatenate([v, 2.0 * v, 0.5 * v, v], axis=1)
+    m = stability_metrics(X)
+    assert np.all(m["divergence_radius"] == 0.0)
+    assert np.all(m["cosine"] == 0.0) and np.all(m["euclidean"] == 0.0)
+    assert np.all(divergence_radius(np.concatenate([v, 3.0 * v], axis=1)) < 1e-15)
+
+
+def test_one_when_a_subset_sums_to_zero() -> None:
+    """Worst robustness: if some subset of the embeddings sums to 0, R_dr = 1; R_cs fails
+    the property (the paper's Figure 1: three vectors at 120 degrees give R_cs = 0.75)."""
+    rng = np.random.default_rng(14)
+    d = 50
+    q, _ = np.linalg.qr(rng.normal(size=(d, 2)))
+    ang = np.array([0.0, 2 * np.pi / 3, 4 * np.pi / 3])
+    tri = np.cos(ang)[:, None] * q[:, 0] + np.sin(ang)[:, None] * q[:, 1]
+    extra = rng.normal(size=(4, d))
+    sets = [tri, np.concatenate([extra, tri]), np.concatenate([extra[:3], tri[:1], -tri[:1]])]
+    for s in sets:
+        assert divergence_radius(s[None])[0] == pytest.approx(1.0, abs=1e-12)
+    assert cosine_robustness(tri[None])[0] == pytest.approx(0.75, abs=1e-12)
+    for dim in (2, 3, 10):
+        simplex = regular_simplex(dim)
+        assert np.abs(simplex.sum(0)).max() < 1e-12
+        assert divergence_radius(simplex[None])[0] == pytest.approx(1.0, abs=1e-12)
+        # min cosine of a regular simplex is -1/d: R_cs = (1 + 1/d) / 2 < 1.
+        assert cosine_robustness(simplex[None])[0] == pytest.approx((1 + 1 / dim) / 2, abs=1e-12)
+
+
+def test_invariant_to_rotations() -> None:
+    rng = np.random.default_rng(15)
+    d = 24
+    X = np.concatenate([clustered(rng, 6, 7, d, 0.5), great_circle(rng, 2, 7, d, 2.0)])
+    M = ortho_group.rvs(d, random_state=15)
+    XR = X @ M.T
+    np.testing.assert_allclose(divergence_radius(XR), divergence_radius(X), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cosine_robustness(XR), cosine_robustness(X), rtol=0, atol=1e-14)
+
+
+# --------------------------------------------------------------------------------------
+# R_cs and R_ed
+# --------------------------------------------------------------------------------------
+
+
+def test_cosine_and_euclidean_against_direct_formulas() -> None:
+    rng = np.random.default_rng(16)
+    X = np.concatenate([clustered(rng, 6, 6, 100, 0.6), sphere(rng, 3, 6, 100)])
+    cs, ed = cosine_robustness(X), euclidean_robustness(X)
+    cs_ref = np.array([(1.0 - cosine_similarity(x).min()) / 2.0 for x in X])
+    ed_ref = np.array([pdist(_unit(x)).max() / 2.0 for x in X])
+    np.testing.assert_allclose(cs, cs_ref, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(ed, ed_ref, rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(ed, np.sqrt(cs))  # Theorem 2, to the last bit
+    # DivergenceRadius sits between half the diameter and Jung's bound.
+    dr = divergence_radius(X)
+    n = X.shape[1]
+    assert np.all(dr >= ed - 1e-14)
+    assert np.all(dr <= 2 * ed * np.sqrt(n / (2 * (n + 1))) + 1e-14)
+
+
+def test_stability_metrics_one_call() -> None:
+    rng = np.random.default_rng(17)
+    clean = rng.normal(size=(5, 32))
+    perturbed = clean[:, None, :] + 0.3 * rng.normal(size=(5, 4, 32))
+    m = stability_metrics(perturbed, clean=clean)
+    assert set(m) == {"divergence_radius", "cosine", "euclidean", "gap"}
+    full = np.concatenate([clean[:, None, :], perturbed], axis=1)
+    np.testing.assert_array_equal(m["divergence_radius"], divergence_radius(full))
+    np.testing.assert_array_equal(m["cosine"], cosine_robustness(full))
+    np.testing.assert_array_equal(m["euclidean"], euclidean_robustness(full))
+    assert all(v.shape == (5,) and v.dtype == np.float64 for v in m.values())
+    assert np.all((m["gap"] >= 0) & (m["gap"] < 1e-10))
+    assert stability_metrics(np.zeros((0, 3, 4)))["divergence_radius"].shape == (0,)
+
+
+def test_torch_input_equals_numpy_input() -> None:
+    rng = np.random.default_rng(18)
+    X = clustered(rng, 8, 6, 48, 0.4)
+    for arr in (X, X.astype(np.float32)):
+        t = torch.from_numpy(arr)
+        np.testing.assert_array_equal(divergence_radius(t), divergence_radius(arr))
+        np.testing.assert_array_equal(cosine_robustness(t), cosine_robustness(arr))
+        np.testing.assert_array_equal(
+            stability_metrics(t)["euclidean"], stability_metrics(arr)["euclidean"]
+        )
+    out = divergence_radius(torch.from_numpy(X), return_bounds=True)
+    assert all(isinstance(v, np.ndarray) and v.dtype == np.float64 for v in out)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_input_equals_cpu_input() -> None:
+    rng = np.random.default_rng(19)
+    X = np.concatenate([clustered(rng, 50, 6, 768, 0.3), great_circle(rng, 5, 6, 768, 4.0)])
+    gpu = stability_metrics(torch.from_numpy(X).cuda())
+    cpu = stability_metrics(X)
+    for k in cpu:
+        np.testing.assert_allclose(gpu[k], cpu[k], rtol=0, atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# Bad input
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        (np.array([[[1.0, np.nan], [0.0, 1.0]]]), "NaN or inf"),
+        (np.array([[[1.0, np.inf], [0.0, 1.0]]]), "NaN or inf"),
+        (np.array([[[1.0, 2.0], [0.0, 0.0]]]), "all zeros"),
+        (np.ones((3, 1, 8)), "at least 2 embeddings"),
+        (np.ones((3, 8)), r"\(B, n, d\).*embeddings\[None\]"),
+        (np.ones((2, 3, 4, 5)), r"\(B, n, d\)"),
+        ([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0]]], "mismatched shapes"),
+        (np.ones((2, 3, 4), dtype=complex), "real"),
+        (np.ones((2, 3, 0)), "dimension d"),
+    ],
+)
+def test_bad_input_is_a_clear_user_error(bad: object, match: str) -> None:
+    for fn in (divergence_radius, cosine_robustness, euclidean_robustness, stability_metrics):
+        with pytest.raises(UserInputError, match=match):
+            fn(bad)
+
+
+def test_error_names_the_offending_set() -> None:
+    X = np.ones((4, 3, 5))
+    X[2, 1] = 0.0
+    with pytest.raises(ValueError, match="embedding 1 of set 2"):
+        divergence_radius(X)
+    with pytest.raises(UserInputError, match="NaN"):
+        divergence_radius(torch.full((2, 2, 3), float("nan")))
+
+
+def test_clean_with_mismatched_shapes() -> None:
+    with pytest.raises(UserInputError, match="same B and d"):
+        stability_metrics(np.ones((4, 3, 8)), clean=np.ones((4, 7)))
+    with pytest.raises(UserInputError, match="same B and d"):
+        stability_metrics(np.ones((4, 3, 8)), clean=np.ones((5, 8)))
+    with pytest.raises(UserInputError, match=r"clean: expected shape \(B, d\)"):
+        stability_metrics(np.ones((4, 3, 8)), clean=np.ones((4, 1, 8)))
