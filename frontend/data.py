@@ -126,6 +126,9 @@ def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> Run
     run = store.get_run(run_id)
     if run is None:
         raise UserInputError(f"no run {run_id!r} in {store.description}; pick one from the runs table")
+    models = run.get("config", {}).get("models", [])
+    if baseline is not None and baseline not in models:
+        raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {models}")
     keys = store.keys("units", run_id=run_id)
     done_cells = len({(k[1], k[2], k[3]) for k in keys})
     view = RunView(run=run, summary=None, n_units=len(keys), done_cells=done_cells, total_cells=expected_cells(run))

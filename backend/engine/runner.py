@@ -372,6 +372,9 @@ class Engine:
             "elapsed_s": round(time.perf_counter() - t0, 4),
             "computed_at": _now(),
         }
+        if cell.corruption == CLEAN and batch.labels is not None:
+            # per-image labels once per shard: the stability link joins them with predictions
+            doc["labels"] = batch.labels.tolist()
         self.store.upsert("units", doc)
         self.stats.computed_units += 1
         self.events.advance(1, len(preds))

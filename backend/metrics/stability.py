@@ -245,55 +245,71 @@ def _project_simplex_clip(a: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, a / total.clamp_min(1e-300), torch.full_like(a, 1.0 / a.shape[1]))
 
 
-def _polish(
-    G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, tol: float, passes: int = 4
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Best of ``a`` and KKT-polished points; a few active-set passes per set.
+def _objective(G: torch.Tensor, g: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    Ga = torch.bmm(G, a[:, :, None])[:, :, 0]
+    return (a * (g - Ga)).sum(dim=1)
 
-    Each pass solves KKT on the current support, clips the result back onto the simplex
-    (a valid dual point whatever happens) and keeps it if its gap is smaller. The next
-    support drops the weights that came out negative and adds the most violated point.
-    The pseudo-inverse is used only where the LU solve looks singular (a huge or non-finite
-    correction) or gave no negative weight yet did not close the gap (a degenerate face).
+
+def _active_set(
+    G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, tol: float, passes: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Primal active-set passes from the simplex point ``a``, batched.
+
+    Each pass solves KKT on the current face and moves towards that solution as far as
+    the weights stay non-negative (ratio test); a weight that hits zero leaves the face,
+    and after a full step the most violated point joins it. The objective never
+    decreases, so this is finite up to degeneracy, which the minimum-norm solve absorbs.
+    Returns (best point by gap, its gap, the current iterate to continue from).
     """
     dev = G.device
-    _, _, best_gap = _grad_gap(G, g, a)
-    best_a = a.clone()
-    support = a > 0
+    cur = a.clone()
+    _, _, best_gap = _grad_gap(G, g, cur)
+    best = cur.clone()
+    support = cur > 0
+    use_pinv = torch.zeros(cur.shape[0], dtype=torch.bool, device=dev)
     pending = torch.nonzero(best_gap > tol)[:, 0]
     for _ in range(passes):
         if pending.numel() == 0:
             break
-        Gp, gp, sp, ap = G[pending], g[pending], support[pending], best_a[pending]
-        raw = _kkt_polish(Gp, gp, ap, sp, exact_inverse=True)
-        suspect = ~torch.isfinite(raw).all(dim=1) | ((raw - ap).abs().amax(dim=1) > 1e3)
-        raw = torch.where(torch.isfinite(raw), raw, ap)
-        cand = _project_simplex_clip(raw)
-        _, cgrad, cgap = _grad_gap(Gp, gp, cand)
-        # No weight went negative and no point outside the face is the most violated:
-        # the face was right, so the LU solve itself failed (an affinely dependent face).
-        inside = sp.gather(1, cgrad.argmax(dim=1, keepdim=True))[:, 0]
-        suspect |= (raw.amin(dim=1) >= -1e-9) & inside
-        redo = torch.nonzero(suspect & (cgap > tol))[:, 0]
+        Gp, gp, S, ap = G[pending], g[pending], support[pending], cur[pending]
+        raw = _kkt_polish(Gp, gp, ap, S, exact_inverse=True)
+        singular = ~torch.isfinite(raw).all(dim=1) | ((raw - ap).abs().amax(dim=1) > 1e3)
+        singular |= use_pinv[pending]
+        redo = torch.nonzero(singular)[:, 0]
         if redo.numel() > 0:
-            raw2 = _kkt_polish(Gp[redo], gp[redo], ap[redo], sp[redo], exact_inverse=False)
-            cand2 = _project_simplex_clip(raw2)
-            _, cgrad2, cgap2 = _grad_gap(Gp[redo], gp[redo], cand2)
-            use = cgap2 < cgap[redo]
-            r = redo[use]
-            raw[r], cand[r], cgrad[r], cgap[r] = raw2[use], cand2[use], cgrad2[use], cgap2[use]
-        better = cgap < best_gap[pending]
-        best_a[pending] = torch.where(better[:, None], cand, ap)
-        best_gap[pending] = torch.where(better, cgap, best_gap[pending])
-        nxt = raw > 0
-        nxt[torch.arange(nxt.shape[0], device=dev), cgrad.argmax(dim=1)] = True
+            raw[redo] = _kkt_polish(Gp[redo], gp[redo], ap[redo], S[redo], exact_inverse=False)
+        step = raw - ap
+        neg = S & (raw < 0)
+        ratio = torch.where(neg, ap / (ap - raw).clamp_min(1e-300), torch.full_like(ap, 2.0))
+        rmin, hit = ratio.min(dim=1)
+        t = rmin.clamp(0.0, 1.0)
+        full = rmin >= 1.0
+        new = (ap + t[:, None] * step).clamp_min(0.0) * S
+        rows = torch.arange(new.shape[0], device=dev)
+        new[rows[~full], hit[~full]] = 0.0
+        new = new / new.sum(dim=1, keepdim=True).clamp_min(1e-300)
+        f_old, f_new = _objective(Gp, gp, ap), _objective(Gp, gp, new)
+        accept = (f_new >= f_old - 1e-15) & torch.isfinite(f_new)
+        new = torch.where(accept[:, None], new, ap)
+        _, ngrad, ngap = _grad_gap(Gp, gp, new)
+        cur[pending] = new
+        better = ngap < best_gap[pending]
+        best[pending] = torch.where(better[:, None], new, best[pending])
+        best_gap[pending] = torch.minimum(ngap, best_gap[pending])
+        nxt = new > 0
+        viol = ngrad.argmax(dim=1)
+        outside = ~nxt[rows, viol]
+        # A full step on the face that left no outside point most violated: the LU
+        # solve was not accurate on this face, so solve it by pseudo-inverse next time.
+        use_pinv[pending] |= full & ~outside
+        nxt[rows[full], viol[full]] = True
         support[pending] = nxt
-        pending = pending[best_gap[pending] > tol]
-    return best_a, best_gap
+        pending = pending[(best_gap[pending] > tol) & accept]
+    return best, best_gap, cur
 
 
 def _solve(
-    G: torch.Tensor, tol: float, max_iter: int
+    G: torch.Tensor, tol: float, max_iter: int, passes: int | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """Solve the dual QP for every set. Returns (L, U, a, converged, iterations) unscaled."""
     B, n, _ = G.shape
@@ -315,9 +331,10 @@ def _solve(
     a_out = a.clone()
     idx = torch.arange(B, device=dev)
     Gw, gw, aw = Gs, gs, a
+    passes = min(n + 4, 64) if passes is None else max(0, passes)
     steps, total_steps = 0, 0
     while True:
-        best_a, best_gap = _polish(Gw, gw, aw, tol)
+        best_a, best_gap, cur = _active_set(Gw, gw, aw, tol, passes)
         done = best_gap <= tol
         if total_steps >= max_iter:
             done = torch.ones_like(done)
@@ -326,9 +343,9 @@ def _solve(
         if not bool(keep.any()):
             break
         idx, Gw, gw = idx[keep], Gw[keep], gw[keep]
-        # Continue Frank-Wolfe from the better of the FW iterate and the polished point.
+        # Frank-Wolfe moves on from where the active-set passes stalled.
         steps = max(1, min(max(8, 2 * steps), 256, max_iter - total_steps))
-        aw, _ = _frank_wolfe(Gw, gw, best_a[keep].clone(), steps)
+        aw, _ = _frank_wolfe(Gw, gw, cur[keep].clone(), steps)
         total_steps += steps
 
     Ga, _, gap = _grad_gap(Gs, gs, a_out)
@@ -347,19 +364,24 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 def enclosing_ball(
-    embeddings: Any, *, tol: float = _DEFAULT_TOL, max_iter: int = 20_000
+    embeddings: Any,
+    *,
+    tol: float = _DEFAULT_TOL,
+    max_iter: int = 20_000,
+    active_set_passes: int | None = None,
 ) -> EnclosingBall:
     """Minimum enclosing balls of the L2-normalised embeddings, one per set.
 
     ``embeddings``: array-like or torch tensor of shape (B, n, d); a CUDA tensor is solved
     on its GPU. ``tol`` is the duality gap, relative to the set's squared spread, at which
-    a set is accepted.
+    a set is accepted; ``max_iter`` bounds the Frank-Wolfe steps and
+    ``active_set_passes`` the active-set passes between them (default n + 4, at most 64).
     """
     G = _centred_gram(embeddings)
     if G.shape[0] == 0:
         empty = np.zeros(0)
         return EnclosingBall(empty, empty, empty, np.zeros((0, G.shape[1])), np.zeros(0, bool), 0)
-    L, U, a, converged, its = _solve(G, tol, max_iter)
+    L, U, a, converged, its = _solve(G, tol, max_iter, active_set_passes)
     lower = L.sqrt().clamp(0.0, 1.0)
     # The unit ball at the origin encloses every unit vector: 1 is always a valid upper bound.
     upper = torch.maximum(U.sqrt().clamp(max=1.0), lower)

@@ -18,8 +18,13 @@ Variants
 - PD-W (Definition 9): ``class_weights[y, c]`` divides the normalisation, so perturbations
   towards nearby classes (small weight) are more threatening. ``class_weights="euclidean"``
   computes the paper's Euclidean relative weights (Definition 10) from the anchors;
-  :func:`relative_class_weights` turns any user class-distance matrix into weights the same
-  way.
+  :func:`relative_class_weights` turns any user class-distance matrix (e.g. WordNet path
+  lengths, Definition 12) into weights the same way; combining several as in Definition 13
+  (min, squared) is ``relative_class_weights(...) `` per source, then ``np.minimum(...)**2``.
+
+Anchors (Appendix A.2): per class, greedy farthest-point k-centre on cosine similarity,
+started deterministically at the image closest in direction to the class mean (the paper
+starts at random). A class with fewer than k images contributes all of them and warns.
 
 Preprocessing contract
 - Images are arrays (N, ...) of any per-image shape; they are flattened to float32 vectors
@@ -33,7 +38,9 @@ Numerics
 - The batched form uses two matrix products per anchor chunk, <δ, a> - <δ, x> and
   ||a||² - 2<a, x> + ||x||², in float32 (float32 accumulation). Inputs and anchors are first
   centred on the anchors' mean, which leaves every a - x unchanged but shrinks the terms
-  that cancel. Pairs whose expanded squared distance is below ``RECOMPUTE_REL`` of
+  that cancel; per-row terms use numpy's pairwise float32 summation. Under
+  ``torch.autocast`` the products still run in float32 (autocast is disabled inside).
+  Pairs whose expanded squared distance is below ``RECOMPUTE_REL`` of
   ||a||² + ||x||² (near-duplicates, where the expansion loses digits) are recomputed
   directly from a - x.
 - Memory is bounded by ``chunk_size`` anchors at a time: a few (B, chunk_size) float32
@@ -51,11 +58,10 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from collections.abc import Hashable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from backend.errors import UserInputError
 
@@ -142,6 +148,18 @@ def _as_labels(labels: Any, n: int, name: str) -> np.ndarray:
     return arr
 
 
+def _row_dots(xc: np.ndarray, d2: np.ndarray, rows: int = 64) -> tuple[np.ndarray, np.ndarray]:
+    """||x||² and <δ, x> per row, float32 with numpy's pairwise summation (einsum sums
+    sequentially: ~6× larger error at d = 12288); ``rows`` at a time bounds the temporary."""
+    xx = np.empty(xc.shape[0], np.float32)
+    dx = np.empty(xc.shape[0], np.float32)
+    for s in range(0, xc.shape[0], rows):
+        xs = xc[s : s + rows]
+        xx[s : s + rows] = (xs * xs).sum(axis=1)
+        dx[s : s + rows] = (d2[s : s + rows] * xs).sum(axis=1)
+    return xx, dx
+
+
 # --------------------------------------------------------------------------- anchors
 
 
@@ -221,21 +239,25 @@ def euclidean_class_distances(anchors: Any, anchor_labels: Any) -> tuple[np.ndar
     """L2(y, c) = mean ||a - b|| over anchors a of class y and b of class c (Definition 10).
 
     Returns ``(distances (C, C), classes (C,))`` with classes in sorted order. Computed in
-    float64, one class row at a time (memory k × N).
+    float64 over blocks of 512 anchors (no float64 copy of the whole set).
     """
     arr = _as_image_batch(anchors, "anchors")
     lab = _as_labels(anchor_labels, arr.shape[0], "anchor_labels")
     classes, cls_idx = np.unique(lab, return_inverse=True)
-    flat = arr.reshape(arr.shape[0], -1).astype(np.float64)
-    sq = np.einsum("nd,nd->n", flat, flat)
-    n_cls = classes.size
-    dist = np.zeros((n_cls, n_cls))
-    counts = np.bincount(cls_idx, minlength=n_cls)
-    for ci in range(n_cls):
-        rows = flat[cls_idx == ci]
-        d2 = sq[cls_idx == ci][:, None] - 2.0 * rows @ flat.T + sq[None, :]
-        d = np.sqrt(np.maximum(d2, 0.0)).sum(axis=0)
-        dist[ci] = np.bincount(cls_idx, weights=d, minlength=n_cls) / (counts * rows.shape[0])
+    flat = arr.reshape(arr.shape[0], -1)
+    onehot = np.eye(classes.size)[cls_idx]  # (M, C)
+    sums = np.zeros((classes.size, classes.size))
+    block = 512  # float64 blocks of anchors: no full float64 copy
+    for s0 in range(0, len(flat), block):
+        b0 = flat[s0 : s0 + block].astype(np.float64)
+        sq0 = np.einsum("nd,nd->n", b0, b0)
+        for s1 in range(0, len(flat), block):
+            b1 = b0 if s1 == s0 else flat[s1 : s1 + block].astype(np.float64)
+            sq1 = sq0 if s1 == s0 else np.einsum("nd,nd->n", b1, b1)
+            d = np.sqrt(np.maximum(sq0[:, None] - 2.0 * (b0 @ b1.T) + sq1[None, :], 0.0))
+            sums += onehot[s0 : s0 + block].T @ d @ onehot[s1 : s1 + block]
+    counts = onehot.sum(axis=0)
+    dist = sums / np.outer(counts, counts)
     return dist, classes
 
 
@@ -348,6 +370,7 @@ class ProjectedDisplacement:
         np.fill_diagonal(factor, 0.0)
         self._factor = factor.astype(np.float32)
         self._torch_cache: dict[Any, tuple[Any, ...]] = {}
+        self._flat64: np.ndarray | None = None
 
     # ------------------------------------------------------------------ validation
 
@@ -448,8 +471,7 @@ class ProjectedDisplacement:
         if mask is not None:
             d2 = d2 * self._flat_mask(mask, shape, False, None)
         xc = x2 - self._mean
-        xx = np.einsum("bd,bd->b", xc, xc)
-        dx = np.einsum("bd,bd->b", d2, xc)
+        xx, dx = _row_dots(xc, d2)
         out = np.zeros(b, dtype=np.float32)
         fac_rows = self._factor[cls]  # (B, C)
         for s in range(0, self.anchors.shape[0], self.chunk_size):
@@ -505,7 +527,8 @@ class ProjectedDisplacement:
             raise ThreatInputError(f"x is on {device} but delta on {delta.device}; put them on one device")
         centred, sqnorm, mean, anchor_class, factor, flat = self._torch_anchors(device)
         b = x.shape[0]
-        with torch.no_grad():
+        # autocast (used when scoring models) would run the products in half precision
+        with torch.no_grad(), torch.autocast(device_type=device.type, enabled=False):
             x2 = x.detach().to(torch.float32).reshape(b, -1)
             d2 = delta.detach().to(torch.float32).reshape(b, -1)
             if not bool(torch.isfinite(x2).all() and torch.isfinite(d2).all()):
@@ -532,7 +555,8 @@ class ProjectedDisplacement:
                     den[i, j] = (diff * diff).sum(dim=1)
                     num[i, j] = (d2[i] * diff).sum(dim=1)
                 num = num.clamp_min(0.0) * fac
-                ratio = torch.where(den > 0, num / torch.where(den > 0, den, torch.ones_like(den)), torch.zeros_like(num))
+                pos = den > 0
+                ratio = torch.where(pos, num / torch.where(pos, den, torch.ones_like(den)), torch.zeros_like(num))
                 out = torch.maximum(out, ratio.max(dim=1).values)
         return out
 
@@ -553,8 +577,9 @@ class ProjectedDisplacement:
             )
         ci = int(self.class_index(np.asarray([y]), 1)[0])
         fac = self._factor[ci, self.anchor_class].astype(np.float64)
-        flat = self.anchors.reshape(self.anchors.shape[0], -1).astype(np.float64)
-        diff = flat - xa.reshape(-1).astype(np.float64)
+        if self._flat64 is None:  # float64 anchors for projections, built on first use
+            self._flat64 = self._flat.astype(np.float64)
+        diff = self._flat64 - xa.reshape(-1).astype(np.float64)
         sq = np.einsum("md,md->m", diff, diff)
         keep = (fac > 0) & (sq > 0)
         normals = diff[keep]

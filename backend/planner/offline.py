@@ -76,7 +76,7 @@ def encoder() -> Any:
 
 
 def embed(texts: list[str]) -> np.ndarray:
-    vecs = encoder().encode(texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False)
+    vecs = encoder().encode(texts, batch_size=16, normalize_embeddings=True, show_progress_bar=False)
     return np.asarray(vecs, dtype=np.float32)
 
 
@@ -128,18 +128,24 @@ _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _CLAUSE = re.compile(r"\s*[,;:()]\s*|\s+-\s+|\s+(?:but|while|whereas|with|where|when)\s+", re.IGNORECASE)
 
 
+MAX_CHUNKS = 96
+
+
 def chunks(text: str) -> tuple[list[str], list[int]]:
-    """(chunks, sentence id per chunk); chunk 0 is the whole text (sentence id -1)."""
+    """(chunks, sentence id per chunk); chunk 0 is the whole text (sentence id -1).
+
+    Repeated chunks are embedded once (a pasted paragraph repeated many times costs nothing
+    extra) and at most ``MAX_CHUNKS`` are kept, in text order.
+    """
     out = [text.strip()]
     sid = [-1]
+    seen = {out[0]}
     sentences = [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
     for k, s in enumerate(sentences):
-        if s != out[0]:
-            out.append(s)
-            sid.append(k)
         clauses = [c.strip() for c in _CLAUSE.split(s) if c and len(c.split()) >= 2]
-        for c in clauses:
-            if c != s:
+        for c in [s, *clauses]:
+            if c not in seen and len(out) < MAX_CHUNKS:
+                seen.add(c)
                 out.append(c)
                 sid.append(k)
     return out, sid

@@ -14,8 +14,12 @@ def size_scale(image: np.ndarray) -> float:
 
 
 def to_uint8(x: np.ndarray) -> np.ndarray:
-    """Round half to even and clip a float array into uint8."""
-    return np.clip(np.rint(x), 0, 255).astype(np.uint8)
+    """Round half to even and clip a float array into uint8 (in place on ``x`` when it is a float array)."""
+    if x.dtype.kind != "f":
+        x = x.astype(np.float32)
+    np.rint(x, out=x)
+    np.clip(x, 0, 255, out=x)
+    return x.astype(np.uint8)
 
 
 def odd(n: float, minimum: int = 1) -> int:

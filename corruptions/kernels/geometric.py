@@ -35,7 +35,11 @@ class NoParams(Params):
 
 
 def hflip_batch(images: np.ndarray, p: NoParams, rngs: list[np.random.Generator]) -> np.ndarray:
-    return np.ascontiguousarray(images[:, :, ::-1])
+    # cv2.flip per image: numpy's negative-stride copy along W is ~10x slower
+    out = np.empty_like(images)
+    for i, img in enumerate(images):
+        out[i] = cv2.flip(img, 1).reshape(img.shape)
+    return out
 
 
 def vflip_batch(images: np.ndarray, p: NoParams, rngs: list[np.random.Generator]) -> np.ndarray:
@@ -135,7 +139,7 @@ builtin(
         ordinal=False,
         apply=lambda img, p, rng: hflip_batch(img[None], p, [rng])[0],
         apply_batch=hflip_batch,
-        backend="numpy slicing (albumentations hflip)",
+        backend="cv2.flip (albumentations hflip)",
     ),
     CorruptionSpec(
         name="vertical_flip",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import cv2
 import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
@@ -20,8 +21,17 @@ class BrightnessParams(Params):
     delta: float = Field(0.3, ge=-1.0, le=1.0, description="value added to every pixel as a fraction of 255 (negative darkens)")
 
 
+def _apply_luts(images: np.ndarray, luts: np.ndarray) -> np.ndarray:
+    """cv2.LUT image by image (several times faster than numpy fancy indexing)."""
+    out = np.empty_like(images)
+    for i, img in enumerate(images):
+        out[i] = cv2.LUT(img, luts[i]).reshape(img.shape)
+    return out
+
+
 def brightness_batch(images: np.ndarray, p: BrightnessParams, rngs: list[np.random.Generator]) -> np.ndarray:
-    return _lut(_LEVELS + p.delta * 255.0)[images]
+    lut = _lut(_LEVELS + p.delta * 255.0)
+    return _apply_luts(images, np.broadcast_to(lut, (images.shape[0], 256)))
 
 
 class ContrastParams(Params):
@@ -34,7 +44,7 @@ def contrast_batch(images: np.ndarray, p: ContrastParams, rngs: list[np.random.G
     # integer sums make the mean exact, so a batch and its single images agree bit for bit
     means = flat.sum(axis=1, dtype=np.int64) / flat.shape[1]
     luts = _lut((_LEVELS[None, :] - means[:, None]) * p.factor + means[:, None])
-    return np.take_along_axis(luts, flat.astype(np.intp), axis=1).reshape(images.shape)
+    return _apply_luts(images, luts)
 
 
 builtin(
@@ -54,7 +64,7 @@ builtin(
         ranges={"delta": (0.05, 0.6)},
         apply=lambda img, p, rng: brightness_batch(img[None], p, [rng])[0],
         apply_batch=brightness_batch,
-        backend="numpy LUT",
+        backend="cv2.LUT",
     ),
     CorruptionSpec(
         name="contrast",
@@ -72,7 +82,7 @@ builtin(
         ranges={"factor": (0.6, 0.03)},
         apply=lambda img, p, rng: contrast_batch(img[None], p, [rng])[0],
         apply_batch=contrast_batch,
-        backend="numpy LUT (ImageNet-C contrast)",
+        backend="cv2.LUT (ImageNet-C contrast)",
     ),
 )
 

@@ -28,7 +28,7 @@ def cached_models() -> list[str]:
 
 
 def plan_form() -> None:
-    with st.form("plan"):
+    with st.form("plan-form"):
         text = st.text_area("Describe where your images come from and how they get worse", value=EXAMPLE, height=110)
         c1, c2 = st.columns(2)
         provider = c1.radio("planner", ["offline", "auto", "openai"], horizontal=True,
@@ -45,7 +45,7 @@ def plan_form() -> None:
             except Exception as e:  # planner / network / validation: a message, not a traceback
                 st.error(f"Planning failed — {error_text(e)}")
                 return
-        st.session_state["plan"] = cfg
+        st.session_state["planned_domain"] = cfg
         st.session_state["plan_path"] = str(path)
 
 
@@ -97,7 +97,7 @@ def launch_form(cfg: Any, path: str) -> None:
     with guard("listing models"):
         known = cached_models()
     defaults = [m for m in ("embedded:fmnist-plain", "embedded:fmnist-augmented") if m in known]
-    with st.form("launch"):
+    with st.form("launch-form"):
         models = st.multiselect("models", known, default=defaults)
         extra = st.text_input("more models (comma-separated names, e.g. open_clip:ViT-B-32/openai)", "")
         c1, c2, c3 = st.columns(3)
@@ -160,7 +160,7 @@ def main() -> None:
     with guard("opening the results store"):
         sidebar_store(get_store())
     plan_form()
-    cfg, path = st.session_state.get("plan"), st.session_state.get("plan_path")
+    cfg, path = st.session_state.get("planned_domain"), st.session_state.get("plan_path")
     if cfg is None:
         st.info("Describe a deployment setting and press **Plan**: the planner picks the corruptions it produces, "
                 "with severities and a reason for each.")

@@ -21,13 +21,17 @@ DIM = 16
 
 
 class FakeModel(VisionLanguageModel):
+    oom_raised = 0
     def __init__(self, name: str, device: torch.device) -> None:
         self.name = f"fake:{name}"
         self.device = device
-        seed = zlib.crc32(name.encode())
+        # behaviour variants share fake:a's weights, so their numbers can be compared with it
+        seed = zlib.crc32((name if name not in ("slow", "nan", "oom") else "a").encode())
         self.proj = torch.from_numpy(np.random.default_rng(seed).normal(size=(64, DIM)).astype(np.float32))
         self.nan = name == "nan"
         self.delay = 0.1 if name == "slow" else 0.0
+        # "oom" fails like a GPU running out of memory on batches larger than 8
+        self.oom_above = 8 if name == "oom" else 0
 
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
         x = torch.from_numpy(np.asarray(images, dtype=np.float32))
@@ -37,6 +41,9 @@ class FakeModel(VisionLanguageModel):
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:
         time.sleep(self.delay)  # "slow" makes a run long enough to be killed part-way
+        if self.oom_above and len(pixels) > self.oom_above:
+            FakeModel.oom_raised += 1
+            raise torch.OutOfMemoryError(f"fake OOM for a batch of {len(pixels)}")
         emb = pixels.reshape(len(pixels), -1) @ self.proj
         if self.nan:
             emb = emb * float("nan")
@@ -47,6 +54,6 @@ class FakeModel(VisionLanguageModel):
         return torch.nn.functional.normalize(torch.tensor(np.array(vecs), dtype=torch.float32), dim=-1)
 
 
-@register_model("fake", known=["a", "b", "c", "slow", "nan"])
+@register_model("fake", known=["a", "b", "c", "slow", "nan", "oom"])
 def create_fake(name: str, device: torch.device) -> VisionLanguageModel:
     return FakeModel(name, device)

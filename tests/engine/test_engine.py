@@ -169,3 +169,16 @@ def test_single_class_dataset_is_rejected(home: Path, tmp_path: Path) -> None:
     _write_images(tmp_path / "ds" / "only", 3, 1)
     with pytest.raises(UserInputError, match="single class"):
         Engine(open_store()).start(DOMAIN, cfg(dataset=str(tmp_path / "ds"), limit=None))
+
+
+def test_out_of_memory_halves_the_batch_and_gives_the_same_numbers(home: Path) -> None:
+    from fake_models import FakeModel
+
+    store = open_store()
+    quiet = dict(batch_size=64, stability=False, threat=False)
+    ok = build_summary(store, Engine(store).start(DOMAIN, cfg(models=["fake:a"], **quiet)))
+    got = build_summary(store, Engine(store).start(DOMAIN, cfg(models=["fake:oom"], **quiet)))
+    assert FakeModel.oom_raised == 3  # 64 -> 32 -> 16 -> 8, then it stays at 8
+    strip = lambda s: [{k: v for k, v in c.items()} for c in s["classification"]["models"][0]["cells"]]  # noqa: E731
+    assert strip(ok) == strip(got)
+    assert ok["table"][0]["acc"] == got["table"][0]["acc"]

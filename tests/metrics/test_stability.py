@@ -22,6 +22,15 @@ from backend.metrics.stability import (
     stability_metrics,
 )
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """Tiny batched ops: threads only add contention on a shared CI box."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # --------------------------------------------------------------------------------------
 # Independent references
 # --------------------------------------------------------------------------------------

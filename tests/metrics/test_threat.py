@@ -156,6 +156,14 @@ def test_matrix_form_equals_direct_loop(data, kind):
     assert rel_close(tt.numpy(), ref)
 
 
+def test_autocast_does_not_lower_the_precision(data):
+    x, y, d = data["x"], data["y"], data["deltas"]["noise"]
+    ref = threat_reference(data["anchors"], data["anchor_labels"], x, y, d)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        tt = data["pd"].threat(torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(d))
+    assert tt.dtype == torch.float32 and rel_close(tt.numpy(), ref)
+
+
 def test_near_duplicate_of_other_class_anchor_is_recomputed_exactly(data, monkeypatch):
     a, al = data["anchors"], data["anchor_labels"]
     rng = np.random.default_rng(1)
@@ -346,7 +354,7 @@ def test_euclidean_class_distances_and_relative_weights(data):
     flat = a.reshape(len(a), -1).astype(np.float64)
     for y in range(5):
         for c in range(5):
-            assert dist[y, c] == pytest.approx(cdist(flat[al == y], flat[al == c]).mean(), rel=1e-9)
+            assert dist[y, c] == pytest.approx(cdist(flat[al == y], flat[al == c]).mean(), rel=1e-6)
     w = relative_class_weights(np.array([[0, 1, 3, 5], [1, 0, 2, 2], [3, 2, 0, 9], [5, 2, 9, 0]]), min_weight=0.1)
     np.testing.assert_allclose(w[0], [1, 0.1, 0.5, 1])
     np.testing.assert_allclose(w[1], [0.1, 1, 1, 1])  # equidistant others -> 1

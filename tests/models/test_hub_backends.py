@@ -167,16 +167,16 @@ def test_known_open_clip_names_exist_in_open_clip_tables() -> None:
 
 # Tolerances in grey levels (1 level = 1 / (255 * std) after normalisation). Resizing is
 # separable with uint8 rounding between the passes; torchvision always runs the horizontal
-# pass first, Pillow 13 picks the order per image. With equal scale factors on both axes
-# (the aspect-preserving modes) the orders agree and only the final rounding differs by <= 1
-# level, rarely; squashing with unequal factors moves more pixels by a level or two.
+# pass first, Pillow 13 picks the order per image. In the aspect-preserving modes (CLIP's)
+# measured: max 1 level, mean <= 0.075 (<8% of pixels off by one, usually <1%); squashing
+# with unequal factors: max 3 levels, mean 0.24.
 @pytest.mark.parametrize(
     ("cfg", "max_levels", "mean_levels"),
     [
-        ({"size": 32, "resize_mode": "shortest", "interpolation": "bicubic"}, 2.0, 0.02),
-        ({"size": 32, "resize_mode": "longest", "interpolation": "bicubic", "fill_color": 0}, 2.0, 0.02),
-        ({"size": 32, "resize_mode": "shortest", "interpolation": "bilinear"}, 2.0, 0.02),
-        ({"size": (32, 40), "resize_mode": "shortest", "interpolation": "bicubic"}, 2.0, 0.02),
+        ({"size": 32, "resize_mode": "shortest", "interpolation": "bicubic"}, 1.0, 0.02),
+        ({"size": 32, "resize_mode": "longest", "interpolation": "bicubic", "fill_color": 0}, 1.0, 0.02),
+        ({"size": 32, "resize_mode": "shortest", "interpolation": "bilinear"}, 1.0, 0.1),
+        ({"size": (32, 40), "resize_mode": "shortest", "interpolation": "bicubic"}, 1.0, 0.02),
         ({"size": 32, "resize_mode": "squash", "interpolation": "bicubic"}, 3.0, 0.3),
     ],
     ids=["shortest", "longest", "bilinear", "non-square", "squash"],
@@ -365,9 +365,15 @@ def pil_processor(family: str) -> Any:
     return getattr(pil_mod, cls + "Pil")(**kwargs)
 
 
-# PIL-backend vs torchvision-backend processors (both transformers'): resize rounding plus
-# crop offsets that differ by one pixel when the margin is odd; max in normalised units
-PREPROCESS_TOL = {"clip": 4 * ONE_LEVEL_OPENAI, "siglip": 4 / (255 * 0.5), "align": 4 / 127.5}
+# embedding width from the configs above: CLIP projection_dim; SigLIP the towers' hidden size;
+# ALIGN projection_dim (= the EfficientNet pooled width at these coefficients)
+EMBED_DIM = {"clip": 24, "siglip": 32, "align": 32}
+
+# Our preprocess vs transformers' PIL-backend processor, in grey levels (max, mean): the same
+# resize pass-order effect as for open_clip above; CLIP keeps the aspect ratio, SigLIP and
+# ALIGN squash (measured: CLIP 1 / 0.004, SigLIP and ALIGN 3 / 0.28 on the portrait batch).
+PREPROCESS_TOL = {"clip": (1.0, 0.02), "siglip": (3.0, 0.3), "align": (3.0, 0.3)}
+GREY_LEVEL = {"clip": ONE_LEVEL_OPENAI, "siglip": 1 / (255 * 0.5), "align": 1 / 127.5}
 
 
 @pytest.mark.parametrize("family", ["clip", "siglip", "align"])
@@ -376,7 +382,7 @@ def test_hf_models_load_encode_and_match_transformers(family: str, hf_dirs: dict
     m = create_model(f"hf:{path}", device="cpu")
     assert isinstance(m, HFDualEncoder) and m.family == family
     ref_model = m.model
-    d = ref_model.config.projection_dim
+    d = EMBED_DIM[family]
     texts = ["a photo of a cat.", "an image of the dog"]
     with torch.inference_mode():
         for label, make in BATCHES.items():
@@ -384,9 +390,10 @@ def test_hf_models_load_encode_and_match_transformers(family: str, hf_dirs: dict
             pix = m.preprocess(batch)
             ref_pix = pil_processor(family)(images=pil_list(batch), return_tensors="pt")["pixel_values"]
             assert pix.shape == ref_pix.shape and pix.dtype == torch.float32, label
-            diff = (pix - ref_pix).abs()
-            assert diff.max() <= PREPROCESS_TOL[family], (label, diff.max())
-            assert diff.mean() <= 0.05 * PREPROCESS_TOL[family], (label, diff.mean())
+            levels = (pix - ref_pix).abs() / GREY_LEVEL[family]
+            max_levels, mean_levels = PREPROCESS_TOL[family]
+            assert levels.max() <= max_levels + 1e-3, (label, levels.max())
+            assert levels.mean() <= mean_levels, (label, levels.mean())
             emb = m.encode_image(pix)
             assert_unit_rows(emb, len(batch), d)
             assert torch.equal(emb, m.encode_image(pix))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from planner_fakes import FakeLLM
+
+# The project runs pytest with --import-mode=importlib (no sys.path insertion); the test
+# modules here import the shared fake server module by name.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from planner_fakes import FakeLLM  # noqa: E402
 
 from backend.planner.catalogue import Catalogue, load_catalogue
 

@@ -1,0 +1,142 @@
+"""The Streamlit app end to end through ``AppTest``: every page, empty and populated stores."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend.config import CorruptionChoice, DomainConfig, PlannerProvenance
+from backend.errors import UserInputError
+from backend.store import Store
+from frontend import data
+
+APP = str(Path(__file__).resolve().parents[2] / "frontend" / "app.py")
+DONE = "20250101-000000-night-abcd"
+LIVE = "20250103-000000-live-1234"
+
+
+def app(page: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    if page:
+        at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> str:  # noqa: ANN001 - an AppTest element list
+    return "\n".join(str(e.value) for e in elements)
+
+
+def summary_table(at: AppTest):  # noqa: ANN201
+    return next(d.value for d in at.dataframe if "mCE" in d.value.columns)
+
+
+@pytest.mark.parametrize("page", [None, "compare"])
+def test_empty_store_shows_the_make_demo_hint(store: Store, page: str | None) -> None:
+    at = app(page)
+    assert "make demo" in texts(at.info)
+    assert not at.error
+
+
+def test_runs_page_shows_the_newest_run_as_partial(populated: Store) -> None:
+    at = app()
+    assert not at.error
+    run_box = next(s for s in at.selectbox if s.label == "run")
+    assert run_box.value == LIVE
+    assert "Partial results" in texts(at.warning) and "8 of 12" in texts(at.warning)
+    assert len(at.get("plotly_chart")) >= 5  # accuracy, flips, threat, stability ×2, confusion
+
+
+def test_runs_page_baseline_selector_recomputes_the_table(populated: Store) -> None:
+    at = app()
+    next(s for s in at.selectbox if s.label == "run").set_value(DONE).run()
+    assert not at.exception and not at.error and not at.warning
+    t = summary_table(at).set_index("model")
+    assert t.loc["embedded:weak", "mCE"] == pytest.approx(2.0)
+    next(s for s in at.selectbox if s.label.startswith("baseline")).set_value("embedded:weak").run()
+    assert not at.exception and not at.error
+    t = summary_table(at).set_index("model")
+    assert t.loc["embedded:good", "mCE"] == pytest.approx(0.5)
+    assert bool(t.loc["embedded:weak", "baseline"])
+
+
+def test_runs_page_shows_errors_as_messages_not_tracebacks(populated: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        raise RuntimeError("the store went away")
+
+    monkeypatch.setattr(data, "load_run_view", broken)
+    at = app()
+    assert "the store went away" in texts(at.error)
+
+
+def test_compare_page_plots_models_across_domains(populated: Store) -> None:
+    at = app("compare")
+    assert not at.error
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    next(s for s in at.selectbox if s.label == "metric").set_value("acc").run()
+    assert not at.exception and not at.error
+    next(s for s in at.selectbox if s.label.startswith("baseline")).set_value("embedded:weak").run()
+    assert not at.exception and not at.error
+
+
+def fake_plan(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
+    return DomainConfig(
+        domain=text,
+        corruptions=[CorruptionChoice(name="brightness", severities=[1, 2], reason="glare on the windscreen"),
+                     CorruptionChoice(name="gaussian_noise", reason="high ISO at night")],
+        planner=PlannerProvenance(provider=provider, model="fake", samples=samples,
+                                  frequencies={"brightness": 0.8, "gaussian_noise": 1.0, "rotation": 0.1},
+                                  created_at="2025-02-01T00:00:00+00:00"),
+    )
+
+
+def test_new_domain_plan_preview_and_launch(populated: Store, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(data, "plan_domain", fake_plan)
+    at = app("new_domain")
+    at.text_area[0].set_value("dash-cam footage at night")
+    at.button[0].click().run()  # Plan
+    assert not at.exception and not at.error, texts(at.error)
+    plan_table = next(d.value for d in at.dataframe if "reason" in d.value.columns)
+    assert plan_table["corruption"].tolist() == ["brightness", "gaussian_noise"]
+    assert "glare on the windscreen" in plan_table["reason"].tolist()
+    assert len(at.get("plotly_chart")) == 1  # the selection heatmap
+    assert len(at.get("image")) == 3  # clean + one row of severities per corruption
+
+    # the launch: stands in for `python -m backend.cli run` by creating the run document
+    real_launch = data.launch_run
+    commands: list[list[str]] = []
+
+    def launch(cfg, command, path):  # noqa: ANN001, ANN202
+        commands.append(command)
+        script = (
+            "import datetime; from backend.store import open_store; "
+            "now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'); "
+            f"open_store().put_run({{'run_id': 'r-ui', 'status': 'running', 'created_at': now, "
+            f"'domain': {{'domain': {cfg.domain!r}, 'corruptions': []}}, 'config': {{'models': ['m']}}}})"
+        )
+        x = real_launch(cfg, [sys.executable, "-c", script], path)
+        x.process.wait(timeout=30)
+        return x
+
+    monkeypatch.setattr(data, "launch_run", launch)
+    launch_button = next(b for b in at.button if b.label == "Launch run")
+    launch_button.click().run()
+    assert not at.exception and not at.error, texts(at.error)
+    assert commands and commands[0][commands[0].index("--dataset") + 1] == "sample"
+    assert "Started the run" in texts(at.success)
+    assert "r-ui" in texts(at.markdown) and "running" in texts(at.markdown)
+
+
+def test_new_domain_planner_errors_are_shown(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        raise UserInputError("the domain description is empty; describe where your images come from")
+
+    monkeypatch.setattr(data, "plan_domain", fail)
+    at = app("new_domain")
+    at.button[0].click().run()
+    assert not at.exception
+    assert "description is empty" in texts(at.error)
