@@ -21,12 +21,12 @@ import streamlit as st  # noqa: E402
 
 _PAGES = Path(__file__).resolve().parent / "pages"
 
-st.set_page_config(page_title="domainbench", page_icon="🧪", layout="wide")
+st.set_page_config(page_title="domainbench", page_icon=":material/science:", layout="wide")
 nav = st.navigation(
     [
-        st.Page(str(_PAGES / "runs.py"), title="Runs", icon="📋", default=True),
-        st.Page(str(_PAGES / "compare.py"), title="Compare", icon="📊"),
-        st.Page(str(_PAGES / "new_domain.py"), title="New domain", icon="✨"),
+        st.Page(str(_PAGES / "runs.py"), title="Runs", icon=":material/list:", default=True),
+        st.Page(str(_PAGES / "compare.py"), title="Compare", icon=":material/bar_chart:"),
+        st.Page(str(_PAGES / "new_domain.py"), title="New domain", icon=":material/add_circle:"),
     ]
 )
 nav.run()

@@ -64,11 +64,12 @@ def fmt(v: Any, digits: int = 3) -> str:
     return f"{f:.{digits}f}"
 
 
-STATUS_ICON = {"running": "🟡", "done": "🟢", "failed": "🔴", "interrupted": "🟠"}
+STATUS_COLOR = {"running": "orange", "done": "green", "failed": "red", "interrupted": "violet"}
 
 
 def status_badge(status: str) -> str:
-    return f"{STATUS_ICON.get(status, '⚪')} {status}"
+    """Markdown badge (Streamlit's ``:color-badge[...]``); for markdown contexts only."""
+    return f":{STATUS_COLOR.get(status, 'gray')}-badge[{status}]"
 
 
 def sidebar_store(store: Store) -> None:

@@ -58,6 +58,65 @@ def stability_means(store: Store, run_id: str) -> list[dict[str, Any]]:
     ]
 
 
+def stability_link(store: Store, run_id: str, units: list[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
+    """Per model: does DivergenceRadius predict accuracy under perturbation? (stability paper §5)
+
+    An image's ACC_p for a corruption is the fraction of its evaluated severities classified
+    correctly; it is related to the image's radius by quantile bins and a half/half linear
+    regression, and across corruptions the accuracy drop is correlated with the mean radius.
+    """
+    from backend.metrics.stability_link import (
+        StabilityLinkInputError,
+        accuracy_by_radius_quantile,
+        drop_robustness_correlation,
+        fit_accuracy_regression,
+    )
+
+    labels: dict[int, int] = {}
+    correct: dict[tuple[str, str], dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for u in units:
+        if u["corruption"] == "clean" and u.get("labels") is not None:
+            labels.update(zip(u["indices"], u["labels"]))
+    if not labels:
+        return []
+    for u in units:
+        for i, p in zip(u.get("indices", []), u.get("preds", [])):
+            if i in labels:
+                correct[(u["model"], u["corruption"])][i].append(p == labels[i])
+    radius: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    for d in store.find("stability", run_id=run_id):
+        radius[(d["model"], d["corruption"])].update(zip(d["indices"], d["divergence_radius"]))
+    out = []
+    for model in sorted({m for m, _ in radius}):
+        per: dict[str, Any] = {}
+        drop, mean_r = {}, {}
+        clean = correct.get((model, "clean"), {})
+        for (m, corr), rad in sorted(radius.items()):
+            if m != model:
+                continue
+            idx = [i for i in rad if i in correct.get((m, corr), {}) and i in clean]
+            if len(idx) < 4:
+                continue
+            r = np.array([rad[i] for i in idx])
+            acc_p = np.array([np.mean(correct[(m, corr)][i]) for i in idx])
+            acc = np.array([float(clean[i][0]) for i in idx])
+            entry: dict[str, Any] = {"n_images": len(idx), "mean_radius": float(r.mean()),
+                                     "accuracy_clean": float(acc.mean()), "accuracy_perturbed": float(acc_p.mean())}
+            try:
+                entry["bins"] = [b._asdict() for b in accuracy_by_radius_quantile(r, acc_p, n_bins=5)]
+                reg = fit_accuracy_regression(r, acc_p, seed=seed)
+                entry["regression"] = {"slope": reg.slope, "intercept": reg.intercept, "mse": reg.mse, "n_test": reg.n_test}
+            except StabilityLinkInputError as e:
+                entry["note"] = str(e)
+            per[corr] = entry
+            drop[corr] = entry["accuracy_clean"] - entry["accuracy_perturbed"]
+            mean_r[corr] = entry["mean_radius"]
+        dc = drop_robustness_correlation(drop, mean_r) if drop else None
+        out.append({"model": model, "per_corruption": per,
+                    "drop_correlation": None if dc is None else {"r": dc.r, "p_value": dc.p_value, "n_corruptions": dc.n_corruptions}})
+    return out
+
+
 def build_summary(store: Store, run_id: str, baseline: str | None = None) -> dict[str, Any]:
     run = store.get_run(run_id)
     if run is None:
@@ -84,4 +143,5 @@ def build_summary(store: Store, run_id: str, baseline: str | None = None) -> dic
         "threat_reference": run.get("threat_reference"),
         "safe_accuracy": safe_acc,
         "stability": stability_means(store, run_id),
+        "stability_link": stability_link(store, run_id, units, seed=run["config"].get("seed", 0)),
     }

@@ -56,6 +56,7 @@ Numerics
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import warnings
 from collections.abc import Hashable, Mapping
@@ -313,7 +314,7 @@ class ProjectedDisplacement:
     ) -> None:
         arr = _as_image_batch(anchors, "anchors")
         lab = _as_labels(anchor_labels, arr.shape[0], "anchor_labels")
-        if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta > 0):
+        if not (isinstance(beta, numbers.Real) and math.isfinite(beta) and beta > 0):
             raise ThreatInputError(f"beta must be a positive number (paper: 0.5), got {beta!r}")
         if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
             raise ThreatInputError(f"chunk_size must be a positive integer, got {chunk_size!r}")
@@ -332,12 +333,17 @@ class ProjectedDisplacement:
         self.anchors: np.ndarray = arr
         flat = arr.reshape(arr.shape[0], -1)
         self.dim = flat.shape[1]
-        mean64 = flat.astype(np.float64).mean(axis=0)
+        # float64 statistics in blocks of 256 anchors (no float64 copy of the whole set)
+        blocks = [slice(s, s + 256) for s in range(0, flat.shape[0], 256)]
+        mean64 = sum(flat[b].astype(np.float64).sum(axis=0) for b in blocks) / flat.shape[0]
         self._mean = mean64.astype(np.float32)
-        centred64 = flat.astype(np.float64) - mean64
-        self._centred = centred64.astype(np.float32)
+        self._centred = np.empty_like(flat)
+        self._sqnorm = np.empty(flat.shape[0], np.float32)
+        for b in blocks:
+            c64 = flat[b].astype(np.float64) - mean64
+            self._centred[b] = c64
+            self._sqnorm[b] = np.einsum("nd,nd->n", c64, c64)
         self._flat = flat  # uncentred, for exact a - x in the recompute path
-        self._sqnorm = np.einsum("nd,nd->n", centred64, centred64).astype(np.float32)
         self._absmax = float(np.abs(flat).max())
 
         n_cls = classes.size

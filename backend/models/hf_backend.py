@@ -87,7 +87,8 @@ class HFDualEncoder(VisionLanguageModel):
         self.tokenizer = tokenizer
         rule = TEXT_RULES[self.family]
         self.text_rule = rule
-        self.text_max_length = rule.max_length or int(model.config.text_config.max_position_embeddings)
+        positions = int(model.config.text_config.max_position_embeddings)
+        self.text_max_length = min(rule.max_length, positions) if rule.max_length else positions
         with torch.no_grad():
             if self.family == "align":
                 self.logit_scale = float(1.0 / model.temperature.item())

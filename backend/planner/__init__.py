@@ -104,6 +104,12 @@ def plan(
     if provider == "auto":
         provider = "openai" if llm_settings.configured else "offline"
         log.info("planner provider: %s", provider)
+    elif provider == "openai" and not llm_settings.configured:
+        raise UserInputError(
+            "provider 'openai' needs an LLM endpoint: set DOMAINBENCH_LLM_API_KEY (or OPENAI_API_KEY) for "
+            "OpenAI, or DOMAINBENCH_LLM_BASE_URL for a local server such as Ollama or vLLM; "
+            "or use --provider offline"
+        )
 
     if provider == "offline":
         from backend.planner.offline import MODEL_NAME, OfflinePlanner

@@ -9,7 +9,7 @@ import streamlit as st
 
 from backend.store import Store
 from frontend import data, figures
-from frontend.ui import DEMO_HINT, get_store, guard, sidebar_store, status_badge
+from frontend.ui import DEMO_HINT, get_store, guard, sidebar_store
 
 
 @st.cache_data(show_spinner="computing summaries…", max_entries=32)
@@ -31,7 +31,7 @@ def main() -> None:
         done = [r["run_id"] for r in runs if r.get("status") == "done"]
         chosen = st.multiselect(
             "runs (one per domain, ideally the same models and dataset)", list(by_id), default=done or list(by_id)[:1],
-            format_func=lambda r: f"{status_badge(by_id[r].get('status', '?'))} · {data.run_label(by_id[r])}",
+            format_func=lambda r: f"[{by_id[r].get('status', '?')}] {data.run_label(by_id[r])}",
         )
         if not chosen:
             st.info("Choose at least one run.")

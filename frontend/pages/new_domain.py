@@ -140,7 +140,7 @@ def launches_panel() -> None:
                 if run is not None:
                     st.markdown(f"**{run['run_id']}** — status **{run.get('status', '?')}** "
                                 f"(process {x.pid}{'' if rc is None else f', exited {rc}'})")
-                    st.page_link(RUNS_PAGE, label="open on the Runs page", icon="📋", query_params={"run": run["run_id"]})
+                    st.page_link(RUNS_PAGE, label="open on the Runs page", icon=":material/open_in_new:", query_params={"run": run["run_id"]})
                 elif rc is None:
                     st.markdown(f"process {x.pid} is starting (loading models and data)…")
                 elif rc != 0:

@@ -157,7 +157,7 @@ def live_progress(store: Store, run_id: str, fingerprint: tuple[Any, ...]) -> No
             now = data.run_fingerprint(store, run_id)
             if now != fingerprint:  # new units or a status change: redraw the page from the new data
                 st.rerun()
-            st.caption("🔄 live: new results appear automatically every few seconds")
+            st.caption(":material/autorenew: live: new results appear automatically every few seconds")
 
     _poll()
 
@@ -223,10 +223,10 @@ def main() -> None:
         wanted = st.query_params.get("run")
         chosen = st.selectbox(
             "run", ids, index=ids.index(wanted) if wanted in ids else 0,
-            format_func=lambda r: f"{status_badge(status[r])} · {data.short_text(domain[r], 60)} · {r}",
+            format_func=lambda r: f"[{status[r]}] {data.short_text(domain[r], 60)} · {r}",
         )
         st.query_params["run"] = chosen
-        if st.button("🔄 Refresh"):
+        if st.button("Refresh", icon=":material/refresh:"):
             st.cache_data.clear()
         store_key = store.description
     if chosen is not None:

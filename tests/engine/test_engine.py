@@ -182,3 +182,23 @@ def test_out_of_memory_halves_the_batch_and_gives_the_same_numbers(home: Path) -
     strip = lambda s: [{k: v for k, v in c.items()} for c in s["classification"]["models"][0]["cells"]]  # noqa: E731
     assert strip(ok) == strip(got)
     assert ok["table"][0]["acc"] == got["table"][0]["acc"]
+
+
+def test_stability_link_joins_radius_with_per_image_accuracy(home: Path) -> None:
+    store = open_store()
+    run_id = Engine(store).start(DOMAIN, cfg(limit=60, stability_images=20))
+    link = build_summary(store, run_id)["stability_link"]
+    assert [m["model"] for m in link] == ["fake:a"]
+    per = link[0]["per_corruption"]
+    assert set(per) == {"gaussian_noise", "brightness", "horizontal_flip"}
+    # recompute one corruption's ACC_p by hand from the stored units
+    ds = load_sample().subset(60)
+    preds = {}
+    for u in store.units(run_id, model="fake:a", corruption="gaussian_noise"):
+        for i, p in zip(u["indices"], u["preds"]):
+            preds.setdefault(i, []).append(p == ds.labels[i])
+    stab = store.find("stability", run_id=run_id, model="fake:a", corruption="gaussian_noise")
+    idx = [i for d in stab for i in d["indices"]]
+    assert per["gaussian_noise"]["n_images"] == len(idx) == 20 + 20 + 10  # shards of 25, 25, 10 images
+    assert per["gaussian_noise"]["accuracy_perturbed"] == pytest.approx(np.mean([np.mean(preds[i]) for i in idx]))
+    assert sum(b["count"] for b in per["gaussian_noise"]["bins"]) == len(idx)

@@ -239,9 +239,14 @@ def test_api_key_never_leaks(fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
     assert SECRET not in repr(LLMPlanner(s, load_catalogue()))
 
 
+def test_openai_without_endpoint_is_a_clear_error() -> None:
+    with pytest.raises(UserInputError, match="needs an LLM endpoint"):
+        plan(MEDICAL, provider="openai")
+
+
 def test_settings_errors_do_not_echo_values() -> None:
     with pytest.raises(UserInputError, match="timeout") as e:
-        plan(MEDICAL, provider="openai", timeout="sk-notanumber-123456")
+        plan(MEDICAL, provider="openai", base_url="http://127.0.0.1:9/v1", timeout="sk-notanumber-123456")
     assert "sk-notanumber" not in str(e.value)
     with pytest.raises(UserInputError, match="unknown planner setting"):
         plan(MEDICAL, provider="openai", temprature=0.5)

@@ -1,0 +1,128 @@
+"""Batched DivergenceRadius solver vs per-image exact references, on the same sets.
+
+Target (issue 6): B = 10,000 sets of n = 6 embeddings in d = 768, batched solver >= 100x
+faster than the per-image reference on CPU, certificate gap < 1e-10.
+
+References, each solving one set at a time on the same float64 unit vectors:
+- "scipy SLSQP": the dual QP on the set's centred Gram matrix with scipy.optimize.minimize
+  (SLSQP, analytic gradient, simplex constraint), the straightforward per-image QP;
+- "scipy NNLS": least-distance programming via scipy.optimize.nnls (Lawson-Hanson active
+  set), the fastest exact per-image method we know for unit vectors.
+The references are timed on a random subset of the sets (--ref-sets); their per-set time is
+extrapolated to all B sets, and the output says so.
+
+    .venv/bin/python benchmarks/stability.py            # the issue's target size
+    .venv/bin/python benchmarks/stability.py --quick    # a short run
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+from scipy.optimize import minimize, nnls
+
+from backend.metrics.stability import divergence_radius, stability_metrics
+
+
+def make_sets(B: int, n: int, d: int, seed: int) -> np.ndarray:
+    """float32 embeddings like an encoder's: per image one direction, perturbed copies
+    spread around it (radii ~0.03-0.15, as in the stability paper's Figure 4)."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(B, 1, d))
+    base /= np.linalg.norm(base, axis=2, keepdims=True)
+    spread = rng.uniform(0.05, 0.3, size=(B, 1, 1))
+    return (base + spread * rng.normal(size=(B, n, d)) / np.sqrt(d)).astype(np.float32)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def ref_slsqp(points: np.ndarray) -> float:
+    x = _unit(points)
+    y = x - x[0]
+    G = y @ y.T
+    g = np.diag(G).copy()
+    n = len(g)
+    res = minimize(
+        lambda a: -(a @ g - a @ G @ a),
+        np.full(n, 1.0 / n),
+        jac=lambda a: -(g - 2.0 * G @ a),
+        bounds=[(0.0, 1.0)] * n,
+        constraints=[{"type": "eq", "fun": lambda a: a.sum() - 1.0, "jac": lambda a: np.ones(n)}],
+        method="SLSQP",
+        options={"ftol": 1e-16, "maxiter": 1000},
+    )
+    a = np.clip(res.x, 0.0, None)
+    a /= a.sum()
+    return float(np.linalg.norm(y - a @ y, axis=1).max())
+
+
+def ref_nnls(points: np.ndarray) -> float:
+    x = _unit(points)
+    n, d = x.shape
+    E = np.vstack([x.T, np.ones((1, n))])
+    f = np.zeros(d + 1)
+    f[-1] = 1.0
+    u, _ = nnls(E, f, maxiter=100 * n)
+    if np.linalg.norm(E @ u - f) < 1e-12:
+        return 1.0
+    w = x.T @ (u / u.sum())
+    return float(np.linalg.norm(x - w, axis=1).max())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sets", type=int, default=10_000, help="B, number of sets")
+    p.add_argument("--n", type=int, default=6, help="embeddings per set (clean + m perturbed)")
+    p.add_argument("--d", type=int, default=768, help="embedding dimension")
+    p.add_argument("--ref-sets", type=int, default=300, help="sets timed with each reference")
+    p.add_argument("--repeats", type=int, default=3, help="batched timing: best of this many")
+    p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch default)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="B=1000, 50 reference sets, 1 repeat")
+    args = p.parse_args()
+    if args.quick:
+        args.sets, args.ref_sets, args.repeats = min(args.sets, 1000), min(args.ref_sets, 50), 1
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    B, n, d = args.sets, args.n, args.d
+    X = make_sets(B, n, d, args.seed)
+    print(f"sets B={B}, n={n}, d={d} (float32 input); torch threads={torch.get_num_threads()}")
+
+    divergence_radius(X[:8])  # warm-up (lazy imports, allocator)
+    best = np.inf
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        radius, lower, upper = divergence_radius(X, return_bounds=True)
+        best = min(best, time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    metrics = stability_metrics(X)
+    t_all = time.perf_counter() - t0
+    per_set = best / B
+    print(f"batched divergence_radius: {best:.3f} s for {B} sets ({per_set * 1e6:.1f} us/set)")
+    print(f"batched stability_metrics (radius + R_cs + R_ed + gap): {t_all:.3f} s")
+    print(f"certificate: max(upper - lower) = {np.max(upper - lower):.2e} over all {B} sets; "
+          f"radius mean {radius.mean():.4f}, range [{radius.min():.4f}, {radius.max():.4f}]")
+    assert np.array_equal(metrics["divergence_radius"], radius)
+
+    rng = np.random.default_rng(args.seed + 1)
+    sub = np.sort(rng.choice(B, size=min(args.ref_sets, B), replace=False))
+    for name, fn in (("scipy SLSQP (dual QP)", ref_slsqp), ("scipy NNLS (LDP)", ref_nnls)):
+        t0 = time.perf_counter()
+        ref = np.array([fn(X[b]) for b in sub])
+        t_ref = (time.perf_counter() - t0) / sub.size
+        diff = np.abs(ref - radius[sub]).max()
+        extrap = "" if sub.size == B else f" (timed on {sub.size} random sets, extrapolated to {B})"
+        print(
+            f"{name}: {t_ref * 1e6:.1f} us/set, {t_ref * B:.2f} s for {B} sets{extrap}; "
+            f"speed-up of batched = {t_ref / per_set:.1f}x; max |radius - ref| = {diff:.2e}"
+        )
+
+
+if __name__ == "__main__":
+    main()
