@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 # Rows of (chunk, n, d) float64 materialised at once while building Gram matrices.
-_CHUNK_ELEMENTS = 1 << 22
+_CHUNK_ELEMENTS = 1 << 17
 # Relative duality gap (on G scaled to max diag 1) at which a set counts as solved. Rounding
 # of the gap itself is ~n * 1e-16, and near-duplicate support points (1e-12 apart) leave a
 # floor near 1e-13; the radius gap is at most 2 * radius * tol.
@@ -131,44 +131,50 @@ def _as_tensor(embeddings: Any, name: str) -> torch.Tensor:
     return t
 
 
-def _normalised_chunk(raw: torch.Tensor, start: int, name: str) -> torch.Tensor:
-    """float64 unit vectors for one chunk of sets, with NaN/inf/zero checks."""
-    x = raw.to(torch.float64)
-    finite = torch.isfinite(x).all(dim=-1)
-    if not bool(finite.all()):
-        b, i = (int(v) for v in torch.nonzero(~finite)[0])
-        raise EmbeddingInputError(
-            f"{name}: embedding {i} of set {start + b} contains NaN or inf; "
-            "fix the encoder output (or drop that image) before computing stability"
-        )
-    # Dividing by the largest |component| first keeps the norm free of overflow/underflow.
-    peak = x.abs().amax(dim=-1, keepdim=True)
-    zero = peak[..., 0] == 0
-    if bool(zero.any()):
-        b, i = (int(v) for v in torch.nonzero(zero)[0])
-        raise EmbeddingInputError(
-            f"{name}: embedding {i} of set {start + b} is all zeros and cannot be "
-            "L2-normalised; check the encoder output for that image"
-        )
-    x = x / peak
-    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True)
-
-
-def _centred_gram(embeddings: Any, name: str = "embeddings") -> torch.Tensor:
-    """Gram matrix (B, n, n) float64 of the unit vectors relative to the first one.
+def _centred_chunk(raw: torch.Tensor, start: int, name: str) -> torch.Tensor:
+    """float64 unit vectors of one chunk of sets, minus the set's first one (in place).
 
     Translating by a point of the set leaves the ball's radius unchanged; it keeps every
     entry at the scale of the set's spread (so small radii are not lost to cancellation),
     and makes coinciding embeddings give an exactly zero Gram matrix.
     """
+    x = raw.to(torch.float64, copy=True)
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+    odd = ~torch.isfinite(norm[..., 0]) | (norm[..., 0] == 0)
+    if bool(odd.any()):
+        # NaN/inf, all-zero rows, or a norm that over/underflowed: look at the largest
+        # component to tell them apart, and rescale the rows that are merely extreme.
+        b, i = torch.nonzero(odd, as_tuple=True)
+        peak = x[b, i].abs().amax(dim=-1)
+        for kind, bad in (("contains NaN or inf", ~torch.isfinite(peak)), ("is all zeros", peak == 0)):
+            if bool(bad.any()):
+                k = int(torch.nonzero(bad)[0, 0])
+                fix = (
+                    "fix the encoder output (or drop that image)"
+                    if "NaN" in kind
+                    else "it cannot be L2-normalised; check the encoder output for that image"
+                )
+                raise EmbeddingInputError(
+                    f"{name}: embedding {int(i[k])} of set {start + int(b[k])} {kind}; {fix}"
+                )
+        rows = x[b, i] / peak[:, None]
+        x[b, i] = rows
+        norm[b, i] = torch.linalg.vector_norm(rows, dim=-1, keepdim=True)
+    x.div_(norm)
+    x[:, 1:].sub_(x[:, :1])
+    x[:, 0].zero_()
+    return x
+
+
+def _centred_gram(embeddings: Any, name: str = "embeddings") -> torch.Tensor:
+    """Gram matrix (B, n, n) float64 of the unit vectors relative to each set's first one."""
     raw = _as_tensor(embeddings, name)
     B, n, d = raw.shape
     G = torch.empty((B, n, n), dtype=torch.float64, device=raw.device)
     chunk = max(1, _CHUNK_ELEMENTS // (n * d))
     for start in range(0, B, chunk):
-        x = _normalised_chunk(raw[start : start + chunk], start, name)
-        y = x - x[:, :1, :]
-        G[start : start + chunk] = torch.bmm(y, y.transpose(1, 2))
+        y = _centred_chunk(raw[start : start + chunk], start, name)
+        torch.bmm(y, y.transpose(1, 2), out=G[start : start + chunk])
     return G
 
 

@@ -168,7 +168,11 @@ def load_hf_model(source: str | Path, device: torch.device, name: str) -> HFDual
                     f"{name}: model type {config.model_type!r} is not supported by the hf: backend "
                     f"(supported: {', '.join(sorted(TEXT_RULES))}); wrap it yourself, see backend/models/base.py"
                 )
-            model = _model_class(config.model_type).from_pretrained(where, local_files_only=True)
+            # float32 master weights whatever the checkpoint's dtype: CPU runs need them, and
+            # on CUDA encode_* autocasts to fp16
+            model = _model_class(config.model_type).from_pretrained(
+                where, local_files_only=True, dtype=torch.float32
+            )
             image_processor = AutoImageProcessor.from_pretrained(where, local_files_only=True)
             tokenizer = AutoTokenizer.from_pretrained(where, local_files_only=True)
     except (OSError, ImportError) as e:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,19 +66,20 @@ def cached_hf_file(repo_id: str, filenames: list[str]) -> str | None:
 
 def unavailable(name: str, repo_id: str | None, extra: str = "") -> ModelUnavailableError:
     """The error for weights that are not on this machine, with the ways to get them."""
-    where = f"repository {repo_id!r} is not in the local Hugging Face cache ({hf_cache_dir()})" if repo_id else ""
-    how = [
-        f"run once on a machine with internet: `hf download {repo_id}` (older clients: "
-        f"`huggingface-cli download {repo_id}`) and copy the cache here, or point HF_HOME / "
-        "HF_HUB_CACHE at a cache that holds it"
-        if repo_id
-        else "",
-        "or save the model to a folder and use `local:PATH` (see backend/models/local_backend.py)",
-    ]
     msg = f"weights for model {name!r} are not available offline"
-    msg += f": {where}" if where else ""
-    msg += f"{'; ' + extra if extra else ''}. To get them, " + "; ".join(h for h in how if h) + "."
-    return ModelUnavailableError(msg)
+    if repo_id:
+        msg += f": repository {repo_id!r} is not in the local Hugging Face cache ({hf_cache_dir()})"
+    if extra:
+        msg += f"; {extra}"
+    how = ["save the model to a folder and use `local:PATH` (see backend/models/local_backend.py)"]
+    if repo_id:
+        how.insert(
+            0,
+            f"run once on a machine with internet `hf download {repo_id}` (older clients: "
+            f"`huggingface-cli download {repo_id}`) and copy the cache here, or point HF_HOME / "
+            "HF_HUB_CACHE at a cache that holds it",
+        )
+    return ModelUnavailableError(msg + ". To get them, " + "; or ".join(how) + ".")
 
 
 def as_uint8_nchw(images: np.ndarray | torch.Tensor, name: str) -> torch.Tensor:
@@ -87,7 +89,12 @@ def as_uint8_nchw(images: np.ndarray | torch.Tensor, name: str) -> torch.Tensor:
     does. The result is a channels-last view where possible (no copy for RGB input), which is
     also the layout torchvision's fast uint8 resize kernels want.
     """
-    t = torch.from_numpy(np.ascontiguousarray(images)) if isinstance(images, np.ndarray) else images
+    if isinstance(images, np.ndarray):
+        with warnings.catch_warnings():  # read-only input (e.g. a memmap) is fine: never written
+            warnings.simplefilter("ignore", UserWarning)
+            t = torch.from_numpy(np.ascontiguousarray(images))
+    else:
+        t = images
     if t.dtype != torch.uint8:
         raise UserInputError(
             f"{name}.preprocess expects uint8 images (0-255), got dtype {t.dtype}; "

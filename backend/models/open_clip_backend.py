@@ -42,6 +42,8 @@ from backend.models import register_model
 from backend.models.base import VisionLanguageModel
 from backend.models.hub_common import as_uint8_nchw, autocast_for, cached_hf_file, offline, unavailable, unit_rows
 
+# ViT-L-14/openai and ViT-L-14-quickgelu/openai are the same model here: a tag's QuickGELU
+# flag is always applied (open_clip itself would only warn about the mismatch)
 KNOWN_MODELS: list[str] = [
     "RN50/openai",
     "RN101/openai",
@@ -50,6 +52,7 @@ KNOWN_MODELS: list[str] = [
     "ViT-B-16/openai",
     "ViT-L-14/openai",
     "ViT-L-14-336/openai",
+    "ViT-L-14-quickgelu/openai",
     "ViT-L-14-quickgelu/metaclip_fullcc",
     "ViT-L-14-quickgelu/dfn2b",
     "ViT-B-32/laion2b_s34b_b79k",

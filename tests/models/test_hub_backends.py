@@ -416,7 +416,7 @@ def test_hf_models_load_encode_and_match_transformers(family: str, hf_dirs: dict
 
 def test_hf_logit_scales_are_the_models(hf_dirs: dict[str, Path]) -> None:
     clip, siglip, align = (create_model(f"hf:{hf_dirs[f]}", device="cpu") for f in ("clip", "siglip", "align"))
-    assert clip.logit_scale == pytest.approx(float(clip.model.logit_scale.exp()))
+    assert clip.logit_scale == pytest.approx(clip.model.logit_scale.exp().item())
     assert siglip.logit_scale == pytest.approx(10.0, rel=1e-5)
     assert siglip.logit_bias == pytest.approx(-3.0)
     assert align.logit_scale == pytest.approx(1 / 0.05, rel=1e-5)
