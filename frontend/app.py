@@ -19,14 +19,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import streamlit as st  # noqa: E402
 
-_PAGES = Path(__file__).resolve().parent / "pages"
+_VIEWS = Path(__file__).resolve().parent / "views"
 
 st.set_page_config(page_title="domainbench", page_icon=":material/science:", layout="wide")
 nav = st.navigation(
     [
-        st.Page(str(_PAGES / "runs.py"), title="Runs", icon=":material/list:", default=True),
-        st.Page(str(_PAGES / "compare.py"), title="Compare", icon=":material/bar_chart:"),
-        st.Page(str(_PAGES / "new_domain.py"), title="New domain", icon=":material/add_circle:"),
+        st.Page(str(_VIEWS / "runs.py"), title="Runs", icon=":material/list:", default=True),
+        st.Page(str(_VIEWS / "compare.py"), title="Compare", icon=":material/bar_chart:"),
+        st.Page(str(_VIEWS / "new_domain.py"), title="New domain", icon=":material/add_circle:"),
     ]
 )
 nav.run()

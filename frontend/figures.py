@@ -123,7 +123,7 @@ def lfp_heatmap(summary: Mapping[str, Any]) -> go.Figure:
     )
     fig.update_layout(title="label flip probability (%): share of predictions that change under the corruption",
                       xaxis_title="corruption, severity", yaxis_title="model",
-                      height=160 + 40 * len(models))
+                      yaxis={"autorange": "reversed"}, height=max(300, 160 + 40 * len(models)))
     return fig
 
 

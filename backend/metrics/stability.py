@@ -52,6 +52,8 @@ _CHUNK_ELEMENTS = 1 << 17
 # of the gap itself is ~n * 1e-16, and near-duplicate support points (1e-12 apart) leave a
 # floor near 1e-13; the radius gap is at most 2 * radius * tol.
 _DEFAULT_TOL = 1e-12
+# Sets of at most this many points (in d >= n - 1) start the active set on all points.
+_FULL_START_MAX_N = 16
 # Rounds (active-set passes + Frank-Wolfe steps) without a 10% smaller gap before giving up.
 _STALL_ROUNDS = 6
 # Eigenvalues of the scaled KKT matrix below this (relative) are treated as exact zeros.
@@ -132,7 +134,7 @@ def _as_tensor(embeddings: Any, name: str) -> torch.Tensor:
 
 
 def _centred_chunk(raw: torch.Tensor, start: int, name: str) -> torch.Tensor:
-    """float64 unit vectors of one chunk of sets, minus the set's first one (in place).
+    """float64 unit vectors 1..n-1 of one chunk of sets, minus the set's first one.
 
     Translating by a point of the set leaves the ball's radius unchanged; it keeps every
     entry at the scale of the set's spread (so small radii are not lost to cancellation),
@@ -160,10 +162,8 @@ def _centred_chunk(raw: torch.Tensor, start: int, name: str) -> torch.Tensor:
         rows = x[b, i] / peak[:, None]
         x[b, i] = rows
         norm[b, i] = torch.linalg.vector_norm(rows, dim=-1, keepdim=True)
-    x.div_(norm)
-    x[:, 1:].sub_(x[:, :1])
-    x[:, 0].zero_()
-    return x
+    x.mul_(norm.reciprocal_())
+    return x[:, 1:] - x[:, :1]
 
 
 def _centred_gram(embeddings: Any, name: str = "embeddings") -> torch.Tensor:
@@ -172,10 +172,18 @@ def _centred_gram(embeddings: Any, name: str = "embeddings") -> torch.Tensor:
     B, n, d = raw.shape
     G = torch.empty((B, n, n), dtype=torch.float64, device=raw.device)
     chunk = max(1, _CHUNK_ELEMENTS // (n * d))
+    # Row and column 0 (the first point minus itself) stay exactly zero.
+    G[:, 0, :] = 0.0
+    G[:, :, 0] = 0.0
     for start in range(0, B, chunk):
         y = _centred_chunk(raw[start : start + chunk], start, name)
-        torch.bmm(y, y.transpose(1, 2), out=G[start : start + chunk])
+        G[start : start + chunk, 1:, 1:] = torch.bmm(y, y.transpose(1, 2))
     return G
+
+
+def _full_start(embeddings: Any, n: int) -> bool:
+    d = int(embeddings.shape[-1]) if hasattr(embeddings, "shape") else 0
+    return n <= _FULL_START_MAX_N and n <= d + 1
 
 
 def _pairwise_sq_dist(G: torch.Tensor) -> torch.Tensor:
@@ -318,9 +326,17 @@ def _active_set(
 
 
 def _solve(
-    G: torch.Tensor, tol: float, max_iter: int, passes: int | None = None
+    G: torch.Tensor,
+    tol: float,
+    max_iter: int,
+    passes: int | None = None,
+    full_start: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
-    """Solve the dual QP for every set. Returns (L, U, a, converged, iterations) unscaled."""
+    """Solve the dual QP for every set. Returns (L, U, a, converged, iterations) unscaled.
+
+    ``full_start``: begin the active-set passes on all points (worth it for a few points in
+    more dimensions than points), else on the diametral pair.
+    """
     B, n, _ = G.shape
     dev, dt = G.device, G.dtype
     g_raw = torch.diagonal(G, dim1=1, dim2=2)
@@ -336,6 +352,11 @@ def _solve(
     half = torch.full((B, 1), 0.5, dtype=dt, device=dev)
     a.scatter_add_(1, (flat // n)[:, None], half)
     a.scatter_add_(1, (flat % n)[:, None], half)
+    if full_start:
+        # Few points in general position usually all lie on the ball: one KKT solve on the
+        # full set then finishes most sets (the pair stays where it is already optimal).
+        _, _, gap0 = _grad_gap(Gs, gs, a)
+        a = torch.where((gap0 > tol)[:, None], torch.full_like(a, 1.0 / n), a)
 
     a_out = a.clone()
     gap_out = torch.full((B,), float("inf"), dtype=dt, device=dev)
@@ -398,7 +419,9 @@ def enclosing_ball(
     if G.shape[0] == 0:
         empty = np.zeros(0)
         return EnclosingBall(empty, empty, empty, np.zeros((0, G.shape[1])), np.zeros(0, bool), 0)
-    L, U, a, converged, its = _solve(G, tol, max_iter, active_set_passes)
+    L, U, a, converged, its = _solve(
+        G, tol, max_iter, active_set_passes, _full_start(embeddings, G.shape[1])
+    )
     lower = L.sqrt().clamp(0.0, 1.0)
     # The unit ball at the origin encloses every unit vector: 1 is always a valid upper bound.
     upper = torch.maximum(U.sqrt().clamp(max=1.0), lower)
@@ -469,7 +492,9 @@ def stability_metrics(embeddings: Any, clean: Any | None = None) -> dict[str, np
     if G.shape[0] == 0:
         empty = np.zeros(0)
         return {"divergence_radius": empty, "cosine": empty, "euclidean": empty, "gap": empty}
-    L, U, _, converged, _ = _solve(G, _DEFAULT_TOL, 20_000)
+    L, U, _, converged, _ = _solve(
+        G, _DEFAULT_TOL, 20_000, full_start=_full_start(embeddings, G.shape[1])
+    )
     lower = L.sqrt().clamp(0.0, 1.0)
     upper = torch.maximum(U.sqrt().clamp(max=1.0), lower)
     cos = _cosine_from_gram(G)

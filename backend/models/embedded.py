@@ -87,7 +87,8 @@ def to_gray_resized(images: np.ndarray, size: int) -> torch.Tensor:
         )
     if arr.shape[1] == 0 or arr.shape[2] == 0:
         raise UserInputError(f"images have shape {arr.shape}: height and width must be at least 1 pixel")
-    x = torch.from_numpy(np.ascontiguousarray(arr))
+    # np.frombuffer / memory-mapped inputs are read-only, which torch.from_numpy warns about
+    x = torch.from_numpy(arr.copy() if not arr.flags.writeable else np.ascontiguousarray(arr))
     if x.ndim == 4 and x.shape[-1] == 3:
         rgb = x.to(torch.int32)
         r, g, b = _LUMA_FIXED

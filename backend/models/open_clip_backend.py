@@ -297,8 +297,12 @@ def load_open_clip(spec: str, device: torch.device) -> OpenClipModel:
         raise _unknown_tag(arch, tag)
     ckpt, repo_id = _cached_tag_weights(pcfg)
     if ckpt is None:
-        extra = f"nor is {os.path.basename(pcfg['url'])} in {URL_CACHE_DIR}" if pcfg.get("url") else ""
-        raise unavailable(name, repo_id, extra=extra)
+        notes = [f"{os.path.basename(pcfg['url'])} is not in {URL_CACHE_DIR} either"] if pcfg.get("url") else []
+        notes.append(
+            f"open_clip fetches them when run with internet: python -c \"import open_clip; "
+            f"open_clip.create_model('{arch}', pretrained='{tag}')\""
+        )
+        raise unavailable(name, repo_id, extra="; ".join(notes))
     # the tag's training setup, which open_clip would only warn about if ARCH disagreed
     pp = {k: pcfg[k] for k in _PREPROCESS_KEYS if k in pcfg}
     return _build(

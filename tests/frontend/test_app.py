@@ -21,7 +21,7 @@ LIVE = "20250103-000000-live-1234"
 def app(page: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60).run()
     if page:
-        at.switch_page(f"pages/{page}.py").run()
+        at.switch_page(f"views/{page}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 

@@ -8,30 +8,24 @@ transformers' PIL-backend image processors and ``get_*_features`` on hand-tokeni
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
 import numpy as np
+import open_clip
 import pytest
 import torch
+import transformers
+from open_clip import transform as oc_transform
 from PIL import Image
 
-open_clip = pytest.importorskip("open_clip")
-transformers = pytest.importorskip("transformers")
-from open_clip import transform as oc_transform  # noqa: E402
+from backend.errors import ModelUnavailableError, UserInputError
+from backend.models import build_classifier, create_model, list_models
+from backend.models import open_clip_backend as ocb
+from backend.models.hf_backend import HFDualEncoder
 
-from backend.errors import ModelUnavailableError, UserInputError  # noqa: E402
-from backend.models import build_classifier, create_model, list_models  # noqa: E402
-from backend.models import open_clip_backend as ocb  # noqa: E402
-from backend.models.hf_backend import HFDualEncoder  # noqa: E402
-
-CPU = torch.device("cpu")
 TEMPLATES = ("a photo of a {}.", "a blurry photo of the {}.")
 CLASSES = ("cat", "dog", "car")
 # PIL and torchvision's uint8 resize kernels round differently by at most one grey level;

@@ -61,8 +61,11 @@ def main() -> None:
         label, lower_better = data.COMPARE_METRICS[metric]
         st.plotly_chart(figures.compare_bars(frame, metric, label), width="stretch")
         st.caption(f"{label}: {'lower' if lower_better else 'higher'} is better.")
+        pct = metric in ("acc", "mean_corrupted_acc", "safe_acc")
         pivot = frame.pivot_table(index="model", columns="domain", values=metric, aggfunc="first", dropna=False)
-        st.dataframe(pivot, width="stretch")
+        pivot = pivot * 100.0 if pct else pivot
+        st.dataframe(pivot, width="stretch", column_config={
+            c: st.column_config.NumberColumn(c, format="%.1f %%" if pct else "%.3f") for c in pivot.columns})
         with st.expander("all numbers"):
             st.dataframe(frame.drop(columns=["domain_text"]), hide_index=True, width="stretch")
             st.download_button("Download as CSV", frame.to_csv(index=False), file_name="domainbench-compare.csv",
