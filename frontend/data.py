@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -492,6 +493,8 @@ def launch_run(cfg: Any, command: list[str], config_path: Path) -> Launch:
             command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,  # a UI restart must not kill the run
         )
+    # reap the child when it ends, even if no page ever asks again (no zombie processes)
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
     return Launch(pid=proc.pid, log_path=log_path, config_path=config_path, domain=cfg.domain,
                   started_at=started, command=command, process=proc)
 

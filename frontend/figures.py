@@ -97,6 +97,7 @@ def severity_lines(summary: Mapping[str, Any], metric: str = "accuracy", columns
     if n_traces == 0:
         return _empty(f"{label} vs severity", "not applicable: the dataset is unlabelled" if metric == "accuracy" else "no values")
     fig.update_xaxes(title_text="severity", tick0=0, dtick=1)
+    fig.update_yaxes(matches="y")  # one scale for every panel, so corruptions compare at a glance
     fig.update_yaxes(title_text=label, col=1)
     fig.update_layout(title=f"{label} vs severity (0 = clean)", height=260 * rows + 80, margin={"t": 80},
                       legend={"title": {"text": "model"}})

@@ -11,14 +11,19 @@ The MEB is solved exactly as the dual convex QP on the centred Gram matrix G (fl
 
     r^2 = max_{a in simplex}  f(a) = sum_i a_i G_ii - a^T G a,      centre c = sum_i a_i y_i,
 
-batched over B sets at once. Any a in the simplex certifies the radius from both sides:
-f(a) <= r^2 (weak duality) and max_i ||y_i - c(a)||^2 >= r^2 (the ball at c(a) encloses
-every point); their difference is the Frank-Wolfe gap  max_i grad_i - a . grad  with
-grad = diag(G) - 2 G a. We run pairwise Frank-Wolfe with exact line search (linear
-convergence on this problem) and, every few rounds, polish by solving the KKT system on the
-current support with a minimum-norm (pseudo-inverse) correction, which stays valid when the
-support is affinely dependent (duplicate points, many points on one great circle). A set
-is finished when its relative gap is below ``tol``.
+batched over B sets at once (torch; on the GPU when the input is a CUDA tensor). Any a in
+the simplex certifies the radius from both sides: f(a) <= r^2 (weak duality) and
+max_i ||y_i - c(a)||^2 >= r^2 (the ball at c(a) encloses every point); their difference is
+the Frank-Wolfe gap  max_i grad_i - a . grad  with grad = diag(G) - 2 G a.
+
+The solver alternates two batched phases until every set's relative gap is below ``tol``:
+- primal active-set passes: solve the KKT system on the current face (LU; a minimum-norm
+  pseudo-inverse solve where the face is affinely dependent, as with duplicate points or
+  many points on one great circle), step towards it as far as the weights stay >= 0, drop
+  the weight that hit zero or add the most violated point. For the usual few points in
+  general position this finishes in one to a few exact solves;
+- pairwise Frank-Wolfe steps with exact line search (linear convergence on this problem)
+  where the passes stall, moving the iterate so that the next passes see the right face.
 
 Welzl-style recursion is deliberately not used: it is exponential in the number of support
 points and breaks on duplicates.
@@ -46,7 +51,8 @@ __all__ = [
     "stability_metrics",
 ]
 
-# Rows of (chunk, n, d) float64 materialised at once while building Gram matrices.
+# Elements of (chunk, n, d) float64 materialised at once while building Gram matrices
+# (about 1 MiB: the normalise/centre passes stay in cache).
 _CHUNK_ELEMENTS = 1 << 17
 # Relative duality gap (on G scaled to max diag 1) at which a set counts as solved. Rounding
 # of the gap itself is ~n * 1e-16, and near-duplicate support points (1e-12 apart) leave a
@@ -256,12 +262,6 @@ def _kkt_polish(
     return (a + sol[:, :n]) * s
 
 
-def _project_simplex_clip(a: torch.Tensor) -> torch.Tensor:
-    a = a.clamp_min(0.0)
-    total = a.sum(dim=1, keepdim=True)
-    return torch.where(total > 0, a / total.clamp_min(1e-300), torch.full_like(a, 1.0 / a.shape[1]))
-
-
 def _objective(G: torch.Tensor, g: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     Ga = torch.bmm(G, a[:, :, None])[:, :, 0]
     return (a * (g - Ga)).sum(dim=1)
@@ -428,8 +428,9 @@ def enclosing_ball(
     conv = _to_numpy(converged).astype(bool)
     if not conv.all():
         warnings.warn(
-            f"divergence_radius: {int((~conv).sum())} set(s) stopped at max_iter={max_iter} "
-            "before the duality gap reached tol; their lower/upper bounds are still valid",
+            f"divergence_radius: {int((~conv).sum())} set(s) stopped before the duality gap "
+            f"reached tol={tol:g} (max_iter={max_iter} reached, or no progress left in float64); "
+            "their lower/upper bounds are still valid",
             RuntimeWarning,
             stacklevel=2,
         )

@@ -6,6 +6,7 @@ Pure functions on per-image arrays for one (model, corruption):
   DivergenceRadius (the paper's Figures 5-6, as bins);
 - ``fit_accuracy_regression``: a linear regression ACC_p ~ robustness fitted on one half of
   the images and evaluated (mean squared error) on the other half (Figures 10-11);
+- ``mean_by_corruption``: run-level means per corruption (Figure 4);
 - ``drop_robustness_correlation``: across corruptions, the Pearson correlation between the
   accuracy drop (ACC - mean ACC_p) and the mean robustness value (Table 7).
 
@@ -35,6 +36,7 @@ __all__ = [
     "drop_robustness_correlation",
     "fit_accuracy_regression",
     "fit_accuracy_regression_per_corruption",
+    "mean_by_corruption",
 ]
 
 
@@ -187,6 +189,14 @@ def fit_accuracy_regression_per_corruption(
     x, y = _paired(robustness, accuracy, "robustness", "accuracy")
     labels, names = _groups(corruption, x.size)
     return {str(c): fit_accuracy_regression(x[labels == c], y[labels == c], seed) for c in names}
+
+
+def mean_by_corruption(values: Any, corruption: Any) -> dict[str, float]:
+    """Mean of a per-image value (a robustness metric, ACC_p) for each corruption name, in
+    first-seen order: the run-level numbers of the paper's Figure 4 and Table 7 inputs."""
+    v = _vector(values, "values")
+    labels, names = _groups(corruption, v.size)
+    return {str(c): float(v[labels == c].mean()) for c in names}
 
 
 def _aligned(

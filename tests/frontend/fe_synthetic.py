@@ -52,7 +52,8 @@ def domain_doc(text: str = "night-time dash-cam footage in the rain") -> dict[st
 def populate(
     store: Store, run_id: str = "20250101-000000-night-abcd", status: str = "done", shards: int = 2,
     models: list[str] | None = None, created_at: str = "2025-01-01T00:00:00+00:00",
-    domain: str = "night-time dash-cam footage in the rain", skip_cells: int = 0,
+    domain: str = "night-time dash-cam footage in the rain", skip_cells: int = 0, labelled: bool = True,
+    error: str | None = None,
 ) -> dict[str, Any]:
     """Write run, units, threat and stability documents; ``skip_cells`` leaves the last cells out (a partial run)."""
     models = models or list(MODELS)
@@ -60,10 +61,13 @@ def populate(
     run = {
         "run_id": run_id, "domain_id": "d" + run_id[-4:], "domain": dom, "status": status, "created_at": created_at,
         "config": {"models": models, "dataset": "sample", "baseline": None, "limit": 60, "seed": 0},
-        "dataset": {"name": "sample[:60]", "size": PER_CLASS * len(CLASSES) * shards, "classes": CLASSES, "labelled": True},
+        "dataset": {"name": "sample[:60]", "size": PER_CLASS * len(CLASSES) * shards, "classes": CLASSES,
+                    "labelled": labelled},
         "environment": {"device": "cpu", "gpu": None},
-        "threat_reference": 2.4,
+        "threat_reference": 2.4 if labelled else None,
     }
+    if error:
+        run["error"] = error
     store.put_run(run)
     store.put_domain({"domain_id": run["domain_id"], "created_at": created_at, **dom})
     cells = [("clean", 0)] + [(c, s) for c, sevs in CORRUPTIONS.items() for s in sevs]
@@ -77,7 +81,7 @@ def populate(
             for shard in range(shards):
                 units.append({
                     "run_id": run_id, "model": m, "corruption": corr, "severity": sev, "shard": shard, "n": n,
-                    "confusion": confusion(k), "flips": 0 if corr == "clean" else (CLEAN_CORRECT[m] - k) * len(CLASSES),
+                    "confusion": confusion(k) if labelled else None, "flips": 0 if corr == "clean" else (CLEAN_CORRECT[m] - k) * len(CLASSES),
                     "n_unreadable": 0, "params": {}, "seed": 0, "classes": CLASSES,
                 })
     store.upsert_many("units", units)
@@ -90,7 +94,8 @@ def populate(
         for shard in range(shards):
             threat.append({"run_id": run_id, "corruption": corr, "severity": sev, "shard": shard, "n": n,
                            "sum": mean * n, "sum_sq": mean**2 * n, "n_above_1": n if mean > 1 else 0, "max": mean})
-    store.upsert_many("threat", threat)
+    if labelled:  # the PD threat needs labels (anchors of other classes)
+        store.upsert_many("threat", threat)
     rng = np.random.default_rng(0)
     stab = []
     for m in models:

@@ -140,3 +140,27 @@ def test_new_domain_planner_errors_are_shown(store: Store, monkeypatch: pytest.M
     at.button[0].click().run()
     assert not at.exception
     assert "description is empty" in texts(at.error)
+
+
+def test_unlabelled_run_shows_flips_instead_of_accuracy(store: Store) -> None:
+    import fe_synthetic as syn
+
+    syn.populate(store, run_id="r-unlabelled", labelled=False)
+    at = app()
+    assert not at.error
+    info = texts(at.info)
+    assert "unlabelled" in info and "PD threat was not measured" in info
+    t = summary_table(at).set_index("model")
+    assert t["clean acc %"].isna().all() and t["mCE"].isna().all()  # not applicable, never 0
+    assert t.loc["embedded:weak", "mFR"] == pytest.approx(2.0)
+
+
+def test_failed_run_shows_its_error_and_the_resume_hint(store: Store) -> None:
+    import fe_synthetic as syn
+
+    syn.populate(store, run_id="r-failed", status="failed", skip_cells=3, error="ModelOutputError: NaN embeddings")
+    at = app()
+    assert not at.exception
+    err = texts(at.error)
+    assert "NaN embeddings" in err and "--resume r-failed" in err
+    assert "Partial results" in texts(at.warning)

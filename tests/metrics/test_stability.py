@@ -192,6 +192,29 @@ def test_weights_satisfy_the_kkt_conditions() -> None:
     assert np.all(np.abs(dist - ball.radius[:, None])[on] < 1e-9)
 
 
+@pytest.mark.parametrize("passes", [0, 1, 2])
+def test_frank_wolfe_path_reaches_the_same_radius(passes: int) -> None:
+    """With few or no active-set passes between them, Frank-Wolfe steps do the work."""
+    rng = np.random.default_rng(8)
+    X = np.concatenate([clustered(rng, 4, 12, 30, 0.5), great_circle(rng, 2, 12, 30, 2.5)])
+    ball = enclosing_ball(X, active_set_passes=passes, tol=1e-10)
+    ref = np.array([meb_nnls(x) for x in X])
+    assert ball.iterations > 0
+    np.testing.assert_allclose(ball.radius, ref, rtol=0, atol=1e-9)
+    assert np.all(ball.gap < 1e-10)
+
+
+def test_certificate_stays_valid_when_stopped_early() -> None:
+    rng = np.random.default_rng(9)
+    X = sphere(rng, 6, 20, 40)
+    with pytest.warns(RuntimeWarning, match="still valid"):
+        ball = enclosing_ball(X, active_set_passes=0, max_iter=3)
+    ref = np.array([meb_nnls(x) for x in X])
+    assert not ball.converged.all()
+    assert np.all(ball.lower <= ref + 1e-12) and np.all(ref <= ball.upper + 1e-12)
+    assert np.all(ball.gap > 1e-6)  # really unfinished: the bounds are not trivially tight
+
+
 def test_batching_does_not_change_results() -> None:
     rng = np.random.default_rng(3)
     X = np.concatenate([clustered(rng, 5, 6, 32, 0.2), sphere(rng, 5, 6, 32)])

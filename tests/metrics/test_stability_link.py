@@ -14,6 +14,7 @@ from backend.metrics.stability_link import (
     drop_robustness_correlation,
     fit_accuracy_regression,
     fit_accuracy_regression_per_corruption,
+    mean_by_corruption,
 )
 
 
@@ -112,6 +113,21 @@ def test_pearson_of_drop_and_robustness() -> None:
         dict(zip(names, drop)), dict(reversed(list(zip(names, radius))))
     )
     assert by_name is not None and by_name.r == pytest.approx(res.r, abs=1e-12)
+
+
+def test_means_per_corruption_feed_the_correlation() -> None:
+    rng = np.random.default_rng(4)
+    names = rng.choice(["jpeg", "fog", "glass", "noise"], size=400)
+    radius = rng.gamma(2.0, 0.05, size=400)
+    acc_p = np.clip(0.9 - radius, 0, 1)
+    means = mean_by_corruption(radius, names)
+    assert list(means) == list(dict.fromkeys(names.tolist()))
+    for c, m in means.items():
+        assert m == pytest.approx(radius[names == c].mean(), abs=1e-15)
+    drop = {c: 0.95 - a for c, a in mean_by_corruption(acc_p, names).items()}
+    res = drop_robustness_correlation(drop, means)
+    # drop = 0.05 + mean radius exactly: a perfect positive correlation.
+    assert res is not None and res.r == pytest.approx(1.0, abs=1e-9)
 
 
 def test_pearson_undefined_is_none() -> None:
