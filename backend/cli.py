@@ -188,6 +188,7 @@ def run(
     corruptions_module: Annotated[Optional[list[str]], typer.Option("--corruptions-module", help="Import a module that registers extra corruptions.")] = None,
     stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from backend.config import RunConfig, load_domain, load_run
@@ -213,7 +214,7 @@ def run(
                 "stability": stability, "threat": threat,
             }
             cfg = RunConfig.model_validate(base.model_dump() | {k: v for k, v in overrides.items() if v is not None})
-            run_id = engine.start(domain, cfg)
+            run_id = engine.start(domain, cfg, run_id=run_id)
     s = engine.stats
     _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")

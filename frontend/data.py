@@ -454,7 +454,7 @@ def _now() -> str:
 
 def launch_command(
     config_path: Path, models: list[str], dataset: str, limit: int | None, baseline: str | None = None,
-    device: str | None = None, stability: bool = True, threat: bool = True,
+    device: str | None = None, stability: bool = True, threat: bool = True, run_id: str | None = None,
 ) -> list[str]:
     if not models:
         raise UserInputError("choose at least one model to evaluate")
@@ -476,6 +476,8 @@ def launch_command(
         cmd.append("--no-stability")
     if not threat:
         cmd.append("--no-threat")
+    if run_id:
+        cmd += ["--run-id", run_id]
     return cmd
 
 
@@ -501,6 +503,9 @@ def launch_run(cfg: Any, command: list[str], config_path: Path) -> Launch:
 
 def launched_run(store: Store, launch: Launch) -> dict[str, Any] | None:
     """The run document the launched process created, once it exists."""
+    run_id = launch.command[launch.command.index("--run-id") + 1] if "--run-id" in launch.command else None
+    if run_id:
+        return store.get_run(run_id)
     for r in store.list_runs():
         if r.get("domain", {}).get("domain") == launch.domain and r.get("created_at", "") >= launch.started_at:
             return r

@@ -197,13 +197,19 @@ class Engine:
         self.classes: list[str] = []
 
     # -- public entry points ----------------------------------------------------------
-    def start(self, domain: DomainConfig, cfg: RunConfig) -> str:
-        """Validate everything, then create the run and evaluate it. Returns the run id."""
+    def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
+        """Validate everything, then create the run and evaluate it. Returns the run id.
+
+        ``run_id`` lets a caller that launches the run in the background (the UI) know its
+        id up front; by default one is made from the time and the domain text.
+        """
+        if run_id is not None and (not run_id.strip() or self.store.get_run(run_id) is not None):
+            raise UserInputError(f"run id {run_id!r} is empty or already used; choose another or resume it with --resume")
         domain.check_catalogue()
         ds = open_run_dataset(cfg)
         models = load_models(cfg, ds.classes, self.events)
         # nothing is written before every input is known to be good
-        run_id = new_run_id(domain.domain)
+        run_id = run_id or new_run_id(domain.domain)
         did = domain_id(domain)
         self.store.put_domain({"domain_id": did, "created_at": _now(), **domain.model_dump(mode="json")})
         self.store.put_run(

@@ -113,8 +113,10 @@ def launch_form(cfg: Any, path: str) -> None:
         return
     chosen = models + [m.strip() for m in extra.split(",") if m.strip() and m.strip() not in models]
     try:
+        from backend.engine.runner import new_run_id
+
         cmd = data.launch_command(Path(path), chosen, dataset, int(limit) or None, device=device,
-                                  stability=stability, threat=threat)
+                                  stability=stability, threat=threat, run_id=new_run_id(cfg.domain))
         launch = data.launch_run(cfg, cmd, Path(path))
     except Exception as e:
         st.error(f"Could not start the run — {error_text(e)}")

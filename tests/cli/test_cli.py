@@ -107,9 +107,13 @@ def test_unreadable_image_is_reported_and_counted(home: Path, tmp_path: Path, ca
 
 def test_plan_show_export_ls(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     cfg = save(DOMAIN, tmp_path / "domain.toml")
-    code, _, err = cli(["run", str(cfg), "--models", "fake:a,fake:b", "--limit", "30", "--no-stability", "--workers", "0"], capsys, monkeypatch)
+    args = ["run", str(cfg), "--models", "fake:a,fake:b", "--limit", "30", "--no-stability", "--workers", "0", "--run-id", "my-run"]
+    code, _, err = cli(args, capsys, monkeypatch)
     assert code == 0, err
     run_id = open_store().list_runs()[0]["run_id"]
+    assert run_id == "my-run"
+    code, _, err = cli(args, capsys, monkeypatch)  # the id is taken: refuse, keep the stored run
+    assert code == 2 and "already used" in err and len(open_store().list_runs()) == 1
     code, out, _ = cli(["show", run_id, "--baseline", "fake:b"], capsys, monkeypatch)
     assert code == 0 and "fake:a" in out and "baseline fake:b" in out
     code, out, _ = cli(["export", run_id, "--format", "csv"], capsys, monkeypatch)

@@ -175,6 +175,11 @@ def test_arc_of_great_circle_has_closed_form_radius(d: int) -> None:
         np.testing.assert_allclose(divergence_radius(X), np.sin(arc / 2), rtol=0, atol=1e-12)
     X = great_circle(rng, 3, 17, d, 4.0)
     np.testing.assert_allclose(divergence_radius(X), 1.0, rtol=0, atol=1e-12)
+    # Tiny spreads keep their relative accuracy (the Gram matrix is centred on a point).
+    for arc in [1e-6, 1e-4]:
+        X = great_circle(rng, 3, 9, d, arc)
+        np.testing.assert_allclose(divergence_radius(X), np.sin(arc / 2), rtol=1e-8)
+        np.testing.assert_allclose(cosine_robustness(X), np.sin(arc / 2) ** 2, rtol=1e-8)
 
 
 def test_weights_satisfy_the_kkt_conditions() -> None:
