@@ -6,7 +6,7 @@ for batches of 32 (``corruptions.corrupt_batch``), and images/s of a per-image l
 albumentations has no equivalent). Ratios > 1 mean domainbench is faster. Any corruption slower
 than 50 ms per image is flagged.
 
-    python benchmarks/corruptions.py [--quick] [--only NAME ...]
+    python benchmarks/corruption_throughput.py [--quick] [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -14,12 +14,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-
-# This file is itself named corruptions.py: keep its folder off sys.path so `import corruptions`
-# finds the package (repository root first).
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
-sys.path.insert(0, str(_HERE.parent))
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
