@@ -12,8 +12,6 @@ than 50 ms per image is flagged.
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"

@@ -9,7 +9,7 @@ import streamlit as st
 
 from backend.store import Store
 from frontend import data, figures
-from frontend.ui import DEMO_HINT, fmt, get_store, guard, sidebar_store, status_badge
+from frontend.ui import DEMO_HINT, get_store, guard, sidebar_store, status_badge
 
 
 @st.cache_data(show_spinner="computing the summary from stored statistics…", max_entries=64)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 
 import numpy as np

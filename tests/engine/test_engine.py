@@ -18,7 +18,6 @@ from backend.engine.summary import build_summary
 from backend.errors import UserInputError
 from backend.models import build_classifier, create_model
 from backend.store import open_store
-from backend.store.sqlite_store import SQLiteStore
 
 DOMAIN = DomainConfig(
     domain="test domain",
