@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing as mp
 import os
 import platform
 import time
@@ -255,7 +256,8 @@ class Engine:
             self.events.message("PD threat skipped: it needs labelled images (anchors of other classes)")
 
         workers = auto_workers() if cfg.workers is None else cfg.workers
-        pool = ProcessPoolExecutor(workers, initializer=_init_worker) if workers > 0 else None
+        # spawn, not fork: forking a process whose torch/OpenMP threads are running can deadlock
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_init_worker) if workers > 0 else None
         try:
             pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
             self.stats.skipped_units = len(done)

@@ -201,3 +201,17 @@ def test_stability_link_joins_radius_with_per_image_accuracy(home: Path) -> None
     assert per["gaussian_noise"]["n_images"] == len(idx) == 20 + 20 + 10  # shards of 25, 25, 10 images
     assert per["gaussian_noise"]["accuracy_perturbed"] == pytest.approx(np.mean([np.mean(preds[i]) for i in idx]))
     assert sum(b["count"] for b in per["gaussian_noise"]["bins"]) == len(idx)
+
+
+def test_worker_processes_give_the_same_pixels_as_in_process(home: Path) -> None:
+    store = open_store()
+    inline = Engine(store).start(DOMAIN, cfg(workers=0, stability_images=4))
+    pooled_engine = Engine(store)
+    pooled = pooled_engine.start(DOMAIN, cfg(workers=2, stability_images=4))
+    key = lambda u: (u["model"], u["corruption"], u["severity"], u["shard"])  # noqa: E731
+    a = {key(u): (u["preds"], u["confusion"], u["flips"]) for u in store.units(inline)}
+    b = {key(u): (u["preds"], u["confusion"], u["flips"]) for u in store.units(pooled)}
+    assert a == b and len(a) == 3 * 5
+    sa = {(d["corruption"], d["shard"]): d["divergence_radius"] for d in store.find("stability", run_id=inline)}
+    sb = {(d["corruption"], d["shard"]): d["divergence_radius"] for d in store.find("stability", run_id=pooled)}
+    assert sa.keys() == sb.keys() and all(np.allclose(sa[k], sb[k], atol=1e-12) for k in sa)
