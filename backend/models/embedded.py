@@ -160,7 +160,7 @@ class EmbeddedModel(VisionLanguageModel):
             )
         with safe_open(str(path), framework="pt") as f:
             meta = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not iterable)
         try:
             self.metadata: dict[str, Any] = json.loads(meta["domainbench"])
             self.config = TowerConfig.model_validate(self.metadata["config"])

@@ -41,6 +41,11 @@ def read_idx(path: Path) -> np.ndarray:
 
 def load_split(split: str, source: Path = DEBIAN_DIR) -> tuple[np.ndarray, np.ndarray]:
     """``split`` is "train" or "t10k"; returns uint8 images (N, 28, 28) and int64 labels (N,)."""
+    if not (source / f"{split}-images-idx3-ubyte.gz").is_file():
+        raise FileNotFoundError(
+            f"Fashion-MNIST {split} files not found in {source}: install the Debian package "
+            "dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or pass --source DIR"
+        )
     images = read_idx(source / f"{split}-images-idx3-ubyte.gz")
     labels = read_idx(source / f"{split}-labels-idx1-ubyte.gz").astype(np.int64)
     if len(images) != len(labels):
