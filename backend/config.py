@@ -123,9 +123,10 @@ class RunConfig(_Strict):
 
 
 def _drop_none(obj: Any) -> Any:
-    # TOML has no null; None fields are left out and come back as their defaults.
+    # TOML has no null; None fields (and empty tables, whose default is empty) are left out
+    # and come back as their defaults.
     if isinstance(obj, dict):
-        return {k: _drop_none(v) for k, v in obj.items() if v is not None}
+        return {k: _drop_none(v) for k, v in obj.items() if v is not None and v != {}}
     if isinstance(obj, list):
         return [_drop_none(v) for v in obj]
     return obj
