@@ -16,6 +16,7 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # albumentations phones 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never hang on a hub that cannot be reached
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -189,6 +190,7 @@ def run(
     stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
+    template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from backend.config import RunConfig, load_domain, load_run
@@ -211,9 +213,15 @@ def run(
             overrides = {
                 "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
                 "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
-                "stability": stability, "threat": threat,
+                "stability": stability, "threat": threat, "templates": template,
             }
-            cfg = RunConfig.model_validate(base.model_dump() | {k: v for k, v in overrides.items() if v is not None})
+            try:
+                cfg = RunConfig.model_validate(base.model_dump() | {k: v for k, v in overrides.items() if v is not None})
+            except ValidationError as e:
+                err = e.errors()[0]
+                field = str(err["loc"][0]) if err["loc"] else "run config"
+                flag = {"templates": "template"}.get(field, field).replace("_", "-")
+                raise UserInputError(f"--{flag}: {err['msg']}") from None
             run_id = engine.start(domain, cfg, run_id=run_id)
     s = engine.stats
     _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "

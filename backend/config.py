@@ -117,6 +117,14 @@ class RunConfig(_Strict):
     threat: bool = True
     threat_anchors: int = 50
 
+    @field_validator("templates")
+    @classmethod
+    def _templates_have_a_slot(cls, v: list[str] | None) -> list[str] | None:
+        bad = [t for t in v or [] if t.count("{}") != 1]
+        if bad:
+            raise ValueError(f"each prompt template needs exactly one {{}} for the class name, got {bad}")
+        return v
+
     @property
     def baseline_model(self) -> str:
         return self.baseline or self.models[0]

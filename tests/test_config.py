@@ -75,3 +75,11 @@ def test_bad_domain_files_name_the_field(tmp_path: Path, body: str, message: str
     with pytest.raises(UserInputError, match=message) as e:
         load_domain(path)
     assert str(path) in str(e.value)
+
+
+def test_templates_need_one_slot() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="exactly one"):
+        RunConfig(templates=["a photo"])
+    assert RunConfig(templates=["a photo of a {}."]).templates == ["a photo of a {}."]

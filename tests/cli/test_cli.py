@@ -53,7 +53,7 @@ def _nothing_written() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing_dataset", "empty_folder", "unknown_model", "malformed_toml", "unknown_corruption", "missing_config"],
+    ["missing_dataset", "empty_folder", "unknown_model", "malformed_toml", "unknown_corruption", "missing_config", "bad_template"],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(case: str, home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     cfg = save(DOMAIN, tmp_path / "domain.toml")
@@ -75,6 +75,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case: str, home: Path, 
     elif case == "unknown_corruption":
         cfg.write_text(cfg.read_text().replace("gaussian_noise", "gausian_noise"))
         expect = "gaussian_noise"  # the close-name suggestion
+    elif case == "bad_template":
+        args += ["--template", "no slot here"]
+        expect = "--template: Value error, each prompt template needs exactly one {}"
     elif case == "missing_config":
         args[1] = str(tmp_path / "absent.toml")
         expect = "does not exist"
