@@ -17,6 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never hang on a hub that cannot 
 
 import typer
 from pydantic import ValidationError
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
@@ -108,9 +109,11 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 
 def print_summary(summary: dict[str, Any]) -> None:
-    table = Table(title=f"run {summary['run_id']} — baseline {summary['baseline']}")
-    for col in ("model", "clean acc %", "corrupted acc %", "safe-cell acc %", "mCE", "rCE", "mFR", "corr(acc, LFP)"):
-        table.add_column(col, justify="right" if col != "model" else "left")
+    console.print(f"[bold]run {summary['run_id']}[/bold] — baseline {summary['baseline']}", highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    table.add_column("model", no_wrap=True)
+    for col in ("clean%", "corr%", "safe%", "mCE", "rCE", "mFR", "r"):
+        table.add_column(col, justify="right", no_wrap=True, min_width=5)
     for row in summary["table"]:
         table.add_row(
             row["model"],
@@ -123,6 +126,8 @@ def print_summary(summary: dict[str, Any]) -> None:
             _fmt(row.get("corr")),
         )
     console.print(table)
+    console.print("clean%, corr%: balanced accuracy clean and averaged over corruption cells; safe%: averaged over cells "
+                  "whose PD threat is safe; r: Pearson(accuracy, flip probability) across cells", style="dim")
     if summary.get("threat"):
         unsafe = [f"{t['corruption']}@{t['severity']}" for t in summary["threat"] if not t["safe"]]
         ref = summary.get("threat_reference")
