@@ -24,9 +24,10 @@ import time
 
 import numpy as np
 import torch
-from scipy.optimize import minimize, nnls
+from scipy.optimize import minimize
 
 from backend.metrics.stability import divergence_radius, stability_metrics
+from backend.metrics.stability_reference import meb_radius_nnls
 
 
 def make_sets(B: int, n: int, d: int, seed: int) -> np.ndarray:
@@ -87,17 +88,7 @@ def ref_slsqp_primal(points: np.ndarray) -> float:
     return float(np.linalg.norm(x - res.x[:-1], axis=1).max())
 
 
-def ref_nnls(points: np.ndarray) -> float:
-    x = _unit(points)
-    n, d = x.shape
-    E = np.vstack([x.T, np.ones((1, n))])
-    f = np.zeros(d + 1)
-    f[-1] = 1.0
-    u, _ = nnls(E, f, maxiter=100 * n)
-    if np.linalg.norm(E @ u - f) < 1e-12:
-        return 1.0
-    w = x.T @ (u / u.sum())
-    return float(np.linalg.norm(x - w, axis=1).max())
+ref_nnls = meb_radius_nnls
 
 
 def main() -> None:

@@ -8,12 +8,12 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from scipy.optimize import nnls
 from scipy.spatial.distance import pdist
 from scipy.stats import ortho_group
 from sklearn.metrics.pairwise import cosine_similarity
 
 from backend.errors import UserInputError
+from backend.metrics.stability_reference import meb_radius_nnls as meb_nnls
 from backend.metrics.stability import (
     cosine_robustness,
     divergence_radius,
@@ -38,26 +38,6 @@ def _one_torch_thread():
 
 def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.linalg.norm(x, axis=-1, keepdims=True)
-
-
-def meb_nnls(points: np.ndarray) -> float:
-    """MEB radius of unit vectors via least-distance programming solved by NNLS.
-
-    For unit vectors the dual objective is 1 - ||X^T a||^2, so the ball's centre is the
-    minimum-norm point w of conv(X). Lawson & Hanson (ch. 23): min ||z|| s.t. X z >= 1 is
-    solved by NNLS on E = [X^T; 1^T], f = e_{d+1}; a zero residual means the origin lies in
-    the hull (radius 1), else w is proportional to X^T u. Radius = max_i ||x_i - w||.
-    """
-    x = _unit(points.astype(np.float64))
-    n, d = x.shape
-    E = np.vstack([x.T, np.ones((1, n))])
-    f = np.zeros(d + 1)
-    f[-1] = 1.0
-    u, _ = nnls(E, f, maxiter=100 * n)
-    if np.linalg.norm(E @ u - f) < 1e-12:
-        return 1.0
-    w = x.T @ (u / u.sum())
-    return float(np.linalg.norm(x - w, axis=1).max())
 
 
 def meb_brute_force(points: np.ndarray) -> float:
