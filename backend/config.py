@@ -15,6 +15,7 @@ The domain file lists its corruptions as an array of tables::
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -140,8 +141,13 @@ def _drop_none(obj: Any) -> Any:
     return obj
 
 
+_INT_ARRAY = re.compile(r"\[\n((?:[ \t]+-?\d+,\n)+)\]")
+
+
 def dumps(cfg: BaseModel) -> str:
-    return tomli_w.dumps(_drop_none(cfg.model_dump(mode="json")))
+    text = tomli_w.dumps(_drop_none(cfg.model_dump(mode="json")))
+    # tomli_w puts every array element on its own line; severities read better as [1, 2, 3]
+    return _INT_ARRAY.sub(lambda m: "[" + ", ".join(v.strip().rstrip(",") for v in m.group(1).splitlines()) + "]", text)
 
 
 def save(cfg: BaseModel, path: str | Path) -> Path:

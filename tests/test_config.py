@@ -48,6 +48,7 @@ def test_domain_file_has_the_array_of_tables_shape(tmp_path: Path) -> None:
 
     raw = tomllib.loads(text)
     assert "[[corruptions]]" in text and "[corruptions.params]" not in text  # no empty tables
+    assert "severities = [1, 3]" in text
     assert raw["corruptions"] == [{"name": "motion_blur", "severities": [1, 3], "reason": "moving car"}]
 
 

