@@ -260,8 +260,10 @@ def list_runs() -> None:
     table = Table(title=f"runs in {store.description}")
     for col in ("run", "status", "domain", "models", "dataset", "created"):
         table.add_column(col)
+    from backend.engine.status import run_status
+
     for r in runs:
-        table.add_row(r["run_id"], r.get("status", "?"), r["domain"]["domain"][:50], ", ".join(r["config"]["models"]),
+        table.add_row(r["run_id"], run_status(r), r["domain"]["domain"][:50], ", ".join(r["config"]["models"]),
                       r.get("dataset", {}).get("name", r["config"]["dataset"]), r.get("created_at", ""))
     console.print(table)
 
@@ -389,29 +391,40 @@ def demo(
                   f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {run_id}` prints this table again.")
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    # `docker stop`, `kill` and the like: stop like Ctrl-C, so the run is marked interrupted
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    import signal
+
     import corruptions
 
+    signal.signal(signal.SIGTERM, _terminate)
     try:
-        app(standalone_mode=False)
+        # outside standalone mode typer returns exit codes (130 after Ctrl-C) instead of exiting
+        rv = app(standalone_mode=False)
+        if rv == 130:
+            raise KeyboardInterrupt
+        if isinstance(rv, int) and not isinstance(rv, bool):
+            sys.exit(rv)
     except (UserInputError, corruptions.CorruptionError) as e:
         err_console.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted: finished units are stored; continue with `domainbench run --resume RUN`")
         sys.exit(130)
-    except Exception as e:  # click usage errors and the like carry their own exit code
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Exit):
-            sys.exit(e.exit_code)
-        if isinstance(e, click.exceptions.Abort):
+    except Exception as e:
+        # usage errors (unknown command, bad option value) show themselves and carry an exit
+        # code; typer vendors click, so they are recognised by shape, not by class
+        show, code = getattr(e, "show", None), getattr(e, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            sys.exit(code)
+        if type(e).__name__ == "Abort":
             sys.exit(1)
         raise
-
 
 if __name__ == "__main__":
     main()

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from backend.engine.status import run_status
 from backend.errors import UserInputError
 from backend.store import Store, home_dir
 
@@ -63,7 +64,7 @@ def runs_frame(store: Store) -> pd.DataFrame:
         rows.append(
             {
                 "run": r["run_id"],
-                "status": r.get("status", "?"),
+                "status": run_status(r),
                 "domain": short_text(r.get("domain", {}).get("domain", ""), 80),
                 "models": ", ".join(cfg.get("models", [])),
                 "dataset": ds.get("name", cfg.get("dataset", "")),
@@ -99,7 +100,7 @@ class RunView:
 
     @property
     def status(self) -> str:
-        return str(self.run.get("status", "?"))
+        return run_status(self.run)
 
     @property
     def partial(self) -> bool:

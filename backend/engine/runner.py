@@ -220,6 +220,8 @@ class Engine:
                 "domain": domain.model_dump(mode="json"),
                 "config": cfg.model_dump(mode="json"),
                 "status": "running",
+                "pid": os.getpid(),
+                "host": platform.node(),
                 "created_at": _now(),
                 "dataset": {"name": ds.name, "size": len(ds), "classes": ds.classes, "labelled": ds.labelled},
                 "environment": _environment(models),
@@ -236,7 +238,7 @@ class Engine:
         cfg = RunConfig.model_validate(doc["config"])
         ds = open_run_dataset(cfg)
         models = load_models(cfg, ds.classes, self.events)
-        self.store.update_run(run_id, status="running", resumed_at=_now())
+        self.store.update_run(run_id, status="running", resumed_at=_now(), pid=os.getpid(), host=platform.node())
         return self._evaluate(run_id, domain, cfg, ds, models)
 
     # -- the loop ---------------------------------------------------------------------

@@ -152,6 +152,9 @@ def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> N
     assert 10 <= len(before) < total, "the run finished before it could be killed; slow the fake model down"
     run_id = store.list_runs()[0]["run_id"]
     assert store.get_run(run_id)["status"] == "running"  # SIGKILL: no chance to mark it
+    from backend.engine.status import run_status
+
+    assert run_status(store.get_run(run_id)) == "interrupted"  # but its process is gone
     res = subprocess.run([sys.executable, "-c", boot, "run", "--resume", run_id], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     m = re.search(r"(\d+) units computed, (\d+) already stored", res.stderr)
@@ -166,3 +169,29 @@ def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> N
         if key in before:
             assert u["computed_at"] == before[key]  # not recomputed
     assert store.get_run(run_id)["status"] == "done"
+
+
+def test_sigterm_marks_the_run_interrupted(home: Path, tmp_path: Path) -> None:
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    (tmp_path / "run.toml").write_text("shard_size = 5\n")
+    env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": f"{FAKE}{os.pathsep}{ROOT}"}
+    boot = "import fake_models, sys; from backend.cli import main; sys.argv[0] = 'domainbench'; main()"
+    proc = subprocess.Popen([sys.executable, "-c", boot, "--quiet", "run", str(cfg), "--models", "fake:slow", "--limit", "60",
+                             "--no-stability", "--workers", "0", "--run-config", str(tmp_path / "run.toml")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    store = open_store()
+    deadline = time.time() + 120
+    while time.time() < deadline and len(store.find("units")) < 5:
+        time.sleep(0.2)
+    proc.terminate()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert b"--resume" in err
+    run = store.list_runs()[0]
+    assert run["status"] == "interrupted" and "KeyboardInterrupt" in run["error"]
+
+
+@pytest.mark.parametrize(("args", "expect"), [(["bogus"], "No such command"), (["run", "x.toml", "--limit", "many"], "--limit")])
+def test_usage_errors_exit_2_without_traceback(args: list[str], expect: str, home: Path, capsys, monkeypatch) -> None:
+    code, out, err = cli(args, capsys, monkeypatch)
+    assert code == 2 and expect in err and "Traceback" not in err + out
