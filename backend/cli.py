@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 import subprocess
 import sys
@@ -287,27 +284,14 @@ def export(
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
 ) -> None:
     """Export a run's results as CSV or JSON."""
+    from backend.engine.export import to_csv, to_json
     from backend.engine.summary import build_summary
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
     store = _store()
     summary = build_summary(store, run_id, baseline)
-    if format == "json":
-        text = json.dumps({"run": store.get_run(run_id), "summary": summary}, indent=2)
-    else:
-        buf = io.StringIO()
-        fields = ["run_id", "model", "corruption", "severity", "n", "accuracy", "lfp", "flips", "mean_threat", "safe"]
-        w = csv.DictWriter(buf, fieldnames=fields)
-        w.writeheader()
-        threat = {(t["corruption"], t["severity"]): t for t in summary["threat"]}
-        for m in summary["classification"]["models"]:
-            for c in ([m["clean"]] if m.get("clean") else []) + m["cells"]:
-                t = threat.get((c["corruption"], c["severity"]), {})
-                w.writerow({"run_id": run_id, "model": m["model"], "corruption": c["corruption"], "severity": c["severity"],
-                            "n": c["n"], "accuracy": c["accuracy"], "lfp": c["lfp"], "flips": c["flips"],
-                            "mean_threat": t.get("mean_threat"), "safe": t.get("safe")})
-        text = buf.getvalue()
+    text = to_json(store.get_run(run_id), summary) if format == "json" else to_csv(summary)
     if output:
         output.write_text(text)
         _say(f"wrote {output}")

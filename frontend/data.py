@@ -8,8 +8,6 @@ the units stored so far and :class:`RunView` says so (``partial``).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import subprocess
@@ -23,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from backend.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
 from backend.engine.status import run_status
 from backend.errors import UserInputError
 from backend.store import Store, home_dir
@@ -192,27 +191,7 @@ def cells_frame(summary: dict[str, Any]) -> pd.DataFrame:
 
     Columns: model, corruption, severity, n, accuracy, lfp, flips, in_common, mean_threat, safe.
     """
-    threat = {(t["corruption"], t["severity"]): t for t in summary.get("threat") or []}
-    rows = []
-    for m in summary["classification"]["models"]:
-        for c in ([m["clean"]] if m.get("clean") else []) + list(m["cells"]):
-            t = threat.get((c["corruption"], c["severity"]), {})
-            rows.append(
-                {
-                    "model": m["model"],
-                    "corruption": c["corruption"],
-                    "severity": c["severity"],
-                    "n": c["n"],
-                    "accuracy": c.get("accuracy"),
-                    "lfp": c.get("lfp"),
-                    "flips": c.get("flips"),
-                    "in_common": c.get("in_common", True),
-                    "mean_threat": t.get("mean_threat"),
-                    "safe": t.get("safe"),
-                }
-            )
-    cols = ["model", "corruption", "severity", "n", "accuracy", "lfp", "flips", "in_common", "mean_threat", "safe"]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(cell_rows(summary), columns=CELL_FIELDS)
 
 
 def model_notes(summary: dict[str, Any]) -> dict[str, list[str]]:
@@ -252,24 +231,12 @@ def stability_frame(store: Store, run_id: str) -> pd.DataFrame:
 
 
 def export_csv(summary: dict[str, Any]) -> str:
-    """The same columns as ``domainbench export --format csv``: one row per model × cell."""
-    buf = io.StringIO()
-    fields = ["run_id", "model", "corruption", "severity", "n", "accuracy", "lfp", "flips", "mean_threat", "safe"]
-    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
-    w.writeheader()
-    for row in cells_frame(summary).to_dict("records"):
-        w.writerow({"run_id": summary["run_id"], **{k: _csv_value(v) for k, v in row.items()}})
-    return buf.getvalue()
-
-
-def _csv_value(v: Any) -> Any:
-    if v is None or (isinstance(v, float) and np.isnan(v)):
-        return ""
-    return v
+    """The same file as ``domainbench export --format csv``: one row per model × cell."""
+    return to_csv(summary)
 
 
 def export_json(run: dict[str, Any], summary: dict[str, Any]) -> str:
-    return json.dumps({"run": run, "summary": summary}, indent=2, default=str)
+    return to_json(run, summary)
 
 
 # --------------------------------------------------------------------------- compare
