@@ -26,13 +26,30 @@ DOMAIN = DomainConfig(
 )
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("DOMAINBENCH_HOME", str(tmp_path / "home"))
-    sys.path.insert(0, str(FAKE))
-    import fake_models  # noqa: F401
+sys.path.insert(0, str(FAKE))
+import fake_models  # noqa: E402,F401  (registers the fake: backend used below)
 
-    return tmp_path / "home"
+BOOT = "import fake_models, sys; from backend.cli import main; sys.argv[0] = 'domainbench'; main()"
+
+
+def _cli_process(home: Path, *args: str, **popen: object) -> subprocess.Popen[bytes]:
+    """``domainbench ARGS`` in a real subprocess that knows the fake models."""
+    env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": f"{FAKE}{os.pathsep}{ROOT}"}
+    return subprocess.Popen([sys.executable, "-c", BOOT, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **popen)  # type: ignore[call-overload]
+
+
+def _slow_run(home: Path, tmp_path: Path, wait_for_units: int, **popen: object) -> subprocess.Popen[bytes]:
+    """A 60-unit run of fake:slow (12 shards of 5 images), returned once it stored some units."""
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    (tmp_path / "run.toml").write_text("shard_size = 5\n")
+    proc = _cli_process(home, "--quiet", "run", str(cfg), "--models", "fake:slow", "--limit", "60", "--no-stability",
+                        "--workers", "0", "--run-config", str(tmp_path / "run.toml"), **popen)
+    store = open_store()
+    deadline = time.time() + 120
+    while time.time() < deadline and len(store.find("units")) < wait_for_units:
+        time.sleep(0.2)
+    return proc  # type: ignore[return-value]
 
 
 def cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
@@ -133,20 +150,10 @@ def test_plan_show_export_ls(home: Path, tmp_path: Path, capsys, monkeypatch) ->
 
 
 def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> None:
-    cfg = save(DOMAIN, tmp_path / "domain.toml")
-    env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": f"{FAKE}{os.pathsep}{ROOT}"}
-    boot = "import fake_models, sys; from backend.cli import main; sys.argv[0] = 'domainbench'; main()"
-    args = [sys.executable, "-c", boot, "--quiet", "run", str(cfg), "--models", "fake:slow", "--limit", "60",
-            "--no-stability", "--workers", "0"]
-    (tmp_path / "run.toml").write_text("shard_size = 5\n")
-    args += ["--run-config", str(tmp_path / "run.toml")]
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-    store = open_store()
-    deadline = time.time() + 120
-    while time.time() < deadline and len(store.find("units")) < 10:
-        time.sleep(0.2)
+    proc = _slow_run(home, tmp_path, wait_for_units=10, start_new_session=True)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
+    store = open_store()
     before = {(u["corruption"], u["severity"], u["shard"]): u["computed_at"] for u in store.find("units")}
     total = 12 * 5  # 12 shards × (clean + 4 corrupted cells) × 1 model
     assert 10 <= len(before) < total, "the run finished before it could be killed; slow the fake model down"
@@ -155,10 +162,12 @@ def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> N
     from backend.engine.status import run_status
 
     assert run_status(store.get_run(run_id)) == "interrupted"  # but its process is gone
-    res = subprocess.run([sys.executable, "-c", boot, "run", "--resume", run_id], env=env, capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    m = re.search(r"(\d+) units computed, (\d+) already stored", res.stderr)
-    assert m, res.stderr
+    res = _cli_process(home, "run", "--resume", run_id)
+    _, err_bytes = res.communicate(timeout=300)
+    err = err_bytes.decode()
+    assert res.returncode == 0, err
+    m = re.search(r"(\d+) units computed, (\d+) already stored", err)
+    assert m, err
     computed, stored = int(m.group(1)), int(m.group(2))
     assert stored == len(before) and computed == total - len(before)
     after = store.find("units")
@@ -172,17 +181,8 @@ def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> N
 
 
 def test_sigterm_marks_the_run_interrupted(home: Path, tmp_path: Path) -> None:
-    cfg = save(DOMAIN, tmp_path / "domain.toml")
-    (tmp_path / "run.toml").write_text("shard_size = 5\n")
-    env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": f"{FAKE}{os.pathsep}{ROOT}"}
-    boot = "import fake_models, sys; from backend.cli import main; sys.argv[0] = 'domainbench'; main()"
-    proc = subprocess.Popen([sys.executable, "-c", boot, "--quiet", "run", str(cfg), "--models", "fake:slow", "--limit", "60",
-                             "--no-stability", "--workers", "0", "--run-config", str(tmp_path / "run.toml")],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = _slow_run(home, tmp_path, wait_for_units=5)
     store = open_store()
-    deadline = time.time() + 120
-    while time.time() < deadline and len(store.find("units")) < 5:
-        time.sleep(0.2)
     proc.terminate()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err

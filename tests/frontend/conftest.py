@@ -11,13 +11,6 @@ from backend.store import Store, open_store  # noqa: E402
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setenv("DOMAINBENCH_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("DOMAINBENCH_MONGO_URI", raising=False)
-    return tmp_path / "home"
-
-
-@pytest.fixture
 def store(home: Path) -> Store:
     s = open_store()
     yield s
