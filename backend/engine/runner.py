@@ -69,7 +69,8 @@ class ModelState:
 class Cell:
     corruption: str
     severity: int
-    params: dict[str, Any] | None
+    params: dict[str, Any] | None  # explicit parameters passed to the kernel, None: the ladder's
+    applied: dict[str, Any] = field(default_factory=dict)  # what the kernel applies, recorded per unit
 
 
 @dataclass
@@ -97,8 +98,9 @@ def cells_of(domain: DomainConfig) -> list[Cell]:
     for c in domain.corruptions:
         for s in c.severities:
             # explicit params override the ladder's values at every listed severity
-            params = {**corruptions.resolve_params(c.name, severity=s), **c.params} if c.params else None
-            cells.append(Cell(c.name, s, params))
+            ladder = corruptions.resolve_params(c.name, severity=s)
+            params = {**ladder, **c.params} if c.params else None
+            cells.append(Cell(c.name, s, params, params or ladder))
     return cells
 
 
@@ -361,9 +363,6 @@ class Engine:
 
     def _write_unit(self, run_id: str, ms: ModelState, cell: Cell, shard: int, batch: Batch, preds: np.ndarray,
                     clean: np.ndarray | None, n_classes: int, cfg: RunConfig, t0: float) -> None:
-        applied = cell.params if cell.params else (
-            {} if cell.corruption == CLEAN else corruptions.resolve_params(cell.corruption, severity=cell.severity)
-        )
         doc = {
             "run_id": run_id,
             "model": ms.name,
@@ -376,7 +375,7 @@ class Engine:
             "preds": preds.tolist(),
             "indices": batch.indices.tolist(),
             "n_unreadable": len(batch.unreadable),
-            "params": applied,
+            "params": cell.applied,
             "seed": cfg.seed,
             "classes": self.classes,
             "elapsed_s": round(time.perf_counter() - t0, 4),

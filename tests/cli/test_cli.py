@@ -49,7 +49,7 @@ def _slow_run(home: Path, tmp_path: Path, wait_for_units: int, **popen: object) 
     deadline = time.time() + 120
     while time.time() < deadline and len(store.find("units")) < wait_for_units:
         time.sleep(0.2)
-    return proc  # type: ignore[return-value]
+    return proc
 
 
 def cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:

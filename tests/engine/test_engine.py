@@ -53,6 +53,7 @@ def test_units_match_a_per_image_brute_force(home: Path) -> None:
             preds = np.array([pred(corruptions.corrupt(im, c.name, severity=s, seed=sd)) for im, sd in zip(ds.arrays, seeds)])  # type: ignore[arg-type]
             units = store.units(run_id, model="fake:a", corruption=c.name, severity=s)
             assert sum(u["n"] for u in units) == 60
+            assert all(u["params"] == corruptions.resolve_params(c.name, severity=s) for u in units)
             assert sum(u["flips"] for u in units) == int((preds != clean).sum())
             cm = sum(np.array(u["confusion"]) for u in units)
             expected = np.zeros((10, 10), int)
