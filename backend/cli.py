@@ -197,7 +197,6 @@ def run(
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from backend.config import RunConfig, load_domain, load_run
     from backend.engine.runner import Engine
-    from backend.engine.summary import build_summary
 
     _load_plugins(corruptions_module)
     store = _store()
@@ -228,7 +227,7 @@ def run(
     s = engine.stats
     _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
-    print_summary(build_summary(store, run_id))
+    print_summary(store.get_summary(run_id))  # the engine stored it as the run finished
 
 
 class _Null:
@@ -357,7 +356,6 @@ def demo(
     """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
     from backend.config import RunConfig, save
     from backend.engine.runner import Engine
-    from backend.engine.summary import build_summary
     from backend.planner import plan as make_plan
     from backend.store import home_dir
 
@@ -370,7 +368,7 @@ def demo(
     engine = Engine(store, RichEvents(progress))
     with progress or _Null():
         run_id = engine.start(cfg, RunConfig(limit=limit))
-    print_summary(build_summary(store, run_id))
+    print_summary(store.get_summary(run_id))
     console.print(f"\nResults are stored in {store.description}. Browse them with [bold]make ui[/bold] "
                   f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {run_id}` prints this table again.")
 

@@ -195,3 +195,12 @@ def test_sigterm_marks_the_run_interrupted(home: Path, tmp_path: Path) -> None:
 def test_usage_errors_exit_2_without_traceback(args: list[str], expect: str, home: Path, capsys, monkeypatch) -> None:
     code, out, err = cli(args, capsys, monkeypatch)
     assert code == 2 and expect in err and "Traceback" not in err + out
+
+
+def test_demo_plans_offline_and_compares_both_embedded_models(home: Path, capsys, monkeypatch) -> None:
+    code, out, err = cli(["demo", "--limit", "30"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "embedded:fmnist-plain" in out and "embedded:fmnist-augmented" in out and "make ui" in out
+    run = open_store().list_runs()[0]
+    assert run["status"] == "done" and run["config"]["models"] == ["embedded:fmnist-plain", "embedded:fmnist-augmented"]
+    assert (home / "demo-domain.toml").is_file()
