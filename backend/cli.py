@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from backend.errors import UserInputError
+from backend.errors import UserInputError, first_validation_error
 
 app = typer.Typer(
     name="domainbench",
@@ -219,10 +219,10 @@ def run(
             try:
                 cfg = RunConfig.model_validate(base.model_dump() | {k: v for k, v in overrides.items() if v is not None})
             except ValidationError as e:
-                err = e.errors()[0]
-                field = str(err["loc"][0]) if err["loc"] else "run config"
+                loc, msg = first_validation_error(e)
+                field = loc.split(".")[0] or "run-config"
                 flag = {"templates": "template"}.get(field, field).replace("_", "-")
-                raise UserInputError(f"--{flag}: {err['msg']}") from None
+                raise UserInputError(f"--{flag}: {msg}") from None
             run_id = engine.start(domain, cfg, run_id=run_id)
     s = engine.stats
     _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "

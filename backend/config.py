@@ -23,7 +23,7 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from backend.errors import UserInputError
+from backend.errors import UserInputError, first_validation_error
 
 SCHEMA_VERSION = 1
 
@@ -170,9 +170,8 @@ def _load(path: str | Path, model: type[BaseModel]) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        first = e.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise UserInputError(f"config file {path}: {loc}: {first['msg']}; fix that field and retry") from e
+        loc, msg = first_validation_error(e)
+        raise UserInputError(f"config file {path}: {loc}: {msg}; fix that field and retry") from e
 
 
 def load_domain(path: str | Path, check: bool = True) -> DomainConfig:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from backend.errors import UserInputError
+from backend.errors import UserInputError, first_validation_error
 
 DEFAULT_MODEL = "gpt-4o"
 # Local servers (Ollama, vLLM) accept any key; the openai client insists on a non-empty one.
@@ -87,7 +87,5 @@ def settings_from_env(**overrides: Any) -> LLMSettings:
     try:
         return LLMSettings.model_validate(values)
     except ValidationError as e:
-        first = e.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        # Never echo the input: it could be the key.
-        raise UserInputError(f"planner setting {field!r} is invalid: {first['msg']}") from None
+        field, msg = first_validation_error(e)  # never echoes the input: it could be the key
+        raise UserInputError(f"planner setting {field!r} is invalid: {msg}") from None
