@@ -12,6 +12,7 @@ import numpy as np
 
 from backend.errors import UserInputError
 from backend.metrics.aggregate import summarize, summary_table
+from backend.metrics.threat import safe_accuracy, severity_safety
 from backend.store import Store
 
 #: the PD threat is normalised so that moving all the way onto another class's anchor scores
@@ -39,8 +40,10 @@ def threat_cells(store: Store, run_id: str) -> dict[tuple[str, int], dict[str, A
             "std_threat": float(np.sqrt(max(a["sum_sq"] / a["n"] - mean**2, 0.0))) if a["n"] else None,
             "frac_unsafe_images": a["n_above_1"] / a["n"] if a["n"] else None,
             "max_threat": a["max"],
-            "safe": mean is not None and mean <= SAFE_THREAT,
         }
+    safety = severity_safety({k: v["mean_threat"] for k, v in out.items() if v["mean_threat"] is not None}, SAFE_THREAT)
+    for key, cell in out.items():
+        cell["safe"] = safety.get(key, False)
     return out
 
 
@@ -130,10 +133,12 @@ def build_summary(store: Store, run_id: str, baseline: str | None = None) -> dic
         raise UserInputError(f"run {run_id} has no finished units yet; resume it with `domainbench run --resume {run_id}`")
     summary = summarize(units, baseline=baseline)
     threat = threat_cells(store, run_id)
+    safety = {key: cell["safe"] for key, cell in threat.items()}
     safe_acc = {}
     for m in summary.models:
-        accs = [c.accuracy for c in m.cells if c.accuracy is not None and threat.get((c.corruption, c.severity), {}).get("safe")]
-        safe_acc[m.model] = float(np.mean(accs)) if accs else None
+        accs = {(c.corruption, c.severity): c.accuracy for c in m.cells
+                if c.accuracy is not None and (c.corruption, c.severity) in safety}
+        safe_acc[m.model] = safe_accuracy(accs, safety)
     return {
         "run_id": run_id,
         "baseline": baseline,
