@@ -11,7 +11,9 @@ The MEB is solved exactly as the dual convex QP on the centred Gram matrix G (fl
 
     r^2 = max_{a in simplex}  f(a) = sum_i a_i G_ii - a^T G a,      centre c = sum_i a_i y_i,
 
-batched over B sets at once (torch; on the GPU when the input is a CUDA tensor). Any a in
+batched over B sets at once: in torch (on the GPU when the input is a CUDA tensor), with
+the Gram matrices and the first KKT solve done by fused numba kernels for CPU input
+(``stability_kernels``; the same arithmetic, without materialising float64 copies). Any a in
 the simplex certifies the radius from both sides: f(a) <= r^2 (weak duality) and
 max_i ||y_i - c(a)||^2 >= r^2 (the ball at c(a) encloses every point); their difference is
 the Frank-Wolfe gap  max_i grad_i - a . grad  with grad = diag(G) - 2 G a.
@@ -40,6 +42,7 @@ import numpy as np
 import torch
 
 from backend.errors import UserInputError
+from backend.metrics import stability_kernels
 
 __all__ = [
     "EmbeddingInputError",
@@ -63,8 +66,13 @@ _DEFAULT_TOL = 1e-12
 _FULL_START_MAX_N = 64
 # Rounds (active-set passes + Frank-Wolfe steps) without a 10% smaller gap before giving up.
 _STALL_ROUNDS = 6
-# Eigenvalues of the scaled KKT matrix below this (relative) are treated as exact zeros.
+# Eigenvalues of the scaled KKT matrix below this (relative) are treated as exact zeros;
+# the CPU kernel's LU treats pivots below it as a singular face.
 _PINV_RTOL = 1e-11
+# CPU tensors go through the fused numba kernels (``stability_kernels``); off, every device
+# takes the torch path the GPU uses. Input dtypes other than these always take it.
+_CPU_KERNELS = True
+_KERNEL_DTYPES = (torch.float32, torch.float64)
 
 
 class EmbeddingInputError(UserInputError):
@@ -176,6 +184,16 @@ def _centred_chunk(raw: torch.Tensor, start: int, name: str) -> torch.Tensor:
 def _centred_gram(embeddings: Any, name: str = "embeddings") -> torch.Tensor:
     """Gram matrix (B, n, n) float64 of the unit vectors relative to each set's first one."""
     raw = _as_tensor(embeddings, name)
+    B, n, d = raw.shape
+    if _CPU_KERNELS and raw.device.type == "cpu" and raw.dtype in _KERNEL_DTYPES:
+        G_np = np.empty((B, n, n))
+        if stability_kernels.centred_gram(raw.contiguous().numpy(), G_np) < 0:
+            return torch.from_numpy(G_np)
+        # A zero or non-finite norm: the torch path below names the set or rescales it.
+    return _centred_gram_torch(raw, name)
+
+
+def _centred_gram_torch(raw: torch.Tensor, name: str) -> torch.Tensor:
     B, n, d = raw.shape
     G = torch.empty((B, n, n), dtype=torch.float64, device=raw.device)
     chunk = max(1, _CHUNK_ELEMENTS // (n * d))
@@ -360,8 +378,34 @@ def _solve(
     """Solve the dual QP for every set. Returns (L, U, a, converged, iterations) unscaled.
 
     ``full_start``: begin the active-set passes on all points (worth it for a few points in
-    more dimensions than points), else on the diametral pair.
+    more dimensions than points), else on the diametral pair. On CPU the full face is then
+    first solved and certified by the numba kernel, and only the sets it does not settle
+    go through the torch solver.
     """
+    if not (full_start and _CPU_KERNELS and G.device.type == "cpu"):
+        return _solve_torch(G, tol, max_iter, passes, full_start)
+    B, n, _ = G.shape
+    a, L, U = np.zeros((B, n)), np.zeros(B), np.zeros(B)
+    done = np.zeros(B, dtype=bool)
+    stability_kernels.full_face_solve(G.contiguous().numpy(), tol, _PINV_RTOL, a, L, U, done)
+    a_t, L_t, U_t = torch.from_numpy(a), torch.from_numpy(L), torch.from_numpy(U)
+    converged = torch.from_numpy(done.copy())
+    its = 0
+    if not done.all():
+        rest = torch.from_numpy(~done)
+        L_t[rest], U_t[rest], a_t[rest], converged[rest], its = _solve_torch(
+            G[rest], tol, max_iter, passes, full_start
+        )
+    return L_t, U_t, a_t, converged, its
+
+
+def _solve_torch(
+    G: torch.Tensor,
+    tol: float,
+    max_iter: int,
+    passes: int | None = None,
+    full_start: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
     B, n, _ = G.shape
     dev, dt = G.device, G.dtype
     g_raw = torch.diagonal(G, dim1=1, dim2=2)

@@ -13,6 +13,7 @@ from scipy.stats import ortho_group
 from sklearn.metrics.pairwise import cosine_similarity
 
 from backend.errors import UserInputError
+from backend.metrics import stability, stability_kernels
 from backend.metrics.stability_reference import meb_radius_nnls as meb_nnls
 from backend.metrics.stability import (
     cosine_robustness,
@@ -29,6 +30,14 @@ def _one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(params=["cpu_kernels", "torch"])
+def solver_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways a set is solved: numba kernels (CPU tensors) and the torch path (GPU)."""
+    if request.param == "torch":
+        monkeypatch.setattr(stability, "_CPU_KERNELS", False)
+    return request.param
 
 
 # --------------------------------------------------------------------------------------
@@ -134,7 +143,7 @@ def _sets(n: int, d: int, seed: int) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize(("n", "d"), CASES)
-def test_radius_matches_independent_solvers(n: int, d: int) -> None:
+def test_radius_matches_independent_solvers(n: int, d: int, solver_path: str) -> None:
     for kind, X in _sets(n, d, seed=1000 * n + d).items():
         radius, lower, upper = divergence_radius(X, return_bounds=True)
         ref = np.array([meb_nnls(x) for x in X])
@@ -148,7 +157,7 @@ def test_radius_matches_independent_solvers(n: int, d: int) -> None:
 
 
 @pytest.mark.parametrize("d", [2, 5, 300])
-def test_arc_of_great_circle_has_closed_form_radius(d: int) -> None:
+def test_arc_of_great_circle_has_closed_form_radius(d: int, solver_path: str) -> None:
     """Points on an arc of angle phi <= pi (endpoints included): radius sin(phi / 2);
     arcs beyond a semicircle enclose the origin: radius 1."""
     rng = np.random.default_rng(d)
@@ -164,7 +173,7 @@ def test_arc_of_great_circle_has_closed_form_radius(d: int) -> None:
         np.testing.assert_allclose(cosine_robustness(X), np.sin(arc / 2) ** 2, rtol=1e-8)
 
 
-def test_weights_satisfy_the_kkt_conditions() -> None:
+def test_weights_satisfy_the_kkt_conditions(solver_path: str) -> None:
     """The dual weights describe the ball: centre = sum a_i x_i, every point inside,
     every weighted point on the surface."""
     rng = np.random.default_rng(7)
@@ -180,7 +189,7 @@ def test_weights_satisfy_the_kkt_conditions() -> None:
 
 
 @pytest.mark.parametrize("passes", [0, 1, 2])
-def test_frank_wolfe_path_reaches_the_same_radius(passes: int) -> None:
+def test_frank_wolfe_path_reaches_the_same_radius(passes: int, solver_path: str) -> None:
     """With few or no active-set passes between them, Frank-Wolfe steps do the work."""
     rng = np.random.default_rng(8)
     X = np.concatenate([clustered(rng, 4, 12, 30, 0.5), great_circle(rng, 2, 12, 30, 2.5)])
@@ -191,7 +200,7 @@ def test_frank_wolfe_path_reaches_the_same_radius(passes: int) -> None:
     assert np.all(ball.gap < 1e-10)
 
 
-def test_certificate_stays_valid_when_stopped_early() -> None:
+def test_certificate_stays_valid_when_stopped_early(solver_path: str) -> None:
     rng = np.random.default_rng(9)
     X = sphere(rng, 6, 20, 40)
     with pytest.warns(RuntimeWarning, match="still valid"):
@@ -200,6 +209,67 @@ def test_certificate_stays_valid_when_stopped_early() -> None:
     assert not ball.converged.all()
     assert np.all(ball.lower <= ref + 1e-12) and np.all(ref <= ball.upper + 1e-12)
     assert np.all(ball.gap > 1e-6)  # really unfinished: the bounds are not trivially tight
+
+
+def test_cpu_kernel_gram_matches_the_torch_path() -> None:
+    """The fused numba Gram against the chunked torch one (normalise, centre, bmm)."""
+    rng = np.random.default_rng(21)
+    for n, d, dtype in [(2, 1, np.float64), (6, 768, np.float32), (17, 100, np.float64),
+                        (60, 1280, np.float32), (5, 3, np.float32)]:
+        X = np.concatenate([clustered(rng, 7, n, d, 0.3), sphere(rng, 3, n, d)]).astype(dtype)
+        kernel = stability._centred_gram(X).numpy()
+        ref = stability._centred_gram_torch(torch.from_numpy(X), "X").numpy()
+        assert kernel.dtype == np.float64 and kernel.shape == (10, n, n)
+        np.testing.assert_allclose(kernel, ref, rtol=0, atol=1e-14 * max(1.0, np.abs(ref).max()))
+        assert np.all(kernel[:, 0, :] == 0) and np.all(kernel[:, :, 0] == 0)
+        np.testing.assert_array_equal(kernel, kernel.transpose(0, 2, 1))
+
+
+def test_extreme_magnitudes_take_the_careful_path() -> None:
+    """Norms that overflow or underflow float64 squares: the kernel hands the batch to the
+    torch path, which rescales those rows; the result equals the moderate-scale one."""
+    rng = np.random.default_rng(22)
+    X = clustered(rng, 6, 5, 40, 0.3)
+    expected = divergence_radius(X)
+    for factor in (1e200, 1e-200):
+        Y = X.copy()
+        Y[2] *= factor
+        np.testing.assert_allclose(divergence_radius(Y), expected, rtol=0, atol=1e-14)
+
+
+def test_full_face_kernel_solves_the_kkt_system() -> None:
+    """Against numpy's LAPACK solve of [[2G, 1], [1^T, 0]] [a; lambda] = [diag G; 1] on G
+    scaled to max diag 1, and the certificate recomputed from those weights."""
+    rng = np.random.default_rng(23)
+    X = np.concatenate([sphere(rng, 30, 5, 20), clustered(rng, 30, 5, 20, 0.3)])
+    X = np.concatenate([X, with_duplicates(rng, X[:10]), np.repeat(X[:1, :1], 5, axis=1)])
+    G = stability._centred_gram(X).numpy()
+    B, n, _ = G.shape
+    a, L, U = np.full((B, n), -1.0), np.full(B, -1.0), np.full(B, -1.0)
+    done = np.ones(B, dtype=bool)
+    stability_kernels.full_face_solve(G, 1e-12, 1e-11, a, L, U, done)
+    solved = 0
+    for b in range(B):
+        scale = np.diag(G[b]).max()
+        if b >= 60:  # duplicated points (a singular face), or all points coincide
+            assert not done[b] and np.all(a[b] == -1.0) and L[b] == U[b] == -1.0
+            continue
+        Gs, g = G[b] / scale, np.diag(G[b]) / scale
+        M = np.block([[2 * Gs, np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
+        w = np.linalg.solve(M, np.append(g, 1.0))[:n]
+        if np.all(w >= 0):
+            solved += 1
+            assert done[b]
+            np.testing.assert_allclose(a[b], w, rtol=0, atol=1e-12)
+            grad = g - 2 * Gs @ w
+            f = w @ g - w @ Gs @ w
+            np.testing.assert_allclose(L[b], f * scale, rtol=1e-12)
+            assert 0 <= U[b] - L[b] <= 1e-12 * scale
+            assert grad.max() - w @ grad <= 1e-12
+            assert np.sqrt(L[b]) == pytest.approx(meb_nnls(X[b]), abs=1e-12)
+        else:  # a point inside the ball of the others: not this face
+            assert not done[b] and np.all(a[b] == -1.0)
+    assert 10 < solved < 60  # both kinds occur
 
 
 def test_batching_does_not_change_results() -> None:
@@ -238,7 +308,7 @@ def test_monotone_as_the_domain_grows() -> None:
     assert np.any(np.diff(dr, axis=1) > 1e-3)  # it does grow somewhere: not a constant
 
 
-def test_zero_when_all_embeddings_coincide() -> None:
+def test_zero_when_all_embeddings_coincide(solver_path: str) -> None:
     rng = np.random.default_rng(13)
     v = rng.normal(size=(4, 1, 768))
     # Positive rescalings are the same embedding after normalisation.
