@@ -75,6 +75,10 @@ _CPU_KERNELS = True
 _KERNEL_DTYPES = (torch.float32, torch.float64)
 
 
+# (L, U, a, converged, iterations): squared-radius bounds, weights, per-set flag, FW steps.
+_Solution = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]
+
+
 class EmbeddingInputError(UserInputError):
     """Embeddings that cannot be turned into (B, n, d) unit vectors."""
 
@@ -374,7 +378,7 @@ def _solve(
     max_iter: int,
     passes: int | None = None,
     full_start: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+) -> _Solution:
     """Solve the dual QP for every set. Returns (L, U, a, converged, iterations) unscaled.
 
     ``full_start``: begin the active-set passes on all points (worth it for a few points in
@@ -400,12 +404,10 @@ def _solve(
 
 
 def _solve_torch(
-    G: torch.Tensor,
-    tol: float,
-    max_iter: int,
-    passes: int | None = None,
-    full_start: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    G: torch.Tensor, tol: float, max_iter: int, passes: int | None, full_start: bool
+) -> _Solution:
+    """The batched torch solver (any device): pair or uniform start, then alternating
+    active-set passes and Frank-Wolfe steps until each set is solved or stalls."""
     B, n, _ = G.shape
     dev, dt = G.device, G.dtype
     g_raw = torch.diagonal(G, dim1=1, dim2=2)
