@@ -28,6 +28,7 @@ import time
 import numpy as np
 import torch
 from scipy.optimize import minimize
+from threadpoolctl import threadpool_limits
 
 from backend.metrics import stability
 from backend.metrics.stability import divergence_radius, stability_metrics
@@ -122,6 +123,9 @@ def main() -> None:
         args.primal_sets = min(args.primal_sets, 3)
     if args.threads:
         torch.set_num_threads(args.threads)
+        # numpy's BLAS threads too: idle ones spin after each reference call and would be
+        # billed to the batched solver's CPU time.
+        threadpool_limits(args.threads)
     B, n, d = args.sets, args.n, args.d
     X = make_sets(B, n, d, args.seed)
     print(f"sets B={B}, n={n}, d={d} (float32 input); torch threads={torch.get_num_threads()}")

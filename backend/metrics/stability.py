@@ -381,17 +381,21 @@ def _solve(
 ) -> _Solution:
     """Solve the dual QP for every set. Returns (L, U, a, converged, iterations) unscaled.
 
-    ``full_start``: begin the active-set passes on all points (worth it for a few points in
-    more dimensions than points), else on the diametral pair. On CPU the full face is then
-    first solved and certified by the numba kernel, and only the sets it does not settle
-    go through the torch solver.
+    ``full_start``: begin on the face of all points (worth it for a few points in more
+    dimensions than points), else on the diametral pair. On CPU each set first goes
+    through the numba active-set kernel (at most ``passes`` points added, default 2n + 8);
+    the sets it does not certify, every set on other devices, and every set when
+    ``passes`` is 0 (Frank-Wolfe only) go through the batched torch solver.
     """
-    if not (full_start and _CPU_KERNELS and G.device.type == "cpu"):
+    if not (_CPU_KERNELS and G.device.type == "cpu") or passes == 0:
         return _solve_torch(G, tol, max_iter, passes, full_start)
     B, n, _ = G.shape
     a, L, U = np.zeros((B, n)), np.zeros(B), np.zeros(B)
     done = np.zeros(B, dtype=bool)
-    stability_kernels.full_face_solve(G.contiguous().numpy(), tol, _PINV_RTOL, a, L, U, done)
+    kernel_passes = 2 * n + 8 if passes is None else passes
+    stability_kernels.active_set_solve(
+        G.contiguous().numpy(), tol, _PINV_RTOL, kernel_passes, full_start, a, L, U, done
+    )
     a_t, L_t, U_t = torch.from_numpy(a), torch.from_numpy(L), torch.from_numpy(U)
     converged = torch.from_numpy(done.copy())
     its = 0
@@ -522,7 +526,8 @@ def enclosing_ball(
     on its GPU. ``tol`` is the duality gap, relative to the set's squared spread, at which
     a set is accepted (the radius gap is then at most 2 * radius * tol); ``max_iter``
     bounds the Frank-Wolfe steps and ``active_set_passes`` the active-set passes between
-    them (default n + 4, at most 64).
+    them (default n + 4, at most 64) and the points the CPU kernel may add (default
+    2n + 8); 0 leaves everything to Frank-Wolfe.
     """
     G = _centred_gram(embeddings)
     return _ball_from_gram(G, embeddings, tol, max_iter, active_set_passes)

@@ -73,9 +73,62 @@ def centred_gram(x: np.ndarray, G: np.ndarray) -> int:
     return -1
 
 
+@nb.njit(nogil=True)
+def _face_solve(
+    Gs: np.ndarray, g: np.ndarray, idx: np.ndarray, k: int, pivot_rtol: float, work: tuple
+) -> bool:
+    """Stationary point of f on the face of the points idx[:k]: solve
+    [[2 G_SS, 1], [1^T, 0]] [w; lambda] = [g_S; 1] by Gaussian elimination with partial
+    pivoting and one step of iterative refinement (faces can be ill-conditioned). w lands
+    in sol[:k] (``work`` = (M, LU, rhs, sol, res, delta, piv), scratch of size n + 1).
+    False where a pivot falls below ``pivot_rtol`` (an affinely dependent face: duplicates,
+    or more points on one great circle than it can hold)."""
+    M, LU, rhs, sol, res, delta, piv = work
+    m = k + 1
+    for r in range(k):
+        for c in range(k):
+            M[r, c] = 2.0 * Gs[idx[r], idx[c]]
+        M[r, k] = 1.0
+        M[k, r] = 1.0
+        rhs[r] = g[idx[r]]
+    M[k, k] = 0.0
+    rhs[k] = 1.0
+    for r in range(m):
+        piv[r] = r
+        for c in range(m):
+            LU[r, c] = M[r, c]
+    for c in range(m):
+        p = c
+        for r in range(c + 1, m):
+            if abs(LU[r, c]) > abs(LU[p, c]):
+                p = r
+        if not abs(LU[p, c]) > pivot_rtol:
+            return False
+        if p != c:
+            for q in range(m):
+                LU[c, q], LU[p, q] = LU[p, q], LU[c, q]
+            piv[c], piv[p] = piv[p], piv[c]
+        for r in range(c + 1, m):
+            f = LU[r, c] / LU[c, c]
+            LU[r, c] = f
+            for q in range(c + 1, m):
+                LU[r, q] -= f * LU[c, q]
+    _lu_solve(LU, piv, rhs, sol, m)
+    for r in range(m):
+        acc = rhs[r]
+        for q in range(m):
+            acc -= M[r, q] * sol[q]
+        res[r] = acc
+    _lu_solve(LU, piv, res, delta, m)
+    for r in range(m):
+        sol[r] += delta[r]
+        if not np.isfinite(sol[r]):
+            return False
+    return True
+
+
 @nb.njit(nogil=True, inline="always")
-def _lu_solve(LU: np.ndarray, piv: np.ndarray, rhs: np.ndarray, out: np.ndarray) -> None:
-    m = LU.shape[0]
+def _lu_solve(LU: np.ndarray, piv: np.ndarray, rhs: np.ndarray, out: np.ndarray, m: int) -> None:
     for r in range(m):
         out[r] = rhs[piv[r]]
     for r in range(m):
@@ -87,113 +140,163 @@ def _lu_solve(LU: np.ndarray, piv: np.ndarray, rhs: np.ndarray, out: np.ndarray)
         out[r] /= LU[r, r]
 
 
+@nb.njit(nogil=True)
+def _gradient_gap(Gs: np.ndarray, g: np.ndarray, a: np.ndarray, grad: np.ndarray) -> tuple:
+    """grad = g - 2 G a, the Frank-Wolfe gap max(grad) - a . grad, f(a), argmax(grad)."""
+    n = g.shape[0]
+    gmax, jmax, a_grad, f = -np.inf, 0, 0.0, 0.0
+    for i in range(n):
+        ga = 0.0
+        for j in range(n):
+            if a[j] != 0.0:
+                ga += Gs[i, j] * a[j]
+        grad[i] = g[i] - 2.0 * ga
+        if grad[i] > gmax:
+            gmax, jmax = grad[i], i
+        a_grad += a[i] * grad[i]
+        f += a[i] * g[i] - a[i] * ga
+    return max(gmax - a_grad, 0.0), max(f, 0.0), jmax
+
+
+@nb.njit(nogil=True)
+def _to_face_optimum(
+    Gs: np.ndarray, g: np.ndarray, a: np.ndarray, idx: np.ndarray, k: int, pivot_rtol: float,
+    work: tuple,
+    max_drops: int,
+) -> int:
+    """From the simplex point a (supported on idx[:k]) move to the stationary point of
+    that face, stepping only as far as every weight stays >= 0 and dropping the weight
+    that reaches zero first (a point that fell inside the ball), until the solution of the
+    remaining face is feasible. f never decreases. Returns the new k, or -1 where a face
+    is singular (or more than ``max_drops`` points would have to leave)."""
+    sol = work[3]
+    for _ in range(max_drops + 1):
+        if not _face_solve(Gs, g, idx, k, pivot_rtol, work):
+            return -1
+        t, hit = 1.0, -1
+        for r in range(k):
+            w = sol[r]
+            if w < 0.0:
+                ar = a[idx[r]]
+                ratio = ar / (ar - w)
+                if ratio < t:
+                    t, hit = ratio, r
+        for r in range(k):
+            i = idx[r]
+            a[i] = max(a[i] + t * (sol[r] - a[i]), 0.0)
+        if hit >= 0:
+            a[idx[hit]] = 0.0
+        kk, total = 0, 0.0
+        for r in range(k):
+            if a[idx[r]] > 0.0:
+                idx[kk] = idx[r]
+                total += a[idx[r]]
+                kk += 1
+        k = kk
+        for r in range(k):
+            a[idx[r]] /= total
+        if hit < 0:
+            return k
+    return -1
+
+
 @nb.njit(cache=True, nogil=True)
-def full_face_solve(
+def active_set_solve(
     G: np.ndarray,
     tol: float,
     pivot_rtol: float,
-    a: np.ndarray,
+    max_passes: int,
+    full_first: bool,
+    a_out: np.ndarray,
     lower_sq: np.ndarray,
     upper_sq: np.ndarray,
     done: np.ndarray,
 ) -> None:
-    """The dual QP's stationary point with every point on the ball, certified per set.
+    """Primal active-set method for the dual QP, one set at a time, with its certificate.
 
-    On G scaled to max diag 1, solves 2 G a + lambda 1 = diag(G), sum(a) = 1. Where the
-    system is regular (no pivot below ``pivot_rtol``), the weights finite and >= 0, and the
-    Frank-Wolfe gap at them at most ``tol`` (the solver's own acceptance test), sets
-    done[b] and writes the weights a[b], and f(a) and f(a) + gap (unscaled) to lower_sq[b]
-    and upper_sq[b]. Elsewhere done[b] = False and the outputs are untouched.
+    On G scaled to max diag 1, start from the points that the solution on the face of all
+    points weights positively (``full_first``: a few points in more dimensions mostly all
+    lie on the ball, and one solve then settles them), or else on the diametral pair
+    (optimal for its face). Then, until the
+    Frank-Wolfe gap is at most ``tol`` (the torch solver's own acceptance test), add the
+    point with the largest gradient (the farthest outside the current ball) and move to
+    the optimum of the enlarged face (``_to_face_optimum``). A settled set gets done[b]
+    and its weights, f(a) and f(a) + gap (unscaled) in a_out[b], lower_sq[b] and
+    upper_sq[b]. Sets with all points coinciding, a singular face on the way, or no
+    convergence in ``max_passes`` additions keep done[b] = False and untouched outputs,
+    for the torch solver.
     """
     B, n, _ = G.shape
     m = n + 1
-    M = np.empty((m, m))
-    LU = np.empty((m, m))
-    rhs = np.empty(m)
-    sol = np.empty(m)
-    res = np.empty(m)
-    delta = np.empty(m)
-    w = np.empty(n)
-    piv = np.empty(m, dtype=np.int64)
+    work = (
+        np.empty((m, m)), np.empty((m, m)), np.empty(m), np.empty(m), np.empty(m),
+        np.empty(m), np.empty(m, dtype=np.int64),
+    )
+    Gs, g = np.empty((n, n)), np.empty(n)
+    a, grad = np.empty(n), np.empty(n)
+    idx = np.empty(n, dtype=np.int64)
     for b in range(B):
         done[b] = False
-        Gb = G[b]
         scale = 0.0
         for i in range(n):
-            scale = max(scale, Gb[i, i])
-        if not scale > 0.0:  # every point coincides: the pair start settles it exactly
+            scale = max(scale, G[b, i, i])
+        if not scale > 0.0:
             continue
         for i in range(n):
             for j in range(n):
-                M[i, j] = 2.0 * (Gb[i, j] / scale)
-            M[i, n] = 1.0
-            M[n, i] = 1.0
-            rhs[i] = Gb[i, i] / scale
-        M[n, n] = 0.0
-        rhs[n] = 1.0
-        LU[:, :] = M
-        for r in range(m):
-            piv[r] = r
-        regular = True
-        for c in range(m):
-            p = c
-            for r in range(c + 1, m):
-                if abs(LU[r, c]) > abs(LU[p, c]):
-                    p = r
-            if not abs(LU[p, c]) > pivot_rtol:
-                regular = False
+                Gs[i, j] = G[b, i, j] / scale
+        for i in range(n):
+            g[i] = Gs[i, i]
+        k = -1
+        if full_first:
+            for i in range(n):
+                idx[i] = i
+            if _face_solve(Gs, g, idx, n, pivot_rtol, work):
+                # The points the full face's solution weights positively are a guess at
+                # the support: start uniform on them, drop, then grow as needed.
+                sol, kk = work[3], 0
+                for i in range(n):
+                    if sol[i] > 0.0:
+                        idx[kk] = i
+                        kk += 1
+                a[:] = 0.0
+                if kk == n:  # every point on the ball: that solution is the optimum
+                    total = sol[:n].sum()
+                    for i in range(n):
+                        a[i] = sol[i] / total
+                    k = n
+                elif kk > 0:
+                    for r in range(kk):
+                        a[idx[r]] = 1.0 / kk
+                    k = _to_face_optimum(Gs, g, a, idx, kk, pivot_rtol, work, n)
+        if k < 0:
+            best, p, q = -1.0, 0, 1
+            for i in range(n):
+                for j in range(i + 1, n):
+                    dist = g[i] + g[j] - 2.0 * Gs[i, j]
+                    if dist > best:
+                        best, p, q = dist, i, j
+            a[:] = 0.0
+            a[p] = a[q] = 0.5
+            idx[0], idx[1] = p, q
+            k = 2
+        ok = False
+        gap, f = np.inf, 0.0
+        for _ in range(max_passes + 1):
+            gap, f, j = _gradient_gap(Gs, g, a, grad)
+            if gap <= tol:
+                ok = True
                 break
-            if p != c:
-                for k in range(m):
-                    LU[c, k], LU[p, k] = LU[p, k], LU[c, k]
-                piv[c], piv[p] = piv[p], piv[c]
-            for r in range(c + 1, m):
-                f = LU[r, c] / LU[c, c]
-                LU[r, c] = f
-                for k in range(c + 1, m):
-                    LU[r, k] -= f * LU[c, k]
-        if not regular:
-            continue
-        # One step of iterative refinement: the face can be ill-conditioned.
-        _lu_solve(LU, piv, rhs, sol)
-        for r in range(m):
-            acc = rhs[r]
-            for k in range(m):
-                acc -= M[r, k] * sol[k]
-            res[r] = acc
-        _lu_solve(LU, piv, res, delta)
-        total = 0.0
-        feasible = True
-        for i in range(n):
-            w[i] = sol[i] + delta[i]
-            if not (w[i] >= 0.0 and w[i] < np.inf):
-                feasible = False
+            if a[j] > 0.0:
+                break  # the face's solution is not accurate enough: leave it to torch
+            idx[k] = j
+            k = _to_face_optimum(Gs, g, a, idx, k + 1, pivot_rtol, work, n)
+            if k < 0:
                 break
-            total += w[i]
-        if not (feasible and total > 0.0):
+        if not ok:
             continue
         for i in range(n):
-            w[i] /= total
-        # The certificate, as the torch solver computes it: grad = diag - 2 G a,
-        # gap = max(grad) - a . grad, f(a) = a . diag - a . G a.
-        gmax = -np.inf
-        a_grad = 0.0
-        f = 0.0
-        for i in range(n):
-            ga = 0.0
-            for j in range(n):
-                ga += (Gb[i, j] / scale) * w[j]
-            gi = Gb[i, i] / scale
-            grad = gi - 2.0 * ga
-            gmax = max(gmax, grad)
-            a_grad += w[i] * grad
-            f += w[i] * gi - w[i] * ga
-        gap = max(gmax - a_grad, 0.0)
-        if not gap <= tol:
-            continue
-        f = max(f, 0.0)
-        for i in range(n):
-            a[b, i] = w[i]
+            a_out[b, i] = a[i]
         lower_sq[b] = f * scale
         upper_sq[b] = (f + gap) * scale
         done[b] = True

@@ -40,6 +40,12 @@ def solver_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     return request.param
 
 
+@pytest.fixture
+def torch_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the torch solver (as on a GPU): the CPU kernel settles most sets before it."""
+    monkeypatch.setattr(stability, "_CPU_KERNELS", False)
+
+
 # --------------------------------------------------------------------------------------
 # Independent references
 # --------------------------------------------------------------------------------------
@@ -189,7 +195,7 @@ def test_weights_satisfy_the_kkt_conditions(solver_path: str) -> None:
 
 
 @pytest.mark.parametrize("passes", [0, 1, 2])
-def test_frank_wolfe_path_reaches_the_same_radius(passes: int, solver_path: str) -> None:
+def test_frank_wolfe_path_reaches_the_same_radius(passes: int, torch_path: None) -> None:
     """With few or no active-set passes between them, Frank-Wolfe steps do the work."""
     rng = np.random.default_rng(8)
     X = np.concatenate([clustered(rng, 4, 12, 30, 0.5), great_circle(rng, 2, 12, 30, 2.5)])
@@ -200,7 +206,7 @@ def test_frank_wolfe_path_reaches_the_same_radius(passes: int, solver_path: str)
     assert np.all(ball.gap < 1e-10)
 
 
-def test_certificate_stays_valid_when_stopped_early(solver_path: str) -> None:
+def test_certificate_stays_valid_when_stopped_early() -> None:
     rng = np.random.default_rng(9)
     X = sphere(rng, 6, 20, 40)
     with pytest.warns(RuntimeWarning, match="still valid"):
@@ -237,39 +243,64 @@ def test_extreme_magnitudes_take_the_careful_path() -> None:
         np.testing.assert_allclose(divergence_radius(Y), expected, rtol=0, atol=1e-14)
 
 
-def test_full_face_kernel_solves_the_kkt_system() -> None:
-    """Against numpy's LAPACK solve of [[2G, 1], [1^T, 0]] [a; lambda] = [diag G; 1] on G
-    scaled to max diag 1, and the certificate recomputed from those weights."""
-    rng = np.random.default_rng(23)
-    X = np.concatenate([sphere(rng, 30, 5, 20), clustered(rng, 30, 5, 20, 0.3)])
-    X = np.concatenate([X, with_duplicates(rng, X[:10]), np.repeat(X[:1, :1], 5, axis=1)])
+def _kernel_solve(X: np.ndarray, **kw: object) -> tuple[np.ndarray, ...]:
     G = stability._centred_gram(X).numpy()
     B, n, _ = G.shape
     a, L, U = np.full((B, n), -1.0), np.full(B, -1.0), np.full(B, -1.0)
     done = np.ones(B, dtype=bool)
-    stability_kernels.full_face_solve(G, 1e-12, 1e-11, a, L, U, done)
-    solved = 0
-    for b in range(B):
-        scale = np.diag(G[b]).max()
-        if b >= 60:  # duplicated points (a singular face), or all points coincide
-            assert not done[b] and np.all(a[b] == -1.0) and L[b] == U[b] == -1.0
-            continue
-        Gs, g = G[b] / scale, np.diag(G[b]) / scale
-        M = np.block([[2 * Gs, np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
-        w = np.linalg.solve(M, np.append(g, 1.0))[:n]
+    opts = {"tol": 1e-12, "pivot_rtol": 1e-11, "max_passes": 2 * n + 8, "full_first": True} | kw
+    stability_kernels.active_set_solve(
+        G, opts["tol"], opts["pivot_rtol"], opts["max_passes"], opts["full_first"], a, L, U, done
+    )
+    return G, a, L, U, done
+
+
+@pytest.mark.parametrize("full_first", [True, False])
+def test_active_set_kernel_certifies_exact_balls(full_first: bool) -> None:
+    """The CPU kernel on its own: every set it reports done has the exact radius (NNLS),
+    a gap within tol and KKT weights; untouched outputs where it hands a set on."""
+    rng = np.random.default_rng(23)
+    groups = {
+        "sphere": sphere(rng, 20, 5, 20),
+        "clustered": clustered(rng, 20, 12, 40, 0.3),
+        "many_low_dim": sphere(rng, 10, 40, 3),
+        "arc": great_circle(rng, 10, 9, 30, 2.0),
+        "wide": clustered(rng, 5, 60, 200, 0.5),
+    }
+    for kind, X in groups.items():
+        G, a, L, U, done = _kernel_solve(X, full_first=full_first)
+        assert done.all(), kind  # general position: the kernel settles every set
+        scale = np.einsum("bii->bi", G).max(axis=1)
+        ref = np.array([meb_nnls(x) for x in X])
+        np.testing.assert_allclose(np.sqrt(L), ref, rtol=0, atol=1e-12, err_msg=kind)
+        assert np.all((U - L >= 0) & (U - L <= 1e-12 * scale)), kind
+        assert np.all(a >= 0) and np.allclose(a.sum(1), 1.0, atol=1e-14), kind
+        for b in range(len(X)):
+            grad = np.diag(G[b]) - 2 * G[b] @ a[b]
+            on = a[b] > 0
+            assert np.ptp(grad[on]) < 1e-12 * scale[b] and grad.max() <= grad[on].max() + 1e-12
+
+    # Points on one face in general position: the full-face solve equals LAPACK's.
+    X = sphere(rng, 40, 5, 20)
+    G, a, L, U, done = _kernel_solve(X)
+    for b in range(len(X)):
+        Gs = G[b] / np.diag(G[b]).max()
+        M = np.block([[2 * Gs, np.ones((5, 1))], [np.ones((1, 5)), np.zeros((1, 1))]])
+        w = np.linalg.solve(M, np.append(np.diag(Gs), 1.0))[:5]
         if np.all(w >= 0):
-            solved += 1
-            assert done[b]
             np.testing.assert_allclose(a[b], w, rtol=0, atol=1e-12)
-            grad = g - 2 * Gs @ w
-            f = w @ g - w @ Gs @ w
-            np.testing.assert_allclose(L[b], f * scale, rtol=1e-12)
-            assert 0 <= U[b] - L[b] <= 1e-12 * scale
-            assert grad.max() - w @ grad <= 1e-12
-            assert np.sqrt(L[b]) == pytest.approx(meb_nnls(X[b]), abs=1e-12)
-        else:  # a point inside the ball of the others: not this face
-            assert not done[b] and np.all(a[b] == -1.0)
-    assert 10 < solved < 60  # both kinds occur
+
+
+def test_active_set_kernel_hands_on_what_it_cannot_settle() -> None:
+    rng = np.random.default_rng(24)
+    X = sphere(rng, 4, 6, 10)
+    # All points coincide (zero Gram): the torch solver's exact pair start handles it.
+    same = np.repeat(X[:, :1], 6, axis=1)
+    _, a, L, U, done = _kernel_solve(same)
+    assert not done.any() and np.all(a == -1.0) and np.all(L == -1.0) and np.all(U == -1.0)
+    # No passes and no full-face try: nothing is settled, nothing is written.
+    _, a, L, _, done = _kernel_solve(X, max_passes=0, full_first=False)
+    assert not done.any() and np.all(a == -1.0) and np.all(L == -1.0)
 
 
 def test_batching_does_not_change_results() -> None:
