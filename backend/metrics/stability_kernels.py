@@ -2,15 +2,15 @@
 
 The torch path in ``stability`` is the reference and the one used on GPUs. On a CPU it
 spends most of its time materialising float64 copies and running many tiny batched ops;
-these kernels do the same arithmetic one set at a time while the set is in cache:
+these kernels work one set at a time while the set is in cache:
 
 - ``centred_gram``: float64 unit vectors relative to the set's first one, and their Gram
   matrix, in one pass over the float32/float64 input (no float64 copy of the whole batch);
-- ``full_face_solve``: the KKT solution of the dual QP with every point on the ball
-  (Gaussian elimination with partial pivoting plus one refinement step) and its duality-gap
-  certificate. For a few points in general position this is usually the optimum; the sets
-  where it is not (a point inside the ball, duplicates, a gap above tol) go to the torch
-  solver.
+- ``active_set_solve``: a primal active-set method for the dual QP, one set at a time
+  (each face solved by Gaussian elimination with partial pivoting plus one refinement
+  step), with the same duality-gap certificate and acceptance test as the torch solver.
+  Sets it cannot settle (all points coinciding, a singular face, no convergence) go to
+  the torch solver.
 
 ``fastmath`` is limited to reassociation, so that reductions vectorise. FMA contraction is
 left off: fused into x_i/|x_i| - x_0/|x_0| it would turn two identical unit vectors into
@@ -162,15 +162,14 @@ def _gradient_gap(Gs: np.ndarray, g: np.ndarray, a: np.ndarray, grad: np.ndarray
 def _to_face_optimum(
     Gs: np.ndarray, g: np.ndarray, a: np.ndarray, idx: np.ndarray, k: int, pivot_rtol: float,
     work: tuple,
-    max_drops: int,
 ) -> int:
     """From the simplex point a (supported on idx[:k]) move to the stationary point of
     that face, stepping only as far as every weight stays >= 0 and dropping the weight
     that reaches zero first (a point that fell inside the ball), until the solution of the
     remaining face is feasible. f never decreases. Returns the new k, or -1 where a face
-    is singular (or more than ``max_drops`` points would have to leave)."""
+    is singular."""
     sol = work[3]
-    for _ in range(max_drops + 1):
+    for _ in range(k + 1):  # every round but the last drops a point
         if not _face_solve(Gs, g, idx, k, pivot_rtol, work):
             return -1
         t, hit = 1.0, -1
@@ -217,10 +216,9 @@ def active_set_solve(
     On G scaled to max diag 1, start from the points that the solution on the face of all
     points weights positively (``full_first``: a few points in more dimensions mostly all
     lie on the ball, and one solve then settles them), or else on the diametral pair
-    (optimal for its face). Then, until the
-    Frank-Wolfe gap is at most ``tol`` (the torch solver's own acceptance test), add the
-    point with the largest gradient (the farthest outside the current ball) and move to
-    the optimum of the enlarged face (``_to_face_optimum``). A settled set gets done[b]
+    (optimal for its face). Then, until the Frank-Wolfe gap is at most ``tol`` (the torch
+    solver's own acceptance test), add the point with the largest gradient (the farthest
+    outside the current ball) and move to the optimum of the enlarged face. A settled set gets done[b]
     and its weights, f(a) and f(a) + gap (unscaled) in a_out[b], lower_sq[b] and
     upper_sq[b]. Sets with all points coinciding, a singular face on the way, or no
     convergence in ``max_passes`` additions keep done[b] = False and untouched outputs,
@@ -268,7 +266,7 @@ def active_set_solve(
                 elif kk > 0:
                     for r in range(kk):
                         a[idx[r]] = 1.0 / kk
-                    k = _to_face_optimum(Gs, g, a, idx, kk, pivot_rtol, work, n)
+                    k = _to_face_optimum(Gs, g, a, idx, kk, pivot_rtol, work)
         if k < 0:
             best, p, q = -1.0, 0, 1
             for i in range(n):
@@ -290,7 +288,7 @@ def active_set_solve(
             if a[j] > 0.0:
                 break  # the face's solution is not accurate enough: leave it to torch
             idx[k] = j
-            k = _to_face_optimum(Gs, g, a, idx, k + 1, pivot_rtol, work, n)
+            k = _to_face_optimum(Gs, g, a, idx, k + 1, pivot_rtol, work)
             if k < 0:
                 break
         if not ok:
