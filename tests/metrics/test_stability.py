@@ -283,12 +283,17 @@ def test_active_set_kernel_certifies_exact_balls(full_first: bool) -> None:
     # Points on one face in general position: the full-face solve equals LAPACK's.
     X = sphere(rng, 40, 5, 20)
     G, a, L, U, done = _kernel_solve(X)
+    on_the_ball = 0
     for b in range(len(X)):
         Gs = G[b] / np.diag(G[b]).max()
         M = np.block([[2 * Gs, np.ones((5, 1))], [np.ones((1, 5)), np.zeros((1, 1))]])
         w = np.linalg.solve(M, np.append(np.diag(Gs), 1.0))[:5]
         if np.all(w >= 0):
+            on_the_ball += 1
             np.testing.assert_allclose(a[b], w, rtol=0, atol=1e-12)
+        else:  # some point inside: its weight is exactly zero
+            assert np.any(a[b] == 0.0)
+    assert 5 < on_the_ball < 40
 
 
 def test_active_set_kernel_hands_on_what_it_cannot_settle() -> None:
