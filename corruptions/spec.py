@@ -8,7 +8,8 @@ randomness comes from ``rng``; the kernel returns a new uint8 array of the same 
 
 ``apply_batch(images, params, rngs)`` (optional) does the same for (N, H, W, C) with one
 generator per image. When present it is also used for single images (as a batch of one), so a
-batch equals its images corrupted one by one by construction.
+batch equals its images corrupted one by one by construction; a spec may then leave ``apply``
+out, and gets that batch-of-one call as its ``apply``. A spec needs at least one of the two.
 
 Size-dependent parameters (blur sigmas, kernel lengths, displacement amplitudes) are given in
 pixels *at a 224-pixel short side* and scaled by ``min(H, W) / 224`` inside the kernel.
@@ -96,6 +97,13 @@ def validate_against(name: str, model: type[BaseModel], params: Mapping[str, Any
         raise CorruptionError(f"corruption {name!r}: " + "; ".join(problems)) from None
 
 
+def _single_from_batch(apply_batch: BatchKernel) -> Kernel:
+    def apply(image: np.ndarray, params: Any, rng: np.random.Generator) -> np.ndarray:
+        return apply_batch(image[None], params, [rng])[0]
+
+    return apply
+
+
 @dataclass(frozen=True)
 class CorruptionSpec:
     """One corruption: planner-facing metadata, parameter schema, severity ladder and kernel.
@@ -113,7 +121,7 @@ class CorruptionSpec:
     situations: list[str]
     params_model: type[Params]
     ladder: dict[int, dict[str, Any]]
-    apply: Kernel
+    apply: Kernel | None = None
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     ordinal: bool = True
     apply_batch: BatchKernel | None = None
@@ -127,6 +135,10 @@ class CorruptionSpec:
             raise CorruptionError(f"corruption {self.name!r}: family {self.family!r} is not one of {FAMILIES}")
         if not self.description.strip() or not self.situations:
             raise CorruptionError(f"corruption {self.name!r} needs a description and at least one situation")
+        if self.apply is None:
+            if self.apply_batch is None:
+                raise CorruptionError(f"corruption {self.name!r} needs a kernel: give apply, apply_batch or both")
+            object.__setattr__(self, "apply", _single_from_batch(self.apply_batch))
         if not (isinstance(self.params_model, type) and issubclass(self.params_model, BaseModel)):
             raise CorruptionError(f"corruption {self.name!r}: params_model must be a pydantic model class")
         ladder = {int(k): dict(v) for k, v in self.ladder.items()}

@@ -106,7 +106,6 @@ builtin(
         params_model=PosterizeParams,
         ladder={1: {"bits": 5}, 2: {"bits": 4}, 3: {"bits": 3}, 4: {"bits": 2}, 5: {"bits": 1}},
         ranges={"bits": (6, 1)},
-        apply=lambda img, p, rng: posterize_batch(img[None], p, [rng])[0],
         apply_batch=posterize_batch,
         backend="numpy bit mask (albumentations posterize)",
     ),

@@ -108,6 +108,25 @@ def test_register_decorator_and_duplicate_protection():
     assert "test_invert" not in corruptions.names()
 
 
+def test_batch_only_spec_gets_a_single_image_apply():
+    calls = []
+
+    def invert_batch(imgs, p, rngs):
+        calls.append(len(rngs))
+        return np.stack([_invert(img, p, rng) for img, rng in zip(imgs, rngs)])
+
+    spec = CorruptionSpec(name="x", family="digital", description="d.", situations=["s"],
+                          params_model=_InvertParams, ladder=_ladder(), apply_batch=invert_batch)
+    img = np.arange(16 * 16 * 3, dtype=np.uint8).reshape(16, 16, 3)
+    params = _InvertParams(amount=0.6)
+    out = spec.apply(img, params, np.random.default_rng(0))
+    np.testing.assert_array_equal(out, _invert(img, params, None))
+    assert out.shape == img.shape and calls == [1]
+    with pytest.raises(CorruptionError, match="needs a kernel"):
+        CorruptionSpec(name="x", family="digital", description="d.", situations=["s"],
+                       params_model=_InvertParams, ladder=_ladder())
+
+
 def test_spec_rejects_bad_definitions():
     with pytest.raises(CorruptionError, match="snake_case"):
         CorruptionSpec(name="Bad Name", family="noise", description="d.", situations=["s"],
