@@ -23,7 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.metrics.threat import ProjectedDisplacement, threat_reference  # noqa: E402
+from backend.metrics.threat import ProjectedDisplacement  # noqa: E402
+from tests.oracles.pd_threat_loop import threat_per_anchor_loop  # noqa: E402
 
 
 #: threats below this are compared in absolute terms only
@@ -100,8 +101,8 @@ def main() -> int:
 
     pd.threat(x[:8], y[:8], delta[:8])  # warm-up (BLAS threads, page faults)
     t_mat, got = best_time(lambda: pd.threat(x, y, delta), args.repeats)
-    t_loop32, _ = best_time(lambda: threat_reference(anchors, anchor_labels, x, y, delta, dtype=np.float32), 1)
-    t_loop64, ref = best_time(lambda: threat_reference(anchors, anchor_labels, x, y, delta), 1)
+    t_loop32, _ = best_time(lambda: threat_per_anchor_loop(anchors, anchor_labels, x, y, delta, dtype=np.float32), 1)
+    t_loop64, ref = best_time(lambda: threat_per_anchor_loop(anchors, anchor_labels, x, y, delta), 1)
     diff = np.abs(np.asarray(got, np.float64) - ref)
     # relative accuracy is meaningful where the threat is not ~0 (a δ orthogonal to every
     # unsafe direction has threat ~0, known to float32 only up to an absolute error)
@@ -123,7 +124,7 @@ def main() -> int:
         print(f"  peak traced memory, matrix form, chunk_size={cs:5d}: {mib:8.1f} MiB")
     sub = slice(0, min(100, args.n_inputs))
     print(f"  peak traced memory, float64 loop ({sub.stop} inputs):  "
-          f"{peak_mib(lambda: threat_reference(anchors, anchor_labels, x[sub], y[sub], delta[sub])):8.1f} MiB")
+          f"{peak_mib(lambda: threat_per_anchor_loop(anchors, anchor_labels, x[sub], y[sub], delta[sub])):8.1f} MiB")
 
     if args.device == "cuda":
         import torch

@@ -23,16 +23,21 @@ per-round ratios, so that load from other processes on a shared machine falls on
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
-from backend.metrics import stability
-from backend.metrics.stability import divergence_radius, stability_metrics
-from backend.metrics.stability_reference import meb_radius_nnls
+# the NNLS oracle lives with the tests, outside the installed packages
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from backend.metrics import stability  # noqa: E402
+from backend.metrics.stability import divergence_radius, stability_metrics  # noqa: E402
+from tests.oracles.min_enclosing_ball import meb_radius_nnls  # noqa: E402
 
 
 def make_sets(B: int, n: int, d: int, seed: int) -> np.ndarray:

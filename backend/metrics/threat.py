@@ -64,7 +64,8 @@ from typing import Any
 
 import numpy as np
 
-from backend.errors import UserInputError
+from backend.metrics.threat_errors import ThreatInputError
+from backend.metrics.threat_projection import project_exact, project_radial
 
 #: paper defaults (Section 3.2): k = 50 anchors per class, β = 1/2
 DEFAULT_K = 50
@@ -83,10 +84,6 @@ SCALE_MISMATCH_FACTOR = 20.0
 DEFAULT_MIN_WEIGHT = 0.05
 
 DEFAULT_CHUNK_SIZE = 1024
-
-
-class ThreatInputError(UserInputError):
-    """Bad input to the PD threat; the message names the input and how to fix it."""
 
 
 class AnchorWarning(UserWarning):
@@ -602,47 +599,6 @@ class ProjectedDisplacement:
         return normals, bounds
 
 
-# --------------------------------------------------------------------------- reference
-
-
-def threat_reference(
-    anchors: Any,
-    anchor_labels: Any,
-    x: Any,
-    y: Any,
-    delta: Any,
-    beta: float = DEFAULT_BETA,
-    class_weights: Any = None,
-    mask: Any = None,
-    dtype: Any = np.float64,
-) -> np.ndarray:
-    """Direct per-anchor loop: for each anchor, a - x, <δ, a - x> and ||a - x||² per input.
-
-    Same definition and conventions as :meth:`ProjectedDisplacement.threat` (anchors equal
-    to x ignored; ``class_weights`` a (C, C) matrix in sorted-class order or None), computed
-    in ``dtype`` (float64 by default) without any expansion. Used by tests and benchmarks.
-    """
-    a = np.asarray(anchors, dtype=dtype).reshape(len(anchors), -1)
-    lab = np.asarray(anchor_labels)
-    classes, a_cls = np.unique(lab, return_inverse=True)
-    xb = np.asarray(x, dtype=dtype).reshape(len(x), -1)
-    db = np.asarray(delta, dtype=dtype).reshape(len(delta), -1)
-    if mask is not None:
-        db = db * np.broadcast_to(np.asarray(mask, dtype=dtype), np.shape(delta)).reshape(len(delta), -1)
-    y_cls = np.searchsorted(classes, np.asarray(y))
-    w = np.ones((classes.size, classes.size)) if class_weights is None else np.asarray(class_weights, dtype=np.float64)
-    out = np.zeros(xb.shape[0], dtype=dtype)
-    for j in range(a.shape[0]):
-        diff = a[j][None, :] - xb
-        num = np.einsum("bd,bd->b", db, diff)
-        den = np.einsum("bd,bd->b", diff, diff)
-        use = (y_cls != a_cls[j]) & (den > 0)
-        val = np.zeros_like(out)
-        val[use] = np.maximum(num[use], 0) / (beta * w[y_cls[use], a_cls[j]] * den[use])
-        np.maximum(out, val, out=out)
-    return out
-
-
 # --------------------------------------------------------------------------- run level
 
 
@@ -741,8 +697,6 @@ def safe_accuracy(
     return None if den == 0 else num / den
 
 
-from backend.metrics.threat_projection import project_exact, project_radial  # noqa: E402
-
 __all__ = [
     "AnchorWarning",
     "ProjectedDisplacement",
@@ -756,6 +710,5 @@ __all__ = [
     "select_anchor_indices",
     "select_anchors",
     "severity_safety",
-    "threat_reference",
     "unsafe_reference_threat",
 ]

@@ -19,25 +19,28 @@ device and dtype).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
-
 import sys
+from collections.abc import Hashable
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from scipy.optimize import nnls
 
-if TYPE_CHECKING:
-    from backend.metrics.threat import ProjectedDisplacement
+from backend.metrics.threat_errors import ThreatInputError
+
+
+class ThreatSublevelSets(Protocol):
+    """What the projections need of a threat model (``ProjectedDisplacement`` provides it);
+    a protocol, so this module does not import the threat module that re-exports it."""
+
+    def threat(self, x: Any, y: Any, delta: Any, mask: Any = None) -> Any: ...
+
+    def halfspaces(self, x: Any, y: Hashable, eps: float, mask: Any = None) -> tuple[np.ndarray, np.ndarray]: ...
+
 
 #: eigenvalues of the normals' Gram matrix below this fraction of the largest are treated
 #: as 0 (exactly or nearly parallel normals, e.g. duplicate anchors)
 GRAM_RTOL = 1e-12
-
-
-def _error(msg: str) -> Exception:
-    from backend.metrics.threat import ThreatInputError
-
-    return ThreatInputError(msg)
 
 
 def _is_torch(a: Any) -> bool:
@@ -49,13 +52,13 @@ def _check_eps(eps: Any) -> float:
     try:
         e = float(eps)
     except (TypeError, ValueError) as exc:
-        raise _error(f"eps must be a number >= 0, got {eps!r}") from exc
+        raise ThreatInputError(f"eps must be a number >= 0, got {eps!r}") from exc
     if not np.isfinite(e) or e < 0:
-        raise _error(f"eps must be a finite number >= 0, got {eps!r}")
+        raise ThreatInputError(f"eps must be a finite number >= 0, got {eps!r}")
     return e
 
 
-def project_radial(pd: ProjectedDisplacement, x: Any, y: Any, delta: Any, eps: float, mask: Any = None) -> Any:
+def project_radial(pd: ThreatSublevelSets, x: Any, y: Any, delta: Any, eps: float, mask: Any = None) -> Any:
     """δ scaled by min(1, ε / d(x, δ)) per image (batch); d of the result is min(d, ε)."""
     e = _check_eps(eps)
     t = pd.threat(x, y, delta, mask=mask)
@@ -94,7 +97,7 @@ def _ldp_nnls(delta: np.ndarray, normals: np.ndarray, bounds: np.ndarray) -> np.
     u, _ = nnls(e_mat, target, maxiter=50 * e_mat.shape[1])
     res = e_mat @ u - target
     if abs(res[-1]) < 1e-14:
-        raise _error("the sublevel set is empty (cannot happen for eps >= 0); check the anchors")
+        raise ThreatInputError("the sublevel set is empty (cannot happen for eps >= 0); check the anchors")
     v = -res[:-1] / res[-1] * scale
     mu = vk @ (v / root)
     return delta + normals.T @ mu
@@ -138,14 +141,14 @@ def project_halfspaces(
     n = np.asarray(normals, dtype=np.float64)
     b = np.asarray(bounds, dtype=np.float64)
     if n.ndim != 2 or n.shape[1] != d.size or b.shape != (n.shape[0],):
-        raise _error(f"normals {n.shape} / bounds {b.shape} do not fit a vector of size {d.size}")
+        raise ThreatInputError(f"normals {n.shape} / bounds {b.shape} do not fit a vector of size {d.size}")
     if n.shape[0] == 0:
         return d.copy()
     # unit normals: same set, better conditioned Gram matrix
     norms = np.linalg.norm(n, axis=1)
     nz = norms > 0
     if np.any(b[~nz] < 0):
-        raise _error("a constraint 0 <= b with b < 0 makes the set empty")
+        raise ThreatInputError("a constraint 0 <= b with b < 0 makes the set empty")
     n, b = n[nz] / norms[nz, None], b[nz] / norms[nz]
     if method == "nnls":
         return _ldp_nnls(d, n, b)
@@ -156,11 +159,11 @@ def project_halfspaces(
 
             warnings.warn(f"Dykstra projection did not converge in {max_iter} sweeps", RuntimeWarning, stacklevel=2)
         return z
-    raise _error(f"method must be 'nnls' or 'dykstra', got {method!r}")
+    raise ThreatInputError(f"method must be 'nnls' or 'dykstra', got {method!r}")
 
 
 def project_exact(
-    pd: ProjectedDisplacement,
+    pd: ThreatSublevelSets,
     x: Any,
     y: Any,
     delta: Any,
@@ -178,7 +181,7 @@ def project_exact(
     ms = None if mask is None else (mask.detach().cpu().numpy() if _is_torch(mask) else np.asarray(mask))
     ys = y.detach().cpu().numpy() if _is_torch(y) else np.asarray(y)
     if xs.shape != ds.shape or xs.ndim < 2 or ys.shape != (xs.shape[0],):
-        raise _error(f"x {xs.shape}, delta {ds.shape} and y {ys.shape} must be batches (B, ...), (B, ...), (B,)")
+        raise ThreatInputError(f"x {xs.shape}, delta {ds.shape} and y {ys.shape} must be batches (B, ...), (B, ...), (B,)")
     out = np.empty(ds.shape, dtype=np.float64)
     for i in range(xs.shape[0]):
         mi = None

@@ -1,4 +1,4 @@
-"""Prompt templates: loaded from text files under ``prompts/planner/``, rendered with ``$name``.
+"""Prompt templates: loaded from the ``prompts`` package's ``planner/`` files, rendered with ``$name``.
 
 No prompt wording lives in this module; it only fills placeholders. ``string.Template`` is used
 (not ``str.format``) so JSON braces in the templates need no escaping. The prompt version is a
@@ -11,6 +11,8 @@ import hashlib
 import json
 import os
 from functools import lru_cache
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -31,16 +33,28 @@ TEMPLATE_FILES = (
 DOMAIN_MARKERS = ("<<<DOMAIN", "DOMAIN>>>")
 
 
-def prompts_dir() -> Path:
-    """``$DOMAINBENCH_PROMPTS_DIR`` or the repository's ``prompts/`` folder."""
-    override = os.environ.get("DOMAINBENCH_PROMPTS_DIR")
-    base = Path(override) if override else Path(__file__).resolve().parents[2] / "prompts"
+#: the package whose ``planner/`` folder holds the shipped templates
+PROMPTS_PACKAGE = "prompts"
+
+
+def _override() -> str | None:
+    return os.environ.get("DOMAINBENCH_PROMPTS_DIR") or None
+
+
+def _templates_dir(override: str | None) -> Traversable:
+    base: Traversable = Path(override) if override else files(PROMPTS_PACKAGE)
     return base / "planner"
 
 
+def prompts_dir() -> Traversable:
+    """``$DOMAINBENCH_PROMPTS_DIR/planner`` or the installed ``prompts`` package's ``planner/``."""
+    return _templates_dir(_override())
+
+
+# keyed by the override (None: the package) rather than the folder: not every Traversable hashes
 @lru_cache(maxsize=4)
-def _load(directory: str) -> dict[str, str]:
-    d = Path(directory)
+def _load(override: str | None) -> dict[str, str]:
+    d = _templates_dir(override)
     missing = [f for f in TEMPLATE_FILES if not (d / f).is_file()]
     if missing:
         raise UserInputError(
@@ -51,7 +65,7 @@ def _load(directory: str) -> dict[str, str]:
 
 
 def templates() -> dict[str, str]:
-    return _load(str(prompts_dir()))
+    return _load(_override())
 
 
 def prompt_version() -> str:

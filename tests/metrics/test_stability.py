@@ -14,7 +14,6 @@ from sklearn.metrics.pairwise import cosine_similarity
 
 from backend.errors import UserInputError
 from backend.metrics import stability, stability_kernels
-from backend.metrics.stability_reference import meb_radius_nnls as meb_nnls
 from backend.metrics.stability import (
     cosine_robustness,
     divergence_radius,
@@ -22,6 +21,8 @@ from backend.metrics.stability import (
     euclidean_robustness,
     stability_metrics,
 )
+from tests.oracles.min_enclosing_ball import meb_radius_nnls as meb_nnls
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_torch_thread():

@@ -31,10 +31,10 @@ from backend.metrics.threat import (
     select_anchor_indices,
     select_anchors,
     severity_safety,
-    threat_reference,
     unsafe_reference_threat,
 )
 from backend.metrics.threat_projection import project_halfspaces
+from tests.oracles.pd_threat_loop import threat_per_anchor_loop
 
 SHAPE = (3, 8, 8)
 
@@ -144,7 +144,7 @@ def test_select_anchors_bad_input(images, labels, k, match):
 def test_matrix_form_equals_direct_loop(data, kind):
     pd, x, y, d = data["pd"], data["x"], data["y"], data["deltas"][kind]
     got = pd.threat(x, y, d)
-    ref = threat_reference(data["anchors"], data["anchor_labels"], x, y, d)
+    ref = threat_per_anchor_loop(data["anchors"], data["anchor_labels"], x, y, d)
     assert got.shape == (24,) and got.dtype == np.float32
     assert ref.max() > 0.05
     assert rel_close(got, ref)
@@ -158,7 +158,7 @@ def test_matrix_form_equals_direct_loop(data, kind):
 
 def test_autocast_does_not_lower_the_precision(data):
     x, y, d = data["x"], data["y"], data["deltas"]["noise"]
-    ref = threat_reference(data["anchors"], data["anchor_labels"], x, y, d)
+    ref = threat_per_anchor_loop(data["anchors"], data["anchor_labels"], x, y, d)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         tt = data["pd"].threat(torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(d))
     assert tt.dtype == torch.float32 and rel_close(tt.numpy(), ref)
@@ -171,7 +171,7 @@ def test_near_duplicate_of_other_class_anchor_is_recomputed_exactly(data, monkey
     y = np.array([1, 2, 3])  # each x is a near copy of an anchor of another class
     d = 0.5 * (a[[0, 9, 17]] - x) + rng.normal(0, 1e-4, x.shape).astype(np.float32)
     got = data["pd"].threat(x, y, d)
-    ref = threat_reference(a, al, x, y, d)
+    ref = threat_per_anchor_loop(a, al, x, y, d)
     assert ref.min() > 0.5  # dominated by the near anchor: tiny ||a - x||² in the denominator
     assert rel_close(got, ref)
     tt = data["pd"].threat(torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(d))
@@ -192,7 +192,7 @@ def test_input_identical_to_other_class_anchor_ignores_that_anchor(data):
     keep = np.arange(len(a)) != 3
     without = ProjectedDisplacement(a[keep], al[keep]).threat(x, y, d)
     assert np.isfinite(got).all() and got[0] > 0
-    assert rel_close(got, without) and rel_close(got, threat_reference(a, al, x, y, d))
+    assert rel_close(got, without) and rel_close(got, threat_per_anchor_loop(a, al, x, y, d))
 
 
 # --------------------------------------------------------------------------- paper properties
@@ -232,7 +232,7 @@ def test_moving_onto_an_anchor_of_another_class_has_threat_at_least_1_over_beta(
             d = a[j][None] - x[rows]
             t = pd.threat(x[rows], y[rows], d)
             assert np.all(t >= (1 / beta) * (1 - 1e-5))  # the anchor itself gives exactly 1/β
-            assert rel_close(t, threat_reference(a, al, x[rows], y[rows], d, beta=beta))
+            assert rel_close(t, threat_per_anchor_loop(a, al, x[rows], y[rows], d, beta=beta))
 
 
 def test_every_different_class_pair_exceeds_1_when_all_images_are_anchors():
@@ -338,7 +338,7 @@ def test_pd_s_mask(data):
     mask[:, :, 2:6, 2:6] = True  # foreground square, shared by the channels
     d = rng.normal(0, 0.1, x.shape).astype(np.float32)
     got = pd.threat(x, y, d, mask=mask)
-    assert rel_close(got, threat_reference(a, al, x, y, d, mask=mask))
+    assert rel_close(got, threat_per_anchor_loop(a, al, x, y, d, mask=mask))
     # background-only corruption is invisible to PD-S, not to PD
     bg = d * ~mask
     assert np.all(pd.threat(x, y, bg, mask=mask) == 0) and np.sum(pd.threat(x, y, bg) > 0) >= 20
@@ -369,7 +369,7 @@ def test_pd_w_equals_loop_and_is_at_least_pd(data):
     np.testing.assert_allclose(w, relative_class_weights(euclidean_class_distances(a, al)[0]))
     for d in data["deltas"].values():
         got = pdw.threat(x, y, d)
-        assert rel_close(got, threat_reference(a, al, x, y, d, class_weights=w))
+        assert rel_close(got, threat_per_anchor_loop(a, al, x, y, d, class_weights=w))
         assert np.all(got >= data["pd"].threat(x, y, d) * (1 - 1e-6))  # W <= 1
     # a user matrix: doubling a weight halves that class's contribution
     user = np.full((5, 5), 0.5)
@@ -450,7 +450,7 @@ def test_unsafe_reference_threat_matches_mean_over_all_pairs():
     labels = np.repeat([0, 1, 2], 8)  # balanced: sampling i then j is uniform over pairs
     pd = ProjectedDisplacement(*select_anchors(imgs, labels, k=3))
     i, j = np.nonzero(labels[:, None] != labels[None, :])
-    all_t = threat_reference(pd.anchors, pd.anchor_labels, imgs[i], labels[i], imgs[j] - imgs[i])
+    all_t = threat_per_anchor_loop(pd.anchors, pd.anchor_labels, imgs[i], labels[i], imgs[j] - imgs[i])
     est = unsafe_reference_threat(imgs, labels, pd, n_pairs=3000, seed=1)
     assert abs(est - all_t.mean()) < 4 * all_t.std() / math.sqrt(3000)
     assert est == unsafe_reference_threat(imgs, labels, pd, n_pairs=3000, seed=1)

@@ -1,8 +1,8 @@
-"""A per-set exact reference for the minimum enclosing ball of unit vectors.
+"""Test oracle: a per-set exact minimum enclosing ball of unit vectors.
 
 Slow (one scipy call per set) and independent of the batched solver in
-:mod:`backend.metrics.stability`: the tests check the solver against it and the benchmark
-times the solver against it.
+:mod:`backend.metrics.stability`: the tests check the solver against it and
+``benchmarks/stability.py`` times the solver against it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Train the two embedded image towers and write their weights and model card.
 
-    python -m backend.models.train_embedded --out backend/models/weights [--epochs 2] [--threads 2]
+    python scripts/train_embedded.py --out backend/models/weights [--epochs 2] [--threads 2]
 
 The text tower (MiniLM) is frozen. The image tower learns to place an image next to the
 text embedding of its class prompt: each step draws one prompt template per class, and the
@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import platform
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,10 +26,12 @@ import torch
 import torch.nn.functional as F
 from pydantic import BaseModel
 
-from backend.data.sample.make_sample import CLASSES, DEBIAN_DIR, SAMPLE_PATH, load_split
-from backend.models.base import DEFAULT_TEMPLATES, build_classifier
-from backend.models.embedded import (
-    TRAIN_COMMAND,
+# run from a checkout: the checkout's backend, not an installed copy, defines the towers
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from backend.data.sample.make_sample import CLASSES, DEBIAN_DIR, SAMPLE_PATH, load_split  # noqa: E402
+from backend.models.base import DEFAULT_TEMPLATES, build_classifier  # noqa: E402
+from backend.models.embedded import (  # noqa: E402
     VARIANTS,
     EmbeddedModel,
     ImageTower,
@@ -37,6 +40,9 @@ from backend.models.embedded import (
     to_gray_resized,
     weights_path,
 )
+
+#: how to rebuild the weights; the model card quotes it
+TRAIN_COMMAND = "python scripts/train_embedded.py --out backend/models/weights"
 
 # a wider pool than DEFAULT_TEMPLATES so the tower does not fit one phrasing
 TRAIN_TEMPLATES: tuple[str, ...] = (
