@@ -2,27 +2,68 @@
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")  # albumentations phones home on import
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never hang on a hub that cannot be reached
 
 import typer
-from pydantic import ValidationError
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
+from typer.core import TyperGroup
 
-from backend.errors import UserInputError, first_validation_error
+from backend.errors import UserInputError
+from backend.settings import Settings
+
+if TYPE_CHECKING:
+    from backend.report import RunReport
+
+
+@dataclass
+class CliState:
+    """What one invocation was told: set by the top-level callback before any command runs."""
+
+    quiet: bool = False
+    # read from the environment once per invocation; commands take what they need from here
+    settings: Settings | None = None
+
+
+STATE = CliState()
+
+
+def _quiet_after_the_command(ctx: Any, param: Any, value: bool) -> None:
+    if value:
+        STATE.quiet = True
+
+
+class _QuietAnywhere(TyperGroup):
+    """Every command also accepts ``--quiet``: `domainbench run … --quiet` as `domainbench --quiet run …`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        quiet = next(p for p in self.params if p.name == "quiet")
+        for command in self.commands.values():
+            # the top-level option, cloned: same flags and help, but it sets STATE instead of
+            # becoming an argument of the command's function
+            option = copy.copy(quiet)
+            option.expose_value = False
+            option.callback = _quiet_after_the_command
+            command.params.append(option)
+
 
 app = typer.Typer(
     name="domainbench",
+    cls=_QuietAnywhere,
     help="Which vision-language model survives *my* images? Plan domain corruptions, evaluate models, compare.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -30,7 +71,6 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True, soft_wrap=True)  # paths in messages must stay greppable
-STATE: dict[str, Any] = {"quiet": False}
 
 DEMO_DOMAIN = (
     "Product photos of clothing and shoes taken with cheap phone cameras in a dim warehouse: "
@@ -40,7 +80,14 @@ DEMO_DOMAIN = (
 
 @app.callback()
 def _main(quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or chatter (for scripts).")] = False) -> None:
-    STATE["quiet"] = quiet
+    STATE.quiet = quiet
+    STATE.settings = Settings.from_env()
+
+
+def _settings() -> Settings:
+    if STATE.settings is None:  # a command invoked without the app's callback (a test calling it directly)
+        STATE.settings = Settings.from_env()
+    return STATE.settings
 
 
 def _csv(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -50,7 +97,7 @@ def _csv(values: Optional[list[str]]) -> Optional[list[str]]:
 
 
 def _say(text: str) -> None:
-    if not STATE["quiet"]:
+    if not STATE.quiet:
         err_console.print(text, highlight=False)
 
 
@@ -78,12 +125,12 @@ class RichEvents:
     def message(self, text: str) -> None:
         if self.progress is not None:
             self.progress.console.print(text, highlight=False, soft_wrap=True)
-        elif not STATE["quiet"]:
+        elif not STATE.quiet:
             err_console.print(text, highlight=False)
 
 
 def _progress() -> Progress | None:
-    if STATE["quiet"]:
+    if STATE.quiet:
         return None
     return Progress(
         TextColumn("[bold]{task.description}"),
@@ -105,38 +152,39 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return str(v)
 
 
-def print_summary(summary: dict[str, Any]) -> None:
-    console.print(f"[bold]run {summary['run_id']}[/bold] — baseline {summary['baseline']}", highlight=False)
+def print_report(report: RunReport) -> None:
+    console.print(f"[bold]run {report.run_id}[/bold] — baseline {report.baseline}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
     for col in ("clean%", "corr%", "safe%", "mCE", "rCE", "mFR", "r"):
         table.add_column(col, justify="right", no_wrap=True, min_width=5)
-    for row in summary["table"]:
+    for row in report.table():
         table.add_row(
-            row["model"],
-            _fmt(row.get("acc"), pct=True),
-            _fmt(row.get("mean_corrupted_acc"), pct=True),
-            _fmt(summary.get("safe_accuracy", {}).get(row["model"]), pct=True),
-            _fmt(row.get("mce")),
-            _fmt(row.get("rce")),
-            _fmt(row.get("mfr")),
-            _fmt(row.get("corr")),
+            row.model,
+            _fmt(row.acc, pct=True),
+            _fmt(row.mean_corrupted_acc, pct=True),
+            _fmt(row.safe_acc, pct=True),
+            _fmt(row.mce),
+            _fmt(row.rce),
+            _fmt(row.mfr),
+            _fmt(row.corr),
         )
     console.print(table)
     console.print("clean%, corr%: balanced accuracy clean and averaged over corruption cells; safe%: averaged over cells "
                   "whose PD threat is safe; r: Pearson(accuracy, flip probability) across cells", style="dim")
-    if summary.get("threat"):
-        unsafe = [f"{t['corruption']}@{t['severity']}" for t in summary["threat"] if not t["safe"]]
-        ref = summary.get("threat_reference")
-        note = f" (different-class pairs average {ref:.2f})" if ref else ""
-        console.print(f"PD threat: {len(summary['threat']) - len(unsafe)} of {len(summary['threat'])} corruption cells safe{note}"
+    if report.threat:
+        unsafe = [f"{t.corruption}@{t.severity}" for t in report.unsafe_cells()]
+        scale = report.different_class_threat
+        note = f" (different-class pairs average {scale:.2f})" if scale else ""
+        console.print(f"PD threat: {len(report.threat) - len(unsafe)} of {len(report.threat)} corruption cells safe{note}"
                       + (f"; unsafe: {', '.join(unsafe[:12])}" if unsafe else ""))
 
 
 def _store() -> Any:
     from backend.store import open_store
 
-    return open_store()
+    settings = _settings()
+    return open_store(settings.store_uri, settings.home)
 
 
 # --------------------------------------------------------------------------- commands
@@ -159,7 +207,7 @@ def plan(
         _say(f"wrote {output}")
     else:
         console.print(dumps(cfg), highlight=False, markup=False)
-    if not STATE["quiet"]:
+    if not STATE.quiet:
         t = Table(title="chosen corruptions")
         for col in ("corruption", "severities", "reason"):
             t.add_column(col)
@@ -196,6 +244,7 @@ def run(
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from backend.config import RunConfig, load_domain, load_run
+    from backend.engine.reports import load_report
     from backend.engine.runner import Engine
 
     _load_plugins(corruptions_module)
@@ -227,7 +276,7 @@ def run(
     s = engine.stats
     _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
-    print_summary(store.get_summary(run_id))  # the engine stored it as the run finished
+    print_report(load_report(store, run_id))  # the engine stored it as the run finished
 
 
 class _Null:
@@ -259,8 +308,8 @@ def list_runs() -> None:
     from backend.engine.status import run_status
 
     for r in runs:
-        table.add_row(r["run_id"], run_status(r), r["domain"]["domain"][:50], ", ".join(r["config"]["models"]),
-                      r.get("dataset", {}).get("name", r["config"]["dataset"]), r.get("created_at", ""))
+        table.add_row(r.run_id, run_status(r), r.domain.domain[:50], ", ".join(r.config.models),
+                      r.dataset.name if r.dataset else r.config.dataset, r.created_at)
     console.print(table)
 
 
@@ -270,9 +319,9 @@ def show(
     baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
 ) -> None:
     """Print a run's summary table (recomputed from stored statistics)."""
-    from backend.engine.summary import build_summary
+    from backend.engine.reports import load_report
 
-    print_summary(build_summary(_store(), run_id, baseline))
+    print_report(load_report(_store(), run_id, baseline))
 
 
 @app.command()
@@ -284,13 +333,13 @@ def export(
 ) -> None:
     """Export a run's results as CSV or JSON."""
     from backend.engine.export import to_csv, to_json
-    from backend.engine.summary import build_summary
+    from backend.engine.reports import load_report
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
     store = _store()
-    summary = build_summary(store, run_id, baseline)
-    text = to_json(store.get_run(run_id), summary) if format == "json" else to_csv(summary)
+    report = load_report(store, run_id, baseline)
+    text = to_json(store.get_run(run_id), report) if format == "json" else to_csv(report)
     if output:
         output.write_text(text)
         _say(f"wrote {output}")
@@ -355,6 +404,7 @@ def demo(
 ) -> None:
     """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
     from backend.config import RunConfig, save
+    from backend.engine.reports import load_report
     from backend.engine.runner import Engine
     from backend.planner import plan as make_plan
     from backend.store import home_dir
@@ -368,7 +418,7 @@ def demo(
     engine = Engine(store, RichEvents(progress))
     with progress or _Null():
         run_id = engine.start(cfg, RunConfig(limit=limit))
-    print_summary(store.get_summary(run_id))
+    print_report(load_report(store, run_id))
     console.print(f"\nResults are stored in {store.description}. Browse them with [bold]make ui[/bold] "
                   f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {run_id}` prints this table again.")
 

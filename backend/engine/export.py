@@ -1,4 +1,4 @@
-"""A run's results as files: one CSV row per model × cell, or the run and summary as JSON.
+"""A run's results as files: one CSV row per model × cell, or the run and its report as JSON.
 
 Shared by ``domainbench export`` and the UI's download buttons, so both give the same file.
 """
@@ -10,43 +10,45 @@ import io
 import json
 from typing import Any
 
+from backend.report import RunReport
+from backend.store.records import RunRecord
+
 CELL_FIELDS = ["model", "corruption", "severity", "n", "accuracy", "lfp", "flips", "in_common", "mean_threat", "safe"]
 CSV_FIELDS = ["run_id", "model", "corruption", "severity", "n", "accuracy", "lfp", "flips", "mean_threat", "safe"]
 
 
-def cell_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def cell_rows(report: RunReport) -> list[dict[str, Any]]:
     """One row per model × (corruption, severity), the clean pass first, with the cell's PD threat."""
-    threat = {(t["corruption"], t["severity"]): t for t in summary.get("threat") or []}
     rows = []
-    for m in summary["classification"]["models"]:
-        for c in ([m["clean"]] if m.get("clean") else []) + list(m["cells"]):
-            t = threat.get((c["corruption"], c["severity"]), {})
-            rows.append(
-                {
-                    "model": m["model"],
-                    "corruption": c["corruption"],
-                    "severity": c["severity"],
-                    "n": c["n"],
-                    "accuracy": c.get("accuracy"),
-                    "lfp": c.get("lfp"),
-                    "flips": c.get("flips"),
-                    "in_common": c.get("in_common", True),
-                    "mean_threat": t.get("mean_threat"),
-                    "safe": t.get("safe"),
-                }
-            )
+    for m, c in report.all_cells():
+        t = report.threat_of(c.corruption, c.severity)
+        rows.append(
+            {
+                "model": m.model,
+                "corruption": c.corruption,
+                "severity": c.severity,
+                "n": c.n,
+                "accuracy": c.accuracy,
+                "lfp": c.lfp,
+                "flips": c.flips,
+                "in_common": c.in_common,
+                "mean_threat": None if t is None else t.mean_threat,
+                "safe": None if t is None else t.safe,
+            }
+        )
     return rows
 
 
-def to_csv(summary: dict[str, Any]) -> str:
+def to_csv(report: RunReport) -> str:
     """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
     w.writeheader()
-    for row in cell_rows(summary):
-        w.writerow({"run_id": summary["run_id"], **row})
+    for row in cell_rows(report):
+        w.writerow({"run_id": report.run_id, **row})
     return buf.getvalue()
 
 
-def to_json(run: dict[str, Any] | None, summary: dict[str, Any]) -> str:
-    return json.dumps({"run": run, "summary": summary}, indent=2, default=str)
+def to_json(run: RunRecord | None, report: RunReport) -> str:
+    doc = {"run": None if run is None else run.model_dump(mode="json"), "report": report.model_dump(mode="json")}
+    return json.dumps(doc, indent=2, default=str)

@@ -1,8 +1,9 @@
 """Corruption jobs: what worker processes run. Imports no torch, so workers start fast.
 
-A job corrupts one shard's clean images for one cell. Each image's seed is a pure function
-of (run seed, corruption, severity, dataset index), so a resumed run, a run with a different
-shard size or a different worker count sees exactly the same pixels.
+A job corrupts one shard's clean images for one cell (or one point of a stability grid). Each
+image's seed is a pure function of (run seed, corruption, seed tag, dataset index), so a
+resumed run, a run with a different shard size or a different worker count sees exactly the
+same pixels.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import numpy as np
 import corruptions
 
 CLEAN = "clean"
+#: stability grid point j draws from seed tag GRID_SEED_TAG + j: disjoint from severities 1..5
+GRID_SEED_TAG = 100
 
 
-def image_seeds(run_seed: int, corruption: str, severity: int, indices: np.ndarray) -> list[int]:
-    tag = zlib.crc32(corruption.encode())
+def image_seeds(run_seed: int, corruption: str, tag: int, indices: np.ndarray) -> list[int]:
+    crc = zlib.crc32(corruption.encode())
     return [
-        int(np.random.SeedSequence(run_seed, spawn_key=(tag, severity, int(i))).generate_state(1, np.uint64)[0] >> 1)
+        int(np.random.SeedSequence(run_seed, spawn_key=(crc, tag, int(i))).generate_state(1, np.uint64)[0] >> 1)
         for i in indices
     ]
 
@@ -30,23 +33,43 @@ def image_seeds(run_seed: int, corruption: str, severity: int, indices: np.ndarr
 class Job:
     shard: int
     corruption: str
-    severity: int  # 1..5; for stability jobs the index of the grid point, starting at 1
-    params: dict[str, Any] | None = None  # explicit parameters (plan overrides, stability grid)
-    stability: bool = False
-    n_images: int | None = None  # corrupt only the shard's first n images (stability subsets)
+    #: ladder severity 1..5; 0 for a stability grid point
+    severity: int = 0
+    #: explicit parameters (plan overrides, a stability grid point); None: the ladder's
+    params: dict[str, Any] | None = None
+    #: stability jobs: index of the parameter grid point, from 1
+    grid_point: int | None = None
+    #: corrupt only the shard's first n images (stability subsets)
+    n_images: int | None = None
+
+    @property
+    def stability(self) -> bool:
+        return self.grid_point is not None
+
+    @property
+    def seed_tag(self) -> int:
+        return self.severity if self.grid_point is None else GRID_SEED_TAG + self.grid_point
 
 
-def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -> np.ndarray:
-    # stability grid points get their own seed stream, disjoint from the severity ladder's
-    tag_sev = job.severity + (100 if job.stability else 0)
+@dataclass(frozen=True)
+class Corrupted:
+    """A job's output: the corrupted images and what the kernel drew for each (per-image lists)."""
+
+    images: np.ndarray
+    drawn: dict[str, list[Any]]
+
+
+def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -> Corrupted:
     images, indices = images[: job.n_images], indices[: job.n_images]
-    seeds = image_seeds(run_seed, job.corruption, tag_sev, indices)
+    seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
     if job.params:
-        return corruptions.corrupt_batch(images, job.corruption, params=job.params, seeds=seeds)
-    return corruptions.corrupt_batch(images, job.corruption, severity=job.severity, seeds=seeds)
+        out, drawn = corruptions.corrupt_batch(images, job.corruption, params=job.params, seeds=seeds, return_drawn=True)
+    else:
+        out, drawn = corruptions.corrupt_batch(images, job.corruption, severity=job.severity, seeds=seeds, return_drawn=True)
+    return Corrupted(out, drawn)
 
 
-def _init_worker() -> None:
+def init_worker() -> None:
     import os
 
     # each worker is one process on one core: nested BLAS/OpenCV threads only oversubscribe

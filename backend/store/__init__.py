@@ -3,45 +3,65 @@
 - MongoDB through pymongo when ``DOMAINBENCH_MONGO_URI`` is set (a real deployment);
 - an embedded SQLite file under ``$DOMAINBENCH_HOME`` (default ``./.domainbench``) otherwise.
 
+The entry points read those variables once (``backend.settings.Settings``) and pass them to
+``open_store``; a store that cannot be opened is a ``StoreUnavailableError`` naming the
+variable and the file.
+
 Every collection has key fields; writes are idempotent upserts on them, so a resumed or
 repeated run never duplicates a document.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from backend.store.base import COLLECTIONS, SCHEMA_VERSION, Store, redact_uri
+from backend.errors import StoreUnavailableError, UserInputError
+from backend.settings import DEFAULT_HOME, ENV_HOME, ENV_MONGO_URI, Settings, redact_uri
+from backend.store.base import COLLECTIONS, Store
 
-ENV_URI = "DOMAINBENCH_MONGO_URI"
-ENV_HOME = "DOMAINBENCH_HOME"
+STORE_FILE = "domainbench.sqlite"
 
 
 def home_dir() -> Path:
-    return Path(os.environ.get(ENV_HOME, ".domainbench")).expanduser()
+    """$DOMAINBENCH_HOME, for callers that hold no ``Settings`` (prefer ``Settings.home``)."""
+    return Settings.from_env().home
 
 
-def open_store(uri: str | None = None) -> Store:
-    """The configured store: ``uri`` or $DOMAINBENCH_MONGO_URI, else the embedded SQLite file."""
-    uri = uri or os.environ.get(ENV_URI)
-    if uri and uri.startswith(("mongodb://", "mongodb+srv://")):
-        from backend.store.mongo_store import MongoStore
+def open_store(uri: str | None = None, home: Path | None = None) -> Store:
+    """The store at ``uri`` (mongodb://… or sqlite:///PATH), else the embedded SQLite file in ``home``.
 
-        return MongoStore(uri)
-    if uri and uri.startswith("sqlite:///"):
-        from backend.store.sqlite_store import SQLiteStore
-
-        return SQLiteStore(Path(uri.removeprefix("sqlite:///")))
+    ``uri`` and ``home`` are the values of $DOMAINBENCH_MONGO_URI and $DOMAINBENCH_HOME, and
+    errors name those variables. With neither given (tests, benchmarks, scripts), they are
+    read from the environment here.
+    """
+    if not uri and home is None:
+        settings = Settings.from_env()
+        uri, home = settings.store_uri, settings.home
     if uri:
-        from backend.errors import UserInputError
-
-        raise UserInputError(
-            f"store URI {redact_uri(uri)!r} is not understood: use mongodb://HOST:PORT/DB or sqlite:///PATH"
-        )
+        return _open_uri(uri)
     from backend.store.sqlite_store import SQLiteStore
 
-    return SQLiteStore(home_dir() / "domainbench.sqlite")
+    try:
+        return SQLiteStore(Path(home or DEFAULT_HOME) / STORE_FILE)
+    except StoreUnavailableError as e:
+        raise StoreUnavailableError(f"{ENV_HOME}={home}: {e}; fix that or set {ENV_HOME} to another directory") from e
 
 
-__all__ = ["COLLECTIONS", "SCHEMA_VERSION", "Store", "home_dir", "open_store", "redact_uri"]
+def _open_uri(uri: str) -> Store:
+    if uri.startswith(("mongodb://", "mongodb+srv://")):
+        from backend.store.mongo_store import MongoStore
+
+        return MongoStore(uri)  # its errors name the variable already, with the password redacted
+    if uri.startswith("sqlite:///"):
+        from backend.store.sqlite_store import SQLiteStore
+
+        try:
+            return SQLiteStore(Path(uri.removeprefix("sqlite:///")))
+        except StoreUnavailableError as e:
+            raise StoreUnavailableError(f"{ENV_MONGO_URI}={redact_uri(uri)}: {e}") from e
+    raise UserInputError(
+        f"{ENV_MONGO_URI}: store URI {redact_uri(uri)!r} is not understood: use mongodb://HOST:PORT/DB or sqlite:///PATH"
+    )
+
+
+__all__ = ["COLLECTIONS", "ENV_HOME", "ENV_MONGO_URI", "STORE_FILE", "Store", "home_dir", "open_store", "redact_uri"]

@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-SCHEMA_VERSION = 1
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from backend.report import RunReport
+    from backend.store.records import DomainRecord, RunRecord, UnitRecord
 
 #: collection -> key fields (the upsert key; queries filter on a prefix of it)
 COLLECTIONS: dict[str, tuple[str, ...]] = {
@@ -37,19 +41,20 @@ def key_of(collection: str, doc: dict[str, Any]) -> tuple[Any, ...]:
 
 
 class Store(ABC):
-    """Documents keyed per collection; every write is an idempotent upsert."""
+    """Documents keyed per collection; every write is an idempotent upsert.
+
+    Backends implement the raw JSON-document operations (``_upsert_many``, ``_find``); the
+    public methods validate every document against its record model (``backend.store.records``)
+    on the way in and on the way out, so nothing unchecked is written or read.
+    """
 
     description: str
 
     @abstractmethod
-    def upsert(self, collection: str, doc: dict[str, Any]) -> None: ...
+    def _upsert_many(self, collection: str, docs: list[dict[str, Any]]) -> None: ...
 
     @abstractmethod
-    def upsert_many(self, collection: str, docs: Iterable[dict[str, Any]]) -> None: ...
-
-    @abstractmethod
-    def find(self, collection: str, **where: Any) -> list[dict[str, Any]]:
-        """Documents whose key fields equal ``where`` (any subset of the key fields)."""
+    def _find(self, collection: str, where: dict[str, Any]) -> list[dict[str, Any]]: ...
 
     @abstractmethod
     def keys(self, collection: str, **where: Any) -> set[tuple[Any, ...]]:
@@ -61,37 +66,70 @@ class Store(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
-    # -- typed helpers: the names the rest of the product uses ---------------------------
-    def get(self, collection: str, **key: Any) -> dict[str, Any] | None:
+    # -- validated documents ------------------------------------------------------------
+    def upsert(self, collection: str, doc: BaseModel | dict[str, Any]) -> None:
+        self.upsert_many(collection, [doc])
+
+    def upsert_many(self, collection: str, docs: Iterable[BaseModel | dict[str, Any]]) -> None:
+        from backend.store.records import validate
+
+        self._check_where(collection, {})
+        rows = [validate(collection, d).model_dump(mode="json") for d in docs]
+        for row in rows:
+            key_of(collection, row)
+        if rows:
+            self._upsert_many(collection, rows)
+
+    def find(self, collection: str, **where: Any) -> list[Any]:
+        """Records whose key fields equal ``where`` (any subset of the key fields), validated.
+
+        Older documents are migrated; a document a newer domainbench wrote raises
+        ``StoreVersionError``. Documents that must be rebuilt rather than migrated (old
+        summaries) are left out.
+        """
+        from backend.store.records import RECORDS, upgrade
+
+        self._check_where(collection, where)
+        model = RECORDS[collection]
+        out = []
+        for raw in self._find(collection, where):
+            doc = upgrade(collection, raw, self.description)
+            if doc is not None:
+                out.append(model.model_validate(doc))
+        return out
+
+    def get(self, collection: str, **key: Any) -> Any | None:
         docs = self.find(collection, **key)
         return docs[0] if docs else None
 
-    def put_domain(self, doc: dict[str, Any]) -> None:
+    # -- typed helpers: the names the rest of the product uses ---------------------------
+    def put_domain(self, doc: DomainRecord | dict[str, Any]) -> None:
         self.upsert("domains", doc)
 
-    def put_run(self, doc: dict[str, Any]) -> None:
+    def put_run(self, doc: RunRecord | dict[str, Any]) -> None:
         self.upsert("runs", doc)
 
-    def get_run(self, run_id: str) -> dict[str, Any] | None:
+    def get_run(self, run_id: str) -> RunRecord | None:
         return self.get("runs", run_id=run_id)
 
-    def list_runs(self) -> list[dict[str, Any]]:
-        return sorted(self.find("runs"), key=lambda d: d.get("created_at", ""), reverse=True)
+    def list_runs(self) -> list[RunRecord]:
+        return sorted(self.find("runs"), key=lambda d: d.created_at, reverse=True)
 
-    def update_run(self, run_id: str, **fields: Any) -> None:
+    def update_run(self, run_id: str, **fields: Any) -> RunRecord:
         doc = self.get_run(run_id)
         if doc is None:
             raise KeyError(run_id)
-        doc.update(fields)
-        self.put_run(doc)
+        updated = doc.model_copy(update=fields)
+        self.put_run(updated.model_dump(mode="json"))  # re-validated: a bad field never lands
+        return updated
 
-    def units(self, run_id: str, **where: Any) -> list[dict[str, Any]]:
+    def units(self, run_id: str, **where: Any) -> list[UnitRecord]:
         return self.find("units", run_id=run_id, **where)
 
-    def put_summary(self, doc: dict[str, Any]) -> None:
-        self.upsert("summaries", doc)
+    def put_report(self, report: RunReport) -> None:
+        self.upsert("summaries", report)
 
-    def get_summary(self, run_id: str) -> dict[str, Any] | None:
+    def get_report(self, run_id: str) -> RunReport | None:
         return self.get("summaries", run_id=run_id)
 
     def delete_run(self, run_id: str) -> None:
@@ -106,7 +144,3 @@ class Store(ABC):
         bad = set(where) - set(COLLECTIONS[collection])
         if bad:
             raise ValueError(f"{collection} can only be filtered on its key fields {COLLECTIONS[collection]}, not {sorted(bad)}")
-
-    @staticmethod
-    def _stamp(doc: dict[str, Any]) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, **doc}

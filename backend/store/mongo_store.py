@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from backend.errors import UserInputError
-from backend.store.base import COLLECTIONS, Store, key_of, redact_uri
+from pydantic import SecretStr
+
+from backend.errors import StoreUnavailableError
+from backend.settings import ENV_MONGO_URI, Settings, redact_uri
+from backend.store.base import COLLECTIONS, Store, key_of
 
 
 class MongoStore(Store):
@@ -15,7 +17,14 @@ class MongoStore(Store):
 
         self.description = f"MongoDB at {redact_uri(uri)}"
         if client is None:
-            client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
+            try:
+                client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
+            except (pymongo.errors.PyMongoError, ValueError) as e:
+                why = Settings(mongo_uri=SecretStr(uri)).redact(str(e))  # the message may quote the password
+                raise StoreUnavailableError(
+                    f"{ENV_MONGO_URI}={redact_uri(uri)} is not a valid MongoDB URI ({why}); fix it "
+                    "or unset it to use the embedded store"
+                ) from None
         self._client = client
         try:
             name = db or pymongo.uri_parser.parse_uri(uri).get("database") or "domainbench"
@@ -27,25 +36,22 @@ class MongoStore(Store):
                 self._db[coll].create_index([(f, 1) for f in fields], unique=True, name="key")
         except pymongo.errors.PyMongoError as e:
             # the message of a failed connection can echo the URI: never pass it on raw
-            raise UserInputError(
-                f"cannot reach MongoDB at {redact_uri(uri)} ({type(e).__name__}); check DOMAINBENCH_MONGO_URI "
-                "or unset it to use the embedded store"
+            raise StoreUnavailableError(
+                f"{ENV_MONGO_URI}: cannot reach MongoDB at {redact_uri(uri)} ({type(e).__name__}); check the "
+                "variable or unset it to use the embedded store"
             ) from None
 
     def _filter(self, collection: str, where: dict[str, Any]) -> dict[str, Any]:
         self._check_where(collection, where)
         return dict(where)
 
-    def upsert(self, collection: str, doc: dict[str, Any]) -> None:
-        self.upsert_many(collection, [doc])
-
-    def upsert_many(self, collection: str, docs: Iterable[dict[str, Any]]) -> None:
+    def _upsert_many(self, collection: str, docs: list[dict[str, Any]]) -> None:
         fields = COLLECTIONS[collection]
         # one replace per document: each is atomic on its own, which is all a unit needs
         for d in docs:
-            self._db[collection].replace_one(dict(zip(fields, key_of(collection, d))), self._stamp(d), upsert=True)
+            self._db[collection].replace_one(dict(zip(fields, key_of(collection, d))), d, upsert=True)
 
-    def find(self, collection: str, **where: Any) -> list[dict[str, Any]]:
+    def _find(self, collection: str, where: dict[str, Any]) -> list[dict[str, Any]]:
         return list(self._db[collection].find(self._filter(collection, where), {"_id": False}))
 
     def keys(self, collection: str, **where: Any) -> set[tuple[Any, ...]]:

@@ -8,29 +8,34 @@ upsert or lookup O(log n) however large the store grows.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from backend.errors import StoreUnavailableError
 from backend.store.base import COLLECTIONS, Store, key_of
 
 
 class SQLiteStore(Store):
     def __init__(self, path: Path, timeout_s: float = 60.0) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.description = f"embedded SQLite at {self.path}"
         self._timeout = timeout_s
         self._local = threading.local()
-        conn = self._conn()
-        with conn:
-            for coll, fields in COLLECTIONS.items():
-                cols = ", ".join(f"{f}" for f in fields)
-                conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {coll} ({cols}, doc TEXT NOT NULL, PRIMARY KEY ({cols})) WITHOUT ROWID"
-                )
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._conn()
+            with conn:
+                for coll, fields in COLLECTIONS.items():
+                    cols = ", ".join(f"{f}" for f in fields)
+                    conn.execute(
+                        f"CREATE TABLE IF NOT EXISTS {coll} ({cols}, doc TEXT NOT NULL, PRIMARY KEY ({cols})) WITHOUT ROWID"
+                    )
+        except (OSError, sqlite3.Error) as e:
+            self.close()
+            raise StoreUnavailableError(f"cannot open the embedded store {self.path}: {_open_failure(self.path, e)}") from e
 
     def _conn(self) -> sqlite3.Connection:
         # one connection per thread: Streamlit serves each session on its own thread
@@ -43,15 +48,9 @@ class SQLiteStore(Store):
             self._local.conn = conn
         return conn
 
-    def upsert(self, collection: str, doc: dict[str, Any]) -> None:
-        self.upsert_many(collection, [doc])
-
-    def upsert_many(self, collection: str, docs: Iterable[dict[str, Any]]) -> None:
-        self._check_where(collection, {})
+    def _upsert_many(self, collection: str, docs: list[dict[str, Any]]) -> None:
         fields = COLLECTIONS[collection]
-        rows = [(*key_of(collection, d), json.dumps(self._stamp(d), allow_nan=False)) for d in docs]
-        if not rows:
-            return
+        rows = [(*key_of(collection, d), json.dumps(d, allow_nan=False)) for d in docs]
         cols = ", ".join(fields)
         marks = ", ".join("?" for _ in range(len(fields) + 1))
         sql = f"INSERT INTO {collection} ({cols}, doc) VALUES ({marks}) ON CONFLICT ({cols}) DO UPDATE SET doc = excluded.doc"
@@ -72,7 +71,7 @@ class SQLiteStore(Store):
             return "", []
         return " WHERE " + " AND ".join(f"{k} = ?" for k in where), list(where.values())
 
-    def find(self, collection: str, **where: Any) -> list[dict[str, Any]]:
+    def _find(self, collection: str, where: dict[str, Any]) -> list[dict[str, Any]]:
         clause, args = self._where(collection, where)
         rows = self._conn().execute(f"SELECT doc FROM {collection}{clause}", args).fetchall()
         return [json.loads(r[0]) for r in rows]
@@ -92,3 +91,19 @@ class SQLiteStore(Store):
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def _open_failure(path: Path, e: OSError | sqlite3.Error) -> str:
+    """Why ``path`` cannot be opened, in the user's terms (sqlite's own words are terse)."""
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        return f"{blocker} is a file, not a directory"
+    if isinstance(e, OSError):
+        return f"cannot create the directory {path.parent} ({e.strerror or e})"
+    if path.is_dir():
+        return "it is a directory, not a file"
+    if "not a database" in str(e):
+        return f"the file is damaged or not a SQLite database ({e})"
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"it is not writable ({e})"
+    return str(e)

@@ -1,0 +1,36 @@
+"""A run's report: read the stored one, or rebuild it from the stored records.
+
+Rebuilding is cheap (sums of confusion matrices), so a report against another baseline, or of
+a run still in progress, is built on demand and never stored over the run's own report.
+"""
+
+from __future__ import annotations
+
+from backend import __version__
+from backend.errors import UserInputError
+from backend.metrics.run_report import build_report as _build
+from backend.report import RunReport
+from backend.store import Store
+
+
+def build_report(store: Store, run_id: str, baseline: str | None = None) -> RunReport:
+    run = store.get_run(run_id)
+    if run is None:
+        raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
+    models = run.config.models
+    baseline = baseline or run.config.baseline_model
+    if baseline not in models:
+        raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {models}")
+    units = store.units(run_id)
+    if not units:
+        raise UserInputError(f"run {run_id} has no finished units yet; resume it with `domainbench run --resume {run_id}`")
+    return _build(run, units, store.find("threat", run_id=run_id), store.find("stability", run_id=run_id),
+                  baseline=baseline, version=__version__)
+
+
+def load_report(store: Store, run_id: str, baseline: str | None = None) -> RunReport:
+    """The stored report when it matches (finished run, same baseline), else a fresh one."""
+    stored = store.get_report(run_id)
+    if stored is not None and baseline in (None, stored.baseline):
+        return stored
+    return build_report(store, run_id, baseline)

@@ -1,0 +1,86 @@
+"""Scoring images with the run's models: load them, encode in batches, predict zero-shot.
+
+Shared by the runner and the per-run tasks; it knows nothing about units or the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from backend.models import VisionLanguageModel, build_classifier, create_model, resolve_device
+from backend.models.base import DEFAULT_TEMPLATES
+
+
+class ModelOutputError(RuntimeError):
+    """A model produced NaN or infinite embeddings: its numbers would be meaningless."""
+
+
+@dataclass
+class ModelState:
+    """A loaded model with its zero-shot classifier and its current (OOM-adapted) batch size."""
+
+    name: str
+    model: VisionLanguageModel
+    classifier: torch.Tensor
+    batch_size: int
+
+
+def load_models(names: Sequence[str], classes: list[str], device: str, batch_size: int,
+                templates: Sequence[str] | None, say: Callable[[str], None] | None = None) -> list[ModelState]:
+    dev = resolve_device(device)
+    states = []
+    for name in names:
+        if say is not None:
+            say(f"loading {name} on {dev}")
+        model = create_model(name, dev)
+        classifier = build_classifier(model, classes, templates or DEFAULT_TEMPLATES).to(dev)
+        states.append(ModelState(name, model, classifier, batch_size))
+    return states
+
+
+def encode(ms: ModelState, images: np.ndarray) -> torch.Tensor:
+    """L2-normalised float32 embeddings, in batches, halving the batch on CUDA out-of-memory."""
+    model = ms.model
+    cuda = model.device.type == "cuda"
+    out: list[torch.Tensor] = []
+    i = 0
+    while i < len(images):
+        chunk = images[i : i + ms.batch_size]
+        try:
+            with torch.inference_mode(), torch.autocast("cuda", enabled=cuda):
+                pix = model.preprocess(chunk)
+                if cuda:
+                    pix = pix.pin_memory()
+                emb = model.encode_image(pix.to(model.device, non_blocking=True)).float()
+        except torch.OutOfMemoryError:
+            if ms.batch_size == 1:
+                raise
+            ms.batch_size //= 2
+            torch.cuda.empty_cache()
+            continue
+        out.append(emb)
+        i += len(chunk)
+    emb = torch.cat(out) if out else torch.zeros((0, ms.classifier.shape[1]), device=model.device)
+    if not torch.isfinite(emb).all():
+        bad = int((~torch.isfinite(emb)).any(dim=1).sum())
+        raise ModelOutputError(
+            f"model {ms.name} returned NaN/inf embeddings for {bad} of {len(emb)} images; "
+            "check its weights and preprocessing (and fp16 overflow on GPU: try --device cpu)"
+        )
+    return emb
+
+
+def predict(ms: ModelState, emb: torch.Tensor) -> np.ndarray:
+    with torch.inference_mode():
+        return (emb @ ms.classifier.T.to(emb.dtype)).argmax(dim=1).cpu().numpy().astype(np.int64)
+
+
+def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> list[list[int]] | None:
+    if labels is None:
+        return None
+    cm = np.bincount(labels * n_classes + preds, minlength=n_classes * n_classes).reshape(n_classes, n_classes)
+    return cm.tolist()

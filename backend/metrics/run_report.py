@@ -1,0 +1,167 @@
+"""A run's report from its stored records: classification, PD threat, stability and their link.
+
+Pure functions of the records (no store, no images, no models), so the report can be rebuilt
+at any time, against any baseline, and tested on hand-made records.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from backend.metrics.aggregate import summarize
+from backend.metrics.threat import safe_accuracy, severity_safety
+from backend.report import (
+    DropCorrelationReport,
+    LinkEntry,
+    RadiusBinReport,
+    RegressionReport,
+    RunReport,
+    StabilityLink,
+    StabilityMean,
+    ThreatCell,
+    Versions,
+)
+
+if TYPE_CHECKING:
+    from backend.store.records import RunRecord, StabilityRecord, ThreatRecord, UnitRecord
+
+#: the PD threat is normalised so that moving all the way onto another class's anchor scores
+#: 2 (β = 1/2); at or below 1 a perturbation stays within half-way: label-preserving ("safe")
+SAFE_THREAT = 1.0
+STABILITY_METRICS = ("divergence_radius", "cosine", "euclidean")
+
+
+def threat_cells(records: Sequence[ThreatRecord]) -> list[ThreatCell]:
+    """Per (corruption, severity): the shards' threat sums pooled, with the safety verdict."""
+    acc: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: {"n": 0, "sum": 0.0, "sum_sq": 0.0, "n_above_1": 0, "max": 0.0})
+    for d in records:
+        a = acc[(d.corruption, d.severity)]
+        a["n"] += d.n
+        a["sum"] += d.sum
+        a["sum_sq"] += d.sum_sq
+        a["n_above_1"] += d.n_above_1
+        a["max"] = max(a["max"], d.max)
+    pooled: dict[tuple[str, int], dict[str, Any]] = {}
+    for key, a in sorted(acc.items()):
+        mean = a["sum"] / a["n"] if a["n"] else None
+        pooled[key] = {
+            "corruption": key[0],
+            "severity": key[1],
+            "n": int(a["n"]),
+            "mean_threat": mean,
+            "std_threat": float(np.sqrt(max(a["sum_sq"] / a["n"] - mean**2, 0.0))) if a["n"] else None,
+            "frac_unsafe_images": a["n_above_1"] / a["n"] if a["n"] else None,
+            "max_threat": a["max"],
+        }
+    safety = severity_safety({k: v["mean_threat"] for k, v in pooled.items() if v["mean_threat"] is not None}, SAFE_THREAT)
+    return [ThreatCell(**cell, safe=safety.get(key, False)) for key, cell in pooled.items()]
+
+
+def stability_means(records: Sequence[StabilityRecord]) -> list[StabilityMean]:
+    """Mean DivergenceRadius / cosine / Euclidean robustness per model × corruption."""
+    groups: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: {k: [] for k in STABILITY_METRICS})
+    for d in records:
+        g = groups[(d.model, d.corruption)]
+        for k in STABILITY_METRICS:
+            g[k] += getattr(d, k)
+    return [
+        StabilityMean(model=m, corruption=c, n_images=len(g["divergence_radius"]),
+                      **{k: float(np.mean(v)) if v else None for k, v in g.items()})
+        for (m, c), g in sorted(groups.items())
+    ]
+
+
+def stability_link(units: Sequence[UnitRecord], records: Sequence[StabilityRecord], seed: int = 0) -> list[StabilityLink]:
+    """Per model: does DivergenceRadius predict accuracy under perturbation? (stability paper §5)
+
+    An image's ACC_p for a corruption is the fraction of its evaluated severities classified
+    correctly; it is related to the image's radius by quantile bins and a half/half linear
+    regression, and across corruptions the accuracy drop is correlated with the mean radius.
+    """
+    from backend.metrics.stability_link import (
+        StabilityLinkInputError,
+        accuracy_by_radius_quantile,
+        drop_robustness_correlation,
+        fit_accuracy_regression,
+    )
+
+    labels: dict[int, int] = {}
+    correct: dict[tuple[str, str], dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for u in units:
+        if u.corruption == "clean" and u.labels is not None:
+            labels.update(zip(u.indices, u.labels))
+    if not labels:
+        return []
+    for u in units:
+        for i, p in zip(u.indices, u.preds):
+            if i in labels:
+                correct[(u.model, u.corruption)][i].append(p == labels[i])
+    radius: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
+    for d in records:
+        radius[(d.model, d.corruption)].update(zip(d.indices, d.divergence_radius))
+    out = []
+    for model in sorted({m for m, _ in radius}):
+        per: dict[str, LinkEntry] = {}
+        drop, mean_r = {}, {}
+        clean = correct.get((model, "clean"), {})
+        for (m, corr), rad in sorted(radius.items()):
+            if m != model:
+                continue
+            idx = [i for i in rad if i in correct.get((m, corr), {}) and i in clean]
+            if len(idx) < 4:
+                continue
+            r = np.array([rad[i] for i in idx])
+            acc_p = np.array([np.mean(correct[(m, corr)][i]) for i in idx])
+            acc = np.array([float(clean[i][0]) for i in idx])
+            entry: dict[str, Any] = {"n_images": len(idx), "mean_radius": float(r.mean()),
+                                     "accuracy_clean": float(acc.mean()), "accuracy_perturbed": float(acc_p.mean())}
+            try:
+                entry["bins"] = [RadiusBinReport(**b._asdict()) for b in accuracy_by_radius_quantile(r, acc_p, n_bins=5)]
+                reg = fit_accuracy_regression(r, acc_p, seed=seed)
+                entry["regression"] = RegressionReport(slope=reg.slope, intercept=reg.intercept, mse=reg.mse, n_test=reg.n_test)
+            except StabilityLinkInputError as e:
+                entry["note"] = str(e)
+            per[corr] = LinkEntry(**entry)
+            drop[corr] = entry["accuracy_clean"] - entry["accuracy_perturbed"]
+            mean_r[corr] = entry["mean_radius"]
+        dc = drop_robustness_correlation(drop, mean_r) if drop else None
+        out.append(StabilityLink(
+            model=model, per_corruption=per,
+            drop_correlation=None if dc is None else DropCorrelationReport(r=dc.r, p_value=dc.p_value, n_corruptions=dc.n_corruptions),
+        ))
+    return out
+
+
+def build_report(
+    run: RunRecord,
+    units: Sequence[UnitRecord],
+    threat: Sequence[ThreatRecord],
+    stability: Sequence[StabilityRecord],
+    baseline: str,
+    version: str,
+) -> RunReport:
+    """Everything a reader needs about a run, against ``baseline`` (a model of the run)."""
+    summary = summarize(units, baseline=baseline)
+    cells = threat_cells(threat)
+    safety = {(t.corruption, t.severity): t.safe for t in cells}
+    safe_acc = {}
+    for m in summary.models:
+        accs = {(c.corruption, c.severity): c.accuracy for c in m.cells
+                if c.accuracy is not None and (c.corruption, c.severity) in safety}
+        safe_acc[m.model] = safe_accuracy(accs, safety)
+    return RunReport(
+        run_id=run.run_id,
+        baseline=baseline,
+        seed=run.config.seed,
+        classification=summary,
+        threat=cells,
+        different_class_threat=run.different_class_threat,
+        safe_accuracy=safe_acc,
+        stability=stability_means(stability),
+        stability_link=stability_link(units, stability, seed=run.config.seed),
+        versions=Versions(domainbench=version),
+    )

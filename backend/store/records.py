@@ -1,0 +1,198 @@
+"""The documents the store holds, one pydantic model per collection, checked on write and on read.
+
+Every record carries ``schema_version``. Reading a record written by a newer domainbench is a
+clear error (upgrade); an older record is migrated here, in one place, before validation.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from backend.config import DomainConfig, RunConfig
+from backend.errors import UserInputError
+from backend.metrics.aggregate import UnitDocument
+from backend.report import REPORT_SCHEMA_VERSION, RunReport
+
+RunStatus = Literal["queued", "running", "done", "failed", "interrupted"]
+
+
+class StoreVersionError(UserInputError):
+    """The store holds documents this version of domainbench cannot read."""
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DomainRecord(DomainConfig):
+    """A planned domain, stored once per distinct plan (keyed by a hash of its content)."""
+
+    domain_id: str
+    created_at: str = ""
+
+
+class DatasetInfo(_Record):
+    name: str
+    size: int
+    classes: list[str]
+    labelled: bool
+
+
+class RunRecord(_Record):
+    schema_version: Literal[2] = 2
+    run_id: str
+    domain_id: str
+    domain: DomainConfig
+    config: RunConfig
+    status: RunStatus
+    created_at: str
+    dataset: DatasetInfo | None = None
+    environment: dict[str, Any] = Field(default_factory=dict)
+    #: the process working on the run: a "running" run whose process is gone was interrupted
+    pid: int | None = None
+    host: str | None = None
+    resumed_at: str | None = None
+    finished_at: str | None = None
+    error: str | None = None
+    n_unreadable: int | None = None
+    unreadable: list[str] = Field(default_factory=list)
+    #: mean PD threat of moving an image onto an image of another class (the unsafe scale)
+    different_class_threat: float | None = None
+    threat_anchors_per_class: int | None = None
+
+
+class UnitRecord(UnitDocument):
+    """One (run, model, corruption, severity, shard): sufficient statistics and per-image predictions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = 1
+    preds: list[int] = Field(default_factory=list)
+    indices: list[int] = Field(default_factory=list)
+    #: true labels of the shard's images, stored with the clean pass only
+    labels: list[int] | None = None
+    elapsed_s: float | None = None
+    computed_at: str | None = None
+
+
+class ThreatRecord(_Record):
+    """PD threat sums of one corruption cell over one shard (model-independent)."""
+
+    schema_version: Literal[1] = 1
+    run_id: str
+    corruption: str
+    severity: int = Field(ge=1)
+    shard: int = Field(ge=0)
+    n: int = Field(ge=0)
+    sum: float
+    sum_sq: float
+    n_above_1: int = Field(ge=0)
+    max: float
+
+
+class StabilityRecord(_Record):
+    """Per-image stability metrics of one (model, corruption) over one shard's stability subset."""
+
+    schema_version: Literal[1] = 1
+    run_id: str
+    model: str
+    corruption: str
+    shard: int = Field(ge=0)
+    indices: list[int]
+    #: perturbed versions per image (the parameter grid's size)
+    points: int
+    grid: list[dict[str, Any]] = Field(default_factory=list)
+    divergence_radius: list[float]
+    cosine: list[float]
+    euclidean: list[float]
+    #: upper - lower certificate of each radius
+    gap: list[float] | None = None
+
+    @field_validator("cosine", "euclidean")
+    @classmethod
+    def _one_per_image(cls, v: list[float], info: Any) -> list[float]:
+        radius = info.data.get("divergence_radius")
+        if radius is not None and len(v) != len(radius):
+            raise ValueError(f"{info.field_name} has {len(v)} values but divergence_radius has {len(radius)}")
+        return v
+
+
+class ReportRecord(RunReport):
+    """A run's report as stored once the run finished (rebuildable from the other records)."""
+
+
+RECORDS: dict[str, type[BaseModel]] = {
+    "domains": DomainRecord,
+    "runs": RunRecord,
+    "units": UnitRecord,
+    "stability": StabilityRecord,
+    "threat": ThreatRecord,
+    "summaries": ReportRecord,
+}
+
+CURRENT_VERSIONS: dict[str, int] = {
+    "domains": 1,
+    "runs": 2,
+    "units": 1,
+    "stability": 1,
+    "threat": 1,
+    "summaries": REPORT_SCHEMA_VERSION,
+}
+
+
+def _migrate_run_1(doc: dict[str, Any]) -> dict[str, Any]:
+    # version 1 called the different-class threat "threat_reference", a name the metrics
+    # module also used for its per-anchor loop
+    doc = dict(doc)
+    doc["different_class_threat"] = doc.pop("threat_reference", None)
+    doc["schema_version"] = 2
+    return doc
+
+
+#: (collection, version) -> function lifting a document to version + 1; None: not migratable
+MIGRATIONS: dict[tuple[str, int], Any] = {
+    ("runs", 1): _migrate_run_1,
+    # a version-1 summary was an untyped dict; the report is rebuilt from the units instead
+    ("summaries", 1): None,
+}
+
+
+def upgrade(collection: str, doc: dict[str, Any], where: str) -> dict[str, Any] | None:
+    """The document lifted to the current version; None when it must be rebuilt (summaries)."""
+    current = CURRENT_VERSIONS[collection]
+    version = doc.get("schema_version", 1)
+    if not isinstance(version, int) or version > current:
+        raise StoreVersionError(
+            f"{where} holds a {collection} document of schema version {version!r}, written by a newer "
+            f"domainbench (this one reads up to {current}); upgrade domainbench to read it"
+        )
+    while version < current:
+        step = MIGRATIONS.get((collection, version), "missing")
+        if step is None:
+            return None
+        if step == "missing":
+            raise StoreVersionError(
+                f"{where} holds a {collection} document of schema version {version}, which this domainbench "
+                f"cannot migrate to {current}; re-run the run or use an older domainbench"
+            )
+        doc = step(doc)
+        version = doc["schema_version"]
+    return doc
+
+
+def validate(collection: str, doc: BaseModel | dict[str, Any]) -> BaseModel:
+    """The record model of ``doc``; a plain dict is validated, a model of the wrong kind rejected."""
+    model = RECORDS[collection]
+    if isinstance(doc, model):
+        return doc
+    if isinstance(doc, BaseModel):
+        doc = doc.model_dump(mode="json")
+    try:
+        return model.model_validate(doc)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "document"
+        key = {k: doc.get(k) for k in ("run_id", "model", "corruption", "severity", "shard") if k in doc}
+        raise ValueError(f"invalid {collection} document {key}: {loc}: {first['msg']}") from None
