@@ -2,7 +2,7 @@
 
 Fills a fresh SQLite store with N unit documents (N = 1,000 and N = 1,000,000), then times,
 on top of each: committed single-unit upserts (a worker streaming results), one run's
-summary read and one run's unit listing (the UI). Prints per-operation times and the ratio
+report read and one run's unit listing (the UI). Prints per-operation times and the ratio
 large/small, which should stay near 1.
 
     python benchmarks/store.py            # 1,000 vs 1,000,000
@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from backend.report import RunReport
 from backend.store.sqlite_store import SQLiteStore
 
 CONFUSION = [[5 if i == j else 0 for j in range(10)] for i in range(10)]
@@ -34,8 +35,20 @@ def fill(store: SQLiteStore, n: int, per_run: int = 3000) -> None:
             store.upsert_many("units", batch)
             batch = []
     store.upsert_many("units", batch)
+    template = report()
     for r in range(0, max(1, n // per_run)):
-        store.put_summary({"run_id": f"run-{r}", "table": [{"model": "m0", "acc": 0.5}]})
+        store.put_report(template.model_copy(update={"run_id": f"run-{r}"}))
+
+
+def report() -> RunReport:
+    """A one-model report of the shape the engine stores."""
+    from backend.metrics.run_report import build_report
+    from backend.store.records import RunRecord, UnitRecord
+
+    clean = UnitRecord.model_validate(unit(0, 0) | {"corruption": "clean", "severity": 0, "flips": 0, "model": "m0"})
+    run = RunRecord(run_id="run-0", domain_id="d", domain={"domain": "bench", "corruptions": []}, config={"models": ["m0"]},
+                    status="done", created_at="2026-01-01")
+    return build_report(run, [clean], [], [], baseline="m0", version="bench")
 
 
 def measure(n: int, ops: int = 1000) -> dict[str, float]:
@@ -50,7 +63,7 @@ def measure(n: int, ops: int = 1000) -> dict[str, float]:
         upsert = (time.perf_counter() - t0) / ops
         t0 = time.perf_counter()
         for i in range(ops):
-            store.get_summary(f"run-{i % max(1, n // 3000)}")
+            store.get_report(f"run-{i % max(1, n // 3000)}")
         summary = (time.perf_counter() - t0) / ops
         t0 = time.perf_counter()
         for _ in range(20):

@@ -119,17 +119,14 @@ class StabilityRecord(_Record):
         return v
 
 
-class ReportRecord(RunReport):
-    """A run's report as stored once the run finished (rebuildable from the other records)."""
-
-
 RECORDS: dict[str, type[BaseModel]] = {
     "domains": DomainRecord,
     "runs": RunRecord,
     "units": UnitRecord,
     "stability": StabilityRecord,
     "threat": ThreatRecord,
-    "summaries": ReportRecord,
+    # a finished run's report (rebuildable from the other records)
+    "summaries": RunReport,
 }
 
 CURRENT_VERSIONS: dict[str, int] = {

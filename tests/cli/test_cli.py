@@ -122,7 +122,7 @@ def test_unreadable_image_is_reported_and_counted(home: Path, tmp_path: Path, ca
     err = capsys.readouterr().err
     assert "bad.jpg" in err and "1 unreadable images" in err
     run = open_store().list_runs()[0]
-    assert run["status"] == "done" and run["n_unreadable"] == 1
+    assert run.status == "done" and run.n_unreadable == 1
 
 
 def test_plan_show_export_ls(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
@@ -130,7 +130,7 @@ def test_plan_show_export_ls(home: Path, tmp_path: Path, capsys, monkeypatch) ->
     args = ["run", str(cfg), "--models", "fake:a,fake:b", "--limit", "30", "--no-stability", "--workers", "0", "--run-id", "my-run"]
     code, _, err = cli(args, capsys, monkeypatch)
     assert code == 0, err
-    run_id = open_store().list_runs()[0]["run_id"]
+    run_id = open_store().list_runs()[0].run_id
     assert run_id == "my-run"
     code, _, err = cli(args, capsys, monkeypatch)  # the id is taken: refuse, keep the stored run
     assert code == 2 and "already used" in err and len(open_store().list_runs()) == 1
@@ -142,7 +142,7 @@ def test_plan_show_export_ls(home: Path, tmp_path: Path, capsys, monkeypatch) ->
     code, out, _ = cli(["export", run_id, "--format", "json", "-o", str(tmp_path / "r.json")], capsys, monkeypatch)
     import json
 
-    assert json.loads((tmp_path / "r.json").read_text())["summary"]["run_id"] == run_id
+    assert json.loads((tmp_path / "r.json").read_text())["report"]["run_id"] == run_id
     code, _, err = cli(["export", run_id, "--format", "xml"], capsys, monkeypatch)
     assert code == 2 and "csv or json" in err
     code, _, err = cli(["show", "no-such-run"], capsys, monkeypatch)
@@ -154,11 +154,11 @@ def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> N
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(30)
     store = open_store()
-    before = {(u["corruption"], u["severity"], u["shard"]): u["computed_at"] for u in store.find("units")}
+    before = {(u.corruption, u.severity, u.shard): u.computed_at for u in store.find("units")}
     total = 12 * 5  # 12 shards × (clean + 4 corrupted cells) × 1 model
     assert 10 <= len(before) < total, "the run finished before it could be killed; slow the fake model down"
-    run_id = store.list_runs()[0]["run_id"]
-    assert store.get_run(run_id)["status"] == "running"  # SIGKILL: no chance to mark it
+    run_id = store.list_runs()[0].run_id
+    assert store.get_run(run_id).status == "running"  # SIGKILL: no chance to mark it
     from backend.engine.status import run_status
 
     assert run_status(store.get_run(run_id)) == "interrupted"  # but its process is gone
@@ -172,12 +172,12 @@ def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> N
     assert stored == len(before) and computed == total - len(before)
     after = store.find("units")
     assert len(after) == total
-    assert len({(u["corruption"], u["severity"], u["shard"]) for u in after}) == total
+    assert len({(u.corruption, u.severity, u.shard) for u in after}) == total
     for u in after:
-        key = (u["corruption"], u["severity"], u["shard"])
+        key = (u.corruption, u.severity, u.shard)
         if key in before:
-            assert u["computed_at"] == before[key]  # not recomputed
-    assert store.get_run(run_id)["status"] == "done"
+            assert u.computed_at == before[key]  # not recomputed
+    assert store.get_run(run_id).status == "done"
 
 
 def test_sigterm_marks_the_run_interrupted(home: Path, tmp_path: Path) -> None:
@@ -188,7 +188,7 @@ def test_sigterm_marks_the_run_interrupted(home: Path, tmp_path: Path) -> None:
     assert proc.returncode == 130, err
     assert b"--resume" in err
     run = store.list_runs()[0]
-    assert run["status"] == "interrupted" and "KeyboardInterrupt" in run["error"]
+    assert run.status == "interrupted" and "KeyboardInterrupt" in run.error
 
 
 @pytest.mark.parametrize(("args", "expect"), [(["bogus"], "No such command"), (["run", "x.toml", "--limit", "many"], "--limit")])
@@ -202,5 +202,5 @@ def test_demo_plans_offline_and_compares_both_embedded_models(home: Path, capsys
     assert code == 0, err
     assert "embedded:fmnist-plain" in out and "embedded:fmnist-augmented" in out and "make ui" in out
     run = open_store().list_runs()[0]
-    assert run["status"] == "done" and run["config"]["models"] == ["embedded:fmnist-plain", "embedded:fmnist-augmented"]
+    assert run.status == "done" and run.config.models == ["embedded:fmnist-plain", "embedded:fmnist-augmented"]
     assert (home / "demo-domain.toml").is_file()

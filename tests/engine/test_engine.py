@@ -14,7 +14,7 @@ from backend.config import CorruptionChoice, DomainConfig, RunConfig
 from backend.data import load_sample
 from backend.engine.jobs import image_seeds
 from backend.engine.runner import Engine, ModelOutputError
-from backend.engine.summary import build_summary
+from backend.engine.reports import build_report
 from backend.errors import UserInputError
 from backend.models import build_classifier, create_model
 from backend.store import open_store
@@ -52,28 +52,29 @@ def test_units_match_a_per_image_brute_force(home: Path) -> None:
             seeds = image_seeds(0, c.name, s, np.arange(60))
             preds = np.array([pred(corruptions.corrupt(im, c.name, severity=s, seed=sd)) for im, sd in zip(ds.arrays, seeds)])  # type: ignore[arg-type]
             units = store.units(run_id, model="fake:a", corruption=c.name, severity=s)
-            assert sum(u["n"] for u in units) == 60
-            assert all(u["params"] == corruptions.resolve_params(c.name, severity=s) for u in units)
-            assert sum(u["flips"] for u in units) == int((preds != clean).sum())
-            cm = sum(np.array(u["confusion"]) for u in units)
+            assert sum(u.n for u in units) == 60
+            ladder = corruptions.resolve_params(c.name, severity=s)
+            assert all({k: v for k, v in u.params.items() if k != "drawn"} == ladder for u in units)
+            assert sum(u.flips for u in units) == int((preds != clean).sum())
+            cm = sum(np.array(u.confusion) for u in units)
             expected = np.zeros((10, 10), int)
             np.add.at(expected, (ds.labels, preds), 1)
             np.testing.assert_array_equal(cm, expected)
-    summary = build_summary(store, run_id)
+    summary = build_report(store, run_id)
     from sklearn.metrics import balanced_accuracy_score
 
-    assert summary["table"][0]["acc"] == pytest.approx(balanced_accuracy_score(ds.labels, clean))
+    assert summary.table()[0].acc == pytest.approx(balanced_accuracy_score(ds.labels, clean))
     run = store.get_run(run_id)
-    assert run["status"] == "done" and store.get_summary(run_id) is not None
+    assert run.status == "done" and store.get_report(run_id) is not None
 
 
 def test_shard_size_does_not_change_results(home: Path) -> None:
     store = open_store()
-    a = build_summary(store, Engine(store).start(DOMAIN, cfg(shard_size=7, stability=False)))
-    b = build_summary(store, Engine(store).start(DOMAIN, cfg(shard_size=60, stability=False)))
-    assert a["classification"]["models"] == b["classification"]["models"]
-    ta = {(t["corruption"], t["severity"]): t["mean_threat"] for t in a["threat"]}
-    tb = {(t["corruption"], t["severity"]): t["mean_threat"] for t in b["threat"]}
+    a = build_report(store, Engine(store).start(DOMAIN, cfg(shard_size=7, stability=False)))
+    b = build_report(store, Engine(store).start(DOMAIN, cfg(shard_size=60, stability=False)))
+    assert a.models == b.models
+    ta = {(t.corruption, t.severity): t.mean_threat for t in a.threat}
+    tb = {(t.corruption, t.severity): t.mean_threat for t in b.threat}
     assert ta.keys() == tb.keys() and all(ta[k] == pytest.approx(tb[k], rel=1e-5) for k in ta)
 
 
@@ -84,27 +85,27 @@ def test_corruption_is_shared_across_models(home: Path) -> None:
     r3 = three.start(DOMAIN, cfg(models=["fake:a", "fake:b", "fake:c"], baseline="fake:b"))
     assert one.stats.corruption_calls == three.stats.corruption_calls > 0
     assert three.stats.computed_units == 3 * one.stats.computed_units
-    s = build_summary(store, r3)
-    rows = {r["model"]: r for r in s["table"]}
-    assert rows["fake:b"]["mce"] == pytest.approx(1.0)
+    s = build_report(store, r3)
+    rows = {r.model: r for r in s.table()}
+    assert rows["fake:b"].mce == pytest.approx(1.0)
     # the baseline is a read-time choice: no recomputation
-    s2 = build_summary(store, r3, baseline="fake:c")
-    assert {r["model"]: r for r in s2["table"]}["fake:c"]["mce"] == pytest.approx(1.0)
+    s2 = build_report(store, r3, baseline="fake:c")
+    assert {r.model: r for r in s2.table()}["fake:c"].mce == pytest.approx(1.0)
 
 
 def test_resume_recomputes_only_missing_units(home: Path) -> None:
     store = open_store()
     run_id = Engine(store).start(DOMAIN, cfg(models=["fake:a", "fake:b"]))
-    before = {(u["model"], u["corruption"], u["severity"], u["shard"]): u["computed_at"] for u in store.units(run_id)}
+    before = {(u.model, u.corruption, u.severity, u.shard): u.computed_at for u in store.units(run_id)}
     for u in store.units(run_id, model="fake:b")[:3]:
-        store.delete("units", **{k: u[k] for k in ("run_id", "model", "corruption", "severity", "shard")})
+        store.delete("units", **{k: getattr(u, k) for k in ("run_id", "model", "corruption", "severity", "shard")})
     engine = Engine(store)
     engine.resume(run_id)
     assert engine.stats.computed_units == 3
     after = store.units(run_id)
     assert len(after) == len(before)
     for u in after:
-        key = (u["model"], u["corruption"], u["severity"], u["shard"])
+        key = (u.model, u.corruption, u.severity, u.shard)
         assert key in before
 
 
@@ -112,16 +113,16 @@ def test_stability_and_threat_are_stored(home: Path) -> None:
     store = open_store()
     run_id = Engine(store).start(DOMAIN, cfg())
     stab = store.find("stability", run_id=run_id)
-    assert {d["corruption"] for d in stab} == {"gaussian_noise", "brightness", "horizontal_flip"}
+    assert {d.corruption for d in stab} == {"gaussian_noise", "brightness", "horizontal_flip"}
     for d in stab:
-        r = np.array(d["divergence_radius"])
-        assert len(r) == len(d["indices"]) and np.all((r >= 0) & (r <= 1))
-        np.testing.assert_allclose(np.array(d["euclidean"]), np.sqrt(np.array(d["cosine"])), atol=1e-12)
-    s = build_summary(store, run_id)
-    flip = [t for t in s["threat"] if t["corruption"] == "horizontal_flip"][0]
-    noise1 = [t for t in s["threat"] if (t["corruption"], t["severity"]) == ("gaussian_noise", 1)][0]
-    assert noise1["mean_threat"] < flip["mean_threat"]
-    assert s["threat_reference"] > 1.0
+        r = np.array(d.divergence_radius)
+        assert len(r) == len(d.indices) and np.all((r >= 0) & (r <= 1))
+        np.testing.assert_allclose(np.array(d.euclidean), np.sqrt(np.array(d.cosine)), atol=1e-12)
+    s = build_report(store, run_id)
+    flip = s.threat_of("horizontal_flip", 1)
+    noise1 = s.threat_of("gaussian_noise", 1)
+    assert noise1.mean_threat < flip.mean_threat
+    assert s.different_class_threat > 1.0
 
 
 def test_unknown_model_writes_nothing(home: Path) -> None:
@@ -154,15 +155,15 @@ def test_unlabeled_folder_reports_flips_but_no_accuracy(home: Path, tmp_path: Pa
     engine = Engine(store)
     run_id = engine.start(DOMAIN, cfg(dataset=str(tmp_path / "imgs"), classes=["cat", "dog"], image_size=32, limit=None))
     assert len(engine.stats.unreadable) == 1 and engine.stats.unreadable[0][1].endswith("broken.png")
-    s = build_summary(store, run_id)
-    row = s["table"][0]
-    cells = s["classification"]["models"][0]["cells"]
-    assert row["acc"] is None and row["mce"] is None
+    s = build_report(store, run_id)
+    row = s.table()[0]
+    cells = s.models[0].cells
+    assert row.acc is None and row.mce is None
     # the only model is its own baseline: mFR is 1 where flips happen, undefined where none do
-    assert row["mfr"] == (pytest.approx(1.0) if any(c["flips"] for c in cells) else None)
-    assert all(c["accuracy"] is None and 0 <= c["lfp"] <= 1 for c in cells)
-    assert all(c["n"] == 6 for c in cells)
-    assert store.get_run(run_id)["n_unreadable"] == 1
+    assert row.mfr == (pytest.approx(1.0) if any(c.flips for c in cells) else None)
+    assert all(c.accuracy is None and 0 <= c.lfp <= 1 for c in cells)
+    assert all(c.n == 6 for c in cells)
+    assert store.get_run(run_id).n_unreadable == 1
 
 
 def test_single_class_dataset_is_rejected(home: Path, tmp_path: Path) -> None:
@@ -176,32 +177,31 @@ def test_out_of_memory_halves_the_batch_and_gives_the_same_numbers(home: Path) -
 
     store = open_store()
     quiet = dict(batch_size=64, stability=False, threat=False)
-    ok = build_summary(store, Engine(store).start(DOMAIN, cfg(models=["fake:a"], **quiet)))
-    got = build_summary(store, Engine(store).start(DOMAIN, cfg(models=["fake:oom"], **quiet)))
+    ok = build_report(store, Engine(store).start(DOMAIN, cfg(models=["fake:a"], **quiet)))
+    got = build_report(store, Engine(store).start(DOMAIN, cfg(models=["fake:oom"], **quiet)))
     assert FakeModel.oom_raised == 3  # 64 -> 32 -> 16 -> 8, then it stays at 8
-    strip = lambda s: [{k: v for k, v in c.items()} for c in s["classification"]["models"][0]["cells"]]  # noqa: E731
-    assert strip(ok) == strip(got)
-    assert ok["table"][0]["acc"] == got["table"][0]["acc"]
+    assert ok.models[0].cells == got.models[0].cells
+    assert ok.table()[0].acc == got.table()[0].acc
 
 
 def test_stability_link_joins_radius_with_per_image_accuracy(home: Path) -> None:
     store = open_store()
     run_id = Engine(store).start(DOMAIN, cfg(limit=60, stability_images=20))
-    link = build_summary(store, run_id)["stability_link"]
-    assert [m["model"] for m in link] == ["fake:a"]
-    per = link[0]["per_corruption"]
+    link = build_report(store, run_id).stability_link
+    assert [m.model for m in link] == ["fake:a"]
+    per = link[0].per_corruption
     assert set(per) == {"gaussian_noise", "brightness", "horizontal_flip"}
     # recompute one corruption's ACC_p by hand from the stored units
     ds = load_sample().subset(60)
     preds = {}
     for u in store.units(run_id, model="fake:a", corruption="gaussian_noise"):
-        for i, p in zip(u["indices"], u["preds"]):
+        for i, p in zip(u.indices, u.preds):
             preds.setdefault(i, []).append(p == ds.labels[i])
     stab = store.find("stability", run_id=run_id, model="fake:a", corruption="gaussian_noise")
-    idx = [i for d in stab for i in d["indices"]]
-    assert per["gaussian_noise"]["n_images"] == len(idx) == 20 + 20 + 10  # shards of 25, 25, 10 images
-    assert per["gaussian_noise"]["accuracy_perturbed"] == pytest.approx(np.mean([np.mean(preds[i]) for i in idx]))
-    assert sum(b["count"] for b in per["gaussian_noise"]["bins"]) == len(idx)
+    idx = [i for d in stab for i in d.indices]
+    assert per["gaussian_noise"].n_images == len(idx) == 20 + 20 + 10  # shards of 25, 25, 10 images
+    assert per["gaussian_noise"].accuracy_perturbed == pytest.approx(np.mean([np.mean(preds[i]) for i in idx]))
+    assert sum(b.count for b in per["gaussian_noise"].bins) == len(idx)
 
 
 def test_worker_processes_give_the_same_pixels_as_in_process(home: Path) -> None:
@@ -209,10 +209,10 @@ def test_worker_processes_give_the_same_pixels_as_in_process(home: Path) -> None
     inline = Engine(store).start(DOMAIN, cfg(workers=0, stability_images=4))
     pooled_engine = Engine(store)
     pooled = pooled_engine.start(DOMAIN, cfg(workers=2, stability_images=4))
-    key = lambda u: (u["model"], u["corruption"], u["severity"], u["shard"])  # noqa: E731
-    a = {key(u): (u["preds"], u["confusion"], u["flips"]) for u in store.units(inline)}
-    b = {key(u): (u["preds"], u["confusion"], u["flips"]) for u in store.units(pooled)}
+    key = lambda u: (u.model, u.corruption, u.severity, u.shard)  # noqa: E731
+    a = {key(u): (u.preds, u.confusion, u.flips) for u in store.units(inline)}
+    b = {key(u): (u.preds, u.confusion, u.flips) for u in store.units(pooled)}
     assert a == b and len(a) == 3 * 5
-    sa = {(d["corruption"], d["shard"]): d["divergence_radius"] for d in store.find("stability", run_id=inline)}
-    sb = {(d["corruption"], d["shard"]): d["divergence_radius"] for d in store.find("stability", run_id=pooled)}
+    sa = {(d.corruption, d.shard): d.divergence_radius for d in store.find("stability", run_id=inline)}
+    sb = {(d.corruption, d.shard): d.divergence_radius for d in store.find("stability", run_id=pooled)}
     assert sa.keys() == sb.keys() and all(np.allclose(sa[k], sb[k], atol=1e-12) for k in sa)
