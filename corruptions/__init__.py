@@ -2,21 +2,27 @@
 
 Public API::
 
-    corruptions.names() -> list[str]
+    corruptions.names(pattern="*") -> list[str]
     corruptions.get(name) -> CorruptionSpec
     corruptions.catalogue() -> list[dict]
     corruptions.validate_params(name, params) -> dict
     corruptions.resolve_params(name, severity=None, params=None) -> dict
     corruptions.corrupt(image, name, severity=None, params=None, seed=0) -> np.ndarray
-    corruptions.corrupt_batch(images, name, severity=None, params=None, seeds=0) -> np.ndarray
+    corruptions.corrupt_batch(images, name, severity=None, params=None, seeds=0, return_drawn=False)
+        -> np.ndarray, or (np.ndarray, drawn) with return_drawn=True (see corruptions.draws)
     corruptions.register(...), corruptions.load_module("my.module")
+
+``corruptions.named_registry.Registry`` is the registry pattern the backend's model, dataset
+and planner-provider registries share; this package imports nothing from ``backend``.
 """
 
 from __future__ import annotations
 
-from corruptions.api import corrupt, corrupt_batch, resolve_params, validate_params
+from corruptions.api import Drawn, corrupt, corrupt_batch, resolve_params, validate_params
+from corruptions.draws import record
 from corruptions.errors import CorruptionError
-from corruptions.registry import ENTRY_POINT_GROUP, catalogue, get, load_module, names, register, specs, unregister
+from corruptions.named_registry import Registry
+from corruptions.registry import ENTRY_POINT_GROUP, REGISTRY, catalogue, get, load_module, names, register, specs, unregister
 from corruptions.seeding import derive_seed
 from corruptions.spec import FAMILIES, REFERENCE_SIZE, CorruptionSpec, Params
 
@@ -26,7 +32,10 @@ __all__ = [
     "REFERENCE_SIZE",
     "CorruptionError",
     "CorruptionSpec",
+    "Drawn",
     "Params",
+    "REGISTRY",
+    "Registry",
     "catalogue",
     "corrupt",
     "corrupt_batch",
@@ -34,6 +43,7 @@ __all__ = [
     "get",
     "load_module",
     "names",
+    "record",
     "register",
     "resolve_params",
     "specs",

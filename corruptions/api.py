@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import cv2
 import numpy as np
 
+from corruptions.draws import RecordingGenerator
 from corruptions.errors import CorruptionError
 from corruptions.registry import get
-from corruptions.seeding import batch_seeds, check_seed, rng_for
+from corruptions.seeding import batch_seeds, check_seed
 from corruptions.spec import CorruptionSpec
+
+# what a kernel drew, per quantity one entry per image (JSON-serialisable)
+Drawn = dict[str, list[Any]]
 
 MIN_SIDE = 16
 
@@ -67,10 +71,38 @@ def _check_image(image: Any, what: str, batch: bool) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def _run(spec: CorruptionSpec, images: np.ndarray, params: dict[str, Any], seeds: list[int]) -> np.ndarray:
+def _fixed_per_image(spec: CorruptionSpec, drawn: Mapping[str, Any] | None, n: int) -> list[dict[str, Any]]:
+    """The caller's fixed drawn values, split by image (``drawn`` as ``corrupt_batch`` returns it)."""
+    if not drawn:
+        return [{} for _ in range(n)]
+    if not isinstance(drawn, Mapping):
+        raise CorruptionError(f"drawn must be a dict of per-image lists, got {type(drawn).__name__}")
+    unknown = sorted(set(drawn) - set(spec.draws))
+    if unknown:
+        has = ", ".join(spec.draws) or "nothing"
+        raise CorruptionError(f"corruption {spec.name!r} draws no {', '.join(map(repr, unknown))}; it draws: {has}")
+    per_image: list[dict[str, Any]] = [{} for _ in range(n)]
+    for key, values in drawn.items():
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) != n:
+            raise CorruptionError(f"drawn[{key!r}] must be a list with one value per image ({n}), got {values!r}")
+        interval = spec.draws[key]
+        for i, value in enumerate(values):
+            if value is None:
+                continue
+            if interval is not None and not isinstance(value, (list, tuple)):
+                lo, hi = sorted(interval)
+                if not lo <= float(value) <= hi:
+                    raise CorruptionError(f"drawn[{key!r}][{i}] = {value!r} is outside the interval [{lo:g}, {hi:g}] it is drawn from")
+            per_image[i][key] = value
+    return per_image
+
+
+def _run(
+    spec: CorruptionSpec, images: np.ndarray, params: dict[str, Any], seeds: list[int], fixed: Mapping[str, Any] | None = None
+) -> tuple[np.ndarray, Drawn]:
     """Apply ``spec`` to an (N, H, W, C) batch; C = 1 is routed through RGB for colour-only kernels."""
     model = spec.params_model.model_validate(params)
-    rngs = [rng_for(s) for s in seeds]
+    rngs = [RecordingGenerator(s, f) for s, f in zip(seeds, _fixed_per_image(spec, fixed, len(seeds)))]
     grey_via_rgb = images.shape[-1] == 1 and not spec.grayscale
     work = np.repeat(images, 3, axis=-1) if grey_via_rgb else images
     if spec.apply_batch is not None:
@@ -81,7 +113,11 @@ def _run(spec: CorruptionSpec, images: np.ndarray, params: dict[str, Any], seeds
         raise RuntimeError(f"kernel of corruption {spec.name!r} returned {out.shape} {out.dtype}, expected {work.shape} uint8")
     if grey_via_rgb:
         out = np.stack([cv2.cvtColor(np.ascontiguousarray(o), cv2.COLOR_RGB2GRAY) for o in out])[..., None]
-    return out
+    keys = sorted({k for rng in rngs for k in rng.drawn})
+    undeclared = sorted(set(keys) - set(spec.draws))
+    if undeclared:
+        raise RuntimeError(f"kernel of corruption {spec.name!r} recorded {undeclared} but its spec declares draws {sorted(spec.draws)}")
+    return out, {k: [rng.drawn.get(k) for rng in rngs] for k in keys}
 
 
 def corrupt(
@@ -100,8 +136,33 @@ def corrupt(
     resolved = _resolve(spec, severity, params)
     seed = check_seed(seed)
     arr = _check_image(image, "image", batch=False)
-    out = _run(spec, arr, resolved, [seed])[0]
+    out = _run(spec, arr, resolved, [seed])[0][0]
     return out.reshape(image.shape)
+
+
+@overload
+def corrupt_batch(
+    images: np.ndarray,
+    name: str,
+    severity: int | None = ...,
+    params: Mapping[str, Any] | None = ...,
+    seeds: int | Sequence[int] | np.ndarray = ...,
+    return_drawn: Literal[False] = ...,
+    drawn: Mapping[str, Sequence[Any]] | None = ...,
+) -> np.ndarray: ...
+
+
+@overload
+def corrupt_batch(
+    images: np.ndarray,
+    name: str,
+    severity: int | None = ...,
+    params: Mapping[str, Any] | None = ...,
+    seeds: int | Sequence[int] | np.ndarray = ...,
+    *,
+    return_drawn: Literal[True],
+    drawn: Mapping[str, Sequence[Any]] | None = ...,
+) -> tuple[np.ndarray, Drawn]: ...
 
 
 def corrupt_batch(
@@ -110,11 +171,19 @@ def corrupt_batch(
     severity: int | None = None,
     params: Mapping[str, Any] | None = None,
     seeds: int | Sequence[int] | np.ndarray = 0,
-) -> np.ndarray:
+    return_drawn: bool = False,
+    drawn: Mapping[str, Sequence[Any]] | None = None,
+) -> np.ndarray | tuple[np.ndarray, Drawn]:
     """Corrupt an (N, H, W[, C]) uint8 batch; equals ``corrupt`` image by image with the same seeds.
 
     ``seeds`` is one int per image, or one int ``S`` from which image ``i`` gets
     ``corruptions.derive_seed(S, i)``.
+
+    ``return_drawn=True`` returns ``(images, drawn)``: for each random value the kernel drew
+    (``spec.draws``: a blur direction, a rain slant, occluder boxes) a list with one entry per
+    image, JSON-serialisable; ``{}`` when it draws nothing worth recording. ``drawn`` (in the
+    same shape; ``None`` entries are drawn as usual) applies those values instead of the ones
+    the seeds would draw; the rest of each image's randomness still comes from its seed.
     """
     spec = get(name)
     resolved = _resolve(spec, severity, params)
@@ -125,5 +194,6 @@ def corrupt_batch(
             raise CorruptionError(f"images in a batch must all have the same shape: {exc}") from None
     arr = _check_image(images, "images", batch=True)
     per_image = batch_seeds(seeds, arr.shape[0])
-    out = _run(spec, arr, resolved, per_image)
-    return out.reshape(images.shape)
+    out, applied = _run(spec, arr, resolved, per_image, drawn)
+    out = out.reshape(images.shape)
+    return (out, applied) if return_drawn else out

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from backend.errors import UserInputError
 
-
-class CorruptionError(UserInputError):
+class CorruptionError(ValueError):
     """Bad input to the corruption library: unknown name, bad parameters or a bad image.
 
-    A ``ValueError`` subclass (through ``backend.errors.UserInputError``) so callers and the CLI
-    treat it as a user-fixable error; the message names the input and how to fix it.
+    A plain ``ValueError`` (the library imports nothing from ``backend``); the CLI catches it
+    next to ``backend.errors.UserInputError`` and prints it as a one-line user error. The message
+    names the input and how to fix it.
     """

@@ -1,69 +1,62 @@
-"""The corruption registry: built-ins, user registrations, modules and entry points.
+"""The corruption registry: built-in kernel modules and plug-ins, registered the same way.
 
-Entry points in the group ``domainbench.corruptions`` are loaded lazily on the first registry
-access. An entry point may name a module (importing it registers its corruptions), a
+A module provides corruptions by exposing ``CORRUPTIONS``, a list of ``CorruptionSpec``. The
+built-in kernel modules (``corruptions.kernels.*``) are loaded like plug-ins on the first
+registry access; then the entry points of the group ``domainbench.corruptions``. An entry point
+may name a module (with ``CORRUPTIONS``, or registering through ``register`` on import), a
 ``CorruptionSpec``, a list of specs, or a callable returning one of those.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import sys
-import threading
-from collections.abc import Callable, Iterable
-from importlib.metadata import entry_points
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from corruptions.errors import CorruptionError
-from corruptions.spec import CorruptionSpec, Kernel
+from corruptions.kernels import BUILTIN_MODULES
+from corruptions.named_registry import Registry
+from corruptions.spec import CorruptionSpec
 
 ENTRY_POINT_GROUP = "domainbench.corruptions"
 
-_REGISTRY: dict[str, CorruptionSpec] = {}
-_LOCK = threading.RLock()
-_state = {"builtins": False, "entry_points": False}
 
-
-def _ensure_loaded() -> None:
-    if _state["builtins"] and _state["entry_points"]:
-        return
-    with _LOCK:
-        if not _state["builtins"]:
-            _state["builtins"] = True
-            importlib.import_module("corruptions.kernels")
-        if not _state["entry_points"]:
-            _state["entry_points"] = True
-            for ep in entry_points(group=ENTRY_POINT_GROUP):
-                try:
-                    obj = ep.load()
-                except Exception as exc:  # a broken plug-in must say which one
-                    raise CorruptionError(f"could not load corruption plug-in entry point {ep.name!r} ({ep.value}): {exc}") from exc
-                _register_object(obj, origin=f"entry point {ep.name!r}")
-
-
-def _register_object(obj: Any, origin: str) -> list[str]:
+def _adopt(registry: Registry[Any], obj: Any, origin: str, name: str) -> None:
+    """Register the specs a module, a spec, a list of specs or a callable gives."""
     if isinstance(obj, ModuleType):
-        return []
-    if isinstance(obj, CorruptionSpec):
-        return [register(obj)]
-    if isinstance(obj, (list, tuple)):
-        return [n for item in obj for n in _register_object(item, origin)]
-    if callable(obj):
-        return _register_object(obj(), origin)
-    raise CorruptionError(f"{origin} gave {type(obj).__name__}; expected a module, a CorruptionSpec, a list of specs or a callable")
+        for spec in getattr(obj, "CORRUPTIONS", None) or []:
+            _adopt(registry, spec, origin, name)
+    elif isinstance(obj, CorruptionSpec):
+        registry.register(obj.name, obj, origin=origin)
+    elif isinstance(obj, (list, tuple)):
+        for item in obj:
+            _adopt(registry, item, origin, name)
+    elif callable(obj):
+        _adopt(registry, obj(), origin, name)
+    else:
+        raise CorruptionError(f"{origin} gave {type(obj).__name__}; expected a module, a CorruptionSpec, a list of specs or a callable")
 
 
-def register(
-    spec: CorruptionSpec | None = None,
-    /,
-    *,
-    replace: bool = False,
-    **metadata: Any,
-) -> Any:
+def _canonical(name: str) -> str:
+    return name.strip().lower().replace("-", "_").replace(" ", "_")
+
+
+REGISTRY: Registry[CorruptionSpec] = Registry(
+    "corruption",
+    error=CorruptionError,
+    group=ENTRY_POINT_GROUP,
+    builtins=BUILTIN_MODULES,
+    adopt=_adopt,
+    normalise=_canonical,
+    listing="see corruptions.names() or `domainbench gallery`",
+)
+
+
+def register(spec: CorruptionSpec | None = None, /, *, replace: bool = False, **metadata: Any) -> Any:
     """Register a corruption.
 
     Two forms:
@@ -71,20 +64,18 @@ def register(
     - ``@register(name=..., family=..., description=..., situations=[...], params_model=M,
       ladder={1: {...}, ..., 5: {...}}, ranges={...}, ordinal=True)`` on a kernel
       ``f(image, params, rng) -> image``; returns the kernel unchanged.
-    A name already registered raises unless ``replace=True``.
+    A name already registered (built-ins included) raises unless ``replace=True``.
     """
     if spec is not None:
         if metadata:
             raise CorruptionError("register(spec) takes no other metadata; put it in the CorruptionSpec")
         if not isinstance(spec, CorruptionSpec):
             raise CorruptionError(f"register() expects a CorruptionSpec, got {type(spec).__name__}")
-        with _LOCK:
-            if spec.name in _REGISTRY and not replace and _REGISTRY[spec.name] is not spec:
-                raise CorruptionError(f"corruption {spec.name!r} is already registered; pass replace=True to override it")
-            _REGISTRY[spec.name] = spec
+        REGISTRY.load_builtins()  # so a clash with a built-in is reported here, not at a later look-up
+        REGISTRY.register(spec.name, spec, replace=replace)
         return spec.name
 
-    def decorator(kernel: Kernel) -> Kernel:
+    def decorator(kernel: Any) -> Any:
         register(CorruptionSpec(apply=kernel, **metadata), replace=replace)
         return kernel
 
@@ -93,36 +84,23 @@ def register(
 
 def unregister(name: str) -> None:
     """Remove a corruption (tests and plug-in development)."""
-    with _LOCK:
-        _REGISTRY.pop(name, None)
+    REGISTRY.unregister(name)
 
 
 def get(name: str) -> CorruptionSpec:
     """The spec of ``name``; an unknown name raises with close-name suggestions."""
-    _ensure_loaded()
     if not isinstance(name, str):
         raise CorruptionError(f"corruption name must be a string, got {type(name).__name__}")
-    spec = _REGISTRY.get(name)
-    if spec is None:
-        spec = _REGISTRY.get(name.strip().lower().replace("-", "_").replace(" ", "_"))
-    if spec is None:
-        close = difflib.get_close_matches(name.lower(), list(_REGISTRY), n=4, cutoff=0.5)
-        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise CorruptionError(
-            f"unknown corruption {name!r}{hint} (see corruptions.names() or `domainbench gallery` for all {len(_REGISTRY)})"
-        )
-    return spec
+    return REGISTRY.get(name)
 
 
-def names() -> list[str]:
-    """All registered corruption names, sorted."""
-    _ensure_loaded()
-    return sorted(_REGISTRY)
+def names(pattern: str = "*") -> list[str]:
+    """Registered corruption names matching a shell wildcard (all by default), sorted."""
+    return REGISTRY.names(pattern)
 
 
 def specs() -> list[CorruptionSpec]:
-    _ensure_loaded()
-    return [_REGISTRY[n] for n in sorted(_REGISTRY)]
+    return [spec for _, spec in REGISTRY.items()]
 
 
 def catalogue(names_: Iterable[str] | None = None) -> list[dict[str, Any]]:
@@ -132,13 +110,12 @@ def catalogue(names_: Iterable[str] | None = None) -> list[dict[str, Any]]:
 
 
 def load_module(module: str) -> list[str]:
-    """Import a module (dotted name or a ``.py`` path) that registers corruptions; returns the new names.
+    """Import a module (dotted name or a ``.py`` path) that provides corruptions; returns the new names.
 
-    This is what ``--corruptions-module`` calls. A module may also expose ``CORRUPTIONS`` (a
-    list of specs) instead of calling ``register`` itself.
+    This is what ``--corruptions-module`` calls. The module exposes ``CORRUPTIONS`` (a list of
+    specs) or calls ``register`` on import.
     """
-    _ensure_loaded()
-    before = set(_REGISTRY)
+    before = set(names())
     try:
         if module.endswith(".py") or "/" in module or "\\" in module:
             path = Path(module)
@@ -157,18 +134,18 @@ def load_module(module: str) -> list[str]:
         raise
     except ImportError as exc:
         raise CorruptionError(f"cannot import corruptions module {module!r}: {exc}; is it on PYTHONPATH?") from exc
-    extra = getattr(mod, "CORRUPTIONS", None)
-    if extra is not None:
-        for spec in extra:
-            if _REGISTRY.get(getattr(spec, "name", None)) is not spec:
-                register(spec)
-    return sorted(set(_REGISTRY) - before)
+    REGISTRY.load_module(mod, f"module {module}")
+    return sorted(set(names()) - before)
 
 
-def builtin(*specs_: CorruptionSpec) -> None:
-    """Register built-in specs (used by corruptions.kernels.*)."""
-    for s in specs_:
-        register(s)
-
-
-KernelDecorator = Callable[[Kernel], Kernel]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "REGISTRY",
+    "catalogue",
+    "get",
+    "load_module",
+    "names",
+    "register",
+    "specs",
+    "unregister",
+]

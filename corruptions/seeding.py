@@ -1,5 +1,8 @@
 """Seeds: one integer per image, a ``numpy`` Generator built from it, nothing global.
 
+Image ``i`` is corrupted with ``numpy.random.default_rng(seed_i)``'s stream (as a
+``corruptions.draws.RecordingGenerator``, which also logs the values a kernel reports drawing).
+
 ``corrupt_batch(images, ..., seeds=S)`` with an integer ``S`` gives image ``i`` the seed
 ``derive_seed(S, i)``: the first 63 bits of ``numpy.random.SeedSequence(S, spawn_key=(i,))``
 (the same key ``SeedSequence(S).spawn(n)[i]`` uses). SeedSequence hashing is specified by numpy
@@ -47,8 +50,3 @@ def batch_seeds(seeds: int | Sequence[int] | np.ndarray, n: int) -> list[int]:
     if len(values) != n:
         raise CorruptionError(f"seeds has {len(values)} entries but the batch has {n} images; pass one seed per image")
     return [check_seed(s, f"seeds[{i}]") for i, s in enumerate(values)]
-
-
-def rng_for(seed: int) -> np.random.Generator:
-    """The generator a kernel samples its random parameters from."""
-    return np.random.default_rng(seed)

@@ -6,6 +6,10 @@ C-contiguous uint8 array of shape (H, W, C) with C in {1, 3} (C = 1 only when th
 parameter model and ``rng`` a ``numpy.random.Generator`` seeded from the caller's seed. All
 randomness comes from ``rng``; the kernel returns a new uint8 array of the same shape.
 
+Random values worth reporting are passed through ``corruptions.draws.record(rng, name, value)``
+and declared in ``draws`` (name -> the interval they are drawn from, or None when it depends on
+the image or the parameters); ``corrupt_batch(..., return_drawn=True)`` returns them.
+
 ``apply_batch(images, params, rngs)`` (optional) does the same for (N, H, W, C) with one
 generator per image. When present it is also used for single images (as a batch of one), so a
 batch equals its images corrupted one by one by construction; a spec may then leave ``apply``
@@ -112,7 +116,8 @@ class CorruptionSpec:
     parameter domain used by the stability metrics, each entry ordered (weakest, strongest), so
     the first value may be larger than the second (e.g. JPEG quality). ``ordinal`` is False for
     corruptions whose severity is not a distortion scale (flips). Parameters not in ``ranges``
-    keep their severity-3 value in ``continuous_params``.
+    keep their severity-3 value in ``continuous_params``. ``draws`` names the random values the
+    kernel records (see the module docstring).
     """
 
     name: str
@@ -127,6 +132,7 @@ class CorruptionSpec:
     apply_batch: BatchKernel | None = None
     grayscale: bool = True
     backend: str = "numpy"
+    draws: dict[str, tuple[float, float] | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
@@ -154,6 +160,12 @@ class CorruptionSpec:
             for end in (a, b):
                 validate_against(self.name, self.params_model, {**resolved[3], key: self._cast(key, end)})
         object.__setattr__(self, "ranges", ranges)
+        draws: dict[str, tuple[float, float] | None] = {}
+        for key, interval in self.draws.items():
+            if not (isinstance(key, str) and key.isidentifier()):
+                raise CorruptionError(f"corruption {self.name!r}: drawn quantity name {key!r} must be an identifier")
+            draws[key] = None if interval is None else (float(interval[0]), float(interval[1]))
+        object.__setattr__(self, "draws", draws)
 
     def _cast(self, key: str, value: float) -> Any:
         if self.params_model.model_fields[key].annotation is int:

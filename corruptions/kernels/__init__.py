@@ -1,5 +1,11 @@
-"""Built-in corruptions, one module per family; importing a module registers its specs."""
+"""Built-in corruptions, one module per family; each exposes ``CORRUPTIONS``, a list of specs.
+
+The registry loads these modules the way it loads a plug-in module; they never import it.
+"""
 
 from __future__ import annotations
 
-from corruptions.kernels import blur, digital, geometric, noise, occlusion, photometric, sensor, weather  # noqa: F401
+BUILTIN_MODULES: tuple[str, ...] = tuple(
+    f"corruptions.kernels.{family}"
+    for family in ("blur", "digital", "geometric", "noise", "occlusion", "photometric", "sensor", "weather")
+)

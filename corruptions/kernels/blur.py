@@ -8,8 +8,8 @@ from pydantic import Field
 
 from albumentations.augmentations.blur import functional as abf
 
+from corruptions.draws import record
 from corruptions.kernels._common import odd, per_channel, size_scale
-from corruptions.registry import builtin
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -43,12 +43,12 @@ class MotionBlurParams(Params):
 
 
 def motion_blur(img: np.ndarray, p: MotionBlurParams, rng: np.random.Generator) -> np.ndarray:
-    angle = float(rng.uniform(0.0, 180.0))  # direction of motion is the random part
+    angle = record(rng, "angle", float(rng.uniform(0.0, 180.0)))  # direction of motion is the random part
     kernel = motion_kernel(max(1.0, p.length * size_scale(img)), angle)
     return per_channel(lambda x: cv2.filter2D(x, -1, kernel, borderType=cv2.BORDER_REFLECT_101), img)
 
 
-builtin(
+CORRUPTIONS: list[CorruptionSpec] = [
     CorruptionSpec(
         name="gaussian_blur",
         family="blur",
@@ -82,8 +82,9 @@ builtin(
         ranges={"length": (3.0, 31.0)},
         apply=motion_blur,
         backend="own line kernel + cv2.filter2D",
+        draws={"angle": (0.0, 180.0)},
     ),
-)
+]
 
 
 class DefocusParams(Params):
@@ -165,7 +166,7 @@ def zoom_blur(img: np.ndarray, p: ZoomBlurParams, rng: np.random.Generator) -> n
     return out.reshape(img.shape)
 
 
-builtin(
+CORRUPTIONS += [
     CorruptionSpec(
         name="defocus_blur",
         family="blur",
@@ -226,4 +227,4 @@ builtin(
         apply=zoom_blur,
         backend="albumentations blur.functional.zoom_blur",
     ),
-)
+]

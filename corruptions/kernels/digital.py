@@ -7,7 +7,6 @@ import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
-from corruptions.registry import builtin
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -22,7 +21,7 @@ def jpeg_compression(img: np.ndarray, p: JpegParams, rng: np.random.Generator) -
     return np.ascontiguousarray(apf.image_compression(np.ascontiguousarray(img[..., ::-1]), p.quality, ".jpg")[..., ::-1])
 
 
-builtin(
+CORRUPTIONS: list[CorruptionSpec] = [
     CorruptionSpec(
         name="jpeg_compression",
         family="digital",
@@ -40,7 +39,7 @@ builtin(
         apply=jpeg_compression,
         backend="albumentations image_compression (cv2.imencode)",
     ),
-)
+]
 
 
 class PixelateParams(Params):
@@ -74,7 +73,7 @@ def webp_compression(img: np.ndarray, p: WebpParams, rng: np.random.Generator) -
     return np.ascontiguousarray(out)
 
 
-builtin(
+CORRUPTIONS += [
     CorruptionSpec(
         name="pixelate",
         family="digital",
@@ -126,4 +125,4 @@ builtin(
         apply=webp_compression,
         backend="cv2.imencode .webp (albumentations image_compression)",
     ),
-)
+]

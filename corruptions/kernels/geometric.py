@@ -11,8 +11,8 @@ import numpy as np
 from albumentations.augmentations.geometric import functional as agf
 from pydantic import Field
 
+from corruptions.draws import record
 from corruptions.kernels._common import size_scale
-from corruptions.registry import builtin
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -52,7 +52,7 @@ class PerspectiveParams(Params):
 
 def perspective(img: np.ndarray, p: PerspectiveParams, rng: np.random.Generator) -> np.ndarray:
     h, w = img.shape[:2]
-    points = agf.order_points(agf.generate_perspective_points((h, w), p.scale, rng))
+    points = record(rng, "corners", agf.order_points(agf.generate_perspective_points((h, w), p.scale, rng)))
     matrix, max_w, max_h = agf.compute_perspective_params(points, (h, w))
     out = agf.perspective(img, matrix, max_w, max_h, 0, cv2.BORDER_CONSTANT, True, cv2.INTER_LINEAR)
     return out.reshape(img.shape)
@@ -65,8 +65,8 @@ class GridDistortionParams(Params):
 
 def grid_distortion(img: np.ndarray, p: GridDistortionParams, rng: np.random.Generator) -> np.ndarray:
     h, w = img.shape[:2]
-    steps_x = list(1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1))
-    steps_y = list(1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1))
+    steps_x = list(record(rng, "steps_x", 1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1)))
+    steps_y = list(record(rng, "steps_y", 1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1)))
     norm = agf.normalize_grid_distortion_steps((h, w), p.num_steps, steps_x, steps_y)
     map_x, map_y = agf.generate_grid((h, w), norm["steps_x"], norm["steps_y"], p.num_steps)
     out = agf.remap(img, map_x, map_y, cv2.INTER_LINEAR, cv2.BORDER_REFLECT_101)
@@ -105,7 +105,7 @@ def lens_distortion(img: np.ndarray, p: LensDistortionParams, rng: np.random.Gen
 
 _FLIP_LADDER = {s: {} for s in range(1, 6)}
 
-builtin(
+CORRUPTIONS: list[CorruptionSpec] = [
     CorruptionSpec(
         name="rotation",
         family="geometric",
@@ -173,6 +173,7 @@ builtin(
         ranges={"scale": (0.02, 0.2)},
         apply=perspective,
         backend="albumentations geometric.functional.perspective",
+        draws={"corners": None},
     ),
     CorruptionSpec(
         name="grid_distortion",
@@ -193,6 +194,7 @@ builtin(
         ranges={"distort_limit": (0.05, 0.6)},
         apply=grid_distortion,
         backend="albumentations geometric.functional.generate_grid + remap",
+        draws={"steps_x": None, "steps_y": None},
     ),
     CorruptionSpec(
         name="elastic",
@@ -231,4 +233,4 @@ builtin(
         apply=lens_distortion,
         backend="albumentations get_camera_matrix_distortion_maps + remap",
     ),
-)
+]

@@ -6,7 +6,6 @@ import numpy as np
 from pydantic import Field
 
 from corruptions.kernels._common import to_uint8
-from corruptions.registry import builtin
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -20,7 +19,7 @@ def gaussian_noise_batch(images: np.ndarray, p: GaussianNoiseParams, rngs: list[
     return to_uint8(images.astype(np.float32) + noise * np.float32(p.sigma * 255.0))
 
 
-builtin(
+CORRUPTIONS: list[CorruptionSpec] = [
     CorruptionSpec(
         name="gaussian_noise",
         family="noise",
@@ -38,7 +37,7 @@ builtin(
         apply_batch=gaussian_noise_batch,
         backend="numpy (ImageNet-C gaussian_noise)",
     ),
-)
+]
 
 
 class ShotNoiseParams(Params):
@@ -89,7 +88,7 @@ def salt_and_pepper_batch(images: np.ndarray, p: SaltPepperParams, rngs: list[np
     return out
 
 
-builtin(
+CORRUPTIONS += [
     CorruptionSpec(
         name="shot_noise",
         family="noise",
@@ -160,4 +159,4 @@ builtin(
         apply_batch=salt_and_pepper_batch,
         backend="numpy (whole-pixel salt and pepper as albumentations SaltAndPepper)",
     ),
-)
+]

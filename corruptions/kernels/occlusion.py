@@ -7,8 +7,8 @@ import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
+from corruptions.draws import record
 from corruptions.kernels._common import fractal_noise, to_uint8
-from corruptions.registry import builtin
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -21,13 +21,14 @@ class ShadowParams(Params):
 def shadow(img: np.ndarray, p: ShadowParams, rng: np.random.Generator) -> np.ndarray:
     h, w = img.shape[:2]
     polys = []
-    for _ in range(p.num_shadows):
+    for i in range(p.num_shadows):
         centre = rng.uniform(0, 1, 2) * np.array([w, h])
         k = int(rng.integers(5, 9))
         angles = np.sort(rng.uniform(0, 2 * np.pi, k))
         radii = rng.uniform(0.6, 1.4, k) * p.size * min(h, w)
         pts = centre + np.stack([np.cos(angles), np.sin(angles)], axis=1) * radii[:, None]
-        polys.append(pts.round().astype(np.int32))
+        # the polygon (x, y vertices) says all that was drawn for this shadow
+        polys.append(record(rng, "polygons", pts.round().astype(np.int32), index=i))
     return apf.add_shadow(img, polys, np.full(p.num_shadows, p.darkness)).reshape(img.shape)
 
 
@@ -40,13 +41,14 @@ def occluder(img: np.ndarray, p: OccluderParams, rng: np.random.Generator) -> np
     h, w = img.shape[:2]
     out = img.copy()
     each = p.area * h * w / p.num_holes
-    for _ in range(p.num_holes):
+    for i in range(p.num_holes):
         aspect = float(np.exp(rng.uniform(np.log(0.5), np.log(2.0))))
         rh = int(min(h, max(1, round(np.sqrt(each * aspect)))))
         rw = int(min(w, max(1, round(np.sqrt(each / aspect)))))
         y = int(rng.integers(0, h - rh + 1))
         x = int(rng.integers(0, w - rw + 1))
-        shade = rng.integers(0, 80, img.shape[-1])  # dark, not always pure black
+        y, x, rh, rw = (int(v) for v in record(rng, "boxes", np.array([y, x, rh, rw]), index=i))  # top, left, height, width
+        shade = record(rng, "shades", rng.integers(0, 80, img.shape[-1]), index=i)  # dark, not always pure black
         out[y : y + rh, x : x + rw] = shade.astype(np.uint8)
     return out
 
@@ -70,7 +72,7 @@ def lens_spatter(img: np.ndarray, p: LensSpatterParams, rng: np.random.Generator
     return to_uint8(img.astype(np.float32) * (1 - a) + mud * a)
 
 
-builtin(
+CORRUPTIONS: list[CorruptionSpec] = [
     CorruptionSpec(
         name="shadow",
         family="occlusion",
@@ -91,6 +93,7 @@ builtin(
         ranges={"darkness": (0.25, 0.8)},
         apply=shadow,
         backend="albumentations pixel.functional.add_shadow",
+        draws={"polygons": None},
     ),
     CorruptionSpec(
         name="occluder",
@@ -108,6 +111,7 @@ builtin(
         ranges={"area": (0.02, 0.35)},
         apply=occluder,
         backend="numpy (CoarseDropout-like rectangles)",
+        draws={"boxes": None, "shades": (0.0, 79.0)},
     ),
     CorruptionSpec(
         name="lens_spatter",
@@ -128,4 +132,4 @@ builtin(
         apply=lens_spatter,
         backend="own fractal-noise mud mask",
     ),
-)
+]

@@ -7,7 +7,7 @@ import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
-from corruptions.registry import builtin
+from corruptions.draws import record
 from corruptions.spec import CorruptionSpec, Params
 
 _LEVELS = np.arange(256, dtype=np.float64)
@@ -47,7 +47,7 @@ def contrast_batch(images: np.ndarray, p: ContrastParams, rngs: list[np.random.G
     return _apply_luts(images, luts)
 
 
-builtin(
+CORRUPTIONS: list[CorruptionSpec] = [
     CorruptionSpec(
         name="brightness",
         family="photometric",
@@ -82,7 +82,7 @@ builtin(
         apply_batch=contrast_batch,
         backend="cv2.LUT (ImageNet-C contrast)",
     ),
-)
+]
 
 
 class SaturateParams(Params):
@@ -101,13 +101,13 @@ def color_shift_batch(images: np.ndarray, p: ColorShiftParams, rngs: list[np.ran
     # unit vectors spanning the offsets that leave grey level unchanged on average
     basis = np.array([[1.0, -1.0, 0.0], [0.5, 0.5, -1.0]])
     basis /= np.linalg.norm(basis, axis=1, keepdims=True)
-    angles = np.array([rng.uniform(0.0, 2 * np.pi) for rng in rngs])
+    angles = np.array([record(rng, "angle", rng.uniform(0.0, 2 * np.pi)) for rng in rngs])  # direction of the cast
     offsets = (np.cos(angles)[:, None] * basis[0] + np.sin(angles)[:, None] * basis[1]) * (p.magnitude * 255.0)
     offsets = np.rint(offsets).astype(np.int16)
     return np.clip(images.astype(np.int16) + offsets[:, None, None, :], 0, 255).astype(np.uint8)
 
 
-builtin(
+CORRUPTIONS += [
     CorruptionSpec(
         name="saturate",
         family="photometric",
@@ -145,5 +145,6 @@ builtin(
         apply_batch=color_shift_batch,
         grayscale=False,
         backend="numpy (RGBShift-like zero-sum offset)",
+        draws={"angle": (0.0, 2 * np.pi)},  # radians
     ),
-)
+]

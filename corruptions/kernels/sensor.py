@@ -7,8 +7,8 @@ import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
+from corruptions.draws import record
 from corruptions.kernels._common import to_uint8
-from corruptions.registry import builtin
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -39,7 +39,8 @@ class ChromaticAberrationParams(Params):
 
 
 def chromatic_aberration(img: np.ndarray, p: ChromaticAberrationParams, rng: np.random.Generator) -> np.ndarray:
-    sign = 1.0 if rng.random() < 0.5 else -1.0  # which fringe colour is outside is the random part
+    # which fringe colour is outside is the random part
+    sign = record(rng, "sign", 1.0 if rng.random() < 0.5 else -1.0)
     k = sign * p.distortion
     return apf.chromatic_aberration(img, k, 0.0, -k, 0.0, cv2.INTER_LINEAR)
 
@@ -70,7 +71,7 @@ def row_noise_batch(images: np.ndarray, p: RowNoiseParams, rngs: list[np.random.
     return to_uint8(images.astype(np.float32) + banding)
 
 
-builtin(
+CORRUPTIONS: list[CorruptionSpec] = [
     CorruptionSpec(
         name="iso_noise",
         family="sensor",
@@ -132,6 +133,7 @@ builtin(
         apply=chromatic_aberration,
         grayscale=False,
         backend="albumentations pixel.functional.chromatic_aberration",
+        draws={"sign": (-1.0, 1.0)},
     ),
     CorruptionSpec(
         name="vignetting",
@@ -169,4 +171,4 @@ builtin(
         apply_batch=row_noise_batch,
         backend="numpy (per-row and per-column offsets)",
     ),
-)
+]

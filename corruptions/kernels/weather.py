@@ -7,9 +7,9 @@ import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
+from corruptions.draws import record
 from corruptions.kernels._common import fractal_noise, luminance, size_scale, to_uint8
 from corruptions.kernels.blur import motion_kernel
-from corruptions.registry import builtin
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -85,7 +85,7 @@ def snow(img: np.ndarray, p: SnowParams, rng: np.random.Generator) -> np.ndarray
     grid = rng.random((-(-h // cell), -(-w // cell)), dtype=np.float32)
     flakes = (grid < np.float32(p.density)).astype(np.float32) * (np.float32(0.6) + np.float32(0.4) * grid / np.float32(max(p.density, 1e-6)))
     flakes = cv2.resize(flakes, (grid.shape[1] * cell, grid.shape[0] * cell), interpolation=cv2.INTER_NEAREST)[:h, :w]
-    angle = float(rng.uniform(45.0, 135.0))
+    angle = record(rng, "angle", float(rng.uniform(45.0, 135.0)))  # direction the flakes fall
     flakes = cv2.filter2D(flakes, -1, motion_kernel(max(1.0, p.flake_length * s), angle), borderType=cv2.BORDER_REFLECT_101)
     flakes = np.clip(flakes * np.float32(1.8), 0, 1)
     x = img.astype(np.float32)
@@ -104,7 +104,8 @@ def rain(img: np.ndarray, p: RainParams, rng: np.random.Generator) -> np.ndarray
     h, w = img.shape[:2]
     s = size_scale(img)
     length = max(1, int(round(p.drop_length * s)))
-    slant = int(round(rng.uniform(-10, 10) * s))
+    # streak slant in pixels at 224, before scaling to this image
+    slant = int(round(record(rng, "slant", rng.uniform(-10, 10)) * s))
     n = int(round(p.drops * h * w / (224 * 224)))
     xs = rng.integers(max(0, -slant), max(1, min(w, w - slant)), n)
     ys = rng.integers(0, max(1, h - length), n)
@@ -113,7 +114,7 @@ def rain(img: np.ndarray, p: RainParams, rng: np.random.Generator) -> np.ndarray
     return apf.add_rain(img, slant, length, 1, (200, 200, 200), blur, p.darkening, drops)
 
 
-builtin(
+CORRUPTIONS: list[CorruptionSpec] = [
     CorruptionSpec(
         name="fog",
         family="weather",
@@ -191,6 +192,7 @@ builtin(
         ranges={"density": (0.01, 0.1), "flake_length": (5.0, 16.0), "whiten": (0.05, 0.35)},
         apply=snow,
         backend="own flake layer + line motion kernel (ImageNet-C snow)",
+        draws={"angle": (45.0, 135.0)},
     ),
     CorruptionSpec(
         name="rain",
@@ -215,5 +217,6 @@ builtin(
         apply=rain,
         grayscale=False,
         backend="albumentations pixel.functional.add_rain",
+        draws={"slant": (-10.0, 10.0)},
     ),
-)
+]

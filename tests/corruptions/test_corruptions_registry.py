@@ -8,7 +8,7 @@ import pytest
 from pydantic import Field
 
 import corruptions
-from corruptions import CorruptionError, CorruptionSpec, Params, registry
+from corruptions import CorruptionError, CorruptionSpec, Params, named_registry, registry
 
 PRODUCT_PAPER = [  # the product paper's 15 corruptions
     "gaussian_blur", "rotation", "gaussian_noise", "salt_and_pepper", "color_shift", "contrast", "brightness",
@@ -179,12 +179,15 @@ def test_entry_points_are_loaded_lazily(monkeypatch, tmp_path):
             return lambda: [spec]
 
     seen = []
-    monkeypatch.setattr(registry, "entry_points", lambda group: seen.append(group) or [FakeEntryPoint()])
-    monkeypatch.setitem(registry._state, "entry_points", False)
+    monkeypatch.setattr(named_registry, "entry_points", lambda group: seen.append(group) or [FakeEntryPoint()])
+    registry.REGISTRY.reset_plugins()
     try:
         assert "ep_invert" in corruptions.names()
         assert seen == ["domainbench.corruptions"]
         corruptions.names()
         assert seen == ["domainbench.corruptions"]  # loaded once
+        assert registry.REGISTRY.origin("ep_invert") == "entry point 'ep'"
     finally:
-        corruptions.unregister("ep_invert")
+        registry.REGISTRY.reset_plugins()
+    monkeypatch.undo()
+    assert "ep_invert" not in corruptions.names()
