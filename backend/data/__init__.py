@@ -1,11 +1,15 @@
 """Datasets: the bundled sample, an ImageFolder tree, a CSV manifest, an unlabeled folder.
 
-``open_dataset(spec)`` understands:
+``open_dataset(spec)`` asks the registered dataset kinds in order of precedence which one
+claims ``spec``; the built-in kinds, first to last:
 
-- ``sample``                 the bundled Fashion-MNIST subset (1,000 images, 10 classes)
-- ``PATH/`` with class subfolders   ImageFolder: one folder per class
-- ``PATH.csv``               manifest with columns ``path,label`` (paths relative to the file)
-- ``PATH/`` of image files   unlabeled: needs class names (``classes=[...]``) for zero-shot
+- ``sample``             ``sample``: the bundled Fashion-MNIST subset (1,000 images, 10 classes)
+- ``manifest``           ``PATH.csv`` with columns ``path,label`` (paths relative to the file)
+- ``image_folder``       ``PATH/`` with class subfolders (ImageFolder: one folder per class)
+- ``unlabeled_folder``   ``PATH/`` of image files: needs class names (``classes=[...]``)
+
+Plug-ins add kinds through the entry-point group ``domainbench.datasets`` (an entry point
+names a ``DatasetKind``, or a module calling ``register_dataset_kind`` on import).
 
 File images are decoded to RGB and brought to one size (shorter side resized to
 ``image_size``, then centre-cropped) so a shard is one array: corruptions then see the
@@ -15,12 +19,16 @@ same pixels whatever the model, and models apply their own preprocessing afterwa
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
 from backend.errors import UserInputError
+from corruptions.named_registry import Registry
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 SAMPLE_PATH = Path(__file__).parent / "sample" / "fashion_mnist_sample.npz"
@@ -166,38 +174,125 @@ def _load_manifest(path: Path, image_size: int, classes: list[str] | None) -> Da
     return Dataset(path.stem, names, labels, paths=paths, image_size=image_size)
 
 
-def open_dataset(spec: str, classes: list[str] | None = None, image_size: int = 224) -> Dataset:
-    """Open a dataset by spec (see the module docstring); errors name the input and the fix."""
-    if spec == "sample":
-        ds = load_sample()
-        if classes and classes != ds.classes:
-            raise UserInputError(f"the bundled sample has fixed classes {ds.classes}; drop --classes")
-        return ds
-    path = Path(spec).expanduser()
-    if not path.exists():
-        raise UserInputError(
-            f"dataset path {path} does not exist; give a folder of class folders, a CSV manifest, "
-            "an image folder, or `sample`"
-        )
-    if path.is_file():
-        if path.suffix.lower() != ".csv":
-            raise UserInputError(f"dataset file {path} is not a .csv manifest; give a manifest with columns path,label or a folder")
-        return _load_manifest(path, image_size, classes)
-    if any(p.is_dir() and not p.name.startswith(".") for p in path.iterdir()):
-        ds = _load_image_folder(path, image_size)
-        if classes:
-            if len(classes) != len(ds.classes):
-                raise UserInputError(
-                    f"--classes names {len(classes)} classes but {path} has {len(ds.classes)} class folders {ds.classes}"
-                )
-            ds.classes = list(classes)
-        return ds
-    images = _images_in(path)
-    if not images:
-        raise UserInputError(f"dataset folder {path} is empty: put images in it (or one folder per class)")
+def _load_sample(spec: str, classes: list[str] | None, image_size: int) -> Dataset:
+    ds = load_sample()
+    if classes and classes != ds.classes:
+        raise UserInputError(f"the bundled sample has fixed classes {ds.classes}; drop --classes")
+    return ds
+
+
+def _path(spec: str) -> Path:
+    return Path(spec).expanduser()
+
+
+def _is_manifest(spec: str) -> bool:
+    path = _path(spec)
+    return path.is_file() and path.suffix.lower() == ".csv"
+
+
+def _has_class_folders(spec: str) -> bool:
+    path = _path(spec)
+    return path.is_dir() and any(p.is_dir() and not p.name.startswith(".") for p in path.iterdir())
+
+
+def _has_images(spec: str) -> bool:
+    path = _path(spec)
+    return path.is_dir() and bool(_images_in(path))
+
+
+def _load_class_folders(spec: str, classes: list[str] | None, image_size: int) -> Dataset:
+    path = _path(spec)
+    ds = _load_image_folder(path, image_size)
+    if classes:
+        if len(classes) != len(ds.classes):
+            raise UserInputError(
+                f"--classes names {len(classes)} classes but {path} has {len(ds.classes)} class folders {ds.classes}"
+            )
+        ds.classes = list(classes)
+    return ds
+
+
+def _load_unlabeled(spec: str, classes: list[str] | None, image_size: int) -> Dataset:
+    path = _path(spec)
     if not classes:
         raise UserInputError(
             f"dataset folder {path} has images but no class folders (unlabeled): pass the candidate class "
             "names with --classes a,b,c so zero-shot prediction has something to choose from"
         )
-    return Dataset(path.name, list(classes), None, paths=images, image_size=image_size)
+    return Dataset(path.name, list(classes), None, paths=_images_in(path), image_size=image_size)
+
+
+@dataclass(frozen=True)
+class DatasetKind:
+    """One way to open a dataset: whether it claims a spec, and how to load what it claims.
+
+    ``load(spec, classes, image_size)`` returns a ``Dataset``; kinds are asked in increasing
+    ``precedence`` (ties by name), so a more specific kind takes a lower number. ``named_specs``
+    are specs that are names rather than paths (``sample``): a mistyped one gets a suggestion.
+    """
+
+    description: str
+    claims: Callable[[str], bool]
+    load: Callable[[str, list[str] | None, int], Dataset]
+    precedence: int = 100
+    named_specs: tuple[str, ...] = ()
+
+
+class UnknownDatasetError(UserInputError):
+    """A dataset kind name that is not registered (or a dataset kind clash or a broken plug-in)."""
+
+
+def _adopt(registry: Registry[Any], obj: Any, origin: str, name: str) -> None:
+    if isinstance(obj, ModuleType):
+        return  # registers its kinds with register_dataset_kind on import
+    if not isinstance(obj, DatasetKind):
+        raise UnknownDatasetError(f"{origin} gave {type(obj).__name__}; expected a DatasetKind or a module")
+    registry.register(name, obj, origin=origin)
+
+
+DATASET_KINDS: Registry[DatasetKind] = Registry(
+    "dataset kind", error=UnknownDatasetError, group="domainbench.datasets", adopt=_adopt
+)
+
+for _name, _kind in {
+    "sample": DatasetKind("the bundled Fashion-MNIST sample", lambda spec: spec == "sample", _load_sample, 0, ("sample",)),
+    "manifest": DatasetKind("a CSV manifest with columns path,label", _is_manifest, lambda s, c, n: _load_manifest(_path(s), n, c), 10),
+    "image_folder": DatasetKind("a folder with one sub-folder of images per class", _has_class_folders, _load_class_folders, 20),
+    "unlabeled_folder": DatasetKind("a folder of unlabeled images (needs --classes)", _has_images, _load_unlabeled, 30),
+}.items():
+    DATASET_KINDS.register(_name, _kind, origin="built-in")
+
+
+def register_dataset_kind(name: str, kind: DatasetKind, *, replace: bool = False) -> DatasetKind:
+    """Add a dataset kind; a name already taken raises unless ``replace=True``."""
+    return DATASET_KINDS.register(name, kind, replace=replace)
+
+
+def list_dataset_kinds(pattern: str = "*") -> list[str]:
+    """Registered dataset kind names matching a shell wildcard."""
+    return DATASET_KINDS.names(pattern)
+
+
+def open_dataset(spec: str, classes: list[str] | None = None, image_size: int = 224, kind: str | None = None) -> Dataset:
+    """Open a dataset by spec (see the module docstring); errors name the input and the fix.
+
+    ``kind`` skips detection and opens ``spec`` as that registered kind.
+    """
+    if kind is not None:
+        return DATASET_KINDS.get(kind).load(spec, classes, image_size)
+    for _, k in sorted(DATASET_KINDS.items(), key=lambda item: (item[1].precedence, item[0])):
+        if k.claims(spec):
+            return k.load(spec, classes, image_size)
+    # no kind claims it: say what is wrong with it
+    path = _path(spec)
+    if not path.exists():
+        named = [n for _, k in DATASET_KINDS.items() for n in k.named_specs]
+        close = DATASET_KINDS.close_matches(spec, named, cutoff=0.6)
+        hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise UserInputError(
+            f"dataset path {path} does not exist; give a folder of class folders, a CSV manifest, "
+            f"an image folder, or `sample`{hint}"
+        )
+    if path.is_file():
+        raise UserInputError(f"dataset file {path} is not a .csv manifest; give a manifest with columns path,label or a folder")
+    raise UserInputError(f"dataset folder {path} is empty: put images in it (or one folder per class)")

@@ -1,30 +1,76 @@
-"""Model registry: prefixed names -> factories (the open_clip ``factory.py`` pattern).
+"""Model registry: prefixed names -> backends (the open_clip ``factory.py`` pattern).
 
 ``create_model("embedded:fmnist-plain")``, ``create_model("open_clip:ViT-B-32/openai")``,
 ``create_model("hf:google/siglip-base-patch16-224")``, ``create_model("local:/path")``.
+
+A backend is registered under its prefix with ``@register_model(prefix, known=[...])``; the
+built-in backend modules do that on import, and are imported on first use (open_clip and
+transformers are slow to import). Plug-ins come from the entry-point group
+``domainbench.models``: the entry point's name is the prefix and it names a factory
+``f(spec, device) -> VisionLanguageModel``, a ``ModelBackend``, or a module that calls
+``register_model`` on import.
 """
 
 from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import torch
 
 from backend.errors import UserInputError
 from backend.models.base import DEFAULT_TEMPLATES, VisionLanguageModel, build_classifier
+from corruptions.named_registry import Registry
 
 Factory = Callable[[str, torch.device], VisionLanguageModel]
-_BACKENDS: dict[str, Factory] = {}
-# names listed by list_models(); a backend may accept more than it lists
-_KNOWN: dict[str, list[str]] = {}
+ENTRY_POINT_GROUP = "domainbench.models"
 
 
-def register_model(prefix: str, known: list[str] | None = None) -> Callable[[Factory], Factory]:
+class UnknownModelError(UserInputError):
+    """A model name whose prefix no backend owns (or a model backend clash or a broken plug-in)."""
+
+
+@dataclass(frozen=True)
+class ModelBackend:
+    """The factory behind one prefix, and the names ``list_models`` shows (it may accept more)."""
+
+    create: Factory
+    known: tuple[str, ...] = ()
+
+
+def _adopt(registry: Registry[Any], obj: Any, origin: str, name: str) -> None:
+    if isinstance(obj, ModuleType):
+        return  # a backend module registers itself with @register_model on import
+    if isinstance(obj, ModelBackend):
+        registry.register(name, obj, origin=origin)
+    elif callable(obj):
+        registry.register(name, ModelBackend(obj, tuple(getattr(obj, "known", ()))), origin=origin)
+    else:
+        raise UnknownModelError(f"{origin} gave {type(obj).__name__}; expected a model factory, a ModelBackend or a module")
+
+
+MODEL_BACKENDS: Registry[ModelBackend] = Registry(
+    "model backend",
+    error=UnknownModelError,
+    group=ENTRY_POINT_GROUP,
+    builtins=("backend.models.embedded",),
+    optional_builtins=("backend.models.open_clip_backend", "backend.models.hf_backend", "backend.models.local_backend"),
+    adopt=_adopt,
+    listing="see `domainbench models`",
+)
+
+
+def register_model(prefix: str, known: Sequence[str] | None = None, *, replace: bool = False) -> Callable[[Factory], Factory]:
+    """Register a factory for ``PREFIX:NAME`` models; a prefix already taken raises unless ``replace=True``."""
+    if not isinstance(prefix, str) or not prefix or ":" in prefix:
+        raise UnknownModelError(f"a model backend prefix must be a non-empty name without ':', got {prefix!r}")
+
     def deco(fn: Factory) -> Factory:
-        _BACKENDS[prefix] = fn
-        _KNOWN[prefix] = list(known or [])
+        MODEL_BACKENDS.register(prefix, ModelBackend(fn, tuple(known or ())), replace=replace)
         return fn
 
     return deco
@@ -40,40 +86,31 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return torch.device(device)
 
 
-def _load_backends() -> None:
-    # imported lazily: open_clip and transformers are slow to import and not always needed
-    from backend.models import embedded  # noqa: F401
-
-    for mod in ("backend.models.open_clip_backend", "backend.models.hf_backend", "backend.models.local_backend"):
-        try:
-            __import__(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:
-                raise
-
-
 def list_models(pattern: str = "*") -> list[str]:
     """Known model names matching a shell wildcard, e.g. ``list_models("open_clip:ViT-L*")``."""
-    _load_backends()
-    names = [f"{p}:{n}" for p, ns in _KNOWN.items() for n in ns]
+    names = [f"{prefix}:{n}" for prefix, backend in MODEL_BACKENDS.items() for n in backend.known]
     return sorted(n for n in names if fnmatch.fnmatch(n, pattern))
 
 
 def create_model(name: str, device: str | torch.device = "auto") -> VisionLanguageModel:
-    _load_backends()
     prefix, sep, rest = name.partition(":")
-    if not sep or prefix not in _BACKENDS:
+    if not sep or prefix not in MODEL_BACKENDS:
+        # close matches among full model names: users mistype the name more often than the prefix
         close = difflib.get_close_matches(name, list_models(), n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UserInputError(
+        raise UnknownModelError(
             f"unknown model {name!r}: a model name is PREFIX:NAME with PREFIX one of "
-            f"{', '.join(sorted(_BACKENDS))} (see `domainbench models`).{hint}"
+            f"{', '.join(MODEL_BACKENDS.names())} (see `domainbench models`).{hint}"
         )
-    return _BACKENDS[prefix](rest, resolve_device(device))
+    return MODEL_BACKENDS.get(prefix).create(rest, resolve_device(device))
 
 
 __all__ = [
     "DEFAULT_TEMPLATES",
+    "ENTRY_POINT_GROUP",
+    "MODEL_BACKENDS",
+    "ModelBackend",
+    "UnknownModelError",
     "VisionLanguageModel",
     "build_classifier",
     "create_model",

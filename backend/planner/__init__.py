@@ -1,10 +1,11 @@
 """The planner: from a domain description to a validated corruption config.
 
     plan(domain_text, provider="auto", samples=10, **settings) -> DomainConfig
-    write_plan(cfg, path) -> Path
 
-``provider="auto"`` uses the LLM when an endpoint is configured (DOMAINBENCH_LLM_BASE_URL or an
-API key in DOMAINBENCH_LLM_API_KEY / OPENAI_API_KEY) and the offline planner otherwise.
+Write the plan with ``backend.config.save(cfg, path)``. ``provider`` names a registered planner
+provider (``backend.planner.providers``: ``offline``, ``openai``, plug-ins); ``"auto"`` uses the
+LLM when an endpoint is configured (DOMAINBENCH_LLM_BASE_URL or an API key in
+DOMAINBENCH_LLM_API_KEY / OPENAI_API_KEY) and the offline planner otherwise.
 ``settings`` are LLM settings (base_url, api_key, model, temperature, timeout, max_retries,
 concurrency, json_mode); they override the environment.
 """
@@ -15,31 +16,31 @@ import logging
 import re
 import unicodedata
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from backend.config import DomainConfig, PlannerProvenance, save
+from backend.config import DomainConfig
 from backend.errors import UserInputError
 from backend.planner import prompts, rules
 from backend.planner.catalogue import Catalogue, load_catalogue
-from backend.planner.llm import LLMPlanner, PlannerError, enforce, redact
+from backend.planner.llm import PlannerError, enforce, redact
+from backend.planner.providers import PLANNER_PROVIDERS, PlannerProvider, check_provider_name, choose_provider, register_provider
 from backend.planner.settings import LLMSettings, settings_from_env
 
 log = logging.getLogger(__name__)
 
-Provider = Literal["auto", "offline", "openai"]
-PROVIDERS = ("auto", "offline", "openai")
 MAX_DOMAIN_CHARS = 4000
 MAX_SAMPLES = 50
 
 __all__ = [
     "MAX_DOMAIN_CHARS",
+    "PLANNER_PROVIDERS",
     "LLMSettings",
     "PlannerError",
+    "PlannerProvider",
     "plan",
     "prepare_domain_text",
     "prompt_version",
-    "write_plan",
+    "register_provider",
 ]
 
 
@@ -88,50 +89,21 @@ def _now() -> str:
 
 def plan(
     domain_text: str,
-    provider: Provider | str = "auto",
+    provider: str = "auto",
     samples: int = 10,
     *,
     catalogue: Catalogue | None = None,
     **settings: Any,
 ) -> DomainConfig:
     """Plan the corruptions for a domain description; the result is validated and rule-checked."""
-    if provider not in PROVIDERS:
-        raise UserInputError(f"provider must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+    check_provider_name(provider)  # before any work: a typo is answered with the close names
     n = _samples(samples)
     text = prepare_domain_text(domain_text)
     cat = catalogue or load_catalogue()
     llm_settings = settings_from_env(**settings)
-    if provider == "auto":
-        provider = "openai" if llm_settings.configured else "offline"
-        log.info("planner provider: %s", provider)
-    elif provider == "openai" and not llm_settings.configured:
-        raise UserInputError(
-            "provider 'openai' needs an LLM endpoint: set DOMAINBENCH_LLM_API_KEY (or OPENAI_API_KEY) for "
-            "OpenAI, or DOMAINBENCH_LLM_BASE_URL for a local server such as Ollama or vLLM; "
-            "or use --provider offline"
-        )
-
-    if provider == "offline":
-        from backend.planner.offline import MODEL_NAME, OfflinePlanner
-
-        vote = OfflinePlanner(cat).run(text, n)
-        notes: list[str] = []
-        prov = PlannerProvenance(
-            provider="offline",
-            model=MODEL_NAME,
-            prompt_version=f"offline-{rules.rules_version()}",
-            samples=vote.n_samples,
-            temperature=0.0,
-        )
-    else:
-        vote, notes = LLMPlanner(llm_settings, cat).run(text, n)
-        prov = PlannerProvenance(
-            provider="openai",
-            model=llm_settings.model,
-            prompt_version=f"{prompts.prompt_version()}+{rules.rules_version()}",
-            samples=vote.n_samples,
-            temperature=llm_settings.temperature,
-        )
+    _, planner = choose_provider(provider, llm_settings)
+    vote, notes, prov = planner.run(text, n, cat, llm_settings)
+    notes = list(notes)
 
     # Final gate for both planners: only catalogue names, parameters in range, rules satisfied.
     req = rules.requirements(text, cat.names)
@@ -157,8 +129,3 @@ def plan(
     except UserInputError as e:  # a bug, not user input: every name was validated upstream
         raise PlannerError(f"internal error: planned corruption failed catalogue validation: {e}") from e
     return cfg
-
-
-def write_plan(cfg: DomainConfig, path: str | Path) -> Path:
-    """Write the plan as TOML with the ``[[corruptions]]`` shape (atomic replace)."""
-    return save(cfg, path)

@@ -68,15 +68,7 @@ def load_catalogue() -> Catalogue:
         import corruptions
     except ImportError as e:  # pragma: no cover - the package ships with domainbench
         raise UserInputError(f"the corruption library could not be imported ({e}); reinstall domainbench") from e
-    entries = [CatalogueEntry.model_validate(_entry_dict(d)) for d in corruptions.catalogue()]
+    entries = [CatalogueEntry.model_validate(d) for d in corruptions.catalogue()]
     if not entries:
         raise UserInputError("the corruption catalogue is empty; the planner has nothing to choose from")
     return Catalogue(entries=entries)
-
-
-def _entry_dict(d: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(d)
-    # Accept either key for the parameter schema; the registry's catalogue() names it "parameters".
-    if "parameters" not in out and "schema" in out:
-        out["parameters"] = out["schema"]
-    return out

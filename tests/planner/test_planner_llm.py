@@ -10,9 +10,9 @@ import traceback
 import pytest
 from planner_fakes import FakeLLM, Reply, answer
 
-from backend.config import dumps, load_domain
+from backend.config import dumps, load_domain, save
 from backend.errors import UserInputError
-from backend.planner import PlannerError, plan, prompt_version, rules, write_plan
+from backend.planner import PlannerError, plan, prompt_version, rules
 from backend.planner.catalogue import Catalogue
 
 MEDICAL = "Chest X-rays from portable scanners in an intensive care unit."
@@ -46,7 +46,7 @@ def test_valid_answer_becomes_a_validated_plan(fake_llm: FakeLLM, catalogue: Cat
     assert MEDICAL in user and all(f"- {name} (" in user for name in catalogue.names)
     assert '"corruptions"' in user  # the output schema
     # round trip through the TOML file the CLI writes
-    path = write_plan(cfg, tmp_path / "plan.toml")
+    path = save(cfg, tmp_path / "plan.toml")
     assert load_domain(path) == cfg
     assert "[[corruptions]]" in path.read_text()
 

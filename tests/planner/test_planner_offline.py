@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.config import DomainConfig, load_domain
+from backend.config import DomainConfig, load_domain, save
 from backend.errors import UserInputError
-from backend.planner import MAX_DOMAIN_CHARS, plan, rules, write_plan
+from backend.planner import MAX_DOMAIN_CHARS, plan, rules
 from backend.planner.catalogue import Catalogue
 
 DOMAINS = {
@@ -110,7 +110,7 @@ def test_deterministic(plans: dict[str, DomainConfig]) -> None:
 def test_auto_is_offline_without_endpoint_and_file_round_trip(tmp_path) -> None:
     cfg = plan(DOMAINS["faces"], samples=1)
     assert cfg.planner.provider == "offline" and cfg.planner.samples == 1
-    path = write_plan(cfg, tmp_path / "faces.toml")
+    path = save(cfg, tmp_path / "faces.toml")
     assert load_domain(path) == cfg
 
 
