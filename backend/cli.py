@@ -234,7 +234,7 @@ def run(
     classes: Annotated[Optional[list[str]], typer.Option(help="Class names (needed for an unlabeled folder).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of every corruption's random parameters.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass (halved automatically on GPU out-of-memory).")] = None,
-    device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
     workers: Annotated[Optional[int], typer.Option(help="Corruption worker processes (0 = in-process).")] = None,
     corruptions_module: Annotated[Optional[list[str]], typer.Option("--corruptions-module", help="Import a module that registers extra corruptions.")] = None,
     stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,
@@ -243,48 +243,30 @@ def run(
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
-    from backend.config import RunConfig, load_domain, load_run
+    from backend.config import RunConfig, load_domain
     from backend.engine.reports import load_report
     from backend.engine.runner import Engine
 
     _load_plugins(corruptions_module)
+    if not resume:  # the inputs are checked before the store is opened or a progress bar drawn
+        if config is None:
+            raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
+        domain = load_domain(config)
+        cfg = RunConfig.from_sources(run_config, {
+            "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
+            "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
+            "stability": stability, "threat": threat, "templates": template,
+        })
     store = _store()
     progress = _progress()
     engine = Engine(store, RichEvents(progress))
     t0 = time.perf_counter()
-    with progress or _Null():
-        if resume:
-            run_id = engine.resume(resume)
-        else:
-            if config is None:
-                raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
-            domain = load_domain(config)
-            base = load_run(run_config) if run_config else RunConfig()
-            overrides = {
-                "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
-                "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
-                "stability": stability, "threat": threat, "templates": template,
-            }
-            try:
-                cfg = RunConfig.model_validate(base.model_dump() | {k: v for k, v in overrides.items() if v is not None})
-            except ValidationError as e:
-                loc, msg = first_validation_error(e)
-                field = loc.split(".")[0] or "run-config"
-                flag = {"templates": "template"}.get(field, field).replace("_", "-")
-                raise UserInputError(f"--{flag}: {msg}") from None
-            run_id = engine.start(domain, cfg, run_id=run_id)
+    with progress or contextlib.nullcontext():
+        run_id = engine.resume(resume) if resume else engine.start(domain, cfg, run_id=run_id)
     s = engine.stats
     _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(load_report(store, run_id))  # the engine stored it as the run finished
-
-
-class _Null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *a: Any) -> None:
-        return None
 
 
 def _load_plugins(modules: Optional[list[str]]) -> None:
@@ -407,17 +389,17 @@ def demo(
     from backend.engine.reports import load_report
     from backend.engine.runner import Engine
     from backend.planner import plan as make_plan
-    from backend.store import home_dir
 
+    run_cfg = RunConfig.from_sources(None, {"limit": limit})
+    store = _store()  # first: a bad DOMAINBENCH_HOME is reported before anything is written there
     _say(f"domain: {DEMO_DOMAIN}")
     cfg = make_plan(DEMO_DOMAIN, provider="offline")
-    path = save(cfg, home_dir() / "demo-domain.toml")
+    path = save(cfg, _settings().home / "demo-domain.toml")
     _say(f"planned {len(cfg.corruptions)} corruptions ({', '.join(c.name for c in cfg.corruptions)}); config in {path}")
-    store = _store()
     progress = _progress()
     engine = Engine(store, RichEvents(progress))
-    with progress or _Null():
-        run_id = engine.start(cfg, RunConfig(limit=limit))
+    with progress or contextlib.nullcontext():
+        run_id = engine.start(cfg, run_cfg)
     print_report(load_report(store, run_id))
     console.print(f"\nResults are stored in {store.description}. Browse them with [bold]make ui[/bold] "
                   f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {run_id}` prints this table again.")
@@ -434,6 +416,7 @@ def main() -> None:
     import corruptions
 
     signal.signal(signal.SIGTERM, _terminate)
+    STATE.quiet, STATE.settings = False, None  # nothing carries over from an earlier call in this process
     try:
         # outside standalone mode typer returns exit codes (130 after Ctrl-C) instead of exiting
         rv = app(standalone_mode=False)
@@ -442,7 +425,7 @@ def main() -> None:
         if isinstance(rv, int) and not isinstance(rv, bool):
             sys.exit(rv)
     except (UserInputError, corruptions.CorruptionError) as e:
-        err_console.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)
+        err_console.print(f"error: {_settings().redact(str(e))}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted: finished units are stored; continue with `domainbench run --resume RUN`")
@@ -456,7 +439,22 @@ def main() -> None:
             sys.exit(code)
         if type(e).__name__ == "Abort":
             sys.exit(1)
-        raise
+        _internal_error(e)
+
+
+def _internal_error(e: Exception) -> None:
+    """A bug, not the user's input: exit 1 with where the traceback went and how to report it."""
+    from backend.crash_report import internal_error_message, write_crash_report
+
+    settings = _settings()
+    report = write_crash_report(e, settings)
+    if report is None:  # nowhere writable: the traceback must not be lost
+        import traceback
+
+        err_console.print(settings.redact("".join(traceback.format_exception(e))), highlight=False, markup=False)
+    err_console.print(internal_error_message(e, settings, report), highlight=False, markup=False, soft_wrap=True)
+    sys.exit(1)
+
 
 if __name__ == "__main__":
     main()

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from backend.errors import UserInputError, first_validation_error
 
@@ -94,29 +95,73 @@ class DomainConfig(_Strict):
 
 
 class RunConfig(_Strict):
+    """How to evaluate: dataset, models, baseline, device and the engine's knobs.
+
+    It validates itself, so every consumer (engine, report, UI) can rely on a baseline that is
+    one of the models and a device torch understands.
+    """
+
     schema_version: int = SCHEMA_VERSION
     dataset: str = "sample"
     # class names for zero-shot prediction; needed for an unlabeled folder, optional otherwise
     classes: list[str] | None = None
     # file images are resized (shorter side) and centre-cropped to this size
-    image_size: int = 224
+    image_size: int = Field(default=224, ge=1)
     models: list[str] = Field(default_factory=lambda: ["embedded:fmnist-plain", "embedded:fmnist-augmented"])
     baseline: str | None = None
-    seed: int = 0
-    batch_size: int = 128
+    # SeedSequence takes no negative seeds
+    seed: int = Field(default=0, ge=0)
+    batch_size: int = Field(default=128, ge=1)
     device: str = "auto"
-    limit: int | None = None
+    limit: int | None = Field(default=None, ge=1)
     templates: list[str] | None = None
     # images per unit of work; None picks a size that keeps one corrupted shard near 32 MB
-    shard_size: int | None = None
+    shard_size: int | None = Field(default=None, ge=1)
     # worker processes that corrupt images; None: one per core beyond the first two
-    workers: int | None = None
+    workers: int | None = Field(default=None, ge=0)
     stability: bool = True
-    stability_points: int = 5
+    stability_points: int = Field(default=5, ge=1)
     # images per shard whose embeddings are measured for stability (clean + m perturbed)
-    stability_images: int = 64
+    stability_images: int = Field(default=64, ge=1)
     threat: bool = True
-    threat_anchors: int = 50
+    threat_anchors: int = Field(default=50, ge=1)
+
+    @field_validator("models")
+    @classmethod
+    def _models_listed_once(cls, v: list[str]) -> list[str]:
+        if not v or not all(m.strip() for m in v):
+            raise ValueError("name at least one model, e.g. embedded:fmnist-plain")
+        dupes = sorted({m for m in v if v.count(m) > 1})
+        if dupes:
+            raise ValueError(f"model listed twice: {', '.join(dupes)}")
+        return v
+
+    @field_validator("baseline")
+    @classmethod
+    def _baseline_is_a_model(cls, v: str | None, info: ValidationInfo) -> str | None:
+        models = info.data.get("models")  # absent when the models themselves were invalid
+        if v is not None and models is not None and v not in models:
+            raise ValueError(f"baseline {v!r} is not among the run's models {models}; add it to --models")
+        return v
+
+    @field_validator("device")
+    @classmethod
+    def _device_torch_understands(cls, v: str) -> str:
+        if not _DEVICE.fullmatch(v):
+            raise ValueError(f"device {v!r} is not one of auto, cpu, cuda or cuda:N (a GPU index, e.g. cuda:1)")
+        return v
+
+    @field_validator("classes")
+    @classmethod
+    def _classes_listed_once(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError("name at least one class, or leave the classes out to use the dataset's labels")
+        dupes = sorted({c for c in v if v.count(c) > 1})
+        if dupes:
+            raise ValueError(f"class listed twice: {', '.join(dupes)}")
+        return v
 
     @field_validator("templates")
     @classmethod
@@ -129,6 +174,30 @@ class RunConfig(_Strict):
     @property
     def baseline_model(self) -> str:
         return self.baseline or self.models[0]
+
+    @classmethod
+    def from_sources(cls, file: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> RunConfig:
+        """The run config file (or the defaults), then every override that is not None on top.
+
+        ``overrides`` are keyed by field name, as the CLI's flags are; an invalid value is a
+        ``UserInputError`` naming the flag (``--batch-size: …``), or the file when the bad
+        value came from there.
+        """
+        given = {k: v for k, v in (overrides or {}).items() if v is not None}
+        base = load_run(file).model_dump() if file is not None else {}
+        try:
+            return cls.model_validate(base | given)
+        except ValidationError as e:
+            loc, msg = first_validation_error(e)
+            field = loc.split(".")[0]
+            if field not in given and file is not None:
+                raise UserInputError(f"run config {file}: {loc}: {msg}") from None
+            raise UserInputError(f"--{_FLAGS.get(field, field.replace('_', '-'))}: {msg}") from None
+
+
+# the CLI flag of a RunConfig field, where it is not the field's name with dashes
+_FLAGS = {"templates": "template", "": "run-config"}
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
 def _drop_none(obj: Any) -> Any:
@@ -186,6 +255,3 @@ def load_domain(path: str | Path, check: bool = True) -> DomainConfig:
 
 def load_run(path: str | Path) -> RunConfig:
     return _load(path, RunConfig)
-
-
-Device = Literal["auto", "cpu", "cuda"]

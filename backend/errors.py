@@ -1,4 +1,8 @@
-"""Errors a user can fix. The CLI prints them on one line and exits with status 2."""
+"""Errors a user can fix. The CLI prints them on one line and exits with status 2.
+
+Any other exception that reaches the CLI is an internal error: exit status 1, the traceback
+in a file, and a request to report it (``backend/crash_report.py``).
+"""
 
 from __future__ import annotations
 
@@ -16,10 +20,15 @@ class ModelUnavailableError(UserInputError):
     """A model's weights are not available locally (we never download at run time silently)."""
 
 
+class StoreUnavailableError(UserInputError):
+    """The configured store cannot be opened or reached: the message names the variable to fix."""
+
+
 def first_validation_error(e: ValidationError) -> tuple[str, str]:
     """(dotted field location, message) of a pydantic error's first problem.
 
     The offending input value is left out on purpose: it may be a secret (an API key).
     """
     first = e.errors()[0]
-    return ".".join(str(p) for p in first["loc"]), first["msg"]
+    # pydantic prefixes the message of a validator's ValueError with "Value error, "
+    return ".".join(str(p) for p in first["loc"]), first["msg"].removeprefix("Value error, ")

@@ -6,12 +6,14 @@ import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
 from backend.errors import UserInputError
-from backend.store import ENV_HOME, ENV_URI, Store, open_store
+from backend.settings import Settings
+from backend.store import Store, open_store
 
 log = logging.getLogger("domainbench.ui")
 DEMO_HINT = (
@@ -24,11 +26,12 @@ DEMO_HINT = (
 @st.cache_resource(show_spinner=False)
 def _cached_store(home: str, uri: str | None) -> Store:
     # keyed on the configuration, so changing DOMAINBENCH_HOME (tests, restarts) opens the right store
-    return open_store(uri)
+    return open_store(uri, Path(home))
 
 
 def get_store() -> Store:
-    return _cached_store(os.path.abspath(os.environ.get(ENV_HOME, ".domainbench")), os.environ.get(ENV_URI))
+    settings = Settings.from_env()
+    return _cached_store(os.path.abspath(settings.home), settings.store_uri)
 
 
 def error_text(exc: BaseException) -> str:

@@ -84,3 +84,83 @@ def test_templates_need_one_slot() -> None:
     with pytest.raises(ValidationError, match="exactly one"):
         RunConfig(templates=["a photo"])
     assert RunConfig(templates=["a photo of a {}."]).templates == ["a photo of a {}."]
+
+
+# ---------------------------------------------------------------- RunConfig validates itself
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:0", "cuda:12"])
+def test_devices_torch_understands_are_accepted(device: str) -> None:
+    assert RunConfig(device=device).device == device
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"device": "gpu"}, "auto, cpu, cuda or cuda:N"),
+        ({"device": "cuda:"}, "auto, cpu, cuda or cuda:N"),
+        ({"device": "mps"}, "auto, cpu, cuda or cuda:N"),
+        ({"models": ["a", "b"], "baseline": "c"}, "baseline 'c' is not among the run's models"),
+        ({"baseline": "embedded:nope"}, "add it to --models"),
+        ({"models": []}, "at least one model"),
+        ({"models": ["a", "b", "a"]}, "model listed twice: a"),
+        ({"batch_size": 0}, "greater than or equal to 1"),
+        ({"limit": 0}, "greater than or equal to 1"),
+        ({"seed": -1}, "greater than or equal to 0"),
+        ({"workers": -1}, "greater than or equal to 0"),
+        ({"classes": ["cat", "cat"]}, "class listed twice"),
+    ],
+)
+def test_run_config_rejects_what_would_fail_later(fields: dict, message: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match=message):
+        RunConfig(**fields)
+
+
+def test_baseline_among_the_models_is_kept() -> None:
+    cfg = RunConfig(models=["a", "b"], baseline="b")
+    assert cfg.baseline_model == "b" and RunConfig(models=["a", "b"]).baseline_model == "a"
+
+
+# ---------------------------------------------------------------- file, then flags on top
+def test_from_sources_puts_flags_over_the_file_over_the_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text('models = ["a", "b"]\nbatch_size = 7\nseed = 3\ndevice = "cpu"\n')
+    cfg = RunConfig.from_sources(path, {"seed": 5, "batch_size": None, "limit": 10, "templates": None})
+    assert (cfg.models, cfg.batch_size, cfg.seed, cfg.device, cfg.limit) == (["a", "b"], 7, 5, "cpu", 10)
+    assert cfg.image_size == RunConfig().image_size and cfg.templates is None  # untouched: the defaults
+    assert RunConfig.from_sources() == RunConfig()
+    assert RunConfig.from_sources(None, {"limit": 3, "models": None}) == RunConfig(limit=3)
+
+
+def test_from_sources_flags_may_fix_what_the_file_lacks(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text('models = ["a"]\n')
+    cfg = RunConfig.from_sources(path, {"models": ["a", "b"], "baseline": "b"})
+    assert cfg.models == ["a", "b"] and cfg.baseline == "b"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"batch_size": 0}, "--batch-size: Input should be greater than or equal to 1"),
+        ({"templates": ["no slot"]}, "--template: each prompt template needs exactly one {}"),
+        ({"device": "gpu"}, "--device: device 'gpu' is not one of auto, cpu, cuda or cuda:N"),
+        ({"baseline": "x"}, "--baseline: baseline 'x' is not among the run's models"),
+        ({"stability_points": 0}, "--stability-points: "),
+    ],
+)
+def test_from_sources_errors_name_the_flag(overrides: dict, message: str) -> None:
+    with pytest.raises(UserInputError) as e:
+        RunConfig.from_sources(None, overrides)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_from_sources_error_names_the_file_when_its_value_is_the_culprit(tmp_path: Path) -> None:
+    path = tmp_path / "run.toml"
+    path.write_text('models = ["a", "b"]\nbaseline = "b"\n')
+    with pytest.raises(UserInputError) as e:
+        RunConfig.from_sources(path, {"models": ["a"]})  # the flag drops the file's baseline
+    assert str(e.value).startswith(f"run config {path}: baseline: baseline 'b' is not among the run's models ['a']")
+    path.write_text('device = "gpu"\n')
+    with pytest.raises(UserInputError, match=f"config file {path}: device: device 'gpu'"):
+        RunConfig.from_sources(path, {})

@@ -52,8 +52,9 @@ def _slow_run(home: Path, tmp_path: Path, wait_for_units: int, **popen: object) 
     return proc
 
 
-def cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["domainbench", "--quiet", *args])
+def cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, quiet: bool = True) -> tuple[int, str, str]:
+    """``domainbench [--quiet] ARGS`` through the real entry point: (exit status, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["domainbench", *(["--quiet"] if quiet else []), *args])
     try:
         main()
         code = 0
@@ -70,7 +71,8 @@ def _nothing_written() -> None:
 
 @pytest.mark.parametrize(
     "case",
-    ["missing_dataset", "empty_folder", "unknown_model", "malformed_toml", "unknown_corruption", "missing_config", "bad_template"],
+    ["missing_dataset", "empty_folder", "unknown_model", "malformed_toml", "unknown_corruption", "missing_config", "bad_template",
+     "bad_device", "bad_baseline", "bad_batch_size", "bad_run_config_value"],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(case: str, home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     cfg = save(DOMAIN, tmp_path / "domain.toml")
@@ -94,7 +96,20 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case: str, home: Path, 
         expect = "gaussian_noise"  # the close-name suggestion
     elif case == "bad_template":
         args += ["--template", "no slot here"]
-        expect = "--template: Value error, each prompt template needs exactly one {}"
+        expect = "--template: each prompt template needs exactly one {}"
+    elif case == "bad_device":
+        args += ["--device", "gpu"]
+        expect = "--device: device 'gpu' is not one of auto, cpu, cuda or cuda:N"
+    elif case == "bad_baseline":
+        args += ["--baseline", "fake:b"]
+        expect = "--baseline: baseline 'fake:b' is not among the run's models ['fake:a']"
+    elif case == "bad_batch_size":
+        args += ["--batch-size", "0"]
+        expect = "--batch-size: "
+    elif case == "bad_run_config_value":
+        (tmp_path / "run.toml").write_text("workers = -2\n")
+        args += ["--run-config", str(tmp_path / "run.toml")]
+        expect = f"config file {tmp_path / 'run.toml'}: workers: "
     elif case == "missing_config":
         args[1] = str(tmp_path / "absent.toml")
         expect = "does not exist"
@@ -204,3 +219,90 @@ def test_demo_plans_offline_and_compares_both_embedded_models(home: Path, capsys
     run = open_store().list_runs()[0]
     assert run.status == "done" and run.config.models == ["embedded:fmnist-plain", "embedded:fmnist-augmented"]
     assert (home / "demo-domain.toml").is_file()
+
+
+def _one_error_line(err: str) -> str:
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("args", [["--device", "gpu"], ["--baseline", "fake:zz"]])
+def test_bad_device_or_baseline_in_a_real_process(args: list[str], home: Path, tmp_path: Path) -> None:
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    proc = _cli_process(home, "run", str(cfg), "--models", "fake:a", *args)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err
+    assert _one_error_line(err.decode()).startswith(f"error: {args[0]}: ")
+
+
+@pytest.mark.parametrize("position", ["before", "after"])
+def test_quiet_before_or_after_the_command(position: str, home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    run = ["run", str(cfg), "--models", "fake:a", "--limit", "10", "--no-stability", "--no-threat", "--workers", "0"]
+    code, out, err = cli(run, capsys, monkeypatch, quiet=False)
+    assert code == 0 and "units computed" in err  # chatter without --quiet
+    args = ["--quiet", *run] if position == "before" else [*run, "--quiet"]
+    code, out, err = cli(args, capsys, monkeypatch, quiet=False)
+    assert code == 0 and err == "" and "fake:a" in out  # the summary table is the output, kept
+    plan = ["plan", "night-time dash cam", "--provider", "offline", "--samples", "1", "-o", str(tmp_path / "p.toml")]
+    code, _, err = cli(plan if position == "before" else [*plan, "-q"], capsys, monkeypatch)
+    assert code == 0 and err == "" and (tmp_path / "p.toml").is_file()
+    code, _, err = cli(["ls", "--quiet"], capsys, monkeypatch, quiet=False)
+    assert code == 0 and err == ""
+
+
+def _unusable_homes(tmp_path: Path) -> list[tuple[str, Path]]:
+    (tmp_path / "a-file").write_text("I am not a directory")
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "domainbench.sqlite").write_bytes(os.urandom(4096))
+    homes = [("is a file", tmp_path / "a-file"), ("is a file", tmp_path / "a-file" / "below"),
+             ("damaged or not a SQLite database", tmp_path / "corrupt")]
+    if os.geteuid() != 0:  # root writes to read-only directories; the path under a file stands in for it
+        (tmp_path / "read-only").mkdir()
+        (tmp_path / "read-only").chmod(0o500)
+        homes.append(("not writable", tmp_path / "read-only"))
+    return homes
+
+
+@pytest.mark.parametrize("command", [["ls"], ["demo", "--limit", "5"]])
+def test_unusable_home_is_one_line_naming_the_variable_and_file(command: list[str], tmp_path: Path, capsys, monkeypatch) -> None:
+    for why, home in _unusable_homes(tmp_path):
+        monkeypatch.setenv("DOMAINBENCH_HOME", str(home))
+        code, out, err = cli(command, capsys, monkeypatch)
+        assert code == 2, err
+        line = _one_error_line(err)
+        assert line.startswith(f"error: DOMAINBENCH_HOME={home}: ") and why in line
+        assert str(home / "domainbench.sqlite") in line
+
+
+def test_unreachable_mongo_is_one_line_without_the_password(home: Path, capsys, monkeypatch) -> None:
+    from backend.store.mongo_store import MongoStore
+
+    monkeypatch.setattr(MongoStore.__init__, "__defaults__", (None, None, 200))  # 200 ms server selection
+    monkeypatch.setenv("DOMAINBENCH_MONGO_URI", "mongodb://bob:topsecret@127.0.0.1:9/x")
+    code, out, err = cli(["ls"], capsys, monkeypatch)
+    assert code == 2
+    line = _one_error_line(err)
+    assert "DOMAINBENCH_MONGO_URI" in line and "bob:***@127.0.0.1:9" in line and "topsecret" not in err + out
+
+
+def test_internal_error_exits_1_with_a_traceback_file_and_no_secrets(home: Path, capsys, monkeypatch) -> None:
+    import backend.models
+
+    def boom(pattern: str) -> list[str]:
+        raise RuntimeError("model table broken; key sk-very-secret leaked into the message")
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    monkeypatch.setattr(backend.models, "list_models", boom)
+    code, out, err = cli(["models"], capsys, monkeypatch)
+    assert code == 1
+    assert "internal error: RuntimeError: model table broken" in err and "bug in domainbench" in err
+    assert "please report it" in err and "Traceback" not in err and "sk-very-secret" not in err + out
+    m = re.search(r"the full traceback is in (\S+\.txt)", err)
+    assert m, err
+    report = Path(m.group(1))
+    assert report.parent == (home / "crash-reports").resolve()
+    text = report.read_text()
+    assert "Traceback (most recent call last)" in text and "in boom" in text and "RuntimeError" in text
+    assert "sk-very-secret" not in text and "***" in text
