@@ -1,9 +1,10 @@
-"""Data access for the browser UI: store documents and summaries -> plain frames and dicts.
+"""Data access for the browser UI: store records and run reports -> plain frames and arrays.
 
 Nothing here imports Streamlit, so every function is testable against a temporary store.
-Summaries are always derived from stored sufficient statistics through
-``backend.engine.summary.build_summary``; for a run that is not finished the summary covers
-the units stored so far and :class:`RunView` says so (``partial``).
+A finished run is drawn from the report the engine stored as it finished; another baseline
+is derived from that report's cell statistics (no unit document is read). A run that is not
+finished gets a report built from the units stored so far, and :class:`RunView` says so
+(``partial``).
 """
 
 from __future__ import annotations
@@ -13,28 +14,32 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from backend.config import DomainConfig
 from backend.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
 from backend.engine.status import run_status
 from backend.errors import UserInputError
+from backend.report import RunReport
 from backend.store import Store, home_dir
+from backend.store.records import DomainRecord, RunRecord, StabilityRecord
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FINISHED = "done"
-STATUSES = ("running", "done", "failed", "interrupted")
 STABILITY_METRICS = {
     "divergence_radius": "DivergenceRadius R_dr",
     "cosine": "cosine robustness R_cs",
     "euclidean": "Euclidean robustness R_ed",
 }
-#: metrics the Compare page can plot: key in a model's row -> (label, lower is better)
+#: metrics the Compare page can plot: field of a report's ``SummaryRow`` -> (label, lower is better)
 COMPARE_METRICS: dict[str, tuple[str, bool]] = {
     "mce": ("mCE", True),
     "rce": ("rCE", True),
@@ -56,46 +61,63 @@ def short_text(text: str, n: int = 48) -> str:
 
 def runs_frame(store: Store) -> pd.DataFrame:
     """One row per stored run, newest first: run, status, domain, models, dataset, created."""
-    rows = []
-    for r in store.list_runs():
-        cfg = r.get("config", {})
-        ds = r.get("dataset") or {}
-        rows.append(
-            {
-                "run": r["run_id"],
-                "status": run_status(r),
-                "domain": short_text(r.get("domain", {}).get("domain", ""), 80),
-                "models": ", ".join(cfg.get("models", [])),
-                "dataset": ds.get("name", cfg.get("dataset", "")),
-                "images": ds.get("size"),
-                "created": r.get("created_at", ""),
-            }
-        )
+    rows = [
+        {
+            "run": r.run_id,
+            "status": run_status(r),
+            "domain": short_text(r.domain.domain, 80),
+            "models": ", ".join(r.config.models),
+            "dataset": r.dataset.name if r.dataset else r.config.dataset,
+            "images": r.dataset.size if r.dataset else None,
+            "created": r.created_at,
+        }
+        for r in store.list_runs()
+    ]
     return pd.DataFrame(rows, columns=["run", "status", "domain", "models", "dataset", "images", "created"])
 
 
-def expected_cells(run: dict[str, Any]) -> int:
+def expected_cells(run: RunRecord) -> int:
     """(model, corruption, severity) cells a finished run has: the clean pass plus every severity."""
-    models = run.get("config", {}).get("models", [])
-    per_model = 1 + sum(len(c.get("severities", [])) for c in run.get("domain", {}).get("corruptions", []))
-    return len(models) * per_model
+    per_model = 1 + sum(len(c.severities) for c in run.domain.corruptions)
+    return len(run.config.models) * per_model
+
+
+def run_fingerprint(store: Store, run_id: str) -> tuple[Any, ...]:
+    """A cache key of everything derived from a run's stored results.
+
+    A run that is not running cannot change its results without changing its status (or
+    being resumed), so its status and timestamps suffice and no key is counted; a running
+    run also counts what it stored so far, so each new unit draws the page anew.
+    """
+    run = store.get_run(run_id)
+    if run is None:
+        return ("missing",)
+    status = run_status(run)
+    if status != "running":
+        return (status, run.resumed_at, run.finished_at)
+    return (
+        status,
+        run.resumed_at,
+        len(store.keys("units", run_id=run_id)),
+        len(store.keys("threat", run_id=run_id)),
+        len(store.keys("stability", run_id=run_id)),
+    )
 
 
 @dataclass
 class RunView:
-    """A run document with its summary (or the reason there is none) and its progress."""
+    """A run record with its report (or the reason there is none) and its progress."""
 
-    run: dict[str, Any]
-    summary: dict[str, Any] | None
+    run: RunRecord
+    report: RunReport | None
     n_units: int
     done_cells: int
     total_cells: int
     error: str | None = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
-        return str(self.run["run_id"])
+        return self.run.run_id
 
     @property
     def status(self) -> str:
@@ -108,31 +130,29 @@ class RunView:
 
     @property
     def models(self) -> list[str]:
-        return list(self.run.get("config", {}).get("models", []))
-
-    @property
-    def default_baseline(self) -> str | None:
-        cfg = self.run.get("config", {})
-        return cfg.get("baseline") or (self.models[0] if self.models else None)
+        return list(self.run.config.models)
 
 
-def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> RunView:
-    """The run and its summary against ``baseline`` (default: the run's own baseline).
-
-    Raises :class:`UserInputError` for an unknown run; a run whose summary cannot be built yet
-    (no units, or the baseline has no cell yet) comes back with ``summary=None`` and ``error``.
-    """
-    from backend.engine.summary import build_summary
-
+def get_run(store: Store, run_id: str) -> RunRecord:
     run = store.get_run(run_id)
     if run is None:
         raise UserInputError(f"no run {run_id!r} in {store.description}; pick one from the runs table")
-    models = run.get("config", {}).get("models", [])
-    if baseline is not None and baseline not in models:
-        raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {models}")
+    return run
+
+
+def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> RunView:
+    """The run and its report against ``baseline`` (default: the run's own baseline).
+
+    Raises :class:`UserInputError` for an unknown run or baseline; a run whose report cannot
+    be built yet (no units, or the baseline has no cell yet) comes back with ``report=None``
+    and ``error``. Only unit keys are counted here, never unit documents loaded.
+    """
+    run = get_run(store, run_id)
+    if baseline is not None and baseline not in run.config.models:
+        raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {run.config.models}")
     keys = store.keys("units", run_id=run_id)
-    done_cells = len({(k[1], k[2], k[3]) for k in keys})
-    view = RunView(run=run, summary=None, n_units=len(keys), done_cells=done_cells, total_cells=expected_cells(run))
+    done_cells = len({(k[1], k[2], k[3]) for k in keys})  # (model, corruption, severity) of the unit keys
+    view = RunView(run=run, report=None, n_units=len(keys), done_cells=done_cells, total_cells=expected_cells(run))
     if not keys:
         view.error = (
             "no finished units yet: the run has just started"
@@ -140,153 +160,196 @@ def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> Run
             else f"the run stored no units (status {view.status}); resume it with `domainbench run --resume {run_id}`"
         )
         return view
-    stored = store.get_summary(run_id) if view.status == FINISHED else None
-    if stored is not None and baseline in (None, stored.get("baseline")) and "classification" in stored:
-        view.summary = stored
-        return view
     try:
-        view.summary = build_summary(store, run_id, baseline)
+        view.report = report_of(store, run, baseline)
     except ValueError as e:  # UserInputError / MetricInputError: partial data the metrics cannot use yet
         view.error = str(e)
     return view
 
 
-def run_label(run: dict[str, Any]) -> str:
-    return f"{short_text(run.get('domain', {}).get('domain', '?'), 40)} · {run['run_id'][-4:]}"
+def report_of(store: Store, run: RunRecord, baseline: str | None = None) -> RunReport:
+    """The stored report of a finished run, re-based when asked; otherwise one built from the stored units.
+
+    Only a finished run's stored report is trusted: a resumed run still holds the report of
+    its previous finish, which its new units may already have outgrown.
+    """
+    from backend.engine.reports import build_report
+
+    stored = store.get_report(run.run_id) if run_status(run) == FINISHED else None
+    if stored is None:
+        return build_report(store, run.run_id, baseline)
+    if baseline in (None, stored.baseline):
+        return stored
+    return rebaselined(stored, baseline)
 
 
-# --------------------------------------------------------------------------- summary frames
+def rebaselined(report: RunReport, baseline: str) -> RunReport:
+    """``report`` against another baseline, from the cell statistics it holds (no unit is read).
+
+    Only the classification depends on the baseline. Each cell of the report keeps the sums
+    the units add up to (confusion matrix, flips, counts), so summarising them again gives
+    exactly the numbers a rebuild from the units gives.
+    """
+    from backend.metrics.aggregate import CellStats, summarize
+
+    summary = report.classification
+    cells = {
+        (m.model, c.corruption, c.severity): CellStats(
+            model=m.model, corruption=c.corruption, severity=c.severity, classes=summary.classes, n=c.n,
+            flips=c.flips, n_unreadable=c.n_unreadable, confusion=c.confusion, shards=[], run_ids=summary.run_ids,
+        )
+        for m, c in report.all_cells()
+    }
+    return report.model_copy(update={"baseline": baseline, "classification": summarize(cells, baseline)})
 
 
-def summary_frame(summary: dict[str, Any]) -> pd.DataFrame:
+def run_label(run: RunRecord) -> str:
+    return f"{short_text(run.domain.domain or '?', 40)} · {run.run_id[-4:]}"
+
+
+# --------------------------------------------------------------------------- report frames
+
+
+def summary_frame(report: RunReport) -> pd.DataFrame:
     """The product paper's table with the safe-cell accuracy: one row per model.
 
     Accuracies are percentages; ``None`` (not applicable / undefined) stays missing, never 0.
     """
-    safe = summary.get("safe_accuracy") or {}
-    rows = []
-    for row in summary["table"]:
-        rows.append(
-            {
-                "model": row["model"],
-                "baseline": bool(row.get("baseline")),
-                "clean acc %": _pct(row.get("acc")),
-                "corrupted acc %": _pct(row.get("mean_corrupted_acc")),
-                "safe-cell acc %": _pct(safe.get(row["model"])),
-                "mCE": row.get("mce"),
-                "rCE": row.get("rce"),
-                "mFR": row.get("mfr"),
-                "corr(acc, LFP)": row.get("corr"),
-            }
-        )
-    return pd.DataFrame(rows).astype({c: "float64" for c in rows[0] if c not in ("model", "baseline")}) if rows else pd.DataFrame()
+    rows = [
+        {
+            "model": row.model,
+            "baseline": row.baseline,
+            "clean acc %": _pct(row.acc),
+            "corrupted acc %": _pct(row.mean_corrupted_acc),
+            "safe-cell acc %": _pct(row.safe_acc),
+            "mCE": row.mce,
+            "rCE": row.rce,
+            "mFR": row.mfr,
+            "corr(acc, LFP)": row.corr,
+        }
+        for row in report.table()
+    ]
+    if not rows:
+        return pd.DataFrame()
+    # float64 throughout, so a column of Nones is NaN ("n/a"), not an object column
+    return pd.DataFrame(rows).astype({c: "float64" for c in rows[0] if c not in ("model", "baseline")})
 
 
 def _pct(v: float | None) -> float | None:
     return None if v is None else 100.0 * float(v)
 
 
-def cells_frame(summary: dict[str, Any]) -> pd.DataFrame:
+def cells_frame(report: RunReport) -> pd.DataFrame:
     """Long form, one row per model × (corruption, severity) including the clean pass.
 
     Columns: model, corruption, severity, n, accuracy, lfp, flips, in_common, mean_threat, safe.
     """
-    return pd.DataFrame(cell_rows(summary), columns=CELL_FIELDS)
+    return pd.DataFrame(cell_rows(report), columns=CELL_FIELDS)
 
 
-def model_notes(summary: dict[str, Any]) -> dict[str, list[str]]:
-    return {m["model"]: list(m.get("notes") or []) for m in summary["classification"]["models"] if m.get("notes")}
+def model_notes(report: RunReport) -> dict[str, list[str]]:
+    return {m.model: list(m.notes) for m in report.models if m.notes}
 
 
-def confusion_of(summary: dict[str, Any], model: str, corruption: str, severity: int) -> np.ndarray | None:
+def confusion_of(report: RunReport, model: str, corruption: str, severity: int) -> np.ndarray | None:
     """The summed confusion matrix (rows true, columns predicted) of one cell; None if unlabelled."""
-    for m in summary["classification"]["models"]:
-        if m["model"] != model:
-            continue
-        for c in ([m["clean"]] if m.get("clean") else []) + list(m["cells"]):
-            if c["corruption"] == corruption and c["severity"] == severity:
-                return None if c.get("confusion") is None else np.asarray(c["confusion"], dtype=np.int64)
-        raise UserInputError(f"model {model!r} has no cell ({corruption}, severity {severity}) in this run")
-    raise UserInputError(f"model {model!r} is not in this run's summary")
+    if model not in report.model_names:
+        raise UserInputError(f"model {model!r} is not in this run's report")
+    try:
+        cell = report.cell(model, corruption, severity)
+    except KeyError:
+        raise UserInputError(f"model {model!r} has no cell ({corruption}, severity {severity}) in this run") from None
+    return None if cell.confusion is None else np.asarray(cell.confusion, dtype=np.int64)
 
 
 def stability_frame(store: Store, run_id: str) -> pd.DataFrame:
-    """Per-image stability values, long form: model, corruption, shard, index, and one column per metric."""
-    rows: list[dict[str, Any]] = []
-    for d in store.find("stability", run_id=run_id):
-        radius = d.get("divergence_radius") or []
-        idx = d.get("indices") or list(range(len(radius)))
-        for i in range(len(radius)):
-            rows.append(
-                {
-                    "model": d["model"],
-                    "corruption": d["corruption"],
-                    "shard": d["shard"],
-                    "index": idx[i] if i < len(idx) else i,
-                    **{k: (d.get(k) or [None] * len(radius))[i] for k in STABILITY_METRICS},
-                }
-            )
+    """Per-image stability values, long form: model, corruption, shard, index, and one column per metric.
+
+    Loads every stability record of the run: only for the page that draws per-image values.
+    """
+    rows = [row for record in store.find("stability", run_id=run_id) for row in _stability_rows(record)]
     frame = pd.DataFrame(rows, columns=["model", "corruption", "shard", "index", *STABILITY_METRICS])
     return frame.sort_values(["model", "corruption", "shard", "index"], kind="stable").reset_index(drop=True)
 
 
-def export_csv(summary: dict[str, Any]) -> str:
+def _stability_rows(record: StabilityRecord) -> Iterator[dict[str, Any]]:
+    # the record guarantees one value per image for every metric; indices are best effort
+    values = zip(record.divergence_radius, record.cosine, record.euclidean, strict=True)
+    for i, per_metric in enumerate(values):
+        yield {
+            "model": record.model,
+            "corruption": record.corruption,
+            "shard": record.shard,
+            "index": record.indices[i] if i < len(record.indices) else i,
+            **dict(zip(STABILITY_METRICS, per_metric, strict=True)),
+        }
+
+
+def export_csv(report: RunReport) -> str:
     """The same file as ``domainbench export --format csv``: one row per model × cell."""
-    return to_csv(summary)
+    return to_csv(report)
 
 
-def export_json(run: dict[str, Any], summary: dict[str, Any]) -> str:
-    return to_json(run, summary)
+def export_json(run: RunRecord, report: RunReport) -> str:
+    return to_json(run, report)
 
 
 # --------------------------------------------------------------------------- compare
 
+#: (run_id, baseline or None) -> the run's view; the Compare page passes a cached one
+ViewLoader = Callable[[str, str | None], RunView]
 
-def compare_frame(store: Store, run_ids: list[str], baseline: str | None = None) -> tuple[pd.DataFrame, list[str]]:
+
+def compare_frame(
+    store: Store, run_ids: list[str], baseline: str | None = None, load_view: ViewLoader | None = None,
+) -> tuple[pd.DataFrame, list[str]]:
     """Per run × model: domain label and every metric of :data:`COMPARE_METRICS`.
 
     ``baseline`` (a model shared by the runs) recomputes each run's mCE/rCE/mFR against it;
-    otherwise each run keeps its own baseline. Runs whose summary cannot be built are left out
+    otherwise each run keeps its own baseline. Runs whose report cannot be built are left out
     and named in the returned messages.
     """
+    load_view = load_view or partial(load_run_view, store)
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     for rid in run_ids:
         try:
-            view = load_run_view(store, rid, baseline if baseline in _models_of(store, rid) else None)
+            view = load_view(rid, _baseline_for(store, rid, baseline))
         except UserInputError as e:
             problems.append(str(e))
             continue
-        if view.summary is None:
+        if view.report is None:
             problems.append(f"{rid}: {view.error}")
             continue
-        s = view.summary
-        for row in s["table"]:
-            rows.append(
-                {
-                    "run": rid,
-                    "domain": run_label(view.run),
-                    "domain_text": view.run.get("domain", {}).get("domain", ""),
-                    "status": view.status,
-                    "partial": view.partial,
-                    "baseline": s["baseline"],
-                    "model": row["model"],
-                    "acc": row.get("acc"),
-                    "mean_corrupted_acc": row.get("mean_corrupted_acc"),
-                    "safe_acc": (s.get("safe_accuracy") or {}).get(row["model"]),
-                    "mce": row.get("mce"),
-                    "rce": row.get("rce"),
-                    "mfr": row.get("mfr"),
-                    "corr": row.get("corr"),
-                }
-            )
+        rows += _compare_rows(view, view.report)
     cols = ["run", "domain", "domain_text", "status", "partial", "baseline", "model", *COMPARE_METRICS]
     return pd.DataFrame(rows, columns=cols), problems
 
 
+def _compare_rows(view: RunView, report: RunReport) -> list[dict[str, Any]]:
+    about_run = {
+        "run": view.run_id,
+        "domain": run_label(view.run),
+        "domain_text": view.run.domain.domain,
+        "status": view.status,
+        "partial": view.partial,
+        "baseline": report.baseline,
+    }
+    return [{**about_run, "model": row.model, **{k: getattr(row, k) for k in COMPARE_METRICS}} for row in report.table()]
+
+
+def _baseline_for(store: Store, run_id: str, wanted: str | None) -> str | None:
+    """``wanted`` where the run evaluated it, else the run's own baseline (named, so the Runs
+    page's cached report of that baseline is reused); None for a run that is not stored."""
+    run = store.get_run(run_id)
+    if run is None:
+        return None
+    return wanted if wanted in run.config.models else run.config.baseline_model
+
+
 def _models_of(store: Store, run_id: str) -> list[str]:
     run = store.get_run(run_id)
-    return list(run.get("config", {}).get("models", [])) if run else []
+    return list(run.config.models) if run else []
 
 
 def shared_models(store: Store, run_ids: list[str]) -> list[str]:
@@ -302,24 +365,22 @@ def shared_models(store: Store, run_ids: list[str]) -> list[str]:
 
 
 def selection_frequencies(
-    store: Store, extra: dict[str, Any] | None = None, names: list[str] | None = None
+    store: Store, extra: DomainConfig | None = None, names: list[str] | None = None
 ) -> pd.DataFrame:
     """Corruption × domain selection frequencies (the product paper's Figure 2).
 
-    Columns are stored domains that carry planner frequencies (plus ``extra``, a DomainConfig
-    dump, first); rows are catalogue corruptions (``names``, default: every name seen).
+    Columns are stored domains that carry planner frequencies (plus ``extra``, a plan not
+    stored yet, first); rows are catalogue corruptions (``names``, default: every name seen).
     A chosen corruption without a recorded frequency counts as 1.
     """
-    docs = ([extra] if extra else []) + sorted(store.find("domains"), key=lambda d: d.get("created_at", ""), reverse=True)
+    stored: list[DomainConfig] = sorted(store.find("domains"), key=lambda d: d.created_at, reverse=True)
     columns: dict[str, dict[str, float]] = {}
-    seen: set[str] = set()
-    for d in docs:
-        freq = dict((d.get("planner") or {}).get("frequencies") or {})
-        for c in d.get("corruptions", []):
-            freq.setdefault(c["name"], 1.0)
+    seen: set[tuple[str, str]] = set()
+    for plan in ([extra] if extra else []) + stored:
+        freq = _chosen_frequencies(plan)
         if not freq:
             continue
-        label = short_text(d.get("domain", "?"), 32)
+        label = short_text(plan.domain or "?", 32)
         key = json.dumps(sorted(freq.items()))
         if (label, key) in seen:  # the same plan stored twice (e.g. planned then run)
             continue
@@ -331,20 +392,27 @@ def selection_frequencies(
     return pd.DataFrame({col: [float(f.get(n, 0.0)) for n in rows] for col, f in columns.items()}, index=rows)
 
 
-def plan_domain(text: str, provider: str = "offline", samples: int = 10) -> Any:
+def _chosen_frequencies(plan: DomainConfig) -> dict[str, float]:
+    freq = dict(plan.planner.frequencies)
+    for c in plan.corruptions:
+        freq.setdefault(c.name, 1.0)
+    return freq
+
+
+def plan_domain(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
     """Plan a domain (the planner's DomainConfig); errors are UserInputError/PlannerError."""
     from backend.planner import plan
 
     return plan(text, provider=provider, samples=samples)
 
 
-def save_domain(store: Store, cfg: Any) -> Path:
+def save_domain(store: Store, cfg: DomainConfig) -> Path:
     """Store the plan (for the selection heatmap) and write its TOML under $DOMAINBENCH_HOME/domains."""
     from backend.config import save
     from backend.engine.runner import domain_id
 
     did = domain_id(cfg)
-    store.put_domain({"domain_id": did, "created_at": cfg.planner.created_at or _now(), **cfg.model_dump(mode="json")})
+    store.put_domain(DomainRecord(domain_id=did, created_at=cfg.planner.created_at or _now(), **dict(cfg)))
     return save(cfg, home_dir().resolve() / "domains" / f"{did}.toml")
 
 
@@ -449,7 +517,7 @@ def launch_command(
     return cmd
 
 
-def launch_run(cfg: Any, command: list[str], config_path: Path) -> Launch:
+def launch_run(cfg: DomainConfig, command: list[str], config_path: Path) -> Launch:
     """Start the run as a detached background process logging to $DOMAINBENCH_HOME/logs."""
     home = home_dir().resolve()
     logs = home / "logs"
@@ -469,24 +537,12 @@ def launch_run(cfg: Any, command: list[str], config_path: Path) -> Launch:
                   started_at=started, command=command, process=proc)
 
 
-def launched_run(store: Store, launch: Launch) -> dict[str, Any] | None:
-    """The run document the launched process created, once it exists."""
+def launched_run(store: Store, launch: Launch) -> RunRecord | None:
+    """The run record the launched process created, once it exists."""
     run_id = launch.command[launch.command.index("--run-id") + 1] if "--run-id" in launch.command else None
     if run_id:
         return store.get_run(run_id)
     for r in store.list_runs():
-        if r.get("domain", {}).get("domain") == launch.domain and r.get("created_at", "") >= launch.started_at:
+        if r.domain.domain == launch.domain and r.created_at >= launch.started_at:
             return r
     return None
-
-
-def run_fingerprint(store: Store, run_id: str) -> tuple[Any, ...]:
-    """Changes whenever the run's status or any of its stored results change (a cache key)."""
-    run = store.get_run(run_id) or {}
-    return (
-        run.get("status"),
-        run.get("finished_at"),
-        len(store.keys("units", run_id=run_id)),
-        len(store.keys("threat", run_id=run_id)),
-        len(store.keys("stability", run_id=run_id)),
-    )

@@ -1,15 +1,13 @@
-"""Pure Plotly figure builders: summary dicts / frames in, ``go.Figure`` out.
+"""Pure Plotly figure builders: a run's report (``backend.report.RunReport``) or frames in, ``go.Figure`` out.
 
-No Streamlit and no store access here, so each builder is tested on small synthetic inputs.
-The summary dict is ``backend.engine.summary.build_summary``'s output. A model keeps the same
-colour in every figure of a page (:func:`model_colors`).
+No Streamlit and no store access here, so each builder is tested on small hand-made reports.
+A model keeps the same colour in every figure of a page (:func:`model_colors`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -17,9 +15,12 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from backend.metrics.aggregate import CellSummary, ModelSummary
+from backend.report import RunReport, StabilityMean, ThreatCell
+
 SAFE_COLOR = "#2ca02c"
 UNSAFE_COLOR = "#d62728"
-#: a PD threat at or below this is label-preserving (backend.engine.summary.SAFE_THREAT)
+#: a PD threat at or below this is label-preserving (backend.metrics.run_report.SAFE_THREAT)
 SAFE_THREAT = 1.0
 METRIC_LABELS = {
     "accuracy": "balanced accuracy (%)",
@@ -35,14 +36,6 @@ def model_colors(models: Sequence[str]) -> dict[str, str]:
     return {m: palette[i % len(palette)] for i, m in enumerate(models)}
 
 
-def _models(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return list(summary["classification"]["models"])
-
-
-def _corruptions(summary: Mapping[str, Any]) -> list[str]:
-    return sorted({c["corruption"] for m in _models(summary) for c in m["cells"]})
-
-
 def cell_label(corruption: str, severity: int) -> str:
     return f"{corruption} s{severity}"
 
@@ -54,7 +47,7 @@ def _empty(title: str, message: str) -> go.Figure:
     return fig
 
 
-def severity_lines(summary: Mapping[str, Any], metric: str = "accuracy", columns: int = 3) -> go.Figure:
+def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3) -> go.Figure:
     """Metric vs severity, one panel per corruption, one line per model; severity 0 is clean.
 
     ``metric`` is ``accuracy`` (balanced accuracy) or ``lfp``; values are percentages.
@@ -62,8 +55,8 @@ def severity_lines(summary: Mapping[str, Any], metric: str = "accuracy", columns
     """
     if metric not in ("accuracy", "lfp"):
         raise ValueError(f"metric must be 'accuracy' or 'lfp', got {metric!r}")
-    names = _corruptions(summary)
-    models = _models(summary)
+    names = report.corruption_names()
+    models = report.models
     label = METRIC_LABELS[metric]
     if not names:
         return _empty(f"{label} vs severity", "no corrupted cells yet")
@@ -72,24 +65,19 @@ def severity_lines(summary: Mapping[str, Any], metric: str = "accuracy", columns
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, shared_yaxes=True,
                         vertical_spacing=min(0.3 / max(rows - 1, 1), 0.12) if rows > 1 else 0.1,
                         horizontal_spacing=0.04)
-    colors = model_colors([m["model"] for m in models])
+    colors = model_colors(report.model_names)
     n_traces = 0
     for i, name in enumerate(names):
         r, c = divmod(i, cols)
         for m in models:
-            cells = sorted((x for x in m["cells"] if x["corruption"] == name), key=lambda x: x["severity"])
-            pts = [(x["severity"], x.get(metric)) for x in cells]
-            clean = m.get("clean")
-            if clean is not None:
-                pts.insert(0, (0, clean.get(metric)))
-            pts = [(s, 100.0 * v) for s, v in pts if v is not None]
+            pts = _severity_points(m, name, metric)
             if not pts:
                 continue
             fig.add_trace(
                 go.Scatter(
-                    x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=m["model"],
-                    legendgroup=m["model"], showlegend=i == 0, line={"color": colors[m["model"]]},
-                    hovertemplate=f"{m['model']}<br>{name} severity %{{x}}<br>{metric} %{{y:.1f}}%<extra></extra>",
+                    x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=m.model,
+                    legendgroup=m.model, showlegend=i == 0, line={"color": colors[m.model]},
+                    hovertemplate=f"{m.model}<br>{name} severity %{{x}}<br>{metric} %{{y:.1f}}%<extra></extra>",
                 ),
                 row=r + 1, col=c + 1,
             )
@@ -104,20 +92,32 @@ def severity_lines(summary: Mapping[str, Any], metric: str = "accuracy", columns
     return fig
 
 
-def lfp_heatmap(summary: Mapping[str, Any]) -> go.Figure:
+def _severity_points(model: ModelSummary, corruption: str, metric: str) -> list[tuple[int, float]]:
+    """(severity, metric in %) of one model under one corruption, the clean pass at severity 0.
+
+    A value that does not apply (accuracy of unlabelled data) is left out, never drawn as 0.
+    """
+    cells: list[CellSummary] = sorted((x for x in model.cells if x.corruption == corruption), key=lambda x: x.severity)
+    if model.clean is not None:  # the clean pass is stored with severity 0
+        cells.insert(0, model.clean)
+    values = [(x.severity, getattr(x, metric)) for x in cells]
+    return [(s, 100.0 * v) for s, v in values if v is not None]
+
+
+def lfp_heatmap(report: RunReport) -> go.Figure:
     """Label flip probability, models × (corruption, severity) cells; missing cells stay blank."""
-    models = _models(summary)
-    keys = sorted({(c["corruption"], c["severity"]) for m in models for c in m["cells"]})
+    models = report.models
+    keys = sorted({(c.corruption, c.severity) for m in models for c in m.cells})
     if not keys:
         return _empty("label flip probability", "no corrupted cells yet")
     z: list[list[float | None]] = []
     for m in models:
-        by = {(c["corruption"], c["severity"]): c["lfp"] for c in m["cells"]}
+        by = {(c.corruption, c.severity): c.lfp for c in m.cells}
         z.append([None if by.get(k) is None else 100.0 * by[k] for k in keys])
     text = [["" if v is None else f"{v:.0f}" for v in row] for row in z]
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=[cell_label(*k) for k in keys], y=[m["model"] for m in models], text=text,
+            z=z, x=[cell_label(*k) for k in keys], y=report.model_names, text=text,
             texttemplate="%{text}", colorscale="Reds", zmin=0, zmax=100,
             colorbar={"title": "LFP %"}, hovertemplate="%{y}<br>%{x}<br>LFP %{z:.1f}%<extra></extra>",
         )
@@ -128,36 +128,37 @@ def lfp_heatmap(summary: Mapping[str, Any]) -> go.Figure:
     return fig
 
 
-def threat_chart(summary: Mapping[str, Any]) -> go.Figure:
+def threat_chart(report: RunReport) -> go.Figure:
     """Mean PD threat per corruption cell, green when safe (label-preserving), red when unsafe.
 
-    Dashed lines: the safe threshold (1) and the reference threat of moving an image onto
-    another class's image (``threat_reference``), when measured.
+    Dashed lines: the safe threshold (1) and the threat of moving an image onto another
+    class's image (``different_class_threat``), when measured.
     """
-    cells = sorted(summary.get("threat") or [], key=lambda t: (t["corruption"], t["severity"]))
-    cells = [t for t in cells if t.get("mean_threat") is not None]
+    cells: list[ThreatCell] = sorted(
+        (t for t in report.threat if t.mean_threat is not None), key=lambda t: (t.corruption, t.severity)
+    )
     if not cells:
         return _empty("PD threat", "the PD threat was not measured for this run")
     fig = go.Figure()
     for safe, name, color in ((True, "safe", SAFE_COLOR), (False, "unsafe", UNSAFE_COLOR)):
-        part = [t for t in cells if bool(t.get("safe")) == safe]
+        part = [t for t in cells if t.safe == safe]
         if not part:
             continue
         fig.add_trace(
             go.Bar(
-                x=[cell_label(t["corruption"], t["severity"]) for t in part],
-                y=[t["mean_threat"] for t in part],
-                error_y={"type": "data", "array": [t.get("std_threat") or 0.0 for t in part], "visible": True},
+                x=[cell_label(t.corruption, t.severity) for t in part],
+                y=[t.mean_threat for t in part],
+                error_y={"type": "data", "array": [t.std_threat or 0.0 for t in part], "visible": True},
                 name=name, marker_color=color,
-                customdata=[[t.get("frac_unsafe_images"), t.get("n")] for t in part],
+                customdata=[[t.frac_unsafe_images, t.n] for t in part],
                 hovertemplate="%{x}<br>mean threat %{y:.3f}<br>images above 1: %{customdata[0]:.0%}"
                               " of %{customdata[1]}<extra>" + name + "</extra>",
             )
         )
-    order = [cell_label(t["corruption"], t["severity"]) for t in cells]
+    order = [cell_label(t.corruption, t.severity) for t in cells]
     fig.add_hline(y=SAFE_THREAT, line_dash="dash", line_color="#555", annotation_text="safe threshold",
                   annotation_position="top left")
-    ref = summary.get("threat_reference")
+    ref = report.different_class_threat
     if ref is not None:
         fig.add_hline(y=float(ref), line_dash="dot", line_color=UNSAFE_COLOR,
                       annotation_text=f"different-class reference ({float(ref):.2f})", annotation_position="top right")
@@ -193,17 +194,19 @@ def stability_distribution(frame: pd.DataFrame, metric: str = "divergence_radius
     return fig
 
 
-def stability_means(means: Sequence[Mapping[str, Any]], metric: str = "divergence_radius") -> go.Figure:
+def stability_means(means: Sequence[StabilityMean], metric: str = "divergence_radius") -> go.Figure:
     """Average robustness value per model × corruption as grouped bars (stability paper, Figure 4)."""
-    rows = [r for r in means if r.get(metric) is not None]
+    if metric not in METRIC_LABELS or metric in ("accuracy", "lfp"):
+        raise ValueError(f"metric must be divergence_radius, cosine or euclidean, got {metric!r}")
+    rows = [r for r in means if getattr(r, metric) is not None]
     if not rows:
         return _empty("mean embedding stability", "stability was not measured for this run")
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    names = sorted({r["corruption"] for r in rows})
+    models = list(dict.fromkeys(r.model for r in rows))
+    names = sorted({r.corruption for r in rows})
     colors = model_colors(models)
     fig = go.Figure()
     for m in models:
-        by = {r["corruption"]: r[metric] for r in rows if r["model"] == m}
+        by = {r.corruption: getattr(r, metric) for r in rows if r.model == m}
         fig.add_trace(go.Bar(x=names, y=[by.get(c) for c in names], name=m, marker_color=colors[m],
                              hovertemplate=f"{m}<br>%{{x}}<br>mean %{{y:.4f}}<extra></extra>"))
     fig.update_layout(title=f"average {METRIC_LABELS[metric]} per model and corruption", barmode="group",

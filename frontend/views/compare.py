@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import pandas as pd
 import streamlit as st
 
-from backend.store import Store
-from frontend import data, figures
+from backend.engine.status import run_status
+from frontend import cached, data, figures
 from frontend.ui import DEMO_HINT, get_store, guard, sidebar_store
-
-
-@st.cache_data(show_spinner="computing summaries…", max_entries=32)
-def cached_compare(_store: Store, store_key: str, run_ids: tuple[str, ...], baseline: str | None,
-                   fingerprints: tuple[Any, ...]) -> tuple[pd.DataFrame, list[str]]:
-    return data.compare_frame(_store, list(run_ids), baseline)
 
 
 def main() -> None:
@@ -27,11 +18,12 @@ def main() -> None:
         if not runs:
             st.info(DEMO_HINT)
             return
-        by_id = {r["run_id"]: r for r in runs}
-        done = [r["run_id"] for r in runs if r.get("status") == "done"]
+        by_id = {r.run_id: r for r in runs}
+        status = {r.run_id: run_status(r) for r in runs}
+        done = [rid for rid, s in status.items() if s == data.FINISHED]
         chosen = st.multiselect(
             "runs (one per domain, ideally the same models and dataset)", list(by_id), default=done or list(by_id)[:1],
-            format_func=lambda r: f"[{by_id[r].get('status', '?')}] {data.run_label(by_id[r])}",
+            format_func=lambda r: f"[{status[r]}] {data.run_label(by_id[r])}",
         )
         if not chosen:
             st.info("Choose at least one run.")
@@ -44,8 +36,8 @@ def main() -> None:
             help="A model evaluated in every chosen run makes the relative metrics comparable across domains.",
         )
         baseline = None if base.startswith("(") else base
-        fps = tuple(data.run_fingerprint(store, r) for r in chosen)
-        frame, problems = cached_compare(store, store.description, tuple(chosen), baseline, fps)
+        # one cached report per run and baseline, shared with the Runs page
+        frame, problems = data.compare_frame(store, chosen, baseline, load_view=cached.view_loader(store))
         for p in problems:
             st.warning(f"left out: {p}")
         if frame.empty:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
+from backend.config import DomainConfig
+from backend.engine.status import run_status
 from frontend import data, figures
 from frontend.ui import error_text, get_store, guard, sidebar_store
 
@@ -49,7 +50,7 @@ def plan_form() -> None:
         st.session_state["plan_path"] = str(path)
 
 
-def show_plan(cfg: Any, path: str) -> None:
+def show_plan(cfg: DomainConfig, path: str) -> None:
     st.subheader(f"Chosen corruptions ({len(cfg.corruptions)})")
     prov = cfg.planner
     st.caption(f"planner {prov.provider} · {prov.model or 'no model'} · {prov.samples} sample(s) · prompt "
@@ -68,14 +69,14 @@ def show_plan(cfg: Any, path: str) -> None:
     for v in prov.violations:
         st.warning(v)
     with guard("drawing the selection heatmap"):
-        freq = data.selection_frequencies(get_store(), extra=cfg.model_dump(mode="json"))
+        freq = data.selection_frequencies(get_store(), extra=cfg)
         st.plotly_chart(figures.selection_heatmap(freq, highlight=freq.columns[0] if len(freq.columns) else None),
                         width="stretch")
         st.caption("Columns: this plan (outlined) and the other stored domains. A cell is the share of planner "
                    "samples that chose the corruption; the majority vote keeps those chosen in most samples.")
 
 
-def gallery_section(cfg: Any) -> None:
+def gallery_section(cfg: DomainConfig) -> None:
     st.subheader("Preview on a sample image")
     with guard("preparing the preview"):
         _, classes, labels = data.sample_images()
@@ -91,7 +92,7 @@ def gallery_section(cfg: Any) -> None:
                          width=112)
 
 
-def launch_form(cfg: Any, path: str) -> None:
+def launch_form(cfg: DomainConfig, path: str) -> None:
     st.subheader("Launch a run")
     known: list[str] = []
     with guard("listing models"):
@@ -140,9 +141,10 @@ def launches_panel() -> None:
             run = data.launched_run(store, x)
             with st.container(border=True):
                 if run is not None:
-                    st.markdown(f"**{run['run_id']}** — status **{run.get('status', '?')}** "
+                    st.markdown(f"**{run.run_id}** — status **{run_status(run)}** "
                                 f"(process {x.pid}{'' if rc is None else f', exited {rc}'})")
-                    st.page_link(RUNS_PAGE, label="open on the Runs page", icon=":material/open_in_new:", query_params={"run": run["run_id"]})
+                    st.page_link(RUNS_PAGE, label="open on the Runs page", icon=":material/open_in_new:",
+                                 query_params={"run": run.run_id})
                 elif rc is None:
                     st.markdown(f"process {x.pid} is starting (loading models and data)…")
                 elif rc != 0:

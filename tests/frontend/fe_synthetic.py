@@ -1,4 +1,4 @@
-"""A synthetic run written straight into a store, in the documented document shapes.
+"""A synthetic run written straight into a store as valid records (the store validates every write).
 
 Confusion matrices are built so that a model's accuracy falls with severity at a known rate,
 letting tests compare the UI's numbers with hand computations.
@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from backend.engine.reports import build_report
 from backend.store import Store
+from backend.store.records import RunRecord
 
 CLASSES = ["cat", "dog", "fox"]
 PER_CLASS = 10  # images per class and shard
@@ -54,8 +56,11 @@ def populate(
     models: list[str] | None = None, created_at: str = "2025-01-01T00:00:00+00:00",
     domain: str = "night-time dash-cam footage in the rain", skip_cells: int = 0, labelled: bool = True,
     error: str | None = None,
-) -> dict[str, Any]:
-    """Write run, units, threat and stability documents; ``skip_cells`` leaves the last cells out (a partial run)."""
+) -> RunRecord:
+    """Write run, units, threat and stability records; ``skip_cells`` leaves the last cells out (a partial run).
+
+    A finished run also gets its stored report, as the engine writes it when a run finishes.
+    """
     models = models or list(MODELS)
     dom = domain_doc(domain)
     run = {
@@ -64,7 +69,7 @@ def populate(
         "dataset": {"name": "sample[:60]", "size": PER_CLASS * len(CLASSES) * shards, "classes": CLASSES,
                     "labelled": labelled},
         "environment": {"device": "cpu", "gpu": None},
-        "threat_reference": 2.4 if labelled else None,
+        "different_class_threat": 2.4 if labelled else None,
     }
     if error:
         run["error"] = error
@@ -106,4 +111,8 @@ def populate(
                              "indices": list(range(shard * n, shard * n + 5)), "points": 5,
                              "divergence_radius": r.tolist(), "cosine": (r**2).tolist(), "euclidean": r.tolist()})
     store.upsert_many("stability", stab)
-    return run
+    if status == "done":
+        store.put_report(build_report(store, run_id))
+    stored = store.get_run(run_id)
+    assert stored is not None
+    return stored

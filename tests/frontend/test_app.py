@@ -115,7 +115,7 @@ def test_new_domain_plan_preview_and_launch(populated: Store, home: Path, monkey
         script = (
             "import datetime; from backend.store import open_store; "
             "now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'); "
-            f"open_store().put_run({{'run_id': 'r-ui', 'status': 'running', 'created_at': now, "
+            f"open_store().put_run({{'run_id': 'r-ui', 'domain_id': 'd-ui', 'status': 'running', 'created_at': now, "
             f"'domain': {{'domain': {cfg.domain!r}, 'corruptions': []}}, 'config': {{'models': ['m']}}}})"
         )
         x = real_launch(cfg, [sys.executable, "-c", script], path)

@@ -16,8 +16,9 @@ from sklearn.metrics import balanced_accuracy_score
 
 import corruptions
 from backend.config import CorruptionChoice, DomainConfig
-from backend.engine.summary import build_summary
+from backend.engine.reports import build_report
 from backend.errors import UserInputError
+from backend.report import Versions
 from backend.store import Store
 from frontend import data
 
@@ -49,7 +50,7 @@ def test_runs_frame_of_an_empty_store_is_empty(store: Store) -> None:
 def test_summary_table_matches_hand_computation(populated: Store) -> None:
     view = data.load_run_view(populated, DONE)
     assert not view.partial and view.done_cells == view.total_cells == 2 * (1 + 3 + 2)
-    t = data.summary_frame(view.summary).set_index("model")
+    t = data.summary_frame(view.report).set_index("model")
     for m in syn.MODELS:
         y, p = expand(syn.confusion(syn.correct(m, 0)))
         assert t.loc[m, "clean acc %"] == pytest.approx(100 * balanced_accuracy_score(y, p))
@@ -69,41 +70,51 @@ def test_summary_table_matches_hand_computation(populated: Store) -> None:
 
 def test_changing_the_baseline_recomputes_relative_metrics(populated: Store) -> None:
     view = data.load_run_view(populated, DONE, baseline="embedded:weak")
-    t = data.summary_frame(view.summary).set_index("model")
-    assert view.summary["baseline"] == "embedded:weak"
+    t = data.summary_frame(view.report).set_index("model")
+    assert view.report.baseline == "embedded:weak"
     assert t.loc["embedded:good", "mCE"] == pytest.approx(0.5)
     assert t.loc["embedded:weak", "mCE"] == pytest.approx(1.0)
     with pytest.raises(UserInputError, match="not a model"):
         data.load_run_view(populated, DONE, baseline="embedded:nope")
 
 
-def test_a_finished_run_uses_its_stored_summary(populated: Store) -> None:
-    stored = build_summary(populated, DONE)
-    stored["marker"] = "stored"
-    populated.put_summary(stored)
-    assert data.load_run_view(populated, DONE).summary["marker"] == "stored"
-    assert "marker" not in data.load_run_view(populated, DONE, baseline="embedded:weak").summary
+def test_a_finished_run_uses_its_stored_report(populated: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    marked = build_report(populated, DONE).model_copy(update={"versions": Versions(domainbench="stored")})
+    populated.put_report(marked)
+    rebuilt = build_report(populated, DONE, baseline="embedded:weak")
+    # neither the run's own baseline nor another one reads a unit document: the stored report holds the cell sums
+    monkeypatch.setattr(populated, "units", lambda *a, **k: pytest.fail("the units were read"))
+    assert data.load_run_view(populated, DONE).report.versions.domainbench == "stored"
+    other = data.load_run_view(populated, DONE, baseline="embedded:weak").report
+    assert other.baseline == "embedded:weak" and other.versions.domainbench == "stored"
+    assert other.classification == rebuilt.classification  # the same numbers as a rebuild from the units
+
+
+def test_a_resumed_run_does_not_trust_its_old_report(populated: Store) -> None:
+    populated.put_report(build_report(populated, DONE).model_copy(update={"versions": Versions(domainbench="stored")}))
+    populated.update_run(DONE, status="running")
+    assert data.load_run_view(populated, DONE).report.versions.domainbench != "stored"
 
 
 def test_partial_run_is_labelled_and_summarised_from_stored_units(populated: Store) -> None:
     view = data.load_run_view(populated, LIVE)
     assert view.partial and view.status == "running"
     assert (view.done_cells, view.total_cells) == (2 * 4, 2 * 6)
-    cells = {(c["corruption"], c["severity"]) for c in view.summary["classification"]["models"][0]["cells"]}
+    cells = {(c.corruption, c.severity) for c in view.report.models[0].cells}
     assert cells == {("gaussian_noise", 1), ("gaussian_noise", 2), ("gaussian_noise", 3)}
 
 
 def test_running_run_without_units_has_no_summary_but_a_reason(store: Store) -> None:
     run = syn.populate(store, run_id="r-empty", status="running")
     store.delete("units", run_id="r-empty")
-    view = data.load_run_view(store, run["run_id"])
-    assert view.summary is None and "just started" in view.error
+    view = data.load_run_view(store, run.run_id)
+    assert view.report is None and "just started" in view.error
     with pytest.raises(UserInputError, match="no run 'missing'"):
         data.load_run_view(store, "missing")
 
 
 def test_cells_frame_and_csv_export(populated: Store) -> None:
-    s = data.load_run_view(populated, DONE).summary
+    s = data.load_run_view(populated, DONE).report
     f = data.cells_frame(s)
     assert len(f) == 2 * 6
     row = f[(f.model == "embedded:weak") & (f.corruption == "gaussian_noise") & (f.severity == 3)].iloc[0]
@@ -114,11 +125,11 @@ def test_cells_frame_and_csv_export(populated: Store) -> None:
     clean = next(r for r in rows if r["model"] == "embedded:good" and r["corruption"] == "clean")
     assert float(clean["accuracy"]) == pytest.approx(0.9) and clean["mean_threat"] == ""
     doc = json.loads(data.export_json(populated.get_run(DONE), s))
-    assert doc["run"]["run_id"] == DONE and doc["summary"]["baseline"] == "embedded:good"
+    assert doc["run"]["run_id"] == DONE and doc["report"]["baseline"] == "embedded:good"
 
 
 def test_confusion_of_returns_the_summed_matrix(populated: Store) -> None:
-    s = data.load_run_view(populated, DONE).summary
+    s = data.load_run_view(populated, DONE).report
     cm = data.confusion_of(s, "embedded:weak", "brightness", 2)
     assert np.array_equal(cm, 2 * np.array(syn.confusion(syn.correct("embedded:weak", 2))))  # two shards
     with pytest.raises(UserInputError, match="no cell"):
@@ -130,10 +141,10 @@ def test_stability_frame_holds_every_image_and_matches_summary_means(populated: 
     assert len(f) == 2 * 2 * 2 * 5  # models × corruptions × shards × images
     docs = populated.find("stability", run_id=DONE)
     for m in syn.MODELS:
-        vals = [v for d in docs if d["model"] == m and d["corruption"] == "brightness" for v in d["divergence_radius"]]
+        vals = [v for d in docs if d.model == m and d.corruption == "brightness" for v in d.divergence_radius]
         got = f[(f.model == m) & (f.corruption == "brightness")]["divergence_radius"]
         assert sorted(got) == pytest.approx(sorted(vals))
-    means = {(r["model"], r["corruption"]): r["cosine"] for r in data.load_run_view(populated, DONE).summary["stability"]}
+    means = {(r.model, r.corruption): r.cosine for r in data.load_run_view(populated, DONE).report.stability}
     grouped = f.groupby(["model", "corruption"])["cosine"].mean()
     for key, v in grouped.items():
         assert means[key] == pytest.approx(v)
@@ -154,7 +165,7 @@ def test_compare_frame_across_domains_with_a_shared_baseline(populated: Store) -
 def test_selection_frequencies_put_the_new_plan_first(populated: Store) -> None:
     plan = syn.domain_doc("a brand new domain")
     plan["planner"]["frequencies"] = {"gaussian_noise": 0.2, "rotation": 0.9}
-    f = data.selection_frequencies(populated, extra=plan)
+    f = data.selection_frequencies(populated, extra=DomainConfig.model_validate(plan))
     assert f.columns[0] == "a brand new domain"
     assert f.loc["rotation", "a brand new domain"] == pytest.approx(0.9)
     # the two stored domains (the live run repeats the night plan and is shown once)
@@ -196,12 +207,12 @@ def test_launch_run_starts_a_background_process_and_finds_its_run(store: Store, 
     c = cfg()
     path = data.save_domain(store, c)
     assert path.is_file() and path.parent == home.resolve() / "domains"
-    assert store.find("domains")[0]["domain"] == c.domain
+    assert store.find("domains")[0].domain == c.domain
     # stands in for the CLI: creates the run document the way the engine does
     script = (
         "import datetime, os; from backend.store import open_store; "
         "now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'); "
-        "open_store().put_run({'run_id': 'r-launched', 'status': 'running', 'created_at': now, "
+        "open_store().put_run({'run_id': 'r-launched', 'domain_id': 'd-launched', 'status': 'running', 'created_at': now, "
         "'domain': {'domain': 'launch test domain', 'corruptions': []}, 'config': {'models': ['m']}}); "
         "print('home', os.environ['DOMAINBENCH_HOME'])"
     )
@@ -215,4 +226,4 @@ def test_launch_run_starts_a_background_process_and_finds_its_run(store: Store, 
     assert launch.returncode() == 0
     assert f"home {home.resolve()}" in launch.log_tail()
     run = data.launched_run(store, launch)
-    assert run is not None and run["run_id"] == "r-launched"
+    assert run is not None and run.run_id == "r-launched"

@@ -1,4 +1,4 @@
-"""Figure builders on small hand-made summary dicts: traces, axes and the plotted values."""
+"""Figure builders on small hand-made reports: traces, axes and the plotted values."""
 
 from __future__ import annotations
 
@@ -7,31 +7,44 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
+from backend.metrics.aggregate import CellSummary, ModelSummary, RunSummary
+from backend.report import RunReport, StabilityMean, ThreatCell, Versions
 from frontend import figures
 
 
-def cell(corruption: str, severity: int, accuracy: float | None, lfp: float) -> dict:
-    return {"corruption": corruption, "severity": severity, "n": 10, "n_unreadable": 0, "flips": int(lfp * 10),
-            "lfp": lfp, "accuracy": accuracy, "confusion": None, "in_common": True}
+def cell(corruption: str, severity: int, accuracy: float | None, lfp: float) -> CellSummary:
+    return CellSummary(corruption=corruption, severity=severity, n=10, n_unreadable=0, flips=int(lfp * 10), lfp=lfp,
+                       accuracy=accuracy, confusion=None, in_common=True)
 
 
-def summary(labelled: bool = True) -> dict:
+def model(name: str, labelled: bool, clean: CellSummary, cells: list[CellSummary]) -> ModelSummary:
+    """Only what the figures read; the aggregates are left undefined."""
+    return ModelSummary(model=name, is_baseline=name == "A", labeled=labelled, clean_accuracy=clean.accuracy,
+                        clean=clean, cells=cells, mean_corrupted_accuracy=None, mce=None, rce=None, mfr=None,
+                        pearson_acc_lfp=None, ce_per_corruption={}, rce_per_corruption={}, fr_per_corruption={},
+                        notes=[])
+
+
+def summary(labelled: bool = True) -> RunReport:
     acc = (lambda v: v) if labelled else (lambda v: None)
     models = []
     for name, clean, drop in (("A", 0.9, 0.1), ("B", 0.8, 0.2)):
         cells = [cell("noise", s, acc(clean - drop * s), drop * s) for s in (1, 2, 3)]
         # B lacks blur severity 2: a missing cell must stay missing, not become 0
         cells += [cell("blur", s, acc(clean - drop), drop) for s in (1, 2) if not (name == "B" and s == 2)]
-        models.append({"model": name, "labeled": labelled, "clean": cell("clean", 0, acc(clean), 0.0), "cells": cells})
-    return {
-        "run_id": "r", "baseline": "A", "classification": {"models": models, "classes": ["x", "y"]},
-        "threat": [
-            {"corruption": "noise", "severity": s, "mean_threat": 0.6 * s, "std_threat": 0.1, "safe": 0.6 * s <= 1.0,
-             "frac_unsafe_images": 0.0, "n": 10}
+        models.append(model(name, labelled, cell("clean", 0, acc(clean), 0.0), cells))
+    classification = RunSummary(baseline="A", classes=["x", "y"], run_ids=["r"], common_cells=[], dropped_cells={},
+                                models=models)
+    return RunReport(
+        run_id="r", baseline="A", seed=0, classification=classification,
+        threat=[
+            ThreatCell(corruption="noise", severity=s, mean_threat=0.6 * s, std_threat=0.1, safe=0.6 * s <= 1.0,
+                       frac_unsafe_images=0.0, n=10, max_threat=0.6 * s)
             for s in (1, 2, 3)
         ],
-        "threat_reference": 2.5,
-    }
+        different_class_threat=2.5,
+        versions=Versions(domainbench="test"),
+    )
 
 
 def test_severity_lines_one_trace_per_model_and_corruption_with_clean_at_zero() -> None:
@@ -89,9 +102,7 @@ def test_threat_chart_colours_safe_and_unsafe_with_reference_lines() -> None:
 
 
 def test_threat_chart_without_threat_is_an_explained_empty_figure() -> None:
-    s = summary()
-    s["threat"] = []
-    fig = figures.threat_chart(s)
+    fig = figures.threat_chart(summary().model_copy(update={"threat": []}))
     assert len(fig.data) == 0 and "not measured" in fig.layout.annotations[0].text
 
 
@@ -119,11 +130,14 @@ def test_stability_distribution_one_trace_per_model(kind: str, cls: type) -> Non
 
 def test_stability_means_grouped_bars_equal_frame_means() -> None:
     frame = stab_frame()
-    means = frame.groupby(["model", "corruption"], as_index=False)["divergence_radius"].mean().to_dict("records")
+    rows = frame.groupby(["model", "corruption"], as_index=False)["divergence_radius"].mean().to_dict("records")
+    means = [StabilityMean(n_images=2, cosine=None, euclidean=None, **r) for r in rows]
     fig = figures.stability_means(means)
     assert fig.layout.barmode == "group" and len(fig.data) == 2
     assert np.allclose(fig.data[0].y, [0.15, 0.15]) and np.allclose(fig.data[1].y, [0.35, 0.35])
     assert fig.layout.xaxis.title.text == "corruption"
+    with pytest.raises(ValueError, match="metric"):
+        figures.stability_means(means, "accuracy")
 
 
 def test_confusion_heatmap_counts_and_row_shares() -> None:

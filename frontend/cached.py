@@ -1,0 +1,39 @@
+"""The pages' Streamlit caches over :mod:`frontend.data`, shared so that the Runs and Compare
+pages reuse each other's reports.
+
+Every entry is keyed on the store (its description), the run, the baseline and the run's
+fingerprint (``data.run_fingerprint``: its status, plus its progress while it is running), so a
+finished run's report is read once per baseline and a running run's is rebuilt only when it
+stored something new.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from backend.store import Store
+from frontend import data
+
+
+@st.cache_data(show_spinner="reading the run's report…", max_entries=64)
+def run_view(
+    _store: Store, store_key: str, run_id: str, baseline: str | None, fingerprint: tuple[Any, ...]
+) -> data.RunView:
+    return data.load_run_view(_store, run_id, baseline)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def stability_frame(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> pd.DataFrame:
+    return data.stability_frame(_store, run_id)
+
+
+def view_loader(store: Store) -> data.ViewLoader:
+    """``data.compare_frame``'s loader, reading through the cache above."""
+
+    def load(run_id: str, baseline: str | None) -> data.RunView:
+        return run_view(store, store.description, run_id, baseline, data.run_fingerprint(store, run_id))
+
+    return load
