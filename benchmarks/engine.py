@@ -26,7 +26,8 @@ import torch
 
 from backend.config import CorruptionChoice, DomainConfig, RunConfig
 from backend.data import open_dataset
-from backend.engine.runner import Engine, ModelState, encode
+from backend.engine.runner import Engine
+from backend.engine.scoring import ModelState, encode
 from backend.models import build_classifier, create_model, register_model, resolve_device
 from backend.store.sqlite_store import SQLiteStore
 
