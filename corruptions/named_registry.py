@@ -3,7 +3,7 @@
 Named entries; a duplicate name is rejected unless ``replace=True`` is explicit; an unknown name
 raises the owner's error type with the close names; ``names("open_clip:*")`` lists with shell
 wildcards. Built-in entries and plug-ins arrive the same way: on first use the registry imports
-its built-in modules, then loads the entry points of its group (``domainbench.<kind>s``), and
+its built-in modules, then loads the entry points of its group (e.g. ``domainbench.corruptions``), and
 hands every loaded object to the owner's ``adopt`` hook, which registers what it finds.
 
 This module lives in the leaf ``corruptions`` package so the corruption library can use it
@@ -69,8 +69,10 @@ class Registry(Generic[T]):
         self._origins: dict[str, str] = {}
         self._broken: dict[str, str] = {}  # plug-in name -> why it did not load
         self._lock = threading.RLock()
-        self._builtins_loaded = False
-        self._plugins_loaded = False
+        # *_started guards against re-entry from the thread that loads (a module being imported
+        # registers, a plug-in looks a name up); *_done lets other threads skip the lock after it
+        self._builtins_started = self._builtins_done = False
+        self._plugins_started = self._plugins_done = False
         # what is being loaded now: entries registered while a module imports belong to it
         self._loading: str | None = None
 
@@ -79,9 +81,14 @@ class Registry(Generic[T]):
 
     # -- registration ------------------------------------------------------------------------
     def register(self, name: str, entry: T, *, replace: bool = False, origin: str = "") -> T:
-        """Add ``entry`` under ``name``; returns the entry. Re-registering the same object is a no-op."""
+        """Add ``entry`` under ``name``; returns the entry. Re-registering the same object is a no-op.
+
+        The built-ins are loaded first, so a clash with one is reported here and not at some
+        later look-up (a clash with a plug-in is reported when the plug-ins load, naming it).
+        """
         if not isinstance(name, str) or not name:
             raise self.error(f"a {self.kind} name must be a non-empty string, got {name!r}")
+        self.load_builtins()
         with self._lock:
             old = self._entries.get(name)
             if old is not None and old is not entry and not replace:
@@ -167,39 +174,45 @@ class Registry(Generic[T]):
     # -- built-ins and plug-ins --------------------------------------------------------------
     def load(self) -> None:
         """Import the built-in modules, then the entry-point plug-ins (each once, lazily)."""
-        if self._builtins_loaded and self._plugins_loaded:
+        if self._builtins_done and self._plugins_done:
             return
         with self._lock:
             self.load_builtins()
-            if not self._plugins_loaded:
-                # flagged first: a plug-in that looks names up while loading must not recurse
-                self._plugins_loaded = True
-                if not self.group:
-                    return
+            if self._plugins_started:
+                return
+            self._plugins_started = True
+            try:
                 # every plug-in gets its chance; the first broken one is then reported
-                problems = [p for ep in entry_points(group=self.group) if (p := self._load_entry_point(ep))]
-                if problems:
-                    raise problems[0]
+                group = entry_points(group=self.group) if self.group else ()
+                problems = [p for ep in group if (p := self._load_entry_point(ep))]
+            finally:
+                self._plugins_done = True
+            if problems:
+                raise problems[0]
 
     def load_builtins(self) -> None:
-        if self._builtins_loaded:
+        if self._builtins_done:
             return
         with self._lock:
-            if self._builtins_loaded:
+            if self._builtins_started:
                 return
-            self._builtins_loaded = True
-            for module in self.builtins + self.optional_builtins:
-                origin = f"built-in module {module}"
-                self._loading = origin
-                try:
-                    mod = importlib.import_module(module)
-                    self.adopt(self, mod, origin, module.rpartition(".")[2])
-                except ModuleNotFoundError as exc:
-                    if module in self.optional_builtins and exc.name == module:
-                        continue
-                    raise
-                finally:
-                    self._loading = None
+            self._builtins_started = True
+            try:
+                for module in self.builtins + self.optional_builtins:
+                    self._load_builtin(module)
+            finally:
+                self._builtins_done = True
+
+    def _load_builtin(self, module: str) -> None:
+        origin = f"built-in module {module}"
+        self._loading = origin
+        try:
+            self.adopt(self, importlib.import_module(module), origin, module.rpartition(".")[2])
+        except ModuleNotFoundError as exc:
+            if not (module in self.optional_builtins and exc.name == module):
+                raise
+        finally:
+            self._loading = None
 
     def load_module(self, module: Any, origin: str, name: str = "") -> None:
         """Register what an already imported module (or any plug-in object) provides."""
@@ -229,7 +242,7 @@ class Registry(Generic[T]):
             for name in [n for n, o in self._origins.items() if o.startswith("entry point ")]:
                 self.unregister(name)
             self._broken.clear()
-            self._plugins_loaded = False
+            self._plugins_started = self._plugins_done = False
 
 
 __all__ = ["Adopt", "Registry"]

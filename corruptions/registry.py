@@ -71,7 +71,6 @@ def register(spec: CorruptionSpec | None = None, /, *, replace: bool = False, **
             raise CorruptionError("register(spec) takes no other metadata; put it in the CorruptionSpec")
         if not isinstance(spec, CorruptionSpec):
             raise CorruptionError(f"register() expects a CorruptionSpec, got {type(spec).__name__}")
-        REGISTRY.load_builtins()  # so a clash with a built-in is reported here, not at a later look-up
         REGISTRY.register(spec.name, spec, replace=replace)
         return spec.name
 
