@@ -103,3 +103,17 @@ def test_unreadable_images_are_reported_not_fatal(tmp_path: Path) -> None:
     assert len(b.images) == 2 and b.labels.tolist() == [0, 1]  # type: ignore[union-attr]
     assert [Path(p).name for _, p, _ in b.unreadable] == ["broken.png"]
     assert b.indices.tolist() == [1, 2]
+
+
+def test_dataset_kinds_are_asked_in_precedence_and_can_be_named(tmp_path: Path) -> None:
+    from backend.data import list_dataset_kinds
+
+    assert list_dataset_kinds() == ["image_folder", "manifest", "sample", "unlabeled_folder"]
+    # a folder with class folders *and* loose images is an ImageFolder: class folders take precedence
+    _img(tmp_path / "ds" / "cat" / "a.png", 10)
+    _img(tmp_path / "ds" / "loose.png", 20)
+    ds = open_dataset(str(tmp_path / "ds"))
+    assert ds.labelled and ds.classes == ["cat"] and len(ds) == 1
+    # naming the kind skips detection: the same folder read as unlabeled images
+    unlabeled = open_dataset(str(tmp_path / "ds"), classes=["cat", "dog"], kind="unlabeled_folder")
+    assert not unlabeled.labelled and len(unlabeled) == 1 and unlabeled.paths[0].name == "loose.png"  # type: ignore[index]
