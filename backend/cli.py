@@ -85,7 +85,7 @@ def _main(quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress
 
 
 def _settings() -> Settings:
-    if STATE.settings is None:  # a command invoked without the app's callback (a test calling it directly)
+    if STATE.settings is None:  # failed before the app's callback ran, or a command function called directly
         STATE.settings = Settings.from_env()
     return STATE.settings
 
