@@ -62,7 +62,7 @@ class Corrupted:
 def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -> Corrupted:
     images, indices = images[: job.n_images], indices[: job.n_images]
     seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
-    if job.params:
+    if job.params is not None:
         out, drawn = corruptions.corrupt_batch(images, job.corruption, params=job.params, seeds=seeds, return_drawn=True)
     else:
         out, drawn = corruptions.corrupt_batch(images, job.corruption, severity=job.severity, seeds=seeds, return_drawn=True)

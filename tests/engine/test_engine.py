@@ -13,7 +13,8 @@ import corruptions
 from backend.config import CorruptionChoice, DomainConfig, RunConfig
 from backend.data import load_sample
 from backend.engine.jobs import image_seeds
-from backend.engine.runner import Engine, ModelOutputError
+from backend.engine.runner import Engine
+from backend.engine.scoring import ModelOutputError
 from backend.engine.reports import build_report
 from backend.errors import UserInputError
 from backend.models import build_classifier, create_model
@@ -129,7 +130,7 @@ def test_unknown_model_writes_nothing(home: Path) -> None:
     store = open_store()
     with pytest.raises(UserInputError, match="unknown model"):
         Engine(store).start(DOMAIN, cfg(models=["nope:x"]))
-    with pytest.raises(UserInputError, match="baseline"):
+    with pytest.raises(ValueError, match="baseline"):
         Engine(store).start(DOMAIN, cfg(models=["fake:a"], baseline="fake:b"))
     assert store.list_runs() == []
 
