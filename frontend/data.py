@@ -28,6 +28,7 @@ from backend.config import DomainConfig
 from backend.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
 from backend.engine.status import run_status
 from backend.errors import UserInputError
+from backend.metrics.run_report import rebaseline
 from backend.report import RunReport
 from backend.store import Store, home_dir
 from backend.store.records import DomainRecord, RunRecord, StabilityRecord
@@ -180,27 +181,7 @@ def report_of(store: Store, run: RunRecord, baseline: str | None = None) -> RunR
         return build_report(store, run.run_id, baseline)
     if baseline in (None, stored.baseline):
         return stored
-    return rebaselined(stored, baseline)
-
-
-def rebaselined(report: RunReport, baseline: str) -> RunReport:
-    """``report`` against another baseline, from the cell statistics it holds (no unit is read).
-
-    Only the classification depends on the baseline. Each cell of the report keeps the sums
-    the units add up to (confusion matrix, flips, counts), so summarising them again gives
-    exactly the numbers a rebuild from the units gives.
-    """
-    from backend.metrics.aggregate import CellStats, summarize
-
-    summary = report.classification
-    cells = {
-        (m.model, c.corruption, c.severity): CellStats(
-            model=m.model, corruption=c.corruption, severity=c.severity, classes=summary.classes, n=c.n,
-            flips=c.flips, n_unreadable=c.n_unreadable, confusion=c.confusion, shards=[], run_ids=summary.run_ids,
-        )
-        for m, c in report.all_cells()
-    }
-    return report.model_copy(update={"baseline": baseline, "classification": summarize(cells, baseline)})
+    return rebaseline(stored, baseline)
 
 
 def run_label(run: RunRecord) -> str:

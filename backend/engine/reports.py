@@ -9,6 +9,7 @@ from __future__ import annotations
 from backend import __version__
 from backend.errors import UserInputError
 from backend.metrics.run_report import build_report as _build
+from backend.metrics.run_report import rebaseline
 from backend.report import RunReport
 from backend.store import Store
 
@@ -29,8 +30,12 @@ def build_report(store: Store, run_id: str, baseline: str | None = None) -> RunR
 
 
 def load_report(store: Store, run_id: str, baseline: str | None = None) -> RunReport:
-    """The stored report when it matches (finished run, same baseline), else a fresh one."""
+    """The stored report of a finished run (re-based from its cells for another baseline), else a fresh one."""
     stored = store.get_report(run_id)
-    if stored is not None and baseline in (None, stored.baseline):
+    if stored is None:
+        return build_report(store, run_id, baseline)
+    if baseline in (None, stored.baseline):
         return stored
-    return build_report(store, run_id, baseline)
+    if baseline not in stored.model_names:
+        raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {stored.model_names}")
+    return rebaseline(stored, baseline)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from backend.metrics.aggregate import summarize
+from backend.metrics.aggregate import CellStats, summarize
 from backend.metrics.threat import safe_accuracy, severity_safety
 from backend.report import (
     DropCorrelationReport,
@@ -165,3 +165,21 @@ def build_report(
         stability_link=stability_link(units, stability, seed=run.config.seed),
         versions=Versions(domainbench=version),
     )
+
+
+def rebaseline(report: RunReport, baseline: str) -> RunReport:
+    """``report`` against another baseline, from the cell statistics it holds (no unit is read).
+
+    Only the classification depends on the baseline. Each cell of the report keeps the sums
+    the units add up to (confusion matrix, flips, counts), so summarising them again gives
+    exactly the numbers a rebuild from the units gives.
+    """
+    summary = report.classification
+    cells = {
+        (m.model, c.corruption, c.severity): CellStats(
+            model=m.model, corruption=c.corruption, severity=c.severity, classes=summary.classes, n=c.n,
+            flips=c.flips, n_unreadable=c.n_unreadable, confusion=c.confusion, shards=[], run_ids=summary.run_ids,
+        )
+        for m, c in report.all_cells()
+    }
+    return report.model_copy(update={"baseline": baseline, "classification": summarize(cells, baseline)})

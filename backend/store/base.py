@@ -27,11 +27,6 @@ COLLECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-def redact_uri(uri: str) -> str:
-    """``mongodb://user:secret@host`` -> ``mongodb://user:***@host``: URIs may carry passwords."""
-    return re.sub(r"(//[^:/@]+):[^@]*@", r"\1:***@", uri)
-
-
 def key_of(collection: str, doc: dict[str, Any]) -> tuple[Any, ...]:
     fields = COLLECTIONS[collection]
     missing = [f for f in fields if f not in doc]

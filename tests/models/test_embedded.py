@@ -232,7 +232,7 @@ def test_unknown_embedded_name_lists_available() -> None:
 
 
 def test_missing_weights_say_how_to_rebuild(tmp_path: Path) -> None:
-    with pytest.raises(ModelUnavailableError, match="python -m backend.models.train_embedded"):
+    with pytest.raises(ModelUnavailableError, match="python scripts/train_embedded.py"):
         EmbeddedModel("fmnist-plain", "cpu", weights_dir=tmp_path)
 
 
