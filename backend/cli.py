@@ -198,9 +198,10 @@ def plan(
     """Choose the corruptions a domain produces, with severities and a reason for each."""
     from backend.config import dumps, save
     from backend.planner import plan as make_plan
+    from backend.planner.settings import settings_from_env
 
     _say(f"planning with provider={provider} …")
-    cfg = make_plan(text, provider=provider, samples=samples)
+    cfg = make_plan(text, provider=provider, samples=samples, llm=settings_from_env(_settings().llm_environ()))
     _store().put_domain({"domain_id": _domain_id(cfg), "created_at": cfg.planner.created_at, **cfg.model_dump(mode="json")})
     if output:
         save(cfg, output)
