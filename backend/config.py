@@ -94,6 +94,13 @@ class DomainConfig(_Strict):
                 raise UserInputError(str(e)) from e
 
 
+def _listed_once(values: list[str], what: str) -> list[str]:
+    dupes = sorted({v for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"{what} listed twice: {', '.join(dupes)}")
+    return values
+
+
 class RunConfig(_Strict):
     """How to evaluate: dataset, models, baseline, device and the engine's knobs.
 
@@ -131,10 +138,7 @@ class RunConfig(_Strict):
     def _models_listed_once(cls, v: list[str]) -> list[str]:
         if not v or not all(m.strip() for m in v):
             raise ValueError("name at least one model, e.g. embedded:fmnist-plain")
-        dupes = sorted({m for m in v if v.count(m) > 1})
-        if dupes:
-            raise ValueError(f"model listed twice: {', '.join(dupes)}")
-        return v
+        return _listed_once(v, "model")
 
     @field_validator("baseline")
     @classmethod
@@ -158,10 +162,7 @@ class RunConfig(_Strict):
             return v
         if not v:
             raise ValueError("name at least one class, or leave the classes out to use the dataset's labels")
-        dupes = sorted({c for c in v if v.count(c) > 1})
-        if dupes:
-            raise ValueError(f"class listed twice: {', '.join(dupes)}")
-        return v
+        return _listed_once(v, "class")
 
     @field_validator("templates")
     @classmethod
