@@ -31,7 +31,7 @@ class ThreatCell(_Frozen):
     std_threat: float | None
     frac_unsafe_images: float | None
     max_threat: float
-    #: label-preserving: the mean threat is at or below the safety threshold (and so are milder severities)
+    #: label-preserving: the mean threat is at or below the safety threshold
     safe: bool
 
 
