@@ -12,7 +12,6 @@ Algorithm 1 the first rejection ends the search and the last accepted image is k
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
@@ -79,28 +78,6 @@ def apply(x: torch.Tensor, theta: torch.Tensor, noise: torch.Tensor) -> torch.Te
     xc = xc + (gaussian_blur(xc) - xc) * blur.view(-1, 1, 1, 1)
     x = xc.permute(0, 2, 3, 1) + v(sigma) * noise
     return x.clamp(0.0, 1.0)
-
-
-def differentiable_pixels(model: Any, x: torch.Tensor | None) -> torch.Tensor | None:
-    """The model's preprocessing as torch ops on float (N, H, W, C) in [0, 1]; None if unknown.
-
-    With ``x=None`` it only answers whether the model has such a path. The embedded models'
-    preprocessing (luma, resize, normalise) is reproduced here in float arithmetic.
-    """
-    from backend.models.embedded import EmbeddedModel
-
-    if not isinstance(model, EmbeddedModel):
-        return None
-    if x is None:
-        return torch.empty(0)
-    if x.shape[-1] == 3:
-        w = torch.tensor([0.299, 0.587, 0.114], dtype=x.dtype, device=x.device)
-        x = (x * w).sum(-1, keepdim=True)
-    x = x.permute(0, 3, 1, 2)
-    size = model.config.image_size
-    if x.shape[-2:] != (size, size):
-        x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
-    return (x - model.config.mean) / model.config.std
 
 
 def _noise(indices: np.ndarray, shape: tuple[int, ...], seed: int) -> torch.Tensor:

@@ -65,7 +65,7 @@ class ZeroShotTested:
 
     @property
     def torch_logits(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        from backend.fmr.differentiable import differentiable_pixels
+        from backend.fmr.pixels import differentiable_pixels
 
         model = self.state.model
         if differentiable_pixels(model, None) is None:
