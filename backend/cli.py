@@ -365,7 +365,7 @@ def fmr(
     dataset: Annotated[Optional[str], typer.Option(help="`sample`, a folder of class folders or a CSV manifest (labels needed).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of every random choice of the search.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass.")] = None,
-    shard_size: Annotated[int, typer.Option("--shard-size", help="Images per stored unit.")] = 50,
+    shard_size: Annotated[Optional[int], typer.Option("--shard-size", help="Images per stored unit (default: as many as keep a unit under 8 MB, at most 50).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
     resume: Annotated[Optional[str], typer.Option(help="Continue FMR run RUN: stored units are not recomputed.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,

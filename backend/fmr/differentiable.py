@@ -125,6 +125,12 @@ def gradient_search(images: np.ndarray, labels: np.ndarray, indices: np.ndarray,
         # another size must not flip a step's direction through the last float bits
         step = torch.sign(torch.round(grad.double(), decimals=6)).float()
         new = torch.maximum(torch.minimum(theta[pos] + cfg.step_size * width * step, hi), lo)
+        # no parameter can move (zero gradient, or every one at its bound): the search is over
+        stuck = (new == theta[pos]).all(dim=1).numpy()
+        active[pos[stuck]] = False
+        pos, new = pos[~stuck], new[~stuck]
+        if len(pos) == 0:
+            break
         with torch.no_grad():
             imgs = to_uint8(apply(x0[pos], new, noise[pos]))
         if squeeze:

@@ -43,6 +43,19 @@ def family_of(domain: DomainConfig) -> tuple[list[str], dict[str, dict[str, obje
     return [c.name for c in domain.corruptions], {c.name: dict(c.params) for c in domain.corruptions if c.params}
 
 
+def auto_shard_size(ds: Dataset) -> int:
+    """Images per unit so that a unit's payloads stay under MAX_UNIT_BYTES even for incompressible images.
+
+    Each perturbed image stores two PNGs (original, generated), base64 (× 4/3); a PNG of
+    noise is about as large as the raw pixels.
+    """
+    if ds.arrays is not None:
+        raw = int(np.prod(ds.arrays.shape[1:]))
+    else:
+        raw = ds.image_size**2 * 3
+    return int(max(1, min(50, MAX_UNIT_BYTES // (2 * raw * 4 // 3 + 1024))))
+
+
 class FmrRunner:
     def __init__(self, store: Store, events: RunEvents | None = None) -> None:
         self.store = store
@@ -108,7 +121,7 @@ class FmrRunner:
     # -- the loop -----------------------------------------------------------------------
     def _evaluate(self, run_id: str, domain: DomainConfig, cfg: RunConfig, settings: FmrSettings, ds: Dataset,
                   oracle: Oracle, models: list[TestedModel]) -> str:
-        size = settings.shard_size
+        size = settings.shard_size or auto_shard_size(ds)
         shards = [np.arange(i, min(i + size, len(ds))) for i in range(0, len(ds), size)]
         done = self.store.keys("fmr", run_id=run_id)
         self.skipped_units = len(done)

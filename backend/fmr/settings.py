@@ -22,8 +22,9 @@ class FmrSettings(BaseModel):
     candidates: int = Field(default=4, ge=1)
     #: how far one step moves a parameter, as a fraction of its range
     step_size: float = Field(default=0.2, gt=0.0, le=1.0)
-    #: images per stored unit; PNG payloads keep a unit far below MongoDB's 16 MB
-    shard_size: int = Field(default=50, ge=1)
+    #: images per stored unit; None: as many as keep the unit's PNG payloads under 8 MB
+    #: (MongoDB refuses documents over 16 MB), at most 50
+    shard_size: int | None = Field(default=None, ge=1)
 
     @field_validator("oracle")
     @classmethod
