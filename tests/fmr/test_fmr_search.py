@@ -11,14 +11,14 @@ from backend.fmr.differentiable import gradient_search
 from backend.fmr.generator import SearchConfig, SearchResult, greedy_search
 from backend.fmr.metrics import model_report
 from backend.fmr.tested import CallableTested, ZeroShotTested
-from backend.fmr.tested import TestedModel as Tested
+from backend.fmr.tested import TestedModel as ModelUnderTest
 
 from .conftest import FAMILY, Zoo
 
 CFG = SearchConfig(seed=3, budget=3, candidates=3, step_size=0.25)
 
 
-def _search(kind: str, zoo: Zoo, tested: Tested, oracle=None, cfg: SearchConfig = CFG,
+def _search(kind: str, zoo: Zoo, tested: ModelUnderTest, oracle=None, cfg: SearchConfig = CFG,
             sl: slice = slice(None)) -> SearchResult:
     oracle = oracle or zoo.oracle
     b = zoo.batch
@@ -29,7 +29,7 @@ def _search(kind: str, zoo: Zoo, tested: Tested, oracle=None, cfg: SearchConfig 
     return gradient_search(images, labels, idx, tested, oracle, votes, cfg)
 
 
-def _preds(tested: Tested, images: np.ndarray) -> np.ndarray:
+def _preds(tested: ModelUnderTest, images: np.ndarray) -> np.ndarray:
     return tested.logits(images).argmax(1).numpy()
 
 
