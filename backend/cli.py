@@ -178,6 +178,29 @@ def print_report(report: RunReport) -> None:
         note = f" (different-class pairs average {scale:.2f})" if scale else ""
         console.print(f"PD threat: {len(report.threat) - len(unsafe)} of {len(report.threat)} corruption cells safe{note}"
                       + (f"; unsafe: {', '.join(unsafe[:12])}" if unsafe else ""))
+    if report.fmr is not None:
+        print_fmr(report)
+
+
+def print_fmr(report: RunReport) -> None:
+    """The FMR section: per tested model SA, PA, FMR, validation rate, steps; the oracle's reliability."""
+    f = report.fmr
+    assert f is not None
+    console.print(f"[bold]FMR[/bold] — {f.search} search, budget {f.budget}, step {f.step_size:g}"
+                  + (f", {f.candidates} candidates per step" if f.search == "greedy" else ""), highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    table.add_column("model", no_wrap=True)
+    for col in ("n", "SA%", "PA%", "FMR", "VR%", "steps"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for m in f.models:
+        table.add_row(m.model, str(m.n), _fmt(m.sa, pct=True), _fmt(m.pa, pct=True),
+                      "n/a" if m.fmr is None else f"{m.fmr:.1f}", _fmt(m.validation_rate, pct=True),
+                      "n/a" if m.mean_steps is None else f"{m.mean_steps:.2f}")
+    console.print(table)
+    members = ", ".join(f"{k} {_fmt(v, pct=True)}%" for k, v in f.oracle.member_accuracy.items())
+    console.print(f"oracle: majority of {len(f.oracle.members)} agrees with the labels on {_fmt(f.oracle.clean_agreement, pct=True)}% "
+                  f"of clean images (members: {members})", highlight=False)
+    console.print("FMR = PA / SA × 100; VR: share of images with at least one accepted perturbation step", style="dim")
 
 
 def _store() -> Any:
@@ -328,6 +351,66 @@ def export(
         _say(f"wrote {output}")
     else:
         sys.stdout.write(text)
+
+
+@app.command()
+def fmr(
+    config: Annotated[Optional[Path], typer.Argument(help="Domain config TOML: its corruptions are the perturbation family.")] = None,
+    models: Annotated[Optional[list[str]], typer.Option("--models", "-m", help="Tested models: registry names, torchvision:CONFIG.json or py:MODULE:ATTR.")] = None,
+    oracle: Annotated[Optional[list[str]], typer.Option("--oracle", help="At least two zero-shot registry models voting on the label.")] = None,
+    budget: Annotated[int, typer.Option(help="Perturbation steps per image at most.")] = 10,
+    candidates: Annotated[int, typer.Option(help="Candidate perturbations per step (greedy search).")] = 4,
+    step_size: Annotated[float, typer.Option("--step-size", help="One step's change of a parameter, as a fraction of its range.")] = 0.2,
+    search: Annotated[str, typer.Option(help="greedy (the domain's corruptions) or gradient (differentiable brightness, contrast, blur, noise, colour).")] = "greedy",
+    limit: Annotated[Optional[int], typer.Option(help="Use only the first N images.")] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="`sample`, a folder of class folders or a CSV manifest (labels needed).")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of every random choice of the search.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass.")] = None,
+    shard_size: Annotated[Optional[int], typer.Option("--shard-size", help="Images per stored unit (default: as many as keep a unit under 8 MB, at most 50).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
+    resume: Annotated[Optional[str], typer.Option(help="Continue FMR run RUN: stored units are not recomputed.")] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
+) -> None:
+    """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
+    from backend.config import RunConfig, load_domain
+    from backend.engine.reports import load_report
+    from backend.fmr.oracle import check_oracle_names
+    from backend.fmr.runner import FmrRunner
+    from backend.fmr.settings import FmrSettings
+
+    if not resume:
+        if config is None:
+            raise UserInputError("fmr needs a domain config TOML (its corruptions perturb the images) or --resume RUN")
+        oracle_names = _csv(oracle) or []
+        check_oracle_names(oracle_names)
+        if search not in ("greedy", "gradient"):
+            raise UserInputError(f"--search {search!r}: use greedy or gradient")
+        domain = load_domain(config)
+        cfg = RunConfig.from_sources(None, {
+            "models": _csv(models), "dataset": dataset, "limit": limit, "seed": seed, "batch_size": batch_size,
+            "device": device, "stability": False, "threat": False,
+        })
+        try:
+            settings = FmrSettings(oracle=oracle_names, search=search, budget=budget, candidates=candidates,  # type: ignore[arg-type]
+                                   step_size=step_size, shard_size=shard_size)
+        except ValueError as e:
+            from pydantic import ValidationError
+
+            from backend.errors import first_validation_error
+
+            if isinstance(e, ValidationError):
+                loc, msg = first_validation_error(e)
+                raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
+            raise
+    store = _store()
+    progress = _progress()
+    runner = FmrRunner(store, RichEvents(progress))
+    t0 = time.perf_counter()
+    with progress or contextlib.nullcontext():
+        rid = runner.resume(resume) if resume else runner.start(domain, cfg, settings, run_id=run_id)
+    _say(f"run {rid}: {runner.computed_units} FMR units computed, {runner.skipped_units} already stored, "
+         f"{time.perf_counter() - t0:.1f} s")
+    print_report(load_report(store, rid))
 
 
 @app.command()
