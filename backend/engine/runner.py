@@ -143,6 +143,8 @@ class Engine:
         if run is None:
             known = [r.run_id for r in self.store.list_runs()[:5]]
             raise UserInputError(f"no run {run_id!r} in {self.store.description}; recent runs: {known or 'none'} (see `domainbench ls`)")
+        if run.fmr is not None:
+            raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
         ds = open_run_dataset(run.config)
         models = self._load_models(run.config, ds)
         self.store.update_run(run_id, status="running", resumed_at=_now(), pid=os.getpid(), host=platform.node())
