@@ -16,6 +16,8 @@ class MongoStore(Store):
         import pymongo
 
         self.description = f"MongoDB at {redact_uri(uri)}"
+        #: for Ray actors that reopen the store; a SecretStr, so no repr or log shows the password
+        self.uri = SecretStr(uri)
         if client is None:
             try:
                 client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)

@@ -1,0 +1,66 @@
+"""Where a run executes: in this process (``local``) or on a Ray cluster (``ray``).
+
+The executor is how a run is computed, not what it computes, so it is not part of the stored
+``RunConfig``: a run started on one executor resumes on the other, and both store the same
+units (the store's idempotent upsert by unit key is the only coordination between them).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+if TYPE_CHECKING:
+    from backend.engine.runner import Engine
+    from backend.engine.tasks import RunEvents
+    from backend.store import Store
+
+ExecutorKind = Literal["local", "ray"]
+
+
+class ExecutorOptions(BaseModel):
+    """The executor and its resources; every field is a ``domainbench run`` option."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: ExecutorKind = "local"
+    #: Ray only. None: a Ray instance this process already joined, else a new local one;
+    #: "auto": the cluster this machine belongs to; "ray://HOST:10001": a remote cluster (Ray client)
+    address: str | None = None
+    #: model actors (each loads every model of the run once); None: one per GPU of the cluster, 1 without GPUs
+    actors: int | None = Field(default=None, ge=1)
+    #: GPUs reserved per actor; None: 1 when the cluster has GPUs and the run's device is not cpu, else 0
+    gpus_per_actor: float | None = Field(default=None, ge=0)
+    cpus_per_actor: float = Field(default=1.0, ge=0)
+    #: CPUs reserved per corruption task (one task corrupts one shard for one cell)
+    cpus_per_task: float = Field(default=1.0, gt=0)
+    #: shards queued per actor: enough to keep it busy while the next shard is corrupted
+    shards_in_flight: int = Field(default=2, ge=1)
+    #: Python modules every Ray worker imports first: plugins that register corruptions or models
+    modules: list[str] = Field(default_factory=list)
+    #: seconds to wait for a Ray cluster to answer before the address is reported unreachable
+    connect_timeout_s: float = Field(default=30.0, gt=0)
+
+    @field_validator("address")
+    @classmethod
+    def _address_shape(cls, v: str | None) -> str | None:
+        if v is None or v == "auto" or v.startswith("ray://") or (":" in v and not v.startswith(("http", "/"))):
+            return v
+        raise ValueError(f"Ray address {v!r} is not understood: use auto, ray://HOST:10001 or HOST:6379")
+
+
+def make_engine(store: Store, events: RunEvents | None = None, options: ExecutorOptions | None = None) -> Engine:
+    """The engine for ``options.kind``; Ray is imported only for the ``ray`` executor."""
+    options = options or ExecutorOptions()
+    if options.kind == "ray":
+        from backend.engine.ray_executor import RayEngine
+
+        return RayEngine(store, events, options)
+    if options.address is not None:
+        from backend.errors import UserInputError
+
+        raise UserInputError(f"--address {options.address} is a Ray address: add --executor ray, or leave --address out")
+    from backend.engine.runner import Engine
+
+    return Engine(store, events)
