@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from backend.config import CorruptionChoice, DomainConfig, RunConfig
 from backend.engine.executors import ExecutorOptions, make_engine
@@ -55,6 +56,23 @@ def local_ray() -> Iterator[Any]:
     ray.shutdown()
 
 
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Local runs with the actor's thread counts (Ray gives a 1-CPU actor OMP_NUM_THREADS=1).
+
+    float32 matrix products (torch and numpy's BLAS) are summed in a different order with a
+    different thread count, so embeddings, stability radii and the different-class threat
+    would differ in the 8th digit; with the same arithmetic the two executors agree exactly.
+    """
+    from threadpoolctl import threadpool_limits
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(1):
+        yield
+    torch.set_num_threads(threads)
+
+
 def _units(store: Store, run_id: str) -> dict[tuple[Any, ...], tuple[Any, ...]]:
     return {(u.model, u.corruption, u.severity, u.shard): (u.n, u.preds, u.indices, u.confusion, u.flips, u.params,
                                                           u.labels, u.seed)
@@ -78,7 +96,7 @@ def _numbers(store: Store, run_id: str) -> dict[str, Any]:
             "baseline": report.baseline, "different_class_threat": report.different_class_threat}
 
 
-def test_ray_run_stores_exactly_what_the_local_run_stores(local_ray: Any, home: Path) -> None:
+def test_ray_run_stores_exactly_what_the_local_run_stores(local_ray: Any, home: Path, one_thread: None) -> None:
     store = open_store()
     local = Engine(store).start(DOMAIN, cfg())
     engine = make_engine(store, options=RAY)
@@ -95,7 +113,7 @@ def test_ray_run_stores_exactly_what_the_local_run_stores(local_ray: Any, home: 
     assert store.get_report(remote) is not None
 
 
-def test_killed_actor_resumes_to_the_same_metrics_without_duplicates(local_ray: Any, home: Path) -> None:
+def test_killed_actor_resumes_to_the_same_metrics_without_duplicates(local_ray: Any, home: Path, one_thread: None) -> None:
     store = open_store()
     slow = cfg(models=["fake:slow", "fake:b"], stability=False, shard_size=10)  # 5 shards × 4 cells × 2 models
     engine = make_engine(store, options=RAY)
