@@ -241,8 +241,8 @@ def run(
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
-    executor: Annotated[str, typer.Option(help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]').")] = "local",
-    address: Annotated[Optional[str], typer.Option(help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: a new local Ray instance).")] = None,
+    executor: Annotated[str, typer.Option(envvar="DOMAINBENCH_EXECUTOR", help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]').")] = "local",
+    address: Annotated[Optional[str], typer.Option(envvar="DOMAINBENCH_RAY_ADDRESS", help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: a new local Ray instance).")] = None,
     actors: Annotated[Optional[int], typer.Option(help="Ray model actors (default: one per GPU of the cluster, 1 without GPUs).")] = None,
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
     cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
@@ -282,6 +282,7 @@ def _executor_options(kind: str, address: Optional[str], actors: Optional[int], 
     from backend.engine.executors import ExecutorOptions
     from backend.errors import first_validation_error
 
+    address = address or None  # an empty DOMAINBENCH_RAY_ADDRESS means "not set"
     if kind not in ("local", "ray"):
         raise UserInputError(f"--executor {kind!r} is not known; use local or ray")
     try:

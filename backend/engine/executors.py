@@ -7,6 +7,7 @@ units (the store's idempotent upsert by unit key is the only coordination betwee
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from backend.store import Store
 
 ExecutorKind = Literal["local", "ray"]
+ENV_EXECUTOR = "DOMAINBENCH_EXECUTOR"
+ENV_RAY_ADDRESS = "DOMAINBENCH_RAY_ADDRESS"
 
 
 class ExecutorOptions(BaseModel):
@@ -48,6 +51,22 @@ class ExecutorOptions(BaseModel):
         if v is None or v == "auto" or v.startswith("ray://") or (":" in v and not v.startswith(("http", "/"))):
             return v
         raise ValueError(f"Ray address {v!r} is not understood: use auto, ray://HOST:10001 or HOST:6379")
+
+
+def options_from_env(environ: Mapping[str, str]) -> ExecutorOptions:
+    """The executor a long-running worker uses: $DOMAINBENCH_EXECUTOR and $DOMAINBENCH_RAY_ADDRESS.
+
+    Read by the entry point (the CLI reads the same variables through its options).
+    """
+    from backend.errors import UserInputError
+
+    kind = environ.get(ENV_EXECUTOR) or "local"
+    if kind not in ("local", "ray"):
+        raise UserInputError(f"{ENV_EXECUTOR}={kind!r} is not known; set it to local or ray")
+    try:
+        return ExecutorOptions(kind=kind, address=environ.get(ENV_RAY_ADDRESS) or None)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise UserInputError(f"{ENV_RAY_ADDRESS}: {e.errors()[0]['msg'] if hasattr(e, 'errors') else e}") from None
 
 
 def make_engine(store: Store, events: RunEvents | None = None, options: ExecutorOptions | None = None) -> Engine:

@@ -178,6 +178,8 @@ class RayEngine(Engine):
         try:
             if opts.address is not None:
                 _check_reachable(opts.address, opts.connect_timeout_s)
+            if opts.address is not None and opts.address.startswith("ray://"):
+                _check_client_installed(opts.address)
             ray.init(address=opts.address, runtime_env={"env_vars": WORKER_ENV}, include_dashboard=False,
                      log_to_driver=False, logging_level="ERROR")
         except UserInputError:
@@ -295,6 +297,16 @@ class _Named:
     def __init__(self, name: str, batch_size: int) -> None:
         self.name = name
         self.batch_size = batch_size
+
+
+def _check_client_installed(address: str) -> None:
+    try:
+        import grpc  # noqa: F401  (what Ray's client speaks)
+    except ImportError:
+        raise UserInputError(
+            f"--address {address}: the Ray client is not installed; pip install 'domainbench[cluster]', "
+            "or give the cluster's HOST:6379 address from a machine inside it"
+        ) from None
 
 
 def _check_reachable(address: str, timeout_s: float) -> None:
