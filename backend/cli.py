@@ -246,13 +246,15 @@ def run(
     actors: Annotated[Optional[int], typer.Option(help="Ray model actors (default: one per GPU of the cluster, 1 without GPUs).")] = None,
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
     cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
+    models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from backend.config import RunConfig, load_domain
     from backend.engine.reports import load_report
 
     _load_plugins(corruptions_module)
-    exec_options = _executor_options(executor, address, actors, gpus_per_actor, cpus_per_task, _csv(corruptions_module))
+    exec_options = _executor_options(executor, address, actors, gpus_per_actor, cpus_per_task, _csv(corruptions_module),
+                                     models_per_actor)
     if not resume:  # the inputs are checked before the store is opened or a progress bar drawn
         if config is None:
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
@@ -275,7 +277,7 @@ def run(
 
 
 def _executor_options(kind: str, address: Optional[str], actors: Optional[int], gpus_per_actor: Optional[float],
-                      cpus_per_task: float, modules: Optional[list[str]]) -> Any:
+                      cpus_per_task: float, modules: Optional[list[str]], models_per_actor: Optional[int] = None) -> Any:
     """The run's executor options, checked before anything is opened (errors name the flag)."""
     from pydantic import ValidationError
 
@@ -287,7 +289,7 @@ def _executor_options(kind: str, address: Optional[str], actors: Optional[int], 
         raise UserInputError(f"--executor {kind!r} is not known; use local or ray")
     try:
         return ExecutorOptions(kind=kind, address=address, actors=actors, gpus_per_actor=gpus_per_actor,  # type: ignore[arg-type]
-                               cpus_per_task=cpus_per_task, modules=modules or [])
+                               cpus_per_task=cpus_per_task, modules=modules or [], models_per_actor=models_per_actor)
     except ValidationError as e:
         loc, msg = first_validation_error(e)
         raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None

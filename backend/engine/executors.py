@@ -31,8 +31,13 @@ class ExecutorOptions(BaseModel):
     #: Ray only. None: a Ray instance this process already joined, else a new local one;
     #: "auto": the cluster this machine belongs to; "ray://HOST:10001": a remote cluster (Ray client)
     address: str | None = None
-    #: model actors (each loads every model of the run once); None: one per GPU of the cluster, 1 without GPUs
+    #: model actors per model group (each shard goes to one actor of every group); None: the
+    #: cluster's GPUs shared out over the groups, 1 without GPUs
     actors: int | None = Field(default=None, ge=1)
+    #: models one actor holds (a group); None: all of the run's models on every actor. Lower it
+    #: when the run's models do not fit on one GPU together: each shard is corrupted once and
+    #: scored by one actor of each group
+    models_per_actor: int | None = Field(default=None, ge=1)
     #: GPUs reserved per actor; None: 1 when the cluster has GPUs and the run's device is not cpu, else 0
     gpus_per_actor: float | None = Field(default=None, ge=0)
     cpus_per_actor: float = Field(default=1.0, ge=0)

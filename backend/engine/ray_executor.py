@@ -98,10 +98,13 @@ class _RefFuture:
 class ShardActor:
     """Holds the run's models and its own tasks; scores shards exactly as the local engine does."""
 
-    def __init__(self, store: SecretStr, cfg: dict[str, Any], modules: list[str]) -> None:
+    def __init__(self, store: SecretStr, cfg: dict[str, Any], modules: list[str], models: list[str],
+                 threat: bool) -> None:
         _import_modules(modules)
         self.store_uri = store
         self.cfg = RunConfig.model_validate(cfg)
+        self.model_names = models  # this actor's group of the run's models
+        self.threat = threat  # the PD threat is model-independent: one group measures it
         self.store: Store | None = None
         self.ctx: RunContext | None = None
         self.cells: list[Cell] = []
@@ -113,7 +116,7 @@ class ShardActor:
     def load(self) -> dict[str, Any]:
         """Open the dataset and load every model; the environment as the run records it."""
         self.dataset = open_run_dataset(self.cfg)
-        self.models = load_models(self.cfg.models, self.dataset.classes, self.cfg.device, self.cfg.batch_size,
+        self.models = load_models(self.model_names, self.dataset.classes, self.cfg.device, self.cfg.batch_size,
                                   self.cfg.templates)
         return {**_environment(self.models), "host": platform.node(), "pid": os.getpid()}
 
@@ -129,7 +132,7 @@ class ShardActor:
             self.tasks = []
             if self.cfg.stability:
                 self.tasks.append(StabilityTask(ctx))
-            if self.cfg.threat and self.dataset.labelled:
+            if self.threat and self.cfg.threat and self.dataset.labelled:
                 self.tasks.append(ThreatTask(ctx))
             self.ctx = ctx
         return self.ctx
@@ -164,6 +167,7 @@ class RayEngine(Engine):
         self.options = options or ExecutorOptions(kind="ray")
         self.ray = import_ray()
         self.actors: list[Any] = []
+        self.groups: list[list[int]] = []  # actor indices of each model group
         self.actor_pids: list[int] = []
         self._env: dict[str, Any] = {}
         self._owns_ray = False
@@ -192,14 +196,24 @@ class RayEngine(Engine):
             ) from None
         self._owns_ray = True
 
-    def _resources(self) -> tuple[int, float]:
+    def _resources(self, n_groups: int) -> tuple[int, float]:
+        """(actors per model group, GPUs per actor), checked against what the cluster has."""
         opts = self.options
-        gpus = float(self.ray.cluster_resources().get("GPU", 0))
+        have = self.ray.cluster_resources()
+        gpus, cpus = float(have.get("GPU", 0)), float(have.get("CPU", 0))
         per_actor = opts.gpus_per_actor
         if per_actor is None:
             per_actor = 1.0 if gpus >= 1 and self._device != "cpu" else 0.0
-        actors = opts.actors or (max(1, int(gpus // per_actor)) if per_actor > 0 else 1)
-        return actors, per_actor
+        replicas = opts.actors or (max(1, int(gpus // (per_actor * n_groups))) if per_actor > 0 else 1)
+        n = replicas * n_groups
+        if per_actor * n > gpus:
+            raise UserInputError(f"--gpus-per-actor {per_actor:g} × {n} actors needs {per_actor * n:g} GPUs but the Ray "
+                                 f"cluster has {gpus:g}; lower --actors or --gpus-per-actor (0 runs the models on CPU)")
+        if cpus - opts.cpus_per_actor * n < opts.cpus_per_task:
+            raise UserInputError(f"--cpus-per-task {opts.cpus_per_task:g}: the Ray cluster's {cpus:g} CPUs minus "
+                                 f"{opts.cpus_per_actor:g} for each of {n} actors leave no room for a corruption task; "
+                                 "lower --actors or add CPUs to the cluster")
+        return replicas, per_actor
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
         """Create the actors and load every model there; the driver keeps only the names."""
@@ -207,12 +221,18 @@ class RayEngine(Engine):
         self._connect()
         ray, opts = self.ray, self.options
         locator, uri = store_locator(self.store)
-        n, gpus = self._resources()
-        self.events.message(f"Ray: {n} model actor(s) with {gpus:g} GPU and {opts.cpus_per_actor:g} CPU each; "
-                            f"corruption tasks with {opts.cpus_per_task:g} CPU; store {locator}")
+        size = opts.models_per_actor or len(cfg.models)
+        groups = [cfg.models[i : i + size] for i in range(0, len(cfg.models), size)]
+        replicas, gpus = self._resources(len(groups))
+        n = replicas * len(groups)
+        self.events.message(f"Ray: {n} model actor(s) ({len(groups)} model group(s) × {replicas}) with {gpus:g} GPU and "
+                            f"{opts.cpus_per_actor:g} CPU each; corruption tasks with {opts.cpus_per_task:g} CPU; store {locator}")
         actor_cls = ray.remote(ShardActor).options(num_gpus=gpus, num_cpus=opts.cpus_per_actor)
         self._kill_actors()
-        self.actors = [actor_cls.remote(uri, cfg.model_dump(mode="json"), list(opts.modules)) for _ in range(n)]
+        cfg_doc = cfg.model_dump(mode="json")
+        self.groups = [[g * replicas + r for r in range(replicas)] for g in range(len(groups))]
+        self.actors = [actor_cls.remote(uri, cfg_doc, list(opts.modules), groups[g], g == 0)
+                       for g in range(len(groups)) for _ in range(replicas)]
         try:
             envs = self._get([a.load.remote() for a in self.actors])
         except BaseException:
@@ -253,11 +273,12 @@ class RayEngine(Engine):
                 ref = ray.put(batch)  # one copy of the clean shard, read by its tasks and its actor
                 jobs = [(job, corrupt.remote(job, ref, cfg.seed, modules)) for job in todo]
                 self.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
-                while min(load) >= opts.shards_in_flight:
-                    self._collect(pending, load)
-                i = int(np.argmin(load))
-                pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
-                load[i] += 1
+                for group in self.groups:  # every group scores the shard with its models
+                    while min(load[i] for i in group) >= opts.shards_in_flight:
+                        self._collect(pending, load)
+                    i = min(group, key=lambda a: load[a])
+                    pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
+                    load[i] += 1
             while pending:
                 self._collect(pending, load)
         finally:
@@ -289,6 +310,7 @@ class RayEngine(Engine):
             except Exception:  # already dead: nothing to release
                 pass
         self.actors = []
+        self.groups = []
 
 
 class _Named:

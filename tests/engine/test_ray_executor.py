@@ -37,6 +37,8 @@ DOMAIN = DomainConfig(
 )
 # the Ray workers import the fake model backend the way a plugin would be imported on a cluster
 RAY = ExecutorOptions(kind="ray", modules=["fake_models"])
+# one model per actor: two actors share each corrupted shard (half a CPU each leaves one for corruption)
+RAY_GROUPS = ExecutorOptions(kind="ray", modules=["fake_models"], models_per_actor=1, cpus_per_actor=0.5)
 
 
 def cfg(**kw: object) -> RunConfig:
@@ -99,7 +101,7 @@ def _numbers(store: Store, run_id: str) -> dict[str, Any]:
 def test_ray_run_stores_exactly_what_the_local_run_stores(local_ray: Any, home: Path, one_thread: None) -> None:
     store = open_store()
     local = Engine(store).start(DOMAIN, cfg())
-    engine = make_engine(store, options=RAY)
+    engine = make_engine(store, options=RAY_GROUPS)
     assert isinstance(engine, RayEngine)
     remote = engine.start(DOMAIN, cfg())
     assert engine.stats.computed_units == 3 * 4 * 2  # shards × cells (clean + 3) × models
@@ -109,7 +111,7 @@ def test_ray_run_stores_exactly_what_the_local_run_stores(local_ray: Any, home: 
     assert _threat(store, local) == _threat(store, remote) and len(_threat(store, local)) == 3 * 3
     assert _numbers(store, local) == _numbers(store, remote)
     run = store.get_run(remote)
-    assert run.status == "done" and run.environment["executor"] == "ray" and run.environment["actors"] == 1
+    assert run.status == "done" and run.environment["executor"] == "ray" and run.environment["actors"] == 2
     assert store.get_report(remote) is not None
 
 
