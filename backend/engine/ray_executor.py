@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from backend.config import DomainConfig, RunConfig
 from backend.data import Batch, Dataset
-from backend.engine.executors import ExecutorOptions
+from backend.engine.executor_options import ExecutorOptions
 from backend.engine.jobs import Corrupted, Job, init_worker, run_job
 from backend.engine.runner import Engine, _environment, cells_of, open_run_dataset
 from backend.engine.scoring import ModelState, load_models

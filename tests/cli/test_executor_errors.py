@@ -84,3 +84,17 @@ def test_bad_executor_options(args: list[str], expect: str, home: Path, tmp_path
     code, line = _cli([*_run_args(tmp_path), *args], capsys, monkeypatch)
     assert code == 2 and line.startswith(expect), line
     _nothing_written()
+
+
+def test_worker_reads_the_executor_from_the_environment() -> None:
+    from backend.engine.executors import options_from_env
+    from backend.errors import UserInputError
+
+    assert options_from_env({}).kind == "local"
+    opts = options_from_env({"DOMAINBENCH_EXECUTOR": "ray", "DOMAINBENCH_RAY_ADDRESS": "ray-head:6379"})
+    assert (opts.kind, opts.address) == ("ray", "ray-head:6379")
+    assert options_from_env({"DOMAINBENCH_RAY_ADDRESS": "ray-head:6379"}).address is None
+    with pytest.raises(UserInputError, match="DOMAINBENCH_EXECUTOR='spark' is not known"):
+        options_from_env({"DOMAINBENCH_EXECUTOR": "spark"})
+    with pytest.raises(UserInputError, match="DOMAINBENCH_RAY_ADDRESS=nowhere: Ray address 'nowhere' is not understood"):
+        options_from_env({"DOMAINBENCH_EXECUTOR": "ray", "DOMAINBENCH_RAY_ADDRESS": "nowhere"})
