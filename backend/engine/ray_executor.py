@@ -12,7 +12,6 @@ unit by key as it finishes, so a lost node loses only its shards in flight and
 
 from __future__ import annotations
 
-import importlib
 import os
 import platform
 from typing import Any, cast

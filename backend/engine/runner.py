@@ -14,7 +14,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
