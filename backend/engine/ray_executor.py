@@ -274,19 +274,19 @@ class RayEngine(Engine):
                 self.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
                 for group in self.groups:  # every group scores the shard with its models
                     while min(load[i] for i in group) >= opts.shards_in_flight:
-                        self._collect(pending, load)
+                        self._collect(pending, load, ctx.run_id)
                     i = min(group, key=lambda a: load[a])
                     pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
                     load[i] += 1
             while pending:
-                self._collect(pending, load)
+                self._collect(pending, load, ctx.run_id)
         finally:
             self._kill_actors()
             if self._owns_ray:
                 ray.shutdown()
                 self._owns_ray = False
 
-    def _collect(self, pending: dict[Any, int], load: list[int]) -> None:
+    def _collect(self, pending: dict[Any, int], load: list[int], run_id: str) -> None:
         ray = self.ray
         ready, _ = ray.wait(list(pending), num_returns=1)
         i = pending.pop(ready[0])
@@ -296,7 +296,7 @@ class RayEngine(Engine):
         except ray.exceptions.RayActorError as e:
             raise WorkerLostError(
                 f"Ray actor {i} (pid {self.actor_pids[i] if i < len(self.actor_pids) else '?'}) was lost "
-                f"({type(e).__name__}); finished units are stored: continue with `domainbench run --resume RUN`"
+                f"({type(e).__name__}); finished units are stored: continue with `domainbench run --resume {run_id}`"
             ) from None
         self.stats.computed_units += units
         if units:
@@ -321,13 +321,13 @@ class _Named:
 
 
 def _check_client_installed(address: str) -> None:
-    try:
-        import grpc  # noqa: F401  (what Ray's client speaks)
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("grpc") is None:  # what Ray's client speaks; not in the plain `ray` package
         raise UserInputError(
             f"--address {address}: the Ray client is not installed; pip install 'domainbench[cluster]', "
             "or give the cluster's HOST:6379 address from a machine inside it"
-        ) from None
+        )
 
 
 def _check_reachable(address: str, timeout_s: float) -> None:

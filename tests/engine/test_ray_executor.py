@@ -139,7 +139,7 @@ def test_killed_actor_resumes_to_the_same_metrics_without_duplicates(local_ray: 
     thread.join(240)
     assert not thread.is_alive()
     assert len(failure) == 1 and isinstance(failure[0], WorkerLostError), failure
-    assert "--resume" in str(failure[0]) and "\n" not in str(failure[0])
+    assert "domainbench run --resume killed" in str(failure[0]) and "\n" not in str(failure[0])
     assert store.get_run("killed").status == "failed"
     before = {k: u.computed_at for k, u in ((_key(u), u) for u in store.units("killed"))}
 
