@@ -243,7 +243,7 @@ def run(
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
     executor: Annotated[str, typer.Option(envvar="DOMAINBENCH_EXECUTOR", help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]').")] = "local",
     address: Annotated[Optional[str], typer.Option(envvar="DOMAINBENCH_RAY_ADDRESS", help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: a new local Ray instance).")] = None,
-    actors: Annotated[Optional[int], typer.Option(help="Ray model actors (default: one per GPU of the cluster, 1 without GPUs).")] = None,
+    actors: Annotated[Optional[int], typer.Option(help="Ray model actors per model group (default: the cluster's GPUs shared out over the groups, 1 without GPUs).")] = None,
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
     cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
     models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
