@@ -265,13 +265,20 @@ def run(
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
+    executor: Annotated[str, typer.Option(envvar="DOMAINBENCH_EXECUTOR", help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]').")] = "local",
+    address: Annotated[Optional[str], typer.Option(envvar="DOMAINBENCH_RAY_ADDRESS", help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: a new local Ray instance).")] = None,
+    actors: Annotated[Optional[int], typer.Option(help="Ray model actors per model group (default: the cluster's GPUs shared out over the groups, 1 without GPUs).")] = None,
+    gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
+    cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
+    models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from backend.config import RunConfig, load_domain
     from backend.engine.reports import load_report
-    from backend.engine.runner import Engine
 
     _load_plugins(corruptions_module)
+    exec_options = _executor_options(executor, address, actors, gpus_per_actor, cpus_per_task, _csv(corruptions_module),
+                                     models_per_actor)
     if not resume:  # the inputs are checked before the store is opened or a progress bar drawn
         if config is None:
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
@@ -283,7 +290,7 @@ def run(
         })
     store = _store()
     progress = _progress()
-    engine = Engine(store, RichEvents(progress))
+    engine = _make_engine(store, RichEvents(progress), exec_options)
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
         run_id = engine.resume(resume) if resume else engine.start(domain, cfg, run_id=run_id)
@@ -291,6 +298,31 @@ def run(
     _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(load_report(store, run_id))  # the engine stored it as the run finished
+
+
+def _executor_options(kind: str, address: Optional[str], actors: Optional[int], gpus_per_actor: Optional[float],
+                      cpus_per_task: float, modules: Optional[list[str]], models_per_actor: Optional[int] = None) -> Any:
+    """The run's executor options, checked before anything is opened (errors name the flag)."""
+    from pydantic import ValidationError
+
+    from backend.engine.executors import ExecutorOptions
+    from backend.errors import first_validation_error
+
+    address = address or None  # an empty DOMAINBENCH_RAY_ADDRESS means "not set"
+    if kind not in ("local", "ray"):
+        raise UserInputError(f"--executor {kind!r} is not known; use local or ray")
+    try:
+        return ExecutorOptions(kind=kind, address=address, actors=actors, gpus_per_actor=gpus_per_actor,  # type: ignore[arg-type]
+                               cpus_per_task=cpus_per_task, modules=modules or [], models_per_actor=models_per_actor)
+    except ValidationError as e:
+        loc, msg = first_validation_error(e)
+        raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
+
+
+def _make_engine(store: Any, events: Any, options: Any) -> Any:
+    from backend.engine.executors import make_engine
+
+    return make_engine(store, events, options)
 
 
 def _load_plugins(modules: Optional[list[str]]) -> None:
