@@ -40,6 +40,8 @@ def _warp(images: torch.Tensor, inverse: np.ndarray, border: str) -> torch.Tenso
     den = coef[:, 2, 0] * xd + coef[:, 2, 1] * yd + coef[:, 2, 2]
     map_x = (coef[:, 0, 0] * xd + coef[:, 0, 1] * yd + coef[:, 0, 2]) / den
     map_y = (coef[:, 1, 0] * xd + coef[:, 1, 1] * yd + coef[:, 1, 2]) / den
+    # cv2 rounds the double coordinates to 1/32 pixel; rounding after a cast to float32 would move ties
+    map_x, map_y = torch.round(map_x * 32) / 32, torch.round(map_y * 32) / 32
     return nhwc_uint8(remap(nchw(images), map_x.float(), map_y.float(), border))
 
 
