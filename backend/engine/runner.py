@@ -29,6 +29,7 @@ import torch
 import corruptions
 from backend.config import DomainConfig, RunConfig
 from backend.data import Batch, Dataset, open_dataset
+from backend.engine.device_corruption import corruption_site, run_device_job
 from backend.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
 from backend.engine.reports import build_report
 from backend.engine.scoring import ModelState, confusion, encode, load_models, predict
@@ -105,6 +106,9 @@ class Engine:
         self.store = store
         self.events: RunEvents = events or SilentEvents()
         self.stats = RunStats()
+        # --corrupt-on and the models' device, set per run by _evaluate; _submit picks each job's site
+        self._corrupt_on = "cpu"
+        self._model_device = torch.device("cpu")
 
     # -- public entry points ----------------------------------------------------------
     def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
@@ -169,6 +173,8 @@ class Engine:
         elif cfg.threat:
             self.events.message("PD threat skipped: it needs labelled images (anchors of other classes)")
 
+        self._corrupt_on = cfg.corrupt_on
+        self._model_device = ctx.models[0].model.device if ctx.models else torch.device("cpu")
         workers = auto_workers() if cfg.workers is None else cfg.workers
         # spawn, not fork: forking a process whose torch/OpenMP threads are running can deadlock
         pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None
@@ -225,6 +231,9 @@ class Engine:
 
     def _submit(self, pool: ProcessPoolExecutor | None, job: Job, batch: Batch, seed: int) -> Future | _InlineFuture:
         self.stats.corruption_calls += len(batch.images[: job.n_images])
+        if corruption_site(self._corrupt_on, self._model_device, job.corruption) == "device":
+            # runs when the shard is consumed, on the models' device: no worker, no pickled shard
+            return _InlineFuture(lambda: run_device_job(job, batch.images, batch.indices, seed, self._model_device))
         if pool is None:
             return _InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed))
         return pool.submit(run_job, job, batch.images, batch.indices, seed)
@@ -287,6 +296,7 @@ class Engine:
             classes=classes,
             # per-image labels once per shard: the stability link joins them with predictions
             labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
+            corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
             elapsed_s=round(time.perf_counter() - t0, 4),
             computed_at=_now(),
         )
