@@ -25,9 +25,9 @@ def shot_noise(images: torch.Tensor, p: ShotNoiseParams, b: DeviceBatch) -> torc
 @device_kernel("impulse_noise", exact=False)
 def impulse_noise(images: torch.Tensor, p: ImpulseNoiseParams, b: DeviceBatch) -> torch.Tensor:
     u = b.rand(tuple(images.shape[1:]))
-    half = p.amount / 2
-    out = images.masked_fill(u < half, 255)
-    return out.masked_fill_((u >= half) & (u < p.amount), 0)
+    # u < amount/2: white, amount/2 <= u < amount: black (the CPU kernel's split of the same uniform)
+    out = images.masked_fill(u < p.amount, 0)
+    return out.masked_fill_(u < p.amount / 2, 255)
 
 
 @device_kernel("speckle_noise", exact=False)
