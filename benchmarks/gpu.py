@@ -23,6 +23,8 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse  # noqa: E402
+import itertools  # noqa: E402
+import multiprocessing as mp  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import threading  # noqa: E402
@@ -103,17 +105,20 @@ def cpu_table(names: list[str], batch: int, repeats: int) -> None:
 # -- with a GPU: forward vs end to end ------------------------------------------------------------
 
 
-def build_models(dev: torch.device) -> dict[str, torch.nn.Module]:
-    """Image towers with random weights, built from their configs (nothing is downloaded)."""
-    import open_clip
-    from transformers import SiglipVisionConfig, SiglipVisionModel
+MODELS = ("open_clip ViT-B-32", "open_clip ViT-L-14", "SigLIP base (transformers)")
 
-    models: dict[str, torch.nn.Module] = {}
-    for arch in ("ViT-B-32", "ViT-L-14"):
-        model = open_clip.create_model(arch, pretrained=None)
-        models[f"open_clip {arch}"] = model.visual
-    models["SigLIP base (transformers)"] = SiglipVisionModel(SiglipVisionConfig())
-    return {k: m.to(dev).eval() for k, m in models.items()}
+
+def build_model(name: str, dev: torch.device) -> torch.nn.Module:
+    """An image tower with random weights, built from its config (nothing is downloaded)."""
+    if name.startswith("open_clip "):
+        import open_clip
+
+        model = open_clip.create_model(name.removeprefix("open_clip "), pretrained=None).visual
+    else:
+        from transformers import SiglipVisionConfig, SiglipVisionModel
+
+        model = SiglipVisionModel(SiglipVisionConfig())  # defaults: SigLIP base, patch 16, 224
+    return model.to(dev).eval()
 
 
 class Utilisation:
@@ -166,7 +171,7 @@ def _cpu_job(images: np.ndarray, name: str, seeds: list[int]) -> np.ndarray:
 
 
 def pipeline(model: torch.nn.Module, images: np.ndarray, cells: list[str], batch: int, site: str, dev: torch.device,
-             dtype: torch.dtype, pool: ProcessPoolExecutor | None) -> float:
+             dtype: torch.dtype, pool: ProcessPoolExecutor | None, lookahead: int) -> float:
     """Seconds to corrupt every image for every cell and encode it, with one batch of look-ahead."""
 
     def jobs() -> Iterator[tuple[str, np.ndarray, list[int]]]:
@@ -191,7 +196,7 @@ def pipeline(model: torch.nn.Module, images: np.ndarray, cells: list[str], batch
 
     t0 = time.perf_counter()
     it = jobs()
-    queue: list[Future | torch.Tensor] = [submit(*job) for job, _ in zip(it, range(max(2, (pool._max_workers if pool else 1) * 2)))]
+    queue: list[Future | torch.Tensor] = [submit(*job) for job in itertools.islice(it, lookahead)]
     preds: list[torch.Tensor] = []
     while queue:
         item = queue.pop(0)
@@ -204,17 +209,20 @@ def pipeline(model: torch.nn.Module, images: np.ndarray, cells: list[str], batch
     return time.perf_counter() - t0
 
 
-def gpu_table(dev: torch.device, n_images: int, n_cells: int, batch: int, workers: int) -> None:
+def gpu_table(dev: torch.device, n_images: int, n_cells: int, batch: int, workers: int, only_models: list[str] | None) -> None:
     dtype = torch.bfloat16 if dev.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float16
     images = photos(n_images)
     cells = [n for n in device_kernels.names() if n != "jpeg_compression"][:n_cells]
     print(f"{n_images} images x {len(cells)} cells ({', '.join(cells)}), batch {batch}, autocast {dtype}, {workers} CPU workers")
-    models = build_models(dev)
-    pool = ProcessPoolExecutor(workers) if workers > 0 else None
+    chosen = [m for m in MODELS if not only_models or any(o in m for o in only_models)]
+    # spawn, not fork: forked children of a process with running torch/OpenMP threads can deadlock
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) if workers > 0 else None
+    lookahead = max(2, 2 * workers)  # batches in flight: enough to keep every worker busy
     header = f"{'model':28s} {'forward img/s':>14s} {'e2e cpu img/s':>14s} {'ratio':>6s} {'util':>5s} {'e2e dev img/s':>14s} {'ratio':>6s} {'util':>5s}"
     print(header)
     try:
-        for name, model in models.items():
+        for name in chosen:
+            model = build_model(name, dev)  # one at a time: ViT-L-14 and the others need not share the GPU
             pixels = _normalise(torch.from_numpy(images[:batch]).to(dev))
             _forward(model, pixels, dtype)
             if dev.type == "cuda":
@@ -229,7 +237,7 @@ def gpu_table(dev: torch.device, n_images: int, n_cells: int, batch: int, worker
             rates, utils = [], []
             for site in ("cpu", "device"):
                 with Utilisation() as util:
-                    seconds = pipeline(model, images, cells, batch, site, dev, dtype, pool)
+                    seconds = pipeline(model, images, cells, batch, site, dev, dtype, pool, lookahead)
                 rates.append(n_fwd / seconds)
                 utils.append(util.mean if dev.type == "cuda" else "n/a")
             print(f"{name:28s} {bare:14.0f} {rates[0]:14.0f} {rates[0] / bare:6.2f} {utils[0]:>5s} {rates[1]:14.0f} {rates[1] / bare:6.2f} {utils[1]:>5s}",
@@ -248,6 +256,7 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=10)
     ap.add_argument("--batch", type=int, default=None, help="images per batch (default 256; --quick 64)")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2), help="CPU corruption workers (GPU mode)")
+    ap.add_argument("--models", nargs="*", help="substrings of the model names to measure (GPU mode; default all three)")
     ap.add_argument("--pipeline-on-cpu", action="store_true", help="run the GPU pipeline on the CPU (a smoke test of the code path)")
     args = ap.parse_args()
     batch = args.batch or (64 if args.quick else 256)
@@ -257,7 +266,7 @@ def main() -> None:
         if args.pipeline_on_cpu and dev.type == "cpu":
             n_images, n_cells, batch = min(n_images, 2 * batch), min(n_cells, 2), min(batch, 8)
         print(f"device: {torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'CPU (pipeline smoke test)'}")
-        gpu_table(dev, n_images, n_cells, batch, args.workers)
+        gpu_table(dev, n_images, n_cells, batch, args.workers, args.models)
         return
     print("no GPU: CUDA is not available on this machine, so the GPU targets (forward vs end-to-end, utilisation) are "
           "not measured.\nMeasuring the torch device kernels on CPU against the numpy kernels instead "
