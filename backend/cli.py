@@ -260,6 +260,7 @@ def run(
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass (halved automatically on GPU out-of-memory).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
     workers: Annotated[Optional[int], typer.Option(help="Corruption worker processes (0 = in-process).")] = None,
+    corrupt_on: Annotated[Optional[str], typer.Option("--corrupt-on", help="auto | cpu | device: corrupt with the torch kernels on the models' device (auto: when it is a GPU).")] = None,
     corruptions_module: Annotated[Optional[list[str]], typer.Option("--corruptions-module", help="Import a module that registers extra corruptions.")] = None,
     stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
@@ -286,7 +287,7 @@ def run(
         cfg = RunConfig.from_sources(run_config, {
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
-            "stability": stability, "threat": threat, "templates": template,
+            "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
         })
     store = _store()
     progress = _progress()

@@ -19,7 +19,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -126,6 +126,9 @@ class RunConfig(_Strict):
     shard_size: int | None = Field(default=None, ge=1)
     # worker processes that corrupt images; None: one per core beyond the first two
     workers: int | None = Field(default=None, ge=0)
+    # where corruptions run: cpu (numpy, worker processes), device (torch kernels on the models' device
+    # where a corruption has one), auto (device when the models run on a GPU)
+    corrupt_on: Literal["auto", "cpu", "device"] = "auto"
     stability: bool = True
     stability_points: int = Field(default=5, ge=1)
     # images per shard whose embeddings are measured for stability (clean + m perturbed)

@@ -28,6 +28,7 @@ import torch
 import corruptions
 from backend.config import DomainConfig, RunConfig
 from backend.data import Batch, Dataset, open_dataset
+from backend.engine.device_corruption import corruption_site, run_device_job
 from backend.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
 from backend.engine.reports import build_report
 from backend.engine.scoring import ModelState, load_models
@@ -105,6 +106,9 @@ class Engine:
         self.store = store
         self.events: RunEvents = events or SilentEvents()
         self.stats = RunStats()
+        # --corrupt-on and the models' device, set per run by _evaluate; _submit picks each job's site
+        self._corrupt_on = "cpu"
+        self._model_device = torch.device("cpu")
 
     # -- public entry points ----------------------------------------------------------
     def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
@@ -175,6 +179,8 @@ class Engine:
             self.events.message("PD threat skipped: it needs labelled images (anchors of other classes)")
 
         self.stats.skipped_units = len(done)
+        self._corrupt_on = cfg.corrupt_on
+        self._model_device = ctx.models[0].model.device if ctx.models else torch.device("cpu")
         try:
             self._execute(ctx, shards, cells, done, tasks)
         except BaseException as e:
@@ -241,6 +247,9 @@ class Engine:
 
     def _submit(self, pool: ProcessPoolExecutor | None, job: Job, batch: Batch, seed: int) -> Future | _InlineFuture:
         self.stats.corruption_calls += len(batch.images[: job.n_images])
+        if corruption_site(self._corrupt_on, self._model_device, job.corruption) == "device":
+            # runs when the shard is consumed, on the models' device: no worker, no pickled shard
+            return _InlineFuture(lambda: run_device_job(job, batch.images, batch.indices, seed, self._model_device))
         if pool is None:
             return _InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed))
         return pool.submit(run_job, job, batch.images, batch.indices, seed)

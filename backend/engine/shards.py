@@ -100,6 +100,7 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         classes=classes,
         # per-image labels once per shard: the stability link joins them with predictions
         labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
+        corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
         elapsed_s=round(time.perf_counter() - t0, 4),
         computed_at=_now(),
     )

@@ -76,6 +76,9 @@ class UnitRecord(UnitDocument):
     indices: list[int] = Field(default_factory=list)
     #: true labels of the shard's images, stored with the clean pass only
     labels: list[int] | None = None
+    #: where the unit's images were corrupted: "cpu" (numpy kernels) or "device" (torch kernels on the
+    #: models' device, see --corrupt-on); None for the clean pass and for units stored before it was recorded
+    corrupted_on: Literal["cpu", "device"] | None = None
     elapsed_s: float | None = None
     computed_at: str | None = None
 
