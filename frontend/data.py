@@ -130,15 +130,20 @@ def domains_frame(runs: list[RunRecord]) -> pd.DataFrame:
 
 
 def plan_frame(plan: DomainConfig) -> pd.DataFrame:
-    """A domain's plan: corruption, family, severities, the planner's reason and selection frequency."""
+    """A domain's plan: corruption, severities, the planner's reason and selection frequency.
+
+    (No corruption family here: looking one up loads every corruption kernel, and with them
+    albumentations and torch, 10 s and more on a cold server.)
+    """
     freq = plan.planner.frequencies
-    rows = [{"corruption": c.name, "family": family_of(c.name), "severities": ", ".join(map(str, c.severities)),
-             "reason": c.reason, "selected in %": None if c.name not in freq else 100.0 * float(freq[c.name])}
+    rows = [{"corruption": c.name, "severities": ", ".join(map(str, c.severities)), "reason": c.reason,
+             "selected in %": None if c.name not in freq else 100.0 * float(freq[c.name])}
             for c in plan.corruptions]
-    return pd.DataFrame(rows, columns=["corruption", "family", "severities", "reason", "selected in %"])
+    return pd.DataFrame(rows, columns=["corruption", "severities", "reason", "selected in %"])
 
 
 def family_of(name: str) -> str:
+    """The corruption's family from the registry (the first call loads every kernel module)."""
     import corruptions
 
     try:
@@ -321,11 +326,11 @@ def per_corruption_frame(report: RunReport) -> pd.DataFrame:
         for name in report.corruption_names():
             accs = [c.accuracy for c in m.cells if c.corruption == name and c.accuracy is not None]
             rows.append({
-                "model": m.model, "corruption": name, "family": family_of(name),
+                "model": m.model, "corruption": name,
                 "ce": m.ce_per_corruption.get(name), "rce": m.rce_per_corruption.get(name),
                 "fr": m.fr_per_corruption.get(name), "accuracy": float(np.mean(accs)) if accs else None,
             })
-    frame = pd.DataFrame(rows, columns=["model", "corruption", "family", "ce", "rce", "fr", "accuracy"])
+    frame = pd.DataFrame(rows, columns=["model", "corruption", "ce", "rce", "fr", "accuracy"])
     return frame.astype({c: "float64" for c in ("ce", "rce", "fr", "accuracy")})
 
 
@@ -571,6 +576,7 @@ def compare_runs(
         assert v.report is not None
         rows += _compare_rows(v, v.report, groups[v.run_id])
         per = per_corruption_frame(v.report)
+        per.insert(2, "family", [family_of(n) for n in per["corruption"]])
         per.insert(0, "group", groups[v.run_id])
         per.insert(0, "run", v.run_id)
         per_corr.append(per)
@@ -618,12 +624,12 @@ def comparability(runs: list[RunRecord]) -> dict[str, str]:
 
 
 def _group_labels(runs: list[RunRecord]) -> dict[str, str]:
-    """Run id -> its column: the domain, plus dataset and image count where one domain has runs on several."""
-    keys = {r.run_id: (r.domain_id, *_setup(r)[:2]) for r in runs}
+    """Run id -> its column: the domain, plus the setup where one domain has runs on several setups
+    (dataset, image count, models), so such runs are never averaged together."""
+    keys = {r.run_id: (r.domain_id, *_setup(r)) for r in runs}
     setups_per_domain: dict[str, set[tuple[Any, ...]]] = {}
-    for did, dataset, images in keys.values():
-        setups_per_domain.setdefault(did, set()).add((dataset, images))
-    names: dict[str, str] = {}
+    for key in keys.values():
+        setups_per_domain.setdefault(key[0], set()).add(key[1:])
     labels: dict[tuple[Any, ...], str] = {}
     for r in runs:
         key = keys[r.run_id]
@@ -631,12 +637,11 @@ def _group_labels(runs: list[RunRecord]) -> dict[str, str]:
             continue
         label = short_text(r.domain.domain or "?", 32)
         if len(setups_per_domain[key[0]]) > 1:
-            label += f" [{key[1]}, {key[2]} img]"
-        while label in names.values():  # two domains with the same short text
+            label += f" [{key[1]}, {key[2]} img, {len(key[3])} models]"
+        while label in labels.values():  # two domains (or setups) with the same short text
             label += "′"
         labels[key] = label
-        names[r.run_id] = label
-    return {rid: labels[keys[rid]] for rid in keys}
+    return {rid: labels[key] for rid, key in keys.items()}
 
 
 def _compare_rows(view: RunView, report: RunReport, group: str) -> list[dict[str, Any]]:
