@@ -262,9 +262,11 @@ def gallery_tab(s: Shown) -> None:
     st.caption(f"{figures.cell_label(*cell)}: the images the models saw, re-created from the run's seed "
                f"({s.view.run.config.seed}); ✓ correct, ✗ wrong, :red[flipped] = the prediction changed from the clean image's.")
     by_index = {i: part for i, part in preds.groupby("index")}
-    columns = st.columns(4)
+    per_row = 4
     for k, (image, index) in enumerate(zip(images, kept, strict=True)):
-        with columns[k % 4]:
+        if k % per_row == 0:  # one row of columns at a time, so the images line up row by row
+            columns = st.columns(per_row)
+        with columns[k % per_row]:
             part = by_index[int(index)]
             st.image(data.enlarge(image), caption=f"#{int(index)} · true: {part['label'].iloc[0] or '?'}")
             st.markdown("  \n".join(_prediction_line(row) for row in part.itertuples(index=False)))
