@@ -67,7 +67,12 @@ def table(frame: pd.DataFrame, name: str, key: str, **dataframe_args: Any) -> An
     return shown
 
 
+def csv_text(frame: pd.DataFrame) -> str:
+    """The frame as CSV; its index is written only when it means something (a models × domains matrix)."""
+    return frame.to_csv(index=not isinstance(frame.index, pd.RangeIndex))
+
+
 def csv_button(frame: pd.DataFrame, name: str, key: str, label: str = "CSV") -> None:
-    st.download_button(label, lambda: frame.to_csv(index=not isinstance(frame.index, pd.RangeIndex)),
+    st.download_button(label, lambda: csv_text(frame),
                        file_name=f"{slug(name)}.csv", mime="text/csv", key=f"csv-{key}", icon=":material/download:",
                        on_click="ignore")

@@ -47,7 +47,9 @@ def choose_runs(runs: list[RunRecord]) -> list[str]:
     if unknown:
         st.warning(f"Not in this store, left out: {', '.join(unknown)}")
     known = [r for r in from_url if r in by_id]
-    default = known if from_url else default_selection(runs)
+    # a default only for the session's first draw: afterwards the widget's own state rules
+    # (the "add a domain" button writes it), and Streamlit refuses both at once
+    default = None if SELECT_KEY in st.session_state else (known if from_url else default_selection(runs))
     chosen = st.multiselect(
         f"runs ({len(runs)} stored; runs of one domain share a column)", list(by_id), default=default,
         format_func=lambda r: f"[{status[r]}] {data.run_label(by_id[r])}", key=SELECT_KEY,

@@ -353,7 +353,7 @@ def run_header(view: data.RunView) -> None:
     c4.metric("cells done", f"{view.done_cells} / {view.total_cells}")
     c5.metric("created", run.created_at[:16].replace("T", " "))
     with st.expander("corruptions of this domain and run configuration"):
-        st.dataframe(data.plan_frame(run.domain), hide_index=True, width="stretch")
+        exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
         st.json({"models": cfg.models, "baseline": cfg.baseline, "dataset": cfg.dataset, "limit": cfg.limit,
                  "seed": cfg.seed, "created": run.created_at, "finished": run.finished_at,
                  "device": str(env.get("gpu") or env.get("device") or "?"), "environment": env}, expanded=False)

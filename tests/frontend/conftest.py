@@ -10,6 +10,21 @@ sys.path.insert(0, str(Path(__file__).parent))
 from backend.store import Store, open_store  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _scan_streamlit_components_once() -> None:
+    """Every new AppTest scans all installed packages for Streamlit component manifests (about
+    4 s here); a server does it once at start. The scan's result cannot change during a test
+    session, so it is made once."""
+    import functools
+
+    from streamlit.components.v2 import manifest_scanner
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(manifest_scanner, "scan_component_manifests", functools.cache(manifest_scanner.scan_component_manifests))
+    yield
+    patch.undo()
+
+
 @pytest.fixture
 def store(home: Path) -> Store:
     s = open_store()

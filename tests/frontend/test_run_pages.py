@@ -205,3 +205,15 @@ def test_compare_on_a_real_run(real_store: Store, real_run: tuple[Path, str]) ->
         assert ranking.loc[row.model, "clean acc %"] == pytest.approx(100 * row.acc)
         assert ranking.loc[row.model, "corrupted acc %"] == pytest.approx(100 * row.mean_corrupted_acc)
     assert len(at.get("plotly_chart")) == 3
+
+
+def test_compare_adds_every_finished_run_of_a_domain(populated: Store) -> None:
+    syn.populate(populated, run_id="20250104-000000-night-abcd", created_at="2025-01-04T00:00:00+00:00")
+    at = compare_page([XRAY])
+    at.selectbox(key="compare-add-domain").set_value("d" + DONE[-4:]).run()
+    at.button(key="compare-add").click().run()
+    assert not at.exception and not at.warning
+    assert at.multiselect(key="compare-runs").value == [XRAY, "20250104-000000-night-abcd", DONE]
+    assert param(at, "runs") == f"{XRAY},20250104-000000-night-abcd,{DONE}"
+    heat = next(d.value for d in at.dataframe if "embedded:good" in d.value.index)
+    assert heat.shape == (2, 2)  # the two night runs share one column
