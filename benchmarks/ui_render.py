@@ -110,7 +110,7 @@ def fill(home: Path, runs: int, units: int, running: int = 2) -> list[str]:
     from backend.store import open_store
 
     store = open_store(None, home)
-    shards = max(1, units // (runs * len(MODELS) * len(CELLS)))
+    shards = max(1, -(-units // (runs * len(MODELS) * len(CELLS))))  # at least ``units`` in all
     ids = []
     template = None
     for r in range(runs):

@@ -438,6 +438,8 @@ def main() -> None:
             st.error(f"There is no run {wanted!r} in {store.description}: the link may be mistyped or the run "
                      "deleted. Choose a run below.")
         runs_list(store)
+        # after the list is drawn: the gallery and Compare's families need the corruption kernels
+        cached.warm_corruption_registry()
 
 
 main()
