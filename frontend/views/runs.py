@@ -79,15 +79,16 @@ def runs_table(store: Store, search: str, statuses: list[str], datasets: list[st
     event = exports.table(
         shown, "runs", "runs", on_select="rerun", selection_mode="single-row",
         column_order=["status", "progress", "created", "dataset", "images", "domain", "models", "run"],
+        # pixel widths: at a 1,400 px window the facts (status .. images) fit before the long texts
         column_config={
-            "status": st.column_config.TextColumn("status", width="small"),
+            "status": st.column_config.TextColumn("status", width=85),
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
-                                                        width="small"),
-            "created": st.column_config.TextColumn("created (UTC)", width="small"),
-            "dataset": st.column_config.TextColumn("dataset", width="small"),
-            "images": st.column_config.NumberColumn("images", format="%d", width="small"),
-            "domain": st.column_config.TextColumn("domain", width="medium"),
-            "models": st.column_config.TextColumn("models", width="medium"),
+                                                        width=100),
+            "created": st.column_config.TextColumn("created (UTC)", width=135),
+            "dataset": st.column_config.TextColumn("dataset", width=110),
+            "images": st.column_config.NumberColumn("images", format="%d", width=65),
+            "domain": st.column_config.TextColumn("domain", width=230),
+            "models": st.column_config.TextColumn("models", width=200),
             "run": st.column_config.TextColumn("run", width="medium"),
         },
     )
@@ -351,7 +352,7 @@ def run_header(view: data.RunView) -> None:
               help=f"{run.dataset.size if run.dataset else '?'} images")
     c3.metric("images", run.dataset.size if run.dataset else "?")
     c4.metric("cells done", f"{view.done_cells} / {view.total_cells}")
-    c5.metric("created", run.created_at[:16].replace("T", " "))
+    c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
     with st.expander("corruptions of this domain and run configuration"):
         exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
         st.json({"models": cfg.models, "baseline": cfg.baseline, "dataset": cfg.dataset, "limit": cfg.limit,
