@@ -9,6 +9,7 @@ stored something new.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pandas as pd
@@ -37,3 +38,33 @@ def view_loader(store: Store) -> data.ViewLoader:
         return run_view(store, store.description, run_id, baseline, data.run_fingerprint(store, run_id))
 
     return load
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cell_predictions(
+    _store: Store, store_key: str, run_id: str, corruption: str, severity: int, fingerprint: tuple[Any, ...]
+) -> pd.DataFrame:
+    return data.cell_predictions(_store, data.get_run(_store, run_id), corruption, severity)
+
+
+@st.cache_data(show_spinner="re-creating the corrupted images from the run's seed…", max_entries=32)
+def recreated_images(
+    _store: Store, store_key: str, run_id: str, corruption: str, severity: int, indices: tuple[int, ...]
+) -> tuple[Any, Any]:
+    # pixels depend only on the run's seed, plan and dataset, never on its progress: no fingerprint
+    return data.recreate_images(data.get_run(_store, run_id), corruption, severity, list(indices))
+
+
+@st.cache_resource(show_spinner=False)
+def warm_corruption_registry() -> threading.Thread:
+    """Load the corruption kernels (albumentations, torch: 10 s and more) in the background once per
+    server, so the Compare page's families and the gallery do not wait for them on first use."""
+
+    def load() -> None:
+        import corruptions
+
+        corruptions.names()
+
+    thread = threading.Thread(target=load, name="warm-corruptions", daemon=True)
+    thread.start()
+    return thread

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -60,21 +60,96 @@ def short_text(text: str, n: int = 48) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-def runs_frame(store: Store) -> pd.DataFrame:
-    """One row per stored run, newest first: run, status, domain, models, dataset, created."""
-    rows = [
-        {
+RUN_COLUMNS = ["run", "status", "progress", "created", "dataset", "images", "domain", "models", "domain_id"]
+
+
+def runs_frame(store: Store, runs: list[RunRecord] | None = None) -> pd.DataFrame:
+    """One row per stored run, newest first, with its live status and progress (share of cells stored).
+
+    Only a run that is not finished has its unit keys counted (a finished run is complete by
+    definition), so the list costs one key query per unfinished run, never a unit document.
+    """
+    runs = store.list_runs() if runs is None else runs
+    rows = []
+    for r in runs:
+        status = run_status(r)
+        rows.append({
             "run": r.run_id,
-            "status": run_status(r),
-            "domain": short_text(r.domain.domain, 80),
-            "models": ", ".join(r.config.models),
+            "status": status,
+            "progress": 1.0 if status == FINISHED else run_progress(store, r),
+            "created": r.created_at,
             "dataset": r.dataset.name if r.dataset else r.config.dataset,
             "images": r.dataset.size if r.dataset else None,
-            "created": r.created_at,
-        }
-        for r in store.list_runs()
-    ]
-    return pd.DataFrame(rows, columns=["run", "status", "domain", "models", "dataset", "images", "created"])
+            "domain": short_text(r.domain.domain, 80),
+            "models": ", ".join(r.config.models),
+            "domain_id": r.domain_id,
+        })
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def run_progress(store: Store, run: RunRecord) -> float:
+    """Share of the run's planned (model, corruption, severity) cells with at least one stored unit."""
+    done = len({(k[1], k[2], k[3]) for k in store.keys("units", run_id=run.run_id)})
+    return min(1.0, done / max(expected_cells(run), 1))
+
+
+def filter_runs(frame: pd.DataFrame, search: str = "", statuses: list[str] | None = None,
+                datasets: list[str] | None = None, domain_id: str | None = None) -> pd.DataFrame:
+    """The rows matching every given filter; ``search`` is a case-insensitive substring of the
+    run id, domain, models or dataset (all words must match)."""
+    keep = pd.Series(True, index=frame.index)
+    if statuses:
+        keep &= frame["status"].isin(statuses)
+    if datasets:
+        keep &= frame["dataset"].isin(datasets)
+    if domain_id:
+        keep &= frame["domain_id"] == domain_id
+    haystack = (frame["run"] + " " + frame["domain"] + " " + frame["models"] + " " + frame["dataset"].astype(str)).str.lower()
+    for word in search.lower().split():
+        keep &= haystack.str.contains(word, regex=False)
+    return frame[keep].reset_index(drop=True)
+
+
+def domains_frame(runs: list[RunRecord]) -> pd.DataFrame:
+    """One row per domain that has runs: its description, its plan in brief, and how many runs it has."""
+    by_domain: dict[str, list[RunRecord]] = {}
+    for r in runs:
+        by_domain.setdefault(r.domain_id, []).append(r)
+    rows = []
+    for did, rs in by_domain.items():
+        plan = rs[0].domain
+        rows.append({
+            "domain_id": did,
+            "domain": short_text(plan.domain or "?", 80),
+            "corruptions": ", ".join(f"{c.name} ({','.join(map(str, c.severities))})" for c in plan.corruptions),
+            "runs": len(rs),
+            "latest": max(r.created_at for r in rs),
+        })
+    cols = ["domain_id", "domain", "corruptions", "runs", "latest"]
+    return pd.DataFrame(rows, columns=cols).sort_values("latest", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def plan_frame(plan: DomainConfig) -> pd.DataFrame:
+    """A domain's plan: corruption, severities, the planner's reason and selection frequency.
+
+    (No corruption family here: looking one up loads every corruption kernel, and with them
+    albumentations and torch, 10 s and more on a cold server.)
+    """
+    freq = plan.planner.frequencies
+    rows = [{"corruption": c.name, "severities": ", ".join(map(str, c.severities)), "reason": c.reason,
+             "selected in %": None if c.name not in freq else 100.0 * float(freq[c.name])}
+            for c in plan.corruptions]
+    return pd.DataFrame(rows, columns=["corruption", "severities", "reason", "selected in %"])
+
+
+def family_of(name: str) -> str:
+    """The corruption's family from the registry (the first call loads every kernel module)."""
+    import corruptions
+
+    try:
+        return str(corruptions.get(name).family)
+    except corruptions.CorruptionError:  # a plugin corruption no longer installed
+        return "unknown"
 
 
 def expected_cells(run: RunRecord) -> int:
@@ -232,6 +307,64 @@ def model_notes(report: RunReport) -> dict[str, list[str]]:
     return {m.model: list(m.notes) for m in report.models if m.notes}
 
 
+PER_CORRUPTION_METRICS: dict[str, str] = {
+    "ce": "CE (corruption error vs baseline)",
+    "rce": "rCE (relative CE vs baseline)",
+    "fr": "FR (flip rate vs baseline)",
+    "accuracy": "balanced accuracy",
+}
+
+
+def per_corruption_frame(report: RunReport) -> pd.DataFrame:
+    """One row per model × corruption: CE, rCE, FR (what mCE / rCE / mFR average) and accuracy.
+
+    CE / rCE / FR are the report's own per-corruption values; accuracy is the mean balanced
+    accuracy over the corruption's severities (0..1). Undefined values stay missing.
+    """
+    rows = []
+    for m in report.models:
+        for name in report.corruption_names():
+            accs = [c.accuracy for c in m.cells if c.corruption == name and c.accuracy is not None]
+            rows.append({
+                "model": m.model, "corruption": name,
+                "ce": m.ce_per_corruption.get(name), "rce": m.rce_per_corruption.get(name),
+                "fr": m.fr_per_corruption.get(name), "accuracy": float(np.mean(accs)) if accs else None,
+            })
+    frame = pd.DataFrame(rows, columns=["model", "corruption", "ce", "rce", "fr", "accuracy"])
+    return frame.astype({c: "float64" for c in ("ce", "rce", "fr", "accuracy")})
+
+
+def link_bins_frame(report: RunReport) -> pd.DataFrame:
+    """Accuracy under perturbation per DivergenceRadius quantile bin: model, corruption, bin, accuracy."""
+    rows = [
+        {"model": link.model, "corruption": corr, "bin": i, "bin_lo": b.bin_lo, "bin_hi": b.bin_hi,
+         "mean_radius": b.mean_radius, "accuracy": b.accuracy, "count": b.count}
+        for link in report.stability_link for corr, entry in sorted(link.per_corruption.items())
+        for i, b in enumerate(entry.bins or [])
+    ]
+    return pd.DataFrame(rows, columns=["model", "corruption", "bin", "bin_lo", "bin_hi", "mean_radius", "accuracy", "count"])
+
+
+def link_summary_frame(report: RunReport) -> pd.DataFrame:
+    """Per model × corruption: mean radius, clean and perturbed accuracy, the regression, and the
+    model's drop correlation (accuracy drop vs mean radius across corruptions)."""
+    rows = []
+    for link in report.stability_link:
+        dc = link.drop_correlation
+        for corr, e in sorted(link.per_corruption.items()):
+            reg = e.regression
+            rows.append({
+                "model": link.model, "corruption": corr, "images": e.n_images, "mean_radius": e.mean_radius,
+                "accuracy_clean": e.accuracy_clean, "accuracy_perturbed": e.accuracy_perturbed,
+                "slope": None if reg is None else reg.slope, "intercept": None if reg is None else reg.intercept,
+                "mse": None if reg is None else reg.mse, "drop_corr_r": None if dc is None else dc.r,
+                "drop_corr_p": None if dc is None else dc.p_value, "note": e.note or "",
+            })
+    cols = ["model", "corruption", "images", "mean_radius", "accuracy_clean", "accuracy_perturbed", "slope",
+            "intercept", "mse", "drop_corr_r", "drop_corr_p", "note"]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def confusion_of(report: RunReport, model: str, corruption: str, severity: int) -> np.ndarray | None:
     """The summed confusion matrix (rows true, columns predicted) of one cell; None if unlabelled."""
     if model not in report.model_names:
@@ -266,6 +399,120 @@ def _stability_rows(record: StabilityRecord) -> Iterator[dict[str, Any]]:
         }
 
 
+# --------------------------------------------------------------------------- per-image drill-down
+
+
+def cell_predictions(store: Store, run: RunRecord, corruption: str, severity: int) -> pd.DataFrame:
+    """Per image × model of one cell: label, clean and corrupted prediction, flipped, correct.
+
+    Reads only the units of that one cell and of the clean pass (one document per model and
+    shard), never the run's other units. Class indices are turned into names.
+    """
+    if corruption == "clean" or severity < 1:
+        raise UserInputError("choose a corrupted cell (a corruption and a severity from 1)")
+    units = store.units(run.run_id, corruption=corruption, severity=severity)
+    if not units:
+        raise UserInputError(f"run {run.run_id} has no stored units for {corruption} severity {severity} yet")
+    clean_units = store.units(run.run_id, corruption="clean", severity=0)
+    labels: dict[int, int] = {}
+    clean: dict[tuple[str, int], int] = {}
+    for u in clean_units:
+        clean.update({(u.model, i): p for i, p in zip(u.indices, u.preds, strict=False)})
+        if u.labels is not None:
+            labels.update(zip(u.indices, u.labels, strict=False))
+    classes = units[0].classes
+    rows = []
+    for u in units:
+        for i, p in zip(u.indices, u.preds, strict=False):
+            c, y = clean.get((u.model, i)), labels.get(i)
+            rows.append({
+                "index": int(i), "model": u.model, "label": None if y is None else classes[y],
+                "clean_pred": None if c is None else classes[c], "pred": classes[p],
+                "flipped": c is not None and c != p, "correct": None if y is None else p == y,
+            })
+    frame = pd.DataFrame(rows, columns=["index", "model", "label", "clean_pred", "pred", "flipped", "correct"])
+    return frame.sort_values(["index", "model"], kind="stable").reset_index(drop=True)
+
+
+def flip_differences(predictions: pd.DataFrame) -> pd.DataFrame:
+    """Images that flip for at least one model but not for another: index, label, who flipped, who kept."""
+    rows = []
+    for index, part in predictions.groupby("index", sort=True):
+        flipped = part.loc[part["flipped"], "model"].tolist()
+        kept = part.loc[~part["flipped"], "model"].tolist()
+        if flipped and kept:
+            preds = "; ".join(f"{m}: {c} → {p}" for m, c, p in zip(part["model"], part["clean_pred"], part["pred"], strict=True))
+            rows.append({"index": int(index), "label": part["label"].iloc[0], "flipped for": ", ".join(flipped),
+                         "kept by": ", ".join(kept), "clean → corrupted": preds})
+    return pd.DataFrame(rows, columns=["index", "label", "flipped for", "kept by", "clean → corrupted"])
+
+
+def flip_matrix(predictions: pd.DataFrame) -> pd.DataFrame:
+    """Models × models: images the row model flips and the column model does not."""
+    models = list(dict.fromkeys(predictions["model"]))
+    wide = predictions.pivot_table(index="index", columns="model", values="flipped", aggfunc="first")
+    counts = {a: {b: int((wide[a].astype(bool) & ~wide[b].astype(bool)).sum()) for b in models} for a in models}
+    return pd.DataFrame(counts).T.loc[models, models]
+
+
+def gallery_indices(predictions: pd.DataFrame, only: str = "all", limit: int = 8) -> list[int]:
+    """The first ``limit`` image indices of the cell: every image, the flipped ones (for any
+    model), or those that flip for one model but not another."""
+    if only == "flipped":
+        pool = predictions.loc[predictions["flipped"], "index"]
+    elif only == "differ":
+        pool = flip_differences(predictions)["index"]
+    else:
+        pool = predictions["index"]
+    return list(dict.fromkeys(int(i) for i in pool))[:limit]
+
+
+def recreate_images(run: RunRecord, corruption: str, severity: int, indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The corrupted images the run evaluated, made again from the run's seed (images are never stored).
+
+    Each image's seed is a function of (run seed, corruption, severity, dataset index) only
+    (``backend.engine.jobs.image_seeds``), so these are the pixels the models saw. Returns
+    (images, indices) of the images that decoded. ``severity`` 0 gives the clean images.
+    """
+    from backend.engine.jobs import Job, run_job
+
+    ds = _run_dataset(run.config.model_dump_json(include={"dataset", "classes", "image_size", "limit"}))
+    batch = ds.load(np.asarray(indices, dtype=np.int64))
+    if severity == 0 or corruption == "clean":
+        return batch.images, batch.indices
+    job = Job(0, corruption, severity, _plan_params(run, corruption, severity))
+    return run_job(job, batch.images, batch.indices, run.config.seed).images, batch.indices
+
+
+def _plan_params(run: RunRecord, corruption: str, severity: int) -> dict[str, Any] | None:
+    # the runner's rule (backend.engine.runner.cells_of, which imports torch): a plan's explicit
+    # parameters override the ladder's at every listed severity; None means the ladder's own
+    import corruptions
+
+    for c in run.domain.corruptions:
+        if c.name == corruption and c.params:
+            return {**corruptions.resolve_params(c.name, severity=severity), **c.params}
+    return None
+
+
+@lru_cache(maxsize=4)
+def _run_dataset(config_json: str) -> Any:
+    from backend.config import RunConfig
+    from backend.data import open_dataset
+
+    cfg = RunConfig.model_validate_json(config_json)
+    return open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
+
+
+def enlarge(image: np.ndarray, size: int = 112) -> np.ndarray:
+    """A small image enlarged (nearest neighbour) so a corruption's pixels stay visible."""
+    import cv2
+
+    if image.shape[0] >= size:
+        return image
+    return cv2.resize(image, (size, size), interpolation=cv2.INTER_NEAREST)
+
+
 def export_csv(report: RunReport) -> str:
     """The same file as ``domainbench export --format csv``: one row per model × cell."""
     return to_csv(report)
@@ -281,19 +528,39 @@ def export_json(run: RunRecord, report: RunReport) -> str:
 ViewLoader = Callable[[str, str | None], RunView]
 
 
-def compare_frame(
-    store: Store, run_ids: list[str], baseline: str | None = None, load_view: ViewLoader | None = None,
-) -> tuple[pd.DataFrame, list[str]]:
-    """Per run × model: domain label and every metric of :data:`COMPARE_METRICS`.
+@dataclass
+class Comparison:
+    """What the Compare page draws from a set of runs."""
 
-    ``baseline`` (a model shared by the runs) recomputes each run's mCE/rCE/mFR against it;
-    otherwise each run keeps its own baseline. Runs whose report cannot be built are left out
-    and named in the returned messages.
+    #: per run × model: run facts, the column (group) it belongs to, and every COMPARE_METRICS value
+    frame: pd.DataFrame
+    #: per run × model × corruption: family, CE, rCE, FR, accuracy
+    per_corruption: pd.DataFrame
+    #: runs left out (unknown, no results yet), as messages
+    problems: list[str]
+    #: per run that differs from the majority's dataset, image count or model set: how
+    flagged: dict[str, str]
+
+
+COMPARE_COLUMNS = ["run", "group", "domain", "domain_text", "domain_id", "dataset", "images", "status", "partial",
+                   "baseline", "model", *COMPARE_METRICS]
+
+
+def compare_runs(
+    store: Store, run_ids: list[str], baseline: str | None = None, load_view: ViewLoader | None = None,
+) -> Comparison:
+    """Every chosen run's report, in rows the Compare page groups by domain.
+
+    Runs of one domain on the same dataset and image count form one group (one heatmap column,
+    their values averaged); a run on another dataset or image count is its own group, named so,
+    and every run that differs from the majority (dataset, images, models) is listed in
+    ``flagged``, so nothing is mixed silently. ``baseline`` (a model shared by the runs)
+    recomputes each run's mCE / rCE / mFR against it.
     """
     load_view = load_view or partial(load_run_view, store)
-    rows: list[dict[str, Any]] = []
+    views: list[RunView] = []
     problems: list[str] = []
-    for rid in run_ids:
+    for rid in dict.fromkeys(run_ids):
         try:
             view = load_view(rid, _baseline_for(store, rid, baseline))
         except UserInputError as e:
@@ -302,21 +569,141 @@ def compare_frame(
         if view.report is None:
             problems.append(f"{rid}: {view.error}")
             continue
-        rows += _compare_rows(view, view.report)
-    cols = ["run", "domain", "domain_text", "status", "partial", "baseline", "model", *COMPARE_METRICS]
-    return pd.DataFrame(rows, columns=cols), problems
+        views.append(view)
+    groups = _group_labels([v.run for v in views])
+    rows, per_corr = [], []
+    for v in views:
+        assert v.report is not None
+        rows += _compare_rows(v, v.report, groups[v.run_id])
+        per = per_corruption_frame(v.report)
+        per.insert(2, "family", [family_of(n) for n in per["corruption"]])
+        per.insert(0, "group", groups[v.run_id])
+        per.insert(0, "run", v.run_id)
+        per_corr.append(per)
+    per_corruption = pd.concat(per_corr, ignore_index=True) if per_corr else pd.DataFrame(
+        columns=["run", "group", "model", "corruption", "family", "ce", "rce", "fr", "accuracy"])
+    return Comparison(pd.DataFrame(rows, columns=COMPARE_COLUMNS), per_corruption, problems,
+                      comparability([v.run for v in views]))
 
 
-def _compare_rows(view: RunView, report: RunReport) -> list[dict[str, Any]]:
+def compare_frame(
+    store: Store, run_ids: list[str], baseline: str | None = None, load_view: ViewLoader | None = None,
+) -> tuple[pd.DataFrame, list[str]]:
+    """Per run × model rows of :func:`compare_runs` and the runs left out."""
+    c = compare_runs(store, run_ids, baseline, load_view)
+    return c.frame, c.problems
+
+
+def _setup(run: RunRecord) -> tuple[str, int | None, tuple[str, ...]]:
+    """What must agree for two runs' numbers to be comparable: dataset, image count, model set."""
+    dataset = run.dataset.name if run.dataset else run.config.dataset
+    return dataset, run.dataset.size if run.dataset else None, tuple(sorted(run.config.models))
+
+
+def comparability(runs: list[RunRecord]) -> dict[str, str]:
+    """Run id -> how it differs from the most common (dataset, images, models) of ``runs``."""
+    if len(runs) < 2:
+        return {}
+    setups = {r.run_id: _setup(r) for r in runs}
+    counts: dict[tuple[Any, ...], int] = {}
+    for st_ in setups.values():
+        counts[st_] = counts.get(st_, 0) + 1
+    ref = max(counts, key=lambda k: counts[k])  # ties: the first seen (the newest run chosen first)
+    flagged = {}
+    for rid, (dataset, images, models) in setups.items():
+        why = []
+        if dataset != ref[0]:
+            why.append(f"dataset {dataset} (most runs: {ref[0]})")
+        if images != ref[1]:
+            why.append(f"{images} images (most runs: {ref[1]})")
+        if models != ref[2]:
+            why.append(f"models {', '.join(models)} (most runs: {', '.join(ref[2])})")
+        if why:
+            flagged[rid] = "; ".join(why)
+    return flagged
+
+
+def _group_labels(runs: list[RunRecord]) -> dict[str, str]:
+    """Run id -> its column: the domain, plus the setup where one domain has runs on several setups
+    (dataset, image count, models), so such runs are never averaged together."""
+    keys = {r.run_id: (r.domain_id, *_setup(r)) for r in runs}
+    setups_per_domain: dict[str, set[tuple[Any, ...]]] = {}
+    for key in keys.values():
+        setups_per_domain.setdefault(key[0], set()).add(key[1:])
+    labels: dict[tuple[Any, ...], str] = {}
+    for r in runs:
+        key = keys[r.run_id]
+        if key in labels:
+            continue
+        label = short_text(r.domain.domain or "?", 32)
+        if len(setups_per_domain[key[0]]) > 1:
+            label += f" [{key[1]}, {key[2]} img, {len(key[3])} models]"
+        while label in labels.values():  # two domains (or setups) with the same short text
+            label += "′"
+        labels[key] = label
+    return {rid: labels[key] for rid, key in keys.items()}
+
+
+def _compare_rows(view: RunView, report: RunReport, group: str) -> list[dict[str, Any]]:
+    dataset, images, _ = _setup(view.run)
     about_run = {
         "run": view.run_id,
+        "group": group,
         "domain": run_label(view.run),
         "domain_text": view.run.domain.domain,
+        "domain_id": view.run.domain_id,
+        "dataset": dataset,
+        "images": images,
         "status": view.status,
         "partial": view.partial,
         "baseline": report.baseline,
     }
     return [{**about_run, "model": row.model, **{k: getattr(row, k) for k in COMPARE_METRICS}} for row in report.table()]
+
+
+def group_runs(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """Group (column) -> the runs averaged in it."""
+    return {g: list(dict.fromkeys(part["run"])) for g, part in frame.groupby("group", sort=False)}
+
+
+def metric_matrix(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Models × groups: the metric averaged over the group's runs (NaN where a model was not evaluated)."""
+    groups = list(dict.fromkeys(frame["group"]))
+    models = list(dict.fromkeys(frame["model"]))
+    values = frame.astype({metric: "float64"}).groupby(["model", "group"])[metric].mean()
+    return values.unstack("group").reindex(index=models, columns=groups)
+
+
+def ranking_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """Models ranked by clean accuracy and by mean corrupted accuracy (averaged over the groups).
+
+    ``rank change`` = clean rank − corrupted rank: positive when a model climbs under
+    corruption. A model missing from some groups is ranked on the groups it has; ``domains``
+    says on how many.
+    """
+    clean = metric_matrix(frame, "acc")
+    corrupted = metric_matrix(frame, "mean_corrupted_acc")
+    mce = metric_matrix(frame, "mce")
+    out = pd.DataFrame({
+        "model": clean.index,
+        "domains": clean.notna().sum(axis=1).to_numpy(),
+        "clean acc %": 100.0 * clean.mean(axis=1, skipna=True).to_numpy(),
+        "corrupted acc %": 100.0 * corrupted.mean(axis=1, skipna=True).to_numpy(),
+        "mean mCE": mce.mean(axis=1, skipna=True).to_numpy(),
+    })
+    out["clean rank"] = out["clean acc %"].rank(ascending=False, method="min").astype("Int64")
+    out["corrupted rank"] = out["corrupted acc %"].rank(ascending=False, method="min").astype("Int64")
+    out["rank change"] = out["clean rank"] - out["corrupted rank"]
+    return out.sort_values(["corrupted rank", "model"], kind="stable", na_position="last").reset_index(drop=True)
+
+
+def family_matrix(per_corruption: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
+    """Models × corruption families: the metric averaged over the family's corruptions in every chosen run."""
+    if per_corruption.empty:
+        return pd.DataFrame()
+    models = list(dict.fromkeys(per_corruption["model"]))
+    values = per_corruption.astype({metric: "float64"}).groupby(["model", "family"])[metric].mean()
+    return values.unstack("family").reindex(index=models)
 
 
 def _baseline_for(store: Store, run_id: str, wanted: str | None) -> str | None:

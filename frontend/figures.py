@@ -84,12 +84,30 @@ def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3
             n_traces += 1
     if n_traces == 0:
         return _empty(f"{label} vs severity", "not applicable: the dataset is unlabelled" if metric == "accuracy" else "no values")
+    for i, name in enumerate(names):
+        _mark_unsafe(fig, report, name, row=i // cols + 1, col=i % cols + 1)
     fig.update_xaxes(title_text="severity", tick0=0, dtick=1)
     fig.update_yaxes(matches="y")  # one scale for every panel, so corruptions compare at a glance
     fig.update_yaxes(title_text=label, col=1)
     fig.update_layout(title=f"{label} vs severity (0 = clean)", height=260 * rows + 80, margin={"t": 80},
                       legend={"title": {"text": "model"}})
     return fig
+
+
+def unsafe_severities(report: RunReport, corruption: str) -> list[int]:
+    """Severities of ``corruption`` whose PD threat is not label-preserving (the report's verdict)."""
+    return sorted(t.severity for t in report.threat if t.corruption == corruption and not t.safe)
+
+
+def _mark_unsafe(fig: go.Figure, report: RunReport, corruption: str, row: int, col: int) -> None:
+    # a shaded band over the unsafe severities: an error there may be a changed true label,
+    # not the model's fault (PD threat above the safe threshold)
+    unsafe = unsafe_severities(report, corruption)
+    if not unsafe:
+        return
+    fig.add_vrect(x0=min(unsafe) - 0.5, x1=max(unsafe) + 0.5, row=row, col=col, fillcolor=UNSAFE_COLOR,
+                  opacity=0.12, line_width=0, annotation_text="PD-unsafe", annotation_position="top left",
+                  annotation_font_color=UNSAFE_COLOR)
 
 
 def _severity_points(model: ModelSummary, corruption: str, metric: str) -> list[tuple[int, float]]:
@@ -279,4 +297,110 @@ def selection_heatmap(freq: pd.DataFrame, highlight: str | None = None) -> go.Fi
     if highlight is not None and highlight in freq.columns:
         i = list(freq.columns).index(highlight)
         fig.add_vrect(x0=i - 0.5, x1=i + 0.5, line_width=2, line_color="#ff7f0e", fillcolor="rgba(0,0,0,0)")
+    return fig
+
+
+def per_corruption_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> go.Figure:
+    """One bar group per corruption, one bar per model (``data.per_corruption_frame``).
+
+    CE / rCE / FR are relative to the baseline (a dashed line at 1); accuracy is drawn in %.
+    Undefined values are left out, never drawn as 0.
+    """
+    if metric not in ("ce", "rce", "fr", "accuracy"):
+        raise ValueError(f"metric must be ce, rce, fr or accuracy, got {metric!r}")
+    label = label or metric
+    data = frame.dropna(subset=[metric]) if len(frame) else frame
+    if len(data) == 0:
+        return _empty(f"{label} per corruption", f"{label} is not defined for this run")
+    models = list(dict.fromkeys(frame["model"]))
+    names = list(dict.fromkeys(frame["corruption"]))
+    colors = model_colors(models)
+    scale = 100.0 if metric == "accuracy" else 1.0
+    fig = go.Figure()
+    for m in models:
+        part = data[data["model"] == m]
+        fig.add_trace(go.Bar(x=part["corruption"].tolist(), y=(part[metric].astype(float) * scale).tolist(), name=m,
+                             marker_color=colors[m], hovertemplate=f"{m}<br>%{{x}}<br>{label} %{{y:.3f}}<extra></extra>"))
+    fig.update_layout(title=f"{label} per corruption", barmode="group", xaxis_title="corruption",
+                      yaxis_title=f"{label}{' (%)' if scale == 100.0 else ''}",
+                      xaxis={"categoryorder": "array", "categoryarray": names}, legend={"title": {"text": "model"}})
+    if metric != "accuracy":
+        fig.add_hline(y=1.0, line_dash="dash", line_color="#555", annotation_text="baseline = 1")
+    return fig
+
+
+def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int = 3) -> go.Figure:
+    """Accuracy under perturbation per DivergenceRadius quantile bin, one panel per corruption,
+    one line per model, with the fitted regression dashed (``data.link_bins_frame`` /
+    ``data.link_summary_frame``, the report's ``stability_link``). Accuracies in %."""
+    if bins.empty:
+        return _empty("accuracy vs DivergenceRadius", "no stability link: stability was not measured on labelled images")
+    names = sorted(set(bins["corruption"]))
+    cols = max(1, min(columns, len(names)))
+    rows = math.ceil(len(names) / cols)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, shared_yaxes=True, horizontal_spacing=0.05,
+                        vertical_spacing=min(0.3 / max(rows - 1, 1), 0.12) if rows > 1 else 0.1)
+    colors = model_colors(list(dict.fromkeys(bins["model"])))
+    for i, name in enumerate(names):
+        r, c = divmod(i, cols)
+        for m, part in bins[bins["corruption"] == name].groupby("model", sort=False):
+            part = part.sort_values("mean_radius")
+            fig.add_trace(go.Scatter(
+                x=part["mean_radius"].tolist(), y=(100.0 * part["accuracy"]).tolist(), mode="lines+markers", name=m,
+                legendgroup=m, showlegend=i == 0, line={"color": colors[m]}, customdata=part["count"].tolist(),
+                hovertemplate=f"{m}<br>{name}<br>mean radius %{{x:.4f}}<br>accuracy %{{y:.1f}}% of %{{customdata}} images<extra></extra>",
+            ), row=r + 1, col=c + 1)
+            fit = summary[(summary["model"] == m) & (summary["corruption"] == name)]
+            if len(fit) and pd.notna(fit["slope"].iloc[0]):
+                x0, x1 = float(part["bin_lo"].min()), float(part["bin_hi"].max())
+                slope, icpt = float(fit["slope"].iloc[0]), float(fit["intercept"].iloc[0])
+                fig.add_trace(go.Scatter(
+                    x=[x0, x1], y=[100.0 * (icpt + slope * x0), 100.0 * (icpt + slope * x1)], mode="lines",
+                    name=f"{m} fit", legendgroup=m, showlegend=False, line={"color": colors[m], "dash": "dash"},
+                    hovertemplate=f"{m} regression: slope {slope:.3f}<extra></extra>",
+                ), row=r + 1, col=c + 1)
+    fig.update_xaxes(title_text="DivergenceRadius R_dr")
+    fig.update_yaxes(title_text="accuracy under perturbation (%)", col=1)
+    fig.update_layout(title="accuracy vs DivergenceRadius (quantile bins; dashed: linear fit)",
+                      height=280 * rows + 80, legend={"title": {"text": "model"}})
+    return fig
+
+
+def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, percent: bool = False,
+                   runs_per_column: dict[str, int] | None = None, x_title: str = "domain") -> go.Figure:
+    """Models (rows) × columns (domains or families): one value per cell, the better end green.
+
+    A missing value (model not evaluated there, or undefined) stays blank, never 0.
+    """
+    if matrix.empty or matrix.notna().sum().sum() == 0:
+        return _empty(f"{label} per model and {x_title}", f"{label} is not available for the chosen runs")
+    z = matrix.to_numpy(dtype=float) * (100.0 if percent else 1.0)
+    text = [["" if np.isnan(v) else (f"{v:.1f}" if percent else f"{v:.3f}") for v in row] for row in z]
+    runs = runs_per_column or {}
+    x = [f"{c} ({runs[c]} runs)" if runs.get(c, 1) > 1 else str(c) for c in matrix.columns]
+    fig = go.Figure(go.Heatmap(
+        z=[[None if np.isnan(v) else float(v) for v in row] for row in z], x=x, y=list(matrix.index), text=text,
+        texttemplate="%{text}", colorscale="RdYlGn_r" if lower_is_better else "RdYlGn",
+        colorbar={"title": label + (" %" if percent else "")},
+        hovertemplate="%{y}<br>%{x}<br>" + label + " %{z:.3f}<extra></extra>",
+    ))
+    fig.update_layout(title=f"{label} per model and {x_title} ({'lower' if lower_is_better else 'higher'} is better)",
+                      xaxis_title=x_title, yaxis_title="model", yaxis={"autorange": "reversed"},
+                      height=max(320, 180 + 36 * len(matrix.index)))
+    return fig
+
+
+def rank_change(ranking: pd.DataFrame) -> go.Figure:
+    """Slope chart: each model's rank on clean images (left) and under corruption (right)."""
+    data = ranking.dropna(subset=["clean rank", "corrupted rank"]) if len(ranking) else ranking
+    if len(data) == 0:
+        return _empty("rank change clean → corrupted", "no model has both accuracies")
+    colors = model_colors(list(ranking["model"]))
+    fig = go.Figure()
+    for m, r0, r1 in zip(data["model"], data["clean rank"].astype(int), data["corrupted rank"].astype(int), strict=True):
+        fig.add_trace(go.Scatter(x=["clean", "corrupted"], y=[r0, r1], mode="lines+markers+text", name=m,
+                                 text=["", m], textposition="middle right", line={"color": colors[m]},
+                                 hovertemplate=f"{m}<br>%{{x}} rank %{{y}}<extra></extra>"))
+    fig.update_layout(title="rank by accuracy: clean → corrupted (1 = best)", yaxis={"autorange": "reversed", "dtick": 1},
+                      yaxis_title="rank", height=max(300, 140 + 30 * len(data)), showlegend=False)
     return fig

@@ -1,24 +1,142 @@
-"""Runs: every stored run, and one run in depth (table, curves, flips, threat, stability, export)."""
+"""Runs: every domain and run (filter, search, live progress), and one run in depth at ``?run=ID``.
+
+The run view reads the run's stored report (cached per baseline and progress) and draws only
+the open tab; the open tab lives in the URL (``&tab=…``), so a link shares it and a refresh of
+a running run's numbers (a fragment re-run every few seconds) never resets it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from backend.engine.status import run_status
 from backend.report import RunReport
 from backend.store import Store
 from backend.store.records import RunRecord
-from frontend import cached, data, figures
+from frontend import cached, data, exports, figures
 from frontend.views import fmr_section
 from frontend.ui import DEMO_HINT, get_store, guard, sidebar_store, status_badge
+
+REFRESH_S = 5
+RUN_PARAM = "run"
+TAB_KEY = "tab"  # also the query parameter holding the open tab
+
+
+# --------------------------------------------------------------------------- the list
+
+
+def open_run(run_id: str) -> None:
+    st.query_params[RUN_PARAM] = run_id
+
+
+def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
+    """Every domain with its plan in brief; the chosen one in full. Returns the chosen domain id."""
+    st.subheader("Domains")
+    domains = data.domains_frame(runs)
+    exports.table(domains.drop(columns=["domain_id"]), "domains", "domains",
+                  column_config={"domain": st.column_config.TextColumn("domain", width="large"),
+                                 "runs": st.column_config.NumberColumn("runs", width="small")})
+    text = dict(zip(domains["domain_id"], domains["domain"], strict=True))
+    chosen = st.selectbox("domain (its plan below; filters the runs)", [None, *domains["domain_id"]],
+                          format_func=lambda d: "all domains" if d is None else text[d], key="domain-filter")
+    freq = data.selection_frequencies(store)
+    if chosen is not None:
+        plan = next(r.domain for r in runs if r.domain_id == chosen)
+        st.markdown(f"**Description:** {plan.domain}")
+        exports.table(data.plan_frame(plan), f"plan-{chosen}", "plan",
+                      column_config={"reason": st.column_config.TextColumn("reason", width="large"),
+                                     "selected in %": st.column_config.NumberColumn("selected in %", format="%.0f")})
+    with st.expander("selection frequency of every corruption in every planned domain", expanded=chosen is not None):
+        highlight = None if chosen is None else data.short_text(text[chosen], 32)
+        exports.chart(figures.selection_heatmap(freq, highlight=highlight), "selection-frequency", "selection")
+    return chosen
+
+
+def runs_section(store: Store, runs: list[RunRecord], domain_id: str | None) -> None:
+    st.subheader("Runs")
+    c1, c2, c3 = st.columns([3, 2, 2])
+    search = c1.text_input("search", placeholder="run id, domain, model or dataset words", key="runs-search")
+    statuses = c2.multiselect("status", ["queued", "running", "done", "failed", "interrupted"], key="runs-status")
+    datasets = c3.multiselect("dataset", sorted({r.dataset.name if r.dataset else r.config.dataset
+                                                 for r in runs}), key="runs-dataset")
+    # a running run's status and progress refresh in place, without redrawing the page
+    live = any(r.status == "running" for r in runs)
+    st.fragment(runs_table, run_every=REFRESH_S if live else None)(store, search, statuses, datasets, domain_id, live)
+
+
+def runs_table(store: Store, search: str, statuses: list[str], datasets: list[str], domain_id: str | None,
+               live: bool) -> None:
+    frame = data.filter_runs(data.runs_frame(store), search, statuses, datasets, domain_id)
+    if frame.empty:
+        st.info("No run matches these filters.")
+        return
+    shown = frame.assign(created=frame["created"].str.slice(0, 16).str.replace("T", " "))
+    ids = frame["run"].tolist()
+    event = exports.table(
+        shown, "runs", "runs", on_select="rerun", selection_mode="single-row",
+        column_order=["status", "progress", "created", "dataset", "images", "domain", "models", "run"],
+        # pixel widths: at a 1,400 px window the facts (status .. images) fit before the long texts
+        column_config={
+            "status": st.column_config.TextColumn("status", width=85),
+            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
+                                                        width=100),
+            "created": st.column_config.TextColumn("created (UTC)", width=135),
+            "dataset": st.column_config.TextColumn("dataset", width=110),
+            "images": st.column_config.NumberColumn("images", format="%d", width=65),
+            "domain": st.column_config.TextColumn("domain", width=230),
+            "models": st.column_config.TextColumn("models", width=200),
+            "run": st.column_config.TextColumn("run", width="medium"),
+        },
+    )
+    label = dict(zip(frame["run"], frame["domain"], strict=True))
+    status = dict(zip(frame["run"], frame["status"], strict=True))
+    chosen = st.selectbox("open a run (or click its row)", ids, index=None, placeholder="choose a run to open",
+                          format_func=lambda r: f"[{status[r]}] {data.short_text(label[r], 60)} · {r}", key="open-run")
+    if live:
+        st.caption(f":material/autorenew: live: status and progress refresh every {REFRESH_S} s")
+    rows = event.selection.rows if event is not None and hasattr(event, "selection") else []
+    target = ids[rows[0]] if rows else chosen
+    if target:
+        open_run(target)
+        st.rerun()  # the whole page, not only this fragment: it becomes the run's page
+
+
+def runs_list(store: Store) -> None:
+    runs = store.list_runs()
+    if not runs:
+        st.info(DEMO_HINT)
+        return
+    domain_id = domains_section(store, runs)
+    runs_section(store, runs, domain_id)
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass
+class Shown:
+    """What every tab of the run view draws from."""
+
+    store: Store
+    store_key: str
+    view: data.RunView
+    report: RunReport
+    fingerprint: tuple[Any, ...]
+
+    @property
+    def run_id(self) -> str:
+        return self.view.run_id
 
 
 def summary_section(report: RunReport) -> None:
     table = data.summary_frame(report)
-    st.dataframe(
-        table, hide_index=True, width="stretch",
+    exports.table(
+        table, f"{report.run_id}-summary", "summary",
         column_config={
             "baseline": st.column_config.CheckboxColumn("baseline"),
             **{c: st.column_config.NumberColumn(c, format="%.1f") for c in ("clean acc %", "corrupted acc %", "safe-cell acc %")},
@@ -42,19 +160,39 @@ def summary_section(report: RunReport) -> None:
                 st.markdown(f"- **{model}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
 
 
-def accuracy_tab(report: RunReport) -> None:
-    if any(m.labeled for m in report.models):
-        st.plotly_chart(figures.severity_lines(report, "accuracy"), width="stretch")
-    else:
+def accuracy_tab(s: Shown) -> None:
+    report = s.report
+    metric = "accuracy" if any(m.labeled for m in report.models) else "lfp"
+    if metric == "lfp":
         st.info("The dataset is unlabelled: accuracy does not apply. Label flips are shown instead.")
-        st.plotly_chart(figures.severity_lines(report, "lfp"), width="stretch")
+    exports.chart(figures.severity_lines(report, metric), f"{s.run_id}-{metric}-vs-severity", "severity")
+    unsafe = [figures.cell_label(t.corruption, t.severity) for t in report.unsafe_cells()]
+    st.caption("Shaded red: severities whose PD threat is above the safe threshold (the corruption may have "
+               "changed the true label)." + (f" Unsafe: {', '.join(unsafe)}." if unsafe else " No cell is unsafe."))
 
 
-def threat_tab(report: RunReport) -> None:
+def per_corruption_tab(s: Shown) -> None:
+    frame = data.per_corruption_frame(s.report)
+    metric = st.radio("metric", list(data.PER_CORRUPTION_METRICS), horizontal=True, key=f"percorr-{s.run_id}",
+                      format_func=lambda k: data.PER_CORRUPTION_METRICS[k])
+    exports.chart(figures.per_corruption_bars(frame, metric, data.PER_CORRUPTION_METRICS[metric].split(" (")[0]),
+                  f"{s.run_id}-{metric}-per-corruption", "percorr")
+    st.caption("mCE, rCE and mFR are the means of these per-corruption values; accuracy is averaged over the "
+               "corruption's severities.")
+    exports.table(frame, f"{s.run_id}-per-corruption", "percorr",
+                  column_config={c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr", "accuracy")})
+
+
+def flips_tab(s: Shown) -> None:
+    exports.chart(figures.lfp_heatmap(s.report), f"{s.run_id}-label-flips", "lfp")
+
+
+def threat_tab(s: Shown) -> None:
+    report = s.report
     if not report.threat:
         st.info("The PD threat was not measured for this run (it needs labelled images; `--no-threat` turns it off).")
         return
-    st.plotly_chart(figures.threat_chart(report), width="stretch")
+    exports.chart(figures.threat_chart(report), f"{s.run_id}-pd-threat", "threat")
     unsafe = [figures.cell_label(t.corruption, t.severity) for t in report.unsafe_cells()]
     st.caption(
         "Projected Displacement: how far the corruption moves an image towards images of *other* classes "
@@ -64,25 +202,103 @@ def threat_tab(report: RunReport) -> None:
     )
 
 
-def stability_tab(store: Store, store_key: str, report: RunReport, fingerprint: tuple[Any, ...]) -> None:
+def stability_tab(s: Shown) -> None:
     # the one tab that draws per-image values, so the one place that loads per-image records
-    frame = cached.stability_frame(store, store_key, report.run_id, fingerprint)
+    frame = cached.stability_frame(s.store, s.store_key, s.run_id, s.fingerprint)
     if frame.empty:
         st.info("Embedding stability was not measured for this run (`--stability` turns it on).")
         return
     c1, c2 = st.columns(2)
     metric = c1.selectbox("stability metric", list(data.STABILITY_METRICS), format_func=data.STABILITY_METRICS.get,
-                          key=f"stab-metric-{report.run_id}")
-    kind = c2.radio("distribution as", ["box", "violin"], horizontal=True, key=f"stab-kind-{report.run_id}")
-    st.plotly_chart(figures.stability_distribution(frame, metric, kind), width="stretch")
-    st.plotly_chart(figures.stability_means(report.stability, metric), width="stretch")
+                          key=f"stab-metric-{s.run_id}")
+    kind = c2.radio("distribution as", ["box", "violin"], horizontal=True, key=f"stab-kind-{s.run_id}")
+    exports.chart(figures.stability_distribution(frame, metric, kind), f"{s.run_id}-{metric}-per-image", "stab-dist")
+    exports.chart(figures.stability_means(s.report.stability, metric), f"{s.run_id}-{metric}-means", "stab-means")
     st.caption(
         "DivergenceRadius: radius of the smallest ball enclosing an image's clean and perturbed embeddings "
         "(equally spaced parameters of each corruption); larger = the embedding moves more = less robust."
     )
 
 
-def confusion_tab(report: RunReport, run_id: str) -> None:
+def radius_tab(s: Shown) -> None:
+    bins, summary = data.link_bins_frame(s.report), data.link_summary_frame(s.report)
+    exports.chart(figures.accuracy_vs_radius(bins, summary), f"{s.run_id}-accuracy-vs-radius", "radius")
+    if summary.empty:
+        return
+    st.caption("Per image, accuracy under perturbation is the share of its evaluated severities classified "
+               "correctly; images are binned by DivergenceRadius quantile. drop_corr_r correlates each "
+               "corruption's accuracy drop with its mean radius.")
+    exports.table(summary, f"{s.run_id}-stability-link", "radius",
+                  column_config={c: st.column_config.NumberColumn(c, format="%.3f")
+                                 for c in ("mean_radius", "accuracy_clean", "accuracy_perturbed", "slope", "intercept",
+                                           "mse", "drop_corr_r", "drop_corr_p")})
+
+
+def _cell_choice(s: Shown, key: str) -> tuple[str, int] | None:
+    cells = sorted({(c.corruption, c.severity) for m in s.report.models for c in m.cells})
+    if not cells:
+        st.info("No corrupted cell is stored yet.")
+        return None
+    return st.selectbox("cell (corruption, severity)", cells, format_func=lambda k: figures.cell_label(*k),
+                        key=f"{key}-{s.run_id}")
+
+
+GALLERY_FILTERS = {"all": "every image", "flipped": "flipped for some model", "differ": "flipped for one model, not another"}
+
+
+def gallery_tab(s: Shown) -> None:
+    c1, c2, c3 = st.columns([2, 3, 1])
+    with c1:
+        cell = _cell_choice(s, "gallery-cell")
+    if cell is None:
+        return
+    only = c2.radio("images", list(GALLERY_FILTERS), format_func=GALLERY_FILTERS.get, horizontal=True,
+                    key=f"gallery-only-{s.run_id}")
+    limit = c3.number_input("how many", 1, 48, 8, key=f"gallery-n-{s.run_id}")
+    preds = cached.cell_predictions(s.store, s.store_key, s.run_id, cell[0], cell[1], s.fingerprint)
+    indices = data.gallery_indices(preds, only, int(limit))
+    if not indices:
+        st.info(f"No image of {figures.cell_label(*cell)} is {GALLERY_FILTERS[only]}.")
+        return
+    images, kept = cached.recreated_images(s.store, s.store_key, s.run_id, cell[0], cell[1], tuple(indices))
+    st.caption(f"{figures.cell_label(*cell)}: the images the models saw, re-created from the run's seed "
+               f"({s.view.run.config.seed}); ✓ correct, ✗ wrong, :red[flipped] = the prediction changed from the clean image's.")
+    by_index = {i: part for i, part in preds.groupby("index")}
+    per_row = 4
+    for k, (image, index) in enumerate(zip(images, kept, strict=True)):
+        if k % per_row == 0:  # one row of columns at a time, so the images line up row by row
+            columns = st.columns(per_row)
+        with columns[k % per_row]:
+            part = by_index[int(index)]
+            st.image(data.enlarge(image), caption=f"#{int(index)} · true: {part['label'].iloc[0] or '?'}")
+            st.markdown("  \n".join(_prediction_line(row) for row in part.itertuples(index=False)))
+
+
+def _prediction_line(row: Any) -> str:
+    mark = "" if row.correct is None else ("✓ " if row.correct else "✗ ")
+    flip = f" :red[flipped from {row.clean_pred}]" if row.flipped else ""
+    return f"{mark}`{row.model}`: **{row.pred}**{flip}"
+
+
+def flip_differences_tab(s: Shown) -> None:
+    cell = _cell_choice(s, "diff-cell")
+    if cell is None:
+        return
+    preds = cached.cell_predictions(s.store, s.store_key, s.run_id, cell[0], cell[1], s.fingerprint)
+    st.markdown("**Images the row model flips and the column model keeps**")
+    exports.table(data.flip_matrix(preds), f"{s.run_id}-{figures.cell_label(*cell)}-flip-matrix", "flip-matrix",
+                  hide_index=False)
+    diffs = data.flip_differences(preds)
+    if diffs.empty:
+        st.info(f"Under {figures.cell_label(*cell)} every image flips for all models or for none.")
+        return
+    st.markdown(f"**{len(diffs)} image(s) flip for one model but not another** (see them in the Gallery tab with "
+                f"*{GALLERY_FILTERS['differ']}*)")
+    exports.table(diffs, f"{s.run_id}-{figures.cell_label(*cell)}-flip-differences", "flip-diffs")
+
+
+def confusion_tab(s: Shown) -> None:
+    report, run_id = s.report, s.run_id
     c1, c2, c3 = st.columns([2, 2, 1])
     model = c1.selectbox("model", report.model_names, key=f"cm-model-{run_id}")
     cells = [(c.corruption, c.severity) for c in report.cells_of(model)]
@@ -97,16 +313,33 @@ def confusion_tab(report: RunReport, run_id: str) -> None:
         st.info("The dataset is unlabelled: there is no confusion matrix.")
         return
     title = f"{model} — {'clean' if cell[1] == 0 else figures.cell_label(*cell)}"
-    st.plotly_chart(figures.confusion_heatmap(cm, report.classification.classes, title, normalize), width="stretch")
+    fig = figures.confusion_heatmap(cm, report.classification.classes, title, normalize)
+    exports.chart(fig, f"{run_id}-confusion-{model}-{title}", "confusion")
 
 
-def export_tab(run: RunRecord, report: RunReport) -> None:
+def export_tab(s: Shown) -> None:
+    run, report = s.view.run, s.report
     c1, c2 = st.columns(2)
-    suffix = f"{run.run_id}-{report.baseline.replace(':', '_').replace('/', '_')}"
+    suffix = exports.slug(f"{run.run_id}-{report.baseline}")
     c1.download_button("Download cells as CSV", data.export_csv(report), file_name=f"{suffix}.csv", mime="text/csv")
     c2.download_button("Download run + report as JSON", data.export_json(run, report), file_name=f"{suffix}.json",
                        mime="application/json")
     st.dataframe(data.cells_frame(report), hide_index=True, width="stretch")
+
+
+#: tab label -> what draws it; only the open tab is drawn
+TABS: dict[str, Callable[[Shown], None]] = {
+    "Accuracy vs severity": accuracy_tab,
+    "Per corruption": per_corruption_tab,
+    "Label flips": flips_tab,
+    "PD threat": threat_tab,
+    "Stability": stability_tab,
+    "Accuracy vs radius": radius_tab,
+    "Gallery": gallery_tab,
+    "Flip differences": flip_differences_tab,
+    "Confusion matrix": confusion_tab,
+    "Export": export_tab,
+}
 
 
 def run_header(view: data.RunView) -> None:
@@ -114,112 +347,102 @@ def run_header(view: data.RunView) -> None:
     st.subheader(f"{status_badge(view.status)} · {view.run_id}")
     st.markdown(f"**Domain:** {run.domain.domain or '?'}")
     cfg, env = run.config, run.environment
-    c1, c2, c3, c4 = st.columns(4)
+    c1, c2, c3, c4, c5 = st.columns(5)
     c1.metric("models", len(view.models))
     c2.metric("dataset", run.dataset.name if run.dataset else cfg.dataset,
               help=f"{run.dataset.size if run.dataset else '?'} images")
-    c3.metric("cells done", f"{view.done_cells} / {view.total_cells}")
-    c4.metric("device", str(env.get("gpu") or env.get("device") or "?"))
+    c3.metric("images", run.dataset.size if run.dataset else "?")
+    c4.metric("cells done", f"{view.done_cells} / {view.total_cells}")
+    c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
     with st.expander("corruptions of this domain and run configuration"):
-        st.dataframe(corruptions_frame(run), hide_index=True, width="stretch")
+        exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
         st.json({"models": cfg.models, "baseline": cfg.baseline, "dataset": cfg.dataset, "limit": cfg.limit,
-                 "seed": cfg.seed, "created": run.created_at, "finished": run.finished_at, "environment": env},
-                expanded=False)
+                 "seed": cfg.seed, "created": run.created_at, "finished": run.finished_at,
+                 "device": str(env.get("gpu") or env.get("device") or "?"), "environment": env}, expanded=False)
+
+
+def status_notes(view: data.RunView) -> None:
     if view.status == "failed":
-        st.error(f"The run failed: {run.error or 'no message recorded'}. Finished units are kept; "
+        st.error(f"The run failed: {view.run.error or 'no message recorded'}. Finished units are kept; "
                  f"continue with `domainbench run --resume {view.run_id}`.")
     elif view.status == "interrupted":
         st.warning(f"The run was interrupted. Continue it with `domainbench run --resume {view.run_id}`.")
-
-
-def corruptions_frame(run: RunRecord) -> pd.DataFrame:
-    return pd.DataFrame([{"corruption": c.name, "severities": ", ".join(map(str, c.severities)), "reason": c.reason}
-                         for c in run.domain.corruptions], columns=["corruption", "severities", "reason"])
-
-
-def live_progress(store: Store, run_id: str, fingerprint: tuple[Any, ...]) -> None:
-    @st.fragment(run_every=5)
-    def _poll() -> None:
-        with guard("refreshing the run"):
-            now = data.run_fingerprint(store, run_id)
-            if now != fingerprint:  # new units or a status change: redraw the page from the new data
-                st.rerun()
-            st.caption(":material/autorenew: live: new results appear automatically every few seconds")
-
-    _poll()
-
-
-def show_run(store: Store, store_key: str, run_id: str) -> None:
-    fingerprint = data.run_fingerprint(store, run_id)
-    run = store.get_run(run_id)
-    if run is None:
-        st.error(f"Run {run_id} is no longer in the store.")
-        return
-    models = run.config.models
-    baseline = st.selectbox(
-        "baseline model for mCE / rCE / mFR (recomputed from stored statistics, no re-evaluation)",
-        models, index=models.index(run.config.baseline_model), key=f"baseline-{run_id}",
-    )
-    view = cached.run_view(store, store_key, run_id, baseline, fingerprint)
-    run_header(view)
-    if view.status == "running":
-        live_progress(store, run_id, fingerprint)
     if view.partial and view.report is not None:
         st.warning(
             f"**Partial results** — the run is {view.status} and {view.done_cells} of {view.total_cells} "
             f"(model, corruption, severity) cells have stored units ({view.n_units} units). Every number below "
             "is computed from what is stored so far and will change."
         )
+
+
+def run_body(store: Store, store_key: str, run_id: str, baseline: str, was_running: bool) -> None:
+    """Everything that changes while a run is running; re-run alone (a fragment) to stay live."""
+    with guard(f"showing run {run_id}"):
+        _run_body(store, store_key, run_id, baseline, was_running)
+
+
+def _run_body(store: Store, store_key: str, run_id: str, baseline: str, was_running: bool) -> None:
+    fingerprint = data.run_fingerprint(store, run_id)
+    view = cached.run_view(store, store_key, run_id, baseline, fingerprint)
+    if was_running and view.status != "running":
+        st.rerun()  # finished (or stopped): draw it once more as a run that no longer refreshes
+    run_header(view)
+    if view.status == "running":
+        st.caption(f":material/autorenew: live: the numbers refresh in place every {REFRESH_S} s")
+    with st.container():  # always present, so the tabs below keep their place when notes come and go
+        status_notes(view)
     if view.report is None:
         st.info(f"No results yet: {view.error}")
         return
-    report = view.report
-    summary_section(report)
-    fmr_section.show(store, report)
-    tabs = st.tabs(["Accuracy vs severity", "Label flips", "PD threat", "Stability", "Confusion matrix", "Export"])
-    with tabs[0], guard("drawing the accuracy curves"):
-        accuracy_tab(report)
-    with tabs[1], guard("drawing the label flips"):
-        st.plotly_chart(figures.lfp_heatmap(report), width="stretch")
-    with tabs[2], guard("drawing the PD threat"):
-        threat_tab(report)
-    with tabs[3], guard("drawing the stability"):
-        stability_tab(store, store_key, report, fingerprint)
-    with tabs[4], guard("drawing the confusion matrix"):
-        confusion_tab(report, run_id)
-    with tabs[5], guard("preparing the downloads"):
-        export_tab(view.run, report)
+    summary_section(view.report)
+    fmr_section.show(store, view.report)
+    shown = Shown(store, store_key, view, view.report, fingerprint)
+    tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
+    for tab, (label, draw) in zip(tabs, TABS.items(), strict=True):
+        with tab:
+            if tab.open is not False:  # None: state not tracked (never here), draw to be safe
+                with guard(f"drawing {label.lower()}"):
+                    draw(shown)
+
+
+def _back_to_list() -> None:
+    del st.query_params[RUN_PARAM]
+    for key in ("open-run", "table-runs"):  # else the list would open the same run again at once
+        st.session_state.pop(key, None)
+
+
+def show_run(store: Store, store_key: str, run_id: str) -> None:
+    run = store.get_run(run_id)
+    if run is None:
+        st.error(f"Run {run_id} is no longer in the store.")
+        return
+    st.button("All runs", icon=":material/arrow_back:", on_click=_back_to_list)
+    models = run.config.models
+    baseline = st.selectbox(
+        "baseline model for mCE / rCE / mFR (recomputed from stored statistics, no re-evaluation)",
+        models, index=models.index(run.config.baseline_model), key=f"baseline-{run_id}",
+    )
+    running = run_status(run) == "running"
+    body = st.fragment(run_body, run_every=REFRESH_S if running else None)
+    body(store, store_key, run_id, baseline, running)
 
 
 def main() -> None:
     st.title("Runs")
-    chosen: str | None = None
     with guard("opening the results store"):
         store = get_store()
         sidebar_store(store)
-        runs = data.runs_frame(store)
-        if runs.empty:
-            st.info(DEMO_HINT)
-            return
-        st.dataframe(runs, hide_index=True, width="stretch",
-                     column_config={"status": st.column_config.TextColumn("status"),
-                                    "images": st.column_config.NumberColumn("images", format="%d")})
-        ids = runs["run"].tolist()
-        status = dict(zip(runs["run"], runs["status"], strict=True))
-        domain = dict(zip(runs["run"], runs["domain"], strict=True))
-        wanted = st.query_params.get("run")
-        chosen = st.selectbox(
-            "run", ids, index=ids.index(wanted) if wanted in ids else 0,
-            format_func=lambda r: f"[{status[r]}] {data.short_text(domain[r], 60)} · {r}",
-        )
-        st.query_params["run"] = chosen
-        if st.button("Refresh", icon=":material/refresh:"):
-            st.cache_data.clear()
-        store_key = store.description
-    if chosen is not None:
-        st.divider()
-        with guard(f"showing run {chosen}"):
-            show_run(store, store_key, chosen)
+        wanted = st.query_params.get(RUN_PARAM)
+        if wanted:
+            if store.get_run(wanted) is not None:
+                with guard(f"showing run {wanted}"):
+                    show_run(store, store.description, wanted)
+                return
+            st.error(f"There is no run {wanted!r} in {store.description}: the link may be mistyped or the run "
+                     "deleted. Choose a run below.")
+        runs_list(store)
+        # after the list is drawn: the gallery and Compare's families need the corruption kernels
+        cached.warm_corruption_registry()
 
 
 main()

@@ -26,6 +26,17 @@ def app(page: str | None = None) -> AppTest:
     return at
 
 
+def run_page(run_id: str, tab: str | None = None) -> AppTest:
+    """The Runs page opened at ``?run=run_id`` (and ``&tab=tab``), as a shared link opens it."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["run"] = run_id
+    if tab:
+        at.query_params["tab"] = tab
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
 def texts(elements) -> str:  # noqa: ANN001 - an AppTest element list
     return "\n".join(str(e.value) for e in elements)
 
@@ -41,18 +52,17 @@ def test_empty_store_shows_the_make_demo_hint(store: Store, page: str | None) ->
     assert not at.error
 
 
-def test_runs_page_shows_the_newest_run_as_partial(populated: Store) -> None:
-    at = app()
+def test_runs_page_shows_a_running_run_as_partial(populated: Store) -> None:
+    at = run_page(LIVE)
     assert not at.error
-    run_box = next(s for s in at.selectbox if s.label == "run")
-    assert run_box.value == LIVE
     assert "Partial results" in texts(at.warning) and "8 of 12" in texts(at.warning)
-    assert len(at.get("plotly_chart")) >= 5  # accuracy, flips, threat, stability ×2, confusion
+    assert len(at.get("plotly_chart")) == 1  # only the open tab (accuracy vs severity) is drawn
 
 
 def test_runs_page_baseline_selector_recomputes_the_table(populated: Store) -> None:
     at = app()
-    next(s for s in at.selectbox if s.label == "run").set_value(DONE).run()
+    next(s for s in at.selectbox if s.key == "open-run").set_value(DONE).run()
+    assert at.query_params["run"] in (DONE, [DONE])  # the run's page is now a shareable link
     assert not at.exception and not at.error and not at.warning
     t = summary_table(at).set_index("model")
     assert t.loc["embedded:weak", "mCE"] == pytest.approx(2.0)
@@ -68,7 +78,7 @@ def test_runs_page_shows_errors_as_messages_not_tracebacks(populated: Store, mon
         raise RuntimeError("the store went away")
 
     monkeypatch.setattr(data, "load_run_view", broken)
-    at = app()
+    at = run_page(DONE)
     assert "the store went away" in texts(at.error)
 
 
@@ -76,7 +86,7 @@ def test_compare_page_plots_models_across_domains(populated: Store) -> None:
     at = app("compare")
     assert not at.error
     charts = at.get("plotly_chart")
-    assert len(charts) == 1
+    assert len(charts) == 3  # models × domains heatmap, rank change, families
     next(s for s in at.selectbox if s.label == "metric").set_value("acc").run()
     assert not at.exception and not at.error
     next(s for s in at.selectbox if s.label.startswith("baseline")).set_value("embedded:weak").run()
@@ -146,10 +156,10 @@ def test_unlabelled_run_shows_flips_instead_of_accuracy(store: Store) -> None:
     import fe_synthetic as syn
 
     syn.populate(store, run_id="r-unlabelled", labelled=False)
-    at = app()
+    at = run_page("r-unlabelled")
+    assert "PD threat was not measured" in texts(run_page("r-unlabelled", "PD threat").info)
     assert not at.error
-    info = texts(at.info)
-    assert "unlabelled" in info and "PD threat was not measured" in info
+    assert "unlabelled" in texts(at.info)
     t = summary_table(at).set_index("model")
     assert t["clean acc %"].isna().all() and t["mCE"].isna().all()  # not applicable, never 0
     assert t.loc["embedded:weak", "mFR"] == pytest.approx(2.0)
@@ -159,7 +169,7 @@ def test_failed_run_shows_its_error_and_the_resume_hint(store: Store) -> None:
     import fe_synthetic as syn
 
     syn.populate(store, run_id="r-failed", status="failed", skip_cells=3, error="ModelOutputError: NaN embeddings")
-    at = app()
+    at = run_page("r-failed")
     assert not at.exception
     err = texts(at.error)
     assert "NaN embeddings" in err and "--resume r-failed" in err

@@ -227,3 +227,189 @@ def test_launch_run_starts_a_background_process_and_finds_its_run(store: Store, 
     assert f"home {home.resolve()}" in launch.log_tail()
     run = data.launched_run(store, launch)
     assert run is not None and run.run_id == "r-launched"
+
+
+# --------------------------------------------------------------------------- runs list, domains, plans
+
+
+def test_runs_frame_progress_is_the_share_of_stored_cells(populated: Store) -> None:
+    f = data.runs_frame(populated).set_index("run")
+    assert f.loc[LIVE, "progress"] == pytest.approx(8 / 12)  # 2 models × 4 of 6 cells stored
+    assert f.loc[DONE, "progress"] == 1.0
+    assert f.loc[DONE, "dataset"] == "sample[:60]" and f.loc[DONE, "created"].startswith("2025-01-01")
+
+
+def test_filter_runs_by_search_words_status_and_dataset(populated: Store) -> None:
+    f = data.runs_frame(populated)
+    assert data.filter_runs(f, "xray")["run"].tolist() == ["20250102-000000-xray-ef01"]
+    assert data.filter_runs(f, "NIGHT dash-cam")["run"].tolist() == [LIVE, DONE]  # every word, any case
+    assert data.filter_runs(f, "night xray").empty
+    assert data.filter_runs(f, statuses=["running"])["run"].tolist() == [LIVE]
+    assert data.filter_runs(f, datasets=["other"]).empty
+    assert data.filter_runs(f, domain_id="d" + DONE[-4:])["run"].tolist() == [DONE]
+    assert len(data.filter_runs(f)) == 3
+
+
+def test_domains_frame_and_plan_frame(populated: Store) -> None:
+    runs = populated.list_runs()
+    d = data.domains_frame(runs)
+    assert len(d) == 3 and d["runs"].tolist() == [1, 1, 1]
+    assert d.loc[0, "latest"] == "2025-01-03T00:00:00+00:00"  # newest first
+    assert d.loc[0, "corruptions"] == "gaussian_noise (1,2,3), brightness (1,2)"
+    plan = data.plan_frame(runs[0].domain)
+    assert plan["corruption"].tolist() == ["gaussian_noise", "brightness"]
+    assert plan["severities"].tolist() == ["1, 2, 3", "1, 2"]
+    assert plan["selected in %"].tolist() == [100.0, 75.0]
+    assert plan.loc[1, "reason"] == "brightness happens in this domain"
+
+
+# --------------------------------------------------------------------------- report frames
+
+
+def test_per_corruption_frame_holds_the_reports_values(populated: Store) -> None:
+    report = data.load_run_view(populated, DONE).report
+    f = data.per_corruption_frame(report).set_index(["model", "corruption"])
+    for m in report.models:
+        for name in ("gaussian_noise", "brightness"):
+            row = f.loc[(m.model, name)]
+            assert row["ce"] == pytest.approx(m.ce_per_corruption[name])
+            assert row["fr"] == pytest.approx(m.fr_per_corruption[name])
+    # by hand: errors of weak at s = 1..3 sum to 1.8, of good (the baseline) to 0.9
+    assert f.loc[("embedded:weak", "gaussian_noise"), "ce"] == pytest.approx(2.0)
+    assert f.loc[("embedded:weak", "gaussian_noise"), "accuracy"] == pytest.approx((0.6 + 0.4 + 0.2) / 3)
+    assert f.loc[("embedded:good", "brightness"), "accuracy"] == pytest.approx((0.8 + 0.7) / 2)
+
+
+def test_link_frames_follow_the_reports_stability_link(real_store: Store, real_run: tuple[Path, str]) -> None:
+    report = real_store.get_report(real_run[1])
+    assert report.stability_link, "the real run measures stability on labelled images"
+    bins, summary = data.link_bins_frame(report), data.link_summary_frame(report)
+    for link in report.stability_link:
+        for corr, entry in link.per_corruption.items():
+            row = summary[(summary.model == link.model) & (summary.corruption == corr)].iloc[0]
+            assert row["mean_radius"] == pytest.approx(entry.mean_radius)
+            assert row["accuracy_perturbed"] == pytest.approx(entry.accuracy_perturbed)
+            part = bins[(bins.model == link.model) & (bins.corruption == corr)]
+            assert part["accuracy"].tolist() == pytest.approx([b.accuracy for b in entry.bins or []])
+            assert part["count"].sum() == sum(b.count for b in entry.bins or [])
+
+
+# --------------------------------------------------------------------------- per-image drill-down (real run)
+
+
+def test_cell_predictions_join_the_cell_and_clean_units(real_store: Store, real_run: tuple[Path, str]) -> None:
+    run = real_store.get_run(real_run[1])
+    preds = data.cell_predictions(real_store, run, "gaussian_noise", 5)
+    classes = run.dataset.classes
+    assert len(preds) == 16 * 2 and sorted(set(preds["index"])) == list(range(16))
+    labels = {i: y for u in real_store.units(run.run_id, corruption="clean") for i, y in zip(u.indices, u.labels)}
+    for m in run.config.models:
+        clean = {i: p for u in real_store.units(run.run_id, model=m, corruption="clean") for i, p in zip(u.indices, u.preds)}
+        noisy = {i: p for u in real_store.units(run.run_id, model=m, corruption="gaussian_noise", severity=5)
+                 for i, p in zip(u.indices, u.preds)}
+        part = preds[preds.model == m].set_index("index")
+        assert part["pred"].tolist() == [classes[noisy[i]] for i in range(16)]
+        assert part["flipped"].tolist() == [noisy[i] != clean[i] for i in range(16)]
+        assert part["correct"].tolist() == [noisy[i] == labels[i] for i in range(16)]
+        assert part["label"].tolist() == [classes[labels[i]] for i in range(16)]
+    # the report's flip count of this cell is the number of flipped images
+    report = real_store.get_report(run.run_id)
+    for m in run.config.models:
+        assert int(preds[preds.model == m]["flipped"].sum()) == report.cell(m, "gaussian_noise", 5).flips
+    with pytest.raises(UserInputError, match="no stored units"):
+        data.cell_predictions(real_store, run, "gaussian_noise", 2)
+
+
+def test_flip_differences_and_matrix_agree(real_store: Store, real_run: tuple[Path, str]) -> None:
+    run = real_store.get_run(real_run[1])
+    preds = data.cell_predictions(real_store, run, "brightness", 5)
+    wide = preds.pivot(index="index", columns="model", values="flipped")
+    a, b = run.config.models
+    matrix = data.flip_matrix(preds)
+    assert matrix.loc[a, b] == int((wide[a] & ~wide[b]).sum()) and matrix.loc[a, a] == 0
+    diffs = data.flip_differences(preds)
+    assert diffs["index"].tolist() == [i for i in wide.index if wide.loc[i].any() and not wide.loc[i].all()]
+    assert len(diffs) == matrix.loc[a, b] + matrix.loc[b, a]
+    assert data.gallery_indices(preds, "differ", 100) == diffs["index"].tolist()
+    assert data.gallery_indices(preds, "flipped", 3) == [i for i in wide.index if wide.loc[i].any()][:3]
+    assert data.gallery_indices(preds, "all", 5) == [0, 1, 2, 3, 4]
+
+
+def test_recreated_images_are_the_pixels_the_models_saw(real_store: Store, real_run: tuple[Path, str]) -> None:
+    """Scoring the re-created images again gives exactly the stored predictions."""
+    from backend.data import load_sample
+    from backend.engine.scoring import encode, load_models, predict
+
+    run = real_store.get_run(real_run[1])
+    indices = [0, 3, 7, 8, 15]  # both shards
+    images, kept = data.recreate_images(run, "gaussian_noise", 5, indices)
+    assert kept.tolist() == indices and images.shape[0] == 5
+    clean, _ = data.recreate_images(run, "clean", 0, indices)
+    assert np.array_equal(clean, load_sample().subset(16).arrays[indices])
+    assert not np.array_equal(images, clean)
+    again, _ = data.recreate_images(run, "gaussian_noise", 5, indices)
+    assert np.array_equal(images, again)  # deterministic
+    cfg = run.config
+    models = load_models(cfg.models, run.dataset.classes, "cpu", cfg.batch_size, cfg.templates)
+    for ms in models:
+        stored = {i: p for u in real_store.units(run.run_id, model=ms.name, corruption="gaussian_noise", severity=5)
+                  for i, p in zip(u.indices, u.preds)}
+        assert predict(ms, encode(ms, images)).tolist() == [stored[i] for i in indices]
+
+
+def test_plan_params_follow_the_runner(real_store: Store, real_run: tuple[Path, str]) -> None:
+    from backend.engine.runner import cells_of
+
+    run = real_store.get_run(real_run[1])
+    plan = run.domain.model_copy(update={"corruptions": [
+        run.domain.corruptions[0].model_copy(update={"params": {"sigma": 0.2}}), run.domain.corruptions[1]]})
+    with_params = run.model_copy(update={"domain": plan})
+    for cell in cells_of(plan)[1:]:
+        assert data._plan_params(with_params, cell.corruption, cell.severity) == cell.params
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def test_compare_runs_groups_one_domain_and_flags_another_setup(populated: Store) -> None:
+    same = syn.populate(populated, run_id="20250104-000000-night-abcd", created_at="2025-01-04T00:00:00+00:00")
+    smaller = syn.populate(populated, run_id="20250105-000000-night-abcd", shards=1, created_at="2025-01-05T00:00:00+00:00")
+    xray = "20250102-000000-xray-ef01"
+    c = data.compare_runs(populated, [DONE, same.run_id, smaller.run_id, xray])
+    groups = dict(zip(c.frame["run"], c.frame["group"], strict=False))
+    assert groups[DONE] == groups[same.run_id] != groups[smaller.run_id]
+    assert "30 img" in groups[smaller.run_id] and "60 img" in groups[DONE]
+    assert list(c.flagged) == [smaller.run_id] and "30 images (most runs: 60)" in c.flagged[smaller.run_id]
+    assert data.group_runs(c.frame)[groups[DONE]] == [DONE, same.run_id]
+    matrix = data.metric_matrix(c.frame, "mce")
+    assert matrix.shape == (2, 3) and matrix.loc["embedded:weak", groups[DONE]] == pytest.approx(2.0)
+    # per corruption, with families from the registry
+    per = c.per_corruption
+    assert set(per["family"]) == {"noise", "photometric"} and len(per) == 4 * 2 * 2
+    fam = data.family_matrix(per, "accuracy")
+    assert fam.loc["embedded:weak", "noise"] == pytest.approx(0.4)
+    assert fam.loc["embedded:good", "photometric"] == pytest.approx(0.75)
+
+
+def test_comparability_flags_other_models_and_datasets(populated: Store) -> None:
+    other = syn.populate(populated, run_id="r-models", models=["embedded:good"], created_at="2025-01-06T00:00:00+00:00")
+    runs = [populated.get_run(r) for r in (DONE, "20250102-000000-xray-ef01", other.run_id)]
+    flags = data.comparability(runs)
+    assert list(flags) == ["r-models"] and "models embedded:good" in flags["r-models"]
+    assert data.comparability(runs[:1]) == {}
+
+
+def test_ranking_frame_rank_change_from_clean_to_corrupted() -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame([
+        {"group": g, "run": g, "model": m, "acc": acc, "mean_corrupted_acc": cor, "mce": mce}
+        for g in ("night", "xray")
+        for m, acc, cor, mce in (("A", 0.9, 0.5, 1.0), ("B", 0.8, 0.6, 0.8), ("C", 0.7, 0.2, 1.3))
+    ] + [{"group": "xray", "run": "xray", "model": "D", "acc": 0.95, "mean_corrupted_acc": 0.1, "mce": 2.0}])
+    r = data.ranking_frame(frame).set_index("model")
+    assert r.loc["A", "clean rank"] == 2 and r.loc["A", "corrupted rank"] == 2
+    assert r.loc["B", "clean rank"] == 3 and r.loc["B", "corrupted rank"] == 1 and r.loc["B", "rank change"] == 2
+    assert r.loc["D", "clean rank"] == 1 and r.loc["D", "rank change"] == -3 and r.loc["D", "domains"] == 1
+    assert r.loc["A", "clean acc %"] == pytest.approx(90.0) and r.loc["B", "mean mCE"] == pytest.approx(0.8)
+    assert data.ranking_frame(frame).loc[0, "model"] == "B"  # sorted by corrupted rank

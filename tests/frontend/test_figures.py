@@ -59,7 +59,7 @@ def test_severity_lines_one_trace_per_model_and_corruption_with_clean_at_zero() 
     assert sum(bool(t.showlegend) for t in fig.data) == 2  # one legend entry per model
     assert fig.layout.xaxis.title.text == "severity"
     assert fig.layout.yaxis.title.text == "balanced accuracy (%)"
-    assert [a.text for a in fig.layout.annotations] == ["blur", "noise"]
+    assert [a.text for a in fig.layout.annotations][:2] == ["blur", "noise"]  # panel titles, then the unsafe band
     # a model keeps its colour in every panel
     assert by[("A", "x")].line.color == by[("A", "x2")].line.color != by[("B", "x")].line.color
 
@@ -175,3 +175,82 @@ def test_selection_heatmap_percentages_and_highlight() -> None:
     assert np.allclose(hm.z, [[100, 50], [30, 0]])
     assert len(fig.layout.shapes) == 1 and fig.layout.shapes[0].x0 == 0.5
     assert len(figures.selection_heatmap(pd.DataFrame()).data) == 0
+
+
+def test_severity_lines_shade_the_unsafe_severities_of_each_corruption() -> None:
+    fig = figures.severity_lines(summary())
+    # noise s2 and s3 have a mean PD threat above 1 (1.2, 1.8): one band over them, in the noise panel only
+    bands = [s for s in fig.layout.shapes if s.type == "rect"]
+    assert len(bands) == 1
+    band = bands[0]
+    assert (band.x0, band.x1) == (1.5, 3.5) and band.xref == "x2" and band.fillcolor == figures.UNSAFE_COLOR
+    assert figures.unsafe_severities(summary(), "noise") == [2, 3]
+    assert figures.unsafe_severities(summary(), "blur") == []
+    assert "PD-unsafe" in [a.text for a in fig.layout.annotations]
+    no_threat = figures.severity_lines(summary().model_copy(update={"threat": []}))
+    assert not [s for s in no_threat.layout.shapes if s.type == "rect"]
+
+
+def per_corruption() -> pd.DataFrame:
+    return pd.DataFrame([
+        {"model": "A", "corruption": "noise", "ce": 1.0, "rce": 1.0, "fr": 1.0, "accuracy": 0.7},
+        {"model": "A", "corruption": "blur", "ce": 1.0, "rce": None, "fr": 1.0, "accuracy": 0.8},
+        {"model": "B", "corruption": "noise", "ce": 1.5, "rce": 2.0, "fr": 1.25, "accuracy": 0.4},
+        {"model": "B", "corruption": "blur", "ce": 0.5, "rce": None, "fr": 0.75, "accuracy": 0.65},
+    ])
+
+
+def test_per_corruption_bars_one_bar_per_model_and_corruption() -> None:
+    fig = figures.per_corruption_bars(per_corruption(), "ce", "CE")
+    assert [t.name for t in fig.data] == ["A", "B"] and fig.layout.barmode == "group"
+    assert list(fig.data[1].x) == ["noise", "blur"] and np.allclose(fig.data[1].y, [1.5, 0.5])
+    assert [s.y0 for s in fig.layout.shapes] == [1.0]  # the baseline line
+    rce = figures.per_corruption_bars(per_corruption(), "rce", "rCE")
+    assert list(rce.data[1].x) == ["noise"] and np.allclose(rce.data[1].y, [2.0])  # undefined rCE left out
+    acc = figures.per_corruption_bars(per_corruption(), "accuracy", "accuracy")
+    assert np.allclose(acc.data[0].y, [70.0, 80.0]) and acc.layout.yaxis.title.text == "accuracy (%)"
+    assert not acc.layout.shapes
+    with pytest.raises(ValueError, match="metric"):
+        figures.per_corruption_bars(per_corruption(), "mce")
+    empty = figures.per_corruption_bars(per_corruption().assign(rce=None), "rce", "rCE")
+    assert len(empty.data) == 0 and "not defined" in empty.layout.annotations[0].text
+
+
+def test_accuracy_vs_radius_bins_and_the_fitted_line() -> None:
+    bins = pd.DataFrame([
+        {"model": m, "corruption": "noise", "bin": i, "bin_lo": lo, "bin_hi": lo + 0.1, "mean_radius": lo + 0.05,
+         "accuracy": acc, "count": 4}
+        for m, accs in (("A", (0.9, 0.5)), ("B", (0.8, 0.2))) for i, (lo, acc) in enumerate(zip((0.0, 0.1), accs))
+    ])
+    summary_frame = pd.DataFrame([{"model": "A", "corruption": "noise", "slope": -4.0, "intercept": 1.0},
+                                  {"model": "B", "corruption": "noise", "slope": None, "intercept": None}])
+    fig = figures.accuracy_vs_radius(bins, summary_frame)
+    assert [t.name for t in fig.data] == ["A", "A fit", "B"]  # B has no regression
+    a, fit, _ = fig.data
+    assert np.allclose(a.x, [0.05, 0.15]) and np.allclose(a.y, [90.0, 50.0])
+    assert np.allclose(fit.x, [0.0, 0.2]) and np.allclose(fit.y, [100.0, 20.0]) and fit.line.dash == "dash"
+    assert fig.layout.xaxis.title.text == "DivergenceRadius R_dr"
+    empty = figures.accuracy_vs_radius(bins.iloc[0:0], summary_frame)
+    assert len(empty.data) == 0 and "stability" in empty.layout.annotations[0].text
+
+
+def test_metric_heatmap_values_blanks_and_direction() -> None:
+    matrix = pd.DataFrame({"night": [0.9, 0.7], "xray": [0.8, float("nan")]}, index=["A", "B"])
+    fig = figures.metric_heatmap(matrix, "clean accuracy", lower_is_better=False, percent=True,
+                                 runs_per_column={"night": 3, "xray": 1})
+    hm = fig.data[0]
+    assert list(hm.x) == ["night (3 runs)", "xray"] and list(hm.y) == ["A", "B"]
+    assert np.allclose(hm.z[0], [90.0, 80.0]) and hm.z[1][0] == pytest.approx(70.0) and hm.z[1][1] is None
+    assert hm.text[1][1] == "" and hm.text[0][0] == "90.0"
+    assert "higher is better" in fig.layout.title.text
+    low = figures.metric_heatmap(matrix, "mCE", lower_is_better=True)
+    assert "lower is better" in low.layout.title.text and np.allclose(low.data[0].z[0], [0.9, 0.8])
+    assert len(figures.metric_heatmap(pd.DataFrame(), "mCE", True).data) == 0
+
+
+def test_rank_change_slope_per_model() -> None:
+    ranking = pd.DataFrame({"model": ["A", "B", "C"], "clean rank": [1, 2, 3], "corrupted rank": [3, 1, 2]})
+    fig = figures.rank_change(ranking)
+    assert [t.name for t in fig.data] == ["A", "B", "C"]
+    assert list(fig.data[0].x) == ["clean", "corrupted"] and list(fig.data[0].y) == [1, 3]
+    assert fig.layout.yaxis.autorange == "reversed"  # rank 1 on top
