@@ -21,7 +21,9 @@ from backend.errors import UserInputError
 from backend.planner.rules import _keyword_regex
 
 CUES_PATH = Path(__file__).with_name("cues.toml")
-QUOTE_WORDS = 16  # a quoted clause longer than this is cut to a window around the keyword
+# a quoted clause longer than this is cut to a window around the keyword: a few words before
+# it, more after (descriptions tend to name the thing first and its condition after)
+WORDS_BEFORE, WORDS_AFTER = 6, 12
 
 
 class Cue(BaseModel):
@@ -115,7 +117,7 @@ def _clause(text: str, start: int, end: int) -> str:
 
 
 def quote_around(text: str, start: int, end: int) -> str:
-    """The clause of ``text`` holding ``text[start:end]``, cut to about ``QUOTE_WORDS`` words around it."""
+    """The clause of ``text`` holding ``text[start:end]``, cut to a window of words around it."""
     left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
     right_m = _CLAUSE_END.search(text, end)
     right = right_m.start() if right_m else len(text)
@@ -124,8 +126,8 @@ def quote_around(text: str, start: int, end: int) -> str:
         start -= 1
     while end < right and not text[end].isspace():
         end += 1
-    before = text[left:start].split()[-(QUOTE_WORDS // 2) :]
-    after = text[end:right].split()[: QUOTE_WORDS // 2]
+    before = text[left:start].split()[-WORDS_BEFORE:]
+    after = text[end:right].split()[:WORDS_AFTER]
     return " ".join([*before, text[start:end], *after])
 
 

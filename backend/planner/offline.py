@@ -19,7 +19,8 @@ Method (deterministic, no network):
    specificity >= ``specificity`` and similarity >= ``threshold``, best first, within two
    limits an expert keeps: weather only where the description is outdoors (or names that
    weather), and geometric variation (rotations, flips, warps) only where a cue calls for it,
-   since a similarity score cannot tell whether camera or subject pose varies. At least
+   since a similarity score cannot tell whether camera or subject pose varies; and it only
+   fills gaps, in families no cue has spoken to. At least
    ``min_optional`` choices beyond the required ones are made.
 4. Severities: a cued or required corruption gets the full ladder 1..5 (the description or the
    rules name it); a semantic match grows with its similarity, the mild levels 1..3 for a weak
@@ -224,7 +225,14 @@ class OfflinePlanner:
         required = [i for i, nm in enumerate(names) if nm in req.required]
         free = [i for i, nm in enumerate(names) if nm not in req.forbidden and nm not in req.required]
         cued = sorted((i for i in free if names[i] in reading.hits), key=lambda i: (reading.hits[names[i]].start, i))
-        ranked = sorted((i for i in free if i not in cued and self._allowed_semantic(i, reading)), key=lambda i: (-spec[i], i))
+        # the semantic match fills gaps: a family the description already speaks to through a
+        # cue ("noisy" -> iso_noise) gets no look-alike from similarity (speckle_noise)
+        cued_families = {self.catalogue.entries[i].family for i in cued}
+        ranked = sorted(
+            (i for i in free if i not in cued and self._allowed_semantic(i, reading)
+             and self.catalogue.entries[i].family not in cued_families),
+            key=lambda i: (-spec[i], i),
+        )
         p = self.p
         semantic = [i for i in ranked if spec[i] >= p.specificity and raw[i] >= p.threshold][: p.max_semantic]
         short = p.min_optional - len(cued) - len(semantic)
