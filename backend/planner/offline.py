@@ -227,7 +227,8 @@ class OfflinePlanner:
         cued = sorted((i for i in free if names[i] in reading.hits), key=lambda i: (reading.hits[names[i]].start, i))
         # the semantic match fills gaps: a family the description already speaks to through a
         # cue ("noisy" -> iso_noise) gets no look-alike from similarity (speckle_noise)
-        cued_families = {self.catalogue.entries[i].family for i in cued}
+        by_name = self.catalogue.by_name()
+        cued_families = {by_name[nm].family for nm in reading.hits if nm in by_name and nm not in req.forbidden}
         ranked = sorted(
             (i for i in free if i not in cued and self._allowed_semantic(i, reading)
              and self.catalogue.entries[i].family not in cued_families),
