@@ -298,7 +298,7 @@ def _pct(v: float | None) -> float | None:
 def cells_frame(report: RunReport) -> pd.DataFrame:
     """Long form, one row per model × (corruption, severity) including the clean pass.
 
-    Columns: model, corruption, severity, n, accuracy, lfp, flips, in_common, mean_threat, safe.
+    Columns: ``backend.engine.export.CELL_FIELDS`` (described in ``CELL_COLUMNS``).
     """
     return pd.DataFrame(cell_rows(report), columns=CELL_FIELDS)
 

@@ -1,6 +1,9 @@
 """A run's results as files: one CSV row per model × cell, or the run and its report as JSON.
 
 Shared by ``domainbench export`` and the UI's download buttons, so both give the same file.
+Columns are named for what they hold, since a CSV travels without its documentation: the
+stored ``CellSummary.accuracy`` is *balanced* accuracy (mean per-class recall), so the column
+says so, and top-1 accuracy (the fraction correct, CLIP_benchmark's ``acc1``) sits next to it.
 """
 
 from __future__ import annotations
@@ -10,11 +13,36 @@ import io
 import json
 from typing import Any
 
+from backend.metrics.aggregate import CellSummary
 from backend.report import RunReport
 from backend.store.records import RunRecord
 
-CELL_FIELDS = ["model", "corruption", "severity", "n", "accuracy", "lfp", "flips", "in_common", "mean_threat", "safe"]
-CSV_FIELDS = ["run_id", "model", "corruption", "severity", "n", "accuracy", "lfp", "flips", "mean_threat", "safe"]
+#: one row per model × cell, in this order; what each column holds:
+CELL_COLUMNS: dict[str, str] = {
+    "model": "registry name of the model",
+    "corruption": "corruption name, or 'clean' for the uncorrupted pass",
+    "severity": "severity 1..5 (0 for the clean pass)",
+    "n_images": "images scored in the cell",
+    "balanced_accuracy": "mean per-class recall, 0..1 (empty when the dataset is unlabelled)",
+    "top1_accuracy": "fraction of images whose top-1 prediction is the true class, 0..1 (empty when unlabelled)",
+    "label_flip_probability": "fraction of images whose prediction differs from the clean one (0 for clean)",
+    "label_flips": "number of images whose prediction differs from the clean one",
+    "shared_by_all_models": "whether every model has the cell, so it enters the aggregates",
+    "mean_pd_threat": "mean Projected Displacement threat of the corruption cell (empty: not computed)",
+    "pd_safe": "whether the PD threat calls the cell label-preserving (empty: not computed)",
+}
+CELL_FIELDS = list(CELL_COLUMNS)
+CSV_FIELDS = ["run_id", *CELL_FIELDS]
+
+
+def top1_accuracy(cell: CellSummary) -> float | None:
+    """Trace over total of the cell's confusion matrix; None when unlabelled (no matrix)."""
+    if cell.confusion is None:
+        return None
+    total = sum(sum(row) for row in cell.confusion)
+    if total == 0:
+        return None
+    return sum(cell.confusion[i][i] for i in range(len(cell.confusion))) / total
 
 
 def cell_rows(report: RunReport) -> list[dict[str, Any]]:
@@ -27,13 +55,14 @@ def cell_rows(report: RunReport) -> list[dict[str, Any]]:
                 "model": m.model,
                 "corruption": c.corruption,
                 "severity": c.severity,
-                "n": c.n,
-                "accuracy": c.accuracy,
-                "lfp": c.lfp,
-                "flips": c.flips,
-                "in_common": c.in_common,
-                "mean_threat": None if t is None else t.mean_threat,
-                "safe": None if t is None else t.safe,
+                "n_images": c.n,
+                "balanced_accuracy": c.accuracy,
+                "top1_accuracy": top1_accuracy(c),
+                "label_flip_probability": c.lfp,
+                "label_flips": c.flips,
+                "shared_by_all_models": c.in_common,
+                "mean_pd_threat": None if t is None else t.mean_threat,
+                "pd_safe": None if t is None else t.safe,
             }
         )
     return rows

@@ -1,6 +1,10 @@
-"""The offline planner: semantic matching of the description against each corruption's situations.
+"""The offline planner: an expert's reading of the description, then semantic matching.
 
 Method (deterministic, no network):
+0. Cues (``cues.toml``): phrases that call for a corruption the way an expert reads them
+   ("handheld phone photos" -> rotation, perspective, motion blur; "at night" -> low light and
+   sensor noise; "motion blur" -> motion_blur). Every cue found is chosen, unless the sanity
+   rules forbid it, and its reason quotes the clause of the description holding the phrase.
 1. The description is split into chunks: the whole text, each sentence, and each clause of a
    sentence (split at commas, semicolons, "and"/"or" lists are kept whole). Clauses let a short
    phrase such as "at night in heavy rain" meet a situation on its own terms instead of being
@@ -11,11 +15,16 @@ Method (deterministic, no network):
    mean sim over the whole catalogue; a corruption's score is its best specificity over chunks,
    and its reason quotes that chunk and c's closest situation with the raw similarity.
 3. Corruptions the sanity rules forbid for the detected domain kinds are removed; required ones
-   are always kept. Of the rest, those with specificity >= ``specificity`` and similarity >=
-   ``threshold`` are chosen, best first, at least ``min_optional`` and at most
-   ``max_optional`` of them.
-4. Severities grow with the similarity: a weak match gets the mild levels 1..3, a strong match
-   the full ladder 1..5. Non-ordinal corruptions (flips) get level 1 only.
+   are always kept. The semantic matches may add at most ``max_semantic`` more, with
+   specificity >= ``specificity`` and similarity >= ``threshold``, best first, within two
+   limits an expert keeps: weather only where the description is outdoors (or names that
+   weather), and geometric variation (rotations, flips, warps) only where a cue calls for it,
+   since a similarity score cannot tell whether camera or subject pose varies; and it only
+   fills gaps, in families no cue has spoken to. At least
+   ``min_optional`` choices beyond the required ones are made.
+4. Severities: a cued or required corruption gets the full ladder 1..5 (the description or the
+   rules name it); a semantic match grows with its similarity, the mild levels 1..3 for a weak
+   match, all five for a strong one. Non-ordinal corruptions (flips) get level 1 only.
 
 Self-consistency offline: sample 0 uses all chunks; samples 1..N-1 drop each sentence chunk with
 probability 0.3 (the whole text always stays) and add N(0, 0.01) noise to the specificity, with a
@@ -38,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from backend.config import CorruptionChoice
-from backend.planner import rules
+from backend.planner import cues, rules
 from backend.planner.catalogue import Catalogue
 from backend.planner.llm import required_choice
 from backend.planner.vote import VoteResult, majority_vote
@@ -52,7 +61,7 @@ class OfflineParams:
     threshold: float = 0.33  # minimum cosine similarity of an optional choice
     specificity: float = 0.12  # minimum similarity above the chunk's mean over the catalogue
     min_optional: int = 2
-    max_optional: int = 6
+    max_semantic: int = 3  # semantic matches beyond the cued and required choices
     weak: float = 0.35  # score at or below which only levels 1..3 are used
     strong: float = 0.60  # score at or above which all five levels are used
     drop_prob: float = 0.3
@@ -158,6 +167,20 @@ class Match:
     situation: str
 
 
+#: families the semantic match may only choose when a cue asks (pose is not a similarity)
+CUED_ONLY_FAMILIES = frozenset({"geometric"})
+#: families that need an outdoor scene (or an explicit cue) to be chosen by similarity
+OUTDOOR_FAMILIES = frozenset({"weather"})
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the description says outright: cue hits per corruption, and whether it is outdoors."""
+
+    hits: dict[str, cues.Hit]
+    outdoor: str | None
+
+
 def _quote(text: str, limit: int = 70) -> str:
     t = " ".join(text.split())
     return t if len(t) <= limit else t[: limit - 1].rsplit(" ", 1)[0] + "…"
@@ -191,16 +214,32 @@ class OfflinePlanner:
             quote[:, j] = sit[sims[:, sit].argmax(axis=1)]
         return best, ch, sid, quote, [t for _, t in owners]
 
-    def _select(self, spec: np.ndarray, raw: np.ndarray, req: rules.Requirements) -> list[int]:
+    def _allowed_semantic(self, i: int, reading: Reading) -> bool:
+        e = self.catalogue.entries[i]
+        if e.family in CUED_ONLY_FAMILIES:
+            return False
+        return e.family not in OUTDOOR_FAMILIES or reading.outdoor is not None
+
+    def _select(self, spec: np.ndarray, raw: np.ndarray, req: rules.Requirements, reading: Reading) -> list[int]:
         names = self.catalogue.names
         required = [i for i, nm in enumerate(names) if nm in req.required]
-        candidates = [i for i, nm in enumerate(names) if nm not in req.forbidden and nm not in req.required]
-        ranked = sorted(candidates, key=lambda i: (-spec[i], i))
+        free = [i for i, nm in enumerate(names) if nm not in req.forbidden and nm not in req.required]
+        cued = sorted((i for i in free if names[i] in reading.hits), key=lambda i: (reading.hits[names[i]].start, i))
+        # the semantic match fills gaps: a family the description already speaks to through a
+        # cue ("noisy" -> iso_noise) gets no look-alike from similarity (speckle_noise)
+        by_name = self.catalogue.by_name()
+        cued_families = {by_name[nm].family for nm in reading.hits if nm in by_name and nm not in req.forbidden}
+        ranked = sorted(
+            (i for i in free if i not in cued and self._allowed_semantic(i, reading)
+             and self.catalogue.entries[i].family not in cued_families),
+            key=lambda i: (-spec[i], i),
+        )
         p = self.p
-        picked = [i for i in ranked if spec[i] >= p.specificity and raw[i] >= p.threshold][: p.max_optional]
-        if len(picked) < p.min_optional:
-            picked = ranked[: p.min_optional]
-        return required + picked
+        semantic = [i for i in ranked if spec[i] >= p.specificity and raw[i] >= p.threshold][: p.max_semantic]
+        short = p.min_optional - len(cued) - len(semantic)
+        if short > 0:
+            semantic += [i for i in ranked if i not in semantic][:short]
+        return required + cued + semantic
 
     def _severities(self, score: float, ordinal: bool) -> list[int]:
         if not ordinal:
@@ -209,16 +248,26 @@ class OfflinePlanner:
         top = 3 + int(round(2 * float(np.clip(t, 0.0, 1.0))))
         return list(range(1, top + 1))
 
-    def _plan(self, spec: np.ndarray, matches: list[Match], req: rules.Requirements) -> list[CorruptionChoice]:
+    @staticmethod
+    def _says(hit: cues.Hit) -> str:
+        return f"the description says '{hit.quote}': {hit.why}"
+
+    def _plan(self, spec: np.ndarray, matches: list[Match], req: rules.Requirements, reading: Reading) -> list[CorruptionChoice]:
         raw = np.array([m.score for m in matches])
         out = []
-        for i in self._select(spec, raw, req):
+        for i in self._select(spec, raw, req, reading):
             e = self.catalogue.entries[i]
             m = matches[i]
+            hit = reading.hits.get(e.name)
+            full = list(range(1, 6)) if e.ordinal else [1]
             if e.name in req.required:
-                choice = required_choice(e, req.required[e.name], situation=f"'{_quote(m.situation)}'")
-                sev = self._severities(max(m.score, self.p.threshold), e.ordinal)
-                choice = choice.model_copy(update={"severities": sev})
+                choice = required_choice(e, req.required[e.name])
+                if hit is not None:  # the rule is also what the description says: quote it
+                    choice = choice.model_copy(update={"reason": choice.reason[:-1] + "; " + self._says(hit) + "."})
+                choice = choice.model_copy(update={"severities": full})
+            elif hit is not None:
+                reason = self._says(hit)
+                choice = CorruptionChoice(name=e.name, severities=full, reason=reason[0].upper() + reason[1:] + ".")
             else:
                 choice = CorruptionChoice(
                     name=e.name,
@@ -235,6 +284,10 @@ class OfflinePlanner:
         names = self.catalogue.names
         n = len(names)
         req = rules.requirements(domain_text, names)
+        hits: dict[str, cues.Hit] = {}
+        for h in cues.find(domain_text, set(names)):
+            hits.setdefault(h.name, h)  # the first phrase that calls for it
+        reading = Reading(hits, cues.outdoors(domain_text))
         best, ch, sid, quote, texts = self.similarities(domain_text)
         # Specificity: how much better a corruption matches a chunk than the average corruption
         # does. Generic chunks ("taken with phones") resemble many camera situations a little;
@@ -248,7 +301,11 @@ class OfflinePlanner:
             r = rows[centred[rows].argmax(axis=0)]
             cols = np.arange(n)
             spec = centred[r, cols]
-            ms = [Match(float(best[r[j], j]), ch[r[j]], texts[quote[r[j], j]]) for j in range(n)]
+            # the reason quotes the best sentence or clause, not the whole text (chunk 0), so it
+            # points at the part of the description that matched
+            parts = rows[rows != 0] if (rows != 0).any() else rows
+            q = parts[centred[parts].argmax(axis=0)]
+            ms = [Match(float(best[r[j], j]), ch[q[j]], texts[quote[q[j], j]]) for j in range(n)]
             return spec, ms
 
         all_rows = np.arange(len(ch))
@@ -261,7 +318,7 @@ class OfflinePlanner:
                 rows = np.array([r for r in all_rows if sid[r] == -1 or sid[r] in keep])
                 spec, ms = scores_for(rows)
                 spec = spec + rng.normal(0.0, self.p.jitter, size=n)
-            plans.append(self._plan(spec, ms, req))
+            plans.append(self._plan(spec, ms, req, reading))
         vote = majority_vote(plans, names)
         # Reasons come from the full-text sample (sample 0) when it chose the corruption, so the
         # stored explanation quotes the whole description; severities are the voted ones.

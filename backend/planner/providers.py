@@ -99,13 +99,14 @@ def choose_provider(name: str, settings: LLMSettings) -> tuple[str, PlannerProvi
 
 
 def _plan_offline(text: str, samples: int, catalogue: Catalogue, settings: LLMSettings) -> Planned:
+    from backend.planner import cues
     from backend.planner.offline import MODEL_NAME, OfflinePlanner  # sentence-transformers: slow to import
 
     vote = OfflinePlanner(catalogue).run(text, samples)
     provenance = PlannerProvenance(
         provider="offline",
         model=MODEL_NAME,
-        prompt_version=f"offline-{rules.rules_version()}",
+        prompt_version=f"offline-{rules.rules_version()}-{cues.cues_version()}",
         samples=vote.n_samples,
         temperature=0.0,
     )

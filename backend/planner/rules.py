@@ -114,11 +114,16 @@ def _normalise(text: str) -> str:
 def detect_kinds(text: str, path: str | Path | None = None) -> list[DetectedKind]:
     comp = _compile(str(path or RULES_PATH))
     norm = _normalise(text)
+    # reasons quote the keyword as written ("X-rays", not "x-rays"), when case folding kept
+    # every position (it does except for a few letters such as "İ")
+    written = unicodedata.normalize("NFKC", text)
+    same_positions = len(written) == len(norm)
     found = []
     for name, pattern in comp.patterns.items():
         m = pattern.search(norm)
         if m:
-            found.append(DetectedKind(name, comp.book.kinds[name].label, m.group(0)))
+            keyword = written[m.start() : m.end()] if same_positions else m.group(0)
+            found.append(DetectedKind(name, comp.book.kinds[name].label, keyword))
     return found
 
 

@@ -118,12 +118,16 @@ def test_cells_frame_and_csv_export(populated: Store) -> None:
     f = data.cells_frame(s)
     assert len(f) == 2 * 6
     row = f[(f.model == "embedded:weak") & (f.corruption == "gaussian_noise") & (f.severity == 3)].iloc[0]
-    assert row["accuracy"] == pytest.approx(syn.correct("embedded:weak", 3) / syn.PER_CLASS)
-    assert row["mean_threat"] == pytest.approx(1.5) and not row["safe"]
+    assert row["balanced_accuracy"] == pytest.approx(syn.correct("embedded:weak", 3) / syn.PER_CLASS)
+    # the synthetic classes are balanced, so top-1 equals balanced accuracy here
+    assert row["top1_accuracy"] == pytest.approx(row["balanced_accuracy"])
+    assert row["label_flips"] == (syn.CLEAN_CORRECT["embedded:weak"] - syn.correct("embedded:weak", 3)) * 3 * 2
+    assert row["mean_pd_threat"] == pytest.approx(1.5) and not row["pd_safe"]
     rows = list(csv.DictReader(io.StringIO(data.export_csv(s))))
     assert len(rows) == 12 and {r["run_id"] for r in rows} == {DONE}
     clean = next(r for r in rows if r["model"] == "embedded:good" and r["corruption"] == "clean")
-    assert float(clean["accuracy"]) == pytest.approx(0.9) and clean["mean_threat"] == ""
+    assert float(clean["balanced_accuracy"]) == pytest.approx(0.9) and clean["mean_pd_threat"] == ""
+    assert list(rows[0]) == ["run_id", *data.CELL_FIELDS]
     doc = json.loads(data.export_json(populated.get_run(DONE), s))
     assert doc["run"]["run_id"] == DONE and doc["report"]["baseline"] == "embedded:good"
 

@@ -50,7 +50,7 @@ def test_requirements_and_violations(catalogue: Catalogue) -> None:
     assert {"rain", "snow", "fog", "cloud_overlay"} <= set(req.forbidden)
     v = rules.violations(req, ["brightness", "rain", "gaussian_noise"])
     assert v == [
-        "'rain' is implausible for medical imaging (the description mentions 'x-rays'); remove it",
+        "'rain' is implausible for medical imaging (the description mentions 'X-rays'); remove it",
         "'contrast' is required for every domain; add it",
     ]
     assert rules.check("chest X-rays", ["brightness", "contrast", "gaussian_noise"], catalogue.names) == []

@@ -1,0 +1,160 @@
+"""Cues: phrases of a domain description that call for a corruption (data in cues.toml).
+
+The offline planner's expert reading of a description. Matching is by keyword, like the sanity
+rules, so a choice can always be explained by quoting the clause that holds the keyword, and the
+same text always gives the same cues.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from backend.errors import UserInputError
+from backend.planner.rules import _keyword_regex
+
+CUES_PATH = Path(__file__).with_name("cues.toml")
+# a quoted clause longer than this is cut to a window around the keyword: a few words before
+# it, more after (descriptions tend to name the thing first and its condition after)
+WORDS_BEFORE, WORDS_AFTER = 6, 12
+
+
+class Cue(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    why: str = Field(min_length=1)
+    keywords: list[str] = Field(min_length=1)
+    choose: list[str] = Field(min_length=1)
+    #: a match whose clause also holds one of these is someone else's cue ("blurred by hand shake"
+    #: is motion blur, not a soft lens)
+    unless: list[str] = Field(default_factory=list)
+
+
+class Context(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outdoor: list[str] = Field(min_length=1)
+
+
+class CueBook(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = 1
+    context: Context
+    cues: dict[str, Cue]
+
+    def names(self) -> set[str]:
+        return {n for c in self.cues.values() for n in c.choose}
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One cue found in a description: the corruption it proposes and why, with the quote."""
+
+    cue: str
+    name: str  # corruption
+    why: str
+    keyword: str  # the matched text
+    quote: str  # the clause of the description around it
+    start: int  # position in the description, for ordering
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    book: CueBook
+    patterns: dict[str, re.Pattern[str]]
+    unless: dict[str, re.Pattern[str] | None]
+    outdoor: re.Pattern[str]
+    fingerprint: str
+
+
+def _pattern(keywords: list[str]) -> re.Pattern[str]:
+    return re.compile("|".join(_keyword_regex(k) for k in keywords), re.IGNORECASE)
+
+
+@lru_cache(maxsize=4)
+def _compile(path: str) -> _Compiled:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+        book = CueBook.model_validate(tomllib.loads(raw.decode("utf-8")))
+    except FileNotFoundError as e:
+        raise UserInputError(f"planner cues file {p} is missing; restore backend/planner/cues.toml") from e
+    except (tomllib.TOMLDecodeError, ValidationError) as e:
+        raise UserInputError(f"planner cues file {p} is invalid ({e}); fix it") from e
+    patterns = {name: _pattern(cue.keywords) for name, cue in book.cues.items()}
+    unless = {name: _pattern(cue.unless) if cue.unless else None for name, cue in book.cues.items()}
+    return _Compiled(book, patterns, unless, _pattern(book.context.outdoor), hashlib.sha256(raw).hexdigest()[:12])
+
+
+def cue_book(path: str | Path | None = None) -> CueBook:
+    return _compile(str(path or CUES_PATH)).book
+
+
+def cues_version(path: str | Path | None = None) -> str:
+    return "cues-" + _compile(str(path or CUES_PATH)).fingerprint
+
+
+def _normalise(text: str) -> str:
+    # NFKC only (no case folding): quotes are cut from this string, so they read as written
+    return unicodedata.normalize("NFKC", text)
+
+
+_CLAUSE_END = re.compile(r"[.;:!?()\n,]")
+
+
+def _clause(text: str, start: int, end: int) -> str:
+    left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    right_m = _CLAUSE_END.search(text, end)
+    return text[left : right_m.start() if right_m else len(text)]
+
+
+def quote_around(text: str, start: int, end: int) -> str:
+    """The clause of ``text`` holding ``text[start:end]``, cut to a window of words around it."""
+    left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    right_m = _CLAUSE_END.search(text, end)
+    right = right_m.start() if right_m else len(text)
+    # whole words only: widen the match to the spaces around it ("dim" in "dim-lit" -> "dim-lit")
+    while start > left and not text[start - 1].isspace():
+        start -= 1
+    while end < right and not text[end].isspace():
+        end += 1
+    before = text[left:start].split()[-WORDS_BEFORE:]
+    after = text[end:right].split()[:WORDS_AFTER]
+    return " ".join([*before, text[start:end], *after])
+
+
+def find(text: str, catalogue_names: set[str] | None = None, path: str | Path | None = None) -> list[Hit]:
+    """Every (cue, corruption) the description calls for, in the order the keywords appear."""
+    comp = _compile(str(path or CUES_PATH))
+    norm = _normalise(text)
+    hits = []
+    for name, pattern in comp.patterns.items():
+        found = None
+        for m in pattern.finditer(norm):
+            unless = comp.unless[name]
+            if unless is None or not unless.search(_clause(norm, m.start(), m.end())):
+                found = m
+                break
+        if found is None:
+            continue
+        m = found
+        cue = comp.book.cues[name]
+        quote = quote_around(norm, m.start(), m.end())
+        for corruption in cue.choose:
+            if catalogue_names is None or corruption in catalogue_names:
+                hits.append(Hit(name, corruption, cue.why, m.group(0), quote, m.start()))
+    return sorted(hits, key=lambda h: h.start)
+
+
+def outdoors(text: str, path: str | Path | None = None) -> str | None:
+    """The word that puts the scene outdoors, or None for a scene with no sign of being outside."""
+    m = _compile(str(path or CUES_PATH)).outdoor.search(_normalise(text))
+    return m.group(0) if m else None
