@@ -142,7 +142,7 @@ class Worker:
         while max_runs is None or len(self.executed) < max_runs:
             if self.run_one():
                 continue
-            if until_idle and not self.queue.active():
+            if until_idle and not self.queue.pending():
                 break
             time.sleep(self.poll_s)
         return len(self.executed)

@@ -157,6 +157,11 @@ class RunQueue(ABC):
         """Runs queued or being worked on (as users see them)."""
         return [r for r in self._candidates() if run_status(r) in ("queued", "running")]
 
+    def pending(self) -> list[RunRecord]:
+        """Runs a worker may still take: queued, or held under a lease (a dead holder's run is
+        taken again once its lease runs out, so it counts as pending until then)."""
+        return [r for r in self._candidates() if r.status == "queued" or r.lease_until is not None]
+
     @abstractmethod
     def _candidates(self) -> list[RunRecord]:
         """Runs stored as queued or running (what a claim or a duplicate check looks at)."""
