@@ -132,7 +132,7 @@ def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
             chosen = c2.pills(f"severities of {name}", SEVERITIES, selection_mode="multi", default=row["initial"],
                               key=f"sev-{name}")
             row["severities"] = sorted(chosen or [])
-            c3.button("Remove", key=f"rm-{name}", on_click=_remove, args=(name,), help=f"remove {name} from the plan")
+            c3.button("Remove", key=f"rm-{name}", on_click=_remove, args=(name,))
     names = [n for n in launching.catalogue_names() if n not in {r["name"] for r in rows}]
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
     c1.selectbox("add a corruption", names, index=None, placeholder="choose a corruption from the catalogue",
