@@ -157,6 +157,9 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     page.get_by_role("button", name="Plan", exact=True).click()
     expect(page.get_by_role("heading", name="Edit the plan")).to_be_visible(timeout=240_000)
     wait_idle(page)
+    heading = page.get_by_role("heading", name=re.compile(r"Chosen corruptions \(\d+\)")).inner_text()
+    n_planned = int(re.search(r"\((\d+)\)", heading).group(1))  # type: ignore[union-attr]
+    expect(page.locator("[class*='st-key-row-']")).to_have_count(n_planned)  # the editor has rendered every row
     planned = [k.removeprefix("st-key-row-") for k in page.locator("[class*='st-key-row-']").evaluate_all(
         "els => els.map(e => [...e.classList].find(c => c.startsWith('st-key-row-')))")]
     assert KEEP in planned and len(planned) >= 2, planned
