@@ -14,6 +14,7 @@ from backend.store.mongo_store import MongoStore
 from backend.store.queue import MAX_ATTEMPTS, DuplicateRunError, LeaseLost, now_iso, queue_of
 from backend.store.records import RunRecord
 from backend.store.sqlite_store import SQLiteStore
+from backend.engine.status import run_status
 from backend.errors import UserInputError
 from backend.worker import Lease, OwnedStore
 
@@ -76,7 +77,9 @@ def test_an_expired_lease_is_claimed_again_and_the_old_worker_is_fenced(store: S
     first = q.claim("dead", lease_s=0.2)
     assert first is not None
     assert q.claim("w2", lease_s=30) is None  # not yet expired
+    assert run_status(store.get_run("r1")) == "running"
     time.sleep(0.3)
+    assert run_status(store.get_run("r1")) == "interrupted"  # its worker stopped renewing
     second = q.claim("w2", lease_s=30)
     assert second is not None and second.worker == "w2" and second.attempts == 2
     # the old worker can neither renew nor change the run any more
@@ -164,3 +167,13 @@ def test_the_write_fence_stops_a_worker_whose_lease_ran_out(store: Store) -> Non
         owned.update_run("r1", status="done")
     assert store.keys("units", run_id="r1") == {("r1", "fake:a", "clean", 0, 0)}
     assert store.get_run("r1").status == "running"
+
+
+def test_a_version_2_run_reads_as_never_queued(store: Store) -> None:
+    doc = queued("r-old").model_dump(mode="json")
+    for f in ("queued_at", "worker", "lease_until", "attempts"):
+        doc.pop(f)
+    store._upsert_many("runs", [doc | {"schema_version": 2, "status": "done"}])
+    run = store.get_run("r-old")
+    assert run.schema_version == 3 and run.attempts == 0 and run.worker is None and run.queued_at is None
+    assert queue_of(store).claim("w", 30) is None
