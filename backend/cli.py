@@ -390,6 +390,8 @@ def ui(
     _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
     try:
         code = subprocess.call(command)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM reach Streamlit too; it stops by itself
+        code = 0
     finally:
         if side is not None and side.poll() is None:
             side.terminate()  # the worker hands its run back to the queue on SIGTERM
@@ -412,7 +414,11 @@ def worker_cmd(
     from backend.worker import Worker
 
     w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always)
-    n = w.serve(until_idle=until_idle, max_runs=max_runs)
+    try:
+        n = w.serve(until_idle=until_idle, max_runs=max_runs)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a run in progress went back to the queue
+        _say_always(f"worker {w.name} stopped after taking {len(w.executed)} run(s)")
+        raise typer.Exit(0) from None
     _say(f"worker {w.name}: {n} run(s) taken")
 
 

@@ -231,9 +231,11 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     page.get_by_role("tab", name=re.compile("Export")).dispatch_event("click")
     download = page.get_by_role("button", name=re.compile("CSV")).first
     expect(download).to_be_visible()
-    download.scroll_into_view_if_needed()
+    download.focus()
     with page.expect_download() as info:
-        download.click()  # a real click: Streamlit starts the download from the click handler
+        # a trusted key press (a synthetic click event does not start a download; a mouse click
+        # can land on the sticky header when the button is scrolled to the top)
+        page.keyboard.press("Enter")
     path = ARTIFACTS / info.value.suggested_filename
     info.value.save_as(path)
     rows_ = list(csv.DictReader(io.StringIO(path.read_text())))
