@@ -1,4 +1,4 @@
-"""The ``domainbench`` command line: plan, run, ls, show, export, gallery, models, ui, demo."""
+"""The ``domainbench`` command line: plan, run, ls, show, export, gallery, models, ui, worker, demo."""
 
 from __future__ import annotations
 
@@ -489,12 +489,59 @@ def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard,
 
 
 @app.command()
-def ui(port: Annotated[int, typer.Option(help="Port for the Streamlit server.")] = 8501) -> None:
-    """Open the browser UI (Streamlit)."""
+def ui(
+    port: Annotated[int, typer.Option(help="Port for the Streamlit server.")] = 8501,
+    host: Annotated[str, typer.Option(help="Address to listen on; 0.0.0.0 exposes the UI to the network.")] = "127.0.0.1",
+    worker: Annotated[bool, typer.Option("--worker/--no-worker", help="Start a worker beside the UI (embedded store only).")] = True,
+) -> None:
+    """Open the browser UI (Streamlit); with the embedded store, a worker runs what it launches."""
     app_path = Path(__file__).resolve().parent.parent / "frontend" / "app.py"
-    _say(f"starting the UI on http://localhost:{port} (Ctrl-C stops it)")
-    raise typer.Exit(subprocess.call([sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
-                                      "--server.headless", "true", "--browser.gatherUsageStats", "false"]))
+    command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
+               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    # with MongoDB the workers are separate machines (`domainbench worker`); the embedded store
+    # lives on this one, so the UI brings the worker that runs what its New domain page queues
+    side = None
+    if worker and not _settings().store_uri:
+        side = subprocess.Popen([sys.executable, "-m", "backend.cli", "--quiet", "worker"], stdin=subprocess.DEVNULL)
+        _say(f"worker started (process {side.pid}); it runs the runs launched from the UI")
+    _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
+    try:
+        code = subprocess.call(command)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM reach Streamlit too; it stops by itself
+        code = 0
+    finally:
+        if side is not None and side.poll() is None:
+            side.terminate()  # the worker hands its run back to the queue on SIGTERM
+            try:
+                side.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                side.kill()
+    raise typer.Exit(code)
+
+
+@app.command("worker")
+def worker_cmd(
+    lease: Annotated[float, typer.Option(help="Seconds a claim holds without renewal; a dead worker's run is resumed after it.")] = 60.0,
+    poll: Annotated[float, typer.Option(help="Seconds between looks at an empty queue.")] = 2.0,
+    until_idle: Annotated[bool, typer.Option("--until-idle", help="Exit when no run is queued or held by another live worker.")] = False,
+    max_runs: Annotated[Optional[int], typer.Option(help="Exit after taking this many runs.")] = None,
+    name: Annotated[Optional[str], typer.Option(help="Worker name stored on the runs it takes (default: host:pid:random).")] = None,
+) -> None:
+    """Run queued runs from the store (launched from the UI), resuming runs whose worker died."""
+    from backend.worker import Worker
+
+    w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always)
+    try:
+        n = w.serve(until_idle=until_idle, max_runs=max_runs)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a run in progress went back to the queue
+        _say_always(f"worker {w.name} stopped after taking {len(w.executed)} run(s)")
+        raise typer.Exit(0) from None
+    _say(f"worker {w.name}: {n} run(s) taken")
+
+
+def _say_always(text: str) -> None:
+    # a worker's log is its only output: it prints even with --quiet, without markup
+    err_console.print(text, highlight=False, markup=False)
 
 
 @app.command()

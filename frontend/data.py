@@ -10,12 +10,8 @@ finished gets a report built from the units stored so far, and :class:`RunView` 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache, partial
 from pathlib import Path
@@ -825,92 +821,5 @@ def known_models() -> list[str]:
     return list_models()
 
 
-# --------------------------------------------------------------------------- launching runs
-
-
-@dataclass
-class Launch:
-    """A background ``domainbench run`` started from the UI."""
-
-    pid: int
-    log_path: Path
-    config_path: Path
-    domain: str
-    started_at: str
-    command: list[str]
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
-
-    def returncode(self) -> int | None:
-        """None while running; reaps the child so no zombie is left behind."""
-        return None if self.process is None else self.process.poll()
-
-    def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def launch_command(
-    config_path: Path, models: list[str], dataset: str, limit: int | None, baseline: str | None = None,
-    device: str | None = None, stability: bool = True, threat: bool = True, run_id: str | None = None,
-) -> list[str]:
-    if not models:
-        raise UserInputError("choose at least one model to evaluate")
-    if not dataset.strip():
-        raise UserInputError("the dataset is empty; use `sample` or a path to an image folder / CSV manifest")
-    if limit is not None and limit < 1:
-        raise UserInputError(f"the image limit must be a positive number, got {limit}")
-    if baseline and baseline not in models:
-        raise UserInputError(f"baseline {baseline!r} is not one of the chosen models {models}")
-    cmd = [sys.executable, "-m", "backend.cli", "--quiet", "run", str(config_path), "--models", ",".join(models),
-           "--dataset", dataset.strip()]
-    if limit is not None:
-        cmd += ["--limit", str(int(limit))]
-    if baseline:
-        cmd += ["--baseline", baseline]
-    if device and device != "auto":
-        cmd += ["--device", device]
-    if not stability:
-        cmd.append("--no-stability")
-    if not threat:
-        cmd.append("--no-threat")
-    if run_id:
-        cmd += ["--run-id", run_id]
-    return cmd
-
-
-def launch_run(cfg: DomainConfig, command: list[str], config_path: Path) -> Launch:
-    """Start the run as a detached background process logging to $DOMAINBENCH_HOME/logs."""
-    home = home_dir().resolve()
-    logs = home / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
-    log_path = logs / f"run-{stamp}.log"
-    env = {**os.environ, "DOMAINBENCH_HOME": str(home), "NO_ALBUMENTATIONS_UPDATE": "1"}
-    started = _now()
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            command, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,  # a UI restart must not kill the run
-        )
-    # reap the child when it ends, even if no page ever asks again (no zombie processes)
-    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
-    return Launch(pid=proc.pid, log_path=log_path, config_path=config_path, domain=cfg.domain,
-                  started_at=started, command=command, process=proc)
-
-
-def launched_run(store: Store, launch: Launch) -> RunRecord | None:
-    """The run record the launched process created, once it exists."""
-    run_id = launch.command[launch.command.index("--run-id") + 1] if "--run-id" in launch.command else None
-    if run_id:
-        return store.get_run(run_id)
-    for r in store.list_runs():
-        if r.domain.domain == launch.domain and r.created_at >= launch.started_at:
-            return r
-    return None

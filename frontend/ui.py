@@ -34,10 +34,19 @@ def get_store() -> Store:
     return _cached_store(os.path.abspath(settings.home), settings.store_uri)
 
 
+def redact(text: str) -> str:
+    """``text`` without the API keys and the database password the environment holds.
+
+    Every message the pages show passes through here: an error from a store or an LLM
+    endpoint may quote its URI or its key, and a page is often shared as a screenshot.
+    """
+    return Settings.from_env().redact(text)
+
+
 def error_text(exc: BaseException) -> str:
     if isinstance(exc, ValueError):  # UserInputError and the metric / planner input errors
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
+        return redact(str(exc))
+    return redact(f"{type(exc).__name__}: {exc}")
 
 
 @contextmanager
@@ -49,7 +58,7 @@ def guard(what: str) -> Iterator[None]:
     try:
         yield
     except UserInputError as e:
-        st.error(f"{what}: {e}")
+        st.error(redact(f"{what}: {e}"))
     except Exception as e:  # the UI must survive anything a store or a metric raises
         log.warning("%s failed", what, exc_info=True)
         st.error(f"{what} failed — {error_text(e)}")
@@ -67,7 +76,7 @@ def fmt(v: Any, digits: int = 3) -> str:
     return f"{f:.{digits}f}"
 
 
-STATUS_COLOR = {"running": "orange", "done": "green", "failed": "red", "interrupted": "violet"}
+STATUS_COLOR = {"queued": "blue", "running": "orange", "done": "green", "failed": "red", "interrupted": "violet"}
 
 
 def status_badge(status: str) -> str:
@@ -77,4 +86,4 @@ def status_badge(status: str) -> str:
 
 def sidebar_store(store: Store) -> None:
     # the description redacts passwords; raw URIs and keys are never shown
-    st.sidebar.caption(f"Results store: {store.description}")
+    st.sidebar.caption(redact(f"Results store: {store.description}"))

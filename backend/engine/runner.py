@@ -143,6 +143,7 @@ class Engine:
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
 
     def resume(self, run_id: str) -> str:
+        """Evaluate what a stored run still lacks: after an interruption, or a queued run's first start."""
         run = self.store.get_run(run_id)
         if run is None:
             known = [r.run_id for r in self.store.list_runs()[:5]]
@@ -151,7 +152,11 @@ class Engine:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
         ds = open_run_dataset(run.config)
         models = self._load_models(run.config, ds)
-        self.store.update_run(run_id, status="running", resumed_at=_now(), pid=os.getpid(), host=platform.node())
+        started: dict[str, Any] = {"resumed_at": _now()}
+        if run.dataset is None:  # a queued run starts here: record what `start` records
+            started = {"dataset": DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled),
+                       "environment": _environment(models)}
+        self.store.update_run(run_id, status="running", pid=os.getpid(), host=platform.node(), **started)
         self.store.delete("summaries", run_id=run_id)  # a report is only ever of a finished run
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 

@@ -42,7 +42,7 @@ class DatasetInfo(_Record):
 
 
 class RunRecord(_Record):
-    schema_version: Literal[2] = 2
+    schema_version: Literal[3] = 3
     run_id: str
     domain_id: str
     domain: DomainConfig
@@ -64,6 +64,13 @@ class RunRecord(_Record):
     threat_anchors_per_class: int | None = None
     #: the FMR search of a run made by ``domainbench fmr``
     fmr: FmrSettings | None = None
+    # -- the work queue (backend/store/queue.py): set on runs launched into the queue only --
+    queued_at: str | None = None
+    #: the worker that holds the run; its claim is good until ``lease_until`` (Unix seconds)
+    worker: str | None = None
+    lease_until: float | None = None
+    #: how many times a worker claimed the run (a run that keeps killing its worker stops)
+    attempts: int = Field(default=0, ge=0)
 
 
 class UnitRecord(UnitDocument):
@@ -176,7 +183,7 @@ RECORDS: dict[str, type[BaseModel]] = {
 
 CURRENT_VERSIONS: dict[str, int] = {
     "domains": 1,
-    "runs": 2,
+    "runs": 3,
     "units": 1,
     "stability": 1,
     "threat": 1,
@@ -194,9 +201,15 @@ def _migrate_run_1(doc: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
+def _migrate_run_2(doc: dict[str, Any]) -> dict[str, Any]:
+    # version 3 added the queue fields, all optional: a version-2 run was never queued
+    return {**doc, "schema_version": 3}
+
+
 #: (collection, version) -> function lifting a document to version + 1; None: not migratable
 MIGRATIONS: dict[tuple[str, int], Any] = {
     ("runs", 1): _migrate_run_1,
+    ("runs", 2): _migrate_run_2,
     # a version-1 summary was an untyped dict; the report is rebuilt from the units instead
     ("summaries", 1): None,
 }

@@ -1,21 +1,25 @@
-"""New domain: describe a setting, let the planner choose corruptions, preview them, launch a run."""
+"""New domain: describe a setting, let the planner choose corruptions, edit the plan, preview it,
+and queue a run that a worker evaluates; interrupted runs can be resumed from here."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from backend.config import DomainConfig
-from backend.engine.status import run_status
-from frontend import data, figures
-from frontend.ui import error_text, get_store, guard, sidebar_store
+from backend.store import Store
+from backend.store.queue import DuplicateRunError
+from frontend import data, figures, launching
+from frontend.ui import error_text, get_store, guard, sidebar_store, status_badge
 
 EXAMPLE = ("Product photos of clothing taken with cheap phone cameras in a dim warehouse: images are noisy, "
            "blurred by hand shake and heavily JPEG-compressed.")
 RUNS_PAGE = str(Path(__file__).resolve().parent / "runs.py")
+SEVERITIES = [1, 2, 3, 4, 5]
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -28,9 +32,13 @@ def cached_models() -> list[str]:
     return data.known_models()
 
 
-def plan_form() -> None:
+# --------------------------------------------------------------------------- plan
+
+
+def plan_form(store: Store | None) -> None:
     with st.form("plan-form"):
-        text = st.text_area("Describe where your images come from and how they get worse", value=EXAMPLE, height=110)
+        text = st.text_area("Describe where your images come from and how they get worse", value=EXAMPLE, height=110,
+                            key="domain-text")
         c1, c2 = st.columns(2)
         provider = c1.radio("planner", ["offline", "auto", "openai"], horizontal=True,
                             help="offline: a local sentence-embedding planner, no network. openai: any OpenAI-compatible "
@@ -38,23 +46,42 @@ def plan_form() -> None:
                                  "when configured, else offline.")
         samples = c2.number_input("samples (majority vote over planner runs)", min_value=1, max_value=50, value=10)
         go = st.form_submit_button("Plan", type="primary")
-    if go:
-        with st.spinner("planning… (the first plan loads the planner's model)"):
-            try:
-                cfg = data.plan_domain(text, provider=provider, samples=int(samples))
-                path = data.save_domain(get_store(), cfg)
-            except Exception as e:  # planner / network / validation: a message, not a traceback
-                st.error(f"Planning failed — {error_text(e)}")
-                return
-        st.session_state["planned_domain"] = cfg
-        st.session_state["plan_path"] = str(path)
+    if not go:
+        return
+    try:
+        check = launching.check_text(text)  # empty text is refused before the planner loads anything
+    except Exception as e:
+        st.error(f"Cannot plan this description — {error_text(e)}")
+        return
+    if store is None:
+        st.error("Planning needs the results store, which cannot be opened (see the message above).")
+        return
+    with st.spinner("planning… (the first plan loads the planner's model)"):
+        try:
+            cfg = data.plan_domain(text, provider=provider, samples=int(samples))
+            path = data.save_domain(store, cfg)
+        except Exception as e:  # planner / network / validation: a message, not a traceback
+            st.error(f"Planning failed — {error_text(e)}")
+            return
+    st.session_state["planned_domain"] = cfg
+    st.session_state["plan_path"] = str(path)
+    st.session_state["plan_note"] = check.message() if check.truncated else None
+    _reset_editor(cfg)
 
 
-def show_plan(cfg: DomainConfig, path: str) -> None:
+def _reset_editor(cfg: DomainConfig) -> None:
+    for key in [k for k in st.session_state if isinstance(k, str) and k.startswith("sev-")]:
+        del st.session_state[key]
+    st.session_state["plan_rows"] = launching.plan_rows(cfg)
+
+
+def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
     st.subheader(f"Chosen corruptions ({len(cfg.corruptions)})")
     prov = cfg.planner
     st.caption(f"planner {prov.provider} · {prov.model or 'no model'} · {prov.samples} sample(s) · prompt "
                f"{prov.prompt_version or '?'} · config saved to `{path}`")
+    if st.session_state.get("plan_note"):
+        st.warning(st.session_state["plan_note"])
     rows = []
     for c in cfg.corruptions:
         try:
@@ -69,11 +96,53 @@ def show_plan(cfg: DomainConfig, path: str) -> None:
     for v in prov.violations:
         st.warning(v)
     with guard("drawing the selection heatmap"):
-        freq = data.selection_frequencies(get_store(), extra=cfg)
+        freq = data.selection_frequencies(store, extra=cfg)
         st.plotly_chart(figures.selection_heatmap(freq, highlight=freq.columns[0] if len(freq.columns) else None),
                         width="stretch")
         st.caption("Columns: this plan (outlined) and the other stored domains. A cell is the share of planner "
                    "samples that chose the corruption; the majority vote keeps those chosen in most samples.")
+
+
+def _remove(name: str) -> None:
+    st.session_state["plan_rows"] = [r for r in st.session_state["plan_rows"] if r["name"] != name]
+    st.session_state.pop(f"sev-{name}", None)
+
+
+def _add() -> None:
+    name = st.session_state.get("add-corruption")
+    rows = st.session_state["plan_rows"]
+    if name and all(r["name"] != name for r in rows):
+        rows.append({"name": name, "severities": list(SEVERITIES), "initial": list(SEVERITIES), "params": {},
+                     "reason": "added by hand"})
+    st.session_state["add-corruption"] = None
+
+
+def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
+    """The plan as edited on the page (corruptions added or removed, severities changed); None while invalid."""
+    st.subheader("Edit the plan")
+    st.caption("Remove corruptions that cannot happen in your setting, add ones the planner missed, and pick the "
+               "severities to evaluate. The run evaluates exactly this plan.")
+    rows: list[dict[str, Any]] = st.session_state.setdefault("plan_rows", launching.plan_rows(cfg))
+    for row in rows:
+        name = row["name"]
+        with st.container(key=f"row-{name}", border=True):
+            c1, c2, c3 = st.columns([3, 4, 1], vertical_alignment="center")
+            c1.markdown(f"**{name}**  \n{row['reason'] or ''}")
+            # the default is the plan's, never the edited value: a changing default would reset the widget
+            chosen = c2.pills(f"severities of {name}", SEVERITIES, selection_mode="multi", default=row["initial"],
+                              key=f"sev-{name}")
+            row["severities"] = sorted(chosen or [])
+            c3.button("Remove", key=f"rm-{name}", on_click=_remove, args=(name,))
+    names = [n for n in launching.catalogue_names() if n not in {r["name"] for r in rows}]
+    c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+    c1.selectbox("add a corruption", names, index=None, placeholder="choose a corruption from the catalogue",
+                 key="add-corruption")
+    c2.button("Add corruption", on_click=_add, disabled=not names)
+    try:
+        return launching.edited_domain(cfg, rows)
+    except Exception as e:
+        st.error(f"The plan cannot be launched yet — {error_text(e)}")
+        return None
 
 
 def gallery_section(cfg: DomainConfig) -> None:
@@ -92,7 +161,10 @@ def gallery_section(cfg: DomainConfig) -> None:
                          width=112)
 
 
-def launch_form(cfg: DomainConfig, path: str) -> None:
+# --------------------------------------------------------------------------- launch & queue
+
+
+def launch_form(store: Store, cfg: DomainConfig) -> None:
     st.subheader("Launch a run")
     known: list[str] = []
     with guard("listing models"):
@@ -100,81 +172,92 @@ def launch_form(cfg: DomainConfig, path: str) -> None:
     defaults = [m for m in ("embedded:fmnist-plain", "embedded:fmnist-augmented") if m in known]
     with st.form("launch-form"):
         models = st.multiselect("models", known, default=defaults)
-        extra = st.text_input("more models (comma-separated names, e.g. open_clip:ViT-B-32/openai)", "")
+        extra = st.text_input("more models (comma-separated names, e.g. open_clip:ViT-B-32/openai)", "", key="extra-models")
         c1, c2, c3 = st.columns(3)
-        dataset = c1.text_input("dataset", "sample", help="`sample`, a folder of class folders, a CSV manifest, or an "
-                                                          "image folder")
-        limit = c2.number_input("image limit (0 = all)", min_value=0, value=200, step=50)
-        device = c3.selectbox("device", ["auto", "cpu", "cuda"])
-        c4, c5 = st.columns(2)
-        stability = c4.checkbox("measure embedding stability", value=True)
-        threat = c5.checkbox("measure PD threat", value=True)
+        dataset = c1.text_input("dataset", "sample", key="dataset",
+                                help="`sample`, a folder of class folders, a CSV manifest, or an image folder")
+        limit = c2.number_input("image limit (0 = all)", min_value=0, value=200, step=50, key="limit")
+        baseline = c3.text_input("baseline model (empty: the first model)", "", key="baseline")
+        c4, c5, c6 = st.columns(3)
+        device = c4.selectbox("device", ["auto", "cpu", "cuda"])
+        stability = c5.checkbox("measure embedding stability", value=True, key="stability")
+        threat = c6.checkbox("measure PD threat", value=True, key="threat")
         go = st.form_submit_button("Launch run", type="primary")
     if not go:
         return
     chosen = models + [m.strip() for m in extra.split(",") if m.strip() and m.strip() not in models]
     try:
-        from backend.engine.runner import new_run_id
-
-        cmd = data.launch_command(Path(path), chosen, dataset, int(limit) or None, device=device,
-                                  stability=stability, threat=threat, run_id=new_run_id(cfg.domain))
-        launch = data.launch_run(cfg, cmd, Path(path))
+        run_cfg = launching.run_config(chosen, dataset, int(limit) or None, baseline.strip() or None, device,
+                                       stability, threat)
+        with st.spinner("checking the dataset and the models…"):
+            run = launching.enqueue(store, cfg, run_cfg)
+    except DuplicateRunError as e:
+        st.warning(f"Not queued again — {error_text(e)}. It is listed below.")
+        return
     except Exception as e:
-        st.error(f"Could not start the run — {error_text(e)}")
+        st.error(f"Nothing was queued — {error_text(e)}")
         return
-    st.session_state.setdefault("launches", []).append(launch)
-    st.success(f"Started the run in the background (process {launch.pid}); log: `{launch.log_path}`")
+    st.success(f"Queued run **{run.run_id}**: a worker picks it up and evaluates it (progress below).")
 
 
-def launches_panel() -> None:
-    launches: list[data.Launch] = st.session_state.get("launches", [])
-    if not launches:
+def queue_panel(store: Store) -> None:
+    frame = launching.queue_frame(store)
+    if frame.empty:
         return
-    waiting = any(data.launched_run(get_store(), x) is None and x.returncode() is None for x in launches)
+    busy = bool(frame["status"].isin(["queued", "running"]).any())
 
-    @st.fragment(run_every=3 if waiting else None)
+    @st.fragment(run_every=2 if busy else None)
     def _panel() -> None:
-        st.subheader("Launched runs")
-        store = get_store()
-        for x in reversed(launches):
-            rc = x.returncode()
-            run = data.launched_run(store, x)
-            with st.container(border=True):
-                if run is not None:
-                    st.markdown(f"**{run.run_id}** — status **{run_status(run)}** "
-                                f"(process {x.pid}{'' if rc is None else f', exited {rc}'})")
-                    st.page_link(RUNS_PAGE, label="open on the Runs page", icon=":material/open_in_new:",
-                                 query_params={"run": run.run_id})
-                elif rc is None:
-                    st.markdown(f"process {x.pid} is starting (loading models and data)…")
-                elif rc != 0:
-                    last = [ln for ln in x.log_tail(40).splitlines() if ln.strip()]
-                    st.error(f"The run exited with code {rc} before it was created: {last[-1] if last else 'no output'}")
-                else:
-                    st.info(f"process {x.pid} finished; see its log")
-                st.caption(f"log: `{x.log_path}`")
-        if waiting and not any(data.launched_run(store, x) is None and x.returncode() is None for x in launches):
-            st.rerun()
+        with guard("reading the queue"):
+            current = launching.queue_frame(store)
+            st.subheader("Queued and recent runs")
+            st.caption("Runs launched here wait in the store's queue until a worker takes them (`domainbench ui` "
+                       "starts one; more machines can run `domainbench worker`).")
+            for row in current.itertuples(index=False):
+                with st.container(key=f"queued-{row.run}", border=True):
+                    c1, c2, c3 = st.columns([6, 2, 2], vertical_alignment="center")
+                    run = store.get_run(row.run)
+                    done, total = launching.progress(store, run) if run is not None else (0, 0)
+                    who = f" · worker `{row.worker}`" if row.worker else ""
+                    c1.markdown(f"{status_badge(row.status)} **{row.run}** · cells {done}/{total}{who}  \n"
+                                f"{data.short_text(row.domain, 90)}")
+                    c2.page_link(RUNS_PAGE, label="open", icon=":material/open_in_new:", query_params={"run": row.run})
+                    if row.resumable and c3.button("Resume", key=f"resume-{row.run}", icon=":material/replay:"):
+                        try:
+                            launching.resume(store, row.run)
+                        except Exception as e:
+                            st.error(f"Cannot resume {row.run} — {error_text(e)}")
+                        else:
+                            st.rerun()  # the whole page: the panel starts polling again
+            if busy and not current["status"].isin(["queued", "running"]).any():
+                st.rerun()  # the last run finished: stop polling
 
     _panel()
 
 
 def main() -> None:
     st.title("New domain")
+    store: Store | None = None
     with guard("opening the results store"):
-        sidebar_store(get_store())
-    plan_form()
+        store = get_store()
+        sidebar_store(store)
+    plan_form(store)
     cfg, path = st.session_state.get("planned_domain"), st.session_state.get("plan_path")
     if cfg is None:
         st.info("Describe a deployment setting and press **Plan**: the planner picks the corruptions it produces, "
-                "with severities and a reason for each.")
-    else:
+                "with severities and a reason for each; you can edit the plan before launching it.")
+    elif store is not None:
         with guard("showing the plan"):
-            show_plan(cfg, path)
-        gallery_section(cfg)
-        launch_form(cfg, path)
-    with guard("checking launched runs"):
-        launches_panel()
+            show_plan(store, cfg, path)
+        edited = None
+        with guard("editing the plan"):
+            edited = edit_plan(cfg)
+        if edited is not None:
+            gallery_section(edited)
+            with guard("launching"):
+                launch_form(store, edited)
+    if store is not None:
+        queue_panel(store)
 
 
 main()

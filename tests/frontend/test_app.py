@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.config import CorruptionChoice, DomainConfig, PlannerProvenance
-from backend.errors import UserInputError
 from backend.store import Store
 from frontend import data
 
@@ -91,65 +88,6 @@ def test_compare_page_plots_models_across_domains(populated: Store) -> None:
     assert not at.exception and not at.error
     next(s for s in at.selectbox if s.label.startswith("baseline")).set_value("embedded:weak").run()
     assert not at.exception and not at.error
-
-
-def fake_plan(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
-    return DomainConfig(
-        domain=text,
-        corruptions=[CorruptionChoice(name="brightness", severities=[1, 2], reason="glare on the windscreen"),
-                     CorruptionChoice(name="gaussian_noise", reason="high ISO at night")],
-        planner=PlannerProvenance(provider=provider, model="fake", samples=samples,
-                                  frequencies={"brightness": 0.8, "gaussian_noise": 1.0, "rotation": 0.1},
-                                  created_at="2025-02-01T00:00:00+00:00"),
-    )
-
-
-def test_new_domain_plan_preview_and_launch(populated: Store, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(data, "plan_domain", fake_plan)
-    at = app("new_domain")
-    at.text_area[0].set_value("dash-cam footage at night")
-    at.button[0].click().run()  # Plan
-    assert not at.exception and not at.error, texts(at.error)
-    plan_table = next(d.value for d in at.dataframe if "reason" in d.value.columns)
-    assert plan_table["corruption"].tolist() == ["brightness", "gaussian_noise"]
-    assert "glare on the windscreen" in plan_table["reason"].tolist()
-    assert len(at.get("plotly_chart")) == 1  # the selection heatmap
-    assert len(at.get("image")) == 3  # clean + one row of severities per corruption
-
-    # the launch: stands in for `python -m backend.cli run` by creating the run document
-    real_launch = data.launch_run
-    commands: list[list[str]] = []
-
-    def launch(cfg, command, path):  # noqa: ANN001, ANN202
-        commands.append(command)
-        script = (
-            "import datetime; from backend.store import open_store; "
-            "now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'); "
-            f"open_store().put_run({{'run_id': 'r-ui', 'domain_id': 'd-ui', 'status': 'running', 'created_at': now, "
-            f"'domain': {{'domain': {cfg.domain!r}, 'corruptions': []}}, 'config': {{'models': ['m']}}}})"
-        )
-        x = real_launch(cfg, [sys.executable, "-c", script], path)
-        x.process.wait(timeout=30)
-        return x
-
-    monkeypatch.setattr(data, "launch_run", launch)
-    launch_button = next(b for b in at.button if b.label == "Launch run")
-    launch_button.click().run()
-    assert not at.exception and not at.error, texts(at.error)
-    assert commands and commands[0][commands[0].index("--dataset") + 1] == "sample"
-    assert "Started the run" in texts(at.success)
-    assert "r-ui" in texts(at.markdown) and "running" in texts(at.markdown)
-
-
-def test_new_domain_planner_errors_are_shown(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fail(*a, **k):  # noqa: ANN002, ANN003, ANN202
-        raise UserInputError("the domain description is empty; describe where your images come from")
-
-    monkeypatch.setattr(data, "plan_domain", fail)
-    at = app("new_domain")
-    at.button[0].click().run()
-    assert not at.exception
-    assert "description is empty" in texts(at.error)
 
 
 def test_unlabelled_run_shows_flips_instead_of_accuracy(store: Store) -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
-import time
 from pathlib import Path
 
 import fe_synthetic as syn
@@ -15,7 +13,7 @@ import pytest
 from sklearn.metrics import balanced_accuracy_score
 
 import corruptions
-from backend.config import CorruptionChoice, DomainConfig
+from backend.config import DomainConfig
 from backend.engine.reports import build_report
 from backend.errors import UserInputError
 from backend.report import Versions
@@ -187,50 +185,6 @@ def test_gallery_uses_the_seeded_kernels(home: Path) -> None:
     assert out[4].mean() > out[0].mean() >= img.mean()
     with pytest.raises(UserInputError, match="out of range"):
         data.preview_image(10**6)
-
-
-def cfg() -> DomainConfig:
-    return DomainConfig(domain="launch test domain", corruptions=[CorruptionChoice(name="brightness", severities=[1])])
-
-
-def test_launch_command_validates_inputs(tmp_path: Path) -> None:
-    cmd = data.launch_command(tmp_path / "d.toml", ["embedded:a", "embedded:b"], "sample", 50, baseline="embedded:b",
-                              stability=False)
-    assert cmd[1:6] == ["-m", "backend.cli", "--quiet", "run", str(tmp_path / "d.toml")]
-    assert cmd[cmd.index("--models") + 1] == "embedded:a,embedded:b"
-    assert cmd[cmd.index("--limit") + 1] == "50" and "--no-stability" in cmd and "--no-threat" not in cmd
-    with pytest.raises(UserInputError, match="at least one model"):
-        data.launch_command(tmp_path / "d.toml", [], "sample", None)
-    with pytest.raises(UserInputError, match="positive"):
-        data.launch_command(tmp_path / "d.toml", ["m"], "sample", 0)
-    with pytest.raises(UserInputError, match="baseline"):
-        data.launch_command(tmp_path / "d.toml", ["m"], "sample", None, baseline="x")
-
-
-def test_launch_run_starts_a_background_process_and_finds_its_run(store: Store, home: Path) -> None:
-    c = cfg()
-    path = data.save_domain(store, c)
-    assert path.is_file() and path.parent == home.resolve() / "domains"
-    assert store.find("domains")[0].domain == c.domain
-    # stands in for the CLI: creates the run document the way the engine does
-    script = (
-        "import datetime, os; from backend.store import open_store; "
-        "now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'); "
-        "open_store().put_run({'run_id': 'r-launched', 'domain_id': 'd-launched', 'status': 'running', 'created_at': now, "
-        "'domain': {'domain': 'launch test domain', 'corruptions': []}, 'config': {'models': ['m']}}); "
-        "print('home', os.environ['DOMAINBENCH_HOME'])"
-    )
-    t0 = time.perf_counter()
-    launch = data.launch_run(c, [sys.executable, "-c", script], path)
-    assert time.perf_counter() - t0 < 5  # does not wait for the process
-    assert launch.log_path.parent == home.resolve() / "logs"
-    deadline = time.time() + 30
-    while launch.returncode() is None and time.time() < deadline:
-        time.sleep(0.1)
-    assert launch.returncode() == 0
-    assert f"home {home.resolve()}" in launch.log_tail()
-    run = data.launched_run(store, launch)
-    assert run is not None and run.run_id == "r-launched"
 
 
 # --------------------------------------------------------------------------- runs list, domains, plans

@@ -1,0 +1,129 @@
+"""Data for the New domain page's plan editor, launch form and queue panel (no Streamlit here).
+
+A run launched from the page goes into the store's queue (``backend.launch``); a worker
+(``domainbench worker``, started beside ``domainbench ui``) takes it from there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from backend.config import CorruptionChoice, DomainConfig, RunConfig
+from backend.engine.status import run_status
+from backend.errors import UserInputError
+from backend.store import Store
+from backend.store.queue import REQUEUEABLE, queue_of
+from backend.store.records import RunRecord
+
+
+@dataclass(frozen=True)
+class TextCheck:
+    """What the planner will read of a description: its length and where a long one is cut."""
+
+    chars: int
+    kept: int
+    truncated: bool
+    tail: str  # the last words the planner reads of a cut text
+
+    def message(self) -> str:
+        return (f"The description has {self.chars:,} characters; the planner reads only the first {self.kept:,} "
+                f"(up to “…{self.tail}”) and is told the rest was cut. Shorten it to what makes images worse.")
+
+
+def check_text(text: str) -> TextCheck:
+    """``UserInputError`` for an empty description; otherwise how much of it the planner uses."""
+    from backend.planner import MAX_DOMAIN_CHARS, prepare_domain_text
+
+    prepared = prepare_domain_text(text)  # the planner's own cut, so what we show is what it reads
+    chars = len(text.strip())
+    if chars <= MAX_DOMAIN_CHARS:
+        return TextCheck(chars, chars, False, "")
+    kept = prepared.rsplit("\n", 1)[0]
+    return TextCheck(chars, len(kept), True, " ".join(kept.split()[-6:]))
+
+
+def catalogue_names() -> list[str]:
+    import corruptions
+
+    return sorted(corruptions.names())
+
+
+def edited_domain(cfg: DomainConfig, rows: list[dict[str, Any]]) -> DomainConfig:
+    """The planned domain with the user's corruptions and severities; errors name the corruption."""
+    choices = []
+    for row in rows:
+        if not row["severities"]:
+            raise UserInputError(f"{row['name']}: choose at least one severity (1–5) or remove the corruption")
+        choices.append(CorruptionChoice(name=row["name"], severities=sorted(row["severities"]),
+                                        params=row.get("params") or {}, reason=row.get("reason") or "added by hand"))
+    if not choices:
+        raise UserInputError("the plan has no corruption left; add one before launching")
+    out = cfg.model_copy(update={"corruptions": choices})
+    out.check_catalogue()
+    return out
+
+
+def plan_rows(cfg: DomainConfig) -> list[dict[str, Any]]:
+    return [{"name": c.name, "severities": list(c.severities), "initial": list(c.severities), "params": dict(c.params),
+             "reason": c.reason} for c in cfg.corruptions]
+
+
+def run_config(models: list[str], dataset: str, limit: int | None, baseline: str | None, device: str,
+               stability: bool, threat: bool) -> RunConfig:
+    """The run configuration from the form, with the page's words in its errors."""
+    if not models:
+        raise UserInputError("choose at least one model to evaluate")
+    if not dataset.strip():
+        raise UserInputError("the dataset is empty; use `sample` or a path to an image folder / CSV manifest")
+    if baseline and baseline not in models:
+        raise UserInputError(f"baseline {baseline!r} is not one of the chosen models ({', '.join(models)}); "
+                             "leave it empty to use the first model")
+    try:
+        return RunConfig(models=models, dataset=dataset.strip(), limit=limit, baseline=baseline or None,
+                         device=device, stability=stability, threat=threat)
+    except ValueError as e:
+        from pydantic import ValidationError
+
+        if isinstance(e, ValidationError):
+            from backend.errors import first_validation_error
+
+            loc, msg = first_validation_error(e)
+            raise UserInputError(f"{loc}: {msg}") from None
+        raise
+
+
+def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig) -> RunRecord:
+    """Check every input and queue the run (``DuplicateRunError`` when the same run is queued or running)."""
+    from backend.launch import enqueue_run
+
+    return enqueue_run(store, domain, cfg)
+
+
+def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:
+    """The runs a user launched or may resume, newest first: queued, running, interrupted, failed, recent done."""
+    rows = []
+    for r in store.list_runs():
+        status = run_status(r)
+        if status == "done" and r.queued_at is None:
+            continue  # finished runs started from a terminal belong on the Runs page only
+        rows.append({"run": r.run_id, "status": status, "domain": r.domain.domain[:80],
+                     "models": ", ".join(r.config.models), "worker": r.worker or "", "attempts": r.attempts,
+                     "queued": r.queued_at or "", "resumable": status in REQUEUEABLE})
+        if len(rows) >= limit:
+            break
+    return pd.DataFrame(rows, columns=["run", "status", "domain", "models", "worker", "attempts", "queued", "resumable"])
+
+
+def progress(store: Store, run: RunRecord) -> tuple[int, int]:
+    """(cells with stored units, cells planned): a cell is a (model, corruption, severity)."""
+    keys = store.keys("units", run_id=run.run_id)
+    per_model = 1 + sum(len(c.severities) for c in run.domain.corruptions)
+    return len({k[1:4] for k in keys}), per_model * len(run.config.models)
+
+
+def resume(store: Store, run_id: str) -> RunRecord:
+    """Put an interrupted or failed run back into the queue; finished units are kept."""
+    return queue_of(store).requeue(run_id)

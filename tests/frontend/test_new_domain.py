@@ -1,0 +1,194 @@
+"""The New domain page through ``AppTest``: plan, edit the plan, launch into the queue, resume;
+bad input and a store that is down give a message, never a traceback; no secret is shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend.config import CorruptionChoice, DomainConfig, PlannerProvenance
+from backend.errors import StoreUnavailableError, UserInputError
+from backend.planner import MAX_DOMAIN_CHARS
+from backend.store import Store
+from backend.store.queue import queue_of
+from frontend import data
+
+APP = str(Path(__file__).resolve().parents[2] / "frontend" / "app.py")
+
+
+def texts(elements) -> str:  # noqa: ANN001 - an AppTest element list
+    return "\n".join(str(e.value) for e in elements)
+
+
+def everything(at: AppTest) -> str:
+    """Every text the page renders (messages, markdown, captions, tables, widget labels and values)."""
+    parts = [texts(getattr(at, kind)) for kind in ("error", "warning", "info", "success", "markdown", "caption",
+                                                     "title", "subheader", "code", "exception")]
+    parts += [d.value.to_csv() for d in at.dataframe]
+    parts += [f"{w.label} {getattr(w, 'value', '')}" for kind in ("text_input", "text_area", "selectbox", "multiselect")
+              for w in getattr(at, kind)]
+    parts += [str(e.proto) for e in at.sidebar]
+    return "\n".join(parts)
+
+
+def page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    at.switch_page("views/new_domain.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def fake_plan(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
+    return DomainConfig(
+        domain=text[:100],
+        corruptions=[CorruptionChoice(name="brightness", severities=[1, 2], reason="glare on the windscreen"),
+                     CorruptionChoice(name="gaussian_noise", reason="high ISO at night")],
+        planner=PlannerProvenance(provider=provider, model="fake", samples=samples,
+                                  frequencies={"brightness": 0.8, "gaussian_noise": 1.0, "rotation": 0.1},
+                                  created_at="2025-02-01T00:00:00+00:00"),
+    )
+
+
+def planned(monkeypatch: pytest.MonkeyPatch, text: str = "dash-cam footage at night") -> AppTest:
+    monkeypatch.setattr(data, "plan_domain", fake_plan)
+    at = page()
+    at.text_area(key="domain-text").set_value(text)
+    next(b for b in at.button if b.label == "Plan").click().run()
+    assert not at.exception and not at.error, texts(at.error)
+    return at
+
+
+def launch(at: AppTest, **fields: object) -> AppTest:
+    for key, value in fields.items():
+        widget = at.number_input(key=key) if key == "limit" else at.text_input(key=key)
+        widget.set_value(value)
+    next(b for b in at.button if b.label == "Launch run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_plan_edit_and_launch_into_the_queue(populated: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = planned(monkeypatch)
+    plan_table = next(d.value for d in at.dataframe if "reason" in d.value.columns)
+    assert plan_table["corruption"].tolist() == ["brightness", "gaussian_noise"]
+    assert len(at.get("plotly_chart")) == 1  # the selection heatmap
+    assert len(at.get("image")) == 3  # clean + one row of severities per corruption
+
+    # edit: drop gaussian_noise, add contrast at severities 2 and 4, brightness at 1 only
+    at.button(key="rm-gaussian_noise").click().run()
+    at.selectbox(key="add-corruption").set_value("contrast").run()
+    next(b for b in at.button if b.label == "Add corruption").click().run()
+    at.button_group(key="sev-contrast").set_value([2, 4]).run()
+    at.button_group(key="sev-brightness").set_value([1]).run()
+    assert not at.exception and not at.error, texts(at.error)
+    assert len(at.get("image")) == 3  # the preview follows the edited plan
+
+    launch(at, limit=40)
+    assert not at.error, texts(at.error)
+    assert "Queued run" in texts(at.success)
+    queued = [r for r in populated.list_runs() if r.status == "queued"]
+    assert len(queued) == 1
+    run = queued[0]
+    assert [(c.name, c.severities) for c in run.domain.corruptions] == [("brightness", [1]), ("contrast", [2, 4])]
+    assert run.config.limit == 40 and run.config.dataset == "sample" and run.queued_at
+    assert run.config.models == ["embedded:fmnist-plain", "embedded:fmnist-augmented"]
+    assert run.run_id in texts(at.markdown)  # the queue panel lists it
+
+    # the same launch again is refused, naming the queued run
+    launch(at)
+    assert f"already queued: {run.run_id}" in texts(at.warning)
+    assert len([r for r in populated.list_runs() if r.status == "queued"]) == 1
+
+
+def test_a_severity_less_corruption_blocks_the_launch(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = planned(monkeypatch)
+    at.button_group(key="sev-brightness").set_value([]).run()
+    assert "brightness: choose at least one severity" in texts(at.error)
+    assert not [b for b in at.button if b.label == "Launch run"]
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"dataset": "/no/such/folder"}, "dataset path /no/such/folder does not exist"),
+    ({"extra-models": "embedded:fmnist-plian"}, "unknown model 'embedded:fmnist-plian'"),
+    ({"extra-models": "nosuchprefix:x"}, "a model name is PREFIX:NAME"),
+    ({"baseline": "open_clip:ViT-B-32/openai"}, "baseline 'open_clip:ViT-B-32/openai' is not one of the chosen models"),
+])
+def test_launch_inputs_are_checked_before_anything_is_queued(store: Store, monkeypatch: pytest.MonkeyPatch,
+                                                             fields: dict[str, str], message: str) -> None:
+    at = launch(planned(monkeypatch), **fields)
+    assert message in texts(at.error) and "Nothing was queued" in texts(at.error)
+    assert store.list_runs() == []
+
+
+def test_empty_and_huge_descriptions(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = page()
+    at.text_area(key="domain-text").set_value("   ")
+    next(b for b in at.button if b.label == "Plan").click().run()
+    assert not at.exception and "description is empty" in texts(at.error)
+
+    huge = ("Night-time dash-cam footage with rain on the lens and glare from headlights. " * 2700)[:200_000]
+    at = planned(monkeypatch, huge)
+    note = texts(at.warning)
+    assert "200,000 characters" in note and "reads only the first" in note
+    kept = int(note.split("reads only the first ")[1].split(" ")[0].replace(",", ""))
+    assert MAX_DOMAIN_CHARS // 2 < kept <= MAX_DOMAIN_CHARS
+
+
+def test_interrupted_runs_can_be_resumed_from_the_page(store: Store) -> None:
+    import fe_synthetic as syn
+
+    syn.populate(store, run_id="r-stopped", status="interrupted", skip_cells=3)
+    syn.populate(store, run_id="r-done", created_at="2025-01-02T00:00:00+00:00")
+    store.update_run("r-done", queued_at="2025-01-02T00:00:00+00:00")
+    at = page()
+    assert [b.key for b in at.button if b.label == "Resume"] == ["resume-r-stopped"]  # not the finished one
+    at.button(key="resume-r-stopped").click().run()
+    assert not at.exception and not at.error, texts(at.error)
+    run = store.get_run("r-stopped")
+    assert run.status == "queued" and run.queued_at and run.worker is None
+    assert queue_of(store).claim("w", 30).run_id == "r-stopped"  # type: ignore[union-attr]
+
+
+def test_a_store_that_is_down_is_a_message(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home.parent.mkdir(parents=True, exist_ok=True)
+    home.write_text("not a directory")  # $DOMAINBENCH_HOME is a file: the store cannot open
+    at = page()
+    assert "opening the results store" in texts(at.error) and "is a file" in texts(at.error)
+    next(b for b in at.button if b.label == "Plan").click().run()
+    assert not at.exception
+    assert "needs the results store" in texts(at.error)
+
+
+def test_no_api_key_or_database_password_is_ever_rendered(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    key, password = "sk-live-4f9a8c7e6d5b", "hunter2-pw-77"
+    uri = f"mongodb://admin:{password}@db.example:27017/domainbench"
+    monkeypatch.setenv("DOMAINBENCH_LLM_API_KEY", key)
+
+    def leaky_plan(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
+        raise UserInputError(f"the endpoint refused the key {key} (HTTP 401)")
+
+    monkeypatch.setattr(data, "plan_domain", leaky_plan)
+    at = page()
+    next(b for b in at.button if b.label == "Plan").click().run()
+    assert "refused the key ***" in texts(at.error)
+    assert key not in everything(at)
+
+    # a store whose error quotes its URI: the page shows it with the password replaced
+    monkeypatch.setenv("DOMAINBENCH_MONGO_URI", uri)
+    import frontend.ui as ui
+
+    def down(uri_: str | None, home: Path) -> Store:
+        raise StoreUnavailableError(f"cannot reach {uri_}")
+
+    monkeypatch.setattr(ui, "open_store", down)
+    ui._cached_store.clear()
+    for view in (None, "views/compare.py", "views/new_domain.py"):
+        at = AppTest.from_file(APP, default_timeout=90).run()
+        if view:
+            at.switch_page(view).run()
+        assert not at.exception
+        shown = everything(at)
+        assert "mongodb://admin:***@db.example" in shown, shown
+        assert password not in shown and key not in shown
