@@ -530,7 +530,10 @@ def worker_cmd(
     """Run queued runs from the store (launched from the UI), resuming runs whose worker died."""
     from backend.worker import Worker
 
-    w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always)
+    from backend.engine.executor_options import options_from_env
+
+    # a long-running worker takes its executor from the environment (the compose file sets it)
+    w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always, executor=options_from_env(os.environ))
     try:
         n = w.serve(until_idle=until_idle, max_runs=max_runs)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a run in progress went back to the queue

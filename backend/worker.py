@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from backend.engine.executor_options import ExecutorOptions
 from backend.errors import UserInputError
 from backend.store import Store
 from backend.store.queue import DEFAULT_LEASE_S, LeaseLost, RunQueue, now_iso, queue_of
@@ -127,13 +128,14 @@ class WorkerEvents:
 
 class Worker:
     def __init__(self, store: Store, name: str | None = None, lease_s: float = DEFAULT_LEASE_S, poll_s: float = 2.0,
-                 say: Callable[[str], None] = print) -> None:
+                 say: Callable[[str], None] = print, executor: ExecutorOptions | None = None) -> None:
         if lease_s <= 0 or poll_s <= 0:
             raise UserInputError(f"--lease ({lease_s}) and --poll ({poll_s}) must be positive numbers of seconds")
         self.store, self.queue = store, queue_of(store)
         self.name = name or worker_name()
         self.lease_s, self.poll_s, self.say = lease_s, poll_s, say
         self.executed: list[str] = []
+        self.executor = executor or ExecutorOptions()
 
     def serve(self, until_idle: bool = False, max_runs: int | None = None) -> int:
         """Claim and run until stopped (Ctrl-C, SIGTERM); with ``until_idle``, until no run is
@@ -156,11 +158,11 @@ class Worker:
         return True
 
     def execute(self, run: RunRecord) -> None:
-        from backend.engine.runner import Engine
+        from backend.engine.executors import make_engine
 
         self.say(f"run {run.run_id}: claimed (attempt {run.attempts})")
         with Lease(self.queue, run, self.name, self.lease_s) as lease:
-            engine = Engine(OwnedStore(self.store, lease), WorkerEvents(self.say, run.run_id))  # type: ignore[arg-type]
+            engine = make_engine(OwnedStore(self.store, lease), WorkerEvents(self.say, run.run_id), self.executor)  # type: ignore[arg-type]
             t0 = time.perf_counter()
             try:
                 engine.resume(run.run_id)
