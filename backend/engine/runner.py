@@ -289,6 +289,7 @@ class Engine:
             labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
             elapsed_s=round(time.perf_counter() - t0, 4),
             computed_at=_now(),
+            ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
         )
         self.store.upsert("units", unit)
         self.stats.computed_units += 1

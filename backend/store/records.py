@@ -75,6 +75,8 @@ class UnitRecord(UnitDocument):
     labels: list[int] | None = None
     elapsed_s: float | None = None
     computed_at: str | None = None
+    #: the corruption's severity-ladder version (CorruptionSpec.ladder_version); units stored before it existed read as 1
+    ladder_version: int = 1
 
 
 class ThreatRecord(_Record):

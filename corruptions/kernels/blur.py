@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import cv2
 import numpy as np
 from pydantic import Field
 
-from albumentations.augmentations.blur import functional as abf
-
 from corruptions.draws import record
-from corruptions.kernels._common import odd, per_channel, size_scale
+from corruptions.kernels._common import odd, per_channel, size_scale, to_uint8
+from corruptions.kernels._imagenet_c import (
+    IMAGENET_C_LADDER_VERSION,
+    clipped_zoom,
+    gaussian_nearest,
+    motion_trail,
+    sequential_swap_permutation,
+)
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -18,8 +25,9 @@ class GaussianBlurParams(Params):
 
 
 def gaussian_blur(img: np.ndarray, p: GaussianBlurParams, rng: np.random.Generator) -> np.ndarray:
+    # ImageNet-C: scikit-image's gaussian (edges replicated, kernel truncated at 4 sigma) on [0, 1] floats
     sigma = p.sigma * size_scale(img)
-    return per_channel(lambda x: cv2.GaussianBlur(x, (0, 0), sigmaX=sigma, borderType=cv2.BORDER_REFLECT_101), img)
+    return to_uint8(gaussian_nearest(img, sigma))
 
 
 def motion_kernel(length: float, angle_deg: float) -> np.ndarray:
@@ -39,13 +47,15 @@ def motion_kernel(length: float, angle_deg: float) -> np.ndarray:
 
 
 class MotionBlurParams(Params):
-    length: float = Field(13.0, ge=1.0, le=60.0, description="blur streak length in pixels at a 224-pixel short side")
+    radius: float = Field(15.0, ge=0.0, le=60.0, description="trail length 2 * radius + 1 in pixels at a 224-pixel short side")
+    sigma: float = Field(8.0, ge=0.1, le=60.0, description="decay (Gaussian sigma) of the trail weights in pixels at 224")
 
 
 def motion_blur(img: np.ndarray, p: MotionBlurParams, rng: np.random.Generator) -> np.ndarray:
-    angle = record(rng, "angle", float(rng.uniform(0.0, 180.0)))  # direction of motion is the random part
-    kernel = motion_kernel(max(1.0, p.length * size_scale(img)), angle)
-    return per_channel(lambda x: cv2.filter2D(x, -1, kernel, borderType=cv2.BORDER_REFLECT_101), img)
+    """ImageNet-C motion_blur: a one-sided trail (the image is also shifted along it) at a random angle."""
+    angle = record(rng, "angle", float(rng.uniform(-45.0, 45.0)))  # direction of motion is the random part
+    s = size_scale(img)
+    return to_uint8(motion_trail(img, round(p.radius * s), max(p.sigma * s, 0.1), angle))
 
 
 CORRUPTIONS: list[CorruptionSpec] = [
@@ -64,7 +74,8 @@ CORRUPTIONS: list[CorruptionSpec] = [
         ladder={1: {"sigma": 1.0}, 2: {"sigma": 2.0}, 3: {"sigma": 3.0}, 4: {"sigma": 4.0}, 5: {"sigma": 6.0}},
         ranges={"sigma": (0.5, 7.0)},
         apply=gaussian_blur,
-        backend="cv2.GaussianBlur",
+        backend="cv2.GaussianBlur (ImageNet-C gaussian_blur: edges replicated)",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="motion_blur",
@@ -78,11 +89,15 @@ CORRUPTIONS: list[CorruptionSpec] = [
             "sports photography with panning",
         ],
         params_model=MotionBlurParams,
-        ladder={1: {"length": 5.0}, 2: {"length": 9.0}, 3: {"length": 13.0}, 4: {"length": 19.0}, 5: {"length": 27.0}},
-        ranges={"length": (3.0, 31.0)},
+        ladder={
+            1: {"radius": 10.0, "sigma": 3.0}, 2: {"radius": 15.0, "sigma": 5.0}, 3: {"radius": 15.0, "sigma": 8.0},
+            4: {"radius": 15.0, "sigma": 12.0}, 5: {"radius": 20.0, "sigma": 15.0},
+        },
+        ranges={"radius": (10.0, 20.0), "sigma": (3.0, 15.0)},
         apply=motion_blur,
-        backend="own line kernel + cv2.filter2D",
-        draws={"angle": (0.0, 180.0)},
+        backend="ImageNet-C one-sided trail as one kernel + cv2.filter2D",
+        draws={"angle": (-45.0, 45.0)},
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
 ]
 
@@ -92,21 +107,18 @@ class DefocusParams(Params):
     alias_blur: float = Field(0.5, ge=0.01, le=2.0, description="Gaussian softening of the disk edge")
 
 
+@lru_cache(maxsize=32)
 def disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
-    """Normalised disk of a fractional radius (pixel weights = covered area, 8x8 supersampled), Gaussian-softened.
+    """ImageNet-C's defocus disk: pixels with x^2 + y^2 <= radius^2 on a grid of at least 17 x 17,
+    normalised, then softened by a 3 x 3 (radius <= 8) or 5 x 5 Gaussian of sigma ``alias_blur``.
 
-    Same construction as albumentations' ``defocus`` but without rounding the radius to an
-    integer, so small images keep distinct severities.
+    The radius may be fractional (images other than 224 pixels scale it).
     """
-    half = int(np.ceil(radius)) + 1
-    sub = (np.arange(8) + 0.5) / 8 - 0.5
+    half = max(8, int(np.ceil(radius)))
     grid = np.arange(-half, half + 1)
-    fine = (grid[:, None] + sub[None, :]).ravel()
-    inside = (fine[:, None] ** 2 + fine[None, :] ** 2) <= radius**2
-    n = grid.size
-    cover = inside.reshape(n, 8, n, 8).mean(axis=(1, 3)).astype(np.float32)
-    cover = cv2.GaussianBlur(cover, (3, 3) if radius <= 8 else (5, 5), sigmaX=alias_blur)
-    return cover / cover.sum()
+    disk = ((grid[:, None] ** 2 + grid[None, :] ** 2) <= radius**2).astype(np.float32)
+    disk /= disk.sum()
+    return cv2.GaussianBlur(disk, (3, 3) if radius <= 8 else (5, 5), sigmaX=alias_blur)
 
 
 def defocus_blur(img: np.ndarray, p: DefocusParams, rng: np.random.Generator) -> np.ndarray:
@@ -143,27 +155,38 @@ def glass_shuffle(x: np.ndarray, max_delta: int, dxy: np.ndarray) -> np.ndarray:
 
 
 def glass_blur(img: np.ndarray, p: GlassBlurParams, rng: np.random.Generator) -> np.ndarray:
+    """ImageNet-C glass_blur: Gaussian blur, sequential local pixel swaps, Gaussian blur again."""
     s = size_scale(img)
     delta = max(1, int(round(p.max_delta * s)))
     h, w = img.shape[:2]
     sigma = p.sigma * max(s, 0.25)
-    dxy = rng.integers(-delta, delta, size=((h - 2 * delta) * (w - 2 * delta), p.iterations, 2))
-    blur = lambda x: per_channel(  # noqa: E731
-        lambda y: cv2.GaussianBlur(y, (0, 0), sigmaX=sigma), x
-    )
-    shuffled = glass_shuffle(np.ascontiguousarray(blur(img)), delta, dxy)
-    return blur(shuffled)
+    blurred = gaussian_nearest(img, sigma)
+    # the reference truncates the first blur to uint8 before shuffling
+    x = np.floor(np.clip(blurred, 0, 255)).astype(np.uint8)
+    perm = sequential_swap_permutation(h, w, delta, p.iterations, rng)
+    shuffled = x.reshape(h * w, -1)[perm].reshape(img.shape)
+    return to_uint8(gaussian_nearest(shuffled, sigma))
 
 
 class ZoomBlurParams(Params):
-    max_zoom: float = Field(1.21, ge=1.01, le=2.0, description="largest zoom factor averaged into the image")
-    steps: int = Field(10, ge=2, le=32, description="number of zoomed copies averaged")
+    max_zoom: float = Field(1.21, ge=1.01, le=2.0, description="end (exclusive) of the zoom factors 1, 1 + step, ...")
+    step: float = Field(0.02, ge=0.005, le=0.2, description="spacing of the zoom factors averaged into the image")
+
+
+def zoom_factors(p: ZoomBlurParams) -> np.ndarray:
+    """ImageNet-C's ``np.arange(1, max_zoom, step)``: the list starts at 1.0 (an unzoomed copy)."""
+    return np.arange(1.0, p.max_zoom, p.step)
 
 
 def zoom_blur(img: np.ndarray, p: ZoomBlurParams, rng: np.random.Generator) -> np.ndarray:
-    factors = np.linspace(1.0, p.max_zoom, p.steps + 1)[1:]
-    out = abf.zoom_blur(img, factors)
-    return out.reshape(img.shape)
+    """ImageNet-C zoom_blur: the image and its clipped zooms by every factor, averaged."""
+    x = img.astype(np.float32)
+    out = x.copy()
+    factors = zoom_factors(p)
+    for z in factors:
+        layer = clipped_zoom(x, float(z))
+        out[: layer.shape[0], : layer.shape[1]] += layer
+    return to_uint8(out / np.float32(len(factors) + 1))
 
 
 CORRUPTIONS += [
@@ -185,7 +208,8 @@ CORRUPTIONS += [
         },
         ranges={"radius": (2.0, 12.0)},
         apply=defocus_blur,
-        backend="own anti-aliased disk (albumentations defocus construction) + cv2.filter2D",
+        backend="ImageNet-C disk kernel (cached) + cv2.filter2D",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="glass_blur",
@@ -200,13 +224,14 @@ CORRUPTIONS += [
         ],
         params_model=GlassBlurParams,
         ladder={
-            1: {"sigma": 0.7, "max_delta": 1.0, "iterations": 1}, 2: {"sigma": 0.7, "max_delta": 1.0, "iterations": 2},
-            3: {"sigma": 0.8, "max_delta": 2.0, "iterations": 2}, 4: {"sigma": 0.9, "max_delta": 2.0, "iterations": 3},
-            5: {"sigma": 1.0, "max_delta": 3.0, "iterations": 3},
+            1: {"sigma": 0.7, "max_delta": 1.0, "iterations": 2}, 2: {"sigma": 0.9, "max_delta": 2.0, "iterations": 1},
+            3: {"sigma": 1.0, "max_delta": 2.0, "iterations": 3}, 4: {"sigma": 1.1, "max_delta": 3.0, "iterations": 2},
+            5: {"sigma": 1.5, "max_delta": 4.0, "iterations": 2},
         },
-        ranges={"sigma": (0.6, 1.1), "max_delta": (1.0, 3.0), "iterations": (1, 3)},
+        ranges={"sigma": (0.7, 1.5), "max_delta": (1.0, 4.0)},
         apply=glass_blur,
-        backend="albumentations glass_blur fast mode, re-implemented on flat indices (tested equal)",
+        backend="ImageNet-C glass_blur: sequential swaps on a flat index list, one gather, cv2 blurs",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="zoom_blur",
@@ -221,10 +246,12 @@ CORRUPTIONS += [
         ],
         params_model=ZoomBlurParams,
         ladder={
-            1: {"max_zoom": 1.11}, 2: {"max_zoom": 1.16}, 3: {"max_zoom": 1.21}, 4: {"max_zoom": 1.26}, 5: {"max_zoom": 1.31},
+            1: {"max_zoom": 1.11, "step": 0.01}, 2: {"max_zoom": 1.16, "step": 0.01}, 3: {"max_zoom": 1.21, "step": 0.02},
+            4: {"max_zoom": 1.26, "step": 0.02}, 5: {"max_zoom": 1.31, "step": 0.03},
         },
-        ranges={"max_zoom": (1.05, 1.35)},
+        ranges={"max_zoom": (1.06, 1.36)},
         apply=zoom_blur,
-        backend="albumentations blur.functional.zoom_blur",
+        backend="ImageNet-C zoom_blur, clipped zooms by cv2.warpAffine",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
 ]
