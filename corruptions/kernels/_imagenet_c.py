@@ -121,28 +121,44 @@ def gaussian_nearest(x: np.ndarray, sigma: float, truncate: float = 4.0) -> np.n
     return out
 
 
-def sequential_swap_permutation(h: int, w: int, delta: int, iterations: int, rng: np.random.Generator) -> np.ndarray:
-    """Flat source index per pixel after ImageNet-C glass_blur's sequential local swaps.
+def sequential_swap_sources(h: int, w: int, delta: int, iterations: int, rng: np.random.Generator) -> np.ndarray:
+    """Flat source index per pixel after ImageNet-C glass_blur's sequential local "swaps".
 
-    The reference walks the pixels from bottom-right to top-left and swaps each with a random
-    neighbour at offset [-delta, delta) in each axis, one after another, so a pixel moved into a
-    position not yet visited is moved again: displacements compound (mean 2.0 / 3.8 / 5.4 px at
-    deltas 1 / 2 / 3 rather than the 1.2 / 2.6 / 4.0 px of independent swaps). The offsets are
-    drawn at once; the swaps run on a flat index list (no pixel data is touched), and one gather
-    applies the permutation to the image.
+    The reference walks the pixels from bottom-right to top-left and, for each, writes
+    ``x[h, w], x[h', w'] = x[h', w'], x[h, w]`` with a random neighbour at offset [-delta, delta)
+    per axis. Its operands are numpy views, so this copies the neighbour's *current* value into
+    (h, w) and leaves the neighbour as it is. A neighbour already visited (later in raster order)
+    holds a copied value, so displacements chain (mean 2.0 / 3.8 / 5.4 px at deltas 1 / 2 / 3
+    rather than the 1.2 / 2.6 / 4.0 px of independent swaps).
+
+    Vectorised: every visited pixel points at its neighbour; a pointer to a visited pixel with a
+    larger flat index (visited earlier) is followed to the end of its chain by pointer doubling
+    (a few passes over the image), which gives every pixel its original source at once.
     """
-    perm = list(range(h * w))
+    n = h * w
+    sources = np.arange(n, dtype=np.int64)
     hs = np.arange(h - delta, delta, -1)
     ws = np.arange(w - delta, delta, -1)
     if hs.size == 0 or ws.size == 0:
-        return np.arange(h * w)
-    src = (hs[:, None] * w + ws[None, :]).ravel()
+        return sources
+    visited_idx = (hs[:, None] * w + ws[None, :]).ravel()
+    visited = np.zeros(n, bool)
+    visited[visited_idx] = True
     for _ in range(iterations):
-        d = rng.integers(-delta, delta, size=(src.size, 2))
-        dst = src + d[:, 1] * w + d[:, 0]  # (dx, dy) as the reference draws them
-        for a, b in zip(src.tolist(), dst.tolist()):
-            perm[a], perm[b] = perm[b], perm[a]
-    return np.asarray(perm, dtype=np.int64)
+        d = rng.integers(-delta, delta, size=(visited_idx.size, 2))
+        nb = visited_idx + d[:, 1] * w + d[:, 0]  # (dx, dy) in the reference's draw order
+        chain = visited[nb] & (nb > visited_idx)
+        jump = np.arange(n, dtype=np.int64)  # fixed points: pixels whose value is settled
+        value = np.arange(n, dtype=np.int64)  # settled pixels: where their value comes from
+        jump[visited_idx[chain]] = nb[chain]
+        value[visited_idx[~chain]] = nb[~chain]
+        while True:
+            nxt = jump[jump]
+            if np.array_equal(nxt, jump):
+                break
+            jump = nxt
+        sources = sources[value[jump]]
+    return sources
 
 
 def hsv_value_shift(x: np.ndarray, delta: float) -> np.ndarray:

@@ -15,7 +15,7 @@ from corruptions.kernels._imagenet_c import (
     clipped_zoom,
     gaussian_nearest,
     motion_trail,
-    sequential_swap_permutation,
+    sequential_swap_sources,
 )
 from corruptions.spec import CorruptionSpec, Params
 
@@ -155,7 +155,7 @@ def glass_shuffle(x: np.ndarray, max_delta: int, dxy: np.ndarray) -> np.ndarray:
 
 
 def glass_blur(img: np.ndarray, p: GlassBlurParams, rng: np.random.Generator) -> np.ndarray:
-    """ImageNet-C glass_blur: Gaussian blur, sequential local pixel swaps, Gaussian blur again."""
+    """ImageNet-C glass_blur: Gaussian blur, sequential local pixel "swaps" (copies), Gaussian blur again."""
     s = size_scale(img)
     delta = max(1, int(round(p.max_delta * s)))
     h, w = img.shape[:2]
@@ -163,8 +163,8 @@ def glass_blur(img: np.ndarray, p: GlassBlurParams, rng: np.random.Generator) ->
     blurred = gaussian_nearest(img, sigma)
     # the reference truncates the first blur to uint8 before shuffling
     x = np.floor(np.clip(blurred, 0, 255)).astype(np.uint8)
-    perm = sequential_swap_permutation(h, w, delta, p.iterations, rng)
-    shuffled = x.reshape(h * w, -1)[perm].reshape(img.shape)
+    sources = sequential_swap_sources(h, w, delta, p.iterations, rng)
+    shuffled = x.reshape(h * w, -1)[sources].reshape(img.shape)
     return to_uint8(gaussian_nearest(shuffled, sigma))
 
 
@@ -230,7 +230,7 @@ CORRUPTIONS += [
         },
         ranges={"sigma": (0.7, 1.5), "max_delta": (1.0, 4.0)},
         apply=glass_blur,
-        backend="ImageNet-C glass_blur: sequential swaps on a flat index list, one gather, cv2 blurs",
+        backend="ImageNet-C glass_blur: its sequential pixel copies resolved by pointer doubling, one gather, cv2 blurs",
         ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(

@@ -73,7 +73,7 @@ def lens_spatter(img: np.ndarray, p: LensSpatterParams, rng: np.random.Generator
     s = size_scale(img)
     x = img.astype(np.float32) / np.float32(255.0)
     liquid = rng.normal(p.mean, p.spread, (h, w)).astype(np.float32)
-    liquid = gaussian_nearest(liquid, p.smoothing * s)[..., 0]
+    liquid = gaussian_nearest(liquid, p.smoothing * s)
     liquid[liquid < p.threshold] = 0
     if not p.mud:
         layer = (liquid * 255).astype(np.uint8)
@@ -94,7 +94,7 @@ def lens_spatter(img: np.ndarray, p: LensSpatterParams, rng: np.random.Generator
             add = add[..., None]
         return to_uint8(np.clip(x + add, 0, 1) * np.float32(255.0))
     m = (liquid > p.threshold).astype(np.float32)
-    m = gaussian_nearest(m, p.intensity * s)[..., 0]
+    m = gaussian_nearest(m, p.intensity * s)
     m[m < 0.8] = 0
     colour = _MUD if img.shape[-1] == 3 else np.array([_MUD @ np.array([0.2989, 0.5870, 0.1140], np.float32)], np.float32)
     x = x * (1 - m[..., None]) + colour * m[..., None]
