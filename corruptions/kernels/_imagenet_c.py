@@ -54,11 +54,22 @@ def motion_trail(x: np.ndarray, radius: float, sigma: float, angle_deg: float) -
     return cv2.filter2D(src, -1, k, anchor=anchor, borderType=cv2.BORDER_REPLICATE)
 
 
+def _linear_taps(n_out: int, n_in: int, top: int, keep: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """scipy.ndimage.zoom's order-1 sampling (corners onto corners) of the first ``keep`` outputs."""
+    scale = (n_in - 1) / max(n_out - 1, 1)
+    pos = np.arange(keep, dtype=np.float64) * scale
+    i0 = np.clip(np.floor(pos).astype(np.int64), 0, n_in - 1)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    f = (pos - i0).astype(np.float32)
+    return i0 + top, i1 + top, f
+
+
 def clipped_zoom(x: np.ndarray, zoom: float) -> np.ndarray:
     """ImageNet-C's ``clipped_zoom``: centre crop of ceil(side / zoom), scaled by ``zoom`` (order 1), top-left H x W.
 
-    scipy's ``zoom`` (grid_mode False) maps the corners of the crop onto the corners of an
-    output of ``round(crop * zoom)`` pixels; the same affine map in ``cv2.warpAffine``.
+    scipy's ``zoom`` (grid_mode False) maps the corners of the crop onto the corners of an output
+    of ``round(crop * zoom)`` pixels; here as two separable linear interpolations (gathers) of
+    only the rows and columns that are kept.
     """
     h, w = x.shape[:2]
     ch0 = int(np.ceil(h / zoom))
@@ -67,16 +78,13 @@ def clipped_zoom(x: np.ndarray, zoom: float) -> np.ndarray:
     top1 = (w - ch1) // 2
     out0 = int(round(ch0 * zoom))
     out1 = int(round(ch1 * zoom))
-    sy = (ch0 - 1) / max(out0 - 1, 1)
-    sx = (ch1 - 1) / max(out1 - 1, 1)
-    # dst -> src: src = dst * s + top
-    m = np.array([[sx, 0.0, top1], [0.0, sy, top0]], np.float64)
-    oh, ow = min(h, out0), min(w, out1)
-    src = np.ascontiguousarray(x, dtype=np.float32)
-    out = cv2.warpAffine(src, m, (ow, oh), flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
-    if out.ndim < x.ndim:
-        out = out[..., None]
-    return out
+    y0, y1, fy = _linear_taps(out0, ch0, top0, min(h, out0))
+    x0, x1, fx = _linear_taps(out1, ch1, top1, min(w, out1))
+    src = np.asarray(x, dtype=np.float32)
+    shape = (-1,) + (1,) * (src.ndim - 1)
+    rows = src[y0] * (1 - fy).reshape(shape) + src[y1] * fy.reshape(shape)
+    shape = (1, -1) + (1,) * (src.ndim - 2)
+    return rows[:, x0] * (1 - fx).reshape(shape) + rows[:, x1] * fx.reshape(shape)
 
 
 def plasma_fractal(mapsize: int, wibbledecay: float, rng: np.random.Generator) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import Field
 
 from corruptions.draws import record
-from corruptions.kernels._common import odd, per_channel, size_scale, to_uint8
+from corruptions.kernels._common import per_channel, size_scale, to_uint8
 from corruptions.kernels._imagenet_c import (
     IMAGENET_C_LADDER_VERSION,
     clipped_zoom,
@@ -28,22 +28,6 @@ def gaussian_blur(img: np.ndarray, p: GaussianBlurParams, rng: np.random.Generat
     # ImageNet-C: scikit-image's gaussian (edges replicated, kernel truncated at 4 sigma) on [0, 1] floats
     sigma = p.sigma * size_scale(img)
     return to_uint8(gaussian_nearest(img, sigma))
-
-
-def motion_kernel(length: float, angle_deg: float) -> np.ndarray:
-    """Normalised line kernel of the given length through the centre, anti-aliased by bilinear splatting."""
-    size = odd(np.ceil(length) + 2, minimum=3)
-    c = size // 2
-    n = max(2, int(np.ceil(length * 4)))
-    t = np.linspace(-(length - 1) / 2.0, (length - 1) / 2.0, n)
-    theta = np.deg2rad(angle_deg)
-    xs, ys = c + t * np.cos(theta), c - t * np.sin(theta)
-    x0, y0 = np.floor(xs).astype(int), np.floor(ys).astype(int)
-    fx, fy = xs - x0, ys - y0
-    k = np.zeros((size, size), np.float64)
-    for dx, dy, w in ((0, 0, (1 - fx) * (1 - fy)), (1, 0, fx * (1 - fy)), (0, 1, (1 - fx) * fy), (1, 1, fx * fy)):
-        np.add.at(k, (np.clip(y0 + dy, 0, size - 1), np.clip(x0 + dx, 0, size - 1)), w)
-    return (k / k.sum()).astype(np.float32)
 
 
 class MotionBlurParams(Params):
@@ -130,28 +114,6 @@ class GlassBlurParams(Params):
     sigma: float = Field(0.8, ge=0.1, le=5.0, description="Gaussian sigma before and after the pixel shuffling")
     max_delta: float = Field(2.0, ge=1.0, le=10.0, description="largest pixel displacement, pixels at a 224-pixel short side")
     iterations: int = Field(2, ge=1, le=5, description="rounds of local pixel swaps")
-
-
-def glass_shuffle(x: np.ndarray, max_delta: int, dxy: np.ndarray) -> np.ndarray:
-    """albumentations' fast-mode glass-blur pixel swaps, on flat int32 indices (about 10x faster).
-
-    Gives the same pixels as ``albumentations.augmentations.blur.functional.glass_blur`` for the
-    same ``dxy`` (tested); ``x`` is modified in place and returned.
-    """
-    h, w = x.shape[:2]
-    flat = x.reshape(h * w, -1)
-    hs = np.arange(h - max_delta, max_delta, -1, dtype=np.int32)
-    ws = np.arange(w - max_delta, max_delta, -1, dtype=np.int32)
-    base_h = np.tile(hs, ws.shape[0])
-    base_w = np.repeat(ws, hs.shape[0])
-    src = base_h * w + base_w
-    d = dxy.astype(np.int32)
-    for i in range(d.shape[1]):
-        dst = (base_h + d[:, i, 0]) * w + (base_w + d[:, i, 1])
-        a, b = flat[src], flat[dst]
-        flat[src] = b
-        flat[dst] = a
-    return x
 
 
 def glass_blur(img: np.ndarray, p: GlassBlurParams, rng: np.random.Generator) -> np.ndarray:

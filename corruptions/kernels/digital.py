@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
+from PIL import Image
 from pydantic import Field
 
 from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
@@ -51,9 +52,16 @@ class PixelateParams(Params):
 
 
 def pixelate(img: np.ndarray, p: PixelateParams, rng: np.random.Generator) -> np.ndarray:
-    """ImageNet-C pixelate: box-filter down to int(side * scale), nearest (pixel centres) back up."""
+    """ImageNet-C pixelate: PIL's box filter down to int(side * scale), nearest (pixel centres) back up.
+
+    PIL's BOX averages the input pixels whose centres fall in each box (not covered areas, as
+    cv2's INTER_AREA does), so the downsampling is PIL's own; cv2's INTER_NEAREST_EXACT (pixel
+    centres, as PIL's NEAREST) scales back up.
+    """
     h, w = img.shape[:2]
-    small = cv2.resize(img, (max(1, int(w * p.scale)), max(1, int(h * p.scale))), interpolation=cv2.INTER_AREA)
+    oh, ow = max(1, int(h * p.scale)), max(1, int(w * p.scale))
+    src = Image.fromarray(img[..., 0] if img.shape[-1] == 1 else img)
+    small = np.asarray(src.resize((ow, oh), Image.BOX))
     return cv2.resize(small, (w, h), interpolation=cv2.INTER_NEAREST_EXACT).reshape(img.shape)
 
 
@@ -94,7 +102,7 @@ CORRUPTIONS += [
         ladder={1: {"scale": 0.6}, 2: {"scale": 0.5}, 3: {"scale": 0.4}, 4: {"scale": 0.3}, 5: {"scale": 0.25}},
         ranges={"scale": (0.7, 0.2)},
         apply=pixelate,
-        backend="cv2.resize (INTER_AREA down, INTER_NEAREST_EXACT up; ImageNet-C pixelate with PIL BOX / NEAREST)",
+        backend="PIL BOX down, cv2 INTER_NEAREST_EXACT up (ImageNet-C pixelate)",
         ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(

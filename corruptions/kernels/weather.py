@@ -122,7 +122,7 @@ def snow(img: np.ndarray, p: SnowParams, rng: np.random.Generator) -> np.ndarray
     h, w = img.shape[:2]
     s = size_scale(img)
     field = rng.normal(p.mean, p.spread, (h, w)).astype(np.float32)
-    layer = clipped_zoom(field[..., None], p.zoom * s)[..., 0]
+    layer = clipped_zoom(field[..., None], max(1.0, p.zoom * s))[..., 0]  # flakes no smaller than a pixel
     layer[layer < p.threshold] = 0
     layer = np.clip(layer, 0, 1)
     angle = record(rng, "angle", float(rng.uniform(-135.0, -45.0)))  # direction the flakes fall
