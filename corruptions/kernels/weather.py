@@ -83,6 +83,9 @@ def _frost_texture(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     return tex
 
 
+_FINE_GAIN = 1.25
+
+
 def _frost_layer(h: int, w: int, channels: int, rng: np.random.Generator) -> np.ndarray:
     """A procedural ice layer (grey levels, float32) with the colour and texture statistics of one of
     ImageNet-C's five frost photographs, drawn at random as the reference draws its photograph."""
@@ -91,8 +94,12 @@ def _frost_layer(h: int, w: int, channels: int, rng: np.random.Generator) -> np.
     s = min(h, w) / 224
     coarse = cv2.GaussianBlur(tex, (0, 0), sigmaX=max(4.0 * s, 0.5))
     fine = tex - coarse
-    fine *= np.float32(fine_sd / max(float(fine.std()), 1e-6))
-    coarse = (coarse - np.float32(coarse.mean())) * np.float32(coarse_sd / max(float(coarse.std()), 1e-6))
+    # photographed ice has sharper crystals than this texture: its fine detail is weighted up by
+    # _FINE_GAIN (lowering SSIM as the photographs do) and its coarse variation down to keep the energy
+    fine_sd_eff = fine_sd * _FINE_GAIN
+    coarse_sd_eff = float(np.sqrt(max(coarse_sd**2 + fine_sd**2 - fine_sd_eff**2, (0.5 * coarse_sd) ** 2)))
+    fine *= np.float32(fine_sd_eff / max(float(fine.std()), 1e-6))
+    coarse = (coarse - np.float32(coarse.mean())) * np.float32(coarse_sd_eff / max(float(coarse.std()), 1e-6))
     base = np.array(mean, np.float32)
     if channels == 1:
         base = np.array([base @ np.array([0.2989, 0.5870, 0.1140], np.float32)], np.float32)
