@@ -51,9 +51,10 @@ SIZE = 224
 #: photos shipped with scikit-image (read in the reference environment) and scikit-learn
 SKIMAGE_PHOTOS = ("astronaut", "coffee", "chelsea", "rocket", "motorcycle")
 #: corruptions whose statistics vary much from draw to draw (frost: one of five photographs of very
-#: different brightness; spatter: a few rare, bright drops) run this many times per image, with
+#: different brightness; spatter: a few rare, bright drops; fog and snow: one random field per image)
+#: run this many times per image, with
 #: different seeds, so that the comparison measures the corruption rather than the draws
-REPEATS = {"frost": 10, "spatter": 6}
+REPEATS = {"frost": 10, "spatter": 6, "fog": 4, "snow": 3}
 REFERENCE_PINS = ("imagecorruptions==1.1.2", "setuptools<81", "numpy<2", "scikit-image==0.20.0")
 DEFAULT_VENV = Path.home() / ".cache" / "domainbench" / "imagenet-c-venv"
 TEST_DATA = Path(__file__).resolve().parent.parent / "tests" / "corruptions" / "data"
@@ -262,7 +263,9 @@ def write_test_data(images: list[np.ndarray], ref: dict, names: list[str], out_d
     out_dir.mkdir(parents=True, exist_ok=True)
     for i, img in enumerate(images):
         cv2.imwrite(str(out_dir / f"imagenet_c_photo{i}.png"), img[..., ::-1])
-    cells = {k: [[round(v[0], 4), round(v[1], 3)] for v in rows] for k, rows in ref.items() if k.split("/")[0] in names}
+    out_json = out_dir / "imagenet_c_reference.json"
+    cells = json.loads(out_json.read_text())["cells"] if out_json.exists() else {}  # --only refreshes some
+    cells.update({k: [[round(v[0], 4), round(v[1], 3)] for v in rows] for k, rows in ref.items() if k.split("/")[0] in names})
     doc = {
         "about": "imagecorruptions 1.1.2 statistics (SSIM, PSNR against clean) per image and cell; "
                  "written by benchmarks/imagenet_c_fidelity.py --write-test-data",
@@ -270,7 +273,7 @@ def write_test_data(images: list[np.ndarray], ref: dict, names: list[str], out_d
         "seeds": "cell_seed(0, name, severity, image index) with np.random.seed",
         "cells": cells,
     }
-    (out_dir / "imagenet_c_reference.json").write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
+    out_json.write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
