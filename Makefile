@@ -13,7 +13,7 @@ export TRANSFORMERS_OFFLINE := 1
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[test]'
+	$(PIP) install --quiet -e '.[test,ray]'  # ray: the Ray executor's tests run in `make test`
 	touch $@
 
 install: $(VENV)/.installed

@@ -178,6 +178,29 @@ def print_report(report: RunReport) -> None:
         note = f" (different-class pairs average {scale:.2f})" if scale else ""
         console.print(f"PD threat: {len(report.threat) - len(unsafe)} of {len(report.threat)} corruption cells safe{note}"
                       + (f"; unsafe: {', '.join(unsafe[:12])}" if unsafe else ""))
+    if report.fmr is not None:
+        print_fmr(report)
+
+
+def print_fmr(report: RunReport) -> None:
+    """The FMR section: per tested model SA, PA, FMR, validation rate, steps; the oracle's reliability."""
+    f = report.fmr
+    assert f is not None
+    console.print(f"[bold]FMR[/bold] — {f.search} search, budget {f.budget}, step {f.step_size:g}"
+                  + (f", {f.candidates} candidates per step" if f.search == "greedy" else ""), highlight=False)
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    table.add_column("model", no_wrap=True)
+    for col in ("n", "SA%", "PA%", "FMR", "VR%", "steps"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for m in f.models:
+        table.add_row(m.model, str(m.n), _fmt(m.sa, pct=True), _fmt(m.pa, pct=True),
+                      "n/a" if m.fmr is None else f"{m.fmr:.1f}", _fmt(m.validation_rate, pct=True),
+                      "n/a" if m.mean_steps is None else f"{m.mean_steps:.2f}")
+    console.print(table)
+    members = ", ".join(f"{k} {_fmt(v, pct=True)}%" for k, v in f.oracle.member_accuracy.items())
+    console.print(f"oracle: majority of {len(f.oracle.members)} agrees with the labels on {_fmt(f.oracle.clean_agreement, pct=True)}% "
+                  f"of clean images (members: {members})", highlight=False)
+    console.print("FMR = PA / SA × 100; VR: share of images with at least one accepted perturbation step", style="dim")
 
 
 def _store() -> Any:
@@ -198,9 +221,10 @@ def plan(
     """Choose the corruptions a domain produces, with severities and a reason for each."""
     from backend.config import dumps, save
     from backend.planner import plan as make_plan
+    from backend.planner.settings import settings_from_env
 
     _say(f"planning with provider={provider} …")
-    cfg = make_plan(text, provider=provider, samples=samples)
+    cfg = make_plan(text, provider=provider, samples=samples, llm=settings_from_env(_settings().llm_environ()))
     _store().put_domain({"domain_id": _domain_id(cfg), "created_at": cfg.planner.created_at, **cfg.model_dump(mode="json")})
     if output:
         save(cfg, output)
@@ -236,18 +260,26 @@ def run(
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass (halved automatically on GPU out-of-memory).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
     workers: Annotated[Optional[int], typer.Option(help="Corruption worker processes (0 = in-process).")] = None,
+    corrupt_on: Annotated[Optional[str], typer.Option("--corrupt-on", help="auto | cpu | device: corrupt with the torch kernels on the models' device (auto: when it is a GPU).")] = None,
     corruptions_module: Annotated[Optional[list[str]], typer.Option("--corruptions-module", help="Import a module that registers extra corruptions.")] = None,
     stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
+    executor: Annotated[str, typer.Option(envvar="DOMAINBENCH_EXECUTOR", help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]').")] = "local",
+    address: Annotated[Optional[str], typer.Option(envvar="DOMAINBENCH_RAY_ADDRESS", help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: a new local Ray instance).")] = None,
+    actors: Annotated[Optional[int], typer.Option(help="Ray model actors per model group (default: the cluster's GPUs shared out over the groups, 1 without GPUs).")] = None,
+    gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
+    cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
+    models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from backend.config import RunConfig, load_domain
     from backend.engine.reports import load_report
-    from backend.engine.runner import Engine
 
     _load_plugins(corruptions_module)
+    exec_options = _executor_options(executor, address, actors, gpus_per_actor, cpus_per_task, _csv(corruptions_module),
+                                     models_per_actor)
     if not resume:  # the inputs are checked before the store is opened or a progress bar drawn
         if config is None:
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
@@ -255,11 +287,11 @@ def run(
         cfg = RunConfig.from_sources(run_config, {
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
-            "stability": stability, "threat": threat, "templates": template,
+            "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
         })
     store = _store()
     progress = _progress()
-    engine = Engine(store, RichEvents(progress))
+    engine = _make_engine(store, RichEvents(progress), exec_options)
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
         run_id = engine.resume(resume) if resume else engine.start(domain, cfg, run_id=run_id)
@@ -267,6 +299,31 @@ def run(
     _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(load_report(store, run_id))  # the engine stored it as the run finished
+
+
+def _executor_options(kind: str, address: Optional[str], actors: Optional[int], gpus_per_actor: Optional[float],
+                      cpus_per_task: float, modules: Optional[list[str]], models_per_actor: Optional[int] = None) -> Any:
+    """The run's executor options, checked before anything is opened (errors name the flag)."""
+    from pydantic import ValidationError
+
+    from backend.engine.executors import ExecutorOptions
+    from backend.errors import first_validation_error
+
+    address = address or None  # an empty DOMAINBENCH_RAY_ADDRESS means "not set"
+    if kind not in ("local", "ray"):
+        raise UserInputError(f"--executor {kind!r} is not known; use local or ray")
+    try:
+        return ExecutorOptions(kind=kind, address=address, actors=actors, gpus_per_actor=gpus_per_actor,  # type: ignore[arg-type]
+                               cpus_per_task=cpus_per_task, modules=modules or [], models_per_actor=models_per_actor)
+    except ValidationError as e:
+        loc, msg = first_validation_error(e)
+        raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
+
+
+def _make_engine(store: Any, events: Any, options: Any) -> Any:
+    from backend.engine.executors import make_engine
+
+    return make_engine(store, events, options)
 
 
 def _load_plugins(modules: Optional[list[str]]) -> None:
@@ -327,6 +384,66 @@ def export(
         _say(f"wrote {output}")
     else:
         sys.stdout.write(text)
+
+
+@app.command()
+def fmr(
+    config: Annotated[Optional[Path], typer.Argument(help="Domain config TOML: its corruptions are the perturbation family.")] = None,
+    models: Annotated[Optional[list[str]], typer.Option("--models", "-m", help="Tested models: registry names, torchvision:CONFIG.json or py:MODULE:ATTR.")] = None,
+    oracle: Annotated[Optional[list[str]], typer.Option("--oracle", help="At least two zero-shot registry models voting on the label.")] = None,
+    budget: Annotated[int, typer.Option(help="Perturbation steps per image at most.")] = 10,
+    candidates: Annotated[int, typer.Option(help="Candidate perturbations per step (greedy search).")] = 4,
+    step_size: Annotated[float, typer.Option("--step-size", help="One step's change of a parameter, as a fraction of its range.")] = 0.2,
+    search: Annotated[str, typer.Option(help="greedy (the domain's corruptions) or gradient (differentiable brightness, contrast, blur, noise, colour).")] = "greedy",
+    limit: Annotated[Optional[int], typer.Option(help="Use only the first N images.")] = None,
+    dataset: Annotated[Optional[str], typer.Option(help="`sample`, a folder of class folders or a CSV manifest (labels needed).")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of every random choice of the search.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass.")] = None,
+    shard_size: Annotated[Optional[int], typer.Option("--shard-size", help="Images per stored unit (default: as many as keep a unit under 8 MB, at most 50).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
+    resume: Annotated[Optional[str], typer.Option(help="Continue FMR run RUN: stored units are not recomputed.")] = None,
+    run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
+) -> None:
+    """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
+    from backend.config import RunConfig, load_domain
+    from backend.engine.reports import load_report
+    from backend.fmr.oracle import check_oracle_names
+    from backend.fmr.runner import FmrRunner
+    from backend.fmr.settings import FmrSettings
+
+    if not resume:
+        if config is None:
+            raise UserInputError("fmr needs a domain config TOML (its corruptions perturb the images) or --resume RUN")
+        oracle_names = _csv(oracle) or []
+        check_oracle_names(oracle_names)
+        if search not in ("greedy", "gradient"):
+            raise UserInputError(f"--search {search!r}: use greedy or gradient")
+        domain = load_domain(config)
+        cfg = RunConfig.from_sources(None, {
+            "models": _csv(models), "dataset": dataset, "limit": limit, "seed": seed, "batch_size": batch_size,
+            "device": device, "stability": False, "threat": False,
+        })
+        try:
+            settings = FmrSettings(oracle=oracle_names, search=search, budget=budget, candidates=candidates,  # type: ignore[arg-type]
+                                   step_size=step_size, shard_size=shard_size)
+        except ValueError as e:
+            from pydantic import ValidationError
+
+            from backend.errors import first_validation_error
+
+            if isinstance(e, ValidationError):
+                loc, msg = first_validation_error(e)
+                raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
+            raise
+    store = _store()
+    progress = _progress()
+    runner = FmrRunner(store, RichEvents(progress))
+    t0 = time.perf_counter()
+    with progress or contextlib.nullcontext():
+        rid = runner.resume(resume) if resume else runner.start(domain, cfg, settings, run_id=run_id)
+    _say(f"run {rid}: {runner.computed_units} FMR units computed, {runner.skipped_units} already stored, "
+         f"{time.perf_counter() - t0:.1f} s")
+    print_report(load_report(store, rid))
 
 
 @app.command()

@@ -19,7 +19,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -94,6 +94,13 @@ class DomainConfig(_Strict):
                 raise UserInputError(str(e)) from e
 
 
+def _listed_once(values: list[str], what: str) -> list[str]:
+    dupes = sorted({v for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"{what} listed twice: {', '.join(dupes)}")
+    return values
+
+
 class RunConfig(_Strict):
     """How to evaluate: dataset, models, baseline, device and the engine's knobs.
 
@@ -119,6 +126,9 @@ class RunConfig(_Strict):
     shard_size: int | None = Field(default=None, ge=1)
     # worker processes that corrupt images; None: one per core beyond the first two
     workers: int | None = Field(default=None, ge=0)
+    # where corruptions run: cpu (numpy, worker processes), device (torch kernels on the models' device
+    # where a corruption has one), auto (device when the models run on a GPU)
+    corrupt_on: Literal["auto", "cpu", "device"] = "auto"
     stability: bool = True
     stability_points: int = Field(default=5, ge=1)
     # images per shard whose embeddings are measured for stability (clean + m perturbed)
@@ -131,10 +141,7 @@ class RunConfig(_Strict):
     def _models_listed_once(cls, v: list[str]) -> list[str]:
         if not v or not all(m.strip() for m in v):
             raise ValueError("name at least one model, e.g. embedded:fmnist-plain")
-        dupes = sorted({m for m in v if v.count(m) > 1})
-        if dupes:
-            raise ValueError(f"model listed twice: {', '.join(dupes)}")
-        return v
+        return _listed_once(v, "model")
 
     @field_validator("baseline")
     @classmethod
@@ -158,10 +165,7 @@ class RunConfig(_Strict):
             return v
         if not v:
             raise ValueError("name at least one class, or leave the classes out to use the dataset's labels")
-        dupes = sorted({c for c in v if v.count(c) > 1})
-        if dupes:
-            raise ValueError(f"class listed twice: {', '.join(dupes)}")
-        return v
+        return _listed_once(v, "class")
 
     @field_validator("templates")
     @classmethod

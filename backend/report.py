@@ -31,7 +31,7 @@ class ThreatCell(_Frozen):
     std_threat: float | None
     frac_unsafe_images: float | None
     max_threat: float
-    #: label-preserving: the mean threat is at or below the safety threshold (and so are milder severities)
+    #: label-preserving: the mean threat is at or below the safety threshold
     safe: bool
 
 
@@ -103,6 +103,40 @@ class SummaryRow(_Frozen):
     cells: int
 
 
+class FmrModelReport(_Frozen):
+    """FMR of one tested model: SA, PA (fractions), FMR = PA / SA × 100 and how far the search got."""
+
+    model: str
+    n: int
+    sa: float | None
+    pa: float | None
+    fmr: float | None
+    #: share of images with at least one accepted perturbation step
+    validation_rate: float | None
+    mean_steps: float | None
+    #: images whose clean version the oracle labels correctly (only these are perturbed)
+    n_validated: int
+    n_perturbed: int
+
+
+class FmrOracleReport(_Frozen):
+    members: list[str]
+    #: the majority vote's agreement with the labels on clean images (ties count as disagreement)
+    clean_agreement: float | None
+    member_accuracy: dict[str, float | None]
+
+
+class FmrReport(_Frozen):
+    """Foundation-model-oriented robustness of the run's tested models (``domainbench fmr``)."""
+
+    search: str
+    budget: int
+    candidates: int
+    step_size: float
+    oracle: FmrOracleReport
+    models: list[FmrModelReport]
+
+
 class Versions(_Frozen):
     domainbench: str
     report_schema: int = REPORT_SCHEMA_VERSION
@@ -121,6 +155,8 @@ class RunReport(_Frozen):
     safe_accuracy: dict[str, float | None] = Field(default_factory=dict)
     stability: list[StabilityMean] = Field(default_factory=list)
     stability_link: list[StabilityLink] = Field(default_factory=list)
+    #: present for runs made by ``domainbench fmr``
+    fmr: FmrReport | None = None
     versions: Versions
 
     # -- the ways readers walk a report ---------------------------------------------------

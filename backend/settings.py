@@ -2,7 +2,8 @@
 
 Code below the entry points takes these values as arguments and never reads ``os.environ``
 itself, so a caller states its configuration instead of patching the environment. The
-planner's LLM endpoint is still read by ``backend/planner/settings.py`` (DOMAINBENCH_LLM_*).
+planner's LLM variables (DOMAINBENCH_LLM_*) are snapshotted here and validated by
+``backend/planner/settings.py`` when a plan is made.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ ENV_MONGO_URI = "DOMAINBENCH_MONGO_URI"
 # read only so that their values can be scrubbed from error reports; the planner uses them
 ENV_SECRETS = ("DOMAINBENCH_LLM_API_KEY", "OPENAI_API_KEY")
 DEFAULT_HOME = ".domainbench"
+LLM_ENV_PREFIX = "DOMAINBENCH_LLM_"
 
 _URI_PASSWORD = re.compile(r"(//[^:/@]+):([^@]*)@")
 
@@ -43,6 +45,8 @@ class Settings(BaseModel):
     # a MongoDB (or sqlite:///PATH) store instead of the embedded one
     mongo_uri: SecretStr | None = None
     secrets: tuple[SecretStr, ...] = Field(default=(), repr=False)
+    # the planner's LLM variables as they were at start-up; validated only when planning
+    llm_env: tuple[tuple[str, SecretStr], ...] = Field(default=(), repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -52,7 +56,12 @@ class Settings(BaseModel):
             home=Path(env.get(ENV_HOME, DEFAULT_HOME)).expanduser(),
             mongo_uri=SecretStr(uri) if uri else None,
             secrets=tuple(SecretStr(env[v]) for v in ENV_SECRETS if env.get(v)),
+            llm_env=tuple((k, SecretStr(v)) for k, v in sorted(env.items()) if k.startswith(LLM_ENV_PREFIX) or k in ENV_SECRETS),
         )
+
+    def llm_environ(self) -> dict[str, str]:
+        """The planner's variables as read at start-up, for ``backend.planner.settings.settings_from_env``."""
+        return {k: v.get_secret_value() for k, v in self.llm_env}
 
     @property
     def store_uri(self) -> str | None:

@@ -31,6 +31,8 @@ def _adopt_as_entry(registry: Registry[Any], obj: Any, origin: str, name: str) -
     """Default hook: a built-in module registers itself on import; a plug-in object is the entry."""
     if isinstance(obj, ModuleType):
         return
+    if registry.entry_type is not None and not isinstance(obj, registry.entry_type):
+        raise registry.error(f"{origin} gave {type(obj).__name__}; expected a {registry.entry_type.__name__} or a module")
     registry.register(name, obj, origin=origin)
 
 
@@ -40,7 +42,8 @@ class Registry(Generic[T]):
     ``kind`` names an entry in messages ("corruption", "model backend"); ``error`` is the
     exception type raised for unknown names, duplicates and broken plug-ins; ``normalise`` maps a
     user's spelling to the canonical key (tried when the name as given is unknown); ``listing``
-    tells the user where to see every name; ``optional_builtins`` are built-in modules that may
+    tells the user where to see every name; ``entry_type`` is what a plug-in object must be
+    (checked by the default ``adopt``); ``optional_builtins`` are built-in modules that may
     be absent from an installation (only the module itself missing is tolerated, never one of
     its own imports).
     """
@@ -56,8 +59,10 @@ class Registry(Generic[T]):
         adopt: Adopt = _adopt_as_entry,
         normalise: Callable[[str], str] | None = None,
         listing: str = "",
+        entry_type: type | None = None,
     ) -> None:
         self.kind = kind
+        self.entry_type = entry_type
         self.error = error
         self.group = group
         self.builtins = tuple(builtins)

@@ -33,3 +33,15 @@ def test_redact_scrubs_every_known_secret() -> None:
 def test_redact_uri() -> None:
     assert redact_uri("mongodb://alice:s3cr3t@db:27017/x") == "mongodb://alice:***@db:27017/x"
     assert redact_uri("mongodb://db:27017/x") == "mongodb://db:27017/x"
+
+
+def test_planner_variables_are_read_once_and_never_shown() -> None:
+    from backend.planner.settings import settings_from_env
+
+    env = {"DOMAINBENCH_LLM_BASE_URL": "http://127.0.0.1:9/v1", "DOMAINBENCH_LLM_API_KEY": "sk-hush", "HOME": "/root"}
+    s = Settings.from_env(env)
+    env["DOMAINBENCH_LLM_BASE_URL"] = "http://changed/v1"  # later changes are not seen
+    assert s.llm_environ() == {"DOMAINBENCH_LLM_API_KEY": "sk-hush", "DOMAINBENCH_LLM_BASE_URL": "http://127.0.0.1:9/v1"}
+    llm = settings_from_env(s.llm_environ())
+    assert str(llm.base_url).startswith("http://127.0.0.1:9/v1") and llm.key_value() == "sk-hush"
+    assert "sk-hush" not in repr(s) and "sk-hush" not in str(s)

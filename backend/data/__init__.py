@@ -22,8 +22,6 @@ import csv
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import numpy as np
 
@@ -242,16 +240,8 @@ class UnknownDatasetError(UserInputError):
     """A dataset kind name that is not registered (or a dataset kind clash or a broken plug-in)."""
 
 
-def _adopt(registry: Registry[Any], obj: Any, origin: str, name: str) -> None:
-    if isinstance(obj, ModuleType):
-        return  # registers its kinds with register_dataset_kind on import
-    if not isinstance(obj, DatasetKind):
-        raise UnknownDatasetError(f"{origin} gave {type(obj).__name__}; expected a DatasetKind or a module")
-    registry.register(name, obj, origin=origin)
-
-
 DATASET_KINDS: Registry[DatasetKind] = Registry(
-    "dataset kind", error=UnknownDatasetError, group="domainbench.datasets", adopt=_adopt
+    "dataset kind", error=UnknownDatasetError, group="domainbench.datasets", entry_type=DatasetKind
 )
 
 for _name, _kind in {

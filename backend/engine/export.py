@@ -39,13 +39,21 @@ def cell_rows(report: RunReport) -> list[dict[str, Any]]:
     return rows
 
 
+#: an FMR run's CSV adds one row per tested model (corruption "fmr", accuracy = PA) and these columns
+FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
+
+
 def to_csv(report: RunReport) -> str:
     """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, extrasaction="ignore")
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS + (FMR_FIELDS if report.fmr else []), extrasaction="ignore")
     w.writeheader()
     for row in cell_rows(report):
         w.writerow({"run_id": report.run_id, **row})
+    for m in report.fmr.models if report.fmr else []:
+        w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n": m.n,
+                    "accuracy": m.pa, "sa": m.sa, "fmr": m.fmr, "validation_rate": m.validation_rate,
+                    "mean_steps": m.mean_steps})
     return buf.getvalue()
 
 

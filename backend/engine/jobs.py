@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -57,6 +57,8 @@ class Corrupted:
 
     images: np.ndarray
     drawn: dict[str, list[Any]]
+    #: where the images were corrupted: numpy kernels on the CPU, or torch kernels on the models' device
+    on: Literal["cpu", "device"] = "cpu"
 
 
 def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -> Corrupted:

@@ -14,7 +14,6 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -29,13 +28,15 @@ import torch
 import corruptions
 from backend.config import DomainConfig, RunConfig
 from backend.data import Batch, Dataset, open_dataset
+from backend.engine.device_corruption import corruption_site, run_device_job
 from backend.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
 from backend.engine.reports import build_report
-from backend.engine.scoring import ModelState, confusion, encode, load_models, predict
-from backend.engine.tasks import Cell, CleanPass, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
+from backend.engine.scoring import ModelState, load_models
+from backend.engine.shards import score_shard
+from backend.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from backend.errors import UserInputError
 from backend.store import Store
-from backend.store.records import DatasetInfo, DomainRecord, RunRecord, UnitRecord
+from backend.store.records import DatasetInfo, DomainRecord, RunRecord
 
 
 @dataclass
@@ -105,6 +106,9 @@ class Engine:
         self.store = store
         self.events: RunEvents = events or SilentEvents()
         self.stats = RunStats()
+        # --corrupt-on and the models' device, set per run by _evaluate; _submit picks each job's site
+        self._corrupt_on = "cpu"
+        self._model_device = torch.device("cpu")
 
     # -- public entry points ----------------------------------------------------------
     def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
@@ -133,7 +137,7 @@ class Engine:
                 host=platform.node(),
                 created_at=_now(),
                 dataset=DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled),
-                environment=_environment(models),
+                environment=self._environment(models),
             )
         )
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
@@ -143,6 +147,8 @@ class Engine:
         if run is None:
             known = [r.run_id for r in self.store.list_runs()[:5]]
             raise UserInputError(f"no run {run_id!r} in {self.store.description}; recent runs: {known or 'none'} (see `domainbench ls`)")
+        if run.fmr is not None:
+            raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
         ds = open_run_dataset(run.config)
         models = self._load_models(run.config, ds)
         self.store.update_run(run_id, status="running", resumed_at=_now(), pid=os.getpid(), host=platform.node())
@@ -151,6 +157,9 @@ class Engine:
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
         return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message)
+
+    def _environment(self, models: list[ModelState]) -> dict[str, Any]:
+        return _environment(models)
 
     # -- the loop ---------------------------------------------------------------------
     def _evaluate(self, ctx: RunContext) -> str:
@@ -169,32 +178,15 @@ class Engine:
         elif cfg.threat:
             self.events.message("PD threat skipped: it needs labelled images (anchors of other classes)")
 
-        workers = auto_workers() if cfg.workers is None else cfg.workers
-        # spawn, not fork: forking a process whose torch/OpenMP threads are running can deadlock
-        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None
+        self.stats.skipped_units = len(done)
+        self._corrupt_on = cfg.corrupt_on
+        self._model_device = ctx.models[0].model.device if ctx.models else torch.device("cpu")
         try:
-            pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
-            self.stats.skipped_units = len(done)
-            # one shard of look-ahead: workers corrupt shard k+1 while models score shard k
-            for shard, todo in self._plan(ctx, shards, cells, done, tasks):
-                batch = ds.load(shards[shard])
-                if batch.unreadable:
-                    for idx, path, why in batch.unreadable:
-                        self.events.message(f"unreadable image skipped: {path} ({why})")
-                    self.stats.unreadable += batch.unreadable
-                jobs = [(job, self._submit(pool, job, batch, cfg.seed)) for job in todo]
-                pending.append((shard, batch, jobs))
-                if len(pending) >= 2:
-                    self._consume(ctx, cells, done, tasks, *pending.popleft())
-            while pending:
-                self._consume(ctx, cells, done, tasks, *pending.popleft())
+            self._execute(ctx, shards, cells, done, tasks)
         except BaseException as e:
             self.store.update_run(ctx.run_id, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
                                   error=f"{type(e).__name__}: {e}"[:500])
             raise
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
 
         self.store.put_report(build_report(self.store, ctx.run_id))
         self.store.update_run(
@@ -205,6 +197,36 @@ class Engine:
             unreadable=[p for _, p, _ in self.stats.unreadable[:100]],
         )
         return ctx.run_id
+
+    def _execute(self, ctx: RunContext, shards: list[np.ndarray], cells: list[Cell], done: set[tuple[Any, ...]],
+                 tasks: list[RunTask]) -> None:
+        """The local executor: corruption in a process pool (or inline), models in this process."""
+        cfg, ds = ctx.cfg, ctx.dataset
+        workers = auto_workers() if cfg.workers is None else cfg.workers
+        # spawn, not fork: forking a process whose torch/OpenMP threads are running can deadlock
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None
+        try:
+            pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
+            # one shard of look-ahead: workers corrupt shard k+1 while models score shard k
+            for shard, todo in self._plan(ctx, shards, cells, done, tasks):
+                batch = self._load_batch(ds, shards[shard])
+                jobs = [(job, self._submit(pool, job, batch, cfg.seed)) for job in todo]
+                pending.append((shard, batch, jobs))
+                if len(pending) >= 2:
+                    self._consume(ctx, cells, done, tasks, *pending.popleft())
+            while pending:
+                self._consume(ctx, cells, done, tasks, *pending.popleft())
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+
+    def _load_batch(self, ds: Dataset, indices: np.ndarray) -> Batch:
+        batch = ds.load(indices)
+        if batch.unreadable:
+            for idx, path, why in batch.unreadable:
+                self.events.message(f"unreadable image skipped: {path} ({why})")
+            self.stats.unreadable += batch.unreadable
+        return batch
 
     def _plan(self, ctx: RunContext, shards: list[np.ndarray], cells: list[Cell], done: set[tuple[Any, ...]],
               tasks: list[RunTask]) -> Iterator[tuple[int, list[Job]]]:
@@ -225,75 +247,20 @@ class Engine:
 
     def _submit(self, pool: ProcessPoolExecutor | None, job: Job, batch: Batch, seed: int) -> Future | _InlineFuture:
         self.stats.corruption_calls += len(batch.images[: job.n_images])
+        if corruption_site(self._corrupt_on, self._model_device, job.corruption) == "device":
+            # runs when the shard is consumed, on the models' device: no worker, no pickled shard
+            return _InlineFuture(lambda: run_device_job(job, batch.images, batch.indices, seed, self._model_device))
         if pool is None:
             return _InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed))
         return pool.submit(run_job, job, batch.images, batch.indices, seed)
 
     def _consume(self, ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], tasks: list[RunTask],
                  shard: int, batch: Batch, jobs: list[tuple[Job, Any]]) -> None:
-        run_id = ctx.run_id
-        clean = CleanPass()
-        for ms in ctx.models:
-            key = (run_id, ms.name, CLEAN, 0, shard)
-            need_emb = any(t.needs_clean_embeddings(ms.name, shard) for t in tasks)
-            if key in done and not need_emb:
-                stored = self.store.get("units", run_id=run_id, model=ms.name, corruption=CLEAN, severity=0, shard=shard)
-                clean.preds[ms.name] = np.asarray(stored.preds, dtype=np.int64)
-                continue
-            t0 = time.perf_counter()
-            emb = encode(ms, batch.images)
-            clean.preds[ms.name] = predict(ms, emb)
-            clean.embeddings[ms.name] = emb
-            if key not in done:
-                self._write_unit(ctx, ms, Cell(CLEAN, 0, None), shard, batch, clean.preds[ms.name], None, Corrupted(batch.images, {}), t0)
-                done.add(key)
-        by_cell = {(c.corruption, c.severity): c for c in cells}
-        for job, fut in jobs:
-            corrupted: Corrupted = fut.result()
-            for task in tasks:
-                task.consume(job, batch, corrupted, clean)
-            if job.stability:
-                continue
-            cell = by_cell[(job.corruption, job.severity)]
-            for ms in ctx.models:
-                key = (run_id, ms.name, cell.corruption, cell.severity, shard)
-                if key in done:
-                    continue
-                t0 = time.perf_counter()
-                preds = predict(ms, encode(ms, corrupted.images))
-                self._write_unit(ctx, ms, cell, shard, batch, preds, clean.preds[ms.name], corrupted, t0)
-                done.add(key)
-        for task in tasks:
-            task.flush(shard)
+        score_shard(ctx, cells, done, tasks, shard, batch, jobs, on_unit=self._unit_written)
 
-    def _write_unit(self, ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: Batch, preds: np.ndarray,
-                    clean: np.ndarray | None, corrupted: Corrupted, t0: float) -> None:
-        classes = ctx.dataset.classes
-        params = {**cell.applied, "drawn": corrupted.drawn} if corrupted.drawn else cell.applied
-        unit = UnitRecord(
-            run_id=ctx.run_id,
-            model=ms.name,
-            corruption=cell.corruption,
-            severity=cell.severity,
-            shard=shard,
-            n=int(len(preds)),
-            confusion=confusion(batch.labels, preds, len(classes)),
-            flips=0 if clean is None else int((preds != clean).sum()),
-            preds=preds.tolist(),
-            indices=batch.indices.tolist(),
-            n_unreadable=len(batch.unreadable),
-            params=params,
-            seed=ctx.cfg.seed,
-            classes=classes,
-            # per-image labels once per shard: the stability link joins them with predictions
-            labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
-            elapsed_s=round(time.perf_counter() - t0, 4),
-            computed_at=_now(),
-            ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
-        )
-        self.store.upsert("units", unit)
+    def _unit_written(self, n_images: int) -> None:
         self.stats.computed_units += 1
-        self.events.advance(1, len(preds))
+        self.events.advance(1, n_images)
 
 
 def _job_key(job: Job) -> tuple[Any, ...]:

@@ -27,7 +27,8 @@ from backend.report import (
 )
 
 if TYPE_CHECKING:
-    from backend.store.records import RunRecord, StabilityRecord, ThreatRecord, UnitRecord
+    from backend.report import FmrReport
+    from backend.store.records import FmrUnitRecord, RunRecord, StabilityRecord, ThreatRecord, UnitRecord
 
 #: the PD threat is normalised so that moving all the way onto another class's anchor scores
 #: 2 (β = 1/2); at or below 1 a perturbation stays within half-way: label-preserving ("safe")
@@ -143,6 +144,7 @@ def build_report(
     stability: Sequence[StabilityRecord],
     baseline: str,
     version: str,
+    fmr: Sequence[FmrUnitRecord] = (),
 ) -> RunReport:
     """Everything a reader needs about a run, against ``baseline`` (a model of the run)."""
     summary = summarize(units, baseline=baseline)
@@ -163,8 +165,18 @@ def build_report(
         safe_accuracy=safe_acc,
         stability=stability_means(stability),
         stability_link=stability_link(units, stability, seed=run.config.seed),
+        fmr=_fmr_section(run, fmr),
         versions=Versions(domainbench=version),
     )
+
+
+def _fmr_section(run: RunRecord, records: Sequence[FmrUnitRecord]) -> FmrReport | None:
+    if run.fmr is None or not records:
+        return None
+    from backend.fmr.metrics import fmr_report
+
+    classes = run.dataset.classes if run.dataset is not None else [str(c) for c in range(1 + max(max(r.labels, default=0) for r in records))]
+    return fmr_report(run.fmr, classes, records)
 
 
 def rebaseline(report: RunReport, baseline: str) -> RunReport:

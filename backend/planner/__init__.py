@@ -93,14 +93,21 @@ def plan(
     samples: int = 10,
     *,
     catalogue: Catalogue | None = None,
+    llm: LLMSettings | None = None,
     **settings: Any,
 ) -> DomainConfig:
-    """Plan the corruptions for a domain description; the result is validated and rule-checked."""
+    """Plan the corruptions for a domain description; the result is validated and rule-checked.
+
+    ``llm``: the LLM endpoint as the entry point read it (``settings_from_env(Settings.llm_environ())``); when
+    left out, the environment is read here, with ``settings`` as overrides.
+    """
     check_provider_name(provider)  # before any work: a typo is answered with the close names
     n = _samples(samples)
     text = prepare_domain_text(domain_text)
     cat = catalogue or load_catalogue()
-    llm_settings = settings_from_env(**settings)
+    if llm is not None and settings:
+        raise TypeError("give either llm= or individual LLM settings, not both")
+    llm_settings = llm if llm is not None else settings_from_env(**settings)
     _, planner = choose_provider(provider, llm_settings)
     vote, notes, prov = planner.run(text, n, cat, llm_settings)
     notes = list(notes)

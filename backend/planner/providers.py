@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any, NamedTuple
 
 from backend.config import PlannerProvenance
@@ -58,16 +57,8 @@ class UnknownProviderError(UserInputError):
     """A planner provider name that is not registered (or a provider clash or a broken plug-in)."""
 
 
-def _adopt(registry: Registry[Any], obj: Any, origin: str, name: str) -> None:
-    if isinstance(obj, ModuleType):
-        return  # registers its providers with register_provider on import
-    if not isinstance(obj, PlannerProvider):
-        raise UnknownProviderError(f"{origin} gave {type(obj).__name__}; expected a PlannerProvider or a module")
-    registry.register(name, obj, origin=origin)
-
-
 PLANNER_PROVIDERS: Registry[PlannerProvider] = Registry(
-    "planner provider", error=UnknownProviderError, group=ENTRY_POINT_GROUP, adopt=_adopt
+    "planner provider", error=UnknownProviderError, group=ENTRY_POINT_GROUP, entry_type=PlannerProvider
 )
 
 

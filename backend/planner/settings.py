@@ -13,6 +13,7 @@ Environment variables:
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -68,14 +69,15 @@ _ENV = {
 }
 
 
-def settings_from_env(**overrides: Any) -> LLMSettings:
-    """Environment first, then explicit keyword overrides (None means "not given")."""
+def settings_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) -> LLMSettings:
+    """Environment first (``environ``, default ``os.environ``), then explicit keyword overrides (None: not given)."""
+    env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     for key, var in _ENV.items():
-        v = os.environ.get(var)
+        v = env.get(var)
         if v not in (None, ""):
             values[key] = v
-    key = os.environ.get("DOMAINBENCH_LLM_API_KEY") or os.environ.get("OPENAI_API_KEY")
+    key = env.get("DOMAINBENCH_LLM_API_KEY") or env.get("OPENAI_API_KEY")
     if key:
         values["api_key"] = key
     unknown = sorted(set(overrides) - set(LLMSettings.model_fields))

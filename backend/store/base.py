@@ -22,6 +22,8 @@ COLLECTIONS: dict[str, tuple[str, ...]] = {
     "stability": ("run_id", "model", "corruption", "shard"),
     # PD threat sums of one corruption cell over one shard (model-independent)
     "threat": ("run_id", "corruption", "severity", "shard"),
+    # FMR outcomes and generated images of one tested model over one shard
+    "fmr": ("run_id", "model", "shard"),
     "summaries": ("run_id",),
 }
 

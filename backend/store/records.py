@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from backend.config import DomainConfig, RunConfig
 from backend.errors import UserInputError
+from backend.fmr.settings import FmrSettings
 from backend.metrics.aggregate import UnitDocument
 from backend.report import REPORT_SCHEMA_VERSION, RunReport
 
@@ -61,6 +62,8 @@ class RunRecord(_Record):
     #: mean PD threat of moving an image onto an image of another class (the unsafe scale)
     different_class_threat: float | None = None
     threat_anchors_per_class: int | None = None
+    #: the FMR search of a run made by ``domainbench fmr``
+    fmr: FmrSettings | None = None
 
 
 class UnitRecord(UnitDocument):
@@ -73,6 +76,9 @@ class UnitRecord(UnitDocument):
     indices: list[int] = Field(default_factory=list)
     #: true labels of the shard's images, stored with the clean pass only
     labels: list[int] | None = None
+    #: where the unit's images were corrupted: "cpu" (numpy kernels) or "device" (torch kernels on the
+    #: models' device, see --corrupt-on); None for the clean pass and for units stored before it was recorded
+    corrupted_on: Literal["cpu", "device"] | None = None
     elapsed_s: float | None = None
     computed_at: str | None = None
     #: the corruption's severity-ladder version (CorruptionSpec.ladder_version); units stored before it existed read as 1
@@ -121,12 +127,51 @@ class StabilityRecord(_Record):
         return v
 
 
+class FmrUnitRecord(_Record):
+    """One (run, tested model, shard) of an FMR run: per-image outcomes and the generated images.
+
+    ``oracle_clean`` / ``oracle_final`` hold each oracle member's vote (in the run's oracle
+    order) on the clean and on the kept image. ``images`` / ``originals`` are base64 PNGs of
+    the kept and the clean image where at least one step was accepted, else None.
+    """
+
+    schema_version: Literal[1] = 1
+    run_id: str
+    model: str
+    shard: int = Field(ge=0)
+    search: str
+    seed: int
+    indices: list[int]
+    labels: list[int]
+    clean_preds: list[int]
+    final_preds: list[int]
+    validated: list[bool]
+    steps: list[int]
+    oracle_clean: list[list[int]]
+    oracle_final: list[list[int]]
+    ops: list[list[tuple[str, float]]]
+    images: list[str | None]
+    originals: list[str | None]
+    elapsed_s: float | None = None
+    computed_at: str | None = None
+
+    @field_validator("labels", "clean_preds", "final_preds", "validated", "steps", "oracle_clean", "oracle_final",
+                     "ops", "images", "originals")
+    @classmethod
+    def _one_per_image(cls, v: list[Any], info: Any) -> list[Any]:
+        idx = info.data.get("indices")
+        if idx is not None and len(v) != len(idx):
+            raise ValueError(f"{info.field_name} has {len(v)} entries for {len(idx)} images")
+        return v
+
+
 RECORDS: dict[str, type[BaseModel]] = {
     "domains": DomainRecord,
     "runs": RunRecord,
     "units": UnitRecord,
     "stability": StabilityRecord,
     "threat": ThreatRecord,
+    "fmr": FmrUnitRecord,
     # a finished run's report (rebuildable from the other records)
     "summaries": RunReport,
 }
@@ -137,6 +182,7 @@ CURRENT_VERSIONS: dict[str, int] = {
     "units": 1,
     "stability": 1,
     "threat": 1,
+    "fmr": 1,
     "summaries": REPORT_SCHEMA_VERSION,
 }
 

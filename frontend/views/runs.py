@@ -11,6 +11,7 @@ from backend.report import RunReport
 from backend.store import Store
 from backend.store.records import RunRecord
 from frontend import cached, data, figures
+from frontend.views import fmr_section
 from frontend.ui import DEMO_HINT, get_store, guard, sidebar_store, status_badge
 
 
@@ -174,6 +175,7 @@ def show_run(store: Store, store_key: str, run_id: str) -> None:
         return
     report = view.report
     summary_section(report)
+    fmr_section.show(store, report)
     tabs = st.tabs(["Accuracy vs severity", "Label flips", "PD threat", "Stability", "Confusion matrix", "Export"])
     with tabs[0], guard("drawing the accuracy curves"):
         accuracy_tab(report)

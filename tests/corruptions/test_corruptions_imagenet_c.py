@@ -29,7 +29,7 @@ DATA = Path(__file__).parent / "data"
 OURS = {"elastic_transform": "elastic", "spatter": "lens_spatter"}
 #: the corruptions whose severities were recalibrated to the reference (ladder version 2)
 RECALIBRATED = {
-    "defocus_blur", "glass_blur", "motion_blur", "zoom_blur", "gaussian_blur", "snow", "frost", "fog", "brightness",
+    "defocus_blur", "glass_blur", "motion_blur", "zoom_blur", "snow", "frost", "fog", "brightness",
     "contrast", "saturate", "pixelate", "elastic", "lens_spatter",
 }
 #: corruptions whose statistics vary much from draw to draw (frost: one of five very different ice

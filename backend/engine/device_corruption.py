@@ -1,0 +1,57 @@
+"""Corrupting on the model's device: where each corruption job runs, and the device job itself.
+
+``--corrupt-on``:
+- ``cpu``: every job runs the numpy kernels on the worker processes (the default before).
+- ``device``: jobs whose corruption has a torch kernel (``corruptions.device``) run it on the
+  device the models run on, in the main process, when the shard is consumed; the others stay on
+  the CPU workers. With ``--device cpu`` this runs the torch kernels on the CPU, which is how the
+  tests check that a run's results do not depend on where its units were corrupted.
+- ``auto``: ``device`` when the models run on a GPU, else ``cpu`` (on a CPU-only machine the
+  worker processes are the faster path: they corrupt the next shard while the model scores
+  this one).
+
+Per-image seeds are the CPU jobs' (``jobs.image_seeds``), so deterministic corruptions give
+the same pixels either way; where each unit was corrupted is stored on it (``corrupted_on``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+
+from backend.engine.jobs import Corrupted, Job, image_seeds
+
+Site = Literal["cpu", "device"]
+
+
+def has_device_kernel(corruption: str) -> bool:
+    from corruptions import device  # imports the torch kernels only when a run may use them
+
+    return device.has_kernel(corruption)
+
+
+def corruption_site(choice: str, model_device: torch.device, corruption: str) -> Site:
+    """Where a job of ``corruption`` runs under ``--corrupt-on choice`` with the models on ``model_device``."""
+    if choice == "cpu" or (choice == "auto" and model_device.type != "cuda"):
+        return "cpu"
+    return "device" if has_device_kernel(corruption) else "cpu"
+
+
+def run_device_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int, device: torch.device) -> Corrupted:
+    """``jobs.run_job`` with the corruption's torch kernel on ``device``; same seeds, same drawn record."""
+    from corruptions import device as device_kernels
+
+    images, indices = images[: job.n_images], indices[: job.n_images]
+    seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
+    x = torch.from_numpy(np.ascontiguousarray(images))
+    if device.type == "cuda":
+        x = x.pin_memory().to(device, non_blocking=True)
+    if job.params is not None:
+        out, drawn = device_kernels.corrupt_batch(x, job.corruption, params=job.params, seeds=seeds, device=device, return_drawn=True)
+    else:
+        out, drawn = device_kernels.corrupt_batch(x, job.corruption, severity=job.severity, seeds=seeds, device=device,
+                                                  return_drawn=True)
+    # the models' preprocessing takes host arrays: one copy back per job (the per-unit result copy)
+    return Corrupted(out.cpu().numpy(), drawn, on="device")

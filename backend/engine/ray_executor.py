@@ -1,0 +1,350 @@
+"""The Ray executor: corruption as Ray tasks, scoring on actors that keep the models loaded.
+
+The driver (this process) plans exactly as the local engine does (``Engine._plan``), loads
+each shard's clean images once into the object store, submits one corruption task per job,
+and hands the shard with the task references to a model actor. The actor runs the same
+per-shard code as the local engine (``backend.engine.shards.score_shard``) and upserts each
+unit by key as it finishes, so a lost node loses only its shards in flight and
+``--resume`` continues on either executor. The report is built once, by the driver, at the end.
+
+``ray`` is imported only here, and this module only when ``--executor ray`` is chosen.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any, cast
+
+import numpy as np
+from pydantic import SecretStr
+
+from backend.config import DomainConfig, RunConfig
+from backend.data import Batch, Dataset
+from backend.engine.executor_options import ExecutorOptions
+from backend.engine.jobs import Corrupted, Job, init_worker, run_job
+from backend.engine.runner import Engine, _environment, cells_of, open_run_dataset
+from backend.engine.scoring import ModelState, load_models
+from backend.engine.shards import score_shard
+from backend.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
+from backend.errors import UserInputError
+from backend.settings import redact_uri
+from backend.store import Store, open_store
+
+#: environment every Ray worker gets: no phoning home, no hub downloads at run time
+WORKER_ENV = {"NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+class WorkerLostError(UserInputError):
+    """A Ray actor or node died mid-run. Stored units are kept; the fix is ``--resume``.
+
+    A ``UserInputError`` so that the CLI prints it on one line (exit 2) with the command that
+    continues the run, rather than as an internal error.
+    """
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:
+        raise UserInputError(
+            f"--executor ray: Ray is not installed ({e}); install the extra with pip install 'domainbench[ray]' "
+            "or run with --executor local"
+        ) from None
+    return ray
+
+
+def store_locator(store: Store) -> tuple[str, SecretStr | None]:
+    """How an actor reopens ``store``: (description, secret URI). Never logged: the URI may hold a password."""
+    from backend.store.sqlite_store import SQLiteStore
+
+    if isinstance(store, SQLiteStore):
+        return store.description, SecretStr(f"sqlite:///{store.path.resolve()}")
+    uri = getattr(store, "uri", None)
+    if isinstance(uri, SecretStr):
+        return store.description, uri
+    raise UserInputError(f"--executor ray cannot hand the store {store.description} to Ray workers; "
+                         "use the embedded SQLite store or DOMAINBENCH_MONGO_URI")
+
+
+def _import_modules(modules: list[str]) -> None:
+    import corruptions
+
+    for m in modules:
+        try:
+            corruptions.load_module(m)
+        except ImportError as e:
+            raise UserInputError(f"--corruptions-module {m}: a Ray worker cannot import it ({e}); install it on every node") from e
+
+
+def _corrupt(job: Job, batch: Batch, seed: int, modules: list[str]) -> Corrupted:
+    """One corruption job as a Ray task: the same pure function the local pool runs."""
+    init_worker()
+    _import_modules(modules)
+    return run_job(job, batch.images, batch.indices, seed)
+
+
+class _RefFuture:
+    """A corrupted batch in Ray's object store, fetched when the actor reaches it."""
+
+    def __init__(self, ray: Any, ref: Any) -> None:
+        self._ray, self._ref = ray, ref
+
+    def result(self) -> Corrupted:
+        return cast(Corrupted, self._ray.get(self._ref))
+
+
+class ShardActor:
+    """Holds the run's models and its own tasks; scores shards exactly as the local engine does."""
+
+    def __init__(self, store: SecretStr, cfg: dict[str, Any], modules: list[str], models: list[str],
+                 threat: bool) -> None:
+        _import_modules(modules)
+        self.store_uri = store
+        self.cfg = RunConfig.model_validate(cfg)
+        self.model_names = models  # this actor's group of the run's models
+        self.threat = threat  # the PD threat is model-independent: one group measures it
+        self.store: Store | None = None
+        self.ctx: RunContext | None = None
+        self.cells: list[Cell] = []
+        self.done: set[tuple[Any, ...]] = set()
+        self.tasks: list[RunTask] = []
+        self.models: list[ModelState] = []
+        self.dataset: Dataset | None = None
+
+    def load(self) -> dict[str, Any]:
+        """Open the dataset and load every model; the environment as the run records it."""
+        self.dataset = open_run_dataset(self.cfg)
+        self.models = load_models(self.model_names, self.dataset.classes, self.cfg.device, self.cfg.batch_size,
+                                  self.cfg.templates)
+        return {**_environment(self.models), "host": platform.node(), "pid": os.getpid()}
+
+    def _begin(self, run_id: str, domain: dict[str, Any]) -> RunContext:
+        # lazily, per run: a restarted actor rebuilds this from the store and skips stored units
+        if self.ctx is None or self.ctx.run_id != run_id:
+            assert self.dataset is not None, "load() first"
+            self.store = self.store or open_store(self.store_uri.get_secret_value())
+            dom = DomainConfig.model_validate(domain)
+            ctx = RunContext(run_id, self.cfg, dom, self.dataset, self.store, self.models, SilentEvents())
+            self.cells = cells_of(dom)
+            self.done = self.store.keys("units", run_id=run_id)
+            self.tasks = []
+            if self.cfg.stability:
+                self.tasks.append(StabilityTask(ctx))
+            if self.threat and self.cfg.threat and self.dataset.labelled:
+                self.tasks.append(ThreatTask(ctx))
+            self.ctx = ctx
+        return self.ctx
+
+    def process(self, run_id: str, domain: dict[str, Any], shard: int, batch: Batch,
+                jobs: list[tuple[Job, Any]]) -> tuple[int, int]:
+        """Score one shard; (units written, images scored in them)."""
+        import ray
+
+        if not self.models:
+            self.load()  # a restarted actor: Ray re-ran __init__ only
+        ctx = self._begin(run_id, domain)
+        images = 0
+
+        def counted(n: int) -> None:
+            nonlocal images
+            images += n
+
+        futures = [(job, _RefFuture(ray, ref)) for job, ref in jobs]
+        units = score_shard(ctx, self.cells, self.done, self.tasks, shard, batch, futures, on_unit=counted)
+        return units, images
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RayEngine(Engine):
+    """``Engine`` whose models live on Ray actors and whose corruption runs as Ray tasks."""
+
+    def __init__(self, store: Store, events: RunEvents | None = None, options: ExecutorOptions | None = None) -> None:
+        super().__init__(store, events)
+        self.options = options or ExecutorOptions(kind="ray")
+        self.ray = import_ray()
+        self.actors: list[Any] = []
+        self.groups: list[list[int]] = []  # actor indices of each model group
+        self.actor_pids: list[int] = []
+        self._env: dict[str, Any] = {}
+        self._owns_ray = False
+        self._device = "auto"
+
+    # -- connecting and loading ---------------------------------------------------------
+    def _connect(self) -> None:
+        ray, opts = self.ray, self.options
+        if ray.is_initialized():
+            return  # the caller (a test, a notebook, the UI's worker) joined a cluster already
+        where = opts.address or "a new local Ray instance"
+        try:
+            if opts.address is not None:
+                _check_reachable(opts.address, opts.connect_timeout_s)
+            if opts.address is not None and opts.address.startswith("ray://"):
+                _check_client_installed(opts.address)
+            ray.init(address=opts.address, runtime_env={"env_vars": WORKER_ENV}, include_dashboard=False,
+                     log_to_driver=False, logging_level="ERROR")
+        except UserInputError:
+            raise
+        except Exception as e:  # ConnectionError, TimeoutError, RuntimeError: whatever Ray raises for it
+            why = redact_uri(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)[:200]
+            raise UserInputError(
+                f"--address {opts.address or '(none)'}: cannot start or reach Ray at {where} ({why}); start a cluster "
+                "with `ray start --head`, fix the address (auto, HOST:6379 or ray://HOST:10001), or use --executor local"
+            ) from None
+        self._owns_ray = True
+
+    def _resources(self, n_groups: int) -> tuple[int, float]:
+        """(actors per model group, GPUs per actor), checked against what the cluster has."""
+        opts = self.options
+        have = self.ray.cluster_resources()
+        gpus, cpus = float(have.get("GPU", 0)), float(have.get("CPU", 0))
+        per_actor = opts.gpus_per_actor
+        if per_actor is None:
+            per_actor = 1.0 if gpus >= 1 and self._device != "cpu" else 0.0
+        replicas = opts.actors or (max(1, int(gpus // (per_actor * n_groups))) if per_actor > 0 else 1)
+        n = replicas * n_groups
+        if per_actor * n > gpus:
+            raise UserInputError(f"--gpus-per-actor {per_actor:g} × {n} actors needs {per_actor * n:g} GPUs but the Ray "
+                                 f"cluster has {gpus:g}; lower --actors or --gpus-per-actor (0 runs the models on CPU)")
+        if cpus - opts.cpus_per_actor * n < opts.cpus_per_task:
+            raise UserInputError(f"--cpus-per-task {opts.cpus_per_task:g}: the Ray cluster's {cpus:g} CPUs minus "
+                                 f"{opts.cpus_per_actor:g} for each of {n} actors leave no room for a corruption task; "
+                                 "lower --actors or add CPUs to the cluster")
+        return replicas, per_actor
+
+    def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
+        """Create the actors and load every model there; the driver keeps only the names."""
+        self._device = cfg.device
+        self._connect()
+        ray, opts = self.ray, self.options
+        locator, uri = store_locator(self.store)
+        size = opts.models_per_actor or len(cfg.models)
+        groups = [cfg.models[i : i + size] for i in range(0, len(cfg.models), size)]
+        replicas, gpus = self._resources(len(groups))
+        n = replicas * len(groups)
+        self.events.message(f"Ray: {n} model actor(s) ({len(groups)} model group(s) × {replicas}) with {gpus:g} GPU and "
+                            f"{opts.cpus_per_actor:g} CPU each; corruption tasks with {opts.cpus_per_task:g} CPU; store {locator}")
+        actor_cls = ray.remote(ShardActor).options(num_gpus=gpus, num_cpus=opts.cpus_per_actor)
+        self._kill_actors()
+        cfg_doc = cfg.model_dump(mode="json")
+        self.groups = [[g * replicas + r for r in range(replicas)] for g in range(len(groups))]
+        self.actors = [actor_cls.remote(uri, cfg_doc, list(opts.modules), groups[g], g == 0)
+                       for g in range(len(groups)) for _ in range(replicas)]
+        try:
+            envs = self._get([a.load.remote() for a in self.actors])
+        except BaseException:
+            self._kill_actors()
+            raise
+        self.actor_pids = [int(e["pid"]) for e in envs]
+        self._env = {k: v for k, v in envs[0].items() if k not in ("pid", "host")}
+        self._env |= {"executor": "ray", "actors": n, "hosts": sorted({e["host"] for e in envs})}
+        # the planner on this side needs only the names (ModelState's other fields stay on the actors)
+        return [cast(ModelState, _Named(name, cfg.batch_size)) for name in cfg.models]
+
+    def _environment(self, models: list[ModelState]) -> dict[str, Any]:
+        return dict(self._env)
+
+    def _get(self, refs: Any) -> Any:
+        """``ray.get`` with the worker's own exception: a UserInputError stays one, not a traceback."""
+        ray = self.ray
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from None
+            raise
+
+    # -- the loop -----------------------------------------------------------------------
+    def _execute(self, ctx: RunContext, shards: list[np.ndarray], cells: list[Cell], done: set[tuple[Any, ...]],
+                 tasks: list[RunTask]) -> None:
+        ray, opts, cfg = self.ray, self.options, ctx.cfg
+        corrupt = ray.remote(_corrupt).options(num_cpus=opts.cpus_per_task)
+        domain = ctx.domain.model_dump(mode="json")
+        modules = list(opts.modules)
+        pending: dict[Any, int] = {}  # shard result -> actor index
+        load = [0] * len(self.actors)
+        try:
+            for shard, todo in self._plan(ctx, shards, cells, done, tasks):
+                batch = self._load_batch(ctx.dataset, shards[shard])
+                ref = ray.put(batch)  # one copy of the clean shard, read by its tasks and its actor
+                jobs = [(job, corrupt.remote(job, ref, cfg.seed, modules)) for job in todo]
+                self.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
+                for group in self.groups:  # every group scores the shard with its models
+                    while min(load[i] for i in group) >= opts.shards_in_flight:
+                        self._collect(pending, load, ctx.run_id)
+                    i = min(group, key=lambda a: load[a])
+                    pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
+                    load[i] += 1
+            while pending:
+                self._collect(pending, load, ctx.run_id)
+        finally:
+            self._kill_actors()
+            if self._owns_ray:
+                ray.shutdown()
+                self._owns_ray = False
+
+    def _collect(self, pending: dict[Any, int], load: list[int], run_id: str) -> None:
+        ray = self.ray
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        i = pending.pop(ready[0])
+        load[i] -= 1
+        try:
+            units, images = self._get(ready[0])
+        except ray.exceptions.RayActorError as e:
+            raise WorkerLostError(
+                f"Ray actor {i} (pid {self.actor_pids[i] if i < len(self.actor_pids) else '?'}) was lost "
+                f"({type(e).__name__}); finished units are stored: continue with `domainbench run --resume {run_id}`"
+            ) from None
+        self.stats.computed_units += units
+        if units:
+            self.events.advance(units, images)
+
+    def _kill_actors(self) -> None:
+        for a in self.actors:
+            try:
+                self.ray.kill(a)
+            except Exception:  # already dead: nothing to release
+                pass
+        self.actors = []
+        self.groups = []
+
+
+class _Named:
+    """What the driver knows of a model that lives on the actors: its name."""
+
+    def __init__(self, name: str, batch_size: int) -> None:
+        self.name = name
+        self.batch_size = batch_size
+
+
+def _check_client_installed(address: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("grpc") is None:  # what Ray's client speaks; not in the plain `ray` package
+        raise UserInputError(
+            f"--address {address}: the Ray client is not installed; pip install 'domainbench[cluster]', "
+            "or give the cluster's HOST:6379 address from a machine inside it"
+        )
+
+
+def _check_reachable(address: str, timeout_s: float) -> None:
+    """Fail fast on HOST:PORT that nothing listens on: Ray itself retries for a minute or more."""
+    import socket
+
+    if address == "auto":
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=min(timeout_s, 10.0)):
+            pass
+    except (OSError, ValueError) as e:
+        raise UserInputError(
+            f"--address {address}: no Ray cluster answers there ({e}); start one with `ray start --head`, "
+            "fix the address (auto, HOST:6379 or ray://HOST:10001), or use --executor local"
+        ) from None
+
+
+__all__ = ["RayEngine", "ShardActor", "WorkerLostError", "import_ray", "store_locator"]

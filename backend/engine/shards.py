@@ -1,0 +1,113 @@
+"""Scoring one shard: the per-shard work every executor runs, in-process or on a Ray actor.
+
+Given a shard's clean batch and its corruption jobs (futures of corrupted batches), every
+model scores the clean images and each corrupted batch, the run's tasks consume what they
+need, and each unit is upserted by key as soon as it is computed. Keeping this in one
+function is what makes a Ray run's units identical to a local run's.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+import corruptions
+from backend.data import Batch
+from backend.engine.jobs import CLEAN, Corrupted, Job
+from backend.engine.scoring import ModelState, confusion, encode, predict
+from backend.engine.tasks import Cell, CleanPass, RunContext, RunTask
+from backend.store.records import UnitRecord
+
+
+class CorruptedFuture(Protocol):
+    def result(self) -> Corrupted: ...
+
+
+def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], tasks: Sequence[RunTask],
+                shard: int, batch: Batch, jobs: Sequence[tuple[Job, CorruptedFuture]],
+                on_unit: Callable[[int], None] | None = None) -> int:
+    """Score ``shard`` with every model of ``ctx``; returns the number of units written.
+
+    ``done`` holds the unit keys already stored (it is updated); ``jobs`` are awaited in
+    order. ``on_unit(n_images)`` is called after each unit is upserted.
+    """
+    run_id = ctx.run_id
+    written = 0
+
+    def write(ms: ModelState, cell: Cell, preds: np.ndarray, clean: np.ndarray | None, corrupted: Corrupted,
+              t0: float) -> None:
+        nonlocal written
+        write_unit(ctx, ms, cell, shard, batch, preds, clean, corrupted, t0)
+        done.add((run_id, ms.name, cell.corruption, cell.severity, shard))
+        written += 1
+        if on_unit is not None:
+            on_unit(len(preds))
+
+    clean = CleanPass()
+    for ms in ctx.models:
+        key = (run_id, ms.name, CLEAN, 0, shard)
+        need_emb = any(t.needs_clean_embeddings(ms.name, shard) for t in tasks)
+        if key in done and not need_emb:
+            stored = ctx.store.get("units", run_id=run_id, model=ms.name, corruption=CLEAN, severity=0, shard=shard)
+            clean.preds[ms.name] = np.asarray(stored.preds, dtype=np.int64)
+            continue
+        t0 = time.perf_counter()
+        emb = encode(ms, batch.images)
+        clean.preds[ms.name] = predict(ms, emb)
+        clean.embeddings[ms.name] = emb
+        if key not in done:
+            write(ms, Cell(CLEAN, 0, None), clean.preds[ms.name], None, Corrupted(batch.images, {}), t0)
+    by_cell = {(c.corruption, c.severity): c for c in cells}
+    for job, fut in jobs:
+        corrupted = fut.result()
+        for task in tasks:
+            task.consume(job, batch, corrupted, clean)
+        if job.stability:
+            continue
+        cell = by_cell[(job.corruption, job.severity)]
+        for ms in ctx.models:
+            if (run_id, ms.name, cell.corruption, cell.severity, shard) in done:
+                continue
+            t0 = time.perf_counter()
+            preds = predict(ms, encode(ms, corrupted.images))
+            write(ms, cell, preds, clean.preds[ms.name], corrupted, t0)
+    for task in tasks:
+        task.flush(shard)
+    return written
+
+
+def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: Batch, preds: np.ndarray,
+               clean: np.ndarray | None, corrupted: Corrupted, t0: float) -> None:
+    classes = ctx.dataset.classes
+    params = {**cell.applied, "drawn": corrupted.drawn} if corrupted.drawn else cell.applied
+    unit = UnitRecord(
+        run_id=ctx.run_id,
+        model=ms.name,
+        corruption=cell.corruption,
+        severity=cell.severity,
+        shard=shard,
+        n=int(len(preds)),
+        confusion=confusion(batch.labels, preds, len(classes)),
+        flips=0 if clean is None else int((preds != clean).sum()),
+        preds=preds.tolist(),
+        indices=batch.indices.tolist(),
+        n_unreadable=len(batch.unreadable),
+        params=params,
+        seed=ctx.cfg.seed,
+        classes=classes,
+        # per-image labels once per shard: the stability link joins them with predictions
+        labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
+        corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
+        elapsed_s=round(time.perf_counter() - t0, 4),
+        computed_at=_now(),
+        ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
+    )
+    ctx.store.upsert("units", unit)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

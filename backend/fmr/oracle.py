@@ -1,0 +1,81 @@
+"""The oracle zoo: registry models voting zero-shot; the majority label, or a rejection on a tie."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from backend.engine.scoring import ModelState, encode, predict
+from backend.errors import UserInputError
+from backend.models import build_classifier, create_model, resolve_device
+from backend.models.base import DEFAULT_TEMPLATES
+
+#: the label ``majority`` gives when the top vote count is shared: no agreement, a rejection
+TIE = -1
+#: prefixes of tested-model kinds that are plain classifiers: they cannot vote zero-shot
+CLASSIFIER_PREFIXES = ("torchvision", "py")
+
+
+def majority(votes: np.ndarray, n_classes: int) -> np.ndarray:
+    """Per row of (N, M) member votes: the most voted class, or TIE when several share the top count."""
+    votes = np.asarray(votes, dtype=np.int64)
+    if votes.ndim != 2 or votes.shape[1] == 0:
+        raise ValueError(f"votes must be (images, members) with at least one member, got {votes.shape}")
+    counts = np.zeros((votes.shape[0], n_classes), dtype=np.int64)
+    for m in range(votes.shape[1]):
+        np.add.at(counts, (np.arange(votes.shape[0]), votes[:, m]), 1)
+    top = counts.max(axis=1)
+    winners = (counts == top[:, None]).sum(axis=1)
+    return np.where(winners == 1, counts.argmax(axis=1), TIE)
+
+
+@dataclass
+class Oracle:
+    """Zero-shot members; ``votes`` scores images with each, ``agrees`` applies the majority rule."""
+
+    members: list[ModelState]
+    n_classes: int
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.members]
+
+    def votes(self, images: np.ndarray) -> np.ndarray:
+        if len(images) == 0:
+            return np.zeros((0, len(self.members)), dtype=np.int64)
+        return np.stack([predict(ms, encode(ms, images)) for ms in self.members], axis=1)
+
+    def agrees(self, votes: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        return majority(votes, self.n_classes) == np.asarray(labels, dtype=np.int64)
+
+
+def check_oracle_names(names: Sequence[str], min_members: int = 2) -> None:
+    """Refuse, before anything is loaded or stored, an oracle that cannot vote or cannot outvote."""
+    if len(names) < min_members:
+        raise UserInputError(
+            f"the oracle needs at least {min_members} zero-shot models to take a majority vote, got {list(names) or 'none'}; "
+            "add models with --oracle, e.g. --oracle embedded:fmnist-plain,embedded:fmnist-augmented,MODEL"
+        )
+    for name in names:
+        if name.partition(":")[0] in CLASSIFIER_PREFIXES:
+            raise UserInputError(
+                f"oracle model {name!r} is a plain classifier, not zero-shot capable; the oracle takes "
+                "vision-language models from the registry (see `domainbench models`)"
+            )
+
+
+def load_oracle(names: Sequence[str], classes: list[str], device: str, batch_size: int,
+                templates: Sequence[str] | None, min_members: int = 2) -> Oracle:
+    check_oracle_names(names, min_members)
+    dev = resolve_device(device)
+    members = []
+    for name in names:
+        model = create_model(name, dev)
+        # a duck-typed registry model must still have a text tower to classify zero-shot
+        if not callable(getattr(model, "encode_text", None)):
+            raise UserInputError(f"oracle model {name!r} has no text encoder: it is not zero-shot capable")
+        classifier = build_classifier(model, classes, templates or DEFAULT_TEMPLATES).to(dev)
+        members.append(ModelState(name, model, classifier, batch_size))
+    return Oracle(members, len(classes))

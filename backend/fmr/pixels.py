@@ -1,0 +1,30 @@
+"""Models' preprocessing as torch operations on float images, for the gradient search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+def differentiable_pixels(model: Any, x: torch.Tensor | None) -> torch.Tensor | None:
+    """The model's preprocessing as torch ops on float (N, H, W, C) in [0, 1]; None if unknown.
+
+    With ``x=None`` it only answers whether the model has such a path. The embedded models'
+    preprocessing (luma, resize, normalise) is reproduced here in float arithmetic.
+    """
+    from backend.models.embedded import EmbeddedModel
+
+    if not isinstance(model, EmbeddedModel):
+        return None
+    if x is None:
+        return torch.empty(0)
+    if x.shape[-1] == 3:
+        w = torch.tensor([0.299, 0.587, 0.114], dtype=x.dtype, device=x.device)
+        x = (x * w).sum(-1, keepdim=True)
+    x = x.permute(0, 3, 1, 2)
+    size = model.config.image_size
+    if x.shape[-2:] != (size, size):
+        x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+    return (x - model.config.mean) / model.config.std

@@ -1,0 +1,112 @@
+"""Tensor helpers shared by the device kernels: per-image randomness, rounding, resampling, filtering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from corruptions.draws import RecordingGenerator
+from corruptions.spec import REFERENCE_SIZE
+
+
+@dataclass
+class DeviceBatch:
+    """Per-image seeds of a batch, as numpy streams (host) and torch generators (device).
+
+    ``rngs`` are the very generators the CPU kernels get (``numpy.random.default_rng(seed)``
+    streams that also record drawn values): a kernel draws its few scalars (an angle, corners,
+    boxes) from them on the host, so those draws and the stored ``drawn`` values equal the CPU
+    kernel's. Per-pixel fields are drawn on the device from ``generator(i)``, a torch generator
+    seeded with image ``i``'s seed: same distribution as numpy's, different values.
+    """
+
+    seeds: list[int]
+    rngs: list[RecordingGenerator]
+    device: torch.device
+    _generators: dict[int, torch.Generator] = field(default_factory=dict)
+
+    def generator(self, i: int) -> torch.Generator:
+        if i not in self._generators:
+            g = torch.Generator(device=self.device)
+            g.manual_seed(self.seeds[i])
+            self._generators[i] = g
+        return self._generators[i]
+
+    def randn(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """(N, *shape) standard normal float32, image i from its own generator."""
+        return torch.stack([torch.randn(shape, generator=self.generator(i), device=self.device) for i in range(len(self.seeds))])
+
+    def rand(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """(N, *shape) uniform [0, 1) float32, image i from its own generator."""
+        return torch.stack([torch.rand(shape, generator=self.generator(i), device=self.device) for i in range(len(self.seeds))])
+
+
+def size_scale(images: torch.Tensor) -> float:
+    """Factor from parameters given at a 224-pixel short side to this (N, H, W, C) batch."""
+    return min(images.shape[1], images.shape[2]) / REFERENCE_SIZE
+
+
+def to_uint8(x: torch.Tensor) -> torch.Tensor:
+    """Round half to even (as numpy's rint) and clip into uint8."""
+    return x.round_().clamp_(0, 255).to(torch.uint8)
+
+
+def nchw(images: torch.Tensor) -> torch.Tensor:
+    """(N, H, W, C) uint8 -> (N, C, H, W) float32."""
+    return images.permute(0, 3, 1, 2).float()
+
+
+def nhwc_uint8(x: torch.Tensor) -> torch.Tensor:
+    """(N, C, H, W) float -> (N, H, W, C) uint8, rounded, contiguous."""
+    return to_uint8(x).permute(0, 2, 3, 1).contiguous()
+
+
+def rgb_to_grey(images: torch.Tensor) -> torch.Tensor:
+    """(N, H, W, 3) uint8 -> (N, H, W, 1) uint8, bit for bit as cv2.cvtColor(RGB2GRAY) (14-bit fixed point)."""
+    x = images.to(torch.int32)
+    grey = (x[..., 0] * 4899 + x[..., 1] * 9617 + x[..., 2] * 1868 + (1 << 13)) >> 14
+    return grey.to(torch.uint8)[..., None]
+
+
+def filter2d(x: torch.Tensor, kernel: np.ndarray) -> torch.Tensor:
+    """cv2.filter2D (correlation, anchor at the centre, BORDER_REFLECT_101) of (N, C, H, W) float."""
+    kh, kw = kernel.shape
+    c = x.shape[1]
+    weight = torch.as_tensor(np.ascontiguousarray(kernel), dtype=x.dtype, device=x.device).expand(c, 1, kh, kw)
+    padded = F.pad(x, (kw // 2, kw // 2, kh // 2, kh // 2), mode="reflect")  # reflect = cv2 BORDER_REFLECT_101
+    return F.conv2d(padded, weight, groups=c)
+
+
+def separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray) -> torch.Tensor:
+    """Row then column 1-D correlation of (N, C, H, W) float with BORDER_REFLECT_101."""
+    x = filter2d(x, kx.reshape(1, -1))
+    return filter2d(x, ky.reshape(-1, 1))
+
+
+def remap(x: torch.Tensor, map_x: torch.Tensor, map_y: torch.Tensor, border: str) -> torch.Tensor:
+    """cv2.remap(INTER_LINEAR) of (N, C, H, W) float at source pixel coordinates map_x, map_y ((N or 1, H', W')).
+
+    ``border`` is "constant" (black, cv2.BORDER_CONSTANT 0), "replicate" or "reflect101". cv2 resolves
+    coordinates to 1/32 pixel (INTER_BITS = 5) before interpolating; rounding the maps the same
+    way keeps the two within a grey level of each other at sharp edges too.
+    """
+    h, w = x.shape[-2:]
+    mx = torch.round(map_x * 32) / 32
+    my = torch.round(map_y * 32) / 32
+    # align_corners=True: -1 and 1 are the centres of the first and last pixels, as cv2's integer coordinates
+    grid = torch.stack([mx * (2.0 / max(w - 1, 1)) - 1.0, my * (2.0 / max(h - 1, 1)) - 1.0], dim=-1)
+    if grid.shape[0] != x.shape[0]:
+        grid = grid.expand(x.shape[0], *grid.shape[1:])
+    # grid_sample's reflection with align_corners=True mirrors about the edge pixel centres: BORDER_REFLECT_101
+    padding = {"constant": "zeros", "replicate": "border", "reflect101": "reflection"}[border]
+    return F.grid_sample(x, grid.to(x.dtype), mode="bilinear", padding_mode=padding, align_corners=True)
+
+
+def pixel_grid(h: int, w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(H, W) float32 x and y pixel coordinates (float64 products happen on the host where it matters)."""
+    ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float32, device=device),
+                            torch.arange(w, dtype=torch.float32, device=device), indexing="ij")
+    return xs, ys

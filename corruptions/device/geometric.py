@@ -1,0 +1,101 @@
+"""Geometric family on the device: flips, and warps as grid_sample at the CPU kernel's source coordinates.
+
+Random warp parameters (perspective corners, grid steps) are drawn from the CPU kernel's numpy
+streams with the same calls, so the device pixels equal the CPU ones up to interpolation rounding.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import cv2
+import numpy as np
+import torch
+from albumentations.augmentations.geometric import functional as agf
+
+from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, pixel_grid, remap
+from corruptions.device.registry import device_kernel
+from corruptions.draws import record
+from corruptions.kernels.geometric import GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
+
+
+@device_kernel("horizontal_flip", exact=True)
+def horizontal_flip(images: torch.Tensor, p: NoParams, b: DeviceBatch) -> torch.Tensor:
+    return images.flip(2)
+
+
+@device_kernel("vertical_flip", exact=True)
+def vertical_flip(images: torch.Tensor, p: NoParams, b: DeviceBatch) -> torch.Tensor:
+    return images.flip(1)
+
+
+def _warp(images: torch.Tensor, inverse: np.ndarray, border: str) -> torch.Tensor:
+    """Warp (N, H, W, C) uint8 with per-image (N, 3, 3) (or one (3, 3)) dst->src homographies."""
+    n, h, w, _ = images.shape
+    xs, ys = pixel_grid(h, w, images.device)
+    m = torch.as_tensor(np.broadcast_to(inverse, (n, 3, 3)).copy(), dtype=torch.float64, device=images.device)
+    # float64 for the projective division: cv2 computes source coordinates in double
+    xd, yd = xs.double()[None], ys.double()[None]
+    coef = m[:, :, :, None, None]
+    den = coef[:, 2, 0] * xd + coef[:, 2, 1] * yd + coef[:, 2, 2]
+    map_x = (coef[:, 0, 0] * xd + coef[:, 0, 1] * yd + coef[:, 0, 2]) / den
+    map_y = (coef[:, 1, 0] * xd + coef[:, 1, 1] * yd + coef[:, 1, 2]) / den
+    # cv2 rounds the double coordinates to 1/32 pixel; rounding after a cast to float32 would move ties
+    map_x, map_y = torch.round(map_x * 32) / 32, torch.round(map_y * 32) / 32
+    return nhwc_uint8(remap(nchw(images), map_x.float(), map_y.float(), border))
+
+
+@device_kernel("rotation", exact=True)
+def rotation(images: torch.Tensor, p: RotationParams, b: DeviceBatch) -> torch.Tensor:
+    h, w = images.shape[1:3]
+    quarter = p.angle / 90.0
+    if quarter == round(quarter) and (h == w or int(round(quarter)) % 2 == 0):
+        return torch.rot90(images, k=int(round(quarter)) % 4, dims=(1, 2)).contiguous()
+    matrix = cv2.getRotationMatrix2D(((w - 1) / 2.0, (h - 1) / 2.0), p.angle, 1.0)
+    m = torch.as_tensor(cv2.invertAffineTransform(matrix), dtype=torch.float64, device=images.device)
+    xs = torch.arange(w, dtype=torch.float64, device=images.device)[None, :]
+    ys = torch.arange(h, dtype=torch.float64, device=images.device)[:, None]
+    # cv2.warpAffine's fixed point: x and y terms rounded to 1/1024 pixel separately, then to 1/32 (+1/64, floored)
+    ab, half_step = 1024.0, 16.0
+    map_x = torch.floor((torch.round(m[0, 0] * xs * ab) + torch.round((m[0, 1] * ys + m[0, 2]) * ab) + half_step) / 32) / 32
+    map_y = torch.floor((torch.round(m[1, 0] * xs * ab) + torch.round((m[1, 1] * ys + m[1, 2]) * ab) + half_step) / 32) / 32
+    return nhwc_uint8(remap(nchw(images), map_x.float()[None], map_y.float()[None], "constant"))
+
+
+@device_kernel("perspective", exact=True, note="corners drawn from the CPU kernel's numpy streams")
+def perspective(images: torch.Tensor, p: PerspectiveParams, b: DeviceBatch) -> torch.Tensor:
+    h, w = images.shape[1:3]
+    inverses = []
+    for rng in b.rngs:
+        points = record(rng, "corners", agf.order_points(agf.generate_perspective_points((h, w), p.scale, rng)))
+        matrix, max_w, max_h = agf.compute_perspective_params(points, (h, w))
+        adjusted = np.array([[w / max_w, 0, 0], [0, h / max_h, 0], [0, 0, 1]]) @ matrix  # albumentations keep_size
+        inverses.append(np.linalg.inv(adjusted))
+    return _warp(images, np.stack(inverses), "constant")
+
+
+@device_kernel("grid_distortion", exact=True, note="grid steps drawn from the CPU kernel's numpy streams")
+def grid_distortion(images: torch.Tensor, p: GridDistortionParams, b: DeviceBatch) -> torch.Tensor:
+    h, w = images.shape[1:3]
+    maps_x, maps_y = [], []
+    for rng in b.rngs:
+        steps_x = list(record(rng, "steps_x", 1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1)))
+        steps_y = list(record(rng, "steps_y", 1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1)))
+        norm = agf.normalize_grid_distortion_steps((h, w), p.num_steps, steps_x, steps_y)
+        map_x, map_y = agf.generate_grid((h, w), norm["steps_x"], norm["steps_y"], p.num_steps)
+        maps_x.append(map_x)
+        maps_y.append(map_y)
+    mx = torch.from_numpy(np.stack(maps_x).astype(np.float32)).to(images.device)
+    my = torch.from_numpy(np.stack(maps_y).astype(np.float32)).to(images.device)
+    return nhwc_uint8(remap(nchw(images), mx, my, "reflect101"))
+
+
+@lru_cache(maxsize=32)
+def _lens_maps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
+    return agf.get_camera_matrix_distortion_maps((h, w), k)
+
+
+@device_kernel("lens_distortion", exact=True)
+def lens_distortion(images: torch.Tensor, p: LensDistortionParams, b: DeviceBatch) -> torch.Tensor:
+    mx, my = (torch.from_numpy(m).to(images.device)[None] for m in _lens_maps(images.shape[1], images.shape[2], p.k))
+    return nhwc_uint8(remap(nchw(images), mx, my, "constant"))

@@ -1,0 +1,45 @@
+"""Noise family on the device: the same formulas as corruptions.kernels.noise, per-pixel draws from torch generators."""
+
+from __future__ import annotations
+
+import torch
+
+from corruptions.device.common import DeviceBatch, to_uint8
+from corruptions.device.registry import device_kernel
+from corruptions.kernels.noise import GaussianNoiseParams, ImpulseNoiseParams, SaltPepperParams, ShotNoiseParams, SpeckleNoiseParams
+
+
+@device_kernel("gaussian_noise", exact=False)
+def gaussian_noise(images: torch.Tensor, p: GaussianNoiseParams, b: DeviceBatch) -> torch.Tensor:
+    noise = b.randn(tuple(images.shape[1:]))
+    return to_uint8(noise.mul_(p.sigma * 255.0).add_(images))
+
+
+@device_kernel("shot_noise", exact=False)
+def shot_noise(images: torch.Tensor, p: ShotNoiseParams, b: DeviceBatch) -> torch.Tensor:
+    lam = images.float() * (p.photons / 255.0)
+    counts = torch.stack([torch.poisson(lam[i], generator=b.generator(i)) for i in range(len(b.seeds))])
+    return to_uint8(counts.mul_(255.0 / p.photons))
+
+
+@device_kernel("impulse_noise", exact=False)
+def impulse_noise(images: torch.Tensor, p: ImpulseNoiseParams, b: DeviceBatch) -> torch.Tensor:
+    u = b.rand(tuple(images.shape[1:]))
+    # u < amount/2: white, amount/2 <= u < amount: black (the CPU kernel's split of the same uniform)
+    out = images.masked_fill(u < p.amount, 0)
+    return out.masked_fill_(u < p.amount / 2, 255)
+
+
+@device_kernel("speckle_noise", exact=False)
+def speckle_noise(images: torch.Tensor, p: SpeckleNoiseParams, b: DeviceBatch) -> torch.Tensor:
+    x = images.float()
+    noise = b.randn(tuple(images.shape[1:]))
+    return to_uint8(noise.mul_(p.sigma).mul_(x).add_(x))
+
+
+@device_kernel("salt_and_pepper", exact=False)
+def salt_and_pepper(images: torch.Tensor, p: SaltPepperParams, b: DeviceBatch) -> torch.Tensor:
+    u = b.rand(tuple(images.shape[1:3]))[..., None]  # one draw per pixel: all channels together
+    salt = u < p.amount * p.salt_ratio
+    pepper = ~salt & (u < p.amount)
+    return images.masked_fill(salt, 255).masked_fill_(pepper, 0)

@@ -1,0 +1,75 @@
+"""Sensor family on the device: read noise, banding, lens fall-off and colour fringes."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import cv2
+import numpy as np
+import torch
+
+from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, remap, to_uint8
+from corruptions.device.registry import device_kernel
+from corruptions.draws import record
+from corruptions.kernels.sensor import ChromaticAberrationParams, LowLightParams, RowNoiseParams, VignettingParams
+
+
+@device_kernel("low_light", exact=False)
+def low_light(images: torch.Tensor, p: LowLightParams, b: DeviceBatch) -> torch.Tensor:
+    linear = (images.float() / 255.0).pow_(2.2).mul_(p.gain)
+    noise = b.randn(tuple(images.shape[1:]))
+    return to_uint8(linear.clamp_(0, 1).pow_(1 / 2.2).mul_(255.0).add_(noise.mul_(p.noise * 255.0)))
+
+
+@device_kernel("row_noise", exact=True, note="row and column offsets drawn from the CPU kernel's numpy streams")
+def row_noise(images: torch.Tensor, p: RowNoiseParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, c = images.shape
+    # h + w numbers per image: drawing them on the host in the CPU kernel's order makes the pixels equal
+    rows = np.stack([rng.standard_normal(h, dtype=np.float32) for rng in b.rngs])
+    cols = np.stack([rng.standard_normal(w, dtype=np.float32) for rng in b.rngs])
+    scale = np.float32(p.sigma * 255.0)
+    rows_t = torch.from_numpy(rows * scale).to(images.device)
+    cols_t = torch.from_numpy(cols * (scale * np.float32(0.3))).to(images.device)
+    banding = rows_t[:, :, None, None] + cols_t[:, None, :, None]
+    return to_uint8(images.float().add_(banding))
+
+
+@lru_cache(maxsize=32)
+def _vignette_gain(h: int, w: int, strength: float) -> np.ndarray:
+    ys = (np.arange(h, dtype=np.float32) - (h - 1) / 2) / np.float32((h - 1) / 2)
+    xs = (np.arange(w, dtype=np.float32) - (w - 1) / 2) / np.float32((w - 1) / 2)
+    r2 = (ys[:, None] ** 2 + xs[None, :] ** 2) / np.float32(2.0)
+    return (np.float32(1.0) - np.float32(strength) * r2 ** np.float32(1.5))[None, :, :, None]
+
+
+@device_kernel("vignetting", exact=True)
+def vignetting(images: torch.Tensor, p: VignettingParams, b: DeviceBatch) -> torch.Tensor:
+    # the gain map is one (H, W) array per batch: computed once on the host, as the CPU kernel does
+    gain = torch.from_numpy(_vignette_gain(images.shape[1], images.shape[2], p.strength)).to(images.device)
+    return to_uint8(images.float().mul_(gain))
+
+
+@lru_cache(maxsize=32)
+def _undistort_maps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
+    """albumentations' chromatic-aberration maps of one channel (distortion coefficients [k, 0, 0, 0])."""
+    camera = np.eye(3, dtype=np.float32)
+    camera[0, 0], camera[1, 1], camera[0, 2], camera[1, 2] = w, h, w / 2.0, h / 2.0
+    coeffs = np.array([k, 0.0, 0, 0], dtype=np.float32)
+    return cv2.initUndistortRectifyMap(camera, coeffs, None, camera, (w, h), cv2.CV_32FC1)
+
+
+@device_kernel("chromatic_aberration", exact=True, note="fringe side drawn from the CPU kernel's numpy stream")
+def chromatic_aberration(images: torch.Tensor, p: ChromaticAberrationParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, _ = images.shape
+    signs = [record(rng, "sign", 1.0 if rng.random() < 0.5 else -1.0) for rng in b.rngs]
+    x = nchw(images)
+    out = x.clone()
+    for sign in (1.0, -1.0):
+        idx = torch.tensor([i for i, s in enumerate(signs) if s == sign], dtype=torch.long, device=images.device)
+        if len(idx) == 0:
+            continue
+        k = sign * p.distortion
+        for channel, coeff in ((0, k), (2, -k)):  # red one way, blue the other, green untouched
+            mx, my = (torch.from_numpy(m).to(images.device)[None] for m in _undistort_maps(h, w, coeff))
+            out[idx, channel : channel + 1] = remap(x[idx, channel : channel + 1], mx, my, "replicate")
+    return nhwc_uint8(out)

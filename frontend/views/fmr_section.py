@@ -1,0 +1,106 @@
+"""The FMR section of a run page: SA / PA / FMR per tested model, the oracle's reliability, and the
+generated images next to their originals with the tested model's predictions and the oracle's votes.
+
+The frames are built by pure functions (``fmr_frame``, ``gallery_rows``) so they are tested
+without Streamlit; ``show`` only draws them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from backend.fmr.images import from_png_b64
+from backend.report import FmrReport, RunReport
+from backend.store import Store
+from backend.store.records import FmrUnitRecord
+
+PAGE = 12
+
+
+def fmr_frame(f: FmrReport) -> pd.DataFrame:
+    def pct(v: float | None) -> float | None:
+        return None if v is None else 100.0 * v
+
+    return pd.DataFrame(
+        [{"model": m.model, "images": m.n, "SA %": pct(m.sa), "PA %": pct(m.pa), "FMR": m.fmr,
+          "validation rate %": pct(m.validation_rate), "mean steps": m.mean_steps} for m in f.models],
+        columns=["model", "images", "SA %", "PA %", "FMR", "validation rate %", "mean steps"],
+    )
+
+
+@dataclass(frozen=True)
+class GalleryItem:
+    index: int
+    label: str
+    clean_pred: str
+    final_pred: str
+    steps: int
+    ops: str
+    votes: str
+    original: np.ndarray
+    generated: np.ndarray
+
+    @property
+    def flipped(self) -> bool:
+        return self.clean_pred == self.label and self.final_pred != self.label
+
+
+def gallery_rows(records: Sequence[FmrUnitRecord], classes: Sequence[str], oracle: Sequence[str],
+                 flipped_only: bool = False) -> list[GalleryItem]:
+    """Perturbed images of the records (those with stored payloads), in dataset order."""
+    items = []
+    for r in sorted(records, key=lambda r: r.shard):
+        for i, idx in enumerate(r.indices):
+            if r.images[i] is None or r.originals[i] is None:
+                continue
+            votes = ", ".join(f"{m.split('/')[-1]}: {classes[v]}" for m, v in zip(oracle, r.oracle_final[i]))
+            item = GalleryItem(
+                index=idx, label=classes[r.labels[i]], clean_pred=classes[r.clean_preds[i]],
+                final_pred=classes[r.final_preds[i]], steps=r.steps[i],
+                ops=" → ".join(f"{n} {v:g}" for n, v in r.ops[i]), votes=votes,
+                original=from_png_b64(r.originals[i]), generated=from_png_b64(r.images[i]),
+            )
+            if not flipped_only or item.flipped:
+                items.append(item)
+    return items
+
+
+def show(store: Store, report: RunReport) -> None:
+    """Draw the section; nothing when the run has no FMR results."""
+    import streamlit as st
+
+    f = report.fmr
+    if f is None:
+        return
+    st.subheader("Foundation-model-oriented robustness (FMR)")
+    st.dataframe(fmr_frame(f), hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in ("SA %", "PA %", "FMR", "validation rate %")})
+    agreement = "n/a" if f.oracle.clean_agreement is None else f"{100 * f.oracle.clean_agreement:.1f}%"
+    members = ", ".join(f"{m} ({'n/a' if a is None else f'{100 * a:.1f}%'})" for m, a in f.oracle.member_accuracy.items())
+    st.caption(
+        f"{f.search} search, budget {f.budget} steps, step size {f.step_size:g}. FMR = PA / SA × 100: accuracy on the "
+        "hardest perturbations the oracle still labels correctly, relative to clean accuracy. The oracle's majority "
+        f"vote agrees with the labels on {agreement} of clean images (members: {members}); a low value means "
+        "the oracle itself is unreliable for this domain."
+    )
+    models = [m.model for m in f.models]
+    c1, c2 = st.columns([3, 1])
+    model = c1.selectbox("tested model", models, key=f"fmr-model-{report.run_id}")
+    flipped = c2.toggle("prediction flipped only", value=True, key=f"fmr-flipped-{report.run_id}")
+    records = store.find("fmr", run_id=report.run_id, model=model)
+    items = gallery_rows(records, report.classification.classes, f.oracle.members, flipped_only=flipped)
+    if not items:
+        st.info("No perturbed images to show" + (" with a flipped prediction." if flipped else "."))
+        return
+    page = st.number_input(f"page (of {(len(items) + PAGE - 1) // PAGE})", min_value=1,
+                           max_value=(len(items) + PAGE - 1) // PAGE, value=1, key=f"fmr-page-{report.run_id}")
+    for item in items[(page - 1) * PAGE : page * PAGE]:
+        cols: Any = st.columns([1, 1, 3])
+        cols[0].image(item.original, caption=f"#{item.index} original · {item.label} · model: {item.clean_pred}", clamp=True)
+        cols[1].image(item.generated, caption=f"generated · model: {item.final_pred}", clamp=True)
+        cols[2].markdown(f"**{item.steps} steps**: {item.ops or '—'}  \noracle votes: {item.votes}")

@@ -1,0 +1,79 @@
+"""--corrupt-on: where each job is corrupted, the per-unit record, and results that do not depend on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from pydantic import ValidationError
+
+from backend.config import CorruptionChoice, DomainConfig, RunConfig
+from backend.engine.device_corruption import corruption_site
+from backend.engine.runner import Engine
+from backend.store import open_store
+
+#: corruptions whose device kernels reproduce the CPU pixels, one without a device kernel, one random
+DETERMINISTIC = ["horizontal_flip", "rotation", "row_noise", "occluder", "color_shift", "gaussian_blur"]
+DOMAIN = DomainConfig(
+    domain="device corruption",
+    corruptions=[CorruptionChoice(name=n, severities=[2, 5] if n != "horizontal_flip" else [1], reason="test") for n in DETERMINISTIC]
+    + [
+        CorruptionChoice(name="brightness", severities=[3], reason="no device kernel (issue 16 recalibrates it)"),
+        CorruptionChoice(name="gaussian_noise", severities=[4], reason="random per-pixel draws"),
+    ],
+)
+
+
+def cfg(**kw: object) -> RunConfig:
+    base = dict(models=["fake:a", "fake:b"], limit=40, shard_size=16, workers=0, device="cpu", stability=False,
+                threat=False)
+    return RunConfig(**(base | kw))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("choice", "model_device", "corruption", "site"),
+    [
+        ("cpu", "cuda", "gaussian_noise", "cpu"),
+        ("auto", "cpu", "gaussian_noise", "cpu"),  # a CPU-only machine keeps the worker processes
+        ("auto", "cuda", "gaussian_noise", "device"),
+        ("auto", "cuda", "brightness", "cpu"),  # no device kernel
+        ("device", "cpu", "gaussian_noise", "device"),
+        ("device", "cuda:1", "brightness", "cpu"),
+    ],
+)
+def test_corruption_site(choice: str, model_device: str, corruption: str, site: str) -> None:
+    assert corruption_site(choice, torch.device(model_device), corruption) == site
+
+
+def test_corrupt_on_is_checked() -> None:
+    assert RunConfig().corrupt_on == "auto"
+    with pytest.raises(ValidationError, match="corrupt_on"):
+        RunConfig(corrupt_on="gpu")  # type: ignore[arg-type]
+
+
+def test_results_do_not_depend_on_where_units_were_corrupted(home: Path) -> None:
+    store = open_store()
+    on_cpu = Engine(store).start(DOMAIN, cfg(corrupt_on="cpu"))
+    device_engine = Engine(store)
+    on_device = device_engine.start(DOMAIN, cfg(corrupt_on="device"))
+    key = lambda u: (u.model, u.corruption, u.severity, u.shard)  # noqa: E731
+    a = {key(u): u for u in store.units(on_cpu)}
+    b = {key(u): u for u in store.units(on_device)}
+    assert a.keys() == b.keys() and len(a) == 2 * 3 * (1 + 1 + 2 * (len(DETERMINISTIC) - 1) + 2)
+    for k, unit in b.items():
+        corruption = k[1]
+        assert a[k].corrupted_on == (None if corruption == "clean" else "cpu")
+        if corruption == "clean":
+            assert unit.corrupted_on is None
+        elif corruption == "brightness":
+            assert unit.corrupted_on == "cpu"
+        else:
+            assert unit.corrupted_on == "device"
+        if corruption != "gaussian_noise":
+            # same pixels (up to a grey level of rounding), same predictions, same drawn values
+            assert (unit.preds, unit.confusion, unit.flips, unit.params) == (a[k].preds, a[k].confusion, a[k].flips, a[k].params), k
+        else:
+            assert unit.n == a[k].n and unit.params == a[k].params
+    # the random kernel draws its noise from torch generators: other pixels, so (almost surely) other predictions somewhere
+    assert any(b[k].preds != a[k].preds for k in b if k[1] == "gaussian_noise")

@@ -1,0 +1,169 @@
+"""The Ray executor against the local one: the same stored units, stability and threat records
+and report on a local Ray instance with 2 CPUs, and a run whose model actor is killed part-way
+that finishes after a resume with the same metrics and no duplicate units."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from backend.config import CorruptionChoice, DomainConfig, RunConfig
+from backend.engine.executors import ExecutorOptions, make_engine
+from backend.engine.reports import build_report
+from backend.engine.runner import Engine
+from backend.store import Store, open_store
+
+ray = pytest.importorskip("ray")
+
+from backend.engine.ray_executor import RayEngine, WorkerLostError  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DOMAIN = DomainConfig(
+    domain="ray test",
+    corruptions=[
+        CorruptionChoice(name="gaussian_noise", severities=[1, 4], reason="sensor"),
+        CorruptionChoice(name="brightness", severities=[3], reason="exposure"),
+    ],
+)
+# the Ray workers import the fake model backend the way a plugin would be imported on a cluster
+RAY = ExecutorOptions(kind="ray", modules=["fake_models"])
+# one model per actor: two actors share each corrupted shard (half a CPU each leaves one for corruption)
+RAY_GROUPS = ExecutorOptions(kind="ray", modules=["fake_models"], models_per_actor=1, cpus_per_actor=0.5)
+
+
+def cfg(**kw: object) -> RunConfig:
+    base = dict(models=["fake:a", "fake:b"], limit=50, shard_size=20, workers=0, stability_points=2,
+                stability_images=6, threat_anchors=3)
+    return RunConfig(**(base | kw))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    """One local Ray instance with 2 CPU workers for the module (starting one takes seconds)."""
+    path = os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    os.environ["PYTHONPATH"] = path  # the raylet and its workers inherit it: fake_models is importable
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             runtime_env={"env_vars": {"PYTHONPATH": path, "NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1"}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Local runs with the actor's thread counts (Ray gives a 1-CPU actor OMP_NUM_THREADS=1).
+
+    float32 matrix products (torch and numpy's BLAS) are summed in a different order with a
+    different thread count, so embeddings, stability radii and the different-class threat
+    would differ in the 8th digit; with the same arithmetic the two executors agree exactly.
+    """
+    from threadpoolctl import threadpool_limits
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(1):
+        yield
+    torch.set_num_threads(threads)
+
+
+def _units(store: Store, run_id: str) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    return {(u.model, u.corruption, u.severity, u.shard): (u.n, u.preds, u.indices, u.confusion, u.flips, u.params,
+                                                          u.labels, u.seed)
+            for u in store.units(run_id)}
+
+
+def _stability(store: Store, run_id: str) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    return {(d.model, d.corruption, d.shard): (d.indices, d.points, d.grid, d.divergence_radius, d.cosine, d.euclidean)
+            for d in store.find("stability", run_id=run_id)}
+
+
+def _threat(store: Store, run_id: str) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    return {(d.corruption, d.severity, d.shard): (d.n, d.sum, d.sum_sq, d.n_above_1, d.max)
+            for d in store.find("threat", run_id=run_id)}
+
+
+def _numbers(store: Store, run_id: str) -> dict[str, Any]:
+    report = build_report(store, run_id)
+    return {"models": [m.model_dump() for m in report.models], "table": [r for r in report.table()],
+            "threat": [t.model_dump() for t in report.threat], "link": [m.model_dump() for m in report.stability_link],
+            "baseline": report.baseline, "different_class_threat": report.different_class_threat}
+
+
+def test_ray_run_stores_exactly_what_the_local_run_stores(local_ray: Any, home: Path, one_thread: None) -> None:
+    store = open_store()
+    local = Engine(store).start(DOMAIN, cfg())
+    engine = make_engine(store, options=RAY_GROUPS)
+    assert isinstance(engine, RayEngine)
+    remote = engine.start(DOMAIN, cfg())
+    assert engine.stats.computed_units == 3 * 4 * 2  # shards × cells (clean + 3) × models
+    a, b = _units(store, local), _units(store, remote)
+    assert len(a) == 24 and a == b
+    assert _stability(store, local) == _stability(store, remote) and len(_stability(store, local)) == 3 * 2 * 2
+    assert _threat(store, local) == _threat(store, remote) and len(_threat(store, local)) == 3 * 3
+    assert _numbers(store, local) == _numbers(store, remote)
+    run = store.get_run(remote)
+    assert run.status == "done" and run.environment["executor"] == "ray" and run.environment["actors"] == 2
+    assert store.get_report(remote) is not None
+
+
+def test_killed_actor_resumes_to_the_same_metrics_without_duplicates(local_ray: Any, home: Path, one_thread: None) -> None:
+    store = open_store()
+    slow = cfg(models=["fake:slow", "fake:b"], stability=False, shard_size=10)  # 5 shards × 4 cells × 2 models
+    engine = make_engine(store, options=RAY)
+    assert isinstance(engine, RayEngine)
+    failure: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            engine.start(DOMAIN, slow, run_id="killed")
+        except BaseException as e:  # noqa: BLE001 - the test inspects it
+            failure.append(e)
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    deadline = time.time() + 240
+    while time.time() < deadline and len(store.keys("units", run_id="killed")) < 6:
+        time.sleep(0.05)
+    stored_at_kill = len(store.keys("units", run_id="killed"))
+    assert 6 <= stored_at_kill < 40, "the run finished before it could be killed"
+    os.kill(engine.actor_pids[0], signal.SIGKILL)  # the model actor's process, as a lost node would lose it
+    thread.join(240)
+    assert not thread.is_alive()
+    assert len(failure) == 1 and isinstance(failure[0], WorkerLostError), failure
+    assert "domainbench run --resume killed" in str(failure[0]) and "\n" not in str(failure[0])
+    assert store.get_run("killed").status == "failed"
+    before = {k: u.computed_at for k, u in ((_key(u), u) for u in store.units("killed"))}
+
+    resumed = make_engine(store, options=RAY)
+    assert resumed.resume("killed") == "killed"
+    assert resumed.stats.skipped_units == len(before) >= stored_at_kill
+    assert resumed.stats.computed_units == 40 - len(before)
+    units = store.units("killed")
+    assert len(units) == len({_key(u) for u in units}) == 40  # no duplicates, nothing missing
+    assert all(before[_key(u)] == u.computed_at for u in units if _key(u) in before)  # stored units untouched
+
+    reference = Engine(store).start(DOMAIN, slow)  # uninterrupted, local
+    assert _units(store, "killed") == _units(store, reference)
+    assert _threat(store, "killed") == _threat(store, reference)
+    assert _numbers(store, "killed") == _numbers(store, reference)
+    assert store.get_run("killed").status == "done"
+
+
+def _key(u: Any) -> tuple[Any, ...]:
+    return (u.model, u.corruption, u.severity, u.shard)
+
+
+def test_the_local_executor_never_imports_ray(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # any `import ray` now fails
+    store = open_store()
+    run_id = make_engine(store).start(DOMAIN, cfg(models=["fake:a"], limit=10, stability=False, threat=False))
+    assert store.get_run(run_id).status == "done"
