@@ -41,8 +41,22 @@ def _adopt(registry: Registry[Any], obj: Any, origin: str, name: str) -> None:
         raise CorruptionError(f"{origin} gave {type(obj).__name__}; expected a module, a CorruptionSpec, a list of specs or a callable")
 
 
+#: other names a corruption is known by (ImageNet-C's, where ours differs) -> the registered name
+ALIASES: dict[str, str] = {
+    "elastic_transform": "elastic",
+    "spatter": "lens_spatter",
+    "jpeg": "jpeg_compression",
+}
+
+
 def _canonical(name: str) -> str:
-    return name.strip().lower().replace("-", "_").replace(" ", "_")
+    key = name.strip().lower().replace("-", "_").replace(" ", "_")
+    return ALIASES.get(key, key)
+
+
+def canonical_name(name: str) -> str:
+    """The registered name ``name`` resolves to (aliases and spelling variants included)."""
+    return get(name).name
 
 
 REGISTRY: Registry[CorruptionSpec] = Registry(
@@ -138,7 +152,9 @@ def load_module(module: str) -> list[str]:
 
 
 __all__ = [
+    "ALIASES",
     "ENTRY_POINT_GROUP",
+    "canonical_name",
     "REGISTRY",
     "catalogue",
     "get",

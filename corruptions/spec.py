@@ -35,6 +35,8 @@ Family = Literal["noise", "blur", "weather", "digital", "geometric", "photometri
 FAMILIES: tuple[str, ...] = get_args(Family)
 SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 REFERENCE_SIZE = 224
+#: ladder version of a corruption whose spec does not say (and of units stored before versions existed)
+DEFAULT_LADDER_VERSION = 1
 
 Kernel = Callable[[np.ndarray, Any, np.random.Generator], np.ndarray]
 BatchKernel = Callable[[np.ndarray, Any, list[np.random.Generator]], np.ndarray]
@@ -117,7 +119,10 @@ class CorruptionSpec:
     the first value may be larger than the second (e.g. JPEG quality). ``ordinal`` is False for
     corruptions whose severity is not a distortion scale (flips). Parameters not in ``ranges``
     keep their severity-3 value in ``continuous_params``. ``draws`` names the random values the
-    kernel records (see the module docstring).
+    kernel records (see the module docstring). ``ladder_version`` numbers the severity ladder and
+    kernel behaviour: it is bumped whenever what "severity s" produces changes (version 2: the
+    ImageNet-C corruptions recalibrated to ``imagecorruptions`` 1.1.2), and the engine stores it
+    on every unit, so results computed under different ladders are never taken for the same cell.
     """
 
     name: str
@@ -133,10 +138,13 @@ class CorruptionSpec:
     grayscale: bool = True
     backend: str = "numpy"
     draws: dict[str, tuple[float, float] | None] = field(default_factory=dict)
+    ladder_version: int = DEFAULT_LADDER_VERSION
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
             raise CorruptionError(f"corruption name {self.name!r} must be snake_case (lowercase identifier)")
+        if isinstance(self.ladder_version, bool) or not isinstance(self.ladder_version, int) or self.ladder_version < 1:
+            raise CorruptionError(f"corruption {self.name!r}: ladder_version must be a positive integer")
         if self.family not in FAMILIES:
             raise CorruptionError(f"corruption {self.name!r}: family {self.family!r} is not one of {FAMILIES}")
         if not self.description.strip() or not self.situations:
@@ -230,4 +238,5 @@ class CorruptionSpec:
             "ranges": {f"{k}_range": list(v) for k, v in self.ranges.items()},
             "ladder": {str(s): dict(p) for s, p in self.ladder.items()},
             "backend": self.backend,
+            "ladder_version": self.ladder_version,
         }

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+import corruptions
 from backend.data import Batch
 from backend.engine.jobs import CLEAN, Corrupted, Job
 from backend.engine.scoring import ModelState, confusion, encode, predict
@@ -103,6 +104,7 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
         elapsed_s=round(time.perf_counter() - t0, 4),
         computed_at=_now(),
+        ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
     )
     ctx.store.upsert("units", unit)
 

@@ -88,6 +88,8 @@ class UnitRecord(UnitDocument):
     corrupted_on: Literal["cpu", "device"] | None = None
     elapsed_s: float | None = None
     computed_at: str | None = None
+    #: the corruption's severity-ladder version (CorruptionSpec.ladder_version); units stored before it existed read as 1
+    ladder_version: int = 1
 
 
 class ThreatRecord(_Record):

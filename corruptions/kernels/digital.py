@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-from albumentations.augmentations.pixel import functional as apf
+from PIL import Image
 from pydantic import Field
 
+from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -15,10 +16,14 @@ class JpegParams(Params):
 
 
 def jpeg_compression(img: np.ndarray, p: JpegParams, rng: np.random.Generator) -> np.ndarray:
+    """ImageNet-C jpeg_compression (PIL, 4:2:0 chroma) through bare cv2.imencode / imdecode (libjpeg, same tables)."""
+    params = (cv2.IMWRITE_JPEG_QUALITY, int(p.quality))
     if img.shape[-1] == 1:
-        return apf.image_compression(img, p.quality, ".jpg")
-    # OpenCV encodes BGR; flip so chroma subsampling sees real colours
-    return np.ascontiguousarray(apf.image_compression(np.ascontiguousarray(img[..., ::-1]), p.quality, ".jpg")[..., ::-1])
+        ok, buf = cv2.imencode(".jpg", img[..., 0], params)
+        return cv2.imdecode(buf, cv2.IMREAD_GRAYSCALE)[..., None]
+    # OpenCV encodes BGR; convert so chroma subsampling sees real colours
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), params)
+    return cv2.cvtColor(cv2.imdecode(buf, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
 
 
 CORRUPTIONS: list[CorruptionSpec] = [
@@ -37,19 +42,27 @@ CORRUPTIONS: list[CorruptionSpec] = [
         ladder={1: {"quality": 25}, 2: {"quality": 18}, 3: {"quality": 15}, 4: {"quality": 10}, 5: {"quality": 7}},
         ranges={"quality": (40, 5)},
         apply=jpeg_compression,
-        backend="albumentations image_compression (cv2.imencode)",
+        backend="cv2.imencode / imdecode (ImageNet-C jpeg_compression)",
     ),
 ]
 
 
 class PixelateParams(Params):
-    scale: float = Field(0.25, ge=0.02, le=1.0, description="downsampling factor before nearest-neighbour upsampling")
+    scale: float = Field(0.4, ge=0.02, le=1.0, description="downsampling factor before nearest-neighbour upsampling")
 
 
 def pixelate(img: np.ndarray, p: PixelateParams, rng: np.random.Generator) -> np.ndarray:
+    """ImageNet-C pixelate: PIL's box filter down to int(side * scale), nearest (pixel centres) back up.
+
+    PIL's BOX averages the input pixels whose centres fall in each box (not covered areas, as
+    cv2's INTER_AREA does), so the downsampling is PIL's own; cv2's INTER_NEAREST_EXACT (pixel
+    centres, as PIL's NEAREST) scales back up.
+    """
     h, w = img.shape[:2]
-    small = cv2.resize(img, (max(1, round(w * p.scale)), max(1, round(h * p.scale))), interpolation=cv2.INTER_AREA)
-    return cv2.resize(small, (w, h), interpolation=cv2.INTER_NEAREST).reshape(img.shape)
+    oh, ow = max(1, int(h * p.scale)), max(1, int(w * p.scale))
+    src = Image.fromarray(img[..., 0] if img.shape[-1] == 1 else img)
+    small = np.asarray(src.resize((ow, oh), Image.BOX))
+    return cv2.resize(small, (w, h), interpolation=cv2.INTER_NEAREST_EXACT).reshape(img.shape)
 
 
 class PosterizeParams(Params):
@@ -86,10 +99,11 @@ CORRUPTIONS += [
             "early-generation webcam",
         ],
         params_model=PixelateParams,
-        ladder={1: {"scale": 0.5}, 2: {"scale": 0.35}, 3: {"scale": 0.25}, 4: {"scale": 0.18}, 5: {"scale": 0.12}},
-        ranges={"scale": (0.6, 0.1)},
+        ladder={1: {"scale": 0.6}, 2: {"scale": 0.5}, 3: {"scale": 0.4}, 4: {"scale": 0.3}, 5: {"scale": 0.25}},
+        ranges={"scale": (0.7, 0.2)},
         apply=pixelate,
-        backend="cv2.resize (INTER_AREA down, INTER_NEAREST up; albumentations downscale)",
+        backend="PIL BOX down, cv2 INTER_NEAREST_EXACT up (ImageNet-C pixelate)",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="posterize",

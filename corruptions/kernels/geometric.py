@@ -13,6 +13,7 @@ from pydantic import Field
 
 from corruptions.draws import record
 from corruptions.kernels._common import size_scale
+from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -71,6 +72,20 @@ def grid_distortion(img: np.ndarray, p: GridDistortionParams, rng: np.random.Gen
     map_x, map_y = agf.generate_grid((h, w), norm["steps_x"], norm["steps_y"], p.num_steps)
     out = agf.remap(img, map_x, map_y, cv2.INTER_LINEAR, cv2.BORDER_REFLECT_101)
     return out.reshape(img.shape)
+
+
+def _imagenet_c_elastic_rms(alpha: float, side: int = 224) -> float:
+    """RMS displacement (px) of ImageNet-C's field: uniform(+-0.005 side) noise, Gaussian sigma 0.01 side
+    (truncated at 3 sigma, reflected), times alpha; computed from the discrete kernel, not sampled."""
+    sigma = 0.01 * side
+    r = int(3 * sigma + 0.5)
+    k = np.exp(-0.5 * (np.arange(-r, r + 1) / sigma) ** 2)
+    k /= k.sum()
+    noise_sd = 0.005 * side / np.sqrt(3.0)
+    return float(alpha * noise_sd * np.sum(k**2))  # 2-D separable: sqrt(sum k^2)^2
+
+
+ELASTIC_RMS = tuple(round(_imagenet_c_elastic_rms(250 * a), 3) for a in (0.05, 0.065, 0.085, 0.1, 0.12))
 
 
 class ElasticParams(Params):
@@ -208,13 +223,17 @@ CORRUPTIONS: list[CorruptionSpec] = [
             "cell microscopy with moving samples",
         ],
         params_model=ElasticParams,
+        # ImageNet-C elastic_transform at 224: field smoothed with sigma 0.01 * side = 2.24 px, alpha
+        # 250 * (0.05 .. 0.12) on uniform(+-0.005 * side) noise, i.e. these RMS displacements
         ladder={
-            1: {"alpha": 1.5, "sigma": 10.0}, 2: {"alpha": 2.5, "sigma": 10.0}, 3: {"alpha": 3.5, "sigma": 10.0},
-            4: {"alpha": 4.5, "sigma": 10.0}, 5: {"alpha": 6.0, "sigma": 10.0},
+            1: {"alpha": ELASTIC_RMS[0], "sigma": 2.24}, 2: {"alpha": ELASTIC_RMS[1], "sigma": 2.24},
+            3: {"alpha": ELASTIC_RMS[2], "sigma": 2.24}, 4: {"alpha": ELASTIC_RMS[3], "sigma": 2.24},
+            5: {"alpha": ELASTIC_RMS[4], "sigma": 2.24},
         },
-        ranges={"alpha": (1.0, 7.0)},
+        ranges={"alpha": (0.8, 2.8)},
         apply=elastic,
-        backend="own smoothed displacement field + albumentations remap",
+        backend="own smoothed displacement field + albumentations remap (ImageNet-C elastic_transform ladder)",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="lens_distortion",

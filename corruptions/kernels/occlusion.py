@@ -8,7 +8,8 @@ from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
 from corruptions.draws import record
-from corruptions.kernels._common import fractal_noise, to_uint8
+from corruptions.kernels._common import size_scale, to_uint8
+from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION, gaussian_nearest
 from corruptions.spec import CorruptionSpec, Params
 
 
@@ -54,22 +55,50 @@ def occluder(img: np.ndarray, p: OccluderParams, rng: np.random.Generator) -> np
 
 
 class LensSpatterParams(Params):
-    coverage: float = Field(0.15, ge=0.0, le=0.8, description="fraction of the lens covered by dirt")
-    opacity: float = Field(0.85, ge=0.0, le=1.0, description="opacity of the dirt")
+    mean: float = Field(0.65, ge=0.0, le=1.0, description="mean of the Gaussian liquid field")
+    spread: float = Field(0.3, ge=0.0, le=1.0, description="standard deviation of the liquid field")
+    smoothing: float = Field(2.0, ge=0.5, le=10.0, description="Gaussian sigma smoothing the field (drop size), pixels at 224")
+    threshold: float = Field(0.68, ge=0.0, le=1.0, description="field values below it stay clean")
+    intensity: float = Field(0.5, ge=0.0, le=3.0, description="water: strength of the drop highlights; mud: blur sigma of the mud mask (pixels at 224)")
+    mud: bool = Field(False, description="mud (opaque brown blotches) instead of water drops")
+
+
+_WATER = np.array([175, 238, 238], np.float32) / np.float32(255.0)  # pale turquoise, in the reference's channel order
+_MUD = np.array([63, 42, 20], np.float32) / np.float32(255.0)  # mud brown (RGB)
 
 
 def lens_spatter(img: np.ndarray, p: LensSpatterParams, rng: np.random.Generator) -> np.ndarray:
+    """ImageNet-C spatter: water drops (edge-lit, bright turquoise) or, with ``mud``, brown mud blotches."""
     h, w = img.shape[:2]
-    if p.coverage <= 0:
-        return img.copy()
-    field = fractal_noise(h, w, rng, base_cells=6, octaves=4, persistence=0.5)
-    threshold = np.float32(np.quantile(field, 1.0 - p.coverage))
-    alpha = np.clip((field - threshold) / np.float32(0.04), 0, 1)
-    alpha = cv2.GaussianBlur(alpha, (0, 0), sigmaX=max(1.0, min(h, w) / 224)) * np.float32(p.opacity)
-    mud = np.array([88, 70, 50], np.float32) if img.shape[-1] == 3 else np.array([72], np.float32)
-    mud = mud * (np.float32(0.8) + np.float32(0.4) * field[..., None])
-    a = alpha[..., None]
-    return to_uint8(img.astype(np.float32) * (1 - a) + mud * a)
+    s = size_scale(img)
+    x = img.astype(np.float32) / np.float32(255.0)
+    liquid = rng.normal(p.mean, p.spread, (h, w)).astype(np.float32)
+    liquid = gaussian_nearest(liquid, p.smoothing * s)
+    liquid[liquid < p.threshold] = 0
+    if not p.mud:
+        layer = (liquid * 255).astype(np.uint8)
+        dist = 255 - cv2.Canny(layer, 50, 150)
+        dist = cv2.distanceTransform(dist, cv2.DIST_L2, 5)
+        _, dist = cv2.threshold(dist, 20, 20, cv2.THRESH_TRUNC)
+        dist = cv2.blur(dist, (3, 3)).astype(np.uint8)
+        dist = cv2.equalizeHist(dist)
+        ker = np.array([[-2, -1, 0], [-1, 1, 1], [0, 1, 2]])
+        dist = cv2.filter2D(dist, cv2.CV_8U, ker)
+        dist = cv2.blur(dist, (3, 3)).astype(np.float32)
+        m = layer.astype(np.float32) * dist
+        m /= max(float(m.max()), 1e-12)
+        m *= np.float32(p.intensity)
+        add = m[..., None] * _WATER
+        if img.shape[-1] == 1:
+            add = np.clip(add, 0, 1) @ np.array([0.2989, 0.5870, 0.1140], np.float32)
+            add = add[..., None]
+        return to_uint8(np.clip(x + add, 0, 1) * np.float32(255.0))
+    m = (liquid > p.threshold).astype(np.float32)
+    m = gaussian_nearest(m, p.intensity * s)
+    m[m < 0.8] = 0
+    colour = _MUD if img.shape[-1] == 3 else np.array([_MUD @ np.array([0.2989, 0.5870, 0.1140], np.float32)], np.float32)
+    x = x * (1 - m[..., None]) + colour * m[..., None]
+    return to_uint8(np.clip(x, 0, 1) * np.float32(255.0))
 
 
 CORRUPTIONS: list[CorruptionSpec] = [
@@ -116,20 +145,25 @@ CORRUPTIONS: list[CorruptionSpec] = [
     CorruptionSpec(
         name="lens_spatter",
         family="occlusion",
-        description="Spatters blotches of mud or dirt on the lens that partly hide the scene.",
+        description="Spatters the lens with liquid (ImageNet-C spatter): bright water drops at severities 1-3, brown mud blotches at 4-5, partly hiding the scene.",
         situations=[
             "mud-splashed car camera after an off-road drive",
-            "agricultural robot camera covered in dust",
+            "rain drops on an outdoor camera's lens",
             "construction site camera with dirty housing",
             "underwater camera with sediment on the port",
             "bicycle helmet camera splashed by puddles",
         ],
         params_model=LensSpatterParams,
         ladder={
-            1: {"coverage": 0.05}, 2: {"coverage": 0.1}, 3: {"coverage": 0.15}, 4: {"coverage": 0.22}, 5: {"coverage": 0.3},
+            1: {"mean": 0.65, "spread": 0.3, "smoothing": 4.0, "threshold": 0.69, "intensity": 0.6, "mud": False},
+            2: {"mean": 0.65, "spread": 0.3, "smoothing": 3.0, "threshold": 0.68, "intensity": 0.6, "mud": False},
+            3: {"mean": 0.65, "spread": 0.3, "smoothing": 2.0, "threshold": 0.68, "intensity": 0.5, "mud": False},
+            4: {"mean": 0.65, "spread": 0.3, "smoothing": 1.0, "threshold": 0.65, "intensity": 1.5, "mud": True},
+            5: {"mean": 0.67, "spread": 0.4, "smoothing": 1.0, "threshold": 0.65, "intensity": 1.5, "mud": True},
         },
-        ranges={"coverage": (0.02, 0.35)},
+        ranges={"threshold": (0.72, 0.64)},
         apply=lens_spatter,
-        backend="own fractal-noise mud mask",
+        backend="ImageNet-C spatter (cv2 Canny / distance transform for water, blurred mask for mud)",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
 ]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
 from corruptions.draws import record
+from corruptions.kernels._common import to_uint8
+from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION, hsv_saturation_affine, hsv_value_shift
 from corruptions.spec import CorruptionSpec, Params
 
 _LEVELS = np.arange(256, dtype=np.float64)
@@ -18,7 +19,7 @@ def _lut(values: np.ndarray) -> np.ndarray:
 
 
 class BrightnessParams(Params):
-    delta: float = Field(0.3, ge=-1.0, le=1.0, description="value added to every pixel as a fraction of 255 (negative darkens)")
+    delta: float = Field(0.3, ge=-1.0, le=1.0, description="added to the HSV value (brightest channel) as a fraction of 255 (negative darkens)")
 
 
 def _apply_luts(images: np.ndarray, luts: np.ndarray) -> np.ndarray:
@@ -30,21 +31,32 @@ def _apply_luts(images: np.ndarray, luts: np.ndarray) -> np.ndarray:
 
 
 def brightness_batch(images: np.ndarray, p: BrightnessParams, rngs: list[np.random.Generator]) -> np.ndarray:
-    lut = _lut(_LEVELS + p.delta * 255.0)
-    return _apply_luts(images, np.broadcast_to(lut, (images.shape[0], 256)))
+    """ImageNet-C brightness: HSV value + delta, hue and saturation kept (grey images: every value + delta)."""
+    if images.shape[-1] == 1:
+        lut = _lut(_LEVELS + p.delta * 255.0)
+        return _apply_luts(images, np.broadcast_to(lut, (images.shape[0], 256)))
+    x = images.astype(np.float32) * np.float32(1 / 255.0)
+    return to_uint8(hsv_value_shift(x, p.delta) * np.float32(255.0))
 
 
 class ContrastParams(Params):
-    factor: float = Field(0.2, ge=0.0, le=3.0, description="contrast factor around the image mean (1 = unchanged, < 1 flattens)")
+    factor: float = Field(0.2, ge=0.0, le=3.0, description="contrast factor around each channel's mean (1 = unchanged, < 1 flattens)")
 
 
 def contrast_batch(images: np.ndarray, p: ContrastParams, rngs: list[np.random.Generator]) -> np.ndarray:
-    n = images.shape[0]
-    flat = images.reshape(n, -1)
+    """ImageNet-C contrast: every channel pulled towards its own mean (colour is kept)."""
+    n, c = images.shape[0], images.shape[-1]
+    flat = images.reshape(n, -1, c)
     # integer sums make the mean exact, so a batch and its single images agree bit for bit
-    means = flat.sum(axis=1, dtype=np.int64) / flat.shape[1]
-    luts = _lut((_LEVELS[None, :] - means[:, None]) * p.factor + means[:, None])
-    return _apply_luts(images, luts)
+    means = flat.sum(axis=1, dtype=np.int64) / flat.shape[1]  # (n, c)
+    out = np.empty_like(images)
+    for i in range(n):
+        luts = _lut((_LEVELS[None, :] - means[i][:, None]) * p.factor + means[i][:, None])  # (c, 256)
+        if c == 1:
+            out[i] = cv2.LUT(images[i], luts[0]).reshape(images[i].shape)
+        else:
+            out[i] = cv2.LUT(images[i], np.ascontiguousarray(luts.T).reshape(256, 1, c))
+    return out
 
 
 CORRUPTIONS: list[CorruptionSpec] = [
@@ -63,7 +75,8 @@ CORRUPTIONS: list[CorruptionSpec] = [
         ladder={1: {"delta": 0.1}, 2: {"delta": 0.2}, 3: {"delta": 0.3}, 4: {"delta": 0.4}, 5: {"delta": 0.5}},
         ranges={"delta": (0.05, 0.6)},
         apply_batch=brightness_batch,
-        backend="cv2.LUT",
+        backend="numpy (ImageNet-C brightness: HSV value, as a per-pixel scale)",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="contrast",
@@ -80,17 +93,21 @@ CORRUPTIONS: list[CorruptionSpec] = [
         ladder={1: {"factor": 0.4}, 2: {"factor": 0.3}, 3: {"factor": 0.2}, 4: {"factor": 0.1}, 5: {"factor": 0.05}},
         ranges={"factor": (0.6, 0.03)},
         apply_batch=contrast_batch,
-        backend="cv2.LUT (ImageNet-C contrast)",
+        backend="cv2.LUT per channel (ImageNet-C contrast)",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
 ]
 
 
 class SaturateParams(Params):
-    factor: float = Field(3.0, ge=0.0, le=20.0, description="saturation factor (1 = unchanged, 0 = grey, > 1 oversaturates)")
+    factor: float = Field(2.0, ge=0.0, le=50.0, description="HSV saturation factor (1 = unchanged, < 1 desaturates, > 1 oversaturates)")
+    offset: float = Field(0.0, ge=-1.0, le=1.0, description="added to the HSV saturation after the factor")
 
 
 def saturate(img: np.ndarray, p: SaturateParams, rng: np.random.Generator) -> np.ndarray:
-    return apf.adjust_saturation_torchvision(img, p.factor)
+    """ImageNet-C saturate: HSV saturation S -> clip(S * factor + offset, 0, 1)."""
+    x = img.astype(np.float32) * np.float32(1 / 255.0)
+    return to_uint8(hsv_saturation_affine(x, p.factor, p.offset) * np.float32(255.0))
 
 
 class ColorShiftParams(Params):
@@ -111,7 +128,7 @@ CORRUPTIONS += [
     CorruptionSpec(
         name="saturate",
         family="photometric",
-        description="Exaggerates colour saturation so colours look garish and clipped, as from aggressive in-camera processing.",
+        description="Changes colour saturation as ImageNet-C does: washed-out colours at severities 1-2, garish, clipped colours at 3-5, as from faded prints or aggressive in-camera processing.",
         situations=[
             "phone camera 'vivid' filter",
             "social media photo with a saturation filter",
@@ -120,11 +137,15 @@ CORRUPTIONS += [
             "cheap action camera colour profile",
         ],
         params_model=SaturateParams,
-        ladder={1: {"factor": 1.5}, 2: {"factor": 2.0}, 3: {"factor": 3.0}, 4: {"factor": 5.0}, 5: {"factor": 8.0}},
-        ranges={"factor": (1.2, 10.0)},
+        ladder={
+            1: {"factor": 0.3, "offset": 0.0}, 2: {"factor": 0.1, "offset": 0.0}, 3: {"factor": 2.0, "offset": 0.0},
+            4: {"factor": 5.0, "offset": 0.1}, 5: {"factor": 20.0, "offset": 0.2},
+        },
+        ranges={"factor": (1.5, 20.0)},
         apply=saturate,
         grayscale=False,
-        backend="albumentations adjust_saturation_torchvision",
+        backend="numpy (ImageNet-C saturate: HSV saturation without the HSV round trip)",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="color_shift",

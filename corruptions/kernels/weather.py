@@ -9,18 +9,25 @@ from pydantic import Field
 
 from corruptions.draws import record
 from corruptions.kernels._common import fractal_noise, luminance, size_scale, to_uint8
-from corruptions.kernels.blur import motion_kernel
+from corruptions.kernels._imagenet_c import (
+    IMAGENET_C_LADDER_VERSION,
+    clipped_zoom,
+    motion_trail,
+    next_power_of_2,
+    plasma_fractal,
+)
 from corruptions.spec import CorruptionSpec, Params
 
 
 class FogParams(Params):
-    density: float = Field(1.5, ge=0.0, le=5.0, description="fog thickness added on top of the image (ImageNet-C c0)")
-    roughness: float = Field(0.55, ge=0.2, le=0.9, description="persistence of the fractal fog (higher = patchier)")
+    density: float = Field(2.5, ge=0.0, le=5.0, description="fog thickness added on top of the image (ImageNet-C c0)")
+    decay: float = Field(1.7, ge=1.1, le=4.0, description="roughness decay of the plasma fractal per octave (lower = patchier)")
 
 
 def fog(img: np.ndarray, p: FogParams, rng: np.random.Generator) -> np.ndarray:
+    """ImageNet-C fog: a diamond-square plasma fractal added, then rescaled by max / (max + density)."""
     h, w = img.shape[:2]
-    plasma = fractal_noise(h, w, rng, base_cells=2, octaves=6, persistence=p.roughness)
+    plasma = plasma_fractal(next_power_of_2(max(h, w)), p.decay, rng)[:h, :w].astype(np.float32)
     x = img.astype(np.float32) / np.float32(255.0)
     peak = np.float32(x.max())
     x = x + np.float32(p.density) * plasma[..., None]
@@ -45,7 +52,19 @@ def cloud_overlay(img: np.ndarray, p: CloudParams, rng: np.random.Generator) -> 
 
 
 class FrostParams(Params):
-    intensity: float = Field(0.62, ge=0.0, le=1.0, description="weight t of the ice layer: out = (1 - t/2) * image + t * ice")
+    image_weight: float = Field(0.7, ge=0.0, le=1.0, description="weight of the scene: out = image_weight * image + frost_weight * ice")
+    frost_weight: float = Field(0.7, ge=0.0, le=1.0, description="weight of the ice layer")
+
+
+#: the five frost photographs ImageNet-C draws from, summarised: mean RGB of a 224 crop, fine-detail
+#: and coarse-variation standard deviations (grey levels); measured on the reference's images
+_FROST_LOOKS = (
+    ((78.7, 148.7, 164.7), 9.0, 11.7),
+    ((198.4, 202.8, 212.1), 12.7, 12.8),
+    ((198.4, 202.8, 212.1), 12.7, 12.8),
+    ((144.6, 159.5, 172.3), 20.5, 13.9),
+    ((101.2, 112.6, 124.4), 24.1, 21.5),
+)
 
 
 def _frost_texture(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
@@ -64,34 +83,65 @@ def _frost_texture(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
     return tex
 
 
-def frost(img: np.ndarray, p: FrostParams, rng: np.random.Generator) -> np.ndarray:
-    h, w = img.shape[:2]
+_FINE_GAIN = 1.25
+
+
+def _frost_layer(h: int, w: int, channels: int, rng: np.random.Generator) -> np.ndarray:
+    """A procedural ice layer (grey levels, float32) with the colour and texture statistics of one of
+    ImageNet-C's five frost photographs, drawn at random as the reference draws its photograph."""
+    mean, fine_sd, coarse_sd = _FROST_LOOKS[int(record(rng, "look", int(rng.integers(0, len(_FROST_LOOKS)))))]
     tex = _frost_texture(h, w, rng)
-    tint = np.array([0.86, 0.93, 1.0], np.float32) if img.shape[-1] == 3 else np.array([0.93], np.float32)
-    layer = tex[..., None] * tint * np.float32(255.0)
-    return to_uint8(np.float32(1 - p.intensity / 2) * img.astype(np.float32) + np.float32(p.intensity) * layer)
+    s = min(h, w) / 224
+    coarse = cv2.GaussianBlur(tex, (0, 0), sigmaX=max(4.0 * s, 0.5))
+    fine = tex - coarse
+    # photographed ice has sharper crystals than this texture: its fine detail is weighted up by
+    # _FINE_GAIN (lowering SSIM as the photographs do) and its coarse variation down to keep the energy
+    fine_sd_eff = fine_sd * _FINE_GAIN
+    coarse_sd_eff = float(np.sqrt(max(coarse_sd**2 + fine_sd**2 - fine_sd_eff**2, (0.5 * coarse_sd) ** 2)))
+    fine *= np.float32(fine_sd_eff / max(float(fine.std()), 1e-6))
+    coarse = (coarse - np.float32(coarse.mean())) * np.float32(coarse_sd_eff / max(float(coarse.std()), 1e-6))
+    base = np.array(mean, np.float32)
+    if channels == 1:
+        base = np.array([base @ np.array([0.2989, 0.5870, 0.1140], np.float32)], np.float32)
+    return base + (fine + coarse)[..., None]
+
+
+def frost(img: np.ndarray, p: FrostParams, rng: np.random.Generator) -> np.ndarray:
+    """ImageNet-C frost blend ``image_weight * image + frost_weight * ice`` with a procedural ice layer."""
+    h, w = img.shape[:2]
+    layer = _frost_layer(h, w, img.shape[-1], rng)
+    return to_uint8(np.float32(p.image_weight) * img.astype(np.float32) + np.float32(p.frost_weight) * layer)
 
 
 class SnowParams(Params):
-    density: float = Field(0.04, ge=0.0, le=0.5, description="fraction of flake-grid cells holding a flake")
-    flake_length: float = Field(10.0, ge=1.0, le=40.0, description="motion streak of falling flakes, px at 224")
-    whiten: float = Field(0.2, ge=0.0, le=1.0, description="how much the scene is lightened by snow cover")
+    mean: float = Field(0.55, ge=0.0, le=1.0, description="mean of the Gaussian snow field")
+    spread: float = Field(0.3, ge=0.0, le=1.0, description="standard deviation of the snow field")
+    zoom: float = Field(4.0, ge=1.0, le=10.0, description="enlargement of the snow field (flake size), at a 224-pixel short side")
+    threshold: float = Field(0.9, ge=0.0, le=1.0, description="snow-field values below it hold no flake")
+    radius: float = Field(12.0, ge=1.0, le=40.0, description="flake streak length 2 * radius + 1, pixels at 224")
+    sigma: float = Field(8.0, ge=0.5, le=40.0, description="decay of the flake streak, pixels at 224")
+    scene: float = Field(0.7, ge=0.0, le=1.0, description="weight of the scene against its whitened copy (lower = whiter)")
 
 
 def snow(img: np.ndarray, p: SnowParams, rng: np.random.Generator) -> np.ndarray:
+    """ImageNet-C snow: a zoomed, thresholded Gaussian field streaked by a one-sided motion trail,
+    added twice (as is and rotated by 180 degrees) to a whitened scene."""
     h, w = img.shape[:2]
     s = size_scale(img)
-    cell = max(1, int(round(2 * s)))
-    grid = rng.random((-(-h // cell), -(-w // cell)), dtype=np.float32)
-    flakes = (grid < np.float32(p.density)).astype(np.float32) * (np.float32(0.6) + np.float32(0.4) * grid / np.float32(max(p.density, 1e-6)))
-    flakes = cv2.resize(flakes, (grid.shape[1] * cell, grid.shape[0] * cell), interpolation=cv2.INTER_NEAREST)[:h, :w]
-    angle = record(rng, "angle", float(rng.uniform(45.0, 135.0)))  # direction the flakes fall
-    flakes = cv2.filter2D(flakes, -1, motion_kernel(max(1.0, p.flake_length * s), angle), borderType=cv2.BORDER_REFLECT_101)
-    flakes = np.clip(flakes * np.float32(1.8), 0, 1)
-    x = img.astype(np.float32)
-    bright = np.maximum(x, (luminance(img) * np.float32(1.5) + np.float32(0.5 * 255.0))[..., None])
-    x = (np.float32(1 - p.whiten)) * x + np.float32(p.whiten) * bright
-    return to_uint8(x + flakes[..., None] * np.float32(255.0))
+    field = rng.normal(p.mean, p.spread, (h, w)).astype(np.float32)
+    layer = clipped_zoom(field[..., None], max(1.0, p.zoom * s))[..., 0]  # flakes no smaller than a pixel
+    layer[layer < p.threshold] = 0
+    layer = np.clip(layer, 0, 1)
+    angle = record(rng, "angle", float(rng.uniform(-135.0, -45.0)))  # direction the flakes fall
+    layer = motion_trail(layer, round(p.radius * s), max(p.sigma * s, 0.1), angle)
+    layer = np.round(layer * 255) / np.float32(255.0)
+    full = np.zeros((h, w), np.float32)
+    full[: layer.shape[0], : layer.shape[1]] = layer[:h, :w]
+    x = img.astype(np.float32) / np.float32(255.0)
+    grey = luminance(img) / np.float32(255.0) if img.shape[-1] == 3 else x[..., 0]
+    x = np.float32(p.scene) * x + np.float32(1 - p.scene) * np.maximum(x, (grey * np.float32(1.5) + np.float32(0.5))[..., None])
+    x = x + (full + full[::-1, ::-1])[..., None]
+    return to_uint8(np.clip(x, 0, 1) * np.float32(255.0))
 
 
 class RainParams(Params):
@@ -128,11 +178,13 @@ CORRUPTIONS: list[CorruptionSpec] = [
         ],
         params_model=FogParams,
         ladder={
-            1: {"density": 0.6}, 2: {"density": 0.9}, 3: {"density": 1.2}, 4: {"density": 1.6}, 5: {"density": 2.2},
+            1: {"density": 1.5, "decay": 2.0}, 2: {"density": 2.0, "decay": 2.0}, 3: {"density": 2.5, "decay": 1.7},
+            4: {"density": 2.5, "decay": 1.5}, 5: {"density": 3.0, "decay": 1.4},
         },
-        ranges={"density": (0.3, 2.6)},
+        ranges={"density": (1.2, 3.2)},
         apply=fog,
-        backend="own fractal-noise fog (ImageNet-C fog formula)",
+        backend="ImageNet-C fog (diamond-square plasma fractal, vectorised)",
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="cloud_overlay",
@@ -166,11 +218,15 @@ CORRUPTIONS: list[CorruptionSpec] = [
         ],
         params_model=FrostParams,
         ladder={
-            1: {"intensity": 0.35}, 2: {"intensity": 0.5}, 3: {"intensity": 0.62}, 4: {"intensity": 0.72}, 5: {"intensity": 0.82},
+            1: {"image_weight": 1.0, "frost_weight": 0.4}, 2: {"image_weight": 0.8, "frost_weight": 0.6},
+            3: {"image_weight": 0.7, "frost_weight": 0.7}, 4: {"image_weight": 0.65, "frost_weight": 0.7},
+            5: {"image_weight": 0.6, "frost_weight": 0.75},
         },
-        ranges={"intensity": (0.25, 0.9)},
+        ranges={"frost_weight": (0.4, 0.75)},
         apply=frost,
-        backend="own procedural ice texture (ImageNet-C frost blend)",
+        backend="procedural ice texture matched to ImageNet-C's frost photographs, ImageNet-C frost blend",
+        draws={"look": (0.0, 4.0)},
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="snow",
@@ -185,14 +241,17 @@ CORRUPTIONS: list[CorruptionSpec] = [
         ],
         params_model=SnowParams,
         ladder={
-            1: {"density": 0.015, "flake_length": 6.0, "whiten": 0.1}, 2: {"density": 0.025, "flake_length": 8.0, "whiten": 0.15},
-            3: {"density": 0.04, "flake_length": 10.0, "whiten": 0.2}, 4: {"density": 0.06, "flake_length": 12.0, "whiten": 0.25},
-            5: {"density": 0.08, "flake_length": 14.0, "whiten": 0.3},
+            1: {"mean": 0.1, "spread": 0.3, "zoom": 3.0, "threshold": 0.5, "radius": 10.0, "sigma": 4.0, "scene": 0.8},
+            2: {"mean": 0.2, "spread": 0.3, "zoom": 2.0, "threshold": 0.5, "radius": 12.0, "sigma": 4.0, "scene": 0.7},
+            3: {"mean": 0.55, "spread": 0.3, "zoom": 4.0, "threshold": 0.9, "radius": 12.0, "sigma": 8.0, "scene": 0.7},
+            4: {"mean": 0.55, "spread": 0.3, "zoom": 4.5, "threshold": 0.85, "radius": 12.0, "sigma": 8.0, "scene": 0.65},
+            5: {"mean": 0.55, "spread": 0.3, "zoom": 2.5, "threshold": 0.85, "radius": 12.0, "sigma": 12.0, "scene": 0.55},
         },
-        ranges={"density": (0.01, 0.1), "flake_length": (5.0, 16.0), "whiten": (0.05, 0.35)},
+        ranges={"threshold": (0.95, 0.8), "scene": (0.8, 0.55)},
         apply=snow,
-        backend="own flake layer + line motion kernel (ImageNet-C snow)",
-        draws={"angle": (45.0, 135.0)},
+        backend="ImageNet-C snow (cv2 zoom and one-kernel motion trail)",
+        draws={"angle": (-135.0, -45.0)},
+        ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(
         name="rain",

@@ -70,8 +70,8 @@ def test_out_of_range_parameter_names_parameter_and_range():
 
 def test_resolve_params_fills_from_severity_three():
     assert corruptions.resolve_params("snow", severity=5) == corruptions.get("snow").ladder[5]
-    resolved = corruptions.resolve_params("snow", params={"density": 0.1})
-    assert resolved == {**corruptions.get("snow").ladder[3], "density": 0.1}
+    resolved = corruptions.resolve_params("snow", params={"threshold": 0.8})
+    assert resolved == {**corruptions.get("snow").ladder[3], "threshold": 0.8}
     img = np.random.default_rng(0).integers(0, 255, (32, 32, 3), dtype=np.uint8)
     np.testing.assert_array_equal(corruptions.corrupt(img, "snow", params=resolved, seed=4),
-                                  corruptions.corrupt(img, "snow", params={"density": 0.1}, seed=4))
+                                  corruptions.corrupt(img, "snow", params={"threshold": 0.8}, seed=4))

@@ -56,6 +56,7 @@ def test_units_match_a_per_image_brute_force(home: Path) -> None:
             assert sum(u.n for u in units) == 60
             ladder = corruptions.resolve_params(c.name, severity=s)
             assert all({k: v for k, v in u.params.items() if k != "drawn"} == ladder for u in units)
+            assert all(u.ladder_version == corruptions.get(c.name).ladder_version for u in units)
             assert sum(u.flips for u in units) == int((preds != clean).sum())
             cm = sum(np.array(u.confusion) for u in units)
             expected = np.zeros((10, 10), int)

@@ -120,6 +120,17 @@ def test_newer_documents_are_a_clear_error_and_older_runs_migrate(store: Store) 
     assert store.get_report("old") is None
 
 
+def test_units_stored_before_ladder_versions_keep_their_parameters_and_read_as_version_1(store: Store) -> None:
+    """A unit written before severities were recalibrated (no ladder_version) stays readable as ladder 1."""
+    old_params = {"density": 0.6, "roughness": 0.55}  # fog severity 1 before the ImageNet-C calibration
+    store._upsert_many("units", [unit(run="old") | {"schema_version": 1, "params": old_params}])
+    store.upsert("units", unit(run="new") | {"params": {"density": 1.5, "decay": 2.0}, "ladder_version": 2})
+    (old,) = store.units("old")
+    (new,) = store.units("new")
+    assert old.ladder_version == 1 and old.params == old_params
+    assert new.ladder_version == 2 and old.ladder_version != new.ladder_version
+
+
 def test_sqlite_rejects_nan_and_keeps_old_doc(tmp_path: Path) -> None:
     s = SQLiteStore(tmp_path / "s.sqlite")
     s.upsert("units", unit(n=5))
