@@ -184,8 +184,6 @@ class Engine:
             self.events.message("PD threat skipped: it needs labelled images (anchors of other classes)")
 
         self.stats.skipped_units = len(done)
-        self._corrupt_on = cfg.corrupt_on
-        self._model_device = ctx.models[0].model.device if ctx.models else torch.device("cpu")
         try:
             self._execute(ctx, shards, cells, done, tasks)
         except BaseException as e:
@@ -207,6 +205,9 @@ class Engine:
                  tasks: list[RunTask]) -> None:
         """The local executor: corruption in a process pool (or inline), models in this process."""
         cfg, ds = ctx.cfg, ctx.dataset
+        # corrupting on the device is the local executor's choice: here the models run in this process
+        self._corrupt_on = cfg.corrupt_on
+        self._model_device = ctx.models[0].model.device if ctx.models else torch.device("cpu")
         workers = auto_workers() if cfg.workers is None else cfg.workers
         # spawn, not fork: forking a process whose torch/OpenMP threads are running can deadlock
         pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None
