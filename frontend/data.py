@@ -596,8 +596,16 @@ def _setup(run: RunRecord) -> tuple[str, int | None, tuple[str, ...]]:
     return dataset, run.dataset.size if run.dataset else None, tuple(sorted(run.config.models))
 
 
+def _ladder_differences(run: RunRecord, ref: RunRecord) -> list[str]:
+    """Shared corruptions whose severities were defined by another ladder version than ``ref``'s."""
+    shared = sorted({c.name for c in run.domain.corruptions} & {c.name for c in ref.domain.corruptions})
+    return [f"{n} severities of ladder v{run.ladder_version(n)} (v{ref.ladder_version(n)} in {ref.run_id})"
+            for n in shared if run.ladder_version(n) != ref.ladder_version(n)]
+
+
 def comparability(runs: list[RunRecord]) -> dict[str, str]:
-    """Run id -> how it differs from the most common (dataset, images, models) of ``runs``."""
+    """Run id -> how it differs from the most common (dataset, images, models) of ``runs``, or in
+    the severity-ladder version of a corruption it shares with the reference run."""
     if len(runs) < 2:
         return {}
     setups = {r.run_id: _setup(r) for r in runs}
@@ -605,6 +613,8 @@ def comparability(runs: list[RunRecord]) -> dict[str, str]:
     for st_ in setups.values():
         counts[st_] = counts.get(st_, 0) + 1
     ref = max(counts, key=lambda k: counts[k])  # ties: the first seen (the newest run chosen first)
+    by_id = {r.run_id: r for r in runs}
+    ref_run = next(r for r in runs if setups[r.run_id] == ref)
     flagged = {}
     for rid, (dataset, images, models) in setups.items():
         why = []
@@ -614,6 +624,7 @@ def comparability(runs: list[RunRecord]) -> dict[str, str]:
             why.append(f"{images} images (most runs: {ref[1]})")
         if models != ref[2]:
             why.append(f"models {', '.join(models)} (most runs: {', '.join(ref[2])})")
+        why += _ladder_differences(by_id[rid], ref_run)
         if why:
             flagged[rid] = "; ".join(why)
     return flagged

@@ -70,6 +70,28 @@ def cells_of(domain: DomainConfig) -> list[Cell]:
     return cells
 
 
+def ladder_versions(domain: DomainConfig) -> dict[str, int]:
+    """The severity-ladder version of each planned corruption in this domainbench."""
+    return {c.name: corruptions.get(c.name).ladder_version for c in domain.corruptions}
+
+
+def check_ladders(run: RunRecord, has_units: bool) -> dict[str, int]:
+    """The run's ladder versions; a run with stored units must still have the ladders it began with.
+
+    Resuming across a recalibration would put units of two severity definitions into one cell.
+    """
+    current = ladder_versions(run.domain)
+    if has_units:
+        changed = {n: (run.ladder_version(n), v) for n, v in current.items() if run.ladder_version(n) != v}
+        if changed:
+            what = ", ".join(f"{n} (v{old} stored, v{new} now)" for n, (old, new) in changed.items())
+            raise UserInputError(
+                f"run {run.run_id} was computed with other severity ladders: {what}; resuming would mix two "
+                "definitions of a severity in one cell, so start a new run of the same domain instead"
+            )
+    return current
+
+
 def auto_shard_size(ds: Dataset) -> int:
     """Images per shard so that one corrupted shard is about 32 MB (16..512 images)."""
     per_image = int(np.prod(ds.arrays.shape[1:])) if ds.arrays is not None else ds.image_size**2 * 3
@@ -138,6 +160,7 @@ class Engine:
                 created_at=_now(),
                 dataset=DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled),
                 environment=self._environment(models),
+                ladder_versions=ladder_versions(domain),
             )
         )
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
@@ -150,13 +173,15 @@ class Engine:
             raise UserInputError(f"no run {run_id!r} in {self.store.description}; recent runs: {known or 'none'} (see `domainbench ls`)")
         if run.fmr is not None:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
+        ladders = check_ladders(run, has_units=bool(self.store.keys("units", run_id=run_id)))
         ds = open_run_dataset(run.config)
         models = self._load_models(run.config, ds)
         started: dict[str, Any] = {"resumed_at": _now()}
         if run.dataset is None:  # a queued run starts here: record what `start` records
             started = {"dataset": DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled),
                        "environment": _environment(models)}
-        self.store.update_run(run_id, status="running", pid=os.getpid(), host=platform.node(), **started)
+        self.store.update_run(run_id, status="running", pid=os.getpid(), host=platform.node(), ladder_versions=ladders,
+                              **started)
         self.store.delete("summaries", run_id=run_id)  # a report is only ever of a finished run
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 

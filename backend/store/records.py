@@ -62,6 +62,9 @@ class RunRecord(_Record):
     #: mean PD threat of moving an image onto an image of another class (the unsafe scale)
     different_class_threat: float | None = None
     threat_anchors_per_class: int | None = None
+    #: severity-ladder version per planned corruption (CorruptionSpec.ladder_version); a corruption
+    #: missing here ran on version 1, from before ladders were versioned
+    ladder_versions: dict[str, int] = Field(default_factory=dict)
     #: the FMR search of a run made by ``domainbench fmr``
     fmr: FmrSettings | None = None
     # -- the work queue (backend/store/queue.py): set on runs launched into the queue only --
@@ -71,6 +74,9 @@ class RunRecord(_Record):
     lease_until: float | None = None
     #: how many times a worker claimed the run (a run that keeps killing its worker stops)
     attempts: int = Field(default=0, ge=0)
+
+    def ladder_version(self, corruption: str) -> int:
+        return self.ladder_versions.get(corruption, 1)
 
 
 class UnitRecord(UnitDocument):

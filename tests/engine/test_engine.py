@@ -218,3 +218,19 @@ def test_worker_processes_give_the_same_pixels_as_in_process(home: Path) -> None
     sa = {(d.corruption, d.shard): d.divergence_radius for d in store.find("stability", run_id=inline)}
     sb = {(d.corruption, d.shard): d.divergence_radius for d in store.find("stability", run_id=pooled)}
     assert sa.keys() == sb.keys() and all(np.allclose(sa[k], sb[k], atol=1e-12) for k in sa)
+
+
+def test_resume_refuses_a_run_computed_on_another_severity_ladder(home: Path) -> None:
+    store = open_store()
+    run_id = Engine(store).start(DOMAIN, cfg(stability=False, threat=False))
+    run = store.get_run(run_id)
+    assert run.ladder_versions == {c.name: corruptions.get(c.name).ladder_version for c in DOMAIN.corruptions}
+    # as if the run had been computed before gaussian_noise's ladder was recalibrated to this version
+    current = run.ladder_versions["gaussian_noise"]
+    store.update_run(run_id, ladder_versions={**run.ladder_versions, "gaussian_noise": current + 1}, status="interrupted")
+    with pytest.raises(UserInputError, match=rf"gaussian_noise \(v{current + 1} stored, v{current} now\).*start a new run"):
+        Engine(store).resume(run_id)
+    assert store.get_run(run_id).status == "interrupted"  # nothing changed
+    # a run stored before ladders were versioned reads as version 1 everywhere
+    store.update_run(run_id, ladder_versions={})
+    assert store.get_run(run_id).ladder_version("gaussian_noise") == 1

@@ -371,3 +371,12 @@ def test_ranking_frame_rank_change_from_clean_to_corrupted() -> None:
     assert r.loc["D", "clean rank"] == 1 and r.loc["D", "rank change"] == -3 and r.loc["D", "domains"] == 1
     assert r.loc["A", "clean acc %"] == pytest.approx(90.0) and r.loc["B", "mean mCE"] == pytest.approx(0.8)
     assert data.ranking_frame(frame).loc[0, "model"] == "B"  # sorted by corrupted rank
+
+
+def test_comparability_flags_runs_on_another_severity_ladder(populated: Store) -> None:
+    runs = [r for r in populated.list_runs() if r.config.models == populated.list_runs()[0].config.models][:2]
+    assert len(runs) == 2 and data.comparability(runs) == {}
+    # the same setup, but gaussian_noise's severities were defined by ladder v2 in the first run
+    newer = runs[0].model_copy(update={"ladder_versions": {"gaussian_noise": 2}})
+    flags = data.comparability([newer, runs[1]])  # a tie: the first run seen is the reference
+    assert flags == {runs[1].run_id: f"gaussian_noise severities of ladder v1 (v2 in {newer.run_id})"}
