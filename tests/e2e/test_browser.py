@@ -232,7 +232,7 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     page.goto(f"{url}/?run={run_id}")
     expect(page.get_by_text(run_id).first).to_be_visible()
     wait_idle(page)
-    expect(page.locator("[data-testid='stDataFrame']").first).to_be_visible()
+    expect(page.locator("[data-testid='stDataFrame']:visible").first).to_be_visible()  # some sit in closed expanders
     summary = page.locator("[data-testid='stDataFrame']").filter(has_text="mCE")
     expect(summary.first).to_be_visible()
     expect(summary.first.get_by_text("embedded:fmnist-plain").first).to_be_attached()
@@ -243,20 +243,27 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     plot.first.scroll_into_view_if_needed()
     plot.first.screenshot(path=str(ARTIFACTS / "4-severity-plot.png"))
 
-    # 7. export: the page offers the CSV; its content is what `domainbench export` writes (the
-    # button serves data.export_csv = engine.export.to_csv). Headless Chromium here never fired
-    # a download event for Streamlit's download button, so the file is fetched through the CLI.
+    # 7. export through the browser: the Export tab's CSV button downloads the file; its content is
+    # what `domainbench export` writes (the button serves data.export_csv = engine.export.to_csv).
     page.get_by_role("tab", name=re.compile("Export")).dispatch_event("click")
-    download = page.get_by_role("button", name=re.compile("CSV")).first
-    expect(download).to_be_visible()
+    button = page.get_by_role("button", name=re.compile("cells as CSV"))
+    expect(button).to_be_visible()
+    with page.expect_download(timeout=60_000) as download:
+        button.click()
+    assert download.value.suggested_filename.endswith(".csv"), download.value.suggested_filename
+    print(f"downloaded {download.value.suggested_filename} from {download.value.url}")
     path = ARTIFACTS / f"{run_id}.csv"
+    download.value.save_as(path)
+    reference = ARTIFACTS / f"{run_id}-cli.csv"
     env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "backend.cli", "--quiet", "export", run_id, "--format", "csv", "-o", str(path)],
-                   cwd=ROOT, env=env, check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "backend.cli", "--quiet", "export", run_id, "--format", "csv",
+                    "-o", str(reference)], cwd=ROOT, env=env, check=True, timeout=300)
+    assert list(csv.DictReader(io.StringIO(path.read_text()))) == list(csv.DictReader(io.StringIO(
+        reference.read_text())))
     rows_ = list(csv.DictReader(io.StringIO(path.read_text())))
-    assert {"model", "corruption", "severity", "accuracy"} <= set(rows_[0])
+    assert {"model", "corruption", "severity", "balanced_accuracy", "top1_accuracy"} <= set(rows_[0])
     cells = {(r["model"], r["corruption"], int(r["severity"])) for r in rows_}
     assert cells == {(m, c, s) for m in ("embedded:fmnist-plain", "embedded:fmnist-augmented")
                      for c, s in (("clean", 0), (KEEP, 1), (KEEP, 3), (ADD, 2))}
-    assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in rows_)
+    assert all(0.0 <= float(r[k]) <= 1.0 for r in rows_ for k in ("balanced_accuracy", "top1_accuracy"))
     page.screenshot(path=str(ARTIFACTS / "5-export.png"))
