@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from backend.cli import main
+from tests.cli_runner import run_cli
 from backend.config import CorruptionChoice, DomainConfig, save
 from backend.store import open_store
 
@@ -52,16 +53,7 @@ def _slow_run(home: Path, tmp_path: Path, wait_for_units: int, **popen: object) 
     return proc
 
 
-def cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, quiet: bool = True) -> tuple[int, str, str]:
-    """``domainbench [--quiet] ARGS`` through the real entry point: (exit status, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["domainbench", *(["--quiet"] if quiet else []), *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+cli = run_cli
 
 
 def _nothing_written() -> None:

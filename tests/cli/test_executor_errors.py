@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.cli import main
 from backend.config import CorruptionChoice, DomainConfig, RunConfig, save
 from backend.engine.runner import Engine
 from backend.store import open_store
+from tests.cli_runner import run_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 import fake_models  # noqa: E402,F401  (registers the fake: backend)
@@ -21,13 +21,7 @@ DOMAIN = DomainConfig(domain="executor errors",
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    monkeypatch.setattr(sys, "argv", ["domainbench", "--quiet", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    err = capsys.readouterr().err
+    code, _, err = run_cli(args, capsys, monkeypatch)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1, err
     return code, lines[0]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from backend.cli import main
 from backend.config import CorruptionChoice, DomainConfig, RunConfig, save
 from backend.engine.tasks import SilentEvents
 from backend.fmr.images import from_png_b64
@@ -16,6 +14,7 @@ from backend.fmr.oracle import load_oracle
 from backend.fmr.runner import FmrRunner
 from backend.fmr.settings import FmrSettings
 from backend.store import open_store
+from tests.cli_runner import run_cli
 
 from .conftest import AUGMENTED, FAMILY, PLAIN
 
@@ -82,15 +81,7 @@ def test_every_stored_image_is_one_the_oracle_accepts(home: Path) -> None:
     assert votes.tolist() == [s[2] for s in stored]  # the stored votes are the oracle's on the stored pixels
 
 
-def _cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["domainbench", "--quiet", *args])
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = int(e.code or 0)
-    out = capsys.readouterr()
-    return code, out.out, out.err
+_cli = run_cli
 
 
 def test_cli_fmr_then_show_and_export(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:

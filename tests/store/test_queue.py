@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from pathlib import Path
@@ -10,33 +9,12 @@ from pathlib import Path
 import pytest
 
 from backend.store.base import Store
-from backend.store.mongo_store import MongoStore
 from backend.store.queue import MAX_ATTEMPTS, DuplicateRunError, LeaseLost, now_iso, queue_of
 from backend.store.records import RunRecord
 from backend.store.sqlite_store import SQLiteStore
 from backend.engine.status import run_status
 from backend.errors import UserInputError
 from backend.worker import Lease, OwnedStore
-
-MONGO_URI = os.environ.get("DOMAINBENCH_TEST_MONGO_URI")
-BACKENDS = ["sqlite", "mongomock"] + (["mongo"] if MONGO_URI else [])
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    if request.param == "sqlite":
-        s: Store = SQLiteStore(tmp_path / "s.sqlite")
-    elif request.param == "mongomock":
-        import mongomock
-
-        s = MongoStore("mongodb://localhost/dbtest", client=mongomock.MongoClient())
-    else:
-        s = MongoStore(MONGO_URI, db=f"domainbench_test_q_{os.getpid()}")  # type: ignore[arg-type]
-    yield s
-    for coll in ("domains", "runs", "units"):
-        s.delete(coll)
-    s.close()
-
 
 def queued(run_id: str, seed: int = 0, at: str | None = None) -> RunRecord:
     at = at or now_iso()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
-import os
 from pathlib import Path
 
 import pytest
@@ -15,26 +14,6 @@ from backend.report import RunReport
 from backend.store.base import Store
 from backend.store.mongo_store import MongoStore
 from backend.store.sqlite_store import SQLiteStore
-
-MONGO_URI = os.environ.get("DOMAINBENCH_TEST_MONGO_URI")
-BACKENDS = ["sqlite", "mongomock"] + (["mongo"] if MONGO_URI else [])
-
-
-@pytest.fixture(params=BACKENDS)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
-    if request.param == "sqlite":
-        s: Store = SQLiteStore(tmp_path / "s.sqlite")
-    elif request.param == "mongomock":
-        import mongomock
-
-        s = MongoStore("mongodb://localhost/dbtest", client=mongomock.MongoClient())
-    else:
-        s = MongoStore(MONGO_URI, db=f"domainbench_test_{os.getpid()}")  # type: ignore[arg-type]
-    yield s
-    for coll in ("domains", "runs", "units", "stability", "threat", "summaries"):
-        s.delete(coll)
-    s.close()
-
 
 def unit(run: str = "r1", model: str = "m", corruption: str = "fog", severity: int = 1, shard: int = 0, n: int = 10) -> dict:
     return {"run_id": run, "model": model, "corruption": corruption, "severity": severity, "shard": shard,
