@@ -91,7 +91,9 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installe
     _check(subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], capture_output=True, text=True,
                           timeout=TIMEOUT_S), "python -m venv")
     py = venv / "bin" / "python"
-    pip_env = {**os.environ, "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    # no PYTHONPATH: a checkout on it (with its egg-info) would make pip think the wheel is already installed
+    pip_env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")},
+               "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     _check(subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps", str(wheel)],
                           env=pip_env, capture_output=True, text=True, timeout=TIMEOUT_S), "pip install")
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

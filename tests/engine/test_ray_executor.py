@@ -50,12 +50,20 @@ def cfg(**kw: object) -> RunConfig:
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[Any]:
     """One local Ray instance with 2 CPU workers for the module (starting one takes seconds)."""
-    path = os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    before = os.environ.get("PYTHONPATH")
+    path = os.pathsep.join([str(HERE), str(ROOT), before or ""]).rstrip(os.pathsep)
     os.environ["PYTHONPATH"] = path  # the raylet and its workers inherit it: fake_models is importable
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-             runtime_env={"env_vars": {"PYTHONPATH": path, "NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1"}})
-    yield ray
-    ray.shutdown()
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+                 runtime_env={"env_vars": {"PYTHONPATH": path, "NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1"}})
+        yield ray
+        ray.shutdown()
+    finally:
+        # later tests must not see the checkout on PYTHONPATH (a wheel install would find it "already installed")
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
 
 
 @pytest.fixture
