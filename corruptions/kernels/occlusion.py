@@ -38,9 +38,13 @@ class OccluderParams(Params):
     num_holes: int = Field(3, ge=1, le=20, description="number of occluding rectangles")
 
 
-def occluder(img: np.ndarray, p: OccluderParams, rng: np.random.Generator) -> np.ndarray:
-    h, w = img.shape[:2]
-    out = img.copy()
+def occluder_boxes(h: int, w: int, channels: int, p: OccluderParams,
+                   rng: np.random.Generator) -> list[tuple[int, int, int, int, np.ndarray]]:
+    """The boxes (top, left, height, width, shade) of one image, drawn and recorded in kernel order.
+
+    The numpy and the device kernel both paint these, so their draws can never drift apart.
+    """
+    boxes = []
     each = p.area * h * w / p.num_holes
     for i in range(p.num_holes):
         aspect = float(np.exp(rng.uniform(np.log(0.5), np.log(2.0))))
@@ -48,9 +52,17 @@ def occluder(img: np.ndarray, p: OccluderParams, rng: np.random.Generator) -> np
         rw = int(min(w, max(1, round(np.sqrt(each / aspect)))))
         y = int(rng.integers(0, h - rh + 1))
         x = int(rng.integers(0, w - rw + 1))
-        y, x, rh, rw = (int(v) for v in record(rng, "boxes", np.array([y, x, rh, rw]), index=i))  # top, left, height, width
-        shade = record(rng, "shades", rng.integers(0, 80, img.shape[-1]), index=i)  # dark, not always pure black
-        out[y : y + rh, x : x + rw] = shade.astype(np.uint8)
+        y, x, rh, rw = (int(v) for v in record(rng, "boxes", np.array([y, x, rh, rw]), index=i))
+        shade = record(rng, "shades", rng.integers(0, 80, channels), index=i)  # dark, not always pure black
+        boxes.append((y, x, rh, rw, shade.astype(np.uint8)))
+    return boxes
+
+
+def occluder(img: np.ndarray, p: OccluderParams, rng: np.random.Generator) -> np.ndarray:
+    h, w = img.shape[:2]
+    out = img.copy()
+    for y, x, rh, rw, shade in occluder_boxes(h, w, img.shape[-1], p, rng):
+        out[y : y + rh, x : x + rw] = shade
     return out
 
 
