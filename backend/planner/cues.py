@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from backend.errors import UserInputError
-from backend.planner.rules import _keyword_regex
+from backend.planner.rules import keyword_pattern, load_book
 
 CUES_PATH = Path(__file__).with_name("cues.toml")
 # a quoted clause longer than this is cut to a window around the keyword: a few words before
@@ -75,20 +73,12 @@ class _Compiled:
     fingerprint: str
 
 
-def _pattern(keywords: list[str]) -> re.Pattern[str]:
-    return re.compile("|".join(_keyword_regex(k) for k in keywords), re.IGNORECASE)
+_pattern = keyword_pattern
 
 
 @lru_cache(maxsize=4)
 def _compile(path: str) -> _Compiled:
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-        book = CueBook.model_validate(tomllib.loads(raw.decode("utf-8")))
-    except FileNotFoundError as e:
-        raise UserInputError(f"planner cues file {p} is missing; restore backend/planner/cues.toml") from e
-    except (tomllib.TOMLDecodeError, ValidationError) as e:
-        raise UserInputError(f"planner cues file {p} is invalid ({e}); fix it") from e
+    book, raw = load_book(Path(path), CueBook, "planner cues", "backend/planner/cues.toml")
     patterns = {name: _pattern(cue.keywords) for name, cue in book.cues.items()}
     unless = {name: _pattern(cue.unless) if cue.unless else None for name, cue in book.cues.items()}
     return _Compiled(book, patterns, unless, _pattern(book.context.outdoor), hashlib.sha256(raw).hexdigest()[:12])

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -82,20 +83,28 @@ class _Compiled:
     fingerprint: str
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_book(path: Path, model: type[M], what: str, shipped: str) -> tuple[M, bytes]:
+    """A planner data file validated by ``model``, and its raw bytes (for a content fingerprint)."""
+    try:
+        raw = path.read_bytes()
+        return model.model_validate(tomllib.loads(raw.decode("utf-8"))), raw
+    except FileNotFoundError as e:
+        raise UserInputError(f"{what} file {path} is missing; restore {shipped}") from e
+    except (tomllib.TOMLDecodeError, ValidationError) as e:
+        raise UserInputError(f"{what} file {path} is invalid ({e}); fix it") from e
+
+
+def keyword_pattern(keywords: list[str]) -> re.Pattern[str]:
+    return re.compile("|".join(_keyword_regex(k) for k in keywords), re.IGNORECASE)
+
+
 @lru_cache(maxsize=4)
 def _compile(path: str) -> _Compiled:
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-        book = RuleBook.model_validate(tomllib.loads(raw.decode("utf-8")))
-    except FileNotFoundError as e:
-        raise UserInputError(f"sanity rules file {p} is missing; restore backend/planner/rules.toml") from e
-    except (tomllib.TOMLDecodeError, ValidationError) as e:
-        raise UserInputError(f"sanity rules file {p} is invalid ({e}); fix it") from e
-    patterns = {
-        name: re.compile("|".join(_keyword_regex(k) for k in kind.keywords), re.IGNORECASE)
-        for name, kind in book.kinds.items()
-    }
+    book, raw = load_book(Path(path), RuleBook, "sanity rules", "backend/planner/rules.toml")
+    patterns = {name: keyword_pattern(kind.keywords) for name, kind in book.kinds.items()}
     return _Compiled(book, patterns, hashlib.sha256(raw).hexdigest()[:12])
 
 
