@@ -101,7 +101,7 @@ def compare(limit: int, budget: int, oracle: Oracle, label: str) -> None:
         if kind == "greedy":
             res = greedy_search(batch.images, batch.labels, batch.indices, tested, oracle, votes, family, cfg)
         else:
-            res = gradient_search(batch.images, batch.labels, batch.indices, tested, oracle, votes, cfg)
+            res = gradient_search(batch.images, batch.labels, batch.indices, tested, oracle, votes, cfg, family)
         dt = time.perf_counter() - t0
         final = tested.logits(res.images).argmax(1).numpy()
         rows[kind] = (model_report(kind, batch.labels, clean, final, res.steps, res.validated), len(batch.images) / dt)

@@ -151,10 +151,10 @@ class FmrRunner:
         assert batch.labels is not None
         labels = batch.labels.astype(np.int64)
         search = SearchConfig(seed=cfg.seed, budget=settings.budget, candidates=settings.candidates, step_size=settings.step_size)
+        family, overrides = family_of(domain)
         if settings.search == "gradient":
-            res = gradient_search(batch.images, labels, batch.indices, m, oracle, clean_votes, search)
+            res = gradient_search(batch.images, labels, batch.indices, m, oracle, clean_votes, search, family)
         else:
-            family, overrides = family_of(domain)
             res = greedy_search(batch.images, labels, batch.indices, m, oracle, clean_votes, family, search, overrides)
         clean_preds = _argmax(m, batch.images)
         final_preds = _argmax(m, res.images)

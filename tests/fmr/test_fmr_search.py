@@ -26,7 +26,7 @@ def _search(kind: str, zoo: Zoo, tested: ModelUnderTest, oracle=None, cfg: Searc
     votes = oracle.votes(images)
     if kind == "greedy":
         return greedy_search(images, labels, idx, tested, oracle, votes, FAMILY, cfg)
-    return gradient_search(images, labels, idx, tested, oracle, votes, cfg)
+    return gradient_search(images, labels, idx, tested, oracle, votes, cfg, FAMILY)
 
 
 def _preds(tested: ModelUnderTest, images: np.ndarray) -> np.ndarray:
