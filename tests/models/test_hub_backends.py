@@ -27,6 +27,7 @@ from backend.errors import ModelUnavailableError, UserInputError
 from backend.models import build_classifier, create_model, list_models
 from backend.models import open_clip_backend as ocb
 from backend.models.hf_backend import HFDualEncoder
+from backend.models import hub_common
 from backend.models.hub_common import as_uint8_nchw
 
 TEMPLATES = ("a photo of a {}.", "a blurry photo of the {}.")
@@ -513,3 +514,19 @@ def test_local_rejects_unknown_layouts(tmp_path: Path, tiny_oc: dict[str, Path])
         create_model(f"local:{tiny_oc['ckpt']}", device="cpu")
     with pytest.raises(UserInputError, match="neither open_clip_config.json"):
         create_model(f"local:{tmp_path}", device="cpu")
+
+
+@pytest.mark.parametrize(("major", "dtype"), [(9, torch.bfloat16), (8, torch.bfloat16), (7, torch.float16)])
+def test_cuda_autocast_is_bf16_where_native_else_fp16(monkeypatch: pytest.MonkeyPatch, major: int,
+                                                      dtype: torch.dtype) -> None:
+    hub_common.cuda_autocast_dtype.cache_clear()
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
+    try:
+        assert hub_common.cuda_autocast_dtype(torch.device("cuda", 0)) == dtype
+    finally:
+        hub_common.cuda_autocast_dtype.cache_clear()
+
+
+def test_no_autocast_on_cpu() -> None:
+    with hub_common.autocast_for(torch.device("cpu")):
+        assert not torch.is_autocast_enabled("cpu") and not torch.is_autocast_enabled("cuda")
