@@ -22,6 +22,8 @@ import numpy as np
 import torch
 
 from backend.engine.jobs import Corrupted, Job, image_seeds
+from backend.engine.scoring import to_device
+from backend.models.hub_common import as_tensor
 
 Site = Literal["cpu", "device"]
 
@@ -45,13 +47,11 @@ def run_device_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: 
 
     images, indices = images[: job.n_images], indices[: job.n_images]
     seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
-    x = torch.from_numpy(np.ascontiguousarray(images))
-    if device.type == "cuda":
-        x = x.pin_memory().to(device, non_blocking=True)
+    x = to_device(as_tensor(images), device)
     if job.params is not None:
         out, drawn = device_kernels.corrupt_batch(x, job.corruption, params=job.params, seeds=seeds, device=device, return_drawn=True)
     else:
         out, drawn = device_kernels.corrupt_batch(x, job.corruption, severity=job.severity, seeds=seeds, device=device,
                                                   return_drawn=True)
-    # the models' preprocessing takes host arrays: one copy back per job (the per-unit result copy)
-    return Corrupted(out.cpu().numpy(), drawn, on="device")
+    # stays on the device: the models preprocess it there (scoring.pixels), numpy consumers copy it back
+    return Corrupted(out, drawn, on="device")

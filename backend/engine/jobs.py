@@ -53,9 +53,12 @@ class Job:
 
 @dataclass(frozen=True)
 class Corrupted:
-    """A job's output: the corrupted images and what the kernel drew for each (per-image lists)."""
+    """A job's output: the corrupted images and what the kernel drew for each (per-image lists).
 
-    images: np.ndarray
+    ``images`` is a host array, or a torch tensor on the models' device for a device job.
+    """
+
+    images: Any
     drawn: dict[str, list[Any]]
     #: where the images were corrupted: numpy kernels on the CPU, or torch kernels on the models' device
     on: Literal["cpu", "device"] = "cpu"

@@ -17,7 +17,7 @@ import platform
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -236,11 +236,13 @@ class Engine:
         workers = auto_workers() if cfg.workers is None else cfg.workers
         # spawn, not fork: forking a process whose torch/OpenMP threads are running can deadlock
         pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None
+        # decoding files (PIL releases the GIL) runs on a thread one shard ahead of the corruption jobs
+        loader = ThreadPoolExecutor(1, thread_name_prefix="domainbench-load")
         try:
             pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
             # one shard of look-ahead: workers corrupt shard k+1 while models score shard k
-            for shard, todo in self._plan(ctx, shards, cells, done, tasks):
-                batch = self._load_batch(ds, shards[shard])
+            for shard, todo, loaded in _loaded_ahead(self._plan(ctx, shards, cells, done, tasks), shards, ds, loader):
+                batch = self._report_unreadable(loaded.result())
                 jobs = [(job, self._submit(pool, job, batch, cfg.seed)) for job in todo]
                 pending.append((shard, batch, jobs))
                 if len(pending) >= 2:
@@ -248,11 +250,14 @@ class Engine:
             while pending:
                 self._consume(ctx, cells, done, tasks, *pending.popleft())
         finally:
+            loader.shutdown(cancel_futures=True)
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
 
     def _load_batch(self, ds: Dataset, indices: np.ndarray) -> Batch:
-        batch = ds.load(indices)
+        return self._report_unreadable(ds.load(indices))
+
+    def _report_unreadable(self, batch: Batch) -> Batch:
         if batch.unreadable:
             for idx, path, why in batch.unreadable:
                 self.events.message(f"unreadable image skipped: {path} ({why})")
@@ -292,6 +297,18 @@ class Engine:
     def _unit_written(self, n_images: int) -> None:
         self.stats.computed_units += 1
         self.events.advance(1, n_images)
+
+
+def _loaded_ahead(plan: Iterator[tuple[int, list[Job]]], shards: list[np.ndarray], ds: Dataset,
+                  loader: ThreadPoolExecutor) -> Iterator[tuple[int, list[Job], Future[Batch]]]:
+    """The plan's shards with their batches loading on ``loader``, the next one already started
+    when one is handed out: decoding shard k+1 overlaps the work done with shard k (scoring k-1)."""
+    ahead: deque[tuple[int, list[Job], Future[Batch]]] = deque()
+    for shard, todo in plan:
+        ahead.append((shard, todo, loader.submit(ds.load, shards[shard])))
+        if len(ahead) == 2:
+            yield ahead.popleft()
+    yield from ahead
 
 
 def _job_key(job: Job) -> tuple[Any, ...]:

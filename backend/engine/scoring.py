@@ -13,6 +13,7 @@ import torch
 
 from backend.models import VisionLanguageModel, build_classifier, create_model, resolve_device
 from backend.models.base import DEFAULT_TEMPLATES
+from backend.models.hub_common import as_tensor, autocast_for
 
 
 class ModelOutputError(RuntimeError):
@@ -42,20 +43,19 @@ def load_models(names: Sequence[str], classes: list[str], device: str, batch_siz
     return states
 
 
-def encode(ms: ModelState, images: np.ndarray) -> torch.Tensor:
-    """L2-normalised float32 embeddings, in batches, halving the batch on CUDA out-of-memory."""
+def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """L2-normalised float32 embeddings, in batches, halving the batch on CUDA out-of-memory.
+
+    ``images`` are uint8, a host array or a tensor on the model's device (corrupted there).
+    """
     model = ms.model
-    cuda = model.device.type == "cuda"
     out: list[torch.Tensor] = []
     i = 0
     while i < len(images):
         chunk = images[i : i + ms.batch_size]
         try:
-            with torch.inference_mode(), torch.autocast("cuda", enabled=cuda):
-                pix = model.preprocess(chunk)
-                if cuda:
-                    pix = pix.pin_memory()
-                emb = model.encode_image(pix.to(model.device, non_blocking=True)).float()
+            with torch.inference_mode(), autocast_for(model.device):
+                emb = model.encode_image(pixels(model, chunk)).float()
         except torch.OutOfMemoryError:
             if ms.batch_size == 1:
                 raise
@@ -69,9 +69,32 @@ def encode(ms: ModelState, images: np.ndarray) -> torch.Tensor:
         bad = int((~torch.isfinite(emb)).any(dim=1).sum())
         raise ModelOutputError(
             f"model {ms.name} returned NaN/inf embeddings for {bad} of {len(emb)} images; "
-            "check its weights and preprocessing (and fp16 overflow on GPU: try --device cpu)"
+            "check its weights and preprocessing (and half-precision overflow on GPU: try --device cpu)"
         )
     return emb
+
+
+def pixels(model: VisionLanguageModel, images: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """Preprocessed pixels on the model's device.
+
+    A model that preprocesses on its device gets every batch there as uint8, host arrays as
+    well as tensors, so where a batch was corrupted never changes how it is preprocessed.
+    """
+    if getattr(model, "device_preprocess", False):  # duck-typed models may lack the attribute
+        return model.preprocess_tensor(to_device(as_tensor(images), model.device))
+    return to_device(model.preprocess(as_host(images)), model.device)
+
+
+def to_device(x: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Copy to ``device`` without blocking the host (through pinned memory on CUDA)."""
+    if device.type == "cuda" and x.device.type == "cpu":
+        x = x.pin_memory()
+    return x.to(device, non_blocking=True)
+
+
+def as_host(images: np.ndarray | torch.Tensor) -> np.ndarray:
+    """Images as a host array (one copy for a tensor on a device), for the numpy consumers."""
+    return images.cpu().numpy() if isinstance(images, torch.Tensor) else images
 
 
 def predict(ms: ModelState, emb: torch.Tensor) -> np.ndarray:

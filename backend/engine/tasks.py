@@ -18,7 +18,7 @@ import corruptions
 from backend.config import DomainConfig, RunConfig
 from backend.data import Batch, Dataset
 from backend.engine.jobs import CLEAN, Corrupted, Job
-from backend.engine.scoring import ModelState, encode
+from backend.engine.scoring import ModelState, as_host, encode
 from backend.store import Store
 from backend.store.records import StabilityRecord, ThreatRecord
 
@@ -199,7 +199,7 @@ class ThreatTask:
         if job.stability or not self._missing(job.corruption, job.severity, job.shard):
             return
         x = threat_view(batch.images)
-        t = np.asarray(self.pd.threat(x, batch.labels, threat_view(corrupted.images) - x), dtype=np.float64)
+        t = np.asarray(self.pd.threat(x, batch.labels, threat_view(as_host(corrupted.images)) - x), dtype=np.float64)
         self.ctx.store.upsert("threat", ThreatRecord(
             run_id=self.ctx.run_id,
             corruption=job.corruption,

@@ -28,10 +28,21 @@ class VisionLanguageModel(ABC):
     device: torch.device
     #: multiplier applied to cosine similarities to make logits (only affects calibration)
     logit_scale: float = 100.0
+    #: True when ``preprocess_tensor`` runs on ``self.device``; callers then send every batch
+    #: there as uint8, so images corrupted on the host or on the device get the same preprocessing
+    device_preprocess: bool = False
 
     @abstractmethod
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
         """uint8 images (N, H, W, 3) or (N, H, W) -> float tensor (N, C, h, w) on CPU."""
+
+    def preprocess_tensor(self, images: torch.Tensor) -> torch.Tensor:
+        """uint8 images (N, H, W, C) or (N, H, W) on ``self.device`` -> float pixels on ``self.device``.
+
+        This default is the host path (a copy down and the pixels back up); backends that can
+        preprocess with torch ops on the device override it and set ``device_preprocess``.
+        """
+        return self.preprocess(images.cpu().numpy()).to(self.device, non_blocking=True)
 
     @abstractmethod
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:

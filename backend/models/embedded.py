@@ -72,29 +72,36 @@ class ImageTower(nn.Module):
         return self.head(self.features(x))
 
 
+def _check_images(shape: tuple[int, ...], is_uint8: bool, dtype: object) -> None:
+    if not is_uint8:
+        raise UserInputError(
+            f"images have dtype {dtype}; the embedded models take uint8 pixels 0..255 "
+            "(convert with np.clip(x, 0, 255).astype(np.uint8))"
+        )
+    if not (len(shape) == 3 or (len(shape) == 4 and shape[-1] in (1, 3))):
+        raise UserInputError(
+            f"images have shape {shape}; expected a batch (N,H,W), (N,H,W,1) or (N,H,W,3) "
+            "(add a leading batch axis for a single image)"
+        )
+    if shape[1] == 0 or shape[2] == 0:
+        raise UserInputError(f"images have shape {shape}: height and width must be at least 1 pixel")
+
+
 def to_gray_resized(images: np.ndarray, size: int) -> torch.Tensor:
     """uint8 (N,H,W) / (N,H,W,1) / (N,H,W,3) of any H, W -> float (N,1,size,size) in [0, 1]."""
     arr = np.asarray(images)
-    if arr.dtype != np.uint8:
-        raise UserInputError(
-            f"images have dtype {arr.dtype}; the embedded models take uint8 pixels 0..255 "
-            "(convert with np.clip(x, 0, 255).astype(np.uint8))"
-        )
-    if arr.ndim == 4 and arr.shape[-1] in (1, 3):
-        pass
-    elif arr.ndim != 3:
-        raise UserInputError(
-            f"images have shape {arr.shape}; expected a batch (N,H,W), (N,H,W,1) or (N,H,W,3) "
-            "(add a leading batch axis for a single image)"
-        )
-    if arr.shape[1] == 0 or arr.shape[2] == 0:
-        raise UserInputError(f"images have shape {arr.shape}: height and width must be at least 1 pixel")
-    # big photos are converted a slice at a time so int32 / float32 copies stay bounded
-    step = max(1, _CHUNK_PIXELS // (arr.shape[1] * arr.shape[2]))
-    if len(arr) > step:
-        return torch.cat([to_gray_resized(arr[i : i + step], size) for i in range(0, len(arr), step)])
+    _check_images(arr.shape, arr.dtype == np.uint8, arr.dtype)
     # np.frombuffer / memory-mapped inputs are read-only, which torch.from_numpy warns about
-    x = torch.from_numpy(arr.copy() if not arr.flags.writeable else np.ascontiguousarray(arr))
+    return gray_resized(torch.from_numpy(arr.copy() if not arr.flags.writeable else np.ascontiguousarray(arr)), size)
+
+
+def gray_resized(x: torch.Tensor, size: int) -> torch.Tensor:
+    """``to_gray_resized`` of a uint8 tensor, on the tensor's device (the same ops, so the same values on CPU)."""
+    _check_images(tuple(x.shape), x.dtype == torch.uint8, x.dtype)
+    # big photos are converted a slice at a time so int32 / float32 copies stay bounded
+    step = max(1, _CHUNK_PIXELS // (x.shape[1] * x.shape[2]))
+    if len(x) > step:
+        return torch.cat([gray_resized(x[i : i + step], size) for i in range(0, len(x), step)])
     if x.ndim == 4 and x.shape[-1] == 3:
         r, g, b = _LUMA_FIXED
         y = x[..., 0].to(torch.int32) * r
@@ -179,8 +186,15 @@ class EmbeddedModel(VisionLanguageModel):
         self.tower = tower.to(self.device)
         self.logit_scale = float(tensors["logit_scale"].exp().clamp(max=100.0))
 
+    device_preprocess = True
+
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
-        x = to_gray_resized(images, self.config.image_size)
+        return self._normalise(to_gray_resized(images, self.config.image_size))
+
+    def preprocess_tensor(self, images: torch.Tensor) -> torch.Tensor:
+        return self._normalise(gray_resized(images, self.config.image_size))
+
+    def _normalise(self, x: torch.Tensor) -> torch.Tensor:
         return (x - self.config.mean) / self.config.std
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:

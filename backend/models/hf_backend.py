@@ -97,7 +97,14 @@ class HFDualEncoder(VisionLanguageModel):
             bias = getattr(model, "logit_bias", None)
             self.logit_bias = None if bias is None else float(bias.item())
 
+    device_preprocess = True
+
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
+        return self.preprocess_tensor(images)
+
+    def preprocess_tensor(self, images: np.ndarray | torch.Tensor) -> torch.Tensor:
+        # the torchvision backend works on the tensors' device; off the CPU it resizes in
+        # float, without PIL's rounding between the passes (see open_clip_backend.resize_uint8)
         x = as_uint8_nchw(images, self.name)
         out = self.image_processor(images=x, return_tensors="pt")["pixel_values"]
         return out.float().contiguous()
@@ -169,7 +176,7 @@ def load_hf_model(source: str | Path, device: torch.device, name: str) -> HFDual
                     f"(supported: {', '.join(sorted(TEXT_RULES))}); wrap it yourself, see backend/models/base.py"
                 )
             # float32 master weights whatever the checkpoint's dtype: CPU runs need them, and
-            # on CUDA encode_* autocasts to fp16
+            # on CUDA encode_* autocasts to half precision
             model = _model_class(config.model_type).from_pretrained(
                 where, local_files_only=True, dtype=torch.float32
             )

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +22,6 @@ import torch
 
 from backend.errors import ModelUnavailableError, UserInputError
 
-#: dtype for CUDA autocast in ``encode_*``: the CLIP family was trained in fp16 mixed
-#: precision, and fp16 keeps 3 more mantissa bits than bf16 for the embeddings
-CUDA_AUTOCAST_DTYPE = torch.float16
 
 
 @contextlib.contextmanager
@@ -82,6 +80,15 @@ def unavailable(name: str, repo_id: str | None, extra: str = "") -> ModelUnavail
     return ModelUnavailableError(msg + ". To get them, " + "; or ".join(how) + ".")
 
 
+def as_tensor(images: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """A tensor sharing the array's memory (a tensor is returned as it is)."""
+    if isinstance(images, torch.Tensor):
+        return images
+    with warnings.catch_warnings():  # read-only input (e.g. a memmap) is fine: never written
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(np.ascontiguousarray(images))
+
+
 def as_uint8_nchw(images: np.ndarray | torch.Tensor, name: str) -> torch.Tensor:
     """uint8 images (N, H, W, 3), (N, H, W, 1), (N, H, W) or RGBA -> uint8 (N, 3, H, W).
 
@@ -89,12 +96,7 @@ def as_uint8_nchw(images: np.ndarray | torch.Tensor, name: str) -> torch.Tensor:
     does. The result is a channels-last view where possible (no copy for RGB input), which is
     also the layout torchvision's fast uint8 resize kernels want.
     """
-    if isinstance(images, np.ndarray):
-        with warnings.catch_warnings():  # read-only input (e.g. a memmap) is fine: never written
-            warnings.simplefilter("ignore", UserWarning)
-            t = torch.from_numpy(np.ascontiguousarray(images))
-    else:
-        t = images
+    t = as_tensor(images)
     if t.dtype != torch.uint8:
         raise UserInputError(
             f"{name}.preprocess expects uint8 images (0-255), got dtype {t.dtype}; "
@@ -114,9 +116,22 @@ def as_uint8_nchw(images: np.ndarray | torch.Tensor, name: str) -> torch.Tensor:
     return t.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
 
 
+@functools.lru_cache(maxsize=8)
+def cuda_autocast_dtype(device: torch.device) -> torch.dtype:
+    """bf16 where the GPU computes it natively (compute capability 8.0, Ampere, on), else fp16.
+
+    bf16 has float32's exponent range, so activations cannot overflow to inf/NaN as they can in
+    fp16 (the failure ``scoring.encode`` guards against); fp16 keeps 3 more mantissa bits, but
+    older GPUs only emulate bf16, slowly.
+    """
+    major, _ = torch.cuda.get_device_capability(device)
+    return torch.bfloat16 if major >= 8 else torch.float16
+
+
 def autocast_for(device: torch.device) -> contextlib.AbstractContextManager[object]:
+    """Mixed precision on CUDA (see ``cuda_autocast_dtype``); full float32 elsewhere."""
     if device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=CUDA_AUTOCAST_DTYPE)
+        return torch.autocast(device_type="cuda", dtype=cuda_autocast_dtype(device))
     return contextlib.nullcontext()
 
 

@@ -103,6 +103,29 @@ def _center_crop_or_pad(x: torch.Tensor, size: tuple[int, int], fill: int) -> to
     return x[..., top : top + th, left : left + tw]
 
 
+def resize_uint8(x: torch.Tensor, size: tuple[int, int], interpolation: InterpolationMode) -> torch.Tensor:
+    """Antialiased resize of a uint8 (N, C, H, W) batch with PIL's rounding, on the batch's device.
+
+    torchvision's native uint8 kernel exists on the CPU only; elsewhere it would resize in
+    float in one go (no rounding between the passes: up to ~15 grey levels from the CPU
+    result), so other devices run :func:`resize_uint8_in_float`.
+    """
+    if x.device.type == "cpu":
+        return TF.resize(x, list(size), interpolation=interpolation, antialias=True)
+    return resize_uint8_in_float(x, size, interpolation)
+
+
+def resize_uint8_in_float(x: torch.Tensor, size: tuple[int, int], interpolation: InterpolationMode) -> torch.Tensor:
+    """The separable resize in float with uint8 rounding and clamping after each pass, width first (as PIL)."""
+    y = x.to(torch.float32)
+    h, w = y.shape[-2:]
+    for step in ((h, size[1]), tuple(size)):
+        if step != tuple(y.shape[-2:]):
+            y = torch.nn.functional.interpolate(y, size=step, mode=interpolation.value, antialias=True, align_corners=False)
+            y = y.add_(0.5).floor_().clamp_(0, 255)  # half up, as the fixed-point kernels round
+    return y.to(torch.uint8)
+
+
 class TorchImagePreprocess:
     """open_clip's inference transform on a uint8 batch: resize, crop/pad, scale, normalise.
 
@@ -123,21 +146,28 @@ class TorchImagePreprocess:
         mean = torch.tensor(_triple(cfg.get("mean", (0.48145466, 0.4578275, 0.40821073))), dtype=torch.float32)
         std = torch.tensor(_triple(cfg.get("std", (0.26862954, 0.26130258, 0.27577711))), dtype=torch.float32)
         # (x / 255 - mean) / std == x * scale - shift, one fused pass over the float batch
-        self.scale = (1.0 / (255.0 * std)).view(1, 3, 1, 1)
-        self.shift = (mean / std).view(1, 3, 1, 1)
+        self._affine = {torch.device("cpu"): ((1.0 / (255.0 * std)).view(1, 3, 1, 1), (mean / std).view(1, 3, 1, 1))}
         self.name = name
+
+    def affine(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(scale, shift) on ``device``, copied there once rather than with every batch."""
+        if device not in self._affine:
+            scale, shift = self._affine[torch.device("cpu")]
+            self._affine[device] = (scale.to(device), shift.to(device))
+        return self._affine[device]
 
     def __call__(self, images: np.ndarray | torch.Tensor) -> torch.Tensor:
         x = as_uint8_nchw(images, self.name)
         h, w = x.shape[-2:]
         resized, crop = _resize_crop_sizes(h, w, self.size, self.resize_mode)
         if resized != (h, w):
-            x = TF.resize(x, list(resized), interpolation=self.interpolation, antialias=True)
+            x = resize_uint8(x, resized, self.interpolation)
         if crop is not None and crop != tuple(x.shape[-2:]):
             x = _center_crop_or_pad(x, crop, self.fill)
-        out = torch.empty(x.shape, dtype=torch.float32)  # contiguous NCHW
+        out = torch.empty(x.shape, dtype=torch.float32, device=x.device)  # contiguous NCHW
         out.copy_(x)
-        return out.mul_(self.scale).sub_(self.shift)
+        scale, shift = self.affine(x.device)
+        return out.mul_(scale).sub_(shift)
 
 
 def _triple(v: Any) -> tuple[float, float, float]:
@@ -167,7 +197,12 @@ class OpenClipModel(VisionLanguageModel):
             #: SigLIP-style sigmoid bias (None for softmax CLIP models)
             self.logit_bias = None if bias is None else float(bias.item())
 
+    device_preprocess = True
+
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
+        return self._preprocess(images)
+
+    def preprocess_tensor(self, images: torch.Tensor) -> torch.Tensor:
         return self._preprocess(images)
 
     def encode_image(self, pixels: torch.Tensor) -> torch.Tensor:

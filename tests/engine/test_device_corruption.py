@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 import pytest
 import torch
 from pydantic import ValidationError
@@ -77,3 +79,30 @@ def test_results_do_not_depend_on_where_units_were_corrupted(home: Path) -> None
             assert unit.n == a[k].n and unit.params == a[k].params
     # the random kernel draws its noise from torch generators: other pixels, so (almost surely) other predictions somewhere
     assert any(b[k].preds != a[k].preds for k in b if k[1] == "gaussian_noise")
+
+
+def test_device_jobs_stay_on_the_device() -> None:
+    from backend.engine.jobs import Job, run_job
+    from backend.engine.device_corruption import run_device_job
+
+    images = np.random.default_rng(0).integers(0, 256, (5, 28, 28), dtype=np.uint8)
+    job = Job(0, "rotation", 3)
+    on_device = run_device_job(job, images, np.arange(5), 7, torch.device("cpu"))
+    # a tensor the models preprocess where it is, never a host copy
+    assert isinstance(on_device.images, torch.Tensor) and on_device.on == "device"
+    on_cpu = run_job(job, images, np.arange(5), 7).images
+    assert np.abs(on_device.images.numpy().astype(int) - on_cpu).max() <= 1  # the kernels' rounding, as above
+
+
+def test_stability_and_threat_consume_device_images(home: Path) -> None:
+    store = open_store()
+    domain = DomainConfig(domain="device tasks", corruptions=[
+        CorruptionChoice(name=n, severities=[3], reason="bit-identical device kernel") for n in ("occluder",)])
+    kw = dict(stability=True, threat=True, stability_points=2, stability_images=8, threat_anchors=2)
+    runs = [Engine(store).start(domain, cfg(corrupt_on=site, **kw)) for site in ("cpu", "device")]
+    stab = [{(r.model, r.corruption, r.shard): r.model_dump(exclude={"run_id", "computed_at"}) for r in store.find("stability", run_id=run)}
+            for run in runs]
+    threat = [{(r.corruption, r.severity, r.shard): r.model_dump(exclude={"run_id"}) for r in store.find("threat", run_id=run)}
+              for run in runs]
+    assert stab[0] and stab[0] == stab[1]
+    assert threat[0] and threat[0] == threat[1]

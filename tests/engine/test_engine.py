@@ -3,7 +3,10 @@ corruption shared across models, resume without recomputation, and bad input."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -234,3 +237,45 @@ def test_resume_refuses_a_run_computed_on_another_severity_ladder(home: Path) ->
     # a run stored before ladders were versioned reads as version 1 everywhere
     store.update_run(run_id, ladder_versions={})
     assert store.get_run(run_id).ladder_version("gaussian_noise") == 1
+
+
+def test_next_shard_decodes_on_a_thread_while_this_one_is_scored(home: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from backend.data import Dataset
+
+    _write_images(tmp_path / "imgs", 12, 1)
+    for name in ("3b.png", "7b.png"):  # unreadable images in two different shards
+        (tmp_path / "imgs" / name).write_bytes(b"not an image")
+    kw = dict(dataset=str(tmp_path / "imgs"), classes=["cat", "dog"], image_size=32, limit=None, stability=False,
+              threat=False)
+    store = open_store()
+    one_shard = Engine(store)
+    reference = one_shard.start(DOMAIN, cfg(shard_size=100, **kw))  # nothing to load ahead of
+
+    loads: dict[int, tuple[float, int]] = {}  # first index of the shard -> (load started, thread)
+    scored: dict[int, float] = {}  # shard -> scoring finished
+    real_load, real_consume = Dataset.load, Engine._consume
+
+    def load(self: Dataset, indices: np.ndarray) -> Any:
+        loads[int(indices[0])] = (time.perf_counter(), threading.get_ident())
+        return real_load(self, indices)
+
+    def consume(self: Engine, ctx: Any, cells: Any, done: Any, tasks: Any, shard: int, *rest: Any) -> None:
+        real_consume(self, ctx, cells, done, tasks, shard, *rest)
+        scored[shard] = time.perf_counter()
+
+    monkeypatch.setattr(Dataset, "load", load)
+    monkeypatch.setattr(Engine, "_consume", consume)
+    sharded = Engine(store)
+    run = sharded.start(DOMAIN, cfg(shard_size=4, **kw))
+    assert sorted(loads) == [0, 4, 8, 12] and sorted(scored) == [0, 1, 2, 3]
+    assert all(thread != threading.get_ident() for _, thread in loads.values())
+    # shard k+2 is being decoded before shard k's scoring ends (k+1 before k's even starts)
+    assert all(loads[4 * (k + 2)][0] < scored[k] for k in (0, 1))
+    assert sharded.stats.unreadable == one_shard.stats.unreadable and len(sharded.stats.unreadable) == 2
+
+    def per_image(run_id: str) -> dict[tuple[str, int, int], int]:
+        return {(u.corruption, u.severity, i): p for u in store.units(run_id)
+                for i, p in zip(u.indices, u.preds)}
+
+    assert per_image(run) == per_image(reference) and len(per_image(run)) == 12 * 5

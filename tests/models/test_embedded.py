@@ -114,6 +114,19 @@ def test_chunked_conversion_of_large_batches_is_exact(monkeypatch: pytest.Monkey
     assert torch.equal(to_gray_resized(rgb, 28), whole)
 
 
+@pytest.mark.parametrize("shape", [(3, 28, 28), (3, 50, 30, 3), (2, 40, 40, 1)])
+def test_device_preprocess_is_the_host_preprocess(model: EmbeddedModel, shape: tuple[int, ...]) -> None:
+    images = np.random.default_rng(5).integers(0, 256, shape, dtype=np.uint8)
+    assert model.device_preprocess
+    # the same torch ops on the tensor's device: exactly equal on the CPU
+    assert torch.equal(model.preprocess_tensor(torch.from_numpy(images)), model.preprocess(images))
+
+
+def test_device_preprocess_checks_images(model: EmbeddedModel) -> None:
+    with pytest.raises(UserInputError, match="dtype"):
+        model.preprocess_tensor(torch.zeros((2, 28, 28), dtype=torch.float32))
+
+
 def test_preprocess_normalises_like_training(model: EmbeddedModel) -> None:
     x = np.array([[[0, 255]]], dtype=np.uint8).repeat(28, 1).repeat(14, 2)
     out = model.preprocess(x)

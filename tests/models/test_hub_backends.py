@@ -20,11 +20,15 @@ import torch
 import transformers
 from open_clip import transform as oc_transform
 from PIL import Image
+from torchvision.transforms import InterpolationMode
+from torchvision.transforms.v2 import functional as TF
 
 from backend.errors import ModelUnavailableError, UserInputError
 from backend.models import build_classifier, create_model, list_models
 from backend.models import open_clip_backend as ocb
 from backend.models.hf_backend import HFDualEncoder
+from backend.models import hub_common
+from backend.models.hub_common import as_uint8_nchw
 
 TEMPLATES = ("a photo of a {}.", "a blurry photo of the {}.")
 CLASSES = ("cat", "dog", "car")
@@ -189,6 +193,39 @@ def test_open_clip_preprocess_matches_open_clip_pil_transform(
         levels = (got - ref).abs() / ONE_LEVEL_OPENAI
         assert levels.max() <= max_levels + 1e-3, (label, levels.max())
         assert levels.mean() <= mean_levels, (label, levels.mean())
+
+
+# Off the CPU the resize runs in float, rounded half up and clamped after each pass
+# (resize_uint8_in_float); against the CPU's native uint8 kernel on these batches, measured:
+# max 2 grey levels, mean <= 0.013 (bicubic) / 0.066 (bilinear upsampling). One float pass,
+# what torchvision itself does on a GPU, is off by up to 20 levels (mean 0.28).
+@pytest.mark.parametrize(("interpolation", "mean_levels"), [(InterpolationMode.BICUBIC, 0.015), (InterpolationMode.BILINEAR, 0.07)])
+@pytest.mark.parametrize("size", [(32, 44), (32, 32), (64, 60)])
+def test_device_resize_rounds_like_the_cpu_kernel(interpolation: InterpolationMode, mean_levels: float,
+                                                  size: tuple[int, int]) -> None:
+    for label, make in BATCHES.items():
+        x = as_uint8_nchw(make(), label)
+        native = TF.resize(x, list(size), interpolation=interpolation, antialias=True).int()
+        levels = (ocb.resize_uint8_in_float(x, size, interpolation).int() - native).abs().float()
+        assert levels.max() <= 2 and levels.mean() <= mean_levels, (label, levels.max(), levels.mean())
+
+
+def test_open_clip_device_preprocess_gives_the_host_embeddings(tiny_oc: dict[str, Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    m = create_model(f"open_clip:tiny-test/{tiny_oc['ckpt']}", device="cpu")
+    assert m.device_preprocess
+    with torch.inference_mode():
+        for label, make in BATCHES.items():
+            batch = make()
+            host = m.encode_image(m.preprocess(batch))
+            # on the CPU the device path runs the same ops: bit-identical
+            assert torch.equal(m.encode_image(m.preprocess_tensor(torch.from_numpy(batch))), host), label
+            # what a GPU runs (float resize with per-pass rounding); measured: max 3.7e-5, cos >= 0.9999998
+            monkeypatch.setattr(ocb, "resize_uint8", ocb.resize_uint8_in_float)
+            gpu_like = m.encode_image(m.preprocess_tensor(torch.from_numpy(batch)))
+            monkeypatch.undo()
+            assert not torch.equal(gpu_like, host), label  # the float path did run
+            assert (gpu_like - host).abs().max() <= 1e-4 and (gpu_like * host).sum(-1).min() >= 0.99999, label
 
 
 def test_open_clip_preprocess_rejects_bad_images() -> None:
@@ -387,6 +424,7 @@ def test_hf_models_load_encode_and_match_transformers(family: str, hf_dirs: dict
         for label, make in BATCHES.items():
             batch = make()
             pix = m.preprocess(batch)
+            assert m.device_preprocess and torch.equal(m.preprocess_tensor(torch.from_numpy(batch)), pix), label
             ref_pix = pil_processor(family)(images=pil_list(batch), return_tensors="pt")["pixel_values"]
             assert pix.shape == ref_pix.shape and pix.dtype == torch.float32, label
             levels = (pix - ref_pix).abs() / GREY_LEVEL[family]
@@ -476,3 +514,19 @@ def test_local_rejects_unknown_layouts(tmp_path: Path, tiny_oc: dict[str, Path])
         create_model(f"local:{tiny_oc['ckpt']}", device="cpu")
     with pytest.raises(UserInputError, match="neither open_clip_config.json"):
         create_model(f"local:{tmp_path}", device="cpu")
+
+
+@pytest.mark.parametrize(("major", "dtype"), [(9, torch.bfloat16), (8, torch.bfloat16), (7, torch.float16)])
+def test_cuda_autocast_is_bf16_where_native_else_fp16(monkeypatch: pytest.MonkeyPatch, major: int,
+                                                      dtype: torch.dtype) -> None:
+    hub_common.cuda_autocast_dtype.cache_clear()
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (major, 0))
+    try:
+        assert hub_common.cuda_autocast_dtype(torch.device("cuda", 0)) == dtype
+    finally:
+        hub_common.cuda_autocast_dtype.cache_clear()
+
+
+def test_no_autocast_on_cpu() -> None:
+    with hub_common.autocast_for(torch.device("cpu")):
+        assert not torch.is_autocast_enabled("cpu") and not torch.is_autocast_enabled("cuda")
