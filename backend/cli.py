@@ -595,7 +595,10 @@ def main() -> None:
         err_console.print(f"error: {_settings().redact(str(e))}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        err_console.print("interrupted: finished units are stored; continue with `domainbench run --resume RUN`")
+        # the interrupted command decides how to go on: `fmr` runs resume through `fmr --resume`
+        subcommand = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+        command = "fmr" if subcommand == "fmr" else "run"
+        err_console.print(f"interrupted: finished units are stored; continue with `domainbench {command} --resume RUN`")
         sys.exit(130)
     except Exception as e:
         # usage errors (unknown command, bad option value) show themselves and carry an exit

@@ -84,9 +84,16 @@ def runs_frame(store: Store, runs: list[RunRecord] | None = None) -> pd.DataFram
 
 
 def run_progress(store: Store, run: RunRecord) -> float:
-    """Share of the run's planned (model, corruption, severity) cells with at least one stored unit."""
-    done = len({(k[1], k[2], k[3]) for k in store.keys("units", run_id=run.run_id)})
-    return min(1.0, done / max(expected_cells(run), 1))
+    """Share of the run's planned cells with at least one stored unit (see ``done_cells``)."""
+    return min(1.0, done_cells(store, run) / max(expected_cells(run), 1))
+
+
+def done_cells(store: Store, run: RunRecord) -> int:
+    """Cells with at least one stored unit: (model, corruption, severity) of a corruption run,
+    the model of an FMR run (one search per model). Only keys are read, never documents."""
+    if run.fmr is not None:
+        return len({k[1] for k in store.keys("fmr", run_id=run.run_id)})
+    return len({(k[1], k[2], k[3]) for k in store.keys("units", run_id=run.run_id)})
 
 
 def filter_runs(frame: pd.DataFrame, search: str = "", statuses: list[str] | None = None,
@@ -149,7 +156,9 @@ def family_of(name: str) -> str:
 
 
 def expected_cells(run: RunRecord) -> int:
-    """(model, corruption, severity) cells a finished run has: the clean pass plus every severity."""
+    """Cells a finished run has: per model the clean pass plus every severity, or one FMR search."""
+    if run.fmr is not None:
+        return len(run.config.models)
     per_model = 1 + sum(len(c.severities) for c in run.domain.corruptions)
     return len(run.config.models) * per_model
 
@@ -223,13 +232,13 @@ def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> Run
     if baseline is not None and baseline not in run.config.models:
         raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {run.config.models}")
     keys = store.keys("units", run_id=run_id)
-    done_cells = len({(k[1], k[2], k[3]) for k in keys})  # (model, corruption, severity) of the unit keys
-    view = RunView(run=run, report=None, n_units=len(keys), done_cells=done_cells, total_cells=expected_cells(run))
+    view = RunView(run=run, report=None, n_units=len(keys), done_cells=done_cells(store, run), total_cells=expected_cells(run))
     if not keys:
         view.error = (
             "no finished units yet: the run has just started"
             if view.status == "running"
-            else f"the run stored no units (status {view.status}); resume it with `domainbench run --resume {run_id}`"
+            else f"the run stored no units (status {view.status}); resume it with "
+            f"`domainbench {'fmr' if run.fmr is not None else 'run'} --resume {run_id}`"
         )
         return view
     try:

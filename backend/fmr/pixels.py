@@ -12,10 +12,14 @@ def differentiable_pixels(model: Any, x: torch.Tensor | None) -> torch.Tensor | 
     """The model's preprocessing as torch ops on float (N, H, W, C) in [0, 1]; None if unknown.
 
     With ``x=None`` it only answers whether the model has such a path. The embedded models'
-    preprocessing (luma, resize, normalise) is reproduced here in float arithmetic.
+    preprocessing (luma, resize, normalise) is reproduced here in float arithmetic; open_clip
+    models' through their preprocessing config (``TorchImagePreprocess.float_pixels``).
     """
     from backend.models.embedded import EmbeddedModel
+    from backend.models.open_clip_backend import OpenClipModel
 
+    if isinstance(model, OpenClipModel):
+        return torch.empty(0) if x is None else model._preprocess.float_pixels(x)
     if not isinstance(model, EmbeddedModel):
         return None
     if x is None:
@@ -28,3 +32,15 @@ def differentiable_pixels(model: Any, x: torch.Tensor | None) -> torch.Tensor | 
     if x.shape[-2:] != (size, size):
         x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
     return (x - model.config.mean) / model.config.std
+
+
+def differentiable_embedding(model: Any, pixels: torch.Tensor) -> torch.Tensor:
+    """Unit image embeddings with the autograd graph kept (``encode_image`` runs under no_grad
+    for the open_clip backend)."""
+    from backend.models.hub_common import autocast_for
+    from backend.models.open_clip_backend import OpenClipModel
+
+    if isinstance(model, OpenClipModel):
+        with autocast_for(model.device):
+            return F.normalize(model.model.encode_image(pixels).float(), dim=-1)
+    return F.normalize(model.encode_image(pixels).float(), dim=-1)

@@ -65,7 +65,7 @@ class ZeroShotTested:
 
     @property
     def torch_logits(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        from backend.fmr.pixels import differentiable_pixels
+        from backend.fmr.pixels import differentiable_embedding, differentiable_pixels
 
         model = self.state.model
         if differentiable_pixels(model, None) is None:
@@ -75,7 +75,7 @@ class ZeroShotTested:
 
         def fn(x: torch.Tensor) -> torch.Tensor:
             pix = differentiable_pixels(model, x.to(model.device))
-            emb = F.normalize(model.encode_image(pix).float(), dim=-1)
+            emb = differentiable_embedding(model, pix)
             return (model.logit_scale * emb @ classifier.T).cpu()
 
         return fn

@@ -169,6 +169,26 @@ class TorchImagePreprocess:
         scale, shift = self.affine(x.device)
         return out.mul_(scale).sub_(shift)
 
+    def float_pixels(self, x: torch.Tensor) -> torch.Tensor:
+        """The same transform on float (N, H, W, C) in [0, 1], differentiable (the gradient search).
+
+        No rounding between the resize passes (it would cut the gradient): within a few grey
+        levels of ``__call__`` on high-frequency content, equal where no resize is needed.
+        """
+        x = x.permute(0, 3, 1, 2)
+        x = x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x[:, :3]  # grey as RGB, alpha dropped (as_uint8_nchw)
+        h, w = x.shape[-2:]
+        resized, crop = _resize_crop_sizes(h, w, self.size, self.resize_mode)
+        if resized != (h, w):
+            x = torch.nn.functional.interpolate(x * 255.0, size=resized, mode=self.interpolation.value, antialias=True,
+                                                align_corners=False).clamp(0.0, 255.0)
+        else:
+            x = x * 255.0
+        if crop is not None and crop != tuple(x.shape[-2:]):
+            x = _center_crop_or_pad(x, crop, self.fill)
+        scale, shift = self.affine(x.device)
+        return x * scale - shift
+
 
 def _triple(v: Any) -> tuple[float, float, float]:
     if isinstance(v, (int, float)):

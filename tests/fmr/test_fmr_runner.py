@@ -42,6 +42,11 @@ def test_killed_fmr_run_resumes_without_recomputing_stored_units(home: Path) -> 
     assert store.get_run("fmr-kill").status == "interrupted"
     before = {r.shard: r for r in store.find("fmr", run_id="fmr-kill")}
     assert sorted(before) == [0, 1]
+    # the UI counts an FMR run's cells as one search per model (not the domain's severities)
+    from frontend.data import done_cells, expected_cells
+
+    run = store.get_run("fmr-kill")
+    assert (done_cells(store, run), expected_cells(run)) == (1, 1)
     runner = FmrRunner(store)
     runner.resume("fmr-kill")
     assert (runner.skipped_units, runner.computed_units) == (2, 1)
@@ -96,6 +101,19 @@ def test_cli_fmr_then_show_and_export(home: Path, tmp_path: Path, capsys, monkey
     rows = [ln.split(",") for ln in out.strip().splitlines()]
     assert rows[0][-4:] == ["sa", "fmr", "validation_rate", "mean_steps"]
     assert any(r[2] == "fmr" for r in rows[1:])
+
+
+
+def test_interrupted_fmr_run_points_to_fmr_resume(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FmrRunner, "start", interrupted)
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    code, _, err = _cli(["fmr", str(cfg), "--models", PLAIN, "--oracle", f"{PLAIN},{AUGMENTED}", "--limit", "6",
+                         "--device", "cpu"], capsys, monkeypatch)
+    assert code == 130
+    assert "continue with `domainbench fmr --resume RUN`" in err
 
 
 WRONG_CLASSES = """

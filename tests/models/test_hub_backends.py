@@ -530,3 +530,23 @@ def test_cuda_autocast_is_bf16_where_native_else_fp16(monkeypatch: pytest.Monkey
 def test_no_autocast_on_cpu() -> None:
     with hub_common.autocast_for(torch.device("cpu")):
         assert not torch.is_autocast_enabled("cpu") and not torch.is_autocast_enabled("cuda")
+
+
+def test_open_clip_float_pixels_are_the_preprocessing_and_carry_gradients(tiny_oc: dict[str, Path]) -> None:
+    # the gradient search's path (backend.fmr.pixels): the transform in float, no rounding between passes
+    from backend.fmr.pixels import differentiable_embedding, differentiable_pixels
+
+    m = create_model(f"open_clip:tiny-test/{tiny_oc['ckpt']}", device="cpu")
+    for label, make in BATCHES.items():
+        batch = make()
+        x = (torch.from_numpy(batch).float() / 255.0).requires_grad_(True)
+        x4 = x if x.ndim == 4 else x[..., None]
+        pix = differentiable_pixels(m, x4)
+        levels = (pix - m.preprocess(batch)).abs() / ONE_LEVEL_OPENAI
+        assert levels.max() <= 16 and levels.mean() <= 0.5, (label, levels.max(), levels.mean())
+        emb = differentiable_embedding(m, pix)
+        (grad,) = torch.autograd.grad(emb[:, 0].sum(), x)
+        assert grad.abs().sum() > 0, label
+        with torch.inference_mode():
+            host = m.encode_image(m.preprocess(batch))
+        assert (emb.detach() * host).sum(-1).min() >= 0.999, label
