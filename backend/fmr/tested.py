@@ -27,7 +27,6 @@ from typing import Any, Protocol
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from backend.engine.scoring import ModelState, encode
 from backend.errors import UserInputError
