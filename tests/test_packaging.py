@@ -15,7 +15,6 @@ import site
 import subprocess
 import sys
 import zipfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,15 +155,6 @@ def test_installed_packages_come_from_the_wheel(installed: Installed) -> None:
     _check(proc, "import")
     files = proc.stdout.split()
     assert len(files) == 4 and all(Path(f).is_relative_to(installed.venv) for f in files), files
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
-    srv = FakeLLM()
-    try:
-        yield srv
-    finally:
-        srv.close()
 
 
 def test_installed_plan_with_an_llm_reads_the_packaged_prompts(installed: Installed, fake_llm: FakeLLM) -> None:

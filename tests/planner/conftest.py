@@ -11,7 +11,6 @@ import pytest
 # The project runs pytest with --import-mode=importlib (no sys.path insertion); the test
 # modules here import the shared fake server module by name.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from planner_fakes import FakeLLM  # noqa: E402
 
 from backend.planner.catalogue import Catalogue, load_catalogue
 
@@ -43,15 +42,6 @@ def _clean_llm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def catalogue() -> Catalogue:
     return load_catalogue()
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLLM]:
-    srv = FakeLLM()
-    try:
-        yield srv
-    finally:
-        srv.close()
 
 
 @pytest.fixture
