@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from albumentations.augmentations.geometric import functional as agf
 
-from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, pixel_grid, remap
+from corruptions.device.common import DeviceBatch, pixel_grid, remap_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels.geometric import GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
@@ -42,7 +42,7 @@ def _warp(images: torch.Tensor, inverse: np.ndarray, border: str) -> torch.Tenso
     map_y = (coef[:, 1, 0] * xd + coef[:, 1, 1] * yd + coef[:, 1, 2]) / den
     # cv2 rounds the double coordinates to 1/32 pixel; rounding after a cast to float32 would move ties
     map_x, map_y = torch.round(map_x * 32) / 32, torch.round(map_y * 32) / 32
-    return nhwc_uint8(remap(nchw(images), map_x.float(), map_y.float(), border))
+    return remap_uint8(images, map_x, map_y, border)
 
 
 @device_kernel("rotation", exact=True)
@@ -59,7 +59,7 @@ def rotation(images: torch.Tensor, p: RotationParams, b: DeviceBatch) -> torch.T
     ab, half_step = 1024.0, 16.0
     map_x = torch.floor((torch.round(m[0, 0] * xs * ab) + torch.round((m[0, 1] * ys + m[0, 2]) * ab) + half_step) / 32) / 32
     map_y = torch.floor((torch.round(m[1, 0] * xs * ab) + torch.round((m[1, 1] * ys + m[1, 2]) * ab) + half_step) / 32) / 32
-    return nhwc_uint8(remap(nchw(images), map_x.float()[None], map_y.float()[None], "constant"))
+    return remap_uint8(images, map_x[None], map_y[None], "constant")
 
 
 @device_kernel("perspective", exact=True, note="corners drawn from the CPU kernel's numpy streams")
@@ -87,7 +87,7 @@ def grid_distortion(images: torch.Tensor, p: GridDistortionParams, b: DeviceBatc
         maps_y.append(map_y)
     mx = torch.from_numpy(np.stack(maps_x).astype(np.float32)).to(images.device)
     my = torch.from_numpy(np.stack(maps_y).astype(np.float32)).to(images.device)
-    return nhwc_uint8(remap(nchw(images), mx, my, "reflect101"))
+    return remap_uint8(images, mx, my, "reflect101")
 
 
 @lru_cache(maxsize=32)
@@ -98,4 +98,4 @@ def _lens_maps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
 @device_kernel("lens_distortion", exact=True)
 def lens_distortion(images: torch.Tensor, p: LensDistortionParams, b: DeviceBatch) -> torch.Tensor:
     mx, my = (torch.from_numpy(m).to(images.device)[None] for m in _lens_maps(images.shape[1], images.shape[2], p.k))
-    return nhwc_uint8(remap(nchw(images), mx, my, "constant"))
+    return remap_uint8(images, mx, my, "constant")
