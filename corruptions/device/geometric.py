@@ -13,10 +13,11 @@ import numpy as np
 import torch
 from albumentations.augmentations.geometric import functional as agf
 
-from corruptions.device.common import DeviceBatch, pixel_grid, remap_uint8
+from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, pixel_grid, remap, separable_filter, separable_remap
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
-from corruptions.kernels.geometric import GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
+from corruptions.spec import REFERENCE_SIZE
+from corruptions.kernels.geometric import ElasticParams, GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
 
 
 @device_kernel("horizontal_flip", exact=True)
@@ -42,7 +43,7 @@ def _warp(images: torch.Tensor, inverse: np.ndarray, border: str) -> torch.Tenso
     map_y = (coef[:, 1, 0] * xd + coef[:, 1, 1] * yd + coef[:, 1, 2]) / den
     # cv2 rounds the double coordinates to 1/32 pixel; rounding after a cast to float32 would move ties
     map_x, map_y = torch.round(map_x * 32) / 32, torch.round(map_y * 32) / 32
-    return remap_uint8(images, map_x, map_y, border)
+    return nhwc_uint8(remap(nchw(images), map_x.float(), map_y.float(), border))
 
 
 @device_kernel("rotation", exact=True)
@@ -59,7 +60,7 @@ def rotation(images: torch.Tensor, p: RotationParams, b: DeviceBatch) -> torch.T
     ab, half_step = 1024.0, 16.0
     map_x = torch.floor((torch.round(m[0, 0] * xs * ab) + torch.round((m[0, 1] * ys + m[0, 2]) * ab) + half_step) / 32) / 32
     map_y = torch.floor((torch.round(m[1, 0] * xs * ab) + torch.round((m[1, 1] * ys + m[1, 2]) * ab) + half_step) / 32) / 32
-    return remap_uint8(images, map_x[None], map_y[None], "constant")
+    return nhwc_uint8(remap(nchw(images), map_x.float()[None], map_y.float()[None], "constant"))
 
 
 @device_kernel("perspective", exact=True, note="corners drawn from the CPU kernel's numpy streams")
@@ -77,17 +78,19 @@ def perspective(images: torch.Tensor, p: PerspectiveParams, b: DeviceBatch) -> t
 @device_kernel("grid_distortion", exact=True, note="grid steps drawn from the CPU kernel's numpy streams")
 def grid_distortion(images: torch.Tensor, p: GridDistortionParams, b: DeviceBatch) -> torch.Tensor:
     h, w = images.shape[1:3]
-    maps_x, maps_y = [], []
+    axes_x, axes_y = [], []
     for rng in b.rngs:
         steps_x = list(record(rng, "steps_x", 1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1)))
         steps_y = list(record(rng, "steps_y", 1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1)))
         norm = agf.normalize_grid_distortion_steps((h, w), p.num_steps, steps_x, steps_y)
-        map_x, map_y = agf.generate_grid((h, w), norm["steps_x"], norm["steps_y"], p.num_steps)
-        maps_x.append(map_x)
-        maps_y.append(map_y)
-    mx = torch.from_numpy(np.stack(maps_x).astype(np.float32)).to(images.device)
-    my = torch.from_numpy(np.stack(maps_y).astype(np.float32)).to(images.device)
-    return remap_uint8(images, mx, my, "reflect101")
+        # albumentations' grid is a meshgrid of one x and one y profile: only the profiles are built on the host
+        map_x, map_y = agf.generate_grid((1, w), norm["steps_x"], [1.0] * (p.num_steps + 1), p.num_steps)
+        _, map_y = agf.generate_grid((h, 1), [1.0] * (p.num_steps + 1), norm["steps_y"], p.num_steps)
+        axes_x.append(map_x[0])
+        axes_y.append(map_y[:, 0])
+    xx = torch.from_numpy(np.stack(axes_x)).to(images.device)
+    yy = torch.from_numpy(np.stack(axes_y)).to(images.device)
+    return separable_remap(images, xx, yy, "reflect101")
 
 
 @lru_cache(maxsize=32)
@@ -98,4 +101,19 @@ def _lens_maps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
 @device_kernel("lens_distortion", exact=True)
 def lens_distortion(images: torch.Tensor, p: LensDistortionParams, b: DeviceBatch) -> torch.Tensor:
     mx, my = (torch.from_numpy(m).to(images.device)[None] for m in _lens_maps(images.shape[1], images.shape[2], p.k))
-    return remap_uint8(images, mx, my, "constant")
+    return nhwc_uint8(remap(nchw(images), mx, my, "constant"))
+
+
+@device_kernel("elastic", exact=False, note="displacement noise drawn from a torch generator per image")
+def elastic(images: torch.Tensor, p: ElasticParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, _ = images.shape
+    s = min(h, w) / REFERENCE_SIZE
+    sigma = max(p.sigma * s, 0.5)
+    # cv2.GaussianBlur on float32 noise sizes its kernel 2 * round(4 sigma) + 1 (not 3 sigma as for uint8)
+    taps = cv2.getGaussianKernel(int(round(sigma * 4 * 2 + 1)) | 1, sigma).ravel()
+    noise = b.rand((2, h, w)).mul_(2.0).sub_(1.0)
+    smooth = separable_filter(noise, taps, taps)
+    rms = smooth.double().square().mean(dim=(2, 3), keepdim=True).sqrt().clamp_(min=1e-8)
+    fields = smooth * (p.alpha * s / rms).float()
+    xs, ys = pixel_grid(h, w, images.device)
+    return nhwc_uint8(remap(nchw(images), xs + fields[:, 0], ys + fields[:, 1], "reflect101"))
