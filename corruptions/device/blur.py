@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corruptions.device.common import DeviceBatch, filter2d, nchw, nhwc_uint8, separable_filter, size_scale, to_uint8
+from corruptions.device.common import DeviceBatch, filter2d, nchw, nhwc_uint8, per_chunk, separable_filter, size_scale, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels._imagenet_c import _linear_taps, motion_trail_kernel
@@ -66,17 +66,29 @@ def motion_blur(images: torch.Tensor, p: MotionBlurParams, b: DeviceBatch) -> to
 @device_kernel("zoom_blur", exact=True)
 def zoom_blur(images: torch.Tensor, p: ZoomBlurParams, b: DeviceBatch) -> torch.Tensor:
     h, w = images.shape[1:3]
-    x = images.float()
-    out = x.clone()
     factors = zoom_factors(p)
-    for z in factors:
-        (y0, y1, fy), keep_h = zoom_taps(h, float(z), images.device)
-        (x0, x1, fx), keep_w = zoom_taps(w, float(z), images.device)
+    taps = [(zoom_taps(h, float(z), images.device), zoom_taps(w, float(z), images.device)) for z in factors]
+    return per_chunk(lambda part: _zoom_sum(part, taps, len(factors) + 1), images)
+
+
+def _zoom_sum(images: torch.Tensor, taps: list, count: int) -> torch.Tensor:
+    x = images.float()
+    # the sum is kept transposed (N, W, H, C): each zoom's column gather then takes whole rows of
+    # the transposed rows, not 3-float pixels strided along W (gathers of tiny blocks are slow)
+    out_t = x.transpose(1, 2).contiguous()
+    for ((y0, y1, fy), keep_h), ((x0, x1, fx), keep_w) in taps:
         # the CPU kernel's operations in its order (rows, then columns, float32), so the sums agree
-        rows = x.index_select(1, y0) * (1 - fy).view(1, -1, 1, 1) + x.index_select(1, y1) * fy.view(1, -1, 1, 1)
-        layer = rows.index_select(2, x0) * (1 - fx).view(1, 1, -1, 1) + rows.index_select(2, x1) * fx.view(1, 1, -1, 1)
-        out[:, :keep_h, :keep_w] += layer
-    return to_uint8(out.div_(float(np.float32(len(factors) + 1))))
+        rows = _blend(x, 1, y0, y1, fy).transpose(1, 2).contiguous()
+        out_t[:, :keep_w, :keep_h] += _blend(rows, 1, x0, x1, fx)
+    out_t.div_(float(np.float32(count)))
+    return to_uint8(out_t).transpose(1, 2).contiguous()
+
+
+def _blend(x: torch.Tensor, dim: int, i0: torch.Tensor, i1: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    """x[i0] * (1 - f) + x[i1] * f along ``dim`` of (N, A, B, C) float32, as clipped_zoom computes it."""
+    shape = [1] * x.ndim
+    shape[dim] = -1
+    return x.index_select(dim, i0).mul_((1 - f).view(shape)).add_(x.index_select(dim, i1).mul_(f.view(shape)))
 
 
 def zoom_taps(n: int, zoom: float, device: torch.device) -> tuple[tuple[torch.Tensor, torch.Tensor, torch.Tensor], int]:
@@ -99,16 +111,17 @@ def glass_blur(images: torch.Tensor, p: GlassBlurParams, b: DeviceBatch) -> torc
     blurred = separable_filter(nchw(images), taps, taps, border="replicate")
     # the reference truncates the first blur to uint8 before shuffling
     x = blurred.clamp_(0, 255).floor_().to(torch.uint8).permute(0, 2, 3, 1).reshape(n * h * w, c)
-    sources = torch.stack([swap_sources(h, w, delta, p.iterations, b.generator(i)) for i in range(n)])
+    sources = swap_sources(h, w, delta, p.iterations, b)
     sources += (torch.arange(n, device=images.device) * (h * w))[:, None]
     shuffled = x.index_select(0, sources.reshape(-1)).view(n, h, w, c)
     return nhwc_uint8(separable_filter(nchw(shuffled), taps, taps, border="replicate"))
 
 
-def swap_sources(h: int, w: int, delta: int, iterations: int, g: torch.Generator) -> torch.Tensor:
-    """``sequential_swap_sources`` in torch: the same chained copies, neighbours drawn from ``g``."""
-    dev = g.device
-    sources = torch.arange(h * w, device=dev)
+def swap_sources(h: int, w: int, delta: int, iterations: int, b: DeviceBatch) -> torch.Tensor:
+    """``sequential_swap_sources`` in torch for the whole batch ((N, H * W) flat source indices):
+    the same chained copies, neighbours drawn from each image's generator."""
+    n, dev = len(b.seeds), b.device
+    sources = torch.arange(h * w, device=dev).repeat(n, 1)
     hs = torch.arange(h - delta, delta, -1, device=dev)
     ws = torch.arange(w - delta, delta, -1, device=dev)
     if hs.numel() == 0 or ws.numel() == 0:
@@ -117,17 +130,18 @@ def swap_sources(h: int, w: int, delta: int, iterations: int, g: torch.Generator
     visited = torch.zeros(h * w, dtype=torch.bool, device=dev)
     visited[visited_idx] = True
     for _ in range(iterations):
-        d = torch.randint(-delta, delta, (visited_idx.numel(), 2), generator=g, device=dev)
-        nb = visited_idx + d[:, 1] * w + d[:, 0]
+        d = torch.stack([torch.randint(-delta, delta, (visited_idx.numel(), 2), generator=b.generator(i), device=dev) for i in range(n)])
+        nb = visited_idx + d[..., 1] * w + d[..., 0]
+        # a neighbour visited earlier (larger index) holds a copied value: follow it; else copy it
         chain = visited[nb] & (nb > visited_idx)
-        jump = torch.arange(h * w, device=dev)
-        value = torch.arange(h * w, device=dev)
-        jump[visited_idx[chain]] = nb[chain]
-        value[visited_idx[~chain]] = nb[~chain]
+        jump = sources.new_tensor(range(h * w)).repeat(n, 1)
+        value = jump.clone()
+        jump[:, visited_idx] = torch.where(chain, nb, visited_idx)
+        value[:, visited_idx] = torch.where(chain, visited_idx, nb)
         while True:  # pointer doubling: every chain resolved in log2(length) passes
-            nxt = jump[jump]
+            nxt = torch.gather(jump, 1, jump)
             if torch.equal(nxt, jump):
                 break
             jump = nxt
-        sources = sources[value[jump]]
+        sources = torch.gather(sources, 1, torch.gather(value, 1, jump))
     return sources

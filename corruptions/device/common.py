@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 import torch
@@ -72,47 +71,68 @@ def rgb_to_grey(images: torch.Tensor) -> torch.Tensor:
     return grey.to(torch.uint8)[..., None]
 
 
-def filter2d(x: torch.Tensor, kernel: np.ndarray) -> torch.Tensor:
-    """cv2.filter2D (correlation, anchor at the centre, BORDER_REFLECT_101) of (N, C, H, W) float."""
-    # a disk has rank ~5: its SVD passes as banded matmuls measured twice the time of this depthwise conv
-    kh, kw = kernel.shape
-    c = x.shape[1]
-    weight = torch.as_tensor(np.ascontiguousarray(kernel), dtype=x.dtype, device=x.device).expand(c, 1, kh, kw)
-    padded = F.pad(x, (kw // 2, kw // 2, kh // 2, kh // 2), mode="reflect")  # reflect = cv2 BORDER_REFLECT_101
-    return F.conv2d(padded, weight, groups=c)
+#: images per step on CPU where a filter makes many passes over its input: a few images' float
+#: planes stay in the L2 cache across the passes, where a whole batch streams from memory each time
+CPU_CHUNK = 2
 
 
-def _border_index(i, n: int, border: str):
-    """Source index of (possibly out-of-range) integer positions ``i`` (numpy array or tensor) along a side of ``n``."""
-    if border == "replicate":
-        return i.clip(0, n - 1)
-    period = max(2 * n - 2, 1)  # reflect101: ... 2 1 | 0 1 2 ... n-1 | n-2 ...
-    i = abs(i) % period
-    return i - (i >= n) * (2 * i - period)
+def cpu_chunks(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The batch in cache-sized pieces on CPU, whole on a GPU (which wants the biggest launches)."""
+    return x.split(CPU_CHUNK) if x.device.type == "cpu" else (x,)
 
 
-@lru_cache(maxsize=64)
-def _band(n: int, taps: bytes, border: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """(n, n) matrix M with (M @ v)[o] = sum_k taps[k] * v[border(o + k - r)]: a 1-D correlation with the border folded in."""
-    t = np.frombuffer(taps, np.float64)
-    r = len(t) // 2
-    out_idx = np.repeat(np.arange(n), len(t))
-    src = _border_index(out_idx + np.tile(np.arange(len(t)) - r, n), n, border)
-    m = np.zeros((n, n), np.float64)
-    np.add.at(m, (out_idx, src), np.tile(t, n))
-    return torch.as_tensor(m, dtype=dtype, device=device)
+def per_chunk(fn, x: torch.Tensor) -> torch.Tensor:
+    """``fn`` over the batch ``x`` chunk by chunk (see ``cpu_chunks``), results concatenated."""
+    parts = cpu_chunks(x)
+    return fn(parts[0]) if len(parts) == 1 else torch.cat([fn(part) for part in parts])
+
+
+def filter2d(x: torch.Tensor, kernel: np.ndarray, border: str = "reflect101") -> torch.Tensor:
+    """cv2.filter2D (correlation, anchor at the centre) of (N, C, H, W) float, border "reflect101"
+    (cv2's default BORDER_REFLECT_101) or "replicate".
+
+    The kernel is split by SVD into the few separable passes that reproduce it to a small
+    fraction of a grey level (a disk has rank ~5): cheaper on CPU than a dense depthwise conv.
+    """
+    u, s, vt = np.linalg.svd(np.asarray(kernel, np.float64))
+    # worst-case output change (grey levels) of dropping the terms from each rank on
+    tail = np.cumsum((s * np.abs(u).sum(0) * np.abs(vt).sum(1))[::-1])[::-1] * 255
+    rank = max(1, int(np.argmax(np.append(tail, 0.0) < 0.01)))
+    out = separable_filter(x, vt[0] * s[0], u[:, 0], border)
+    for k in range(1, rank):
+        out.add_(separable_filter(x, vt[k] * s[k], u[:, k], border))
+    return out
+
+
+def _correlate(x: torch.Tensor, taps: np.ndarray, dim: int, border: str) -> torch.Tensor:
+    """1-D correlation of (N, C, H, W) float along ``dim`` (-1 or -2), anchor at the centre."""
+    r = len(taps) // 2
+    n = x.shape[dim]
+    mode = {"reflect101": "reflect", "replicate": "replicate"}[border]  # torch's reflect = cv2's REFLECT_101
+    padded = F.pad(x, (r, r, 0, 0) if dim == -1 else (0, 0, r, r), mode=mode)
+    out = padded.narrow(dim, 0, n) * float(taps[0])
+    for k in range(1, len(taps)):
+        out.add_(padded.narrow(dim, k, n), alpha=float(taps[k]))
+    return out
 
 
 def separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, border: str = "reflect101") -> torch.Tensor:
-    """Row then column 1-D correlation of (..., H, W) float, border "reflect101" (cv2 default) or "replicate".
+    """Row then column 1-D correlation of (N, C, H, W) float (border as ``filter2d``).
 
-    Both passes are matmuls with a banded matrix holding the taps and the border rule: as fast
-    as a depthwise convolution on CPU, and either border without a padded copy.
+    One fused multiply-add of a shifted view per tap, a few images at a time: measured 2-4x
+    faster on CPU than a depthwise conv2d or banded matmuls for these short kernels.
     """
-    h, w = x.shape[-2:]
-    mx = _band(w, np.ascontiguousarray(kx, np.float64).ravel().tobytes(), border, x.dtype, x.device)
-    my = _band(h, np.ascontiguousarray(ky, np.float64).ravel().tobytes(), border, x.dtype, x.device)
-    return torch.matmul(my, torch.matmul(x, mx.t()))
+    kx, ky = np.ravel(kx), np.ravel(ky)
+    return per_chunk(lambda part: _correlate(_correlate(part, kx, -1, border), ky, -2, border), x)
+
+
+def _border_index(i: torch.Tensor, n: int, border: str) -> torch.Tensor:
+    """Source index of (possibly out-of-range) integer positions ``i`` along a side of ``n`` pixels."""
+    if border == "replicate":
+        return i.clamp(0, n - 1)
+    period = max(2 * n - 2, 1)  # reflect101: ... 2 1 | 0 1 2 ... n-1 | n-2 ...
+    i = i.abs().remainder(period)
+    return torch.where(i >= n, period - i, i)
 
 
 def remap(x: torch.Tensor, map_x: torch.Tensor, map_y: torch.Tensor, border: str) -> torch.Tensor:
