@@ -35,13 +35,13 @@ def gaussian_taps(sigma: float) -> np.ndarray:
 @device_kernel("gaussian_blur", exact=True)
 def gaussian_blur(images: torch.Tensor, p: GaussianBlurParams, b: DeviceBatch) -> torch.Tensor:
     taps = gaussian_taps(p.sigma * size_scale(images))
-    return nhwc_uint8(separable_filter(nchw(images), taps, taps))
+    return to_uint8(separable_filter(images.float(), taps, taps))
 
 
 @device_kernel("defocus_blur", exact=True)
 def defocus_blur(images: torch.Tensor, p: DefocusParams, b: DeviceBatch) -> torch.Tensor:
     kernel = disk_kernel(max(0.5, p.radius * size_scale(images)), p.alias_blur)  # the CPU kernel's disk
-    return nhwc_uint8(filter2d(nchw(images), kernel))
+    return to_uint8(filter2d(images.float(), kernel))
 
 
 @device_kernel("motion_blur", exact=True, note="angle drawn from the CPU kernel's numpy stream")
@@ -108,13 +108,13 @@ def glass_blur(images: torch.Tensor, p: GlassBlurParams, b: DeviceBatch) -> torc
     sigma = p.sigma * max(s, 0.25)
     r = max(1, int(4.0 * sigma + 0.5))  # gaussian_nearest: scikit-image's truncate 4
     taps = cv2.getGaussianKernel(2 * r + 1, sigma).ravel()
-    blurred = separable_filter(nchw(images), taps, taps, border="replicate")
+    blurred = separable_filter(images.float(), taps, taps, border="replicate")
     # the reference truncates the first blur to uint8 before shuffling
-    x = blurred.clamp_(0, 255).floor_().to(torch.uint8).permute(0, 2, 3, 1).reshape(n * h * w, c)
+    x = blurred.clamp_(0, 255).floor_().to(torch.uint8).reshape(n * h * w, c)
     sources = swap_sources(h, w, delta, p.iterations, b)
     sources += (torch.arange(n, device=images.device) * (h * w))[:, None]
     shuffled = x.index_select(0, sources.reshape(-1)).view(n, h, w, c)
-    return nhwc_uint8(separable_filter(nchw(shuffled), taps, taps, border="replicate"))
+    return to_uint8(separable_filter(shuffled.float(), taps, taps, border="replicate"))
 
 
 def swap_sources(h: int, w: int, delta: int, iterations: int, b: DeviceBatch) -> torch.Tensor:

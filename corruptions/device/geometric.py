@@ -111,9 +111,9 @@ def elastic(images: torch.Tensor, p: ElasticParams, b: DeviceBatch) -> torch.Ten
     sigma = max(p.sigma * s, 0.5)
     # cv2.GaussianBlur on float32 noise sizes its kernel 2 * round(4 sigma) + 1 (not 3 sigma as for uint8)
     taps = cv2.getGaussianKernel(int(round(sigma * 4 * 2 + 1)) | 1, sigma).ravel()
-    noise = b.rand((2, h, w)).mul_(2.0).sub_(1.0)
+    noise = b.rand((h, w, 2)).mul_(2.0).sub_(1.0)  # the x and y fields as the channels of one image
     smooth = separable_filter(noise, taps, taps)
-    rms = smooth.double().square().mean(dim=(2, 3), keepdim=True).sqrt().clamp_(min=1e-8)
+    rms = smooth.double().square().mean(dim=(1, 2), keepdim=True).sqrt().clamp_(min=1e-8)
     fields = smooth * (p.alpha * s / rms).float()
     xs, ys = pixel_grid(h, w, images.device)
-    return nhwc_uint8(remap(nchw(images), xs + fields[:, 0], ys + fields[:, 1], "reflect101"))
+    return nhwc_uint8(remap(nchw(images), xs + fields[..., 0], ys + fields[..., 1], "reflect101"))
