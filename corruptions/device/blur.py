@@ -9,9 +9,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from corruptions.device.common import DeviceBatch, filter2d, nchw, nhwc_uint8, per_chunk, separable_filter, size_scale, to_uint8
+from corruptions.device.common import DeviceBatch, filter2d, pad, per_chunk, separable_filter, size_scale, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels._imagenet_c import _linear_taps, motion_trail_kernel
@@ -52,15 +51,15 @@ def motion_blur(images: torch.Tensor, p: MotionBlurParams, b: DeviceBatch) -> to
     kernels = [motion_trail_kernel(radius, sigma, angle)[0] for angle in angles]  # anchor at the centre
     r = max(k.shape[0] // 2 for k in kernels)
     h, w = images.shape[1:3]
-    padded = F.pad(nchw(images), (r, r, r, r), mode="replicate")
-    out = torch.zeros((images.shape[0], images.shape[3], h, w), dtype=torch.float32, device=images.device)
+    padded = pad(pad(images.float(), 1, r, "replicate"), 2, r, "replicate")
+    out = torch.zeros(images.shape, dtype=torch.float32, device=images.device)
     # the trail is a line of at most 2 * radius + 1 taps in a mostly empty square: one shifted
     # copy per tap costs far less than a dense (or FFT) convolution with the square
     for i, k in enumerate(kernels):
         off = r - k.shape[0] // 2
         for u, v in zip(*np.nonzero(k)):
-            out[i].add_(padded[i, :, off + u : off + u + h, off + v : off + v + w], alpha=float(k[u, v]))
-    return nhwc_uint8(out)
+            out[i].add_(padded[i, off + u : off + u + h, off + v : off + v + w], alpha=float(k[u, v]))
+    return to_uint8(out)
 
 
 @device_kernel("zoom_blur", exact=True)

@@ -104,7 +104,7 @@ def filter2d(x: torch.Tensor, kernel: np.ndarray, border: str = "reflect101") ->
     return out
 
 
-def _pad(x: torch.Tensor, dim: int, r: int, border: str) -> torch.Tensor:
+def pad(x: torch.Tensor, dim: int, r: int, border: str) -> torch.Tensor:
     """``x`` extended by ``r`` pixels on both sides of ``dim`` by the border rule (one copy, any layout)."""
     n = x.shape[dim]
     lo = _border_index(torch.arange(-r, 0, device=x.device), n, border)
@@ -116,7 +116,7 @@ def _correlate(x: torch.Tensor, taps: np.ndarray, dim: int, border: str) -> torc
     """1-D correlation of ``x`` along ``dim``, anchor at the centre."""
     r = len(taps) // 2
     n = x.shape[dim]
-    padded = _pad(x, dim, r, border)
+    padded = pad(x, dim, r, border)
     out = padded.narrow(dim, 0, n) * float(taps[0])
     for k in range(1, len(taps)):
         out.add_(padded.narrow(dim, k, n), alpha=float(taps[k]))
