@@ -111,36 +111,43 @@ def glass_blur(images: torch.Tensor, p: GlassBlurParams, b: DeviceBatch) -> torc
     # the reference truncates the first blur to uint8 before shuffling
     x = blurred.clamp_(0, 255).floor_().to(torch.uint8).reshape(n * h * w, c)
     sources = swap_sources(h, w, delta, p.iterations, b)
-    sources += (torch.arange(n, device=images.device) * (h * w))[:, None]
     shuffled = x.index_select(0, sources.reshape(-1)).view(n, h, w, c)
     return to_uint8(separable_filter(shuffled.float(), taps, taps, border="replicate"))
 
 
 def swap_sources(h: int, w: int, delta: int, iterations: int, b: DeviceBatch) -> torch.Tensor:
-    """``sequential_swap_sources`` in torch for the whole batch ((N, H * W) flat source indices):
-    the same chained copies, neighbours drawn from each image's generator."""
+    """``sequential_swap_sources`` in torch for the whole batch ((N, H * W) flat source indices into
+    the batch): the same chained copies, neighbours drawn from each image's generator.
+
+    The visited pixels form the rectangle rows and columns (delta, side - delta], walked from the
+    bottom-right, so draws, neighbours and chains are computed on that rectangle as a block.
+    """
     n, dev = len(b.seeds), b.device
-    sources = torch.arange(h * w, device=dev).repeat(n, 1)
-    hs = torch.arange(h - delta, delta, -1, device=dev)
-    ws = torch.arange(w - delta, delta, -1, device=dev)
-    if hs.numel() == 0 or ws.numel() == 0:
-        return sources
-    visited_idx = (hs[:, None] * w + ws[None, :]).reshape(-1)
-    visited = torch.zeros(h * w, dtype=torch.bool, device=dev)
-    visited[visited_idx] = True
+    base = (torch.arange(n, device=dev) * (h * w)).view(n, 1, 1)
+    sources = (torch.arange(h * w, device=dev).view(1, h, w) + base).reshape(-1)
+    rows, cols = h - 2 * delta, w - 2 * delta
+    if rows <= 0 or cols <= 0:
+        return sources.view(n, h * w)
+    ys = torch.arange(delta + 1, h - delta + 1, device=dev).view(1, -1, 1)
+    xs = torch.arange(delta + 1, w - delta + 1, device=dev).view(1, 1, -1)
     for _ in range(iterations):
-        d = torch.stack([torch.randint(-delta, delta, (visited_idx.numel(), 2), generator=b.generator(i), device=dev) for i in range(n)])
-        nb = visited_idx + d[..., 1] * w + d[..., 0]
-        # a neighbour visited earlier (larger index) holds a copied value: follow it; else copy it
-        chain = visited[nb] & (nb > visited_idx)
-        jump = sources.new_tensor(range(h * w)).repeat(n, 1)
+        draws = [torch.randint(-delta, delta, (rows * cols, 2), generator=b.generator(i), device=dev) for i in range(n)]
+        d = torch.stack(draws).view(n, rows, cols, 2).flip(1, 2)  # drawn in reverse raster order
+        ny, nx = ys + d[..., 1], xs + d[..., 0]
+        # a neighbour visited earlier (inside the rectangle, later in raster order) holds a copied
+        # value: follow it to the end of its chain; any other neighbour is the value itself
+        chain = (ny <= h - delta) & (nx <= w - delta) & (ny >= delta + 1) & (nx >= delta + 1) & ((ny > ys) | ((ny == ys) & (nx > xs)))
+        nb = ny * w + nx + base
+        own = ys * w + xs + base
+        jump = torch.arange(n * h * w, device=dev).view(n, h, w)
         value = jump.clone()
-        jump[:, visited_idx] = torch.where(chain, nb, visited_idx)
-        value[:, visited_idx] = torch.where(chain, visited_idx, nb)
+        jump[:, delta + 1 : h - delta + 1, delta + 1 : w - delta + 1] = torch.where(chain, nb, own)
+        value[:, delta + 1 : h - delta + 1, delta + 1 : w - delta + 1] = torch.where(chain, own, nb)
+        jump, value = jump.view(-1), value.view(-1)
         while True:  # pointer doubling: every chain resolved in log2(length) passes
-            nxt = torch.gather(jump, 1, jump)
+            nxt = jump.index_select(0, jump)
             if torch.equal(nxt, jump):
                 break
             jump = nxt
-        sources = torch.gather(sources, 1, torch.gather(value, 1, jump))
-    return sources
+        sources = sources.index_select(0, value.index_select(0, jump))
+    return sources.view(n, h * w)
