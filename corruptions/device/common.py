@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,7 +82,7 @@ def cpu_chunks(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return x.split(CPU_CHUNK) if x.device.type == "cpu" else (x,)
 
 
-def per_chunk(fn, x: torch.Tensor) -> torch.Tensor:
+def per_chunk(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
     """``fn`` over the batch ``x`` chunk by chunk (see ``cpu_chunks``), results concatenated."""
     parts = cpu_chunks(x)
     return fn(parts[0]) if len(parts) == 1 else torch.cat([fn(part) for part in parts])
@@ -128,7 +129,7 @@ def separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, border: st
 
     One fused multiply-add of a shifted view per tap, a few images at a time, in the images' own
     NHWC layout (a shift along H or W moves whole contiguous runs of W * C or C values): measured
-    2-4x faster on CPU than a depthwise conv2d or banded matmuls for these short kernels.
+    1.5-5x faster on CPU than a depthwise conv2d or dense banded matmuls for these short kernels.
     """
     kx, ky = np.ravel(kx), np.ravel(ky)
     return per_chunk(lambda part: _correlate(_correlate(part, kx, 2, border), ky, 1, border), x)

@@ -13,10 +13,9 @@ import numpy as np
 import torch
 from albumentations.augmentations.geometric import functional as agf
 
-from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, pixel_grid, remap, separable_filter, separable_remap
+from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, pixel_grid, remap, separable_filter, separable_remap, size_scale
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
-from corruptions.spec import REFERENCE_SIZE
 from corruptions.kernels.geometric import ElasticParams, GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
 
 
@@ -84,8 +83,9 @@ def grid_distortion(images: torch.Tensor, p: GridDistortionParams, b: DeviceBatc
         steps_y = list(record(rng, "steps_y", 1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1)))
         norm = agf.normalize_grid_distortion_steps((h, w), p.num_steps, steps_x, steps_y)
         # albumentations' grid is a meshgrid of one x and one y profile: only the profiles are built on the host
-        map_x, map_y = agf.generate_grid((1, w), norm["steps_x"], [1.0] * (p.num_steps + 1), p.num_steps)
-        _, map_y = agf.generate_grid((h, 1), [1.0] * (p.num_steps + 1), norm["steps_y"], p.num_steps)
+        even = [1.0] * (p.num_steps + 1)
+        map_x, _ = agf.generate_grid((1, w), norm["steps_x"], even, p.num_steps)
+        _, map_y = agf.generate_grid((h, 1), even, norm["steps_y"], p.num_steps)
         axes_x.append(map_x[0])
         axes_y.append(map_y[:, 0])
     xx = torch.from_numpy(np.stack(axes_x)).to(images.device)
@@ -107,7 +107,7 @@ def lens_distortion(images: torch.Tensor, p: LensDistortionParams, b: DeviceBatc
 @device_kernel("elastic", exact=False, note="displacement noise drawn from a torch generator per image")
 def elastic(images: torch.Tensor, p: ElasticParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
-    s = min(h, w) / REFERENCE_SIZE
+    s = size_scale(images)
     sigma = max(p.sigma * s, 0.5)
     # cv2.GaussianBlur on float32 noise sizes its kernel 2 * round(4 sigma) + 1 (not 3 sigma as for uint8)
     taps = cv2.getGaussianKernel(int(round(sigma * 4 * 2 + 1)) | 1, sigma).ravel()
