@@ -32,16 +32,19 @@ def vertical_flip(images: torch.Tensor, p: NoParams, b: DeviceBatch) -> torch.Te
 def _warp(images: torch.Tensor, inverse: np.ndarray, border: str) -> torch.Tensor:
     """Warp (N, H, W, C) uint8 with per-image (N, 3, 3) (or one (3, 3)) dst->src homographies."""
     n, h, w, _ = images.shape
-    xs, ys = pixel_grid(h, w, images.device)
     m = torch.as_tensor(np.broadcast_to(inverse, (n, 3, 3)).copy(), dtype=torch.float64, device=images.device)
-    # float64 for the projective division: cv2 computes source coordinates in double
-    xd, yd = xs.double()[None], ys.double()[None]
+    # float64 as cv2.warpPerspective: each row of the homography is a column term plus a row term,
+    # so only the sums are full-size; cv2 then rounds num * (32 / den) to 1/32 pixel
+    xd = torch.arange(w, dtype=torch.float64, device=images.device).view(1, 1, w)
+    yd = torch.arange(h, dtype=torch.float64, device=images.device).view(1, h, 1)
     coef = m[:, :, :, None, None]
-    den = coef[:, 2, 0] * xd + coef[:, 2, 1] * yd + coef[:, 2, 2]
-    map_x = (coef[:, 0, 0] * xd + coef[:, 0, 1] * yd + coef[:, 0, 2]) / den
-    map_y = (coef[:, 1, 0] * xd + coef[:, 1, 1] * yd + coef[:, 1, 2]) / den
-    # cv2 rounds the double coordinates to 1/32 pixel; rounding after a cast to float32 would move ties
-    map_x, map_y = torch.round(map_x * 32) / 32, torch.round(map_y * 32) / 32
+
+    def row(i: int) -> torch.Tensor:
+        return coef[:, i, 0] * xd + (coef[:, i, 1] * yd + coef[:, i, 2])
+
+    scale = row(2).reciprocal_().mul_(32)
+    map_x = row(0).mul_(scale).round_().div_(32)
+    map_y = row(1).mul_(scale).round_().div_(32)
     return nhwc_uint8(remap(nchw(images), map_x.float(), map_y.float(), border))
 
 
