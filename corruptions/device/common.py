@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -71,19 +72,76 @@ def rgb_to_grey(images: torch.Tensor) -> torch.Tensor:
     return grey.to(torch.uint8)[..., None]
 
 
-def filter2d(x: torch.Tensor, kernel: np.ndarray) -> torch.Tensor:
-    """cv2.filter2D (correlation, anchor at the centre, BORDER_REFLECT_101) of (N, C, H, W) float."""
-    kh, kw = kernel.shape
-    c = x.shape[1]
-    weight = torch.as_tensor(np.ascontiguousarray(kernel), dtype=x.dtype, device=x.device).expand(c, 1, kh, kw)
-    padded = F.pad(x, (kw // 2, kw // 2, kh // 2, kh // 2), mode="reflect")  # reflect = cv2 BORDER_REFLECT_101
-    return F.conv2d(padded, weight, groups=c)
+#: images per step on CPU where a filter makes many passes over its input: a few images' float
+#: planes stay in the L2 cache across the passes, where a whole batch streams from memory each time
+CPU_CHUNK = 2
 
 
-def separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray) -> torch.Tensor:
-    """Row then column 1-D correlation of (N, C, H, W) float with BORDER_REFLECT_101."""
-    x = filter2d(x, kx.reshape(1, -1))
-    return filter2d(x, ky.reshape(-1, 1))
+def cpu_chunks(x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The batch in cache-sized pieces on CPU, whole on a GPU (which wants the biggest launches)."""
+    return x.split(CPU_CHUNK) if x.device.type == "cpu" else (x,)
+
+
+def per_chunk(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``fn`` over the batch ``x`` chunk by chunk (see ``cpu_chunks``), results concatenated."""
+    parts = cpu_chunks(x)
+    return fn(parts[0]) if len(parts) == 1 else torch.cat([fn(part) for part in parts])
+
+
+def filter2d(x: torch.Tensor, kernel: np.ndarray, border: str = "reflect101") -> torch.Tensor:
+    """cv2.filter2D (correlation, anchor at the centre) of (N, H, W, C) float, border "reflect101"
+    (cv2's default BORDER_REFLECT_101) or "replicate".
+
+    The kernel is split by SVD into the few separable passes that reproduce it to a small
+    fraction of a grey level (a disk has rank ~5): cheaper on CPU than a dense depthwise conv.
+    """
+    u, s, vt = np.linalg.svd(np.asarray(kernel, np.float64))
+    # worst-case output change (grey levels) of dropping the terms from each rank on
+    tail = np.cumsum((s * np.abs(u).sum(0) * np.abs(vt).sum(1))[::-1])[::-1] * 255
+    rank = max(1, int(np.argmax(np.append(tail, 0.0) < 0.01)))
+    out = separable_filter(x, vt[0] * s[0], u[:, 0], border)
+    for k in range(1, rank):
+        out.add_(separable_filter(x, vt[k] * s[k], u[:, k], border))
+    return out
+
+
+def pad(x: torch.Tensor, dim: int, r: int, border: str) -> torch.Tensor:
+    """``x`` extended by ``r`` pixels on both sides of ``dim`` by the border rule (one copy, any layout)."""
+    n = x.shape[dim]
+    lo = _border_index(torch.arange(-r, 0, device=x.device), n, border)
+    hi = _border_index(torch.arange(n, n + r, device=x.device), n, border)
+    return torch.cat([x.index_select(dim, lo), x, x.index_select(dim, hi)], dim=dim)
+
+
+def _correlate(x: torch.Tensor, taps: np.ndarray, dim: int, border: str) -> torch.Tensor:
+    """1-D correlation of ``x`` along ``dim``, anchor at the centre."""
+    r = len(taps) // 2
+    n = x.shape[dim]
+    padded = pad(x, dim, r, border)
+    out = padded.narrow(dim, 0, n) * float(taps[0])
+    for k in range(1, len(taps)):
+        out.add_(padded.narrow(dim, k, n), alpha=float(taps[k]))
+    return out
+
+
+def separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, border: str = "reflect101") -> torch.Tensor:
+    """Row then column 1-D correlation of (N, H, W, C) float (border as ``filter2d``).
+
+    One fused multiply-add of a shifted view per tap, a few images at a time, in the images' own
+    NHWC layout (a shift along H or W moves whole contiguous runs of W * C or C values): measured
+    1.5-5x faster on CPU than a depthwise conv2d or dense banded matmuls for these short kernels.
+    """
+    kx, ky = np.ravel(kx), np.ravel(ky)
+    return per_chunk(lambda part: _correlate(_correlate(part, kx, 2, border), ky, 1, border), x)
+
+
+def _border_index(i: torch.Tensor, n: int, border: str) -> torch.Tensor:
+    """Source index of (possibly out-of-range) integer positions ``i`` along a side of ``n`` pixels."""
+    if border == "replicate":
+        return i.clamp(0, n - 1)
+    period = max(2 * n - 2, 1)  # reflect101: ... 2 1 | 0 1 2 ... n-1 | n-2 ...
+    i = i.abs().remainder(period)
+    return torch.where(i >= n, period - i, i)
 
 
 def remap(x: torch.Tensor, map_x: torch.Tensor, map_y: torch.Tensor, border: str) -> torch.Tensor:
@@ -103,6 +161,39 @@ def remap(x: torch.Tensor, map_x: torch.Tensor, map_y: torch.Tensor, border: str
     # grid_sample's reflection with align_corners=True mirrors about the edge pixel centres: BORDER_REFLECT_101
     padding = {"constant": "zeros", "replicate": "border", "reflect101": "reflection"}[border]
     return F.grid_sample(x, grid.to(x.dtype), mode="bilinear", padding_mode=padding, align_corners=True)
+
+
+def _linear_axis(coords: torch.Tensor, n: int, border: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """cv2.remap's taps along one axis: the two source indices (border applied) and the 1/32 weight of the second."""
+    fixed = torch.round(coords * 32).to(torch.int64)  # cv2's INTER_BITS = 5
+    i0 = fixed >> 5
+    return _border_index(i0, n, border), _border_index(i0 + 1, n, border), (fixed & 31).to(torch.int32)
+
+
+def separable_remap(images: torch.Tensor, xx: torch.Tensor, yy: torch.Tensor, border: str) -> torch.Tensor:
+    """cv2.remap(INTER_LINEAR) of (N, H, W, C) uint8 with maps that vary along one axis each:
+    map_x[y, x] = xx[:, x], map_y[y, x] = yy[:, y] ((N, W') and (N, H') float32; "replicate" or "reflect101").
+
+    Bilinear sampling is then a row gather and blend followed by a column gather and blend, in
+    cv2's fixed point (1/32 pixel, weights summing to 1024, floored after adding half), so the
+    result is cv2's to the bit.
+    """
+    n, h, w, c = images.shape
+    y0, y1, fy = _linear_axis(yy, h, border)
+    x0, x1, fx = _linear_axis(xx, w, border)
+    rows = images.reshape(n * h, w * c)
+    base = (torch.arange(n, device=images.device) * h)[:, None]
+    fy = fy[..., None]
+    # rows blended in 1/32 steps: at most 255 * 32, exact in int32
+    blended = rows.index_select(0, (y0 + base).reshape(-1)).view(n, -1, w * c).to(torch.int32).mul_(32 - fy)
+    blended += rows.index_select(0, (y1 + base).reshape(-1)).view(n, -1, w * c).to(torch.int32).mul_(fy)
+    blended = blended.view(n, -1, w, c)
+    shape = (n, blended.shape[1], xx.shape[1], c)
+    left = torch.gather(blended, 2, x0.view(n, 1, -1, 1).expand(shape))
+    right = torch.gather(blended, 2, x1.view(n, 1, -1, 1).expand(shape))
+    fx = fx.view(n, 1, -1, 1)
+    out = left.mul_(32 - fx).add_(right.mul_(fx)).add_(512).bitwise_right_shift_(10)
+    return out.to(torch.uint8)
 
 
 def pixel_grid(h: int, w: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,10 +13,10 @@ import numpy as np
 import torch
 from albumentations.augmentations.geometric import functional as agf
 
-from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, pixel_grid, remap
+from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, pixel_grid, remap, separable_filter, separable_remap, size_scale
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
-from corruptions.kernels.geometric import GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
+from corruptions.kernels.geometric import ElasticParams, GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
 
 
 @device_kernel("horizontal_flip", exact=True)
@@ -32,16 +32,19 @@ def vertical_flip(images: torch.Tensor, p: NoParams, b: DeviceBatch) -> torch.Te
 def _warp(images: torch.Tensor, inverse: np.ndarray, border: str) -> torch.Tensor:
     """Warp (N, H, W, C) uint8 with per-image (N, 3, 3) (or one (3, 3)) dst->src homographies."""
     n, h, w, _ = images.shape
-    xs, ys = pixel_grid(h, w, images.device)
     m = torch.as_tensor(np.broadcast_to(inverse, (n, 3, 3)).copy(), dtype=torch.float64, device=images.device)
-    # float64 for the projective division: cv2 computes source coordinates in double
-    xd, yd = xs.double()[None], ys.double()[None]
+    # float64 as cv2.warpPerspective: each row of the homography is a column term plus a row term,
+    # so only the sums are full-size; cv2 then rounds num * (32 / den) to 1/32 pixel
+    xd = torch.arange(w, dtype=torch.float64, device=images.device).view(1, 1, w)
+    yd = torch.arange(h, dtype=torch.float64, device=images.device).view(1, h, 1)
     coef = m[:, :, :, None, None]
-    den = coef[:, 2, 0] * xd + coef[:, 2, 1] * yd + coef[:, 2, 2]
-    map_x = (coef[:, 0, 0] * xd + coef[:, 0, 1] * yd + coef[:, 0, 2]) / den
-    map_y = (coef[:, 1, 0] * xd + coef[:, 1, 1] * yd + coef[:, 1, 2]) / den
-    # cv2 rounds the double coordinates to 1/32 pixel; rounding after a cast to float32 would move ties
-    map_x, map_y = torch.round(map_x * 32) / 32, torch.round(map_y * 32) / 32
+
+    def row(i: int) -> torch.Tensor:
+        return coef[:, i, 0] * xd + (coef[:, i, 1] * yd + coef[:, i, 2])
+
+    scale = row(2).reciprocal_().mul_(32)
+    map_x = row(0).mul_(scale).round_().div_(32)
+    map_y = row(1).mul_(scale).round_().div_(32)
     return nhwc_uint8(remap(nchw(images), map_x.float(), map_y.float(), border))
 
 
@@ -77,17 +80,20 @@ def perspective(images: torch.Tensor, p: PerspectiveParams, b: DeviceBatch) -> t
 @device_kernel("grid_distortion", exact=True, note="grid steps drawn from the CPU kernel's numpy streams")
 def grid_distortion(images: torch.Tensor, p: GridDistortionParams, b: DeviceBatch) -> torch.Tensor:
     h, w = images.shape[1:3]
-    maps_x, maps_y = [], []
+    axes_x, axes_y = [], []
     for rng in b.rngs:
         steps_x = list(record(rng, "steps_x", 1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1)))
         steps_y = list(record(rng, "steps_y", 1.0 + rng.uniform(-p.distort_limit, p.distort_limit, p.num_steps + 1)))
         norm = agf.normalize_grid_distortion_steps((h, w), p.num_steps, steps_x, steps_y)
-        map_x, map_y = agf.generate_grid((h, w), norm["steps_x"], norm["steps_y"], p.num_steps)
-        maps_x.append(map_x)
-        maps_y.append(map_y)
-    mx = torch.from_numpy(np.stack(maps_x).astype(np.float32)).to(images.device)
-    my = torch.from_numpy(np.stack(maps_y).astype(np.float32)).to(images.device)
-    return nhwc_uint8(remap(nchw(images), mx, my, "reflect101"))
+        # albumentations' grid is a meshgrid of one x and one y profile: only the profiles are built on the host
+        even = [1.0] * (p.num_steps + 1)
+        map_x, _ = agf.generate_grid((1, w), norm["steps_x"], even, p.num_steps)
+        _, map_y = agf.generate_grid((h, 1), even, norm["steps_y"], p.num_steps)
+        axes_x.append(map_x[0])
+        axes_y.append(map_y[:, 0])
+    xx = torch.from_numpy(np.stack(axes_x)).to(images.device)
+    yy = torch.from_numpy(np.stack(axes_y)).to(images.device)
+    return separable_remap(images, xx, yy, "reflect101")
 
 
 @lru_cache(maxsize=32)
@@ -99,3 +105,18 @@ def _lens_maps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
 def lens_distortion(images: torch.Tensor, p: LensDistortionParams, b: DeviceBatch) -> torch.Tensor:
     mx, my = (torch.from_numpy(m).to(images.device)[None] for m in _lens_maps(images.shape[1], images.shape[2], p.k))
     return nhwc_uint8(remap(nchw(images), mx, my, "constant"))
+
+
+@device_kernel("elastic", exact=False, note="displacement noise drawn from a torch generator per image")
+def elastic(images: torch.Tensor, p: ElasticParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, _ = images.shape
+    s = size_scale(images)
+    sigma = max(p.sigma * s, 0.5)
+    # cv2.GaussianBlur on float32 noise sizes its kernel 2 * round(4 sigma) + 1 (not 3 sigma as for uint8)
+    taps = cv2.getGaussianKernel(int(round(sigma * 4 * 2 + 1)) | 1, sigma).ravel()
+    noise = b.rand((h, w, 2)).mul_(2.0).sub_(1.0)  # the x and y fields as the channels of one image
+    smooth = separable_filter(noise, taps, taps)
+    rms = smooth.double().square().mean(dim=(1, 2), keepdim=True).sqrt().clamp_(min=1e-8)
+    fields = smooth * (p.alpha * s / rms).float()
+    xs, ys = pixel_grid(h, w, images.device)
+    return nhwc_uint8(remap(nchw(images), xs + fields[..., 0], ys + fields[..., 1], "reflect101"))
