@@ -110,3 +110,28 @@ def pixel_grid(h: int, w: int, device: torch.device) -> tuple[torch.Tensor, torc
     ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float32, device=device),
                             torch.arange(w, dtype=torch.float32, device=device), indexing="ij")
     return xs, ys
+
+
+def pair_index(hi: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
+    """Flat int32 index ``hi * 256 + lo`` of two uint8 tensors into a 256 x 256 lookup table.
+
+    int32 (not int64) halves the memory the index costs; index_select accepts it.
+    """
+    return torch.add(lo.to(torch.int32), hi.to(torch.int32), alpha=256)
+
+
+def lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``table[index]`` for a 1-D table and an int32/int64 index of any shape (index_select: the fast gather on CPU)."""
+    return table.index_select(0, index.reshape(-1)).view(index.shape)
+
+
+def add_clamped(images: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """uint8 ``clip(images + offset, 0, 255)`` for an integer offset that broadcasts against ``images``.
+
+    Clamping first to the range whose sum stays in [0, 255] lets the addition run in uint8
+    (wrapping modulo 256 is then exact), instead of widening every value to int16 and back.
+    """
+    off = offset.to(torch.int16)
+    lo = (-off).clamp_(0, 255).to(torch.uint8)
+    hi = (255 - off).clamp_(0, 255).to(torch.uint8)
+    return images.clamp(lo, hi).add_(off.remainder(256).to(torch.uint8))
