@@ -11,7 +11,55 @@ import torch
 from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, remap, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
-from corruptions.kernels.sensor import ChromaticAberrationParams, LowLightParams, RowNoiseParams, VignettingParams
+from corruptions.kernels.sensor import ChromaticAberrationParams, IsoNoiseParams, LowLightParams, RowNoiseParams, VignettingParams
+
+
+def poisson_small(lam: np.ndarray, b: DeviceBatch, shape: tuple[int, ...]) -> torch.Tensor:
+    """(N, *shape) Poisson counts, image i with mean ``lam[i]`` (small, one per image), by inverting the CDF of one uniform per value."""
+    lam = np.asarray(lam, dtype=np.float64)
+    top = int(np.ceil(lam.max() + 12 * np.sqrt(lam.max()) + 12))  # beyond it the tail is below 1e-12
+    k = np.arange(top)
+    pmf = np.exp(-lam[:, None] + k * np.log(np.maximum(lam[:, None], 1e-300)) - np.cumsum(np.log(np.maximum(k, 1)))[None, :])
+    cdf = torch.from_numpy(np.cumsum(pmf, axis=1).astype(np.float32)).to(b.device)
+    u = b.rand(shape)
+    counts = torch.zeros_like(u)
+    view = (-1,) + (1,) * len(shape)
+    for j in range(top - 1):
+        counts.add_(u > cdf[:, j].view(view))
+    return counts
+
+
+def _hls_channel(light: torch.Tensor, half: torch.Tensor, hue: torch.Tensor, shift: float) -> torch.Tensor:
+    """One RGB channel of HLS (hue in degrees, half the chroma): L - half * clip(min(k - 3, 9 - k), -1, 1), k = (shift + H / 30) mod 12."""
+    k = torch.remainder(hue / 30.0 + shift, 12.0)
+    return light - half * torch.minimum(k - 3, 9 - k).clamp_(-1, 1)
+
+
+@device_kernel("iso_noise", exact=False, note="albumentations' HLS formulas in torch; Poisson and hue noise from torch generators")
+def iso_noise(images: torch.Tensor, p: IsoNoiseParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, _ = images.shape
+    x = images.float().mul_(np.float32(1 / 255.0))
+    r, g, bl = x.unbind(-1)
+    hi = images.amax(dim=-1).float().mul_(np.float32(1 / 255.0))
+    lo = images.amin(dim=-1).float().mul_(np.float32(1 / 255.0))
+    light = (hi + lo).mul_(0.5)
+    chroma = hi - lo
+    safe = torch.where(chroma > 0, chroma, 1.0)
+    # hue in sextants (cv2's order of cases: red is the maximum first, then green)
+    hue = torch.where(hi == r, (g - bl) / safe, torch.where(hi == g, (bl - r) / safe + 2, (r - g) / safe + 4))
+    hue = torch.where(chroma > 0, hue.mul_(60.0), 0.0)
+    # the chroma half-width of HLS: S * min(L, 1 - L), which is half the chroma
+    half = chroma.mul_(0.5)
+    std = light.view(n, -1).std(dim=1, unbiased=False).double().cpu().numpy()
+    counts = poisson_small(std * p.intensity, b, (h, w))
+    hue.add_(b.randn((h, w)).mul_(p.color_shift * p.intensity))
+    new_light = counts.mul_(p.intensity).mul_(1 - light).add_(light).clamp_(0, 1)
+    # HLS -> RGB with hue and saturation kept: the half-width scales with min(L, 1 - L)
+    old_room = torch.minimum(light, 1 - light)
+    ratio = torch.where(old_room > 0, torch.minimum(new_light, 1 - new_light) / old_room.clamp_(min=1e-12), 0.0)
+    half.mul_(ratio)
+    out = torch.stack([_hls_channel(new_light, half, hue, shift) for shift in (0.0, 8.0, 4.0)], dim=-1)
+    return to_uint8(out.clamp_(0, 1).mul_(255.0))
 
 
 @device_kernel("low_light", exact=False)
