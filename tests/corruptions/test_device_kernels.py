@@ -87,13 +87,15 @@ def _change(clean: np.ndarray, out: np.ndarray) -> tuple[float, float, float]:
 @pytest.mark.parametrize("name", RANDOM)
 @pytest.mark.parametrize("severity", [1, 4])
 def test_random_kernels_draw_the_same_distribution(photo: Callable[..., np.ndarray], name: str, severity: int) -> None:
-    clean = np.stack([photo(96, 96), photo(96, 96, "flower.jpg"), photo(192, 192)[40:136, 60:156]])
-    seeds = [101, 102, 103]
+    # three photographs, four seeds each: sparse noise (iso_noise at severity 1 hits ~0.8% of the pixels)
+    # changes std by ~5% between seeds on one generator on three images; twelve halve that
+    clean = np.tile(np.stack([photo(96, 96), photo(96, 96, "flower.jpg"), photo(192, 192)[40:136, 60:156]]), (4, 1, 1, 1))
+    seeds = list(range(101, 113))
     cpu_mean, cpu_std, cpu_ssim = _change(clean, corruptions.corrupt_batch(clean, name, severity=severity, seeds=seeds))
     dev_mean, dev_std, dev_ssim = _change(clean, device.corrupt_batch(clean, name, severity=severity, seeds=seeds).numpy())
     assert cpu_std > 2  # the corruption changes the images, so the comparison says something
     assert abs(dev_mean - cpu_mean) <= 1.0
-    # 5%: sparse noise (salt and pepper hits ~2,000 pixels here) varies by ~2% between seeds on one generator
+    # 5%: sparse noise (salt and pepper hits ~8,000 pixels here) varies by ~1% between seeds on one generator
     assert abs(dev_std - cpu_std) <= 0.05 * cpu_std
     assert abs(dev_ssim - cpu_ssim) <= 0.02
 
