@@ -37,11 +37,38 @@ class DeviceBatch:
 
     def randn(self, shape: tuple[int, ...]) -> torch.Tensor:
         """(N, *shape) standard normal float32, image i from its own generator."""
-        return torch.stack([torch.randn(shape, generator=self.generator(i), device=self.device) for i in range(len(self.seeds))])
+        out = torch.empty((len(self.seeds), *shape), device=self.device)
+        for i, field in enumerate(out):
+            field.normal_(generator=self.generator(i))  # into the batch tensor: no per-image tensors to stack
+        return out
 
     def rand(self, shape: tuple[int, ...]) -> torch.Tensor:
         """(N, *shape) uniform [0, 1) float32, image i from its own generator."""
-        return torch.stack([torch.rand(shape, generator=self.generator(i), device=self.device) for i in range(len(self.seeds))])
+        out = torch.empty((len(self.seeds), *shape), device=self.device)
+        for i, field in enumerate(out):
+            field.uniform_(generator=self.generator(i))
+        return out
+
+
+    def uniform15(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """(N, *shape) int16 uniform on [0, 2**15), image i from its own generator: a uniform in 1/32768 steps.
+
+        For masks (``u < amount``): one 64-bit draw fills four values, several times fewer draws
+        than ``rand``, whose float32 draws cost ~3x numpy's on a CPU. The hit probability
+        becomes round(amount * 2**15) / 2**15, within 1.5e-5 of ``amount`` (see ``below``).
+        """
+        count = int(np.prod(shape))
+        words = torch.empty((len(self.seeds), -(-count // 4)), dtype=torch.int64, device=self.device)
+        for i, row in enumerate(words):
+            row.random_(generator=self.generator(i))  # [0, 2**63): the top bit of every fourth int16 is 0
+        lanes = words.view(torch.int16)
+        lanes = lanes if lanes.shape[1] == count else lanes[:, :count].contiguous()
+        return lanes.bitwise_and_(0x7FFF).view(len(self.seeds), *shape)
+
+
+def below(u15: torch.Tensor, probability: float) -> torch.Tensor:
+    """``u < probability`` for ``DeviceBatch.uniform15`` values (probability rounded to 1/32768)."""
+    return u15 < int(round(probability * (1 << 15)))
 
 
 def size_scale(images: torch.Tensor) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from corruptions.device.common import DeviceBatch, to_uint8
+from corruptions.device.common import DeviceBatch, below, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.kernels.noise import GaussianNoiseParams, ImpulseNoiseParams, SaltPepperParams, ShotNoiseParams, SpeckleNoiseParams
 
@@ -24,22 +24,22 @@ def shot_noise(images: torch.Tensor, p: ShotNoiseParams, b: DeviceBatch) -> torc
 
 @device_kernel("impulse_noise", exact=False)
 def impulse_noise(images: torch.Tensor, p: ImpulseNoiseParams, b: DeviceBatch) -> torch.Tensor:
-    u = b.rand(tuple(images.shape[1:]))
+    u = b.uniform15(tuple(images.shape[1:]))
     # u < amount/2: white, amount/2 <= u < amount: black (the CPU kernel's split of the same uniform)
-    out = images.masked_fill(u < p.amount, 0)
-    return out.masked_fill_(u < p.amount / 2, 255)
+    out = images.masked_fill(below(u, p.amount), 0)
+    return out.masked_fill_(below(u, p.amount / 2), 255)
 
 
 @device_kernel("speckle_noise", exact=False)
 def speckle_noise(images: torch.Tensor, p: SpeckleNoiseParams, b: DeviceBatch) -> torch.Tensor:
-    x = images.float()
     noise = b.randn(tuple(images.shape[1:]))
-    return to_uint8(noise.mul_(p.sigma).mul_(x).add_(x))
+    # x + x * noise * sigma as x * (1 + sigma * noise), in place on the noise: one float tensor, not three
+    return to_uint8(noise.mul_(p.sigma).add_(1.0).mul_(images))
 
 
 @device_kernel("salt_and_pepper", exact=False)
 def salt_and_pepper(images: torch.Tensor, p: SaltPepperParams, b: DeviceBatch) -> torch.Tensor:
-    u = b.rand(tuple(images.shape[1:3]))[..., None]  # one draw per pixel: all channels together
-    salt = u < p.amount * p.salt_ratio
-    pepper = ~salt & (u < p.amount)
+    u = b.uniform15(tuple(images.shape[1:3]))[..., None]  # one draw per pixel: all channels together
+    salt = below(u, p.amount * p.salt_ratio)
+    pepper = below(u, p.amount).logical_xor_(salt)  # salt is a subset of u < amount
     return images.masked_fill(salt, 255).masked_fill_(pepper, 0)

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, remap, to_uint8
+from corruptions.device.common import DeviceBatch, add_clamped, nchw, nhwc_uint8, remap, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels.sensor import ChromaticAberrationParams, IsoNoiseParams, LowLightParams, RowNoiseParams, VignettingParams
@@ -79,7 +79,9 @@ def row_noise(images: torch.Tensor, p: RowNoiseParams, b: DeviceBatch) -> torch.
     rows_t = torch.from_numpy(rows * scale).to(images.device)
     cols_t = torch.from_numpy(cols * (scale * np.float32(0.3))).to(images.device)
     banding = rows_t[:, :, None, None] + cols_t[:, None, :, None]
-    return to_uint8(images.float().add_(banding))
+    # pixels are integers, so rint(x + banding) is x + rint(banding) (but where float32 rounding of
+    # the sum lands on a half): one rounded offset per pixel, added in uint8 to all channels
+    return add_clamped(images, banding.round_())
 
 
 @lru_cache(maxsize=32)
