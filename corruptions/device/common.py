@@ -37,14 +37,14 @@ class DeviceBatch:
 
     def randn(self, shape: tuple[int, ...]) -> torch.Tensor:
         """(N, *shape) standard normal float32, image i from its own generator."""
-        out = torch.empty((len(self.seeds), *shape), device=self.device)
+        out = empty((len(self.seeds), *shape), torch.float32, self.device)
         for i, field in enumerate(out):
             field.normal_(generator=self.generator(i))  # into the batch tensor: no per-image tensors to stack
         return out
 
     def rand(self, shape: tuple[int, ...]) -> torch.Tensor:
         """(N, *shape) uniform [0, 1) float32, image i from its own generator."""
-        out = torch.empty((len(self.seeds), *shape), device=self.device)
+        out = empty((len(self.seeds), *shape), torch.float32, self.device)
         for i, field in enumerate(out):
             field.uniform_(generator=self.generator(i))
         return out
@@ -58,7 +58,7 @@ class DeviceBatch:
         becomes round(amount * 2**15) / 2**15, within 1.5e-5 of ``amount`` (see ``below``).
         """
         count = int(np.prod(shape))
-        words = torch.empty((len(self.seeds), -(-count // 4)), dtype=torch.int64, device=self.device)
+        words = empty((len(self.seeds), -(-count // 4)), torch.int64, self.device)
         for i, row in enumerate(words):
             row.random_(generator=self.generator(i))  # [0, 2**63): the top bit of every fourth int16 is 0
         lanes = words.view(torch.int16)
@@ -76,19 +76,42 @@ def size_scale(images: torch.Tensor) -> float:
     return min(images.shape[1], images.shape[2]) / REFERENCE_SIZE
 
 
+_NUMPY_DTYPES = {torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64, torch.float32: np.float32}
+
+
+def empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.empty``; on a CPU, memory from numpy's allocator.
+
+    numpy asks Linux for transparent huge pages for large arrays; torch's CPU allocator does so
+    only under THP_MEM_ALLOC_ENABLE=1. A batch (40 MB at 256 x 224 x 224 x 3) is fresh memory
+    every call, and first touching it in 4 KB pages costs ~5x the kernel's own work on uint8.
+    """
+    if device.type == "cpu" and dtype in _NUMPY_DTYPES:
+        return torch.from_numpy(np.empty(shape, dtype=_NUMPY_DTYPES[dtype]))
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def as_float(images: torch.Tensor) -> torch.Tensor:
+    """float32 copy of a tensor (same shape, contiguous) in memory from ``empty``."""
+    return empty(tuple(images.shape), torch.float32, images.device).copy_(images)
+
+
 def to_uint8(x: torch.Tensor) -> torch.Tensor:
-    """Round half to even (as numpy's rint) and clip into uint8."""
-    return x.round_().clamp_(0, 255).to(torch.uint8)
+    """Round half to even (as numpy's rint) and clip into uint8 (contiguous, in memory from ``empty``)."""
+    return empty(tuple(x.shape), torch.uint8, x.device).copy_(x.round_().clamp_(0, 255))
 
 
 def nchw(images: torch.Tensor) -> torch.Tensor:
-    """(N, H, W, C) uint8 -> (N, C, H, W) float32."""
-    return images.permute(0, 3, 1, 2).float()
+    """(N, H, W, C) uint8 -> (N, C, H, W) float32 (a view of channels-last memory, as ``permute().float()`` gives)."""
+    return as_float(images).permute(0, 3, 1, 2)
 
 
 def nhwc_uint8(x: torch.Tensor) -> torch.Tensor:
     """(N, C, H, W) float -> (N, H, W, C) uint8, rounded, contiguous."""
-    return to_uint8(x).permute(0, 2, 3, 1).contiguous()
+    n, c, h, w = x.shape
+    out = empty((n, h, w, c), torch.uint8, x.device)
+    out.permute(0, 3, 1, 2).copy_(x.round_().clamp_(0, 255))
+    return out
 
 
 def rgb_to_grey(images: torch.Tensor) -> torch.Tensor:
@@ -144,12 +167,14 @@ def pair_index(hi: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
 
     int32 (not int64) halves the memory the index costs; index_select accepts it.
     """
-    return torch.add(lo.to(torch.int32), hi.to(torch.int32), alpha=256)
+    shape = torch.broadcast_shapes(hi.shape, lo.shape)
+    return torch.add(lo, hi.to(torch.int32), alpha=256, out=empty(tuple(shape), torch.int32, lo.device))
 
 
 def lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``table[index]`` for a 1-D table and an int32/int64 index of any shape (index_select: the fast gather on CPU)."""
-    return table.index_select(0, index.reshape(-1)).view(index.shape)
+    out = empty((index.numel(),), table.dtype, table.device)
+    return torch.index_select(table, 0, index.reshape(-1), out=out).view(index.shape)
 
 
 def add_clamped(images: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
@@ -161,4 +186,5 @@ def add_clamped(images: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     off = offset.to(torch.int16)
     lo = (-off).clamp_(0, 255).to(torch.uint8)
     hi = (255 - off).clamp_(0, 255).to(torch.uint8)
-    return images.clamp(lo, hi).add_(off.remainder(256).to(torch.uint8))
+    out = torch.clamp(images, lo, hi, out=empty(tuple(images.shape), torch.uint8, images.device))
+    return out.add_(off.remainder(256).to(torch.uint8))

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch
+from corruptions.device.common import DeviceBatch, empty
 from corruptions.device.registry import device_kernel
 from corruptions.kernels.digital import JpegParams, PixelateParams, PosterizeParams, jpeg_compression
 
@@ -26,7 +26,7 @@ _PIL_BITS = 22
 @device_kernel("posterize", exact=True)
 def posterize(images: torch.Tensor, p: PosterizeParams, b: DeviceBatch) -> torch.Tensor:
     mask = torch.tensor((0xFF << (8 - p.bits)) & 0xFF, dtype=torch.uint8, device=images.device)
-    return torch.bitwise_and(images, mask)
+    return torch.bitwise_and(images, mask, out=empty(tuple(images.shape), torch.uint8, images.device))
 
 
 @lru_cache(maxsize=64)
@@ -85,7 +85,8 @@ def pixelate(images: torch.Tensor, p: PixelateParams, b: DeviceBatch) -> torch.T
     rows = torch.from_numpy(_nearest_exact_index(oh, h)).to(images.device)
     cols = torch.from_numpy(_nearest_exact_index(ow, w)).to(images.device)
     flat = (rows[:, None] * ow + cols[None, :]).reshape(-1)
-    return small.reshape(n, oh * ow, c).index_select(1, flat).view(n, h, w, c)
+    out = empty((n, h * w, c), torch.uint8, images.device)
+    return torch.index_select(small.reshape(n, oh * ow, c), 1, flat, out=out).view(n, h, w, c)
 
 
 def torchvision_jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from corruptions.device.common import DeviceBatch, below, to_uint8
+from corruptions.device.common import DeviceBatch, as_float, below, empty, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.kernels.noise import GaussianNoiseParams, ImpulseNoiseParams, SaltPepperParams, ShotNoiseParams, SpeckleNoiseParams
 
@@ -17,8 +17,10 @@ def gaussian_noise(images: torch.Tensor, p: GaussianNoiseParams, b: DeviceBatch)
 
 @device_kernel("shot_noise", exact=False)
 def shot_noise(images: torch.Tensor, p: ShotNoiseParams, b: DeviceBatch) -> torch.Tensor:
-    lam = images.float() * (p.photons / 255.0)
-    counts = torch.stack([torch.poisson(lam[i], generator=b.generator(i)) for i in range(len(b.seeds))])
+    lam = as_float(images).mul_(p.photons / 255.0)
+    counts = empty(tuple(lam.shape), torch.float32, lam.device)
+    for i, field in enumerate(counts):
+        field.copy_(torch.poisson(lam[i], generator=b.generator(i)))
     return to_uint8(counts.mul_(255.0 / p.photons))
 
 
@@ -26,7 +28,7 @@ def shot_noise(images: torch.Tensor, p: ShotNoiseParams, b: DeviceBatch) -> torc
 def impulse_noise(images: torch.Tensor, p: ImpulseNoiseParams, b: DeviceBatch) -> torch.Tensor:
     u = b.uniform15(tuple(images.shape[1:]))
     # u < amount/2: white, amount/2 <= u < amount: black (the CPU kernel's split of the same uniform)
-    out = images.masked_fill(below(u, p.amount), 0)
+    out = empty(tuple(images.shape), torch.uint8, images.device).copy_(images).masked_fill_(below(u, p.amount), 0)
     return out.masked_fill_(below(u, p.amount / 2), 255)
 
 
@@ -42,4 +44,5 @@ def salt_and_pepper(images: torch.Tensor, p: SaltPepperParams, b: DeviceBatch) -
     u = b.uniform15(tuple(images.shape[1:3]))[..., None]  # one draw per pixel: all channels together
     salt = below(u, p.amount * p.salt_ratio)
     pepper = below(u, p.amount).logical_xor_(salt)  # salt is a subset of u < amount
-    return images.masked_fill(salt, 255).masked_fill_(pepper, 0)
+    out = empty(tuple(images.shape), torch.uint8, images.device).copy_(images)
+    return out.masked_fill_(salt, 255).masked_fill_(pepper, 0)

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, add_clamped, lookup, pair_index, to_uint8
+from corruptions.device.common import DeviceBatch, add_clamped, as_float, lookup, pair_index, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels._common import to_uint8 as np_to_uint8
@@ -50,7 +50,7 @@ def contrast(images: torch.Tensor, p: ContrastParams, b: DeviceBatch) -> torch.T
     means = images.sum(dim=1, dtype=torch.int32).sum(dim=1, dtype=torch.int64).double() / (h * w)
     scale = torch.tensor(p.factor, dtype=torch.float64)
     shift = (means * (1 - scale)).float()[:, None, None, :]
-    return to_uint8(images.float().mul_(np.float32(p.factor)).add_(shift))
+    return to_uint8(as_float(images).mul_(np.float32(p.factor)).add_(shift))
 
 
 @lru_cache(maxsize=16)
@@ -73,8 +73,8 @@ def saturate(images: torch.Tensor, p: SaturateParams, b: DeviceBatch) -> torch.T
     brightest = images.amax(dim=-1, keepdim=True)
     darkest = images.amin(dim=-1, keepdim=True)
     ratio = lookup(torch.from_numpy(_saturation_ratio(p.factor, p.offset)).to(images.device), pair_index(brightest, darkest))
-    v = brightest.float().mul_(_INV255)
-    x = images.float().mul_(_INV255)
+    v = as_float(brightest).mul_(_INV255)
+    x = as_float(images).mul_(_INV255)
     out = torch.sub(v, x, out=x).mul_(ratio).neg_().add_(v)  # v - (v - x) * ratio
     if p.offset > 0:
         # a grey pixel has hue 0 (red) in scikit-image: a positive offset tints it (v, v (1 - s'), v (1 - s'))

@@ -8,63 +8,60 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, add_clamped, nchw, nhwc_uint8, remap, to_uint8
+from corruptions.device.common import DeviceBatch, add_clamped, as_float, empty, nchw, nhwc_uint8, remap, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels.sensor import ChromaticAberrationParams, IsoNoiseParams, LowLightParams, RowNoiseParams, VignettingParams
 
 
 def poisson_small(lam: np.ndarray, b: DeviceBatch, shape: tuple[int, ...]) -> torch.Tensor:
-    """(N, *shape) Poisson counts, image i with mean ``lam[i]`` (small, one per image), by inverting the CDF of one uniform per value."""
-    lam = np.asarray(lam, dtype=np.float64)
-    top = int(np.ceil(lam.max() + 12 * np.sqrt(lam.max()) + 12))  # beyond it the tail is below 1e-12
-    k = np.arange(top)
-    pmf = np.exp(-lam[:, None] + k * np.log(np.maximum(lam[:, None], 1e-300)) - np.cumsum(np.log(np.maximum(k, 1)))[None, :])
-    cdf = torch.from_numpy(np.cumsum(pmf, axis=1).astype(np.float32)).to(b.device)
-    u = b.rand(shape)
-    counts = torch.zeros_like(u)
-    view = (-1,) + (1,) * len(shape)
-    for j in range(top - 1):
-        counts.add_(u > cdf[:, j].view(view))
-    return counts
+    """(N, *shape) int32 Poisson counts, image i with mean ``lam[i]`` (one per image), by inverting the CDF of one uniform per value.
+
+    The CDF runs until the tail left is below 1e-12: beyond it no count of any image is expected.
+    """
+    lam = np.maximum(np.asarray(lam, dtype=np.float64), 0.0)
+    k = np.arange(int(np.ceil(lam.max() + 12 * np.sqrt(lam.max()) + 12)))
+    log_pmf = k * np.log(np.maximum(lam[:, None], 1e-300)) - lam[:, None] - np.cumsum(np.log(np.maximum(k, 1)))[None, :]
+    cdf = torch.from_numpy(np.cumsum(np.exp(log_pmf), axis=1).astype(np.float32)).to(b.device)
+    u = b.rand(shape).view(len(lam), -1)
+    return torch.searchsorted(cdf, u, right=True, out_int32=True).view(len(lam), *shape)
 
 
-def _hls_channel(light: torch.Tensor, half: torch.Tensor, hue: torch.Tensor, shift: float) -> torch.Tensor:
-    """One RGB channel of HLS (hue in degrees, half the chroma): L - half * clip(min(k - 3, 9 - k), -1, 1), k = (shift + H / 30) mod 12."""
-    k = torch.remainder(hue / 30.0 + shift, 12.0)
-    return light - half * torch.minimum(k - 3, 9 - k).clamp_(-1, 1)
+def _hls_channel(light: torch.Tensor, half: torch.Tensor, k: torch.Tensor, shift: float, out: torch.Tensor) -> None:
+    """One RGB channel of HLS into ``out``: L - half * clip(min(k' - 3, 9 - k'), -1, 1), k' = (k + shift) mod 12, k = hue / 30 degrees."""
+    kc = torch.remainder(k + shift, 12.0)
+    slope = torch.minimum(kc - 3, kc.neg_().add_(9), out=kc).clamp_(-1, 1)
+    torch.addcmul(light, half, slope, value=-1.0, out=out)
 
 
 @device_kernel("iso_noise", exact=False, note="albumentations' HLS formulas in torch; Poisson and hue noise from torch generators")
 def iso_noise(images: torch.Tensor, p: IsoNoiseParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
-    x = images.float().mul_(np.float32(1 / 255.0))
-    r, g, bl = x.unbind(-1)
-    hi = images.amax(dim=-1).float().mul_(np.float32(1 / 255.0))
-    lo = images.amin(dim=-1).float().mul_(np.float32(1 / 255.0))
-    light = (hi + lo).mul_(0.5)
+    r, g, bl = (as_float(images[..., c]) for c in range(3))
+    hi = as_float(images.amax(dim=-1))
+    lo = as_float(images.amin(dim=-1))
     chroma = hi - lo
-    safe = torch.where(chroma > 0, chroma, 1.0)
-    # hue in sextants (cv2's order of cases: red is the maximum first, then green)
-    hue = torch.where(hi == r, (g - bl) / safe, torch.where(hi == g, (bl - r) / safe + 2, (r - g) / safe + 4))
-    hue = torch.where(chroma > 0, hue.mul_(60.0), 0.0)
-    # the chroma half-width of HLS: S * min(L, 1 - L), which is half the chroma
-    half = chroma.mul_(0.5)
+    safe = chroma.clamp(min=1.0)  # integer levels: chroma 0 means grey, where every branch below gives hue 0
+    # hue / 30 degrees, cv2's order of cases (red is the maximum first, then green): 2 per sextant
+    k = torch.where(hi == r, (g - bl).div_(safe), torch.where(hi == g, (bl - r).div_(safe).add_(2), (r - g).div_(safe).add_(4)))
+    k.mul_(2.0).add_(b.randn((h, w)).mul_(p.color_shift * p.intensity / 30.0))
+    light = hi.add_(lo).mul_(0.5 / 255.0)
     std = light.view(n, -1).std(dim=1, unbiased=False).double().cpu().numpy()
     counts = poisson_small(std * p.intensity, b, (h, w))
-    hue.add_(b.randn((h, w)).mul_(p.color_shift * p.intensity))
-    new_light = counts.mul_(p.intensity).mul_(1 - light).add_(light).clamp_(0, 1)
-    # HLS -> RGB with hue and saturation kept: the half-width scales with min(L, 1 - L)
-    old_room = torch.minimum(light, 1 - light)
-    ratio = torch.where(old_room > 0, torch.minimum(new_light, 1 - new_light) / old_room.clamp_(min=1e-12), 0.0)
-    half.mul_(ratio)
-    out = torch.stack([_hls_channel(new_light, half, hue, shift) for shift in (0.0, 8.0, 4.0)], dim=-1)
+    # albumentations adds counts * intensity * (1 - L) to the lightness, clipped to [0, 1]
+    new_light = torch.rsub(light, 1.0).mul_(counts).mul_(p.intensity).add_(light).clamp_(0, 1)
+    # with hue and saturation kept, half the chroma scales with min(L, 1 - L)
+    room = torch.minimum(new_light, 1 - new_light).div_(torch.minimum(light, 1 - light).clamp_(min=1e-12))
+    half = chroma.mul_(0.5 / 255.0).mul_(room)
+    out = empty((n, h, w, 3), torch.float32, images.device)
+    for c, shift in enumerate((0.0, 8.0, 4.0)):
+        _hls_channel(new_light, half, k, shift, out[..., c])
     return to_uint8(out.clamp_(0, 1).mul_(255.0))
 
 
 @device_kernel("low_light", exact=False)
 def low_light(images: torch.Tensor, p: LowLightParams, b: DeviceBatch) -> torch.Tensor:
-    linear = (images.float() / 255.0).pow_(2.2).mul_(p.gain)
+    linear = as_float(images).div_(255.0).pow_(2.2).mul_(p.gain)
     noise = b.randn(tuple(images.shape[1:]))
     return to_uint8(linear.clamp_(0, 1).pow_(1 / 2.2).mul_(255.0).add_(noise.mul_(p.noise * 255.0)))
 
@@ -96,7 +93,7 @@ def _vignette_gain(h: int, w: int, strength: float) -> np.ndarray:
 def vignetting(images: torch.Tensor, p: VignettingParams, b: DeviceBatch) -> torch.Tensor:
     # the gain map is one (H, W) array per batch: computed once on the host, as the CPU kernel does
     gain = torch.from_numpy(_vignette_gain(images.shape[1], images.shape[2], p.strength)).to(images.device)
-    return to_uint8(images.float().mul_(gain))
+    return to_uint8(as_float(images).mul_(gain))
 
 
 @lru_cache(maxsize=32)
