@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,16 +18,28 @@ class DeviceBatch:
     """Per-image seeds of a batch, as numpy streams (host) and torch generators (device).
 
     ``rngs`` are the very generators the CPU kernels get (``numpy.random.default_rng(seed)``
-    streams that also record drawn values): a kernel draws its few scalars (an angle, corners,
-    boxes) from them on the host, so those draws and the stored ``drawn`` values equal the CPU
-    kernel's. Per-pixel fields are drawn on the device from ``generator(i)``, a torch generator
-    seeded with image ``i``'s seed: same distribution as numpy's, different values.
+    streams that also record drawn values, with the caller's ``fixed`` values): a kernel draws
+    its few scalars (an angle, corners, boxes) from them on the host, so those draws and the
+    stored ``drawn`` values equal the CPU kernel's. They are built on first use: most kernels
+    draw nothing on the host. Per-pixel fields are drawn on the device from ``generator(i)``, a
+    torch generator seeded with image ``i``'s seed: same distribution as numpy's, different values.
     """
 
     seeds: list[int]
-    rngs: list[RecordingGenerator]
+    fixed: list[dict[str, Any]]
     device: torch.device
+    _rngs: list[RecordingGenerator] | None = None
     _generators: dict[int, torch.Generator] = field(default_factory=dict)
+
+    @property
+    def rngs(self) -> list[RecordingGenerator]:
+        if self._rngs is None:
+            self._rngs = [RecordingGenerator(s, f) for s, f in zip(self.seeds, self.fixed)]
+        return self._rngs
+
+    def drawn(self) -> list[dict[str, Any]]:
+        """What each image's numpy stream recorded (nothing where the kernel never used them)."""
+        return [rng.drawn for rng in self._rngs] if self._rngs is not None else [{} for _ in self.seeds]
 
     def generator(self, i: int) -> torch.Generator:
         if i not in self._generators:
