@@ -41,8 +41,13 @@ def speckle_noise(images: torch.Tensor, p: SpeckleNoiseParams, b: DeviceBatch) -
 
 @device_kernel("salt_and_pepper", exact=False)
 def salt_and_pepper(images: torch.Tensor, p: SaltPepperParams, b: DeviceBatch) -> torch.Tensor:
-    u = b.uniform15(tuple(images.shape[1:3]))[..., None]  # one draw per pixel: all channels together
+    u = b.uniform15(tuple(images.shape[1:3])).view(-1)  # one draw per pixel: all channels together
     salt = below(u, p.amount * p.salt_ratio)
     pepper = below(u, p.amount).logical_xor_(salt)  # salt is a subset of u < amount
     out = empty(tuple(images.shape), torch.uint8, images.device).copy_(images)
-    return out.masked_fill_(salt, 255).masked_fill_(pepper, 0)
+    # whole pixels are rows of the (pixels, C) view: filling the few hit rows by index avoids
+    # broadcasting a per-pixel mask over the channels (a slow, unvectorised path on CPU)
+    pixels = out.view(-1, images.shape[-1])
+    pixels.index_fill_(0, salt.nonzero().view(-1), 255)
+    pixels.index_fill_(0, pepper.nonzero().view(-1), 0)
+    return out

@@ -75,10 +75,11 @@ def row_noise(images: torch.Tensor, p: RowNoiseParams, b: DeviceBatch) -> torch.
     scale = np.float32(p.sigma * 255.0)
     rows_t = torch.from_numpy(rows * scale).to(images.device)
     cols_t = torch.from_numpy(cols * (scale * np.float32(0.3))).to(images.device)
-    banding = rows_t[:, :, None, None] + cols_t[:, None, :, None]
-    # pixels are integers, so rint(x + banding) is x + rint(banding) (but where float32 rounding of
-    # the sum lands on a half): one rounded offset per pixel, added in uint8 to all channels
-    return add_clamped(images, banding.round_())
+    # the banding of every channel, as the CPU kernel's (N, H, W, 1) sum: broadcasting the rows over
+    # whole (W, C) blocks is vectorised, broadcasting one value over the channels is not
+    cols3 = cols_t[:, None, :, None].expand(n, 1, w, c).contiguous()
+    banding = torch.add(rows_t[:, :, None, None], cols3, out=empty((n, h, w, c), torch.float32, images.device))
+    return to_uint8(as_float(images).add_(banding))
 
 
 @lru_cache(maxsize=32)
@@ -89,10 +90,16 @@ def _vignette_gain(h: int, w: int, strength: float) -> np.ndarray:
     return (np.float32(1.0) - np.float32(strength) * r2 ** np.float32(1.5))[None, :, :, None]
 
 
+@lru_cache(maxsize=32)
+def _vignette_gain_channels(h: int, w: int, c: int, strength: float) -> torch.Tensor:
+    """The gain map repeated over the channels: a (1, H, W, C) factor multiplies vectorised, a (1, H, W, 1) one does not."""
+    return torch.from_numpy(np.ascontiguousarray(np.repeat(_vignette_gain(h, w, strength), c, axis=-1)))
+
+
 @device_kernel("vignetting", exact=True)
 def vignetting(images: torch.Tensor, p: VignettingParams, b: DeviceBatch) -> torch.Tensor:
     # the gain map is one (H, W) array per batch: computed once on the host, as the CPU kernel does
-    gain = torch.from_numpy(_vignette_gain(images.shape[1], images.shape[2], p.strength)).to(images.device)
+    gain = _vignette_gain_channels(images.shape[1], images.shape[2], images.shape[3], p.strength).to(images.device)
     return to_uint8(as_float(images).mul_(gain))
 
 
@@ -105,18 +112,49 @@ def _undistort_maps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
     return cv2.initUndistortRectifyMap(camera, coeffs, None, camera, (w, h), cv2.CV_32FC1)
 
 
-@device_kernel("chromatic_aberration", exact=True, note="fringe side drawn from the CPU kernel's numpy stream")
+@lru_cache(maxsize=32)
+def _bilinear_taps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
+    """cv2.remap(INTER_LINEAR, BORDER_REPLICATE) of the maps of ``k`` as 4 flat source indices and weights per pixel ((4, H*W) each).
+
+    cv2 rounds the maps to 1/32 pixel; its 15-bit fixed-point weights are then exact multiples
+    of 1/1024, which float32 holds exactly, so the weighted sum equals cv2's before rounding.
+    """
+    map_x, map_y = (np.rint(m.astype(np.float64) * 32).astype(np.int64) for m in _undistort_maps(h, w, k))
+    x0, y0 = map_x >> 5, map_y >> 5
+    fx, fy = (map_x & 31) / 32.0, (map_y & 31) / 32.0
+    index, weight = [], []
+    for dy, wy in ((0, 1 - fy), (1, fy)):
+        for dx, wx in ((0, 1 - fx), (1, fx)):
+            # replicate: each tap outside the image reads the nearest edge pixel
+            index.append((np.clip(y0 + dy, 0, h - 1) * w + np.clip(x0 + dx, 0, w - 1)).ravel())
+            weight.append((wy * wx).ravel())
+    return np.stack(index), np.stack(weight).astype(np.float32)
+
+
+def _remap_planes(planes: torch.Tensor, h: int, w: int, k: float) -> torch.Tensor:
+    """(M, H*W) uint8 planes remapped as cv2 does with the maps of ``k`` (rounding half up, as cv2's fixed point)."""
+    index, weight = (torch.from_numpy(a).to(planes.device) for a in _bilinear_taps(h, w, k))
+    acc = torch.zeros(planes.shape, dtype=torch.float32, device=planes.device)
+    for t in range(4):
+        acc.addcmul_(planes.index_select(1, index[t]), weight[t])
+    return acc.add_(0.5).floor_()
+
+
+@device_kernel("chromatic_aberration", exact=True, note="fringe side drawn from the CPU kernel's numpy stream; cv2's bilinear taps as gathers")
 def chromatic_aberration(images: torch.Tensor, p: ChromaticAberrationParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
-    signs = [record(rng, "sign", 1.0 if rng.random() < 0.5 else -1.0) for rng in b.rngs]
-    x = nchw(images)
-    out = x.clone()
-    for sign in (1.0, -1.0):
-        idx = torch.tensor([i for i, s in enumerate(signs) if s == sign], dtype=torch.long, device=images.device)
-        if len(idx) == 0:
+    signs = np.array([record(rng, "sign", 1.0 if rng.random() < 0.5 else -1.0) for rng in b.rngs])
+    out = empty(tuple(images.shape), torch.uint8, images.device).copy_(images)
+    flat = images.reshape(n, h * w, 3)
+    # red moves by sign * distortion and blue by the opposite: one map serves the red planes of one
+    # sign and the blue planes of the other, so each map runs once over a stack of n planes
+    for k in (p.distortion, -p.distortion):
+        red = torch.from_numpy(np.flatnonzero(signs * k > 0)).to(images.device)
+        blue = torch.from_numpy(np.flatnonzero(signs * k < 0)).to(images.device)
+        planes = torch.cat([flat[red, :, 0], flat[blue, :, 2]])
+        if len(planes) == 0:
             continue
-        k = sign * p.distortion
-        for channel, coeff in ((0, k), (2, -k)):  # red one way, blue the other, green untouched
-            mx, my = (torch.from_numpy(m).to(images.device)[None] for m in _undistort_maps(h, w, coeff))
-            out[idx, channel : channel + 1] = remap(x[idx, channel : channel + 1], mx, my, "replicate")
-    return nhwc_uint8(out)
+        moved = _remap_planes(planes, h, w, k).to(torch.uint8).view(-1, h, w)
+        out[red, :, :, 0] = moved[: len(red)]
+        out[blue, :, :, 2] = moved[len(red):]
+    return out
