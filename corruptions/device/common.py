@@ -51,15 +51,15 @@ class DeviceBatch:
     def randn(self, shape: tuple[int, ...]) -> torch.Tensor:
         """(N, *shape) standard normal float32, image i from its own generator."""
         out = empty((len(self.seeds), *shape), torch.float32, self.device)
-        for i, field in enumerate(out):
-            field.normal_(generator=self.generator(i))  # into the batch tensor: no per-image tensors to stack
+        for i, values in enumerate(out):
+            values.normal_(generator=self.generator(i))  # into the batch tensor: no per-image tensors to stack
         return out
 
     def rand(self, shape: tuple[int, ...]) -> torch.Tensor:
         """(N, *shape) uniform [0, 1) float32, image i from its own generator."""
         out = empty((len(self.seeds), *shape), torch.float32, self.device)
-        for i, field in enumerate(out):
-            field.uniform_(generator=self.generator(i))
+        for i, values in enumerate(out):
+            values.uniform_(generator=self.generator(i))
         return out
 
 
@@ -190,13 +190,24 @@ def lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.index_select(table, 0, index.reshape(-1), out=out).view(index.shape)
 
 
+def widen_rows(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``x`` (broadcasting against (N, H, W, C) ``like`` with a width of 1) repeated along the width.
+
+    A (N, 1, 1, C) operand leaves CPU kernels an innermost loop of C values; as (N, 1, W, C)
+    it broadcasts over whole rows, which they vectorise. The copy is one row per image.
+    """
+    if x.ndim != like.ndim or x.shape[-2] != 1 or like.shape[-2] == 1:
+        return x
+    return x.expand(*x.shape[:-2], like.shape[-2], x.shape[-1]).contiguous()
+
+
 def add_clamped(images: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
     """uint8 ``clip(images + offset, 0, 255)`` for an integer offset that broadcasts against ``images``.
 
     Clamping first to the range whose sum stays in [0, 255] lets the addition run in uint8
     (wrapping modulo 256 is then exact), instead of widening every value to int16 and back.
     """
-    off = offset.to(torch.int16)
+    off = widen_rows(offset.to(torch.int16), images)
     lo = (-off).clamp_(0, 255).to(torch.uint8)
     hi = (255 - off).clamp_(0, 255).to(torch.uint8)
     out = torch.clamp(images, lo, hi, out=empty(tuple(images.shape), torch.uint8, images.device))

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, add_clamped, as_float, lookup, pair_index, to_uint8
+from corruptions.device.common import DeviceBatch, add_clamped, as_float, lookup, pair_index, to_uint8, widen_rows
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels._common import to_uint8 as np_to_uint8
@@ -49,7 +49,7 @@ def contrast(images: torch.Tensor, p: ContrastParams, b: DeviceBatch) -> torch.T
     # int32 holds a column of 8.4 million grey levels, and the reduction runs over contiguous rows)
     means = images.sum(dim=1, dtype=torch.int32).sum(dim=1, dtype=torch.int64).double() / (h * w)
     scale = torch.tensor(p.factor, dtype=torch.float64)
-    shift = (means * (1 - scale)).float()[:, None, None, :]
+    shift = widen_rows((means * (1 - scale)).float()[:, None, None, :], images)
     return to_uint8(as_float(images).mul_(np.float32(p.factor)).add_(shift))
 
 
