@@ -17,7 +17,7 @@ from corruptions.device.common import DeviceBatch, add_clamped, as_float, lookup
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels._common import to_uint8 as np_to_uint8
-from corruptions.kernels._imagenet_c import hsv_value_shift
+from corruptions.kernels._imagenet_c import hsv_value_shift, saturation_ratio
 from corruptions.kernels.photometric import _LEVELS, BrightnessParams, ColorShiftParams, ContrastParams, SaturateParams, _lut
 
 _BYTE = np.arange(256, dtype=np.uint8)
@@ -57,15 +57,11 @@ def contrast(images: torch.Tensor, p: ContrastParams, b: DeviceBatch) -> torch.T
 def _saturation_ratio(factor: float, offset: float) -> np.ndarray:
     """(256 * 256,) float32 at ``v * 256 + mn``: how much the distance of each channel to the brightest one scales.
 
-    The lines of ``hsv_saturation_affine`` that depend on the brightest (v) and darkest (mn)
-    channel only, in the same float32 operations, for every pair.
+    The CPU kernel's own ``saturation_ratio`` (it depends on the brightest (v) and darkest (mn)
+    channel only), for every pair, on the same float32 values.
     """
     v, mn = (a.astype(np.float32) * _INV255 for a in np.meshgrid(_BYTE, _BYTE, indexing="ij"))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.where(v > 0, (v - mn) / v, 0)
-        s_new = np.clip(s * np.float32(factor) + np.float32(offset), 0, 1)
-        ratio = np.where(s > 0, s_new / s, 0)
-    return np.ascontiguousarray(ratio.reshape(-1), dtype=np.float32)
+    return np.ascontiguousarray(saturation_ratio(v, mn, factor, offset)[2].reshape(-1), dtype=np.float32)
 
 
 @device_kernel("saturate", exact=True, note="the CPU's float32 formula, with the per-pixel ratio from a (brightest, darkest) table")
