@@ -79,9 +79,14 @@ class DeviceBatch:
         return lanes.bitwise_and_(0x7FFF).view(len(self.seeds), *shape)
 
 
+def threshold15(probability: float) -> int:
+    """``probability`` in the 1/32768 steps of ``DeviceBatch.uniform15``: ``u15 < threshold15(p)`` has probability ~p."""
+    return int(round(probability * (1 << 15)))
+
+
 def below(u15: torch.Tensor, probability: float) -> torch.Tensor:
-    """``u < probability`` for ``DeviceBatch.uniform15`` values (probability rounded to 1/32768)."""
-    return u15 < int(round(probability * (1 << 15)))
+    """``u < probability`` for ``DeviceBatch.uniform15`` values, as a bool mask."""
+    return u15 < threshold15(probability)
 
 
 def size_scale(images: torch.Tensor) -> float:
