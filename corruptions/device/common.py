@@ -62,7 +62,6 @@ class DeviceBatch:
             values.uniform_(generator=self.generator(i))
         return out
 
-
     def uniform15(self, shape: tuple[int, ...]) -> torch.Tensor:
         """(N, *shape) int16 uniform on [0, 2**15), image i from its own generator: a uniform in 1/32768 steps.
 
@@ -102,7 +101,7 @@ def empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> t
 
     numpy asks Linux for transparent huge pages for large arrays; torch's CPU allocator does so
     only under THP_MEM_ALLOC_ENABLE=1. A batch (40 MB at 256 x 224 x 224 x 3) is fresh memory
-    every call, and first touching it in 4 KB pages costs ~5x the kernel's own work on uint8.
+    every call, and first touching it in 4 KB pages costs several times a uint8 kernel's own work.
     """
     if device.type == "cpu" and dtype in _NUMPY_DTYPES:
         return torch.from_numpy(np.empty(shape, dtype=_NUMPY_DTYPES[dtype]))
