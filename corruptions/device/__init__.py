@@ -21,7 +21,6 @@ import numpy as np
 import torch
 
 from corruptions.api import MIN_SIDE, Drawn, _check_image, _fixed_per_image, _resolve
-from corruptions.draws import RecordingGenerator
 from corruptions.errors import CorruptionError
 from corruptions.registry import get
 from corruptions.seeding import batch_seeds
@@ -64,22 +63,23 @@ def corrupt_batch(
         x = torch.from_numpy(_check_image(images, "images", batch=True)).to(dev)
     per_image = batch_seeds(seeds, x.shape[0])
     model = spec.params_model.model_validate(resolved)
-    rngs = [RecordingGenerator(s, f) for s, f in zip(per_image, _fixed_per_image(spec, drawn, len(per_image)))]
+    batch = DeviceBatch(per_image, _fixed_per_image(spec, drawn, len(per_image)), dev)
     grey_via_rgb = x.shape[-1] == 1 and not spec.grayscale
     work = x.expand(*x.shape[:-1], 3).contiguous() if grey_via_rgb else x.contiguous()
-    out = kernel.fn(work, model, DeviceBatch(per_image, rngs, dev))
+    out = kernel.fn(work, model, batch)
     if out.shape != work.shape or out.dtype != torch.uint8:
         raise RuntimeError(f"device kernel of {spec.name!r} returned {tuple(out.shape)} {out.dtype}, expected {tuple(work.shape)} uint8")
     if grey_via_rgb:
         out = rgb_to_grey(out)
     out = out.reshape(shape)
-    keys = sorted({k for rng in rngs for k in rng.drawn})
+    records = batch.drawn()
+    keys = sorted({k for record in records for k in record})
     undeclared = sorted(set(keys) - set(spec.draws))
     if undeclared:
         raise RuntimeError(f"device kernel of {spec.name!r} recorded {undeclared} but its spec declares draws {sorted(spec.draws)}")
     if not return_drawn:
         return out
-    return out, {k: [rng.drawn.get(k) for rng in rngs] for k in keys}
+    return out, {k: [record.get(k) for record in records] for k in keys}
 
 
 __all__ = ["CorruptionError", "DeviceKernel", "corrupt_batch", "get_kernel", "has_kernel", "kernels", "names"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,16 +19,28 @@ class DeviceBatch:
     """Per-image seeds of a batch, as numpy streams (host) and torch generators (device).
 
     ``rngs`` are the very generators the CPU kernels get (``numpy.random.default_rng(seed)``
-    streams that also record drawn values): a kernel draws its few scalars (an angle, corners,
-    boxes) from them on the host, so those draws and the stored ``drawn`` values equal the CPU
-    kernel's. Per-pixel fields are drawn on the device from ``generator(i)``, a torch generator
-    seeded with image ``i``'s seed: same distribution as numpy's, different values.
+    streams that also record drawn values, with the caller's ``fixed`` values): a kernel draws
+    its few scalars (an angle, corners, boxes) from them on the host, so those draws and the
+    stored ``drawn`` values equal the CPU kernel's. They are built on first use: most kernels
+    draw nothing on the host. Per-pixel fields are drawn on the device from ``generator(i)``, a
+    torch generator seeded with image ``i``'s seed: same distribution as numpy's, different values.
     """
 
     seeds: list[int]
-    rngs: list[RecordingGenerator]
+    fixed: list[dict[str, Any]]
     device: torch.device
+    _rngs: list[RecordingGenerator] | None = None
     _generators: dict[int, torch.Generator] = field(default_factory=dict)
+
+    @property
+    def rngs(self) -> list[RecordingGenerator]:
+        if self._rngs is None:
+            self._rngs = [RecordingGenerator(s, f) for s, f in zip(self.seeds, self.fixed)]
+        return self._rngs
+
+    def drawn(self) -> list[dict[str, Any]]:
+        """What each image's numpy stream recorded (nothing where the kernel never used them)."""
+        return [rng.drawn for rng in self._rngs] if self._rngs is not None else [{} for _ in self.seeds]
 
     def generator(self, i: int) -> torch.Generator:
         if i not in self._generators:
@@ -38,11 +51,42 @@ class DeviceBatch:
 
     def randn(self, shape: tuple[int, ...]) -> torch.Tensor:
         """(N, *shape) standard normal float32, image i from its own generator."""
-        return torch.stack([torch.randn(shape, generator=self.generator(i), device=self.device) for i in range(len(self.seeds))])
+        out = empty((len(self.seeds), *shape), torch.float32, self.device)
+        for i, values in enumerate(out):
+            values.normal_(generator=self.generator(i))  # into the batch tensor: no per-image tensors to stack
+        return out
 
     def rand(self, shape: tuple[int, ...]) -> torch.Tensor:
         """(N, *shape) uniform [0, 1) float32, image i from its own generator."""
-        return torch.stack([torch.rand(shape, generator=self.generator(i), device=self.device) for i in range(len(self.seeds))])
+        out = empty((len(self.seeds), *shape), torch.float32, self.device)
+        for i, values in enumerate(out):
+            values.uniform_(generator=self.generator(i))
+        return out
+
+    def uniform15(self, shape: tuple[int, ...]) -> torch.Tensor:
+        """(N, *shape) int16 uniform on [0, 2**15), image i from its own generator: a uniform in 1/32768 steps.
+
+        For masks (``u < amount``): one 64-bit draw fills four values, several times fewer draws
+        than ``rand``, whose float32 draws cost ~3x numpy's on a CPU. The hit probability
+        becomes round(amount * 2**15) / 2**15, within 1.5e-5 of ``amount`` (see ``below``).
+        """
+        count = int(np.prod(shape))
+        words = empty((len(self.seeds), -(-count // 4)), torch.int64, self.device)
+        for i, row in enumerate(words):
+            row.random_(generator=self.generator(i))  # [0, 2**63): the top bit of every fourth int16 is 0
+        lanes = words.view(torch.int16)
+        lanes = lanes if lanes.shape[1] == count else lanes[:, :count].contiguous()
+        return lanes.bitwise_and_(0x7FFF).view(len(self.seeds), *shape)
+
+
+def threshold15(probability: float) -> int:
+    """``probability`` in the 1/32768 steps of ``DeviceBatch.uniform15``: ``u15 < threshold15(p)`` has probability ~p."""
+    return int(round(probability * (1 << 15)))
+
+
+def below(u15: torch.Tensor, probability: float) -> torch.Tensor:
+    """``u < probability`` for ``DeviceBatch.uniform15`` values, as a bool mask."""
+    return u15 < threshold15(probability)
 
 
 def size_scale(images: torch.Tensor) -> float:
@@ -50,19 +94,42 @@ def size_scale(images: torch.Tensor) -> float:
     return min(images.shape[1], images.shape[2]) / REFERENCE_SIZE
 
 
+_NUMPY_DTYPES = {torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64, torch.float32: np.float32}
+
+
+def empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """``torch.empty``; on a CPU, memory from numpy's allocator.
+
+    numpy asks Linux for transparent huge pages for large arrays; torch's CPU allocator does so
+    only under THP_MEM_ALLOC_ENABLE=1. A batch (40 MB at 256 x 224 x 224 x 3) is fresh memory
+    every call, and first touching it in 4 KB pages costs several times a uint8 kernel's own work.
+    """
+    if device.type == "cpu" and dtype in _NUMPY_DTYPES:
+        return torch.from_numpy(np.empty(shape, dtype=_NUMPY_DTYPES[dtype]))
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def as_float(images: torch.Tensor) -> torch.Tensor:
+    """float32 copy of a tensor (same shape, contiguous) in memory from ``empty``."""
+    return empty(tuple(images.shape), torch.float32, images.device).copy_(images)
+
+
 def to_uint8(x: torch.Tensor) -> torch.Tensor:
-    """Round half to even (as numpy's rint) and clip into uint8."""
-    return x.round_().clamp_(0, 255).to(torch.uint8)
+    """Round half to even (as numpy's rint) and clip into uint8 (contiguous, in memory from ``empty``)."""
+    return empty(tuple(x.shape), torch.uint8, x.device).copy_(x.round_().clamp_(0, 255))
 
 
 def nchw(images: torch.Tensor) -> torch.Tensor:
-    """(N, H, W, C) uint8 -> (N, C, H, W) float32."""
-    return images.permute(0, 3, 1, 2).float()
+    """(N, H, W, C) uint8 -> (N, C, H, W) float32 (a view of channels-last memory, as ``permute().float()`` gives)."""
+    return as_float(images).permute(0, 3, 1, 2)
 
 
 def nhwc_uint8(x: torch.Tensor) -> torch.Tensor:
     """(N, C, H, W) float -> (N, H, W, C) uint8, rounded, contiguous."""
-    return to_uint8(x).permute(0, 2, 3, 1).contiguous()
+    n, c, h, w = x.shape
+    out = empty((n, h, w, c), torch.uint8, x.device)
+    out.permute(0, 3, 1, 2).copy_(x.round_().clamp_(0, 255))
+    return out
 
 
 def rgb_to_grey(images: torch.Tensor) -> torch.Tensor:
@@ -201,3 +268,42 @@ def pixel_grid(h: int, w: int, device: torch.device) -> tuple[torch.Tensor, torc
     ys, xs = torch.meshgrid(torch.arange(h, dtype=torch.float32, device=device),
                             torch.arange(w, dtype=torch.float32, device=device), indexing="ij")
     return xs, ys
+
+
+def pair_index(hi: torch.Tensor, lo: torch.Tensor) -> torch.Tensor:
+    """Flat int32 index ``hi * 256 + lo`` of two uint8 tensors into a 256 x 256 lookup table.
+
+    int32 (not int64) halves the memory the index costs; index_select accepts it.
+    """
+    shape = torch.broadcast_shapes(hi.shape, lo.shape)
+    return torch.add(lo, hi.to(torch.int32), alpha=256, out=empty(tuple(shape), torch.int32, lo.device))
+
+
+def lookup(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``table[index]`` for a 1-D table and an int32/int64 index of any shape (index_select: the fast gather on CPU)."""
+    out = empty((index.numel(),), table.dtype, table.device)
+    return torch.index_select(table, 0, index.reshape(-1), out=out).view(index.shape)
+
+
+def widen_rows(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``x`` (broadcasting against (N, H, W, C) ``like`` with a width of 1) repeated along the width.
+
+    A (N, 1, 1, C) operand leaves CPU kernels an innermost loop of C values; as (N, 1, W, C)
+    it broadcasts over whole rows, which they vectorise. The copy is one row per image.
+    """
+    if x.ndim != like.ndim or x.shape[-2] != 1 or like.shape[-2] == 1:
+        return x
+    return x.expand(*x.shape[:-2], like.shape[-2], x.shape[-1]).contiguous()
+
+
+def add_clamped(images: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """uint8 ``clip(images + offset, 0, 255)`` for an integer offset that broadcasts against ``images``.
+
+    Clamping first to the range whose sum stays in [0, 255] lets the addition run in uint8
+    (wrapping modulo 256 is then exact), instead of widening every value to int16 and back.
+    """
+    off = widen_rows(offset.to(torch.int16), images)
+    lo = (-off).clamp_(0, 255).to(torch.uint8)
+    hi = (255 - off).clamp_(0, 255).to(torch.uint8)
+    out = torch.clamp(images, lo, hi, out=empty(tuple(images.shape), torch.uint8, images.device))
+    return out.add_(off.remainder(256).to(torch.uint8))

@@ -1,24 +1,92 @@
-"""Digital family on the device: posterize, and JPEG through torchvision's batched codec on CUDA.
+"""Digital family on the device: posterize, pixelate, and JPEG through torchvision's batched codec on CUDA.
 
 There is no JPEG codec for CPU tensors that batches: on a CPU device the kernel runs the CPU
 kernel image by image (same pixels, no speed-up). On CUDA, torchvision encodes and decodes the
 whole batch with nvJPEG; its quantisation tables and chroma subsampling are libjpeg's, so the
-result agrees with cv2's in distribution, not bit for bit.
+result agrees with cv2's in distribution, not bit for bit. WebP has no kernel: torchvision
+decodes WebP but cannot encode it, on any device.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch
+from corruptions.device.common import DeviceBatch, empty
 from corruptions.device.registry import device_kernel
-from corruptions.kernels.digital import JpegParams, PosterizeParams, jpeg_compression
+from corruptions.kernels.digital import JpegParams, PixelateParams, PosterizeParams, jpeg_compression
+
+#: Pillow's fixed-point resampling of 8-bit images: weights in 1/2**22
+_PIL_BITS = 22
 
 
 @device_kernel("posterize", exact=True)
 def posterize(images: torch.Tensor, p: PosterizeParams, b: DeviceBatch) -> torch.Tensor:
-    return images & ((0xFF << (8 - p.bits)) & 0xFF)
+    mask = torch.tensor((0xFF << (8 - p.bits)) & 0xFF, dtype=torch.uint8, device=images.device)
+    return torch.bitwise_and(images, mask, out=empty(tuple(images.shape), torch.uint8, images.device))
+
+
+@lru_cache(maxsize=64)
+def _pil_box_taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pillow's BOX resampling of one axis (``precompute_coeffs`` + ``normalize_coeffs_8bpc``).
+
+    Returns (n_out, taps) input indices, and per output its fixed-point weight: a box weighs
+    every input it covers equally, so one integer per output (padding taps repeat an index and
+    are masked by index -1).
+    """
+    scale = n_in / n_out
+    support = 0.5 * max(scale, 1.0)
+    rows: list[list[int]] = []
+    for j in range(n_out):
+        center = (j + 0.5) * scale
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), n_in)
+        # Pillow's box filter: 1 on (-0.5, 0.5] of the input position relative to the centre
+        rows.append([x for x in range(lo, hi) if -0.5 < (x - center + 0.5) / max(scale, 1.0) <= 0.5])
+    taps = max(len(r) for r in rows)
+    index = np.array([r + [-1] * (taps - len(r)) for r in rows], dtype=np.int64)
+    weight = np.array([int(0.5 + (1.0 / len(r)) * (1 << _PIL_BITS)) for r in rows], dtype=np.int32)
+    return index, weight
+
+
+def _pil_box_axis(x: torch.Tensor, dim: int, n_out: int) -> torch.Tensor:
+    """Pillow's 8-bit BOX downsampling of (N, H, W, C) uint8 along ``dim``, rounded to uint8 as Pillow does."""
+    index, weight = _pil_box_taps(x.shape[dim], n_out)
+    shape = [1] * x.ndim
+    shape[dim] = -1
+    # sums of at most 51 uint8 values (scale >= 0.02) fit int16; only the fixed-point product needs int32
+    acc: torch.Tensor | None = None
+    for col in index.T:
+        picked = x.index_select(dim, torch.from_numpy(np.maximum(col, 0)).to(x.device))
+        if (col < 0).any():
+            picked.mul_(torch.from_numpy((col >= 0).astype(np.uint8)).to(x.device).view(shape))
+        acc = picked.to(torch.int16) if acc is None else acc.add_(picked)
+    fixed = acc.to(torch.int32).mul_(torch.from_numpy(weight).to(x.device).view(shape))
+    # weight * taps <= 2**22 + taps / 2, so the rounded value stays within 255 (Pillow's clip is a no-op)
+    return fixed.add_(1 << (_PIL_BITS - 1)).bitwise_right_shift_(_PIL_BITS).to(torch.uint8)
+
+
+@lru_cache(maxsize=64)
+def _nearest_exact_index(n_small: int, n_big: int) -> np.ndarray:
+    """Source index of each output of cv2.resize(INTER_NEAREST_EXACT) along one axis: cv2 resizing the indices themselves."""
+    ramp = np.arange(n_small, dtype=np.float32)[None, :]
+    return cv2.resize(ramp, (n_big, 1), interpolation=cv2.INTER_NEAREST_EXACT)[0].astype(np.int64)
+
+
+@device_kernel("pixelate", exact=True, note="Pillow's BOX taps and fixed point, cv2's nearest-exact indices: gathers")
+def pixelate(images: torch.Tensor, p: PixelateParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, c = images.shape
+    oh, ow = max(1, int(h * p.scale)), max(1, int(w * p.scale))
+    # Pillow resamples horizontally, rounds to 8 bits, then vertically
+    small = _pil_box_axis(_pil_box_axis(images, 2, ow), 1, oh)
+    rows = torch.from_numpy(_nearest_exact_index(oh, h)).to(images.device)
+    cols = torch.from_numpy(_nearest_exact_index(ow, w)).to(images.device)
+    flat = (rows[:, None] * ow + cols[None, :]).reshape(-1)
+    out = empty((n, h * w, c), torch.uint8, images.device)
+    return torch.index_select(small.reshape(n, oh * ow, c), 1, flat, out=out).view(n, h, w, c)
 
 
 def torchvision_jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:

@@ -8,15 +8,60 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, remap, to_uint8
+from corruptions.device.common import DeviceBatch, as_float, empty, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
-from corruptions.kernels.sensor import ChromaticAberrationParams, LowLightParams, RowNoiseParams, VignettingParams
+from corruptions.kernels.sensor import ChromaticAberrationParams, IsoNoiseParams, LowLightParams, RowNoiseParams, VignettingParams
+
+
+def poisson_small(lam: np.ndarray, b: DeviceBatch, shape: tuple[int, ...]) -> torch.Tensor:
+    """(N, *shape) int32 Poisson counts, image i with mean ``lam[i]`` (one per image), by inverting the CDF of one uniform per value.
+
+    The CDF runs until the tail left is below 1e-12: beyond it no count of any image is expected.
+    """
+    lam = np.maximum(np.asarray(lam, dtype=np.float64), 0.0)
+    k = np.arange(int(np.ceil(lam.max() + 12 * np.sqrt(lam.max()) + 12)))
+    log_pmf = k * np.log(np.maximum(lam[:, None], 1e-300)) - lam[:, None] - np.cumsum(np.log(np.maximum(k, 1)))[None, :]
+    cdf = torch.from_numpy(np.cumsum(np.exp(log_pmf), axis=1).astype(np.float32)).to(b.device)
+    u = b.rand(shape).view(len(lam), -1)
+    return torch.searchsorted(cdf, u, right=True, out_int32=True).view(len(lam), *shape)
+
+
+def _hls_channel(light: torch.Tensor, half: torch.Tensor, k: torch.Tensor, shift: float, out: torch.Tensor) -> None:
+    """One RGB channel of HLS into ``out``: L - half * clip(min(k' - 3, 9 - k'), -1, 1), k' = (k + shift) mod 12, k = hue / 30 degrees."""
+    kc = torch.remainder(k + shift, 12.0)
+    slope = torch.minimum(kc - 3, kc.neg_().add_(9), out=kc).clamp_(-1, 1)
+    torch.addcmul(light, half, slope, value=-1.0, out=out)
+
+
+@device_kernel("iso_noise", exact=False, note="albumentations' HLS formulas in torch; Poisson and hue noise from torch generators")
+def iso_noise(images: torch.Tensor, p: IsoNoiseParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, _ = images.shape
+    r, g, bl = as_float(images).unbind(-1)  # one contiguous conversion: per-channel ones convert strided, slowly
+    hi = as_float(images.amax(dim=-1))
+    lo = as_float(images.amin(dim=-1))
+    chroma = hi - lo
+    safe = chroma.clamp(min=1.0)  # integer levels: chroma 0 means grey, where every branch below gives hue 0
+    # hue / 30 degrees, cv2's order of cases (red is the maximum first, then green): 2 per sextant
+    k = torch.where(hi == r, (g - bl).div_(safe), torch.where(hi == g, (bl - r).div_(safe).add_(2), (r - g).div_(safe).add_(4)))
+    k.mul_(2.0).add_(b.randn((h, w)).mul_(p.color_shift * p.intensity / 30.0))
+    light = hi.add_(lo).mul_(0.5 / 255.0)
+    std = light.view(n, -1).std(dim=1, unbiased=False).double().cpu().numpy()
+    counts = poisson_small(std * p.intensity, b, (h, w))
+    # albumentations adds counts * intensity * (1 - L) to the lightness, clipped to [0, 1]
+    new_light = torch.rsub(light, 1.0).mul_(counts).mul_(p.intensity).add_(light).clamp_(0, 1)
+    # with hue and saturation kept, half the chroma scales with min(L, 1 - L)
+    room = torch.minimum(new_light, 1 - new_light).div_(torch.minimum(light, 1 - light).clamp_(min=1e-12))
+    half = chroma.mul_(0.5 / 255.0).mul_(room)
+    out = empty((n, h, w, 3), torch.float32, images.device)
+    for c, shift in enumerate((0.0, 8.0, 4.0)):
+        _hls_channel(new_light, half, k, shift, out[..., c])
+    return to_uint8(out.clamp_(0, 1).mul_(255.0))
 
 
 @device_kernel("low_light", exact=False)
 def low_light(images: torch.Tensor, p: LowLightParams, b: DeviceBatch) -> torch.Tensor:
-    linear = (images.float() / 255.0).pow_(2.2).mul_(p.gain)
+    linear = as_float(images).div_(255.0).pow_(2.2).mul_(p.gain)
     noise = b.randn(tuple(images.shape[1:]))
     return to_uint8(linear.clamp_(0, 1).pow_(1 / 2.2).mul_(255.0).add_(noise.mul_(p.noise * 255.0)))
 
@@ -30,8 +75,11 @@ def row_noise(images: torch.Tensor, p: RowNoiseParams, b: DeviceBatch) -> torch.
     scale = np.float32(p.sigma * 255.0)
     rows_t = torch.from_numpy(rows * scale).to(images.device)
     cols_t = torch.from_numpy(cols * (scale * np.float32(0.3))).to(images.device)
-    banding = rows_t[:, :, None, None] + cols_t[:, None, :, None]
-    return to_uint8(images.float().add_(banding))
+    # the banding of every channel, as the CPU kernel's (N, H, W, 1) sum: broadcasting the rows over
+    # whole (W, C) blocks is vectorised, broadcasting one value over the channels is not
+    cols3 = cols_t[:, None, :, None].expand(n, 1, w, c).contiguous()
+    banding = torch.add(rows_t[:, :, None, None], cols3, out=empty((n, h, w, c), torch.float32, images.device))
+    return to_uint8(as_float(images).add_(banding))
 
 
 @lru_cache(maxsize=32)
@@ -42,11 +90,17 @@ def _vignette_gain(h: int, w: int, strength: float) -> np.ndarray:
     return (np.float32(1.0) - np.float32(strength) * r2 ** np.float32(1.5))[None, :, :, None]
 
 
+@lru_cache(maxsize=32)
+def _vignette_gain_channels(h: int, w: int, c: int, strength: float) -> torch.Tensor:
+    """The gain map repeated over the channels: a (1, H, W, C) factor multiplies vectorised, a (1, H, W, 1) one does not."""
+    return torch.from_numpy(np.ascontiguousarray(np.repeat(_vignette_gain(h, w, strength), c, axis=-1)))
+
+
 @device_kernel("vignetting", exact=True)
 def vignetting(images: torch.Tensor, p: VignettingParams, b: DeviceBatch) -> torch.Tensor:
     # the gain map is one (H, W) array per batch: computed once on the host, as the CPU kernel does
-    gain = torch.from_numpy(_vignette_gain(images.shape[1], images.shape[2], p.strength)).to(images.device)
-    return to_uint8(images.float().mul_(gain))
+    gain = _vignette_gain_channels(images.shape[1], images.shape[2], images.shape[3], p.strength).to(images.device)
+    return to_uint8(as_float(images).mul_(gain))
 
 
 @lru_cache(maxsize=32)
@@ -58,18 +112,59 @@ def _undistort_maps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
     return cv2.initUndistortRectifyMap(camera, coeffs, None, camera, (w, h), cv2.CV_32FC1)
 
 
-@device_kernel("chromatic_aberration", exact=True, note="fringe side drawn from the CPU kernel's numpy stream")
+@lru_cache(maxsize=32)
+def _bilinear_taps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
+    """cv2.remap(INTER_LINEAR, BORDER_REPLICATE) of the maps of ``k`` as 4 flat source indices and weights per pixel ((4, H*W) each).
+
+    cv2 rounds the maps to 1/32 pixel; its 15-bit fixed-point weights are then exact multiples
+    of 1/1024, which float32 holds exactly, so the weighted sum equals cv2's before rounding.
+    """
+    map_x, map_y = (np.rint(m.astype(np.float64) * 32).astype(np.int64) for m in _undistort_maps(h, w, k))
+    x0, y0 = map_x >> 5, map_y >> 5
+    fx, fy = (map_x & 31) / 32.0, (map_y & 31) / 32.0
+    index, weight = [], []
+    for dy, wy in ((0, 1 - fy), (1, fy)):
+        for dx, wx in ((0, 1 - fx), (1, fx)):
+            # replicate: each tap outside the image reads the nearest edge pixel
+            index.append((np.clip(y0 + dy, 0, h - 1) * w + np.clip(x0 + dx, 0, w - 1)).ravel())
+            weight.append((wy * wx).ravel())
+    return np.stack(index), np.stack(weight).astype(np.float32)
+
+
+def _remap_planes(planes: torch.Tensor, h: int, w: int, k: float) -> torch.Tensor:
+    """(M, H*W) uint8 planes remapped as cv2 does with the maps of ``k`` (rounding half up, as cv2's fixed point); (M, H*W) uint8.
+
+    The planes are gathered pixel-major, (H*W, M): each tap then copies whole rows of M values,
+    where gathering single values per plane is several times slower.
+    """
+    index, weight = (torch.from_numpy(a).to(planes.device) for a in _bilinear_taps(h, w, k))
+    source = as_float(planes.t())  # one dtype throughout: mixed uint8 x float ops take a slow path
+    acc = empty(tuple(source.shape), torch.float32, planes.device)
+    tap = empty(tuple(source.shape), torch.float32, planes.device)
+    for t in range(4):
+        torch.index_select(source, 0, index[t], out=tap)
+        if t == 0:
+            torch.mul(tap, weight[t][:, None], out=acc)
+        else:
+            acc.addcmul_(tap, weight[t][:, None])
+    return to_uint8(acc.add_(0.5).floor_()).t().contiguous()  # transposing back in uint8: a quarter of the bytes
+
+
+@device_kernel("chromatic_aberration", exact=True, note="fringe side drawn from the CPU kernel's numpy stream; cv2's bilinear taps as gathers")
 def chromatic_aberration(images: torch.Tensor, p: ChromaticAberrationParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
-    signs = [record(rng, "sign", 1.0 if rng.random() < 0.5 else -1.0) for rng in b.rngs]
-    x = nchw(images)
-    out = x.clone()
-    for sign in (1.0, -1.0):
-        idx = torch.tensor([i for i, s in enumerate(signs) if s == sign], dtype=torch.long, device=images.device)
-        if len(idx) == 0:
+    signs = np.array([record(rng, "sign", 1.0 if rng.random() < 0.5 else -1.0) for rng in b.rngs])
+    out = empty(tuple(images.shape), torch.uint8, images.device).copy_(images)
+    flat = images.reshape(n, h * w, 3)
+    # red moves by sign * distortion and blue by the opposite: one map serves the red planes of one
+    # sign and the blue planes of the other, so each map runs once over a stack of n planes
+    for k in (p.distortion, -p.distortion):
+        red = torch.from_numpy(np.flatnonzero(signs * k > 0)).to(images.device)
+        blue = torch.from_numpy(np.flatnonzero(signs * k < 0)).to(images.device)
+        planes = torch.cat([flat[red, :, 0], flat[blue, :, 2]])
+        if len(planes) == 0:
             continue
-        k = sign * p.distortion
-        for channel, coeff in ((0, k), (2, -k)):  # red one way, blue the other, green untouched
-            mx, my = (torch.from_numpy(m).to(images.device)[None] for m in _undistort_maps(h, w, coeff))
-            out[idx, channel : channel + 1] = remap(x[idx, channel : channel + 1], mx, my, "replicate")
-    return nhwc_uint8(out)
+        moved = _remap_planes(planes, h, w, k).view(-1, h, w)
+        out[red, :, :, 0] = moved[: len(red)]
+        out[blue, :, :, 2] = moved[len(red):]
+    return out

@@ -182,6 +182,16 @@ def hsv_value_shift(x: np.ndarray, delta: float) -> np.ndarray:
     return np.where(v > 0, scaled, v_new)
 
 
+def saturation_ratio(v: np.ndarray, mn: np.ndarray, factor: float, offset: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """HSV saturation S of pixels with brightest channel ``v`` and darkest ``mn`` (float32), S' = clip(S * factor + offset, 0, 1),
+    and S' / S (0 where S is 0): how much each channel's distance to ``v`` scales."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(v > 0, (v - mn) / v, 0)
+        s_new = np.clip(s * np.float32(factor) + np.float32(offset), 0, 1)
+        ratio = np.where(s > 0, s_new / s, 0)
+    return s, s_new, ratio
+
+
 def hsv_saturation_affine(x: np.ndarray, factor: float, offset: float) -> np.ndarray:
     """RGB float in [0, 1] with HSV saturation S -> clip(S * factor + offset, 0, 1), hue and value kept.
 
@@ -190,10 +200,7 @@ def hsv_saturation_affine(x: np.ndarray, factor: float, offset: float) -> np.nda
     """
     v = x.max(axis=-1, keepdims=True)
     mn = x.min(axis=-1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s = np.where(v > 0, (v - mn) / v, 0)
-        s_new = np.clip(s * np.float32(factor) + np.float32(offset), 0, 1)
-        ratio = np.where(s > 0, s_new / s, 0)
+    s, s_new, ratio = saturation_ratio(v, mn, factor, offset)
     out = v - (v - x) * ratio
     grey = (s <= 0)[..., 0]
     if offset > 0 and grey.any():

@@ -23,8 +23,7 @@ from corruptions.device.digital import torchvision_jpeg
 EXACT = sorted(n for n, k in device.kernels().items() if k.exact)
 RANDOM = sorted(n for n, k in device.kernels().items() if not k.exact and n != "jpeg_compression")
 #: being recalibrated to ImageNet-C (issue 16): their device kernels come after that lands
-AWAITING_RECALIBRATION = {"brightness", "contrast", "saturate", "frost", "fog", "snow",
-                          "lens_spatter", "pixelate"}
+AWAITING_RECALIBRATION = {"frost", "fog", "snow", "lens_spatter"}
 
 
 def ssim(a: np.ndarray, b: np.ndarray) -> float:
@@ -50,10 +49,12 @@ def test_the_catalogue_is_split_between_device_kernels_and_the_recalibration() -
     have = set(device.names())
     assert have <= set(corruptions.names())
     assert not have & AWAITING_RECALIBRATION
-    # 38 corruptions; every one in scope except the codecs and drawn shapes still to port has a kernel
-    assert len(have) >= 26
-    assert {"gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "gaussian_blur", "defocus_blur", "motion_blur",
-            "glass_blur", "zoom_blur", "rotation", "horizontal_flip", "perspective", "elastic", "jpeg_compression"} <= have
+    # 38 corruptions; every one in scope except WebP (no batched encoder) and drawn shapes still to port has a kernel
+    assert len(have) >= 31
+    assert "webp_compression" not in have
+    assert {"brightness", "contrast", "saturate", "pixelate", "iso_noise", "gaussian_noise", "shot_noise", "impulse_noise",
+            "speckle_noise", "gaussian_blur", "defocus_blur", "motion_blur", "glass_blur", "zoom_blur", "rotation",
+            "horizontal_flip", "perspective", "elastic", "jpeg_compression"} <= have
 
 
 @pytest.mark.parametrize("name", EXACT)
@@ -87,13 +88,15 @@ def _change(clean: np.ndarray, out: np.ndarray) -> tuple[float, float, float]:
 @pytest.mark.parametrize("name", RANDOM)
 @pytest.mark.parametrize("severity", [1, 4])
 def test_random_kernels_draw_the_same_distribution(photo: Callable[..., np.ndarray], name: str, severity: int) -> None:
-    clean = np.stack([photo(96, 96), photo(96, 96, "flower.jpg"), photo(192, 192)[40:136, 60:156]])
-    seeds = [101, 102, 103]
+    # three photographs, four seeds each: sparse noise (iso_noise at severity 1 hits ~0.8% of the pixels)
+    # changes std by ~5% between seeds on one generator on three images; twelve halve that
+    clean = np.tile(np.stack([photo(96, 96), photo(96, 96, "flower.jpg"), photo(192, 192)[40:136, 60:156]]), (4, 1, 1, 1))
+    seeds = list(range(101, 113))
     cpu_mean, cpu_std, cpu_ssim = _change(clean, corruptions.corrupt_batch(clean, name, severity=severity, seeds=seeds))
     dev_mean, dev_std, dev_ssim = _change(clean, device.corrupt_batch(clean, name, severity=severity, seeds=seeds).numpy())
     assert cpu_std > 2  # the corruption changes the images, so the comparison says something
     assert abs(dev_mean - cpu_mean) <= 1.0
-    # 5%: sparse noise (salt and pepper hits ~2,000 pixels here) varies by ~2% between seeds on one generator
+    # 5%: sparse noise (salt and pepper hits ~8,000 pixels here) varies by ~1% between seeds on one generator
     assert abs(dev_std - cpu_std) <= 0.05 * cpu_std
     assert abs(dev_ssim - cpu_ssim) <= 0.02
 
