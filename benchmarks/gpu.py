@@ -21,6 +21,8 @@ import os
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# as backend/__init__.py sets it for the engine: huge pages for torch's large CPU tensors
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
 
 import argparse  # noqa: E402
 import itertools  # noqa: E402
