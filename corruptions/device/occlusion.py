@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from corruptions.device.common import DeviceBatch
@@ -12,8 +13,13 @@ from corruptions.kernels.occlusion import OccluderParams, occluder_boxes
 @device_kernel("occluder", exact=True, note="boxes and shades drawn from the CPU kernel's numpy streams")
 def occluder(images: torch.Tensor, p: OccluderParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, c = images.shape
+    boxes = [occluder_boxes(h, w, c, p, rng) for rng in b.rngs]
+    # every shade goes to the device in one transfer; painting a box is then one strided fill
+    shades = torch.from_numpy(np.stack([shade for image in boxes for *_, shade in image])).to(images.device).unbind(0)
     out = images.clone()
-    for k, rng in enumerate(b.rngs):
-        for y, x, rh, rw, shade in occluder_boxes(h, w, c, p, rng):
-            out[k, y : y + rh, x : x + rw] = torch.as_tensor(shade, device=images.device)
+    j = 0
+    for image, painted in zip(out.unbind(0), boxes):
+        for y, x, rh, rw, _ in painted:
+            image[y : y + rh, x : x + rw] = shades[j]
+            j += 1
     return out
