@@ -10,7 +10,8 @@ import torch.nn.functional as F
 
 from corruptions.device.common import DeviceBatch, to_uint8
 from corruptions.device.registry import device_kernel
-from corruptions.kernels.weather import CloudParams
+from corruptions.kernels._imagenet_c import next_power_of_2
+from corruptions.kernels.weather import CloudParams, FogParams
 
 
 @lru_cache(maxsize=64)
@@ -80,3 +81,49 @@ def cloud_overlay(images: torch.Tensor, p: CloudParams, b: DeviceBatch) -> torch
     cloud = field.mul(40.0).add_(215.0).mul_(alpha)
     # x * (1 - alpha) + cloud * alpha in one pass over the pixels, in the CPU kernel's order of operations
     return to_uint8(torch.addcmul(cloud[..., None], images, alpha.neg_().add_(1.0)[..., None]))
+
+
+#: diamond-square levels up to this many cells a side draw from the numpy streams (at most 3 * 8**2
+#: numbers per level): the coarse relief, which sets how much fog an image gets, is then the CPU
+#: kernel's own; the finer levels, as many numbers as pixels, come from the torch generators
+HOST_PLASMA_CELLS = 8
+
+
+def plasma_fractal(mapsize: int, decay: float, b: DeviceBatch) -> torch.Tensor:
+    """ImageNet-C's diamond-square height map for every image of the batch: (N, mapsize, mapsize) in [0, 1].
+
+    The construction of corruptions.kernels._imagenet_c.plasma_fractal, one level at a time for
+    the whole batch. float32: the map is normalised at the end, so its relative precision is what counts.
+    """
+    m = torch.zeros((len(b.seeds), mapsize, mapsize), dtype=torch.float32, device=b.device)
+    step, wibble = mapsize, 100.0
+    while step >= 2:
+        half, cells = step // 2, mapsize // step
+        # the level's three displacement fields (square, then the two diamond steps), wibble * uniform(-wibble, wibble)
+        if cells <= HOST_PLASMA_CELLS:
+            drawn = [np.stack([rng.uniform(-wibble, wibble, (cells, cells)) for _ in range(3)]) for rng in b.rngs]
+            shift = torch.from_numpy(np.stack(drawn).astype(np.float32)).to(b.device).mul_(wibble)
+        else:
+            shift = b.rand((3, cells, cells)).mul_(2 * wibble * wibble).sub_(wibble * wibble)
+        corners = m[:, ::step, ::step]
+        square = corners + corners.roll(-1, 1)
+        square += square.roll(-1, 2)
+        m[:, half::step, half::step] = shift[:, 0].add_(square, alpha=0.25)
+        centres = m[:, half::step, half::step]
+        corners = m[:, ::step, ::step]
+        m[:, ::step, half::step] = shift[:, 1].add_(centres + centres.roll(1, 1) + corners + corners.roll(-1, 2), alpha=0.25)
+        m[:, half::step, ::step] = shift[:, 2].add_(centres + centres.roll(1, 2) + corners + corners.roll(-1, 1), alpha=0.25)
+        step //= 2
+        wibble /= decay
+    m -= m.amin(dim=(1, 2), keepdim=True)
+    return m.div_(m.amax(dim=(1, 2), keepdim=True))
+
+
+@device_kernel("fog", exact=False, note="coarse plasma levels from the numpy streams, fine levels from the torch generators")
+def fog(images: torch.Tensor, p: FogParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, _ = images.shape
+    plasma = plasma_fractal(next_power_of_2(max(h, w)), p.decay, b)[:, :h, :w]
+    peak = images.reshape(n, -1).amax(dim=1).float().div_(255.0)[:, None, None, None]
+    keep = peak / (peak + p.density)
+    # (x / 255 + density * plasma) * keep * 255 = x * keep + plasma * (255 * density * keep): one pass over the pixels
+    return to_uint8(torch.addcmul(plasma[..., None] * (255.0 * p.density * keep), images, keep))
