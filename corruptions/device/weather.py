@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import cv2
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from corruptions.device.common import DeviceBatch, to_uint8
 from corruptions.device.registry import device_kernel
+from corruptions.draws import record
 from corruptions.kernels._imagenet_c import next_power_of_2
-from corruptions.kernels.weather import CloudParams, FogParams
+from corruptions.kernels.weather import _FINE_GAIN, _FROST_LOOKS, CloudParams, FogParams, FrostParams
 
 
 @lru_cache(maxsize=64)
@@ -127,3 +129,98 @@ def fog(images: torch.Tensor, p: FogParams, b: DeviceBatch) -> torch.Tensor:
     keep = peak / (peak + p.density)
     # (x / 255 + density * plasma) * keep * 255 = x * keep + plasma * (255 * density * keep): one pass over the pixels
     return to_uint8(torch.addcmul(plasma[..., None] * (255.0 * p.density * keep), images, keep))
+
+
+@lru_cache(maxsize=64)
+def _gaussian_matrix(n: int, sigma: float, device: torch.device) -> torch.Tensor:
+    """(n, n) matrix M with M @ v = cv2.GaussianBlur of v along one axis (float32 taps, BORDER_REFLECT_101).
+
+    A blur is then a matmul against a banded matrix: on CPU far faster than a depthwise convolution
+    with a wide kernel, and a plain GEMM on a GPU.
+    """
+    taps = cv2.getGaussianKernel(int(round(sigma * 4 * 2 + 1)) | 1, sigma, cv2.CV_32F).ravel()
+    r = len(taps) // 2
+    rows = np.repeat(np.arange(n), len(taps))
+    cols = (rows + np.tile(np.arange(len(taps)) - r, n)) if n > 1 else np.zeros_like(rows)
+    period = max(2 * (n - 1), 1)
+    cols = np.abs(cols) % period
+    cols = np.where(cols >= n, period - cols, cols)  # reflected about the edge pixels, as often as the kernel needs
+    m = np.zeros((n, n), np.float32)
+    np.add.at(m, (rows, cols), np.tile(taps, n))
+    return torch.from_numpy(m).to(device)
+
+
+def gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
+    """cv2.GaussianBlur(x, (0, 0), sigma) of (N, H, W) float32 (BORDER_REFLECT_101)."""
+    h, w = x.shape[-2:]
+    return _gaussian_matrix(h, sigma, x.device) @ x @ _gaussian_matrix(w, sigma, x.device).T
+
+
+def splat_segments(h: int, w: int, segments: torch.Tensor) -> torch.Tensor:
+    """(N, H, W) float32 canvas with the (N, S, 2, 2) line segments (integer x, y end points) drawn anti-aliased.
+
+    Xiaolin Wu's construction, as cv2's LINE_AA approximates it: one point per pixel step along
+    the segment's major axis, shared between the two pixels its minor coordinate falls between;
+    all points of the batch land in one scatter-add instead of a rasteriser looping over lines.
+    """
+    n, count = segments.shape[:2]
+    start, delta = segments[:, :, 0], segments[:, :, 1] - segments[:, :, 0]
+    steps = delta.abs().amax(dim=-1)  # (N, S): pixel steps along the major axis
+    k = torch.arange(int(steps.max()) + 1 if steps.numel() else 1, dtype=torch.float32, device=segments.device)
+    points = start[:, :, None] + delta[:, :, None] * (k / steps.clamp_min(1.0)[..., None])[..., None]  # (N, S, P, 2)
+    weight = (k <= steps[..., None]).float()
+    x0, y0 = points[..., 0].floor(), points[..., 1].floor()
+    fx, fy = points[..., 0] - x0, points[..., 1] - y0
+    canvas = torch.zeros(n * h * w, dtype=torch.float32, device=segments.device)
+    base = (torch.arange(n, device=segments.device) * (h * w))[:, None, None]
+    for dy, dx, share in ((0, 0, (1 - fy) * (1 - fx)), (0, 1, (1 - fy) * fx), (1, 0, fy * (1 - fx)), (1, 1, fy * fx)):
+        xs, ys = x0 + dx, y0 + dy
+        inside = (xs >= 0) & (xs < w) & (ys >= 0) & (ys < h)
+        index = base + (ys.clamp(0, h - 1) * w + xs.clamp(0, w - 1)).long()
+        canvas.index_add_(0, index.reshape(-1), (share * weight * inside).reshape(-1))
+    return canvas.view(n, h, w)
+
+
+def _frost_crystals(h: int, w: int, b: DeviceBatch) -> torch.Tensor:
+    """The CPU frost texture's ice crystals, (N, H, W): the same strokes (drawn from the numpy streams
+    in its order, right after the base noise), splatted instead of cv2's anti-aliased rasteriser."""
+    s = min(h, w) / 224
+    count = int(round(400 * h * w / (224 * 224)))
+    segments = []
+    for rng in b.rngs:
+        starts = rng.uniform(0, 1, (count, 2)) * np.array([w, h])
+        angles = rng.uniform(0, np.pi, count)
+        lengths = rng.uniform(3, 14, count) * s
+        ends = starts + np.stack([np.cos(angles), np.sin(angles)], axis=1) * lengths[:, None]
+        segments.append(np.stack([starts, ends], axis=1).round())
+    # cv2 blends a stroke over what is there, so crossing strokes saturate at 1 rather than add up
+    return splat_segments(h, w, torch.from_numpy(np.stack(segments).astype(np.float32)).to(b.device)).clamp_max_(1.0)
+
+
+def _standardised(x: torch.Tensor, sd: float, centre: bool) -> torch.Tensor:
+    """x scaled per image to standard deviation ``sd`` (numpy's population std), optionally centred first."""
+    std = x.std(dim=(1, 2), keepdim=True, correction=0).clamp_min(1e-6)
+    if centre:
+        x = x - x.mean(dim=(1, 2), keepdim=True)
+    return x * (sd / std)
+
+
+@device_kernel("frost", exact=False, note="ice crystals splatted, not rasterised by cv2's anti-aliased lines")
+def frost(images: torch.Tensor, p: FrostParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, c = images.shape
+    s = min(h, w) / 224
+    looks = [_FROST_LOOKS[int(record(rng, "look", int(rng.integers(0, len(_FROST_LOOKS)))))] for rng in b.rngs]
+    base = fractal_noise(h, w, b.rngs, images.device, base_cells=5, octaves=5, persistence=0.75)
+    crystals = gaussian_blur(_frost_crystals(h, w, b), max(0.6 * s, 0.3))
+    tex = torch.maximum(base.pow_(1.5).mul_(0.6).add_(0.3), crystals.clamp_max_(1.0))
+    coarse = gaussian_blur(tex, max(4.0 * s, 0.5))
+    fine_sd = np.array([look[1] for look in looks], np.float32) * np.float32(_FINE_GAIN)
+    coarse_sd = np.array([np.sqrt(max(look[2] ** 2 + look[1] ** 2 - f**2, (0.5 * look[2]) ** 2)) for look, f in zip(looks, fine_sd)], np.float32)
+    detail = _standardised(tex - coarse, torch.from_numpy(fine_sd).to(images.device)[:, None, None], centre=False)
+    detail += _standardised(coarse, torch.from_numpy(coarse_sd).to(images.device)[:, None, None], centre=True)
+    colour = np.array([look[0] for look in looks], np.float32)
+    if c == 1:
+        colour = colour @ np.array([[0.2989], [0.5870], [0.1140]], np.float32)
+    layer = detail[..., None] + torch.from_numpy(colour).to(images.device)[:, None, None, :]
+    # image_weight * image + frost_weight * layer in one pass over the pixels
+    return to_uint8(torch.addcmul(layer.mul_(p.frost_weight), images, torch.tensor(p.image_weight, device=images.device)))
