@@ -9,11 +9,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corruptions.device.common import DeviceBatch, to_uint8
+from corruptions.device.common import DeviceBatch, size_scale, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels._imagenet_c import next_power_of_2
-from corruptions.kernels.weather import _FINE_GAIN, _FROST_LOOKS, CloudParams, FogParams, FrostParams
+from corruptions.kernels.weather import _FINE_GAIN, _FROST_LOOKS, CloudParams, FogParams, FrostParams, RainParams
 
 
 @lru_cache(maxsize=64)
@@ -224,3 +224,67 @@ def frost(images: torch.Tensor, p: FrostParams, b: DeviceBatch) -> torch.Tensor:
     layer = detail[..., None] + torch.from_numpy(colour).to(images.device)[:, None, None, :]
     # image_weight * image + frost_weight * layer in one pass over the pixels
     return to_uint8(torch.addcmul(layer.mul_(p.frost_weight), images, torch.tensor(p.image_weight, device=images.device)))
+
+
+#: albumentations' rain streak colour (all three channels) and width
+_RAIN_GREY = 200
+
+
+@lru_cache(maxsize=256)
+def _streak(slant: int, length: int) -> np.ndarray:
+    """(P, 2) pixel offsets (dx, dy) of cv2's 4-connected line from a drop to drop + (slant, length).
+
+    With integer end points the rasterised line is the same wherever it starts, so one stroke
+    drawn on a canvas the size of the streak gives every drop's pixels.
+    """
+    canvas = np.zeros((length + 1, 2 * abs(slant) + 1), np.uint8)
+    cv2.line(canvas, (abs(slant), 0), (abs(slant) + slant, length), 1, 1, lineType=cv2.LINE_4)
+    ys, xs = np.nonzero(canvas)
+    return np.stack([xs - abs(slant), ys], axis=1)
+
+
+def _rain_drops(h: int, w: int, p: RainParams, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One image's drop positions (D, 2) and streak offsets, drawn and recorded as the CPU kernel draws them."""
+    s = min(h, w) / 224
+    length = max(1, int(round(p.drop_length * s)))
+    slant = int(round(record(rng, "slant", rng.uniform(-10, 10)) * s))
+    count = int(round(p.drops * h * w / (224 * 224)))
+    xs = rng.integers(max(0, -slant), max(1, min(w, w - slant)), count)
+    ys = rng.integers(0, max(1, h - length), count)
+    return np.stack([xs, ys], axis=1), _streak(slant, length)
+
+
+def box_blur_uint8(x: torch.Tensor, k: int) -> torch.Tensor:
+    """cv2.blur(x, (k, k)) of (N, H, W) integer images: mean of the k x k window (anchor k // 2,
+    BORDER_REFLECT_101), rounded half up as cv2 rounds it; window sums from cumulative sums."""
+    before, after = k // 2, k - 1 - k // 2
+    padded = F.pad(x.to(torch.float32)[:, None], (before, after, before, after), mode="reflect")[:, 0].to(torch.int32)
+    for dim in (1, 2):
+        c = F.pad(padded.cumsum(dim), (0, 0, 1, 0) if dim == 1 else (1, 0))
+        padded = c.narrow(dim, k, c.shape[dim] - k) - c.narrow(dim, 0, c.shape[dim] - k)
+    area = k * k
+    return torch.div(2 * padded + area, 2 * area, rounding_mode="floor")
+
+
+@device_kernel("rain", exact=True, note="slant and drops drawn from the CPU kernel's numpy streams")
+def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, _ = images.shape
+    drops, streaks = zip(*(_rain_drops(h, w, p, rng) for rng in b.rngs))
+    dev = images.device
+    # every image has as many drops; streaks differ in length with the slant: pad with their first pixel
+    longest = max(len(st) for st in streaks)
+    offsets = np.stack([np.concatenate([st, np.repeat(st[:1], longest - len(st), axis=0)]) for st in streaks])
+    pixels = torch.from_numpy(np.stack(drops)).to(dev)[:, :, None, :] + torch.from_numpy(offsets).to(dev)[:, None, :, :]
+    inside = ((pixels >= 0) & (pixels < torch.tensor([w, h], device=dev))).all(dim=-1)
+    flat = (torch.arange(n, device=dev)[:, None, None] * (h * w) + pixels[..., 1] * w + pixels[..., 0])[inside]
+    layer = torch.zeros(n * h * w, dtype=torch.int16, device=dev).index_fill_(0, flat, _RAIN_GREY).view(n, h, w)
+    k = max(1, int(round(3 * size_scale(images))))
+    if k > 1:
+        layer = box_blur_uint8(layer, k).to(torch.int16)
+    # cv2.add saturates at 255, cv2.multiply rounds: one 256-entry table (cv2's own rounding) does both
+    table = np.arange(256, dtype=np.uint8)[None]
+    if p.darkening != 1.0:
+        table = cv2.multiply(table, p.darkening, dtype=cv2.CV_8U)
+    table = torch.from_numpy(np.concatenate([table.ravel(), np.repeat(table.ravel()[-1:], 256)])).to(dev)
+    total = (images.to(torch.int16) + layer[..., None]).to(torch.int32)
+    return torch.index_select(table, 0, total.view(-1)).view(images.shape)
