@@ -254,16 +254,20 @@ def _rain_drops(h: int, w: int, p: RainParams, rng: np.random.Generator) -> tupl
     return np.stack([xs, ys], axis=1), _streak(slant, length)
 
 
-def box_blur_uint8(x: torch.Tensor, k: int) -> torch.Tensor:
-    """cv2.blur(x, (k, k)) of (N, H, W) integer images: mean of the k x k window (anchor k // 2,
-    BORDER_REFLECT_101), rounded half up as cv2 rounds it; window sums from cumulative sums."""
+def _reflect101_index(n: int, before: int, after: int, device: torch.device) -> torch.Tensor:
+    """Indices of a length-n axis padded by ``before`` and ``after`` pixels with BORDER_REFLECT_101."""
+    i = torch.arange(-before, n + after, device=device).abs()
+    return torch.where(i >= n, 2 * (n - 1) - i, i)
+
+
+def box_count(x: torch.Tensor, k: int) -> torch.Tensor:
+    """k x k window sums of (N, H, W) uint8 0/1 images (k * k < 256) as cv2.blur places its window
+    (anchor k // 2, BORDER_REFLECT_101): k shifted adds per axis, in uint8."""
     before, after = k // 2, k - 1 - k // 2
-    padded = F.pad(x.to(torch.float32)[:, None], (before, after, before, after), mode="reflect")[:, 0].to(torch.int32)
     for dim in (1, 2):
-        c = F.pad(padded.cumsum(dim), (0, 0, 1, 0) if dim == 1 else (1, 0))
-        padded = c.narrow(dim, k, c.shape[dim] - k) - c.narrow(dim, 0, c.shape[dim] - k)
-    area = k * k
-    return torch.div(2 * padded + area, 2 * area, rounding_mode="floor")
+        padded = x.index_select(dim, _reflect101_index(x.shape[dim], before, after, x.device))
+        x = sum(padded.narrow(dim, j, x.shape[dim]) for j in range(k))
+    return x
 
 
 @device_kernel("rain", exact=True, note="slant and drops drawn from the CPU kernel's numpy streams")
@@ -271,20 +275,21 @@ def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
     drops, streaks = zip(*(_rain_drops(h, w, p, rng) for rng in b.rngs))
     dev = images.device
-    # every image has as many drops; streaks differ in length with the slant: pad with their first pixel
+    # every image has as many drops; streaks differ in length with the slant: pad with their first pixel.
+    # The draws keep every streak inside the image (x from -slant, y below h - length), so no pixel is clipped.
     longest = max(len(st) for st in streaks)
     offsets = np.stack([np.concatenate([st, np.repeat(st[:1], longest - len(st), axis=0)]) for st in streaks])
-    pixels = torch.from_numpy(np.stack(drops)).to(dev)[:, :, None, :] + torch.from_numpy(offsets).to(dev)[:, None, :, :]
-    inside = ((pixels >= 0) & (pixels < torch.tensor([w, h], device=dev))).all(dim=-1)
-    flat = (torch.arange(n, device=dev)[:, None, None] * (h * w) + pixels[..., 1] * w + pixels[..., 0])[inside]
-    layer = torch.zeros(n * h * w, dtype=torch.int16, device=dev).index_fill_(0, flat, _RAIN_GREY).view(n, h, w)
+    starts = np.stack(drops) @ np.array([1, w]) + (np.arange(n) * (h * w))[:, None]
+    flat = torch.from_numpy(starts).to(dev)[:, :, None] + torch.from_numpy(offsets @ np.array([1, w])).to(dev)[:, None, :]
+    wet = torch.zeros(n * h * w, dtype=torch.uint8, device=dev).index_fill_(0, flat.view(-1), 1).view(n, h, w)
     k = max(1, int(round(3 * size_scale(images))))
+    area = k * k if k > 1 else 1
     if k > 1:
-        layer = box_blur_uint8(layer, k).to(torch.int16)
-    # cv2.add saturates at 255, cv2.multiply rounds: one 256-entry table (cv2's own rounding) does both
-    table = np.arange(256, dtype=np.uint8)[None]
-    if p.darkening != 1.0:
-        table = cv2.multiply(table, p.darkening, dtype=cv2.CV_8U)
-    table = torch.from_numpy(np.concatenate([table.ravel(), np.repeat(table.ravel()[-1:], 256)])).to(dev)
-    total = (images.to(torch.int16) + layer[..., None]).to(torch.int32)
-    return torch.index_select(table, 0, total.view(-1)).view(images.shape)
+        wet = box_count(wet, k)
+    # the blurred streak rounded half up, as cv2.blur rounds (a tie needs k * k a power of two: exact in float32)
+    layer = wet.float().mul_(_RAIN_GREY / area).add_(0.5).floor_().to(torch.uint8)
+    # cv2.add: saturating uint8 addition, as img + min(layer, 255 - img) without leaving uint8
+    out = torch.minimum(255 - images, layer[..., None]).add_(images)
+    if p.darkening == 1.0:
+        return out
+    return to_uint8(out.float().mul_(p.darkening))  # cv2.multiply rounds half to even, as to_uint8
