@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from corruptions.device.common import DeviceBatch, size_scale, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
-from corruptions.kernels._imagenet_c import next_power_of_2
-from corruptions.kernels.weather import _FINE_GAIN, _FROST_LOOKS, CloudParams, FogParams, FrostParams, RainParams
+from corruptions.kernels._imagenet_c import _linear_taps, motion_trail_kernel, next_power_of_2
+from corruptions.kernels.weather import _FINE_GAIN, _FROST_LOOKS, CloudParams, FogParams, FrostParams, RainParams, SnowParams
 
 
 @lru_cache(maxsize=64)
@@ -293,3 +293,62 @@ def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
     if p.darkening == 1.0:
         return out
     return to_uint8(out.float().mul_(p.darkening))  # cv2.multiply rounds half to even, as to_uint8
+
+
+@lru_cache(maxsize=64)
+def _zoom_matrix(side: int, zoom: float, device: torch.device) -> tuple[torch.Tensor, int]:
+    """ImageNet-C clipped_zoom along one axis: the (kept, crop) linear-interpolation matrix and the crop length.
+
+    The zoom reads only the centre crop, so only the crop's random values need drawing.
+    """
+    crop = int(np.ceil(side / zoom))
+    out = int(round(crop * zoom))
+    i0, i1, f = _linear_taps(out, crop, 0, min(side, out))
+    m = np.zeros((len(i0), crop), np.float32)
+    np.add.at(m, (np.arange(len(i0)), i0), 1 - f)
+    np.add.at(m, (np.arange(len(i0)), i1), f)
+    return torch.from_numpy(m).to(device), crop
+
+
+def motion_trails(x: torch.Tensor, radius: int, sigma: float, angles: list[float]) -> torch.Tensor:
+    """ImageNet-C's one-sided motion trail of (N, H, W) float32, image i along angles[i] (BORDER_REPLICATE).
+
+    Every image has its own kernel (corruptions.kernels._imagenet_c.motion_trail_kernel, built on the
+    host): one batched FFT correlation applies them all, as cv2.filter2D does for kernels this large.
+    """
+    n, h, w = x.shape
+    kernels = [motion_trail_kernel(float(radius), float(sigma), float(a))[0] for a in angles]
+    r = max(k.shape[0] for k in kernels) // 2
+    padded = F.pad(x[:, None], (r, r, r, r), mode="replicate")[:, 0]
+    size = (next_power_of_2(h + 2 * r), next_power_of_2(w + 2 * r))  # no wrap-around: the window ends inside
+    stacked = np.zeros((n, *size), np.float32)
+    for i, k in enumerate(kernels):
+        c = r - k.shape[0] // 2  # a smaller kernel, centred in the largest one's window
+        stacked[i, c : c + k.shape[0], c : c + k.shape[1]] = k
+    spectrum = torch.fft.rfft2(padded, s=size) * torch.fft.rfft2(torch.from_numpy(stacked).to(x.device)).conj()
+    return torch.fft.irfft2(spectrum, s=size)[:, :h, :w]
+
+
+@device_kernel("snow", exact=False, note="snow field from the torch generators; the fall angle from the numpy stream, "
+               "drawn before the field (the CPU draws it after), so it differs from the CPU's")
+def snow(images: torch.Tensor, p: SnowParams, b: DeviceBatch) -> torch.Tensor:
+    n, h, w, c = images.shape
+    s = size_scale(images)
+    zoom = max(1.0, p.zoom * s)  # flakes no smaller than a pixel
+    rows, crop_h = _zoom_matrix(h, zoom, images.device)
+    cols, crop_w = _zoom_matrix(w, zoom, images.device)
+    field = b.randn((crop_h, crop_w)).mul_(p.spread).add_(p.mean)
+    layer = rows @ field @ cols.T
+    layer = layer.masked_fill_(layer < p.threshold, 0).clamp_(0, 1)
+    angles = [record(rng, "angle", float(rng.uniform(-135.0, -45.0))) for rng in b.rngs]
+    layer = motion_trails(layer, round(p.radius * s), max(p.sigma * s, 0.1), angles)
+    layer = layer.mul_(255).round_().div_(255.0)
+    full = F.pad(layer, (0, w - layer.shape[2], 0, h - layer.shape[1]))
+    flakes = (full + full.flip(1, 2))[..., None]
+    x = images.float().div_(255.0)
+    if c == 3:
+        grey = (images.float() @ torch.tensor([0.299, 0.587, 0.114], device=images.device)).div_(255.0)[..., None]
+    else:
+        grey = x
+    whitened = torch.maximum(x, grey.mul(1.5).add_(0.5)).mul_(1 - p.scene)
+    return to_uint8(x.mul_(p.scene).add_(whitened).add_(flakes).clamp_(0, 1).mul_(255.0))
