@@ -78,8 +78,10 @@ def shadow(images: torch.Tensor, p: ShadowParams, b: DeviceBatch) -> torch.Tenso
                                     np.pad(poly, ((0, most - len(poly)), (0, 0)), mode="edge")], axis=1)
                           for poly in (image[i] for image in polygons)])
         depth += fill_polygons(h, w, torch.from_numpy(edges.astype(np.float32)).to(images.device))
+    # one depth per value (not broadcast along the channels): torch.where runs far faster on equal shapes
+    depth = depth[..., None].expand(images.shape).contiguous()
     out = images
     # albumentations darkens shadow by shadow, truncating each time: floor(v * (1 - darkness)) per layer
     for layer in range(1, p.num_shadows + 1):
-        out = torch.where((depth >= layer)[..., None], out.float().mul_(1 - p.darkness).floor_().to(torch.uint8), out)
+        out = torch.where(depth >= layer, out.float().mul_(1 - p.darkness).floor_().to(torch.uint8), out)
     return out  # a new tensor: num_shadows >= 1
