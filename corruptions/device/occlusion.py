@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from corruptions.device.chunking import cpu_chunked
 from corruptions.device.common import DeviceBatch
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
@@ -67,6 +68,7 @@ def fill_polygons(h: int, w: int, edges: torch.Tensor) -> torch.Tensor:
 
 @device_kernel("shadow", exact=False, note="polygons drawn from the CPU kernel's numpy streams; filled by fillPoly's "
                "scanline rule without its outline, so pixels along the polygon edges can differ")
+@cpu_chunked
 def shadow(images: torch.Tensor, p: ShadowParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
     polygons = [_shadow_polygons(h, w, p, rng) for rng in b.rngs]
