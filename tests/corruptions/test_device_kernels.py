@@ -18,6 +18,7 @@ import torch
 
 import corruptions
 from corruptions import device
+from corruptions.device import chunking
 from corruptions.device.digital import torchvision_jpeg
 
 EXACT = sorted(n for n, k in device.kernels().items() if k.exact)
@@ -107,6 +108,16 @@ def test_random_kernels_are_a_function_of_each_images_seed(batch: np.ndarray, na
     np.testing.assert_array_equal(whole, again)
     np.testing.assert_array_equal(whole[1:2], alone)  # the batch around an image does not change it
     assert (other[1] != whole[1]).any() and (other[[0, 2]] == whole[[0, 2]]).all()
+
+
+@pytest.mark.parametrize("name", sorted(device.names()))
+def test_kernels_give_the_same_pixels_however_a_cpu_batch_is_split(batch: np.ndarray, name: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    whole, whole_drawn = device.corrupt_batch(batch, name, severity=3, seeds=[4, 5, 6], return_drawn=True)
+    monkeypatch.setattr(chunking, "CPU_CHUNK", 2)  # sub-batches of 2 and 1 images
+    split, split_drawn = device.corrupt_batch(batch, name, severity=3, seeds=[4, 5, 6], return_drawn=True)
+    np.testing.assert_array_equal(split.numpy(), whole.numpy())
+    assert split_drawn == whole_drawn
 
 
 def test_jpeg_on_a_cpu_device_is_the_cpu_codec(batch: np.ndarray) -> None:
