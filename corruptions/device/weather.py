@@ -283,8 +283,8 @@ def _reflect101_index(n: int, before: int, after: int, device: torch.device) -> 
 
 
 def box_count(x: torch.Tensor, k: int) -> torch.Tensor:
-    """k x k window sums of (N, H, W) uint8 0/1 images (k * k < 256) as cv2.blur places its window
-    (anchor k // 2, BORDER_REFLECT_101): k shifted adds per axis, in uint8."""
+    """k x k window sums of (N, H, W) 0/1 images as cv2.blur places its window (anchor k // 2,
+    BORDER_REFLECT_101): k shifted adds per axis, in the images' dtype (uint8 holds sums up to 255)."""
     before, after = k // 2, k - 1 - k // 2
     for dim in (1, 2):
         padded = x.index_select(dim, _reflect101_index(x.shape[dim], before, after, x.device))
@@ -308,14 +308,14 @@ def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
     k = max(1, int(round(3 * size_scale(images))))
     area = k * k if k > 1 else 1
     if k > 1:
-        wet = box_count(wet, k)
+        wet = box_count(wet if area < 256 else wet.to(torch.int16), k)  # uint8 counts up to a 15 x 15 window
     # the blurred streak rounded half up, as cv2.blur rounds (a tie needs k * k a power of two: exact in float32)
     layer = wet.float().mul_(_RAIN_GREY / area).add_(0.5).floor_().to(torch.uint8)
     # cv2.add: saturating uint8 addition, as img + min(layer, 255 - img) without leaving uint8
     out = torch.minimum(255 - images, layer[..., None]).add_(images)
     if p.darkening == 1.0:
         return out
-    return to_uint8(out.float().mul_(p.darkening))  # cv2.multiply rounds half to even, as to_uint8
+    return out.float().mul_(p.darkening).round_().to(torch.uint8)  # half to even, as cv2.multiply; <= 255 already
 
 
 @lru_cache(maxsize=64)
