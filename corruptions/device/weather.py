@@ -218,12 +218,25 @@ def _frost_crystals(h: int, w: int, b: DeviceBatch) -> torch.Tensor:
     return splat_segments(h, w, torch.from_numpy(np.stack(segments).astype(np.float32)).to(b.device)).clamp_max_(1.0)
 
 
-def _standardised(x: torch.Tensor, sd: float, centre: bool) -> torch.Tensor:
-    """x scaled per image to standard deviation ``sd`` (numpy's population std), optionally centred first."""
-    std = x.std(dim=(1, 2), keepdim=True, correction=0).clamp_min(1e-6)
-    if centre:
-        x = x - x.mean(dim=(1, 2), keepdim=True)
-    return x * (sd / std)
+def _std_mean(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Population standard deviation and mean of each image of (N, H, W) x, as (N, 1, 1) each.
+
+    Two passes (mean, then the norm of the deviations): on CPU several times faster than
+    torch.std's Welford loop, with the same precision as numpy's two-pass std.
+    """
+    mean = x.mean(dim=(1, 2), keepdim=True)
+    norm = torch.linalg.vector_norm(x - mean, dim=(1, 2), keepdim=True)
+    return norm / np.sqrt(x.shape[1] * x.shape[2]), mean
+
+
+def _frost_detail(tex: torch.Tensor, coarse: torch.Tensor, fine_sd: torch.Tensor, coarse_sd: torch.Tensor) -> torch.Tensor:
+    """(tex - coarse) scaled to fine_sd plus coarse centred and scaled to coarse_sd (population std,
+    per image), as ``fine * a + coarse * b - mean * b``: one new tensor instead of four."""
+    fine = tex.sub_(coarse)
+    fine_std, _ = _std_mean(fine)
+    coarse_std, coarse_mean = _std_mean(coarse)
+    scale = coarse_sd[:, None, None] / coarse_std.clamp_min_(1e-6)
+    return fine.mul_(fine_sd[:, None, None] / fine_std.clamp_min_(1e-6)).addcmul_(coarse, scale).sub_(coarse_mean * scale)
 
 
 @device_kernel("frost", exact=False, note="ice crystals splatted, not rasterised by cv2's anti-aliased lines")
@@ -231,21 +244,22 @@ def _standardised(x: torch.Tensor, sd: float, centre: bool) -> torch.Tensor:
 def frost(images: torch.Tensor, p: FrostParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, c = images.shape
     s = min(h, w) / 224
+    dev = images.device
     looks = [_FROST_LOOKS[int(record(rng, "look", int(rng.integers(0, len(_FROST_LOOKS)))))] for rng in b.rngs]
-    base = fractal_noise(h, w, b.rngs, images.device, base_cells=5, octaves=5, persistence=0.75)
+    base = fractal_noise(h, w, b.rngs, dev, base_cells=5, octaves=5, persistence=0.75)
     crystals = gaussian_blur(_frost_crystals(h, w, b), max(0.6 * s, 0.3))
-    tex = torch.maximum(base.pow_(1.5).mul_(0.6).add_(0.3), crystals.clamp_max_(1.0))
+    # base ** 1.5 as base * sqrt(base): the same to a float32 ulp, several times cheaper than pow on CPU
+    tex = torch.maximum(base.sqrt().mul_(base).mul_(0.6).add_(0.3), crystals.clamp_max_(1.0))
     coarse = gaussian_blur(tex, max(4.0 * s, 0.5))
     fine_sd = np.array([look[1] for look in looks], np.float32) * np.float32(_FINE_GAIN)
     coarse_sd = np.array([np.sqrt(max(look[2] ** 2 + look[1] ** 2 - f**2, (0.5 * look[2]) ** 2)) for look, f in zip(looks, fine_sd)], np.float32)
-    detail = _standardised(tex - coarse, torch.from_numpy(fine_sd).to(images.device)[:, None, None], centre=False)
-    detail += _standardised(coarse, torch.from_numpy(coarse_sd).to(images.device)[:, None, None], centre=True)
+    detail = _frost_detail(tex, coarse, torch.from_numpy(fine_sd).to(dev), torch.from_numpy(coarse_sd).to(dev))
     colour = np.array([look[0] for look in looks], np.float32)
     if c == 1:
         colour = colour @ np.array([[0.2989], [0.5870], [0.1140]], np.float32)
-    layer = detail[..., None] + torch.from_numpy(colour).to(images.device)[:, None, None, :]
-    # image_weight * image + frost_weight * layer in one pass over the pixels
-    return to_uint8(torch.add(layer.mul_(p.frost_weight), images.float(), alpha=p.image_weight))
+    # image_weight * image + frost_weight * (colour + detail), accumulated in place on the image's float copy
+    out = images.float().mul_(p.image_weight).add_(detail.mul_(p.frost_weight)[..., None])
+    return to_uint8(out.add_(torch.from_numpy(colour * np.float32(p.frost_weight)).to(dev)[:, None, None, :]))
 
 
 #: albumentations' rain streak colour (all three channels) and width
