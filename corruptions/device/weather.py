@@ -83,8 +83,9 @@ def cloud_overlay(images: torch.Tensor, p: CloudParams, b: DeviceBatch) -> torch
     alpha = torch.addcmul(0.35 - threshold / 0.15, field, torch.tensor(1 / 0.15, device=images.device))
     alpha = alpha.clamp_(0, 1).mul_(p.opacity)
     cloud = field.mul(40.0).add_(215.0).mul_(alpha)
-    # x * (1 - alpha) + cloud * alpha in one pass over the pixels, in the CPU kernel's order of operations
-    return to_uint8(torch.addcmul(cloud[..., None], images, alpha.neg_().add_(1.0)[..., None]))
+    # x * (1 - alpha) + cloud * alpha, in the CPU kernel's order of operations, in place on the float copy
+    # (torch.addcmul with a uint8 operand takes a slow type-promoting path on CPU)
+    return to_uint8(images.float().mul_(alpha.neg_().add_(1.0)[..., None]).add_(cloud[..., None]))
 
 
 #: diamond-square levels up to this many cells a side draw from the numpy streams (at most 3 * 8**2
@@ -130,8 +131,8 @@ def fog(images: torch.Tensor, p: FogParams, b: DeviceBatch) -> torch.Tensor:
     plasma = plasma_fractal(next_power_of_2(max(h, w)), p.decay, b)[:, :h, :w]
     peak = images.reshape(n, -1).amax(dim=1).float().div_(255.0)[:, None, None, None]
     keep = peak / (peak + p.density)
-    # (x / 255 + density * plasma) * keep * 255 = x * keep + plasma * (255 * density * keep): one pass over the pixels
-    return to_uint8(torch.addcmul(plasma[..., None] * (255.0 * p.density * keep), images, keep))
+    # (x / 255 + density * plasma) * keep * 255 = x * keep + plasma * (255 * density * keep), in place on the float copy
+    return to_uint8(images.float().mul_(keep).add_(plasma[..., None] * (255.0 * p.density * keep)))
 
 
 @lru_cache(maxsize=64)
