@@ -326,8 +326,9 @@ def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
         wet = box_count(wet if area < 256 else wet.to(torch.int16), k)  # uint8 counts up to a 15 x 15 window
     # the blurred streak rounded half up, as cv2.blur rounds (a tie needs k * k a power of two: exact in float32)
     layer = wet.float().mul_(_RAIN_GREY / area).add_(0.5).floor_().to(torch.uint8)
-    # cv2.add: saturating uint8 addition, as img + min(layer, 255 - img) without leaving uint8
-    out = torch.minimum(255 - images, layer[..., None]).add_(images)
+    # cv2.add: saturating uint8 addition, as img + min(layer, 255 - img) without leaving uint8; the layer
+    # copied to every channel first, as torch.minimum broadcasting along the channels is slow on CPU
+    out = torch.minimum(255 - images, layer[..., None].expand(images.shape).contiguous()).add_(images)
     if p.darkening == 1.0:
         return out
     return out.float().mul_(p.darkening).round_().to(torch.uint8)  # half to even, as cv2.multiply; <= 255 already
