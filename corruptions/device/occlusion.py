@@ -8,8 +8,7 @@ import torch
 from corruptions.device.chunking import cpu_chunked
 from corruptions.device.common import DeviceBatch
 from corruptions.device.registry import device_kernel
-from corruptions.draws import record
-from corruptions.kernels.occlusion import OccluderParams, ShadowParams, occluder_boxes
+from corruptions.kernels.occlusion import OccluderParams, ShadowParams, occluder_boxes, shadow_polygons
 
 
 @device_kernel("occluder", exact=True, note="boxes and shades drawn from the CPU kernel's numpy streams")
@@ -25,19 +24,6 @@ def occluder(images: torch.Tensor, p: OccluderParams, b: DeviceBatch) -> torch.T
             image[y : y + rh, x : x + rw] = shades[j]
             j += 1
     return out
-
-
-def _shadow_polygons(h: int, w: int, p: ShadowParams, rng: np.random.Generator) -> list[np.ndarray]:
-    """One image's shadow polygons ((k, 2) integer x, y vertices), drawn and recorded as the CPU kernel draws them."""
-    polygons = []
-    for i in range(p.num_shadows):
-        centre = rng.uniform(0, 1, 2) * np.array([w, h])
-        k = int(rng.integers(5, 9))
-        angles = np.sort(rng.uniform(0, 2 * np.pi, k))
-        radii = rng.uniform(0.6, 1.4, k) * p.size * min(h, w)
-        pts = centre + np.stack([np.cos(angles), np.sin(angles)], axis=1) * radii[:, None]
-        polygons.append(record(rng, "polygons", pts.round().astype(np.int32), index=i))
-    return polygons
 
 
 def fill_polygons(h: int, w: int, edges: torch.Tensor) -> torch.Tensor:
@@ -71,7 +57,7 @@ def fill_polygons(h: int, w: int, edges: torch.Tensor) -> torch.Tensor:
 @cpu_chunked
 def shadow(images: torch.Tensor, p: ShadowParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
-    polygons = [_shadow_polygons(h, w, p, rng) for rng in b.rngs]
+    polygons = [shadow_polygons(h, w, p, rng) for rng in b.rngs]
     most = max(len(poly) for image in polygons for poly in image)
     depth = torch.zeros((n, h, w), dtype=torch.uint8, device=images.device)
     for i in range(p.num_shadows):

@@ -1,4 +1,8 @@
-"""Weather family on the device: cloud cover (fog, frost and snow wait for issue 16's recalibration)."""
+"""Weather family on the device: fog, frost, snow, rain and cloud cover.
+
+Scalars and strokes (drop positions, crystal strokes, cloud cells, coarse plasma levels) come from
+the CPU kernel's numpy streams through the same draw helpers; per-pixel fields from the torch generators.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,17 @@ from corruptions.device.common import DeviceBatch, size_scale, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels._imagenet_c import _linear_taps, motion_trail_kernel, next_power_of_2
-from corruptions.kernels.weather import _FINE_GAIN, _FROST_LOOKS, CloudParams, FogParams, FrostParams, RainParams, SnowParams
+from corruptions.kernels.weather import (
+    _FINE_GAIN,
+    _FROST_LOOKS,
+    CloudParams,
+    FogParams,
+    FrostParams,
+    RainParams,
+    SnowParams,
+    frost_strokes,
+    rain_drops,
+)
 
 
 @lru_cache(maxsize=64)
@@ -206,17 +220,9 @@ def splat_segments(h: int, w: int, segments: torch.Tensor) -> torch.Tensor:
 def _frost_crystals(h: int, w: int, b: DeviceBatch) -> torch.Tensor:
     """The CPU frost texture's ice crystals, (N, H, W): the same strokes (drawn from the numpy streams
     in its order, right after the base noise), splatted instead of cv2's anti-aliased rasteriser."""
-    s = min(h, w) / 224
-    count = int(round(400 * h * w / (224 * 224)))
-    segments = []
-    for rng in b.rngs:
-        starts = rng.uniform(0, 1, (count, 2)) * np.array([w, h])
-        angles = rng.uniform(0, np.pi, count)
-        lengths = rng.uniform(3, 14, count) * s
-        ends = starts + np.stack([np.cos(angles), np.sin(angles)], axis=1) * lengths[:, None]
-        segments.append(np.stack([starts, ends], axis=1).round())
+    strokes = np.stack([frost_strokes(h, w, rng) for rng in b.rngs]).astype(np.float32)
     # cv2 blends a stroke over what is there, so crossing strokes saturate at 1 rather than add up
-    return splat_segments(h, w, torch.from_numpy(np.stack(segments).astype(np.float32)).to(b.device)).clamp_max_(1.0)
+    return splat_segments(h, w, torch.from_numpy(strokes).to(b.device)).clamp_max_(1.0)
 
 
 def _std_mean(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -280,17 +286,6 @@ def _streak(slant: int, length: int) -> np.ndarray:
     return np.stack([xs - abs(slant), ys], axis=1)
 
 
-def _rain_drops(h: int, w: int, p: RainParams, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """One image's drop positions (D, 2) and streak offsets, drawn and recorded as the CPU kernel draws them."""
-    s = min(h, w) / 224
-    length = max(1, int(round(p.drop_length * s)))
-    slant = int(round(record(rng, "slant", rng.uniform(-10, 10)) * s))
-    count = int(round(p.drops * h * w / (224 * 224)))
-    xs = rng.integers(max(0, -slant), max(1, min(w, w - slant)), count)
-    ys = rng.integers(0, max(1, h - length), count)
-    return np.stack([xs, ys], axis=1), _streak(slant, length)
-
-
 def _reflect101_index(n: int, before: int, after: int, device: torch.device) -> torch.Tensor:
     """Indices of a length-n axis padded by ``before`` and ``after`` pixels with BORDER_REFLECT_101."""
     i = torch.arange(-before, n + after, device=device).abs()
@@ -311,7 +306,8 @@ def box_count(x: torch.Tensor, k: int) -> torch.Tensor:
 @cpu_chunked
 def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
-    drops, streaks = zip(*(_rain_drops(h, w, p, rng) for rng in b.rngs))
+    drawn = [rain_drops(h, w, p, rng) for rng in b.rngs]
+    drops, streaks = [d for _, _, d in drawn], [_streak(slant, length) for slant, length, _ in drawn]
     dev = images.device
     # every image has as many drops; streaks differ in length with the slant: pad with their first pixel.
     # The draws keep every streak inside the image (x from -slant, y below h - length), so no pixel is clipped.
