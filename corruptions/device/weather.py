@@ -149,6 +149,11 @@ def fog(images: torch.Tensor, p: FogParams, b: DeviceBatch) -> torch.Tensor:
     return to_uint8(images.float().mul_(keep).add_(plasma[..., None] * (255.0 * p.density * keep)))
 
 
+def _float_gaussian_taps(sigma: float) -> np.ndarray:
+    """The 1-D kernel cv2.GaussianBlur(ksize=(0, 0)) uses on float images: 2 * round(4 sigma) + 1 taps."""
+    return cv2.getGaussianKernel(int(round(sigma * 4 * 2 + 1)) | 1, sigma, cv2.CV_32F).ravel()
+
+
 @lru_cache(maxsize=64)
 def _gaussian_matrix(n: int, sigma: float, device: torch.device) -> torch.Tensor:
     """(n, n) matrix M with M @ v = cv2.GaussianBlur of v along one axis (float32 taps, BORDER_REFLECT_101).
@@ -156,10 +161,10 @@ def _gaussian_matrix(n: int, sigma: float, device: torch.device) -> torch.Tensor
     A blur is then a matmul against a banded matrix: on CPU far faster than a depthwise convolution
     with a wide kernel, and a plain GEMM on a GPU.
     """
-    taps = cv2.getGaussianKernel(int(round(sigma * 4 * 2 + 1)) | 1, sigma, cv2.CV_32F).ravel()
+    taps = _float_gaussian_taps(sigma)
     r = len(taps) // 2
     rows = np.repeat(np.arange(n), len(taps))
-    cols = (rows + np.tile(np.arange(len(taps)) - r, n)) if n > 1 else np.zeros_like(rows)
+    cols = rows + np.tile(np.arange(len(taps)) - r, n)
     period = max(2 * (n - 1), 1)
     cols = np.abs(cols) % period
     cols = np.where(cols >= n, period - cols, cols)  # reflected about the edge pixels, as often as the kernel needs
@@ -168,13 +173,17 @@ def _gaussian_matrix(n: int, sigma: float, device: torch.device) -> torch.Tensor
     return torch.from_numpy(m).to(device)
 
 
-def _shifted_sum(x: torch.Tensor, taps: np.ndarray, dim: int) -> torch.Tensor:
-    """Correlation of x with odd-length ``taps`` along ``dim`` (BORDER_REFLECT_101), as a weighted sum of shifted windows."""
-    r, n = len(taps) // 2, x.shape[dim]
-    padded = x.index_select(dim, _reflect101_index(n, r, r, x.device))
-    out = padded.narrow(dim, 0, n) * float(taps[0])
-    for j in range(1, len(taps)):
-        out.add_(padded.narrow(dim, j, n), alpha=float(taps[j]))
+def window_sum(x: torch.Tensor, dim: int, before: int, after: int, taps: np.ndarray | None = None) -> torch.Tensor:
+    """Sum over the window [i - before, i + after] along ``dim`` (BORDER_REFLECT_101), weighted by ``taps``
+    (a correlation) or, without taps, plain in x's own dtype: shifted windows of one padded copy."""
+    n = x.shape[dim]
+    padded = x.index_select(dim, _reflect101_index(n, before, after, x.device))
+    windows = [padded.narrow(dim, j, n) for j in range(before + after + 1)]
+    if taps is None:
+        return sum(windows[1:], windows[0].clone())
+    out = windows[0] * float(taps[0])
+    for window, tap in zip(windows[1:], taps[1:]):
+        out.add_(window, alpha=float(tap))
     return out
 
 
@@ -186,9 +195,10 @@ SHIFTED_TAPS = 15
 def gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
     """cv2.GaussianBlur(x, (0, 0), sigma) of (N, H, W) float32 (BORDER_REFLECT_101)."""
     h, w = x.shape[-2:]
-    taps = cv2.getGaussianKernel(int(round(sigma * 4 * 2 + 1)) | 1, sigma, cv2.CV_32F).ravel()
+    taps = _float_gaussian_taps(sigma)
     if len(taps) <= SHIFTED_TAPS:
-        return _shifted_sum(_shifted_sum(x, taps, 1), taps, 2)
+        r = len(taps) // 2
+        return window_sum(window_sum(x, 1, r, r, taps), 2, r, r, taps)
     return _gaussian_matrix(h, sigma, x.device) @ x @ _gaussian_matrix(w, sigma, x.device).T
 
 
@@ -294,12 +304,9 @@ def _reflect101_index(n: int, before: int, after: int, device: torch.device) -> 
 
 def box_count(x: torch.Tensor, k: int) -> torch.Tensor:
     """k x k window sums of (N, H, W) 0/1 images as cv2.blur places its window (anchor k // 2,
-    BORDER_REFLECT_101): k shifted adds per axis, in the images' dtype (uint8 holds sums up to 255)."""
+    BORDER_REFLECT_101), in the images' dtype (uint8 holds sums up to 255)."""
     before, after = k // 2, k - 1 - k // 2
-    for dim in (1, 2):
-        padded = x.index_select(dim, _reflect101_index(x.shape[dim], before, after, x.device))
-        x = sum(padded.narrow(dim, j, x.shape[dim]) for j in range(k))
-    return x
+    return window_sum(window_sum(x, 1, before, after), 2, before, after)
 
 
 @device_kernel("rain", exact=True, note="slant and drops drawn from the CPU kernel's numpy streams")
