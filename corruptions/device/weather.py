@@ -385,13 +385,11 @@ def snow(images: torch.Tensor, p: SnowParams, b: DeviceBatch) -> torch.Tensor:
     layer = layer.masked_fill_(layer < p.threshold, 0).clamp_(0, 1)
     angles = [record(rng, "angle", float(rng.uniform(-135.0, -45.0))) for rng in b.rngs]
     layer = motion_trails(layer, round(p.radius * s), max(p.sigma * s, 0.1), angles)
-    layer = layer.mul_(255).round_().div_(255.0)
+    layer = layer.mul_(255).round_()  # in grey levels: the CPU kernel's round(layer * 255) / 255, times 255
     full = F.pad(layer, (0, w - layer.shape[2], 0, h - layer.shape[1]))
     flakes = (full + full.flip(1, 2))[..., None]
-    x = images.float().div_(255.0)
-    if c == 3:
-        grey = (images.float() @ torch.tensor([0.299, 0.587, 0.114], device=images.device)).div_(255.0)[..., None]
-    else:
-        grey = x
-    whitened = torch.maximum(x, grey.mul(1.5).add_(0.5)).mul_(1 - p.scene)
-    return to_uint8(x.mul_(p.scene).add_(whitened).add_(flakes).clamp_(0, 1).mul_(255.0))
+    # the CPU kernel's blend on [0, 1], scaled by 255 throughout: fewer passes over the pixels
+    x = images.float()
+    grey = (x @ torch.tensor([0.299, 0.587, 0.114], device=images.device))[..., None] if c == 3 else x
+    whitened = torch.maximum(x, grey.mul(1.5).add_(127.5))
+    return to_uint8(x.mul_(p.scene).add_(whitened, alpha=1 - p.scene).add_(flakes).clamp_(0, 255.0))
