@@ -21,9 +21,7 @@ def occluder(images: torch.Tensor, p: OccluderParams, b: DeviceBatch) -> torch.T
     j = 0
     for image, painted in zip(out.unbind(0), boxes):
         for y, x, rh, rw, _ in painted:
-            # a box as rh rows of rw * c bytes: one shade row repeated, copied contiguously, is faster
-            # than broadcasting the c values element by element
-            image[y : y + rh, x : x + rw].view(rh, rw * c).copy_(shades[j].repeat(rw).expand(rh, -1))
+            image[y : y + rh, x : x + rw] = shades[j]
             j += 1
     return out
 
