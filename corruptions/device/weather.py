@@ -215,16 +215,19 @@ def splat_segments(h: int, w: int, segments: torch.Tensor) -> torch.Tensor:
     k = torch.arange(int(steps.max()) + 1 if steps.numel() else 1, dtype=torch.float32, device=segments.device)
     points = start[:, :, None] + delta[:, :, None] * (k / steps.clamp_min(1.0)[..., None])[..., None]  # (N, S, P, 2)
     weight = (k <= steps[..., None]).float()
-    x0, y0 = points[..., 0].floor(), points[..., 1].floor()
-    fx, fy = points[..., 0] - x0, points[..., 1] - y0
-    canvas = torch.zeros(n * h * w, dtype=torch.float32, device=segments.device)
-    base = (torch.arange(n, device=segments.device) * (h * w))[:, None, None]
-    for dy, dx, share in ((0, 0, (1 - fy) * (1 - fx)), (0, 1, (1 - fy) * fx), (1, 0, fy * (1 - fx)), (1, 1, fy * fx)):
-        xs, ys = x0 + dx, y0 + dy
-        inside = (xs >= 0) & (xs < w) & (ys >= 0) & (ys < h)
-        index = base + (ys.clamp(0, h - 1) * w + xs.clamp(0, w - 1)).long()
-        canvas.index_add_(0, index.reshape(-1), (share * weight * inside).reshape(-1))
-    return canvas.view(n, h, w)
+    # on a canvas with a border (one pixel before, two after: a corner's neighbour stays on the canvas),
+    # clamping a point into the border drops its whole weight there, so no corner needs an inside test
+    x = points[..., 0].clamp(-1, w).add_(1)
+    y = points[..., 1].clamp(-1, h).add_(1)
+    x0, y0 = x.floor(), y.floor()
+    fx, fy = x - x0, y - y0
+    stride = w + 3
+    corner = (torch.arange(n, device=segments.device)[:, None, None] * ((h + 3) * stride) + (y0 * stride + x0).long()).view(-1)
+    fx, fy, weight = fx.view(-1), fy.view(-1), weight.expand_as(x).reshape(-1)
+    index = torch.cat([corner, corner + 1, corner + stride, corner + stride + 1])
+    share = torch.cat([(1 - fy) * (1 - fx), (1 - fy) * fx, fy * (1 - fx), fy * fx]) * weight.repeat(4)
+    canvas = torch.zeros(n * (h + 3) * stride, dtype=torch.float32, device=segments.device).index_add_(0, index, share)
+    return canvas.view(n, h + 3, stride)[:, 1 : h + 1, 1 : w + 1]
 
 
 def _frost_crystals(h: int, w: int, b: DeviceBatch) -> torch.Tensor:
