@@ -19,8 +19,11 @@ class ShadowParams(Params):
     size: float = Field(0.35, ge=0.05, le=0.8, description="shadow radius as a fraction of the short side")
 
 
-def shadow(img: np.ndarray, p: ShadowParams, rng: np.random.Generator) -> np.ndarray:
-    h, w = img.shape[:2]
+def shadow_polygons(h: int, w: int, p: ShadowParams, rng: np.random.Generator) -> list[np.ndarray]:
+    """One image's shadow polygons ((k, 2) integer x, y vertices), drawn and recorded in kernel order.
+
+    The numpy and the device kernel both draw these, so their draws can never drift apart.
+    """
     polys = []
     for i in range(p.num_shadows):
         centre = rng.uniform(0, 1, 2) * np.array([w, h])
@@ -30,6 +33,12 @@ def shadow(img: np.ndarray, p: ShadowParams, rng: np.random.Generator) -> np.nda
         pts = centre + np.stack([np.cos(angles), np.sin(angles)], axis=1) * radii[:, None]
         # the polygon (x, y vertices) says all that was drawn for this shadow
         polys.append(record(rng, "polygons", pts.round().astype(np.int32), index=i))
+    return polys
+
+
+def shadow(img: np.ndarray, p: ShadowParams, rng: np.random.Generator) -> np.ndarray:
+    h, w = img.shape[:2]
+    polys = shadow_polygons(h, w, p, rng)
     return apf.add_shadow(img, polys, np.full(p.num_shadows, p.darkness)).reshape(img.shape)
 
 

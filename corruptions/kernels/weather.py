@@ -67,17 +67,25 @@ _FROST_LOOKS = (
 )
 
 
-def _frost_texture(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+def frost_strokes(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+    """The ice crystals' strokes of one image, (S, 2, 2) integer (x, y) end points, drawn in kernel order.
+
+    The numpy and the device kernel both draw these, so their draws can never drift apart.
+    """
     s = min(h, w) / 224
-    base = fractal_noise(h, w, rng, base_cells=5, octaves=5, persistence=0.75)
-    crystals = np.zeros((h, w), np.float32)
     n = int(round(400 * h * w / (224 * 224)))
     starts = rng.uniform(0, 1, (n, 2)) * np.array([w, h])
     angles = rng.uniform(0, np.pi, n)
     lengths = rng.uniform(3, 14, n) * s
     ends = starts + np.stack([np.cos(angles), np.sin(angles)], axis=1) * lengths[:, None]
-    lines = np.stack([starts, ends], axis=1).round().astype(np.int32)
-    cv2.polylines(crystals, list(lines), False, 1.0, thickness=1, lineType=cv2.LINE_AA)
+    return np.stack([starts, ends], axis=1).round().astype(np.int32)
+
+
+def _frost_texture(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+    s = min(h, w) / 224
+    base = fractal_noise(h, w, rng, base_cells=5, octaves=5, persistence=0.75)
+    crystals = np.zeros((h, w), np.float32)
+    cv2.polylines(crystals, list(frost_strokes(h, w, rng)), False, 1.0, thickness=1, lineType=cv2.LINE_AA)
     crystals = cv2.GaussianBlur(crystals, (0, 0), sigmaX=max(0.6 * s, 0.3))
     tex = np.maximum(np.float32(0.3) + np.float32(0.6) * base**np.float32(1.5), np.minimum(crystals, 1))
     return tex
@@ -150,16 +158,25 @@ class RainParams(Params):
     darkening: float = Field(0.8, ge=0.2, le=1.0, description="brightness multiplier of the overcast scene")
 
 
-def rain(img: np.ndarray, p: RainParams, rng: np.random.Generator) -> np.ndarray:
-    h, w = img.shape[:2]
-    s = size_scale(img)
+def rain_drops(h: int, w: int, p: RainParams, rng: np.random.Generator) -> tuple[int, int, np.ndarray]:
+    """One image's streak slant and length (pixels) and drop positions ((D, 2) x, y), drawn and recorded in kernel order.
+
+    The numpy and the device kernel both draw these, so their draws can never drift apart.
+    """
+    s = min(h, w) / 224
     length = max(1, int(round(p.drop_length * s)))
     # streak slant in pixels at 224, before scaling to this image
     slant = int(round(record(rng, "slant", rng.uniform(-10, 10)) * s))
     n = int(round(p.drops * h * w / (224 * 224)))
     xs = rng.integers(max(0, -slant), max(1, min(w, w - slant)), n)
     ys = rng.integers(0, max(1, h - length), n)
-    drops = np.stack([xs, ys], axis=1)
+    return slant, length, np.stack([xs, ys], axis=1)
+
+
+def rain(img: np.ndarray, p: RainParams, rng: np.random.Generator) -> np.ndarray:
+    h, w = img.shape[:2]
+    s = size_scale(img)
+    slant, length, drops = rain_drops(h, w, p, rng)
     blur = max(1, int(round(3 * s)))
     return apf.add_rain(img, slant, length, 1, (200, 200, 200), blur, p.darkening, drops)
 

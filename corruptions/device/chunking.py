@@ -1,0 +1,40 @@
+"""Running a device kernel over a CPU tensor a few images at a time.
+
+A batched kernel makes several passes over float intermediates of the whole batch: for 256
+images at 224x224 that is 150 MB a pass, so on a CPU every pass streams from main memory. Split
+into sub-batches whose intermediates fit the last-level cache, the same kernel runs 2-4 times
+faster there. On a GPU the whole batch is one launch per pass, so it is left whole.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from corruptions.device.common import DeviceBatch
+from corruptions.device.registry import KernelFn
+
+#: images per sub-batch on a CPU: a 224x224 RGB image is 0.6 MB as float32, so a kernel's few live
+#: intermediates of 8 images sit in a 32 MB cache (measured at batch 256: 8 to 16 beat 4 and 32)
+CPU_CHUNK = 8
+
+
+def cpu_chunked(fn: KernelFn) -> KernelFn:
+    """``fn`` applied to sub-batches of CPU_CHUNK images when the batch is on the CPU.
+
+    Each image keeps its own numpy stream and torch generator (seeded by its own seed), so the
+    pixels and drawn values do not depend on how the batch is split.
+    """
+
+    @functools.wraps(fn)
+    def run(images: torch.Tensor, params: object, b: DeviceBatch) -> torch.Tensor:
+        if images.device.type != "cpu" or images.shape[0] <= CPU_CHUNK:
+            return fn(images, params, b)
+        out = torch.empty_like(images)
+        for start in range(0, images.shape[0], CPU_CHUNK):
+            stop = start + CPU_CHUNK
+            out[start:stop] = fn(images[start:stop], params, DeviceBatch(b.seeds[start:stop], b.rngs[start:stop], b.device))
+        return out
+
+    return run
