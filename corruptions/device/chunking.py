@@ -33,8 +33,9 @@ def cpu_chunked(fn: KernelFn) -> KernelFn:
             return fn(images, params, b)
         out = torch.empty_like(images)
         for start in range(0, images.shape[0], CPU_CHUNK):
-            stop = start + CPU_CHUNK
-            out[start:stop] = fn(images[start:stop], params, DeviceBatch(b.seeds[start:stop], b.rngs[start:stop], b.device))
+            part = b.part(start, start + CPU_CHUNK)
+            out[start : start + CPU_CHUNK] = fn(images[start : start + CPU_CHUNK], params, part)
+            b.merge(start, part)
         return out
 
     return run

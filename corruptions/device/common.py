@@ -38,6 +38,16 @@ class DeviceBatch:
             self._rngs = [RecordingGenerator(s, f) for s, f in zip(self.seeds, self.fixed)]
         return self._rngs
 
+    def part(self, start: int, stop: int) -> DeviceBatch:
+        """Images start:stop as a batch of their own (their streams are shared, not re-seeded, when
+        already built); hand it back with ``merge`` so its draws count as this batch's."""
+        rngs = self._rngs[start:stop] if self._rngs is not None else None
+        return DeviceBatch(self.seeds[start:stop], self.fixed[start:stop], self.device, _rngs=rngs)
+
+    def merge(self, start: int, part: DeviceBatch) -> None:
+        if part._rngs is not None:
+            self.rngs[start : start + len(part._rngs)] = part._rngs
+
     def drawn(self) -> list[dict[str, Any]]:
         """What each image's numpy stream recorded (nothing where the kernel never used them)."""
         return [rng.drawn for rng in self._rngs] if self._rngs is not None else [{} for _ in self.seeds]
