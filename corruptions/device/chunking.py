@@ -4,11 +4,10 @@ A batched kernel makes several passes over float intermediates of the whole batc
 images at 224x224 that is 150 MB a pass, so on a CPU every pass streams from main memory. Split
 into sub-batches whose intermediates fit the last-level cache, the same kernel runs 2-4 times
 faster there. On a GPU the whole batch is one launch per pass, so it is left whole.
+``corruptions.device.corrupt_batch`` runs every kernel through :func:`run`.
 """
 
 from __future__ import annotations
-
-import functools
 
 import torch
 
@@ -20,22 +19,17 @@ from corruptions.device.registry import KernelFn
 CPU_CHUNK = 8
 
 
-def cpu_chunked(fn: KernelFn) -> KernelFn:
-    """``fn`` applied to sub-batches of CPU_CHUNK images when the batch is on the CPU.
+def run(fn: KernelFn, images: torch.Tensor, params: object, b: DeviceBatch) -> torch.Tensor:
+    """``fn`` applied to sub-batches of CPU_CHUNK images when the batch is on the CPU (whole on a GPU).
 
     Each image keeps its own numpy stream and torch generator (seeded by its own seed), so the
     pixels and drawn values do not depend on how the batch is split.
     """
-
-    @functools.wraps(fn)
-    def run(images: torch.Tensor, params: object, b: DeviceBatch) -> torch.Tensor:
-        if images.device.type != "cpu" or images.shape[0] <= CPU_CHUNK:
-            return fn(images, params, b)
-        out = torch.empty_like(images)
-        for start in range(0, images.shape[0], CPU_CHUNK):
-            part = b.part(start, start + CPU_CHUNK)
-            out[start : start + CPU_CHUNK] = fn(images[start : start + CPU_CHUNK], params, part)
-            b.merge(start, part)
-        return out
-
-    return run
+    if images.device.type != "cpu" or images.shape[0] <= CPU_CHUNK:
+        return fn(images, params, b)
+    out = torch.empty_like(images)
+    for start in range(0, images.shape[0], CPU_CHUNK):
+        part = b.part(start, start + CPU_CHUNK)
+        out[start : start + CPU_CHUNK] = fn(images[start : start + CPU_CHUNK], params, part)
+        b.merge(start, part)
+    return out

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from corruptions.device.chunking import cpu_chunked
 from corruptions.device.common import DeviceBatch
 from corruptions.device.registry import device_kernel
 from corruptions.kernels.occlusion import OccluderParams, ShadowParams, occluder_boxes, shadow_polygons
@@ -54,7 +53,6 @@ def fill_polygons(h: int, w: int, edges: torch.Tensor) -> torch.Tensor:
 
 @device_kernel("shadow", exact=False, note="polygons drawn from the CPU kernel's numpy streams; filled by fillPoly's "
                "scanline rule without its outline, so pixels along the polygon edges can differ")
-@cpu_chunked
 def shadow(images: torch.Tensor, p: ShadowParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
     polygons = [shadow_polygons(h, w, p, rng) for rng in b.rngs]

@@ -13,7 +13,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corruptions.device.chunking import cpu_chunked
 from corruptions.device.common import DeviceBatch, size_scale, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
@@ -83,7 +82,6 @@ def quantile(x: torch.Tensor, q: float) -> torch.Tensor:
 
 
 @device_kernel("cloud_overlay", exact=True, note="cloud cells drawn from the CPU kernel's numpy streams")
-@cpu_chunked
 def cloud_overlay(images: torch.Tensor, p: CloudParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
     field = fractal_noise(h, w, b.rngs, images.device, base_cells=2, octaves=6, persistence=0.6)
@@ -139,7 +137,6 @@ def plasma_fractal(mapsize: int, decay: float, b: DeviceBatch) -> torch.Tensor:
 
 
 @device_kernel("fog", exact=False, note="coarse plasma levels from the numpy streams, fine levels from the torch generators")
-@cpu_chunked
 def fog(images: torch.Tensor, p: FogParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
     plasma = plasma_fractal(next_power_of_2(max(h, w)), p.decay, b)[:, :h, :w]
@@ -260,7 +257,6 @@ def _frost_detail(tex: torch.Tensor, coarse: torch.Tensor, fine_sd: torch.Tensor
 
 
 @device_kernel("frost", exact=False, note="ice crystals splatted, not rasterised by cv2's anti-aliased lines")
-@cpu_chunked
 def frost(images: torch.Tensor, p: FrostParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, c = images.shape
     s = min(h, w) / 224
@@ -313,7 +309,6 @@ def box_count(x: torch.Tensor, k: int) -> torch.Tensor:
 
 
 @device_kernel("rain", exact=True, note="slant and drops drawn from the CPU kernel's numpy streams")
-@cpu_chunked
 def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
     drawn = [rain_drops(h, w, p, rng) for rng in b.rngs]
@@ -376,7 +371,6 @@ def motion_trails(x: torch.Tensor, radius: int, sigma: float, angles: list[float
 
 @device_kernel("snow", exact=False, note="snow field from the torch generators; the fall angle from the numpy stream, "
                "drawn before the field (the CPU draws it after), so it differs from the CPU's")
-@cpu_chunked
 def snow(images: torch.Tensor, p: SnowParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, c = images.shape
     s = size_scale(images)
