@@ -23,7 +23,7 @@ from corruptions.kernels.digital import JpegParams, PixelateParams, PosterizePar
 _PIL_BITS = 22
 
 
-@device_kernel("posterize", exact=True)
+@device_kernel("posterize", exact=True, chunked=False)
 def posterize(images: torch.Tensor, p: PosterizeParams, b: DeviceBatch) -> torch.Tensor:
     mask = torch.tensor((0xFF << (8 - p.bits)) & 0xFF, dtype=torch.uint8, device=images.device)
     return torch.bitwise_and(images, mask, out=empty(tuple(images.shape), torch.uint8, images.device))
@@ -100,7 +100,8 @@ def torchvision_jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
     return torch.stack(decoded).permute(0, 2, 3, 1).contiguous()
 
 
-@device_kernel("jpeg_compression", exact=False, note="CUDA: torchvision/nvJPEG batch codec; CPU device: the CPU kernel per image")
+@device_kernel("jpeg_compression", exact=False, note="CUDA: torchvision/nvJPEG batch codec; CPU device: the CPU kernel per image",
+               chunked=False)
 def jpeg(images: torch.Tensor, p: JpegParams, b: DeviceBatch) -> torch.Tensor:
     if images.device.type == "cuda":
         return torchvision_jpeg(images, p.quality)

@@ -21,7 +21,7 @@ DOMAIN = DomainConfig(
     domain="device corruption",
     corruptions=[CorruptionChoice(name=n, severities=[2, 5] if n != "horizontal_flip" else [1], reason="test") for n in DETERMINISTIC]
     + [
-        CorruptionChoice(name="brightness", severities=[3], reason="no device kernel (issue 16 recalibrates it)"),
+        CorruptionChoice(name="webp_compression", severities=[3], reason="no device kernel (no batched WebP encoder)"),
         CorruptionChoice(name="gaussian_noise", severities=[4], reason="random per-pixel draws"),
     ],
 )
@@ -39,9 +39,9 @@ def cfg(**kw: object) -> RunConfig:
         ("cpu", "cuda", "gaussian_noise", "cpu"),
         ("auto", "cpu", "gaussian_noise", "cpu"),  # a CPU-only machine keeps the worker processes
         ("auto", "cuda", "gaussian_noise", "device"),
-        ("auto", "cuda", "brightness", "cpu"),  # no device kernel
+        ("auto", "cuda", "webp_compression", "cpu"),  # no device kernel
         ("device", "cpu", "gaussian_noise", "device"),
-        ("device", "cuda:1", "brightness", "cpu"),
+        ("device", "cuda:1", "webp_compression", "cpu"),
     ],
 )
 def test_corruption_site(choice: str, model_device: str, corruption: str, site: str) -> None:
@@ -68,7 +68,7 @@ def test_results_do_not_depend_on_where_units_were_corrupted(home: Path) -> None
         assert a[k].corrupted_on == (None if corruption == "clean" else "cpu")
         if corruption == "clean":
             assert unit.corrupted_on is None
-        elif corruption == "brightness":
+        elif corruption == "webp_compression":
             assert unit.corrupted_on == "cpu"
         else:
             assert unit.corrupted_on == "device"
