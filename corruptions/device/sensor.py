@@ -14,49 +14,66 @@ from corruptions.draws import record
 from corruptions.kernels.sensor import ChromaticAberrationParams, IsoNoiseParams, LowLightParams, RowNoiseParams, VignettingParams
 
 
-def poisson_small(lam: np.ndarray, b: DeviceBatch, shape: tuple[int, ...]) -> torch.Tensor:
-    """(N, *shape) int32 Poisson counts, image i with mean ``lam[i]`` (one per image), by inverting the CDF of one uniform per value.
+def poisson_counts(lam: np.ndarray, b: DeviceBatch, shape: tuple[int, ...]) -> torch.Tensor:
+    """(N, *shape) float32 Poisson counts, image i with mean ``lam[i]``, from one 15-bit uniform per value.
 
-    The CDF runs until the tail left is below 1e-12: beyond it no count of any image is expected.
+    The count is the number of CDF steps the uniform passes, each step a per-image threshold in
+    1/32768 units: only the few counts whose probability is not below 1/32768 get a comparison,
+    where searchsorted over the whole CDF costs several times the field it builds.
     """
     lam = np.maximum(np.asarray(lam, dtype=np.float64), 0.0)
     k = np.arange(int(np.ceil(lam.max() + 12 * np.sqrt(lam.max()) + 12)))
     log_pmf = k * np.log(np.maximum(lam[:, None], 1e-300)) - lam[:, None] - np.cumsum(np.log(np.maximum(k, 1)))[None, :]
-    cdf = torch.from_numpy(np.cumsum(np.exp(log_pmf), axis=1).astype(np.float32)).to(b.device)
-    u = b.rand(shape).view(len(lam), -1)
-    return torch.searchsorted(cdf, u, right=True, out_int32=True).view(len(lam), *shape)
+    steps = np.minimum(np.rint(np.cumsum(np.exp(log_pmf), axis=1) * (1 << 15)), 1 << 15).astype(np.int64)
+    used = int((steps < (1 << 15)).sum(axis=1).max())
+    u = b.uniform15(shape).view(len(lam), -1)
+    # u >= step as u > step - 1: a step of 32768 (never passed) then still fits int16
+    below_step = torch.from_numpy((steps[:, :used] - 1).astype(np.int16)).to(b.device)
+    counts = torch.zeros(tuple(u.shape), dtype=torch.float32, device=b.device)
+    for j in range(used):
+        counts.add_(u > below_step[:, j : j + 1])
+    return counts.view(len(lam), *shape)
 
 
-def _hls_channel(light: torch.Tensor, half: torch.Tensor, k: torch.Tensor, shift: float, out: torch.Tensor) -> None:
-    """One RGB channel of HLS into ``out``: L - half * clip(min(k' - 3, 9 - k'), -1, 1), k' = (k + shift) mod 12, k = hue / 30 degrees."""
-    kc = torch.remainder(k + shift, 12.0)
-    slope = torch.minimum(kc - 3, kc.neg_().add_(9), out=kc).clamp_(-1, 1)
+def _hls_channel(light: torch.Tensor, half: torch.Tensor, k: torch.Tensor, centre: float, out: torch.Tensor) -> None:
+    """One RGB channel of HLS into ``out``: L - half * clip(3 - d, -1, 1), d the distance on the hue circle (12 sextant halves) from k to ``centre``.
+
+    The circular distance min(d, 12 - d) of k in [0, 12) needs no remainder per channel: 3 - it is max(3 - d, d - 9).
+    """
+    d = torch.sub(k, centre, out=out).abs_()
+    slope = torch.rsub(d, 3.0)
+    torch.maximum(slope, d.sub_(9.0), out=slope).clamp_(-1, 1)
     torch.addcmul(light, half, slope, value=-1.0, out=out)
 
 
 @device_kernel("iso_noise", exact=False, note="albumentations' HLS formulas in torch; Poisson and hue noise from torch generators")
 def iso_noise(images: torch.Tensor, p: IsoNoiseParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, _ = images.shape
-    r, g, bl = as_float(images).unbind(-1)  # one contiguous conversion: per-channel ones convert strided, slowly
-    hi = as_float(images.amax(dim=-1))
-    lo = as_float(images.amin(dim=-1))
+    # planar float: every per-channel operation below then runs on contiguous planes
+    r, g, bl = as_float(images.permute(0, 3, 1, 2)).unbind(1)
+    hi = torch.maximum(torch.maximum(r, g), bl)
+    lo = torch.minimum(torch.minimum(r, g), bl)
     chroma = hi - lo
-    safe = chroma.clamp(min=1.0)  # integer levels: chroma 0 means grey, where every branch below gives hue 0
+    # integer levels: chroma 0 means grey, where every branch below gives hue 0
+    twice_inv = chroma.clamp(min=1.0).reciprocal_().mul_(2.0)
     # hue / 30 degrees, cv2's order of cases (red is the maximum first, then green): 2 per sextant
-    k = torch.where(hi == r, (g - bl).div_(safe), torch.where(hi == g, (bl - r).div_(safe).add_(2), (r - g).div_(safe).add_(4)))
-    k.mul_(2.0).add_(b.randn((h, w)).mul_(p.color_shift * p.intensity / 30.0))
+    k = torch.where(hi == r, g - bl, torch.where(hi == g, (bl - r).add_(chroma.clamp(min=1.0), alpha=2.0), (r - g).add_(chroma.clamp(min=1.0), alpha=4.0)))
+    k.mul_(twice_inv).add_(b.randn((h, w)).mul_(p.color_shift * p.intensity / 30.0)).remainder_(12.0)
     light = hi.add_(lo).mul_(0.5 / 255.0)
-    std = light.view(n, -1).std(dim=1, unbiased=False).double().cpu().numpy()
-    counts = poisson_small(std * p.intensity, b, (h, w))
+    flat = light.view(n, -1)
+    mean = flat.mean(dim=1, dtype=torch.float64)
+    std = (flat.square().mean(dim=1, dtype=torch.float64) - mean.square()).clamp_(min=0).sqrt_().cpu().numpy()
+    counts = poisson_counts(std * p.intensity, b, (h, w))
     # albumentations adds counts * intensity * (1 - L) to the lightness, clipped to [0, 1]
     new_light = torch.rsub(light, 1.0).mul_(counts).mul_(p.intensity).add_(light).clamp_(0, 1)
     # with hue and saturation kept, half the chroma scales with min(L, 1 - L)
     room = torch.minimum(new_light, 1 - new_light).div_(torch.minimum(light, 1 - light).clamp_(min=1e-12))
     half = chroma.mul_(0.5 / 255.0).mul_(room)
-    out = empty((n, h, w, 3), torch.float32, images.device)
-    for c, shift in enumerate((0.0, 8.0, 4.0)):
-        _hls_channel(new_light, half, k, shift, out[..., c])
-    return to_uint8(out.clamp_(0, 1).mul_(255.0))
+    out = empty((n, 3, h, w), torch.float32, images.device)
+    # channel c peaks where (k + shift_c) mod 12 is 6: red, green, blue shifts 0, 8, 4
+    for c, centre in enumerate((6.0, 10.0, 2.0)):
+        _hls_channel(new_light, half, k, centre, out[:, c])
+    return to_uint8(out.clamp_(0, 1).mul_(255.0).permute(0, 2, 3, 1))
 
 
 @device_kernel("low_light", exact=False)
