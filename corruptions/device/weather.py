@@ -326,20 +326,28 @@ def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
     if k > 1:
         wet = box_count(wet if area < 256 else wet.to(torch.int16), k)  # uint8 counts up to a 15 x 15 window
     # the blurred streak rounded half up, as cv2.blur rounds (a tie needs k * k a power of two: exact in float32)
-    layer = whole_float_to_uint8(wet.float().mul_(_RAIN_GREY / area).add_(0.5).floor_())[..., None]
+    layer = rint_to_uint8_(wet.float().mul_(_RAIN_GREY / area).add_(0.5).floor_())[..., None]
     # cv2.add: saturating uint8 addition, as img + min(layer, 255 - img) without leaving uint8; the layer
     # copied to every channel first (torch.cat: the fastest copy on CPU), as torch.minimum broadcasting
     # along the channels is slow on CPU
     out = torch.minimum(255 - images, torch.cat([layer] * images.shape[-1], dim=-1)).add_(images)
     if p.darkening == 1.0:
         return out
-    return whole_float_to_uint8(out.float().mul_(p.darkening).round_())  # half to even, as cv2.multiply; <= 255 already
+    return rint_to_uint8_(out.float().mul_(p.darkening))  # half to even, as cv2.multiply; <= 255 already
 
 
-def whole_float_to_uint8(x: torch.Tensor) -> torch.Tensor:
-    """Float tensor of whole numbers in [0, 255] to uint8 by way of int16: torch's direct float->uint8 cast
-    is not vectorised on CPU (measured 0.12 against 0.03 ms per 224x224 RGB image)."""
-    return x.to(torch.int16).to(torch.uint8)
+#: float32 has no fraction bits left at 2**23: adding it rounds a value in [0, 2**23) half to even
+_ROUNDING_BIAS = float(2**23)
+
+
+def rint_to_uint8_(x: torch.Tensor) -> torch.Tensor:
+    """Float32 ``x`` with values in [0, 255] rounded half to even into uint8, using up ``x``.
+
+    x + 2**23 holds the rounded value in its low mantissa bits, so the low byte of its int32 bits is
+    the result: one add and a cast that only narrows, where round_ and torch's float->uint8 cast
+    (not vectorised on CPU: 0.12 against 0.02 ms per 224x224 RGB image) take two passes and more.
+    """
+    return x.add_(_ROUNDING_BIAS).view(torch.int32).to(torch.uint8)
 
 
 @lru_cache(maxsize=64)
