@@ -343,7 +343,22 @@ def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
     out = torch.minimum(255 - images, torch.cat([layer] * images.shape[-1], dim=-1)).add_(images)
     if p.darkening == 1.0:
         return out
-    return rint_to_uint8_(out.float().mul_(p.darkening))  # half to even, as cv2.multiply; <= 255 already
+    return scale_in_place(out, p.darkening)
+
+
+#: float32 elements per piece of a uint8 -> float pass: under 2 MB, the size from which torch's CPU
+#: allocator maps fresh huge pages for every tensor (a 4.8 MB temporary costs 0.76 ms of page faults,
+#: a 1.9 MB one 0.05 ms; smaller pieces reuse the same heap memory)
+_FLOAT_PIECE = 1 << 18
+
+
+def scale_in_place(x: torch.Tensor, factor: float) -> torch.Tensor:
+    """Contiguous uint8 ``x`` multiplied by ``factor`` <= 1 and rounded half to even (as cv2.multiply),
+    written back into ``x``: on a CPU in float32 pieces of the flattened tensor, on a GPU in one pass."""
+    flat = x.view(-1)
+    for piece in flat.split(_FLOAT_PIECE) if x.device.type == "cpu" else (flat,):
+        piece.copy_(rint_to_uint8_(piece.float().mul_(factor)))
+    return x
 
 
 #: float32 has no fraction bits left at 2**23: adding it rounds a value in [0, 2**23) half to even
