@@ -170,14 +170,12 @@ def _gaussian_matrix(n: int, sigma: float, device: torch.device) -> torch.Tensor
     return torch.from_numpy(m).to(device)
 
 
-def window_sum(x: torch.Tensor, dim: int, before: int, after: int, taps: np.ndarray | None = None) -> torch.Tensor:
+def window_sum(x: torch.Tensor, dim: int, before: int, after: int, taps: np.ndarray) -> torch.Tensor:
     """Sum over the window [i - before, i + after] along ``dim`` (BORDER_REFLECT_101), weighted by ``taps``
-    (a correlation) or, without taps, plain in x's own dtype: shifted windows of one padded copy."""
+    (a correlation): shifted windows of one padded copy."""
     n = x.shape[dim]
     padded = x.index_select(dim, _reflect101_index(n, before, after, x.device))
     windows = [padded.narrow(dim, j, n) for j in range(before + after + 1)]
-    if taps is None:
-        return sum(windows[1:], windows[0].clone())
     out = windows[0] * float(taps[0])
     for window, tap in zip(windows[1:], taps[1:]):
         out.add_(window, alpha=float(tap))
@@ -305,7 +303,19 @@ def box_count(x: torch.Tensor, k: int) -> torch.Tensor:
     """k x k window sums of (N, H, W) 0/1 images as cv2.blur places its window (anchor k // 2,
     BORDER_REFLECT_101), in the images' dtype (uint8 holds sums up to 255)."""
     before, after = k // 2, k - 1 - k // 2
-    return window_sum(window_sum(x, 1, before, after), 2, before, after)
+    # torch's "reflect" padding mirrors about the edge pixel, as BORDER_REFLECT_101; one padded copy
+    # is far cheaper than gathering the padded rows and columns (measured 0.03 against 0.13 ms per image)
+    padded = F.pad(x[:, None], (before, after, before, after), mode="reflect")[:, 0]
+    return _window_total(_window_total(padded, 1, k), 2, k)
+
+
+def _window_total(x: torch.Tensor, dim: int, k: int) -> torch.Tensor:
+    """Sums of k consecutive entries along ``dim`` (x padded by k - 1 there), accumulated in place."""
+    n = x.shape[dim] - k + 1
+    out = x.narrow(dim, 0, n).clone()
+    for j in range(1, k):
+        out.add_(x.narrow(dim, j, n))
+    return out
 
 
 @device_kernel("rain", exact=True, note="slant and drops drawn from the CPU kernel's numpy streams")
@@ -326,13 +336,43 @@ def rain(images: torch.Tensor, p: RainParams, b: DeviceBatch) -> torch.Tensor:
     if k > 1:
         wet = box_count(wet if area < 256 else wet.to(torch.int16), k)  # uint8 counts up to a 15 x 15 window
     # the blurred streak rounded half up, as cv2.blur rounds (a tie needs k * k a power of two: exact in float32)
-    layer = wet.float().mul_(_RAIN_GREY / area).add_(0.5).floor_().to(torch.uint8)
+    layer = rint_to_uint8_(wet.float().mul_(_RAIN_GREY / area).add_(0.5).floor_())[..., None]
     # cv2.add: saturating uint8 addition, as img + min(layer, 255 - img) without leaving uint8; the layer
-    # copied to every channel first, as torch.minimum broadcasting along the channels is slow on CPU
-    out = torch.minimum(255 - images, layer[..., None].expand(images.shape).contiguous()).add_(images)
+    # copied to every channel first (torch.cat: the fastest copy on CPU), as torch.minimum broadcasting
+    # along the channels is slow on CPU
+    out = torch.minimum(255 - images, torch.cat([layer] * images.shape[-1], dim=-1)).add_(images)
     if p.darkening == 1.0:
         return out
-    return out.float().mul_(p.darkening).round_().to(torch.uint8)  # half to even, as cv2.multiply; <= 255 already
+    return scale_in_place(out, p.darkening)
+
+
+#: float32 elements per piece of a uint8 -> float pass: under 2 MB, the size from which torch's CPU
+#: allocator maps fresh huge pages for every tensor (a 4.8 MB temporary costs 0.76 ms of page faults,
+#: a 1.9 MB one 0.05 ms; smaller pieces reuse the same heap memory)
+_FLOAT_PIECE = 1 << 18
+
+
+def scale_in_place(x: torch.Tensor, factor: float) -> torch.Tensor:
+    """Contiguous uint8 ``x`` multiplied by ``factor`` <= 1 and rounded half to even (as cv2.multiply),
+    written back into ``x``: on a CPU in float32 pieces of the flattened tensor, on a GPU in one pass."""
+    flat = x.view(-1)
+    for piece in flat.split(_FLOAT_PIECE) if x.device.type == "cpu" else (flat,):
+        piece.copy_(rint_to_uint8_(piece.float().mul_(factor)))
+    return x
+
+
+#: float32 has no fraction bits left at 2**23: adding it rounds a value in [0, 2**23) half to even
+_ROUNDING_BIAS = float(2**23)
+
+
+def rint_to_uint8_(x: torch.Tensor) -> torch.Tensor:
+    """Float32 ``x`` with values in [0, 255] rounded half to even into uint8, using up ``x``.
+
+    x + 2**23 holds the rounded value in its low mantissa bits, so the low byte of its int32 bits is
+    the result: one add and a cast that only narrows, where round_ and torch's float->uint8 cast
+    (not vectorised on CPU: 0.12 against 0.02 ms per 224x224 RGB image) take two passes and more.
+    """
+    return x.add_(_ROUNDING_BIAS).view(torch.int32).to(torch.uint8)
 
 
 @lru_cache(maxsize=64)
