@@ -124,9 +124,31 @@ def as_float(images: torch.Tensor) -> torch.Tensor:
     return empty(tuple(images.shape), torch.float32, images.device).copy_(images)
 
 
+#: float32 has no fraction bits left at 2**23: adding it rounds a value in [0, 2**23) half to even
+_ROUNDING_BIAS = float(1 << 23)
+
+
+def rint_bits_(x: torch.Tensor) -> torch.Tensor:
+    """Float ``x`` rounded half to even (numpy's rint) and clipped to [0, 255], using up ``x``, as
+    a tensor whose low byte is the uint8 result (``copy_`` it into uint8, or ``rint_to_uint8_``).
+
+    For float32, after clipping x + 2**23 holds the rounded value in its low mantissa bits, so the
+    int32 view of its bits narrows to the result: a clamp, an add and a cast that only narrows,
+    where round_ and torch's float->uint8 cast (not vectorised on CPU: 0.12 against 0.02 ms per
+    224x224 RGB image) take more passes. Other dtypes take the plain route.
+    """
+    if x.dtype != torch.float32:
+        return x.round_().clamp_(0, 255)
+    return x.clamp_(0, 255).add_(_ROUNDING_BIAS).view(torch.int32)
+
+
+def rint_to_uint8_(x: torch.Tensor) -> torch.Tensor:
+    return rint_bits_(x).to(torch.uint8)
+
+
 def to_uint8(x: torch.Tensor) -> torch.Tensor:
     """Round half to even (as numpy's rint) and clip into uint8 (contiguous, in memory from ``empty``)."""
-    return empty(tuple(x.shape), torch.uint8, x.device).copy_(x.round_().clamp_(0, 255))
+    return empty(tuple(x.shape), torch.uint8, x.device).copy_(rint_bits_(x))
 
 
 def nchw(images: torch.Tensor) -> torch.Tensor:
@@ -138,7 +160,7 @@ def nhwc_uint8(x: torch.Tensor) -> torch.Tensor:
     """(N, C, H, W) float -> (N, H, W, C) uint8, rounded, contiguous."""
     n, c, h, w = x.shape
     out = empty((n, h, w, c), torch.uint8, x.device)
-    out.permute(0, 3, 1, 2).copy_(x.round_().clamp_(0, 255))
+    out.permute(0, 3, 1, 2).copy_(rint_bits_(x))
     return out
 
 
