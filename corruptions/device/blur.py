@@ -116,38 +116,61 @@ def glass_blur(images: torch.Tensor, p: GlassBlurParams, b: DeviceBatch) -> torc
 
 
 def swap_sources(h: int, w: int, delta: int, iterations: int, b: DeviceBatch) -> torch.Tensor:
-    """``sequential_swap_sources`` in torch for the whole batch ((N, H * W) flat source indices into
-    the batch): the same chained copies, neighbours drawn from each image's generator.
+    """``sequential_swap_sources`` in torch for the whole batch ((N, H * W) int32 flat source indices
+    into the batch): the same chained copies, neighbour offsets drawn from each image's generator.
 
-    The visited pixels form the rectangle rows and columns (delta, side - delta], walked from the
-    bottom-right, so draws, neighbours and chains are computed on that rectangle as a block.
+    The visited pixels form the rectangle rows and columns (delta, side - delta]; offsets, neighbours
+    and chains are computed on that rectangle as a block.
     """
     n, dev = len(b.seeds), b.device
-    base = (torch.arange(n, device=dev) * (h * w)).view(n, 1, 1)
-    sources = (torch.arange(h * w, device=dev).view(1, h, w) + base).reshape(-1)
+    sources = torch.arange(n * h * w, dtype=torch.int32, device=dev)
     rows, cols = h - 2 * delta, w - 2 * delta
     if rows <= 0 or cols <= 0:
         return sources.view(n, h * w)
-    ys = torch.arange(delta + 1, h - delta + 1, device=dev).view(1, -1, 1)
-    xs = torch.arange(delta + 1, w - delta + 1, device=dev).view(1, 1, -1)
     for _ in range(iterations):
-        draws = [torch.randint(-delta, delta, (rows * cols, 2), generator=b.generator(i), device=dev) for i in range(n)]
-        d = torch.stack(draws).view(n, rows, cols, 2).flip(1, 2)  # drawn in reverse raster order
-        ny, nx = ys + d[..., 1], xs + d[..., 0]
-        # a neighbour visited earlier (inside the rectangle, later in raster order) holds a copied
-        # value: follow it to the end of its chain; any other neighbour is the value itself
-        chain = (ny <= h - delta) & (nx <= w - delta) & (ny >= delta + 1) & (nx >= delta + 1) & ((ny > ys) | ((ny == ys) & (nx > xs)))
-        nb = ny * w + nx + base
-        own = ys * w + xs + base
-        jump = torch.arange(n * h * w, device=dev).view(n, h, w)
-        value = jump.clone()
-        jump[:, delta + 1 : h - delta + 1, delta + 1 : w - delta + 1] = torch.where(chain, nb, own)
-        value[:, delta + 1 : h - delta + 1, delta + 1 : w - delta + 1] = torch.where(chain, own, nb)
-        jump, value = jump.view(-1), value.view(-1)
-        while True:  # pointer doubling: every chain resolved in log2(length) passes
-            nxt = jump.index_select(0, jump)
-            if torch.equal(nxt, jump):
-                break
-            jump = nxt
-        sources = sources.index_select(0, value.index_select(0, jump))
+        # the offsets are i.i.d. per pixel, so which pixel gets which draw does not change the
+        # distribution: drawn in raster order, not the reference's reverse order (no flip pass)
+        d = swap_offsets(b.uniform15((rows, cols, 2)), delta)
+        sources = apply_swaps(sources.view(n, h, w), d[..., 1], d[..., 0], delta).view(-1)
     return sources.view(n, h * w)
+
+
+def swap_offsets(u15: torch.Tensor, delta: int) -> torch.Tensor:
+    """Integers uniform on [-delta, delta) (int32) from ``DeviceBatch.uniform15`` values.
+
+    Scaling 15-bit uniforms is exact where 2 * delta is a power of two (deltas 1, 2, 4) and
+    otherwise off by at most 2 * delta / 2**15 in each value's probability; a quarter of the
+    generator work of ``randint`` (four draws from each 64-bit word).
+    """
+    return ((u15.to(torch.int32) * (2 * delta)) >> 15) - delta
+
+
+def apply_swaps(sources: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, delta: int) -> torch.Tensor:
+    """One sweep of ImageNet-C's sequential copies over (N, H, W) int32 flat ``sources``, with the
+    rectangle's offsets ``dy``, ``dx`` ((N, H - 2 delta, W - 2 delta) each).
+
+    A neighbour visited earlier (inside the rectangle, later in raster order) holds a copied
+    value: it is followed to the end of its chain (pointer doubling, log2(length) passes); any
+    other neighbour still holds its own value.
+    """
+    n, h, w = sources.shape
+    rows, cols = dy.shape[1:]
+    dev = sources.device
+    ys = torch.arange(rows, dtype=torch.int32, device=dev).view(1, -1, 1)
+    xs = torch.arange(cols, dtype=torch.int32, device=dev).view(1, 1, -1)
+    ny, nx = ys + dy, xs + dx
+    chain = ((dy > 0) | ((dy == 0) & (dx > 0))) & (ny < rows) & (nx < cols) & (nx >= 0)
+    here = torch.arange(n * rows * cols, dtype=torch.int32, device=dev).view(n, rows, cols)
+    jump = torch.where(chain, here + (dy * cols + dx), here).view(-1)
+    while True:
+        nxt = jump.index_select(0, jump)
+        if torch.equal(nxt, jump):
+            break
+        jump = nxt
+    # every chain ends at a pixel whose neighbour still held its own value: that neighbour's source
+    base = (torch.arange(n, dtype=torch.int32, device=dev) * (h * w)).view(-1, 1, 1)
+    own = base + (ys + delta + 1) * w + (xs + delta + 1)
+    neighbour = (own + (dy * w + dx)).view(-1).index_select(0, jump)
+    out = sources.clone()
+    out[:, delta + 1 : h - delta + 1, delta + 1 : w - delta + 1] = sources.view(-1).index_select(0, neighbour).view(n, rows, cols)
+    return out
