@@ -130,19 +130,31 @@ def swap_sources(h: int, w: int, delta: int, iterations: int, b: DeviceBatch) ->
     for _ in range(iterations):
         # the offsets are i.i.d. per pixel, so which pixel gets which draw does not change the
         # distribution: drawn in raster order, not the reference's reverse order (no flip pass)
-        d = swap_offsets(b.uniform15((rows, cols, 2)), delta)
-        sources = apply_swaps(sources.view(n, h, w), d[..., 1], d[..., 0], delta).view(-1)
+        dy, dx = swap_offsets(b, (rows, cols), delta)
+        sources = apply_swaps(sources.view(n, h, w), dy, dx, delta).view(-1)
     return sources.view(n, h * w)
 
 
-def swap_offsets(u15: torch.Tensor, delta: int) -> torch.Tensor:
-    """Integers uniform on [-delta, delta) (int32) from ``DeviceBatch.uniform15`` values.
+def swap_offsets(b: DeviceBatch, shape: tuple[int, ...], delta: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two (N, *shape) int32 fields of integers uniform on [-delta, delta), image i from its own generator.
 
-    Scaling 15-bit uniforms is exact where 2 * delta is a power of two (deltas 1, 2, 4) and
-    otherwise off by at most 2 * delta / 2**15 in each value's probability; a quarter of the
-    generator work of ``randint`` (four draws from each 64-bit word).
+    Each 32-bit half of a 64-bit draw gives one value of each field (its bits 0-14 and 15-29:
+    bit 31 of every other half is always 0), scaled to the range in int32 lanes (widening int16
+    costs more than the arithmetic): a quarter of the generator work of ``randint``. Exact where
+    2 * delta is a power of two (deltas 1, 2, 4); otherwise each value's probability is off by
+    at most 2 * delta / 2**15.
     """
-    return ((u15.to(torch.int32) * (2 * delta)) >> 15) - delta
+    n, count = len(b.seeds), int(np.prod(shape))
+    words = torch.empty((n, -(-count // 2)), dtype=torch.int64, device=b.device)
+    for i, row in enumerate(words):
+        row.random_(generator=b.generator(i))
+    halves = words.view(torch.int32)[:, :count]
+    return tuple(_scaled(u15, delta).view(n, *shape) for u15 in (halves & 0x7FFF, (halves >> 15).bitwise_and_(0x7FFF)))
+
+
+def _scaled(u15: torch.Tensor, delta: int) -> torch.Tensor:
+    """int32 values uniform on [0, 2**15) -> integers on [-delta, delta), in place."""
+    return u15.mul_(2 * delta).bitwise_right_shift_(15).sub_(delta)
 
 
 def apply_swaps(sources: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, delta: int) -> torch.Tensor:
@@ -158,10 +170,11 @@ def apply_swaps(sources: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, delta
     dev = sources.device
     ys = torch.arange(rows, dtype=torch.int32, device=dev).view(1, -1, 1)
     xs = torch.arange(cols, dtype=torch.int32, device=dev).view(1, 1, -1)
-    ny, nx = ys + dy, xs + dx
-    chain = ((dy > 0) | ((dy == 0) & (dx > 0))) & (ny < rows) & (nx < cols) & (nx >= 0)
+    step = dy * cols + dx  # with nx inside, |dx| < cols: a positive step is a neighbour later in raster order
+    nx = xs + dx
+    chain = (step > 0) & (ys + dy < rows) & (nx < cols) & (nx >= 0)
     here = torch.arange(n * rows * cols, dtype=torch.int32, device=dev).view(n, rows, cols)
-    jump = torch.where(chain, here + (dy * cols + dx), here).view(-1)
+    jump = torch.where(chain, step.add_(here), here).view(-1)
     while True:
         nxt = jump.index_select(0, jump)
         if torch.equal(nxt, jump):

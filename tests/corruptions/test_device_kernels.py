@@ -164,3 +164,18 @@ def test_glass_blur_swaps_follow_the_sequential_copies(delta: int) -> None:
                 want[i, y, x] = want[i, y + dy[i, y - delta - 1, x - delta - 1], x + dx[i, y - delta - 1, x - delta - 1]]
     np.testing.assert_array_equal(got.numpy(), want)
     assert (want != np.arange(n * h * w).reshape(n, h, w)).mean() > 0.25  # copies did happen
+
+
+@pytest.mark.parametrize("delta", [1, 3])
+def test_glass_blur_swap_offsets_are_uniform_and_independent(delta: int) -> None:
+    from corruptions.device.blur import swap_offsets
+    from corruptions.device.common import DeviceBatch
+
+    dy, dx = swap_offsets(DeviceBatch([1, 2], [{}, {}], torch.device("cpu")), (101, 99), delta)
+    assert dy.shape == dx.shape == (2, 101, 99)
+    pairs = ((dy + delta) * (2 * delta) + (dx + delta)).flatten().numpy()
+    counts = np.bincount(pairs, minlength=(2 * delta) ** 2)
+    assert counts.size == (2 * delta) ** 2  # no value outside [-delta, delta)
+    expected = pairs.size / counts.size
+    np.testing.assert_allclose(counts, expected, rtol=5 * np.sqrt(expected) / expected)
+    assert not torch.equal(dy[0], dy[1])  # each image from its own generator
