@@ -10,7 +10,18 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, filter2d, pad, per_chunk, separable_filter, size_scale, to_uint8
+from corruptions.device.common import (
+    DeviceBatch,
+    as_float,
+    filter2d,
+    nhwc_uint8,
+    pad,
+    per_chunk,
+    planar_separable_filter,
+    separable_filter,
+    size_scale,
+    to_uint8,
+)
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels._imagenet_c import _linear_taps, motion_trail_kernel
@@ -34,7 +45,7 @@ def gaussian_taps(sigma: float) -> np.ndarray:
 @device_kernel("gaussian_blur", exact=True)
 def gaussian_blur(images: torch.Tensor, p: GaussianBlurParams, b: DeviceBatch) -> torch.Tensor:
     taps = gaussian_taps(p.sigma * size_scale(images))
-    return to_uint8(separable_filter(images.float(), taps, taps))
+    return nhwc_uint8(planar_separable_filter(planes(images), taps, taps))
 
 
 @device_kernel("defocus_blur", exact=True)
@@ -113,6 +124,11 @@ def glass_blur(images: torch.Tensor, p: GlassBlurParams, b: DeviceBatch) -> torc
     sources = swap_sources(h, w, delta, p.iterations, b)
     shuffled = x.index_select(0, sources.reshape(-1)).view(n, h, w, c)
     return to_uint8(separable_filter(shuffled.float(), taps, taps, border="replicate"))
+
+
+def planes(images: torch.Tensor) -> torch.Tensor:
+    """(N, H, W, C) uint8 -> contiguous planar (N, C, H, W) float32."""
+    return as_float(images.permute(0, 3, 1, 2))
 
 
 def swap_sources(h: int, w: int, delta: int, iterations: int, b: DeviceBatch) -> torch.Tensor:

@@ -214,6 +214,21 @@ def separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, border: st
     return per_chunk(lambda part: _filter_columns(_correlate(part, kx, 2, border), ky, border), x)
 
 
+def planar_separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, border: str = "reflect101") -> torch.Tensor:
+    """``separable_filter`` of contiguous planar (N, C, H, W) float: both passes banded products.
+
+    In planes the row pass is a right product with the band as well (no transpose), so it runs
+    at GEMM speed like the column pass (measured 1.15-1.3x faster on CPU than ``separable_filter``
+    for 9-19 taps, the conversion to and from planes included).
+    """
+    n, c, h, w = x.shape
+    rows = x.reshape(n * c * h, w)
+    out = torch.empty_like(rows)
+    for o0, o1, i0, block in _band_blocks(tuple(float(t) for t in np.ravel(kx)), w, border):
+        torch.mm(rows[:, i0 : i0 + block.shape[1]], block.to(x.device).t(), out=out[:, o0:o1])
+    return _filter_columns(out.view(n * c, h, w), np.ravel(ky), border).view(n, c, h, w)
+
+
 #: output rows per block of the banded column filter: a block reads 32 + len(taps) - 1 input rows,
 #: so the product does ~1.5-2x the multiply-adds of the taps alone (measured best of 16 to 56)
 BAND_BLOCK = 32
