@@ -223,7 +223,7 @@ def planar_separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, bor
     """
     n, c, h, w = x.shape
     rows = x.reshape(n * c * h, w)
-    out = torch.empty_like(rows)
+    out = empty(tuple(rows.shape), rows.dtype, rows.device)
     for o0, o1, i0, block in _band_blocks(tuple(float(t) for t in np.ravel(kx)), w, border):
         torch.mm(rows[:, i0 : i0 + block.shape[1]], block.to(x.device).t(), out=out[:, o0:o1])
     return _filter_columns(out.view(n * c, h, w), np.ravel(ky), border).view(n, c, h, w)
@@ -243,7 +243,7 @@ def _filter_columns(x: torch.Tensor, taps: np.ndarray, border: str) -> torch.Ten
     """
     n, h = x.shape[:2]
     rows = x.reshape(n, h, -1)
-    out = torch.empty_like(rows)
+    out = empty(tuple(rows.shape), rows.dtype, rows.device)
     for o0, o1, i0, block in _band_blocks(tuple(float(t) for t in taps), h, border):
         block = block.to(x.device)
         torch.matmul(block, rows[:, i0 : i0 + block.shape[1]], out=out[:, o0:o1])
