@@ -10,7 +10,18 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, filter2d, pad, per_chunk, separable_filter, size_scale, to_uint8
+from corruptions.device.common import (
+    DeviceBatch,
+    as_float,
+    filter2d,
+    nhwc_uint8,
+    pad,
+    per_chunk,
+    planar_separable_filter,
+    separable_filter,
+    size_scale,
+    to_uint8,
+)
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels._imagenet_c import _linear_taps, motion_trail_kernel
@@ -34,7 +45,7 @@ def gaussian_taps(sigma: float) -> np.ndarray:
 @device_kernel("gaussian_blur", exact=True)
 def gaussian_blur(images: torch.Tensor, p: GaussianBlurParams, b: DeviceBatch) -> torch.Tensor:
     taps = gaussian_taps(p.sigma * size_scale(images))
-    return to_uint8(separable_filter(images.float(), taps, taps))
+    return nhwc_uint8(planar_separable_filter(planes(images), taps, taps))
 
 
 @device_kernel("defocus_blur", exact=True)
@@ -115,39 +126,80 @@ def glass_blur(images: torch.Tensor, p: GlassBlurParams, b: DeviceBatch) -> torc
     return to_uint8(separable_filter(shuffled.float(), taps, taps, border="replicate"))
 
 
-def swap_sources(h: int, w: int, delta: int, iterations: int, b: DeviceBatch) -> torch.Tensor:
-    """``sequential_swap_sources`` in torch for the whole batch ((N, H * W) flat source indices into
-    the batch): the same chained copies, neighbours drawn from each image's generator.
+def planes(images: torch.Tensor) -> torch.Tensor:
+    """(N, H, W, C) uint8 -> contiguous planar (N, C, H, W) float32."""
+    return as_float(images.permute(0, 3, 1, 2))
 
-    The visited pixels form the rectangle rows and columns (delta, side - delta], walked from the
-    bottom-right, so draws, neighbours and chains are computed on that rectangle as a block.
+
+def swap_sources(h: int, w: int, delta: int, iterations: int, b: DeviceBatch) -> torch.Tensor:
+    """``sequential_swap_sources`` in torch for the whole batch ((N, H * W) int32 flat source indices
+    into the batch): the same chained copies, neighbour offsets drawn from each image's generator.
+
+    The visited pixels form the rectangle rows and columns (delta, side - delta]; offsets, neighbours
+    and chains are computed on that rectangle as a block.
     """
     n, dev = len(b.seeds), b.device
-    base = (torch.arange(n, device=dev) * (h * w)).view(n, 1, 1)
-    sources = (torch.arange(h * w, device=dev).view(1, h, w) + base).reshape(-1)
+    sources = torch.arange(n * h * w, dtype=torch.int32, device=dev)
     rows, cols = h - 2 * delta, w - 2 * delta
     if rows <= 0 or cols <= 0:
         return sources.view(n, h * w)
-    ys = torch.arange(delta + 1, h - delta + 1, device=dev).view(1, -1, 1)
-    xs = torch.arange(delta + 1, w - delta + 1, device=dev).view(1, 1, -1)
     for _ in range(iterations):
-        draws = [torch.randint(-delta, delta, (rows * cols, 2), generator=b.generator(i), device=dev) for i in range(n)]
-        d = torch.stack(draws).view(n, rows, cols, 2).flip(1, 2)  # drawn in reverse raster order
-        ny, nx = ys + d[..., 1], xs + d[..., 0]
-        # a neighbour visited earlier (inside the rectangle, later in raster order) holds a copied
-        # value: follow it to the end of its chain; any other neighbour is the value itself
-        chain = (ny <= h - delta) & (nx <= w - delta) & (ny >= delta + 1) & (nx >= delta + 1) & ((ny > ys) | ((ny == ys) & (nx > xs)))
-        nb = ny * w + nx + base
-        own = ys * w + xs + base
-        jump = torch.arange(n * h * w, device=dev).view(n, h, w)
-        value = jump.clone()
-        jump[:, delta + 1 : h - delta + 1, delta + 1 : w - delta + 1] = torch.where(chain, nb, own)
-        value[:, delta + 1 : h - delta + 1, delta + 1 : w - delta + 1] = torch.where(chain, own, nb)
-        jump, value = jump.view(-1), value.view(-1)
-        while True:  # pointer doubling: every chain resolved in log2(length) passes
-            nxt = jump.index_select(0, jump)
-            if torch.equal(nxt, jump):
-                break
-            jump = nxt
-        sources = sources.index_select(0, value.index_select(0, jump))
+        # the offsets are i.i.d. per pixel, so which pixel gets which draw does not change the
+        # distribution: drawn in raster order, not the reference's reverse order (no flip pass)
+        dy, dx = swap_offsets(b, (rows, cols), delta)
+        sources = apply_swaps(sources.view(n, h, w), dy, dx, delta).view(-1)
     return sources.view(n, h * w)
+
+
+def swap_offsets(b: DeviceBatch, shape: tuple[int, ...], delta: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two (N, *shape) int32 fields of integers uniform on [-delta, delta), image i from its own generator.
+
+    Each 32-bit half of a 64-bit draw gives one value of each field (its bits 0-14 and 15-29:
+    bit 31 of every other half is always 0), scaled to the range in int32 lanes (widening int16
+    costs more than the arithmetic): a quarter of the generator work of ``randint``. Exact where
+    2 * delta is a power of two (deltas 1, 2, 4); otherwise each value's probability is off by
+    at most 2 * delta / 2**15.
+    """
+    n, count = len(b.seeds), int(np.prod(shape))
+    words = torch.empty((n, -(-count // 2)), dtype=torch.int64, device=b.device)
+    for i, row in enumerate(words):
+        row.random_(generator=b.generator(i))
+    halves = words.view(torch.int32)[:, :count]
+    return tuple(_scaled(u15, delta).view(n, *shape) for u15 in (halves & 0x7FFF, (halves >> 15).bitwise_and_(0x7FFF)))
+
+
+def _scaled(u15: torch.Tensor, delta: int) -> torch.Tensor:
+    """int32 values uniform on [0, 2**15) -> integers on [-delta, delta), in place."""
+    return u15.mul_(2 * delta).bitwise_right_shift_(15).sub_(delta)
+
+
+def apply_swaps(sources: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, delta: int) -> torch.Tensor:
+    """One sweep of ImageNet-C's sequential copies over (N, H, W) int32 flat ``sources``, with the
+    rectangle's offsets ``dy``, ``dx`` ((N, H - 2 delta, W - 2 delta) each).
+
+    A neighbour visited earlier (inside the rectangle, later in raster order) holds a copied
+    value: it is followed to the end of its chain (pointer doubling, log2(length) passes); any
+    other neighbour still holds its own value.
+    """
+    n, h, w = sources.shape
+    rows, cols = dy.shape[1:]
+    dev = sources.device
+    ys = torch.arange(rows, dtype=torch.int32, device=dev).view(1, -1, 1)
+    xs = torch.arange(cols, dtype=torch.int32, device=dev).view(1, 1, -1)
+    step = dy * cols + dx  # with nx inside, |dx| < cols: a positive step is a neighbour later in raster order
+    nx = xs + dx
+    chain = (step > 0) & (ys + dy < rows) & (nx < cols) & (nx >= 0)
+    here = torch.arange(n * rows * cols, dtype=torch.int32, device=dev).view(n, rows, cols)
+    jump = torch.where(chain, step.add_(here), here).view(-1)
+    while True:
+        nxt = jump.index_select(0, jump)
+        if torch.equal(nxt, jump):
+            break
+        jump = nxt
+    # every chain ends at a pixel whose neighbour still held its own value: that neighbour's source
+    base = (torch.arange(n, dtype=torch.int32, device=dev) * (h * w)).view(-1, 1, 1)
+    own = base + (ys + delta + 1) * w + (xs + delta + 1)
+    neighbour = (own + (dy * w + dx)).view(-1).index_select(0, jump)
+    out = sources.clone()
+    out[:, delta + 1 : h - delta + 1, delta + 1 : w - delta + 1] = sources.view(-1).index_select(0, neighbour).view(n, rows, cols)
+    return out

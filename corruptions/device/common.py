@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -226,12 +227,66 @@ def _correlate(x: torch.Tensor, taps: np.ndarray, dim: int, border: str) -> torc
 def separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, border: str = "reflect101") -> torch.Tensor:
     """Row then column 1-D correlation of (N, H, W, C) float (border as ``filter2d``).
 
-    One fused multiply-add of a shifted view per tap, a few images at a time, in the images' own
-    NHWC layout (a shift along H or W moves whole contiguous runs of W * C or C values): measured
-    1.5-5x faster on CPU than a depthwise conv2d or dense banded matmuls for these short kernels.
+    Rows: one fused multiply-add of a shifted view per tap, a few images at a time, in the
+    images' own NHWC layout (a shift along W moves contiguous runs of C values): measured 1.5-5x
+    faster on CPU than a depthwise conv2d. Columns: each image is an (H, W * C) matrix, so the
+    column pass is a left product with a banded matrix, with no transpose (``_filter_columns``).
     """
     kx, ky = np.ravel(kx), np.ravel(ky)
-    return per_chunk(lambda part: _correlate(_correlate(part, kx, 2, border), ky, 1, border), x)
+    return per_chunk(lambda part: _filter_columns(_correlate(part, kx, 2, border), ky, border), x)
+
+
+def planar_separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, border: str = "reflect101") -> torch.Tensor:
+    """``separable_filter`` of contiguous planar (N, C, H, W) float: both passes banded products.
+
+    In planes the row pass is a right product with the band as well (no transpose), so it runs
+    at GEMM speed like the column pass (measured 1.1-1.3x faster on CPU than ``separable_filter``
+    for 9-19 taps, the conversion to and from planes included).
+    """
+    n, c, h, w = x.shape
+    rows = x.reshape(n * c * h, w)
+    out = empty(tuple(rows.shape), rows.dtype, rows.device)
+    for o0, o1, i0, block in _band_blocks(tuple(float(t) for t in np.ravel(kx)), w, border):
+        torch.mm(rows[:, i0 : i0 + block.shape[1]], block.to(x.device).t(), out=out[:, o0:o1])
+    return _filter_columns(out.view(n * c, h, w), np.ravel(ky), border).view(n, c, h, w)
+
+
+#: output rows per block of the banded column filter: a block reads 32 + len(taps) - 1 input rows,
+#: so the product does ~1.5-2x the multiply-adds of the taps alone (measured best of 16 to 56)
+BAND_BLOCK = 32
+
+
+def _filter_columns(x: torch.Tensor, taps: np.ndarray, border: str) -> torch.Tensor:
+    """1-D correlation of (N, H, W, C) float along H as products of band blocks with (rows, W * C) slices.
+
+    A GEMM keeps its operands in cache where a shifted multiply-add per tap streams the image
+    once per tap (measured 1.3-1.6x faster for 9-19 taps on CPU); the border is folded into the
+    first and last blocks' weights, so no padded copy is made.
+    """
+    n, h = x.shape[:2]
+    rows = x.reshape(n, h, -1)
+    out = empty(tuple(rows.shape), rows.dtype, rows.device)
+    for o0, o1, i0, block in _band_blocks(tuple(float(t) for t in taps), h, border):
+        block = block.to(x.device)
+        torch.matmul(block, rows[:, i0 : i0 + block.shape[1]], out=out[:, o0:o1])
+    return out.view(x.shape)
+
+
+@functools.lru_cache(maxsize=64)
+def _band_blocks(taps: tuple[float, ...], n: int, border: str) -> list[tuple[int, int, int, torch.Tensor]]:
+    """(first output, end output, first input, float32 weights) per block of BAND_BLOCK outputs of a
+    correlation with ``taps`` along a side of ``n`` pixels, border sources' weights summed in."""
+    r = len(taps) // 2
+    full = np.zeros((n, n), np.float64)
+    for k, t in enumerate(taps):
+        np.add.at(full, (np.arange(n), _border_index(torch.arange(n) + (k - r), n, border).numpy()), t)
+    blocks = []
+    for o0 in range(0, n, BAND_BLOCK):
+        o1 = min(n, o0 + BAND_BLOCK)
+        # a border rule maps a position at most r pixels outside the side to one at most r inside
+        i0, i1 = max(0, o0 - r), min(n, o1 + r)
+        blocks.append((o0, o1, i0, torch.from_numpy(full[o0:o1, i0:i1].astype(np.float32))))
+    return blocks
 
 
 def _border_index(i: torch.Tensor, n: int, border: str) -> torch.Tensor:

@@ -145,3 +145,37 @@ def test_unknown_device_kernels_and_bad_tensors_are_named(batch: np.ndarray) -> 
         device.corrupt_batch(batch, min(WITHOUT_KERNEL), severity=1)
     with pytest.raises(corruptions.CorruptionError, match="uint8"):
         device.corrupt_batch(torch.zeros((2, 32, 32, 3)), "gaussian_noise", severity=1)
+
+
+@pytest.mark.parametrize("delta", [1, 2, 3])
+def test_glass_blur_swaps_follow_the_sequential_copies(delta: int) -> None:
+    from corruptions.device.blur import apply_swaps
+
+    n, h, w = 2, 17, 15
+    rng = np.random.default_rng(delta)
+    dy, dx = (rng.integers(-delta, delta, size=(n, h - 2 * delta, w - 2 * delta)) for _ in range(2))
+    got = apply_swaps(torch.arange(n * h * w, dtype=torch.int32).view(n, h, w), torch.as_tensor(dy, dtype=torch.int32),
+                      torch.as_tensor(dx, dtype=torch.int32), delta)
+    # the reference's loop: bottom-right to top-left, each visited pixel copies its neighbour's current value
+    want = np.arange(n * h * w).reshape(n, h, w)
+    for i in range(n):
+        for y in range(h - delta, delta, -1):
+            for x in range(w - delta, delta, -1):
+                want[i, y, x] = want[i, y + dy[i, y - delta - 1, x - delta - 1], x + dx[i, y - delta - 1, x - delta - 1]]
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert (want != np.arange(n * h * w).reshape(n, h, w)).mean() > 0.25  # copies did happen
+
+
+@pytest.mark.parametrize("delta", [1, 3])
+def test_glass_blur_swap_offsets_are_uniform_and_independent(delta: int) -> None:
+    from corruptions.device.blur import swap_offsets
+    from corruptions.device.common import DeviceBatch
+
+    dy, dx = swap_offsets(DeviceBatch([1, 2], [{}, {}], torch.device("cpu")), (101, 99), delta)
+    assert dy.shape == dx.shape == (2, 101, 99)
+    pairs = ((dy + delta) * (2 * delta) + (dx + delta)).flatten().numpy()
+    counts = np.bincount(pairs, minlength=(2 * delta) ** 2)
+    assert counts.size == (2 * delta) ** 2  # no value outside [-delta, delta)
+    expected = pairs.size / counts.size
+    np.testing.assert_allclose(counts, expected, rtol=5 * np.sqrt(expected) / expected)
+    assert not torch.equal(dy[0], dy[1])  # each image from its own generator
