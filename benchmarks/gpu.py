@@ -276,7 +276,7 @@ def main() -> None:
           "not measured.\nMeasuring the torch device kernels on CPU against the numpy kernels instead "
           f"(one thread each, batch of {batch} at {SIZE}x{SIZE}, severity 3).\n")
     names = args.only or corruptions.names()
-    cpu_table(names, batch, repeats=1 if args.quick else 2)
+    cpu_table(names, batch, repeats=1 if args.quick else 3)
 
 
 if __name__ == "__main__":
