@@ -5,7 +5,8 @@ tower) from their configs with random weights (no download), and for N synthetic
 x C cells prints per model: bare forward img/s (preprocessed pixels already on the GPU),
 end-to-end img/s with corruption on the CPU (numpy kernels on worker processes, one shard of
 look-ahead, as the engine) and on the device (torch kernels), each end-to-end rate's ratio to
-the bare forward, and the mean GPU utilisation while it ran (nvidia-smi).
+the bare forward, and the mean GPU utilisation while it ran (nvidia-smi). Before timing it checks
+every device kernel on the GPU against its CPU kernel (``device_check``) and leaves failing ones out.
 
 Without a GPU it says so and measures instead, per corruption, the batched torch device kernels
 on CPU against the numpy kernels: one thread each, a batch of 256 photographs at 224x224,
@@ -213,10 +214,41 @@ def pipeline(model: torch.nn.Module, images: np.ndarray, cells: list[str], batch
     return time.perf_counter() - t0
 
 
+def device_check(dev: torch.device, n: int = 8) -> list[str]:
+    """Every device kernel on ``dev`` against its CPU kernel, before anything is timed: exact kernels'
+    largest pixel difference (<= 1 expected), random ones' std of the change to clean (within 5%).
+    Returns the corruptions that fail, so the timing table can leave them out."""
+    images = photos(n)
+    seeds = list(range(7, 7 + n))
+    failed = []
+    print(f"device kernels on {dev} against the CPU kernels ({n} photographs, severity 3):")
+    for name, kernel in sorted(device_kernels.kernels().items()):
+        cpu = corruptions.corrupt_batch(images, name, severity=3, seeds=seeds).astype(np.float64)
+        try:
+            out = device_kernels.corrupt_batch(torch.from_numpy(images).to(dev), name, severity=3, seeds=seeds).cpu().numpy()
+        except Exception as e:  # a kernel that breaks on this device must not hide the others' results
+            failed.append(name)
+            print(f"  {name:22s} FAILED: {type(e).__name__}: {e}")
+            continue
+        if kernel.exact:
+            worst = float(np.abs(out - cpu).max())
+            ok = worst <= 1
+            verdict = f"max difference {worst:.0f} grey level(s)"
+        else:
+            a, b = float((cpu - images).std()), float((out - images.astype(np.float64)).std())
+            ok = abs(a - b) <= 0.05 * max(a, 1e-9)
+            verdict = f"std of change {b:.2f} vs CPU {a:.2f}"
+        if not ok:
+            failed.append(name)
+        print(f"  {name:22s} {'ok  ' if ok else 'BAD '} {'exact' if kernel.exact else 'random'}: {verdict}")
+    return failed
+
+
 def gpu_table(dev: torch.device, n_images: int, n_cells: int, batch: int, workers: int, only_models: list[str] | None) -> None:
     dtype = torch.bfloat16 if dev.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float16
     images = photos(n_images)
-    cells = [n for n in device_kernels.names() if n != "jpeg_compression"][:n_cells]
+    broken = device_check(dev)
+    cells = [n for n in device_kernels.names() if n != "jpeg_compression" and n not in broken][:n_cells]
     print(f"{n_images} images x {len(cells)} cells ({', '.join(cells)}), batch {batch}, autocast {dtype}, {workers} CPU workers")
     chosen = [m for m in MODELS if not only_models or any(o in m for o in only_models)]
     # spawn, not fork: forked children of a process with running torch/OpenMP threads can deadlock
