@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from corruptions.device.common import DeviceBatch
+from corruptions.device.common import DeviceBatch, empty
 from corruptions.device.registry import KernelFn
 
 #: images per sub-batch on a CPU: a 224x224 RGB image is 0.6 MB as float32, so a kernel's few live
@@ -27,7 +27,7 @@ def run(fn: KernelFn, images: torch.Tensor, params: object, b: DeviceBatch) -> t
     """
     if images.device.type != "cpu" or images.shape[0] <= CPU_CHUNK:
         return fn(images, params, b)
-    out = torch.empty_like(images)
+    out = empty(tuple(images.shape), images.dtype, images.device)  # numpy's huge pages on a CPU (see empty)
     for start in range(0, images.shape[0], CPU_CHUNK):
         part = b.part(start, start + CPU_CHUNK)
         out[start : start + CPU_CHUNK] = fn(images[start : start + CPU_CHUNK], params, part)

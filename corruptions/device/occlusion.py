@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch
+from corruptions.device.common import DeviceBatch, empty
 from corruptions.device.registry import device_kernel
 from corruptions.kernels.occlusion import OccluderParams, ShadowParams, occluder_boxes, shadow_polygons
 
@@ -16,7 +16,7 @@ def occluder(images: torch.Tensor, p: OccluderParams, b: DeviceBatch) -> torch.T
     boxes = [occluder_boxes(h, w, c, p, rng) for rng in b.rngs]
     # every shade goes to the device in one transfer; painting a box is then one strided fill
     shades = torch.from_numpy(np.stack([shade for image in boxes for *_, shade in image])).to(images.device).unbind(0)
-    out = images.clone()
+    out = empty(tuple(images.shape), images.dtype, images.device).copy_(images)  # half a clone's cost on a CPU
     j = 0
     for image, painted in zip(out.unbind(0), boxes):
         for y, x, rh, rw, _ in painted:
