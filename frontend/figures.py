@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -260,22 +261,29 @@ def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> 
     data = frame.dropna(subset=[metric]) if len(frame) else frame
     if len(data) == 0:
         return _empty(f"{label} per domain", f"{label} is not available for the chosen runs")
-    models = list(dict.fromkeys(frame["model"]))
-    domains = list(dict.fromkeys(frame["domain"]))
-    colors = model_colors(models)
     scale = 100.0 if metric in ("acc", "mean_corrupted_acc", "safe_acc") else 1.0
+    # a model with no value in any domain gets no (empty) legend entry
+    return _grouped_bars(frame, data, "domain", metric, label, scale, baseline=metric in ("mce", "rce", "mfr"),
+                         skip_empty=True, title=f"{label} per model and domain", xaxis_title="domain (run)")
+
+
+def _grouped_bars(frame: pd.DataFrame, data: pd.DataFrame, x: str, metric: str, label: str, scale: float, baseline: bool,
+                  skip_empty: bool, **layout: Any) -> go.Figure:
+    """One bar group per value of column ``x`` (in ``frame``'s order), one bar per model (``data``:
+    ``frame`` without the undefined values), in % when ``scale`` is 100; ``baseline`` draws the
+    dashed line at 1 of the baseline-relative metrics."""
+    models = list(dict.fromkeys(frame["model"]))
+    colors = model_colors(models)
     fig = go.Figure()
     for m in models:
         part = data[data["model"] == m]
-        if len(part) == 0:
+        if skip_empty and len(part) == 0:
             continue
-        fig.add_trace(go.Bar(x=part["domain"].tolist(), y=(part[metric].astype(float) * scale).tolist(), name=m,
-                             marker_color=colors[m],
-                             hovertemplate=f"{m}<br>%{{x}}<br>{label} %{{y:.3f}}<extra></extra>"))
-    unit = " (%)" if scale == 100.0 else ""
-    fig.update_layout(title=f"{label} per model and domain", barmode="group", xaxis_title="domain (run)",
-                      yaxis_title=f"{label}{unit}", xaxis={"categoryorder": "array", "categoryarray": domains})
-    if metric in ("mce", "rce", "mfr"):
+        fig.add_trace(go.Bar(x=part[x].tolist(), y=(part[metric].astype(float) * scale).tolist(), name=m,
+                             marker_color=colors[m], hovertemplate=f"{m}<br>%{{x}}<br>{label} %{{y:.3f}}<extra></extra>"))
+    fig.update_layout(barmode="group", yaxis_title=f"{label}{' (%)' if scale == 100.0 else ''}",
+                      xaxis={"categoryorder": "array", "categoryarray": list(dict.fromkeys(frame[x]))}, **layout)
+    if baseline:
         fig.add_hline(y=1.0, line_dash="dash", line_color="#555", annotation_text="baseline = 1")
     return fig
 
@@ -312,21 +320,9 @@ def per_corruption_bars(frame: pd.DataFrame, metric: str, label: str | None = No
     data = frame.dropna(subset=[metric]) if len(frame) else frame
     if len(data) == 0:
         return _empty(f"{label} per corruption", f"{label} is not defined for this run")
-    models = list(dict.fromkeys(frame["model"]))
-    names = list(dict.fromkeys(frame["corruption"]))
-    colors = model_colors(models)
     scale = 100.0 if metric == "accuracy" else 1.0
-    fig = go.Figure()
-    for m in models:
-        part = data[data["model"] == m]
-        fig.add_trace(go.Bar(x=part["corruption"].tolist(), y=(part[metric].astype(float) * scale).tolist(), name=m,
-                             marker_color=colors[m], hovertemplate=f"{m}<br>%{{x}}<br>{label} %{{y:.3f}}<extra></extra>"))
-    fig.update_layout(title=f"{label} per corruption", barmode="group", xaxis_title="corruption",
-                      yaxis_title=f"{label}{' (%)' if scale == 100.0 else ''}",
-                      xaxis={"categoryorder": "array", "categoryarray": names}, legend={"title": {"text": "model"}})
-    if metric != "accuracy":
-        fig.add_hline(y=1.0, line_dash="dash", line_color="#555", annotation_text="baseline = 1")
-    return fig
+    return _grouped_bars(frame, data, "corruption", metric, label, scale, baseline=metric != "accuracy", skip_empty=False,
+                         title=f"{label} per corruption", xaxis_title="corruption", legend={"title": {"text": "model"}})
 
 
 def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int = 3) -> go.Figure:
