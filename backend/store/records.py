@@ -23,6 +23,14 @@ class StoreVersionError(UserInputError):
     """The store holds documents this version of domainbench cannot read."""
 
 
+def _as_long_as(v: list[Any], info: Any, reference: str) -> list[Any]:
+    """A per-image list field validator's check: ``v`` has one entry per entry of the field ``reference``."""
+    ref = info.data.get(reference)
+    if ref is not None and len(v) != len(ref):
+        raise ValueError(f"{info.field_name} has {len(v)} entries but {reference} has {len(ref)}")
+    return v
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -134,10 +142,7 @@ class StabilityRecord(_Record):
     @field_validator("cosine", "euclidean")
     @classmethod
     def _one_per_image(cls, v: list[float], info: Any) -> list[float]:
-        radius = info.data.get("divergence_radius")
-        if radius is not None and len(v) != len(radius):
-            raise ValueError(f"{info.field_name} has {len(v)} values but divergence_radius has {len(radius)}")
-        return v
+        return _as_long_as(v, info, "divergence_radius")
 
 
 class FmrUnitRecord(_Record):
@@ -172,10 +177,7 @@ class FmrUnitRecord(_Record):
                      "ops", "images", "originals")
     @classmethod
     def _one_per_image(cls, v: list[Any], info: Any) -> list[Any]:
-        idx = info.data.get("indices")
-        if idx is not None and len(v) != len(idx):
-            raise ValueError(f"{info.field_name} has {len(v)} entries for {len(idx)} images")
-        return v
+        return _as_long_as(v, info, "indices")
 
 
 RECORDS: dict[str, type[BaseModel]] = {
