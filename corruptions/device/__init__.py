@@ -67,7 +67,7 @@ def corrupt_batch(
     batch = DeviceBatch(per_image, _fixed_per_image(spec, drawn, len(per_image)), dev)
     grey_via_rgb = x.shape[-1] == 1 and not spec.grayscale
     work = x.expand(*x.shape[:-1], 3).contiguous() if grey_via_rgb else x.contiguous()
-    out = chunking.run(kernel.fn, work, model, batch) if kernel.chunked else kernel.fn(work, model, batch)
+    out = chunking.run(kernel.fn, work, model, batch, kernel.cpu_chunk)
     if out.shape != work.shape or out.dtype != torch.uint8:
         raise RuntimeError(f"device kernel of {spec.name!r} returned {tuple(out.shape)} {out.dtype}, expected {tuple(work.shape)} uint8")
     if grey_via_rgb:

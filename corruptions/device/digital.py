@@ -23,7 +23,7 @@ from corruptions.kernels.digital import JpegParams, PixelateParams, PosterizePar
 _PIL_BITS = 22
 
 
-@device_kernel("posterize", exact=True, chunked=False)
+@device_kernel("posterize", exact=True, cpu_chunk=None)
 def posterize(images: torch.Tensor, p: PosterizeParams, b: DeviceBatch) -> torch.Tensor:
     mask = torch.tensor((0xFF << (8 - p.bits)) & 0xFF, dtype=torch.uint8, device=images.device)
     return torch.bitwise_and(images, mask, out=empty(tuple(images.shape), torch.uint8, images.device))
@@ -101,7 +101,7 @@ def torchvision_jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
 
 
 @device_kernel("jpeg_compression", exact=False, note="CUDA: torchvision/nvJPEG batch codec; CPU device: the CPU kernel per image",
-               chunked=False)
+               cpu_chunk=None)
 def jpeg(images: torch.Tensor, p: JpegParams, b: DeviceBatch) -> torch.Tensor:
     if images.device.type == "cuda":
         return torchvision_jpeg(images, p.quality)

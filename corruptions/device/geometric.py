@@ -19,12 +19,12 @@ from corruptions.draws import record
 from corruptions.kernels.geometric import ElasticParams, GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
 
 
-@device_kernel("horizontal_flip", exact=True, chunked=False)
+@device_kernel("horizontal_flip", exact=True, cpu_chunk=None)
 def horizontal_flip(images: torch.Tensor, p: NoParams, b: DeviceBatch) -> torch.Tensor:
     return images.flip(2)
 
 
-@device_kernel("vertical_flip", exact=True, chunked=False)
+@device_kernel("vertical_flip", exact=True, cpu_chunk=None)
 def vertical_flip(images: torch.Tensor, p: NoParams, b: DeviceBatch) -> torch.Tensor:
     return images.flip(1)
 

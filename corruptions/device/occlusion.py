@@ -10,7 +10,7 @@ from corruptions.device.registry import device_kernel
 from corruptions.kernels.occlusion import OccluderParams, ShadowParams, occluder_boxes, shadow_polygons
 
 
-@device_kernel("occluder", exact=True, note="boxes and shades drawn from the CPU kernel's numpy streams", chunked=False)
+@device_kernel("occluder", exact=True, note="boxes and shades drawn from the CPU kernel's numpy streams", cpu_chunk=None)
 def occluder(images: torch.Tensor, p: OccluderParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, c = images.shape
     boxes = [occluder_boxes(h, w, c, p, rng) for rng in b.rngs]

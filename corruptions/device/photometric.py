@@ -82,7 +82,7 @@ def saturate(images: torch.Tensor, p: SaturateParams, b: DeviceBatch) -> torch.T
 
 
 @device_kernel("color_shift", exact=True, note="cast direction drawn from the CPU kernel's numpy streams",
-               chunked=False)
+               cpu_chunk=None)
 def color_shift(images: torch.Tensor, p: ColorShiftParams, b: DeviceBatch) -> torch.Tensor:
     basis = np.array([[1.0, -1.0, 0.0], [0.5, 0.5, -1.0]])
     basis /= np.linalg.norm(basis, axis=1, keepdims=True)

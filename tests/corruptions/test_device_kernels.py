@@ -9,6 +9,7 @@ clean image within 0.02.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import cv2
@@ -18,7 +19,7 @@ import torch
 
 import corruptions
 from corruptions import device
-from corruptions.device import chunking
+from corruptions.device import registry
 from corruptions.device.digital import torchvision_jpeg
 
 EXACT = sorted(n for n, k in device.kernels().items() if k.exact)
@@ -109,8 +110,10 @@ def test_random_kernels_are_a_function_of_each_images_seed(batch: np.ndarray, na
 @pytest.mark.parametrize("name", sorted(device.names()))
 def test_kernels_give_the_same_pixels_however_a_cpu_batch_is_split(batch: np.ndarray, name: str,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = device.get_kernel(name)
+    monkeypatch.setitem(registry._KERNELS, name, dataclasses.replace(kernel, cpu_chunk=None))
     whole, whole_drawn = device.corrupt_batch(batch, name, severity=3, seeds=[4, 5, 6], return_drawn=True)
-    monkeypatch.setattr(chunking, "CPU_CHUNK", 2)  # sub-batches of 2 and 1 images
+    monkeypatch.setitem(registry._KERNELS, name, dataclasses.replace(kernel, cpu_chunk=2))  # sub-batches of 2 and 1 images
     split, split_drawn = device.corrupt_batch(batch, name, severity=3, seeds=[4, 5, 6], return_drawn=True)
     np.testing.assert_array_equal(split.numpy(), whole.numpy())
     assert split_drawn == whole_drawn
