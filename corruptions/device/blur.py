@@ -58,18 +58,26 @@ def motion_blur(images: torch.Tensor, p: MotionBlurParams, b: DeviceBatch) -> to
     s = size_scale(images)
     radius, sigma = float(round(p.radius * s)), float(max(p.sigma * s, 0.1))
     angles = [record(rng, "angle", float(rng.uniform(-45.0, 45.0))) for rng in b.rngs]
-    kernels = [motion_trail_kernel(radius, sigma, angle)[0] for angle in angles]  # anchor at the centre
+    return to_uint8(motion_trails(images.float(), radius, sigma, angles))
+
+
+def motion_trails(x: torch.Tensor, radius: float, sigma: float, angles: list[float]) -> torch.Tensor:
+    """ImageNet-C's one-sided motion trail of (N, H, W, ...) float, image i along angles[i] (BORDER_REPLICATE).
+
+    Each image has its own kernel (``motion_trail_kernel``, built on the host, anchor at the
+    centre), but the trail is a line of at most 2 * radius + 1 taps in a mostly empty square: one
+    shifted copy per tap costs far less than a dense (or FFT) convolution with the square.
+    """
+    kernels = [motion_trail_kernel(float(radius), float(sigma), float(a))[0] for a in angles]
     r = max(k.shape[0] // 2 for k in kernels)
-    h, w = images.shape[1:3]
-    padded = pad(pad(images.float(), 1, r, "replicate"), 2, r, "replicate")
-    out = torch.zeros(images.shape, dtype=torch.float32, device=images.device)
-    # the trail is a line of at most 2 * radius + 1 taps in a mostly empty square: one shifted
-    # copy per tap costs far less than a dense (or FFT) convolution with the square
-    for i, k in enumerate(kernels):
-        off = r - k.shape[0] // 2
+    h, w = x.shape[1:3]
+    padded = pad(pad(x, 1, r, "replicate"), 2, r, "replicate")
+    out = torch.zeros_like(x)
+    for image, source, k in zip(out, padded, kernels):
+        off = r - k.shape[0] // 2  # this kernel's anchor inside the common padding
         for u, v in zip(*np.nonzero(k)):
-            out[i].add_(padded[i, off + u : off + u + h, off + v : off + v + w], alpha=float(k[u, v]))
-    return to_uint8(out)
+            image.add_(source[off + u : off + u + h, off + v : off + v + w], alpha=float(k[u, v]))
+    return out
 
 
 # its 13+ zoomed float copies per image only stay in cache two images at a time (8: 3x slower)

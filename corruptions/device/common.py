@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,7 +197,7 @@ def pad(x: torch.Tensor, dim: int, r: int, border: str) -> torch.Tensor:
     return torch.cat([x.index_select(dim, lo), x, x.index_select(dim, hi)], dim=dim)
 
 
-def _correlate(x: torch.Tensor, taps: np.ndarray, dim: int, border: str) -> torch.Tensor:
+def correlate(x: torch.Tensor, taps: np.ndarray, dim: int, border: str) -> torch.Tensor:
     """1-D correlation of ``x`` along ``dim``, anchor at the centre."""
     r = len(taps) // 2
     n = x.shape[dim]
@@ -216,7 +217,7 @@ def separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, border: st
     column pass is a left product with a banded matrix, with no transpose (``_filter_columns``).
     """
     kx, ky = np.ravel(kx), np.ravel(ky)
-    return _filter_columns(_correlate(x, kx, 2, border), ky, border)
+    return _filter_columns(correlate(x, kx, 2, border), ky, border)
 
 
 def planar_separable_filter(x: torch.Tensor, kx: np.ndarray, ky: np.ndarray, border: str = "reflect101") -> torch.Tensor:
@@ -260,9 +261,7 @@ def _band_blocks(taps: tuple[float, ...], n: int, border: str) -> list[tuple[int
     """(first output, end output, first input, float32 weights) per block of BAND_BLOCK outputs of a
     correlation with ``taps`` along a side of ``n`` pixels, border sources' weights summed in."""
     r = len(taps) // 2
-    full = np.zeros((n, n), np.float64)
-    for k, t in enumerate(taps):
-        np.add.at(full, (np.arange(n), _border_index(torch.arange(n) + (k - r), n, border).numpy()), t)
+    full = band_matrix(taps, n, border)
     blocks = []
     for o0 in range(0, n, BAND_BLOCK):
         o1 = min(n, o0 + BAND_BLOCK)
@@ -270,6 +269,16 @@ def _band_blocks(taps: tuple[float, ...], n: int, border: str) -> list[tuple[int
         i0, i1 = max(0, o0 - r), min(n, o1 + r)
         blocks.append((o0, o1, i0, torch.from_numpy(full[o0:o1, i0:i1].astype(np.float32))))
     return blocks
+
+
+def band_matrix(taps: Sequence[float], n: int, border: str) -> np.ndarray:
+    """(n, n) float64 M with M @ v the correlation of v with ``taps`` (anchor at the centre) along a
+    side of n pixels, the weights of sources outside it summed into their border rule's pixel."""
+    r = len(taps) // 2
+    full = np.zeros((n, n), np.float64)
+    for k, t in enumerate(taps):
+        np.add.at(full, (np.arange(n), _border_index(torch.arange(n) + (k - r), n, border).numpy()), t)
+    return full
 
 
 def _border_index(i: torch.Tensor, n: int, border: str) -> torch.Tensor:

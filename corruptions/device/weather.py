@@ -13,10 +13,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corruptions.device.common import DeviceBatch, rint_to_uint8_, size_scale, to_uint8
+from corruptions.device.blur import motion_trails
+from corruptions.device.common import DeviceBatch, band_matrix, correlate, rint_to_uint8_, size_scale, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
-from corruptions.kernels._imagenet_c import _linear_taps, motion_trail_kernel, next_power_of_2
+from corruptions.kernels._imagenet_c import _linear_taps, next_power_of_2
 from corruptions.kernels.weather import (
     _FINE_GAIN,
     _FROST_LOOKS,
@@ -158,28 +159,7 @@ def _gaussian_matrix(n: int, sigma: float, device: torch.device) -> torch.Tensor
     A blur is then a matmul against a banded matrix: on CPU far faster than a depthwise convolution
     with a wide kernel, and a plain GEMM on a GPU.
     """
-    taps = _float_gaussian_taps(sigma)
-    r = len(taps) // 2
-    rows = np.repeat(np.arange(n), len(taps))
-    cols = rows + np.tile(np.arange(len(taps)) - r, n)
-    period = max(2 * (n - 1), 1)
-    cols = np.abs(cols) % period
-    cols = np.where(cols >= n, period - cols, cols)  # reflected about the edge pixels, as often as the kernel needs
-    m = np.zeros((n, n), np.float32)
-    np.add.at(m, (rows, cols), np.tile(taps, n))
-    return torch.from_numpy(m).to(device)
-
-
-def window_sum(x: torch.Tensor, dim: int, before: int, after: int, taps: np.ndarray) -> torch.Tensor:
-    """Sum over the window [i - before, i + after] along ``dim`` (BORDER_REFLECT_101), weighted by ``taps``
-    (a correlation): shifted windows of one padded copy."""
-    n = x.shape[dim]
-    padded = x.index_select(dim, _reflect101_index(n, before, after, x.device))
-    windows = [padded.narrow(dim, j, n) for j in range(before + after + 1)]
-    out = windows[0] * float(taps[0])
-    for window, tap in zip(windows[1:], taps[1:]):
-        out.add_(window, alpha=float(tap))
-    return out
+    return torch.from_numpy(band_matrix(_float_gaussian_taps(sigma), n, "reflect101").astype(np.float32)).to(device)
 
 
 #: up to this many taps a blur is a sum of shifted windows; wider, a matmul against a banded matrix
@@ -192,8 +172,7 @@ def gaussian_blur(x: torch.Tensor, sigma: float) -> torch.Tensor:
     h, w = x.shape[-2:]
     taps = _float_gaussian_taps(sigma)
     if len(taps) <= SHIFTED_TAPS:
-        r = len(taps) // 2
-        return window_sum(window_sum(x, 1, r, r, taps), 2, r, r, taps)
+        return correlate(correlate(x, taps, 1, "reflect101"), taps, 2, "reflect101")
     return _gaussian_matrix(h, sigma, x.device) @ x @ _gaussian_matrix(w, sigma, x.device).T
 
 
@@ -293,12 +272,6 @@ def _streak(slant: int, length: int) -> np.ndarray:
     return np.stack([xs - abs(slant), ys], axis=1)
 
 
-def _reflect101_index(n: int, before: int, after: int, device: torch.device) -> torch.Tensor:
-    """Indices of a length-n axis padded by ``before`` and ``after`` pixels with BORDER_REFLECT_101."""
-    i = torch.arange(-before, n + after, device=device).abs()
-    return torch.where(i >= n, 2 * (n - 1) - i, i)
-
-
 def box_count(x: torch.Tensor, k: int) -> torch.Tensor:
     """k x k window sums of (N, H, W) 0/1 images as cv2.blur places its window (anchor k // 2,
     BORDER_REFLECT_101), in the images' dtype (uint8 holds sums up to 255)."""
@@ -374,25 +347,6 @@ def _zoom_matrix(side: int, zoom: float, device: torch.device) -> tuple[torch.Te
     np.add.at(m, (np.arange(len(i0)), i0), 1 - f)
     np.add.at(m, (np.arange(len(i0)), i1), f)
     return torch.from_numpy(m).to(device), crop
-
-
-def motion_trails(x: torch.Tensor, radius: int, sigma: float, angles: list[float]) -> torch.Tensor:
-    """ImageNet-C's one-sided motion trail of (N, H, W) float32, image i along angles[i] (BORDER_REPLICATE).
-
-    Each image has its own kernel (corruptions.kernels._imagenet_c.motion_trail_kernel, built on the
-    host), but only 2 * radius + 1 of its taps are non-zero: a weighted sum of that many shifted
-    windows of the padded batch, far less work than a dense (2r + 1)^2 convolution or an FFT.
-    """
-    n, h, w = x.shape
-    kernels = [motion_trail_kernel(float(radius), float(sigma), float(a))[0] for a in angles]
-    pad = max(k.shape[0] for k in kernels) // 2
-    padded = F.pad(x[:, None], (pad, pad, pad, pad), mode="replicate")[:, 0]
-    out = torch.zeros_like(x)
-    for image, source, k in zip(out, padded, kernels):
-        shift = pad - k.shape[0] // 2  # this kernel's anchor inside the common padding
-        for u, v in zip(*np.nonzero(k)):
-            image.add_(source[shift + u : shift + u + h, shift + v : shift + v + w], alpha=float(k[u, v]))
-    return out
 
 
 @device_kernel("snow", exact=False, note="snow field from the torch generators; the fall angle from the numpy stream, "
