@@ -59,6 +59,8 @@ def test_two_workers_run_six_queued_runs_exactly_once(home: Path, tmp_path: Path
         wait_for(lambda: all("watching" in log.read_text() for log in logs), 120, "both workers to start")
         runs = [enqueue_run(store, DOMAIN, cfg(seed)).run_id for seed in range(6)]
         wait_for(lambda: all(store.get_run(r).status in ("done", "failed") for r in runs), 240, "the 6 runs")
+        # the store says "done" before the worker logs it: stop the workers only once both logs say so
+        wait_for(lambda: set(runs) <= {*done_lines(logs[0]), *done_lines(logs[1])}, 60, "the workers' done lines")
     finally:
         for w in workers:
             w.send_signal(signal.SIGTERM)
