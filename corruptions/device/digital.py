@@ -55,18 +55,52 @@ def _pil_box_taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray]:
 def _pil_box_axis(x: torch.Tensor, dim: int, n_out: int) -> torch.Tensor:
     """Pillow's 8-bit BOX downsampling of (N, H, W, C) uint8 along ``dim``, rounded to uint8 as Pillow does."""
     index, weight = _pil_box_taps(x.shape[dim], n_out)
-    shape = [1] * x.ndim
-    shape[dim] = -1
+    dev = x.device
+    # per-output factors repeated over the values that follow each output in memory, so that every
+    # product broadcasts along the leading dimension of a 2-D view (broadcasting inside the last
+    # dimension is slow on a CPU)
+    inner = x.shape[-1] if dim == 2 else 1
+
+    def per_output(values: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+        factors = torch.from_numpy(np.repeat(values, inner)).to(dev, dtype)
+        return factors[None, :, None] if dim == 1 else factors[None, :]
+
     # sums of at most 51 uint8 values (scale >= 0.02) fit int16; only the fixed-point product needs int32
     acc: torch.Tensor | None = None
     for col in index.T:
-        picked = x.index_select(dim, torch.from_numpy(np.maximum(col, 0)).to(x.device))
+        # gathered as uint8 (a gather of int16 is 2x slower), widened after
+        picked = _pick2d(x, dim, torch.from_numpy(np.maximum(col, 0)).to(dev)).to(torch.int16)
         if (col < 0).any():
-            picked.mul_(torch.from_numpy((col >= 0).astype(np.uint8)).to(x.device).view(shape))
-        acc = picked.to(torch.int16) if acc is None else acc.add_(picked)
-    fixed = acc.to(torch.int32).mul_(torch.from_numpy(weight).to(x.device).view(shape))
+            picked.mul_(per_output((col >= 0).astype(np.int16), torch.int16))
+        acc = picked if acc is None else acc.add_(picked)
+    assert acc is not None
+    fixed = acc.to(torch.int32).mul_(per_output(weight, torch.int32))
     # weight * taps <= 2**22 + taps / 2, so the rounded value stays within 255 (Pillow's clip is a no-op)
-    return fixed.add_(1 << (_PIL_BITS - 1)).bitwise_right_shift_(_PIL_BITS).to(torch.uint8)
+    out = fixed.add_(1 << (_PIL_BITS - 1)).bitwise_right_shift_(_PIL_BITS).to(torch.uint8)
+    shape = list(x.shape)
+    shape[dim] = n_out
+    return out.view(shape)
+
+
+def _pick2d(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """``pick`` returning the 2-D view it works on: (N, rows, W * C) for rows, (N * H, columns * C) for columns."""
+    n, h, w, c = x.shape
+    if dim == 1:
+        return x.reshape(n, h, w * c).index_select(1, index)
+    flat = (index[:, None] * c + torch.arange(c, device=x.device)).view(1, -1).expand(n * h, -1)
+    return torch.gather(x.reshape(n * h, w * c), 1, flat)
+
+
+def pick(x: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """``x.index_select(dim, index)`` of contiguous (N, H, W, C), for dim 1 (rows) or 2 (columns).
+
+    Rows are contiguous blocks, which index_select copies fast. Columns are blocks of C values,
+    where index_select is slow on a CPU: they are taken as a gather of single values from the
+    (N * H, W * C) view instead (measured 4x faster for uint8).
+    """
+    shape = list(x.shape)
+    shape[dim] = len(index)
+    return _pick2d(x, dim, index).view(shape)
 
 
 @lru_cache(maxsize=64)
@@ -84,9 +118,8 @@ def pixelate(images: torch.Tensor, p: PixelateParams, b: DeviceBatch) -> torch.T
     small = _pil_box_axis(_pil_box_axis(images, 2, ow), 1, oh)
     rows = torch.from_numpy(_nearest_exact_index(oh, h)).to(images.device)
     cols = torch.from_numpy(_nearest_exact_index(ow, w)).to(images.device)
-    flat = (rows[:, None] * ow + cols[None, :]).reshape(-1)
-    out = empty((n, h * w, c), torch.uint8, images.device)
-    return torch.index_select(small.reshape(n, oh * ow, c), 1, flat, out=out).view(n, h, w, c)
+    # columns first, on the small image; then whole rows
+    return pick(pick(small, 2, cols), 1, rows)
 
 
 def torchvision_jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
