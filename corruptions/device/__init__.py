@@ -61,7 +61,9 @@ def corrupt_batch(
         x = x[..., None] if x.ndim == 3 else x
     else:
         dev = torch.device(device) if device is not None else torch.device("cpu")
-        x = torch.from_numpy(_check_image(images, "images", batch=True)).to(dev)
+        host = _check_image(images, "images", batch=True)
+        # kernels never write into their input, but torch warns about read-only arrays: copy those
+        x = torch.from_numpy(host if host.flags.writeable else host.copy()).to(dev)
     per_image = batch_seeds(seeds, x.shape[0])
     model = spec.params_model.model_validate(resolved)
     batch = DeviceBatch(per_image, _fixed_per_image(spec, drawn, len(per_image)), dev)

@@ -6,6 +6,8 @@ pixel swaps from a torch generator (same distribution).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import cv2
 import numpy as np
 import torch
@@ -13,6 +15,7 @@ import torch
 from corruptions.device.common import (
     DeviceBatch,
     as_float,
+    empty,
     filter2d,
     nhwc_uint8,
     pad,
@@ -47,10 +50,72 @@ def gaussian_blur(images: torch.Tensor, p: GaussianBlurParams, b: DeviceBatch) -
     return nhwc_uint8(planar_separable_filter(planes(images), taps, taps))
 
 
-@device_kernel("defocus_blur", exact=True)
+@device_kernel("defocus_blur", exact=True, cpu_chunk=4)
 def defocus_blur(images: torch.Tensor, p: DefocusParams, b: DeviceBatch) -> torch.Tensor:
-    kernel = disk_kernel(max(0.5, p.radius * size_scale(images)), p.alias_blur)  # the CPU kernel's disk
-    return to_uint8(filter2d(images.float(), kernel))
+    radius = max(0.5, p.radius * size_scale(images))
+    parts = disk_parts(radius, p.alias_blur)
+    if parts is None:
+        return to_uint8(filter2d(images.float(), disk_kernel(radius, p.alias_blur)))  # the CPU kernel's disk
+    return to_uint8(disk_blur(as_float(images), *parts))
+
+
+@lru_cache(maxsize=32)
+def disk_parts(radius: float, alias_blur: float) -> tuple[list[int], float, np.ndarray] | None:
+    """The CPU kernel's ``disk_kernel`` as its parts: per row offset -r..r the half-width of the
+    disk's run of pixels in that row, the disk's normalisation, and the 1-D taps of the softening
+    Gaussian; None when the disk comes within the Gaussian's reach of the edge of its grid, where
+    cv2.GaussianBlur's reflection makes the kernel differ from the disk convolved with the Gaussian.
+    """
+    half = max(8, int(np.ceil(radius)))
+    grid = np.arange(-half, half + 1)
+    disk = (grid[:, None] ** 2 + grid[None, :] ** 2) <= radius**2  # the CPU kernel's test
+    g = cv2.getGaussianKernel(3 if radius <= 8 else 5, alias_blur).ravel()
+    rows = np.flatnonzero(disk.any(axis=1)) - half
+    reach = int(rows.max())
+    if reach + len(g) // 2 >= half:  # GaussianBlur's reflect101 would mirror disk rows back inside the grid
+        return None
+    widths = [int(disk[dy + half].sum()) // 2 for dy in range(-reach, reach + 1)]  # each row's run is -w..w
+    return widths, float(np.float32(1.0) / np.float32(disk.sum())), g
+
+
+def disk_blur(x: torch.Tensor, widths: list[int], scale: float, g: np.ndarray) -> torch.Tensor:
+    """Correlation of (N, H, W, C) float with a disk (row runs of half-widths ``widths``, times
+    ``scale``) softened by the separable taps ``g``, border reflect101, as cv2.filter2D does with
+    the disk kernel.
+
+    A disk is a stack of horizontal runs: run sums of growing width are built one radius at a time
+    (two shifted adds each) and every row offset adds its run's sum once, about 4 r passes of the
+    image in all, where the SVD of the disk needs ~5 full separable filters (measured 3x slower).
+    """
+    n, h, w, c = x.shape
+    reach, soft = len(widths) // 2, len(g) // 2
+    margin = reach + soft
+    padded = pad(pad(x, 1, margin, "reflect101"), 2, margin, "reflect101")
+    for dim in (1, 2):  # the softening, valid part only: the margin shrinks to reach
+        padded = valid_correlate(padded, g, dim)
+    runs = empty((n, h + 2 * reach, w, c), x.dtype, x.device).copy_(padded.narrow(2, reach, w))  # half-width 0
+    out: torch.Tensor | None = None
+    for width in range(max(widths) + 1):
+        if width:
+            runs.add_(padded.narrow(2, reach - width, w)).add_(padded.narrow(2, reach + width, w))
+        for dy in (dy for dy, row_width in enumerate(widths) if row_width == width):
+            if out is None:
+                out = empty((n, h, w, c), x.dtype, x.device).copy_(runs.narrow(1, dy, h))
+            else:
+                out.add_(runs.narrow(1, dy, h))
+    assert out is not None
+    return out.mul_(scale)
+
+
+def valid_correlate(x: torch.Tensor, taps: np.ndarray, dim: int) -> torch.Tensor:
+    """1-D correlation along ``dim`` without a border: len(taps) - 1 fewer entries there."""
+    n = x.shape[dim] - len(taps) + 1
+    shape = list(x.shape)
+    shape[dim] = n
+    out = torch.mul(x.narrow(dim, 0, n), float(taps[0]), out=empty(tuple(shape), x.dtype, x.device))
+    for k in range(1, len(taps)):
+        out.add_(x.narrow(dim, k, n), alpha=float(taps[k]))
+    return out
 
 
 @device_kernel("motion_blur", exact=True, note="angle drawn from the CPU kernel's numpy stream")

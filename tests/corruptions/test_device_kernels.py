@@ -20,7 +20,9 @@ import torch
 import corruptions
 from corruptions import device
 from corruptions.device import registry
+from corruptions.device.blur import disk_blur, disk_parts
 from corruptions.device.digital import torchvision_jpeg
+from corruptions.kernels.blur import disk_kernel
 
 EXACT = sorted(n for n, k in device.kernels().items() if k.exact)
 RANDOM = sorted(n for n, k in device.kernels().items() if not k.exact and n != "jpeg_compression")
@@ -117,6 +119,31 @@ def test_kernels_give_the_same_pixels_however_a_cpu_batch_is_split(batch: np.nda
     split, split_drawn = device.corrupt_batch(batch, name, severity=3, seeds=[4, 5, 6], return_drawn=True)
     np.testing.assert_array_equal(split.numpy(), whole.numpy())
     assert split_drawn == whole_drawn
+
+
+@pytest.mark.parametrize("severity", [3, 5])
+def test_defocus_run_sums_and_the_edge_case_give_the_cpu_pixels(photo: Callable[..., np.ndarray], severity: int) -> None:
+    # at 224 pixels severity 3 (radius 6) takes the disk's run sums; at severity 5 (radius 10) the disk
+    # meets the edge of its grid, where cv2's reflection changes the kernel: the SVD filter instead
+    image = photo(224, 224)[None]
+    radius = float(corruptions.get("defocus_blur").ladder[severity]["radius"])
+    assert (disk_parts(radius, 0.5) is None) == (severity == 5)
+    cpu = corruptions.corrupt_batch(image, "defocus_blur", severity=severity, seeds=0)
+    diff = np.abs(cpu.astype(np.int16) - device.corrupt_batch(image, "defocus_blur", severity=severity, seeds=0).numpy())
+    assert diff.max() <= 1 and np.mean(diff > 0) < 0.1
+
+
+def test_disk_run_sums_equal_a_dense_correlation_with_the_disk_kernel() -> None:
+    x = torch.from_numpy(np.random.default_rng(0).integers(0, 256, (2, 30, 41, 3), dtype=np.uint8))
+    for radius, alias_blur in [(0.5, 0.5), (2.2, 0.3), (3.0, 0.1), (6.9, 0.5)]:
+        parts = disk_parts(radius, alias_blur)
+        assert parts is not None
+        kernel = disk_kernel(radius, alias_blur)
+        dense = np.stack([[cv2.filter2D(np.ascontiguousarray(im[..., c]).astype(np.float32), -1, kernel,
+                                        borderType=cv2.BORDER_REFLECT_101) for c in range(3)] for im in x.numpy()])
+        runs = disk_blur(x.float(), *parts).permute(0, 3, 1, 2).numpy()
+        np.testing.assert_allclose(runs, dense, atol=1e-3)
+    assert disk_parts(7.0, 0.5) is None and disk_parts(10.0, 0.5) is None  # within the softening's reach of the edge
 
 
 def test_jpeg_on_a_cpu_device_is_the_cpu_codec(batch: np.ndarray) -> None:
