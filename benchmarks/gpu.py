@@ -10,7 +10,8 @@ every device kernel on the GPU against its CPU kernel (``device_check``) and lea
 
 Without a GPU it says so and measures instead, per corruption, the batched torch device kernels
 on CPU against the numpy kernels: one thread each, a batch of 256 photographs at 224x224,
-severity 3, CPU time per image and the ratio numpy / torch (> 1: the torch path is faster).
+severity 3, least CPU time per image over 5 interleaved rounds and the ratio numpy / torch (> 1: the
+torch path is faster).
 Corruptions without a device kernel are listed as such.
 
     python benchmarks/gpu.py [--quick] [--only NAME ...] [--images N] [--cells C] [--batch B]
@@ -61,14 +62,17 @@ def photos(n: int, seed: int = 0) -> np.ndarray:
     return out
 
 
-def best_of(fn: Callable[[], object], repeats: int) -> float:
-    """Least CPU time of this process over ``repeats`` calls: both paths run on one thread, and CPU time
-    (unlike wall time) is not inflated by other load on a shared machine."""
-    best = float("inf")
+def best_of(fns: list[Callable[[], object]], repeats: int) -> list[float]:
+    """Least CPU time of this process of each of ``fns`` over ``repeats`` rounds, the functions taking
+    turns within a round: both paths run on one thread, and CPU time (unlike wall time) is not
+    inflated by waiting. On a shared machine other load still slows memory-bound code; taking turns
+    gives every function the same quiet and busy spells, so a ratio does not depend on which ran first."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeats):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
+        for i, fn in enumerate(fns):
+            t0 = time.process_time()
+            fn()
+            best[i] = min(best[i], time.process_time() - t0)
     return best
 
 
@@ -85,14 +89,16 @@ def cpu_table(names: list[str], batch: int, repeats: int) -> None:
     print(f"{'corruption':24s} {'numpy ms/img':>13s} {'torch ms/img':>13s} {'numpy/torch':>12s}")
     for name in names:
         corruptions.corrupt_batch(warm, name, severity=3, seeds=seeds[:4])  # first-call set-up (registry, imports)
-        t_np = best_of(lambda: corruptions.corrupt_batch(images, name, severity=3, seeds=seeds), repeats) / batch
+        numpy_path = lambda: corruptions.corrupt_batch(images, name, severity=3, seeds=seeds)  # noqa: E731
         if not device_kernels.has_kernel(name):
+            t_np = best_of([numpy_path], repeats)[0] / batch
             rows.append((name, t_np, None))
             print(f"{name:24s} {t_np * 1e3:13.3f} {'-':>13s} {'no device kernel yet':>12s}", flush=True)
             continue
         x = torch.from_numpy(images)
         device_kernels.corrupt_batch(torch.from_numpy(warm), name, severity=3, seeds=seeds[:4])  # first-call set-up
-        t_tc = best_of(lambda: device_kernels.corrupt_batch(x, name, severity=3, seeds=seeds), repeats) / batch
+        torch_path = lambda: device_kernels.corrupt_batch(x, name, severity=3, seeds=seeds)  # noqa: E731
+        t_np, t_tc = (t / batch for t in best_of([numpy_path, torch_path], repeats))
         rows.append((name, t_np, t_tc))
         print(f"{name:24s} {t_np * 1e3:13.3f} {t_tc * 1e3:13.3f} {t_np / t_tc:12.2f}", flush=True)
     with_kernel = [(n, a, b) for n, a, b in rows if b is not None]
@@ -308,7 +314,7 @@ def main() -> None:
           "not measured.\nMeasuring the torch device kernels on CPU against the numpy kernels instead "
           f"(one thread each, batch of {batch} at {SIZE}x{SIZE}, severity 3).\n")
     names = args.only or corruptions.names()
-    cpu_table(names, batch, repeats=1 if args.quick else 3)
+    cpu_table(names, batch, repeats=1 if args.quick else 5)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+import numpy as np
 import torch
+from scipy.stats import poisson
 
 from corruptions.device.common import DeviceBatch, as_float, below, empty, threshold15, to_uint8
 from corruptions.device.registry import device_kernel
@@ -15,13 +19,35 @@ def gaussian_noise(images: torch.Tensor, p: GaussianNoiseParams, b: DeviceBatch)
     return to_uint8(noise.mul_(p.sigma * 255.0).add_(images))
 
 
-@device_kernel("shot_noise", exact=False)
+#: bits of the uniform that picks a Poisson count from the table: a table of 256 x 2**14 uint8 (4 MB);
+#: at 2**15 (8 MB) lookups left the cache and cost 4x more on the CPU measured
+_SHOT_BITS = 14
+
+
+@device_kernel("shot_noise", exact=False, note="Poisson counts by inverse CDF: a table per pixel value, 14-bit uniforms")
 def shot_noise(images: torch.Tensor, p: ShotNoiseParams, b: DeviceBatch) -> torch.Tensor:
-    lam = as_float(images).mul_(p.photons / 255.0)
-    counts = empty(tuple(lam.shape), torch.float32, lam.device)
-    for i, field in enumerate(counts):
-        field.copy_(torch.poisson(lam[i], generator=b.generator(i)))
-    return to_uint8(counts.mul_(255.0 / p.photons))
+    # every pixel value has its own Poisson law, so a pixel's output is a table lookup at (value, uniform),
+    # where torch.poisson samples each value by rejection (measured 25x slower on a CPU)
+    table = torch.from_numpy(shot_table(float(p.photons))).to(images.device)
+    index = images.to(torch.int32).bitwise_left_shift_(_SHOT_BITS)
+    index.bitwise_or_(b.uniform15(tuple(images.shape[1:])).bitwise_right_shift_(15 - _SHOT_BITS))
+    # index_select takes int32 indices (take needs int64: 4x slower here, most of it the wider index)
+    return table.index_select(0, index.view(-1)).view(images.shape)
+
+
+@lru_cache(maxsize=4)
+def shot_table(photons: float) -> np.ndarray:
+    """(256 * 2**_SHOT_BITS,) uint8: at ``value << _SHOT_BITS | u`` the CPU kernel's output for
+    pixel ``value``, to_uint8(k * 255 / photons), with k the Poisson(value * photons / 255) count
+    whose CDF first reaches (u + 0.5) / 2**_SHOT_BITS: each count has its Poisson probability to
+    within 2**-_SHOT_BITS (6e-5)."""
+    lam = np.arange(256) * (photons / 255.0)
+    k = np.arange(int(lam[-1] + 12 * np.sqrt(lam[-1]) + 30) + 1)  # beyond: a tail far below 2**-14
+    cdf = poisson.cdf(k[None, :], lam[:, None])
+    levels = (np.arange(1 << _SHOT_BITS) + 0.5) / (1 << _SHOT_BITS)
+    counts = np.stack([np.searchsorted(row, levels, side="left") for row in cdf])
+    outputs = np.clip(np.rint(np.append(k, k[-1]) * (255.0 / photons)), 0, 255).astype(np.uint8)
+    return np.ascontiguousarray(outputs[counts].reshape(-1))
 
 
 @device_kernel("impulse_noise", exact=False)

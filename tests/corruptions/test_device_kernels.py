@@ -22,6 +22,7 @@ from corruptions import device
 from corruptions.device import registry
 from corruptions.device.blur import disk_blur, disk_parts
 from corruptions.device.digital import torchvision_jpeg
+from corruptions.device.noise import shot_table
 from corruptions.kernels.blur import disk_kernel
 
 EXACT = sorted(n for n, k in device.kernels().items() if k.exact)
@@ -144,6 +145,21 @@ def test_disk_run_sums_equal_a_dense_correlation_with_the_disk_kernel() -> None:
         runs = disk_blur(x.float(), *parts).permute(0, 3, 1, 2).numpy()
         np.testing.assert_allclose(runs, dense, atol=1e-3)
     assert disk_parts(7.0, 0.5) is None and disk_parts(10.0, 0.5) is None  # within the softening's reach of the edge
+
+
+@pytest.mark.parametrize("photons", [3.0, 12.0, 100.0])
+def test_shot_noise_table_draws_each_output_with_its_poisson_probability(photons: float) -> None:
+    from scipy.stats import poisson
+
+    table = shot_table(photons).reshape(256, -1)
+    for value in (0, 1, 40, 128, 255):
+        counts = np.arange(int(value * photons / 255 + 12 * np.sqrt(photons) + 30))
+        outputs = np.clip(np.rint(counts * (255.0 / photons)), 0, 255).astype(np.uint8)
+        pmf = poisson.pmf(counts, value * photons / 255)
+        for out in np.unique(outputs):
+            # an output's share of the table's uniforms: the Poisson mass of the counts that give it
+            expected = pmf[outputs == out].sum() + (1 - pmf.sum() if out == outputs[-1] else 0.0)
+            assert abs(np.mean(table[value] == out) - expected) <= 2.0 ** -14 + 1e-9, (value, out)
 
 
 def test_jpeg_on_a_cpu_device_is_the_cpu_codec(batch: np.ndarray) -> None:
