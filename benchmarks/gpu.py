@@ -23,8 +23,8 @@ import os
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-# as backend/__init__.py sets it for the engine: huge pages for torch's large CPU tensors
-os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+# the engine's host memory settings (huge pages for torch, heap reuse for temporaries), before torch loads
+import backend  # noqa: E402,F401
 
 import argparse  # noqa: E402
 import itertools  # noqa: E402

@@ -56,7 +56,11 @@ def defocus_blur(images: torch.Tensor, p: DefocusParams, b: DeviceBatch) -> torc
     parts = disk_parts(radius, p.alias_blur)
     if parts is None:
         return to_uint8(filter2d(images.float(), disk_kernel(radius, p.alias_blur)))  # the CPU kernel's disk
-    return to_uint8(disk_blur(as_float(images), *parts))
+    return to_uint8(disk_blur(images, *parts))
+
+
+#: disk sums are taken in int16 on pixel values less 128: exact while the disk has at most 255 pixels
+_DISK_MAX_PIXELS = 255
 
 
 @lru_cache(maxsize=32)
@@ -72,39 +76,43 @@ def disk_parts(radius: float, alias_blur: float) -> tuple[list[int], float, np.n
     g = cv2.getGaussianKernel(3 if radius <= 8 else 5, alias_blur).ravel()
     rows = np.flatnonzero(disk.any(axis=1)) - half
     reach = int(rows.max())
-    if reach + len(g) // 2 >= half:  # GaussianBlur's reflect101 would mirror disk rows back inside the grid
+    # GaussianBlur's reflect101 would mirror disk rows back inside the grid
+    if reach + len(g) // 2 >= half or disk.sum() > _DISK_MAX_PIXELS:
         return None
     widths = [int(disk[dy + half].sum()) // 2 for dy in range(-reach, reach + 1)]  # each row's run is -w..w
     return widths, float(np.float32(1.0) / np.float32(disk.sum())), g
 
 
-def disk_blur(x: torch.Tensor, widths: list[int], scale: float, g: np.ndarray) -> torch.Tensor:
-    """Correlation of (N, H, W, C) float with a disk (row runs of half-widths ``widths``, times
+def disk_blur(images: torch.Tensor, widths: list[int], scale: float, g: np.ndarray) -> torch.Tensor:
+    """Correlation of (N, H, W, C) uint8 with a disk (row runs of half-widths ``widths``, times
     ``scale``) softened by the separable taps ``g``, border reflect101, as cv2.filter2D does with
-    the disk kernel.
+    the disk kernel; float32.
 
     A disk is a stack of horizontal runs: run sums of growing width are built one radius at a time
     (two shifted adds each) and every row offset adds its run's sum once, about 4 r passes of the
-    image in all, where the SVD of the disk needs ~5 full separable filters (measured 3x slower).
+    image in all, where the SVD of the disk needs ~5 full separable filters. The sums are exact
+    integers, taken in int16 on values less 128 (half the bytes of float32: each pass 2x faster on
+    a CPU); only the softening is float.
     """
-    n, h, w, c = x.shape
+    n, h, w, c = images.shape
     reach, soft = len(widths) // 2, len(g) // 2
     margin = reach + soft
-    padded = pad(pad(x, 1, margin, "reflect101"), 2, margin, "reflect101")
-    for dim in (1, 2):  # the softening, valid part only: the margin shrinks to reach
-        padded = valid_correlate(padded, g, dim)
-    runs = empty((n, h + 2 * reach, w, c), x.dtype, x.device).copy_(padded.narrow(2, reach, w))  # half-width 0
-    out: torch.Tensor | None = None
+    padded = pad(pad(images, 1, margin, "reflect101"), 2, margin, "reflect101").to(torch.int16).sub_(128)
+    rows, cols = h + 2 * soft, w + 2 * soft  # the disk's output keeps the softening's margin
+    runs = padded.narrow(2, reach, cols).clone()  # half-width 0 (one pixel), every padded row
+    sums: torch.Tensor | None = None
     for width in range(max(widths) + 1):
         if width:
-            runs.add_(padded.narrow(2, reach - width, w)).add_(padded.narrow(2, reach + width, w))
+            runs.add_(padded.narrow(2, reach - width, cols)).add_(padded.narrow(2, reach + width, cols))
         for dy in (dy for dy, row_width in enumerate(widths) if row_width == width):
-            if out is None:
-                out = empty((n, h, w, c), x.dtype, x.device).copy_(runs.narrow(1, dy, h))
+            if sums is None:
+                sums = runs.narrow(1, dy, rows).clone()
             else:
-                out.add_(runs.narrow(1, dy, h))
-    assert out is not None
-    return out.mul_(scale)
+                sums.add_(runs.narrow(1, dy, rows))
+    assert sums is not None
+    # the taps sum to one, so the 128 taken off every pixel comes back as 128 after the normalisation
+    out = valid_correlate(valid_correlate(sums.float(), g, 1), g * scale, 2)
+    return out.add_(128.0)
 
 
 def valid_correlate(x: torch.Tensor, taps: np.ndarray, dim: int) -> torch.Tensor:
@@ -112,7 +120,7 @@ def valid_correlate(x: torch.Tensor, taps: np.ndarray, dim: int) -> torch.Tensor
     n = x.shape[dim] - len(taps) + 1
     shape = list(x.shape)
     shape[dim] = n
-    out = torch.mul(x.narrow(dim, 0, n), float(taps[0]), out=empty(tuple(shape), x.dtype, x.device))
+    out = x.narrow(dim, 0, n) * float(taps[0])
     for k in range(1, len(taps)):
         out.add_(x.narrow(dim, k, n), alpha=float(taps[k]))
     return out

@@ -142,7 +142,7 @@ def test_disk_run_sums_equal_a_dense_correlation_with_the_disk_kernel() -> None:
         kernel = disk_kernel(radius, alias_blur)
         dense = np.stack([[cv2.filter2D(np.ascontiguousarray(im[..., c]).astype(np.float32), -1, kernel,
                                         borderType=cv2.BORDER_REFLECT_101) for c in range(3)] for im in x.numpy()])
-        runs = disk_blur(x.float(), *parts).permute(0, 3, 1, 2).numpy()
+        runs = disk_blur(x, *parts).permute(0, 3, 1, 2).numpy()
         np.testing.assert_allclose(runs, dense, atol=1e-3)
     assert disk_parts(7.0, 0.5) is None and disk_parts(10.0, 0.5) is None  # within the softening's reach of the edge
 
