@@ -162,6 +162,19 @@ def test_shot_noise_table_draws_each_output_with_its_poisson_probability(photons
             assert abs(np.mean(table[value] == out) - expected) <= 2.0 ** -14 + 1e-9, (value, out)
 
 
+def test_poisson_counts_have_poisson_means_and_variances() -> None:
+    from corruptions.device.common import DeviceBatch
+    from corruptions.device.sensor import poisson_counts
+
+    lam = np.array([0.3, 4.0, 300.0])  # 300: more than 255 CDF steps, counted in int32
+    counts = poisson_counts(lam, DeviceBatch([1, 2, 3], [{}, {}, {}], torch.device("cpu")), (200, 200)).numpy()
+    assert counts.shape == (3, 200, 200) and (counts == np.round(counts)).all()
+    mean, var = counts.reshape(3, -1).mean(1), counts.reshape(3, -1).var(1)
+    # 40,000 draws each: the standard error of the mean is sqrt(lam / 40000)
+    np.testing.assert_allclose(mean, lam, atol=0, rtol=0.02)
+    np.testing.assert_allclose(var, lam, rtol=0.05)
+
+
 def test_jpeg_on_a_cpu_device_is_the_cpu_codec(batch: np.ndarray) -> None:
     cpu = corruptions.corrupt_batch(batch, "jpeg_compression", severity=4, seeds=0)
     np.testing.assert_array_equal(device.corrupt_batch(batch, "jpeg_compression", severity=4, seeds=0).numpy(), cpu)
