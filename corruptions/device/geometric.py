@@ -13,7 +13,18 @@ import numpy as np
 import torch
 from albumentations.augmentations.geometric import functional as agf
 
-from corruptions.device.common import DeviceBatch, nchw, nhwc_uint8, pixel_grid, remap, separable_filter, separable_remap, size_scale
+from corruptions.device.common import (
+    DeviceBatch,
+    nchw,
+    nhwc_uint8,
+    pixel_grid,
+    remap,
+    remap_shared,
+    separable_filter,
+    separable_remap,
+    shared_taps,
+    size_scale,
+)
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels.geometric import ElasticParams, GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
@@ -48,21 +59,24 @@ def _warp(images: torch.Tensor, inverse: np.ndarray, border: str) -> torch.Tenso
     return nhwc_uint8(remap(nchw(images), map_x.float(), map_y.float(), border))
 
 
-@device_kernel("rotation", exact=True)
+@device_kernel("rotation", exact=True, note="one map for the batch: cv2.warpAffine's fixed-point coordinates, bilinear taps as gathers")
 def rotation(images: torch.Tensor, p: RotationParams, b: DeviceBatch) -> torch.Tensor:
     h, w = images.shape[1:3]
     quarter = p.angle / 90.0
     if quarter == round(quarter) and (h == w or int(round(quarter)) % 2 == 0):
         return torch.rot90(images, k=int(round(quarter)) % 4, dims=(1, 2)).contiguous()
-    matrix = cv2.getRotationMatrix2D(((w - 1) / 2.0, (h - 1) / 2.0), p.angle, 1.0)
-    m = torch.as_tensor(cv2.invertAffineTransform(matrix), dtype=torch.float64, device=images.device)
-    xs = torch.arange(w, dtype=torch.float64, device=images.device)[None, :]
-    ys = torch.arange(h, dtype=torch.float64, device=images.device)[:, None]
+    return remap_shared(images, _rotation_taps(h, w, images.shape[3], float(p.angle)), "constant").view(images.shape)
+
+
+@lru_cache(maxsize=32)
+def _rotation_taps(h: int, w: int, c: int, angle: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    m = cv2.invertAffineTransform(cv2.getRotationMatrix2D(((w - 1) / 2.0, (h - 1) / 2.0), angle, 1.0))
+    xs, ys = np.arange(w, dtype=np.float64)[None, :], np.arange(h, dtype=np.float64)[:, None]
     # cv2.warpAffine's fixed point: x and y terms rounded to 1/1024 pixel separately, then to 1/32 (+1/64, floored)
     ab, half_step = 1024.0, 16.0
-    map_x = torch.floor((torch.round(m[0, 0] * xs * ab) + torch.round((m[0, 1] * ys + m[0, 2]) * ab) + half_step) / 32) / 32
-    map_y = torch.floor((torch.round(m[1, 0] * xs * ab) + torch.round((m[1, 1] * ys + m[1, 2]) * ab) + half_step) / 32) / 32
-    return nhwc_uint8(remap(nchw(images), map_x.float()[None], map_y.float()[None], "constant"))
+    map_x = np.floor((np.round(m[0, 0] * xs * ab) + np.round((m[0, 1] * ys + m[0, 2]) * ab) + half_step) / 32) / 32
+    map_y = np.floor((np.round(m[1, 0] * xs * ab) + np.round((m[1, 1] * ys + m[1, 2]) * ab) + half_step) / 32) / 32
+    return shared_taps(map_x, map_y, h, w, c, range(c), "constant")
 
 
 @device_kernel("perspective", exact=True, note="corners drawn from the CPU kernel's numpy streams")
@@ -97,14 +111,14 @@ def grid_distortion(images: torch.Tensor, p: GridDistortionParams, b: DeviceBatc
 
 
 @lru_cache(maxsize=32)
-def _lens_maps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
-    return agf.get_camera_matrix_distortion_maps((h, w), k)
+def _lens_taps(h: int, w: int, c: int, k: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    map_x, map_y = agf.get_camera_matrix_distortion_maps((h, w), k)
+    return shared_taps(map_x, map_y, h, w, c, range(c), "constant")
 
 
-@device_kernel("lens_distortion", exact=True)
+@device_kernel("lens_distortion", exact=True, note="one map for the batch: cv2's bilinear taps as gathers")
 def lens_distortion(images: torch.Tensor, p: LensDistortionParams, b: DeviceBatch) -> torch.Tensor:
-    mx, my = (torch.from_numpy(m).to(images.device)[None] for m in _lens_maps(images.shape[1], images.shape[2], p.k))
-    return nhwc_uint8(remap(nchw(images), mx, my, "constant"))
+    return remap_shared(images, _lens_taps(*images.shape[1:], p.k), "constant").view(images.shape)
 
 
 @device_kernel("elastic", exact=False, note="displacement noise drawn from a torch generator per image")

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, as_float, empty, to_uint8
+from corruptions.device.common import DeviceBatch, as_float, empty, remap_shared, shared_taps, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
 from corruptions.kernels.sensor import ChromaticAberrationParams, IsoNoiseParams, LowLightParams, RowNoiseParams, VignettingParams
@@ -134,41 +134,9 @@ def _undistort_maps(h: int, w: int, k: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=32)
-def _bilinear_taps(h: int, w: int, k: float, channels: int, channel: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """cv2.remap(INTER_LINEAR, BORDER_REPLICATE) of the maps of ``k`` for one channel of (H, W, C)
-    images: per output pixel the flat (H * W * C) indices of its 4 source values (top left, top
-    right, bottom left, bottom right; (4, H*W)) and its left/right and top/bottom weights in 1/32
-    ((2, H*W) each).
-
-    cv2 rounds the maps to 1/32 pixel, so its fixed-point weights are whole multiples of 1/1024 and
-    its result is (sum of weight * 1024 * value + 512) >> 10, an exact integer sum.
-    """
-    map_x, map_y = (np.rint(m.astype(np.float64) * 32).astype(np.int64) for m in _undistort_maps(h, w, k))
-    x0, y0 = map_x >> 5, map_y >> 5
-    # replicate: each tap outside the image reads the nearest edge pixel
-    index = [(np.clip(y0 + dy, 0, h - 1) * w + np.clip(x0 + dx, 0, w - 1)).ravel() for dy in (0, 1) for dx in (0, 1)]
-    fx, fy = (map_x & 31).ravel(), (map_y & 31).ravel()
-    # each weight in the dtype of what it multiplies (a mixed int16 x int32 product takes a slow path)
-    return np.stack(index) * channels + channel, np.stack([32 - fx, fx]).astype(np.int16), np.stack([32 - fy, fy]).astype(np.int32)
-
-
-def _remap_channel(images: torch.Tensor, channel: int, k: float) -> torch.Tensor:
-    """Channel ``channel`` of (M, H, W, C) uint8 remapped as cv2 does with the maps of ``k``; (M, H * W) uint8.
-
-    Each tap is a gather of single uint8 values from the (M, H * W * C) rows with one index shared
-    by all images (several times faster on a CPU than transposing the planes to gather rows); the
-    horizontal blends fit int16 (at most 32 * 255), the vertical one is int32.
-    """
-    m, h, w, c = images.shape
-    index, fx, fy = (torch.from_numpy(a).to(images.device) for a in _bilinear_taps(h, w, k, c, channel))
-    flat = images.reshape(m, h * w * c)
-
-    def tap(t: int) -> torch.Tensor:
-        return torch.gather(flat, 1, index[t].expand(m, -1)).to(torch.int16)
-
-    top = tap(0).mul_(fx[0]).add_(tap(1).mul_(fx[1])).to(torch.int32).mul_(fy[0])
-    bottom = tap(2).mul_(fx[0]).add_(tap(3).mul_(fx[1])).to(torch.int32).mul_(fy[1])
-    return top.add_(bottom).add_(512).bitwise_right_shift_(10).to(torch.uint8)
+def _fringe_taps(h: int, w: int, k: float, channels: int, channel: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """cv2.remap(INTER_LINEAR, BORDER_REPLICATE) of one channel by the maps of ``k``, as ``shared_taps``."""
+    return shared_taps(*_undistort_maps(h, w, k), h, w, channels, [channel], "replicate")
 
 
 @device_kernel("chromatic_aberration", exact=True, note="fringe side drawn from the CPU kernel's numpy stream; cv2's bilinear taps as gathers")
@@ -182,6 +150,7 @@ def chromatic_aberration(images: torch.Tensor, p: ChromaticAberrationParams, b: 
         for channel, chosen in ((0, signs * k > 0), (2, signs * k < 0)):
             if chosen.any():
                 which = torch.from_numpy(np.flatnonzero(chosen)).to(images.device)
-                moved = _remap_channel(images.index_select(0, which), channel, k)
+                taps = _fringe_taps(h, w, k, images.shape[-1], channel)
+                moved = remap_shared(images.index_select(0, which), taps, "replicate")
                 out[which, :, :, channel] = moved.view(-1, h, w)
     return out
