@@ -15,7 +15,6 @@ import torch
 from corruptions.device.common import (
     DeviceBatch,
     as_float,
-    empty,
     filter2d,
     nhwc_uint8,
     pad,

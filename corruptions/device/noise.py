@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from scipy.stats import poisson
 
-from corruptions.device.common import DeviceBatch, as_float, below, empty, threshold15, to_uint8
+from corruptions.device.common import DeviceBatch, below, empty, threshold15, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.kernels.noise import GaussianNoiseParams, ImpulseNoiseParams, SaltPepperParams, ShotNoiseParams, SpeckleNoiseParams
 
