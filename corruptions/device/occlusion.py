@@ -68,10 +68,12 @@ def shadow(images: torch.Tensor, p: ShadowParams, b: DeviceBatch) -> torch.Tenso
                                     np.pad(poly, ((0, most - len(poly)), (0, 0)), mode="edge")], axis=1)
                           for poly in (image[i] for image in polygons)])
         depth += fill_polygons(h, w, torch.from_numpy(edges.astype(np.float32)).to(images.device))
-    # one depth per value (not broadcast along the channels): torch.where runs far faster on equal shapes
-    depth = depth[..., None].expand(images.shape).contiguous()
-    out = images
-    # albumentations darkens shadow by shadow, truncating each time: floor(v * (1 - darkness)) per layer
-    for layer in range(1, p.num_shadows + 1):
-        out = torch.where(depth >= layer, out.float().mul_(1 - p.darkness).floor_().to(torch.uint8), out)
-    return out  # a new tensor: num_shadows >= 1
+    # albumentations darkens shadow by shadow, truncating each time: floor(v * (1 - darkness)) per layer,
+    # so a value's result depends only on (depth, value): one lookup in a (layers + 1) x 256 table
+    levels = [torch.arange(256, dtype=torch.uint8, device=images.device)]
+    for _ in range(p.num_shadows):
+        levels.append(levels[-1].float().mul_(1 - p.darkness).floor_().to(torch.uint8))
+    table = torch.cat(levels)
+    # the depth per value (not broadcast along the channels, a slow path on a CPU), as row offsets
+    index = depth[..., None].expand(images.shape).to(torch.int32).mul_(256).add_(images)
+    return table.index_select(0, index.view(-1)).view(images.shape)
