@@ -118,8 +118,6 @@ def disk_blur(images: torch.Tensor, widths: list[int], scale: float, g: np.ndarr
 def valid_correlate(x: torch.Tensor, taps: np.ndarray, dim: int) -> torch.Tensor:
     """1-D correlation along ``dim`` without a border: len(taps) - 1 fewer entries there."""
     n = x.shape[dim] - len(taps) + 1
-    shape = list(x.shape)
-    shape[dim] = n
     out = x.narrow(dim, 0, n) * float(taps[0])
     for k in range(1, len(taps)):
         out.add_(x.narrow(dim, k, n), alpha=float(taps[k]))
