@@ -23,6 +23,7 @@ from corruptions.device.common import (
     separable_filter,
     size_scale,
     to_uint8,
+    valid_correlate,
 )
 from corruptions.device.registry import device_kernel
 from corruptions.draws import record
@@ -113,15 +114,6 @@ def disk_blur(images: torch.Tensor, widths: list[int], scale: float, g: np.ndarr
     # the taps sum to one, so the 128 taken off every pixel comes back as 128 after the normalisation
     out = valid_correlate(valid_correlate(sums.float(), g, 1), g * scale, 2)
     return out.add_(128.0)
-
-
-def valid_correlate(x: torch.Tensor, taps: np.ndarray, dim: int) -> torch.Tensor:
-    """1-D correlation along ``dim`` without a border: len(taps) - 1 fewer entries there."""
-    n = x.shape[dim] - len(taps) + 1
-    out = x.narrow(dim, 0, n) * float(taps[0])
-    for k in range(1, len(taps)):
-        out.add_(x.narrow(dim, k, n), alpha=float(taps[k]))
-    return out
 
 
 @device_kernel("motion_blur", exact=True, note="angle drawn from the CPU kernel's numpy stream")

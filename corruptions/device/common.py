@@ -202,12 +202,15 @@ def pad(x: torch.Tensor, dim: int, r: int, border: str) -> torch.Tensor:
 
 def correlate(x: torch.Tensor, taps: np.ndarray, dim: int, border: str) -> torch.Tensor:
     """1-D correlation of ``x`` along ``dim``, anchor at the centre."""
-    r = len(taps) // 2
-    n = x.shape[dim]
-    padded = pad(x, dim, r, border)
-    out = padded.narrow(dim, 0, n) * float(taps[0])
+    return valid_correlate(pad(x, dim, len(taps) // 2, border), taps, dim)
+
+
+def valid_correlate(x: torch.Tensor, taps: np.ndarray, dim: int) -> torch.Tensor:
+    """1-D correlation along ``dim`` without a border: len(taps) - 1 fewer entries there."""
+    n = x.shape[dim] - len(taps) + 1
+    out = x.narrow(dim, 0, n) * float(taps[0])
     for k in range(1, len(taps)):
-        out.add_(padded.narrow(dim, k, n), alpha=float(taps[k]))
+        out.add_(x.narrow(dim, k, n), alpha=float(taps[k]))
     return out
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from scipy.stats import poisson
 
-from corruptions.device.common import DeviceBatch, below, empty, threshold15, to_uint8
+from corruptions.device.common import DeviceBatch, below, empty, lookup, threshold15, to_uint8
 from corruptions.device.registry import device_kernel
 from corruptions.kernels.noise import GaussianNoiseParams, ImpulseNoiseParams, SaltPepperParams, ShotNoiseParams, SpeckleNoiseParams
 
@@ -31,8 +31,8 @@ def shot_noise(images: torch.Tensor, p: ShotNoiseParams, b: DeviceBatch) -> torc
     table = torch.from_numpy(shot_table(float(p.photons))).to(images.device)
     index = images.to(torch.int32).bitwise_left_shift_(_SHOT_BITS)
     index.bitwise_or_(b.uniform15(tuple(images.shape[1:])).bitwise_right_shift_(15 - _SHOT_BITS))
-    # index_select takes int32 indices (take needs int64: 4x slower here, most of it the wider index)
-    return table.index_select(0, index.view(-1)).view(images.shape)
+    # an int32 index (take needs int64: 4x slower here, most of it the wider index)
+    return lookup(table, index)
 
 
 @lru_cache(maxsize=4)

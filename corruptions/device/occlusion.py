@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, empty
+from corruptions.device.common import DeviceBatch, empty, lookup, pair_index
 from corruptions.device.registry import device_kernel
 from corruptions.kernels.occlusion import OccluderParams, ShadowParams, occluder_boxes, shadow_polygons
 
@@ -74,6 +74,5 @@ def shadow(images: torch.Tensor, p: ShadowParams, b: DeviceBatch) -> torch.Tenso
     for _ in range(p.num_shadows):
         levels.append(levels[-1].float().mul_(1 - p.darkness).floor_().to(torch.uint8))
     table = torch.cat(levels)
-    # the depth per value (not broadcast along the channels, a slow path on a CPU), as row offsets
-    index = depth[..., None].expand(images.shape).to(torch.int32).mul_(256).add_(images)
-    return table.index_select(0, index.view(-1)).view(images.shape)
+    # the depth per value (not broadcast along the channels, a slow path on a CPU) picks the row
+    return lookup(table, pair_index(depth[..., None].expand(images.shape), images))
