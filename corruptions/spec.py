@@ -35,6 +35,12 @@ Family = Literal["noise", "blur", "weather", "digital", "geometric", "photometri
 FAMILIES: tuple[str, ...] = get_args(Family)
 SEVERITIES: tuple[int, ...] = (1, 2, 3, 4, 5)
 REFERENCE_SIZE = 224
+
+
+def side_scale(h: int, w: int) -> float:
+    """Factor from parameters given at a 224-pixel short side to an image of h x w pixels."""
+    return min(h, w) / REFERENCE_SIZE
+
 #: ladder version of a corruption whose spec does not say (and of units stored before versions existed)
 DEFAULT_LADDER_VERSION = 1
 

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import corruptions
+from corruptions.spec import REFERENCE_SIZE
 from backend.engine.jobs import image_seeds
 from backend.fmr.generator import SearchConfig, SearchResult, cross_entropy
 from backend.fmr.oracle import Oracle
@@ -105,7 +106,7 @@ def operations_of(family: Sequence[str] | None) -> tuple[str, ...]:
 
 def blur_sigma(height: int, width: int) -> float:
     """gaussian_blur's strongest σ, scaled like the catalogue's from 224 pixels to this image."""
-    return max(0.5, _strongest("gaussian_blur", "sigma", max) * min(height, width) / 224)
+    return max(0.5, _strongest("gaussian_blur", "sigma", max) * min(height, width) / REFERENCE_SIZE)
 
 
 def _gauss_kernel(sigma: float, dtype: torch.dtype) -> torch.Tensor:

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from corruptions.draws import RecordingGenerator
-from corruptions.spec import REFERENCE_SIZE
+from corruptions.spec import side_scale
 
 
 @dataclass
@@ -102,7 +102,7 @@ def below(u15: torch.Tensor, probability: float) -> torch.Tensor:
 
 def size_scale(images: torch.Tensor) -> float:
     """Factor from parameters given at a 224-pixel short side to this (N, H, W, C) batch."""
-    return min(images.shape[1], images.shape[2]) / REFERENCE_SIZE
+    return side_scale(images.shape[1], images.shape[2])
 
 
 _NUMPY_DTYPES = {torch.uint8: np.uint8, torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64, torch.float32: np.float32}

@@ -236,7 +236,7 @@ def _frost_detail(tex: torch.Tensor, coarse: torch.Tensor, fine_sd: torch.Tensor
 @device_kernel("frost", exact=False, note="ice crystals splatted, not rasterised by cv2's anti-aliased lines")
 def frost(images: torch.Tensor, p: FrostParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, c = images.shape
-    s = min(h, w) / 224
+    s = size_scale(images)
     dev = images.device
     looks = [_FROST_LOOKS[int(record(rng, "look", int(rng.integers(0, len(_FROST_LOOKS)))))] for rng in b.rngs]
     base = fractal_noise(h, w, b.rngs, dev, base_cells=5, octaves=5, persistence=0.75)

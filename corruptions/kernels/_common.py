@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from corruptions.spec import REFERENCE_SIZE
+from corruptions.spec import side_scale
 
 
 def size_scale(image: np.ndarray) -> float:
     """Factor from parameters given at a 224-pixel short side to this image ((H, W, C) or (N, H, W, C))."""
-    h, w = image.shape[-3], image.shape[-2]
-    return min(h, w) / REFERENCE_SIZE
+    return side_scale(image.shape[-3], image.shape[-2])
 
 
 def to_uint8(x: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ from corruptions.kernels._imagenet_c import (
     next_power_of_2,
     plasma_fractal,
 )
-from corruptions.spec import CorruptionSpec, Params
+from corruptions.spec import CorruptionSpec, Params, side_scale
 
 
 class FogParams(Params):
@@ -72,7 +72,7 @@ def frost_strokes(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
 
     The numpy and the device kernel both draw these, so their draws can never drift apart.
     """
-    s = min(h, w) / 224
+    s = side_scale(h, w)
     n = int(round(400 * h * w / (224 * 224)))
     starts = rng.uniform(0, 1, (n, 2)) * np.array([w, h])
     angles = rng.uniform(0, np.pi, n)
@@ -82,7 +82,7 @@ def frost_strokes(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def _frost_texture(h: int, w: int, rng: np.random.Generator) -> np.ndarray:
-    s = min(h, w) / 224
+    s = side_scale(h, w)
     base = fractal_noise(h, w, rng, base_cells=5, octaves=5, persistence=0.75)
     crystals = np.zeros((h, w), np.float32)
     cv2.polylines(crystals, list(frost_strokes(h, w, rng)), False, 1.0, thickness=1, lineType=cv2.LINE_AA)
@@ -99,7 +99,7 @@ def _frost_layer(h: int, w: int, channels: int, rng: np.random.Generator) -> np.
     ImageNet-C's five frost photographs, drawn at random as the reference draws its photograph."""
     mean, fine_sd, coarse_sd = _FROST_LOOKS[int(record(rng, "look", int(rng.integers(0, len(_FROST_LOOKS)))))]
     tex = _frost_texture(h, w, rng)
-    s = min(h, w) / 224
+    s = side_scale(h, w)
     coarse = cv2.GaussianBlur(tex, (0, 0), sigmaX=max(4.0 * s, 0.5))
     fine = tex - coarse
     # photographed ice has sharper crystals than this texture: its fine detail is weighted up by
@@ -163,7 +163,7 @@ def rain_drops(h: int, w: int, p: RainParams, rng: np.random.Generator) -> tuple
 
     The numpy and the device kernel both draw these, so their draws can never drift apart.
     """
-    s = min(h, w) / 224
+    s = side_scale(h, w)
     length = max(1, int(round(p.drop_length * s)))
     # streak slant in pixels at 224, before scaling to this image
     slant = int(round(record(rng, "slant", rng.uniform(-10, 10)) * s))
