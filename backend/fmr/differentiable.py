@@ -66,11 +66,6 @@ COUNTERPARTS: dict[str, tuple[str, ...]] = {
 OPERATIONS = tuple(COUNTERPARTS)
 
 
-def _strongest(name: str, key: str, pick: Callable[[float, float], float]) -> float:
-    lo, hi = corruptions.get(name).ranges[key]
-    return float(pick(lo, hi))
-
-
 def _range(name: str, key: str, transform: Callable[[float], float] = float) -> tuple[float, float]:
     """(weakest, strongest) of a catalogue corruption's continuous range, after ``transform``."""
     a, b = (transform(v) for v in corruptions.get(name).ranges[key])
@@ -106,7 +101,7 @@ def operations_of(family: Sequence[str] | None) -> tuple[str, ...]:
 
 def blur_sigma(height: int, width: int) -> float:
     """gaussian_blur's strongest σ, scaled like the catalogue's from 224 pixels to this image."""
-    return max(0.5, _strongest("gaussian_blur", "sigma", max) * min(height, width) / REFERENCE_SIZE)
+    return max(0.5, _range("gaussian_blur", "sigma")[1] * min(height, width) / REFERENCE_SIZE)
 
 
 def _gauss_kernel(sigma: float, dtype: torch.dtype) -> torch.Tensor:

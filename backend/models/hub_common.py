@@ -23,7 +23,6 @@ import torch
 from backend.errors import ModelUnavailableError, UserInputError
 
 
-
 @contextlib.contextmanager
 def offline() -> Iterator[None]:
     """Make every huggingface_hub request (transformers, open_clip's hub code) fail at once.

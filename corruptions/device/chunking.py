@@ -14,6 +14,7 @@ import torch
 from corruptions.device.common import DeviceBatch, empty
 from corruptions.device.registry import KernelFn
 
+
 def run(fn: KernelFn, images: torch.Tensor, params: object, b: DeviceBatch, size: int | None) -> torch.Tensor:
     """``fn`` applied to sub-batches of ``size`` images when the batch is on the CPU (whole on a GPU,
     or when ``size`` is None).
