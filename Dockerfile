@@ -10,7 +10,7 @@ COPY . /app
 # The stability kernels are compiled once here (numba caches them beside the source),
 # not on the first run in every container.
 RUN pip install -e ".[${EXTRAS}]" \
- && python -c "import numpy as np; from backend.metrics.stability import stability_metrics; stability_metrics(np.random.rand(2, 3, 4).astype(np.float32))" \
+ && python -c "import numpy as np; from domainbench.metrics.stability import stability_metrics; stability_metrics(np.random.rand(2, 3, 4).astype(np.float32))" \
  && useradd -m bench && chown -R bench /app
 USER bench
 EXPOSE 8501

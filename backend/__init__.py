@@ -1,12 +1,12 @@
-"""domainbench's backend: planner, models, data, engine, metrics, store and the CLI."""
+"""domainbench: planner, models, data, engine, metrics, store and the CLI; ``domainbench.corruptions``,
+``domainbench.frontend`` and ``domainbench.prompts`` below it.
+
+Importing it changes nothing process-wide: the host-memory settings (``host_memory.configure``)
+are applied by the entry points (the CLI, the UI, corruption worker processes)."""
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
-
-from backend import host_memory  # imports nothing heavy
-
-host_memory.configure()  # huge pages for torch, heap reuse for temporaries: before anything imports torch
 
 try:
     __version__ = version("domainbench")

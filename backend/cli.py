@@ -22,11 +22,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from typer.core import TyperGroup
 
-from backend.errors import UserInputError
-from backend.settings import Settings
+from domainbench.errors import UserInputError
+from domainbench.settings import Settings
 
 if TYPE_CHECKING:
-    from backend.report import RunReport
+    from domainbench.report import RunReport
 
 
 @dataclass
@@ -204,7 +204,7 @@ def print_fmr(report: RunReport) -> None:
 
 
 def _store() -> Any:
-    from backend.store import open_store
+    from domainbench.store import open_store
 
     settings = _settings()
     return open_store(settings.store_uri, settings.home)
@@ -219,9 +219,9 @@ def plan(
     provider: Annotated[str, typer.Option(help="auto | offline | openai (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set).")] = "auto",
 ) -> None:
     """Choose the corruptions a domain produces, with severities and a reason for each."""
-    from backend.config import dumps, save
-    from backend.planner import plan as make_plan
-    from backend.planner.settings import settings_from_env
+    from domainbench.config import dumps, save
+    from domainbench.planner import plan as make_plan
+    from domainbench.planner.settings import settings_from_env
 
     _say(f"planning with provider={provider} …")
     cfg = make_plan(text, provider=provider, samples=samples, llm=settings_from_env(_settings().llm_environ()))
@@ -241,7 +241,7 @@ def plan(
 
 
 def _domain_id(cfg: Any) -> str:
-    from backend.engine.runner import domain_id
+    from domainbench.engine.runner import domain_id
 
     return domain_id(cfg)
 
@@ -274,8 +274,8 @@ def run(
     models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
-    from backend.config import RunConfig, load_domain
-    from backend.engine.reports import load_report
+    from domainbench.config import RunConfig, load_domain
+    from domainbench.engine.reports import load_report
 
     _load_plugins(corruptions_module)
     exec_options = _executor_options(executor, address, actors, gpus_per_actor, cpus_per_task, _csv(corruptions_module),
@@ -306,8 +306,8 @@ def _executor_options(kind: str, address: Optional[str], actors: Optional[int], 
     """The run's executor options, checked before anything is opened (errors name the flag)."""
     from pydantic import ValidationError
 
-    from backend.engine.executors import ExecutorOptions
-    from backend.errors import first_validation_error
+    from domainbench.engine.executors import ExecutorOptions
+    from domainbench.errors import first_validation_error
 
     address = address or None  # an empty DOMAINBENCH_RAY_ADDRESS means "not set"
     if kind not in ("local", "ray"):
@@ -321,14 +321,13 @@ def _executor_options(kind: str, address: Optional[str], actors: Optional[int], 
 
 
 def _make_engine(store: Any, events: Any, options: Any) -> Any:
-    from backend.engine.executors import make_engine
+    from domainbench.engine.executors import make_engine
 
     return make_engine(store, events, options)
 
 
 def _load_plugins(modules: Optional[list[str]]) -> None:
-    import corruptions
-
+    from domainbench import corruptions
     for m in _csv(modules) or []:
         try:
             corruptions.load_module(m)
@@ -344,7 +343,7 @@ def list_runs() -> None:
     table = Table(title=f"runs in {store.description}")
     for col in ("run", "status", "domain", "models", "dataset", "created"):
         table.add_column(col)
-    from backend.engine.status import run_status
+    from domainbench.engine.status import run_status
 
     for r in runs:
         table.add_row(r.run_id, run_status(r), r.domain.domain[:50], ", ".join(r.config.models),
@@ -358,7 +357,7 @@ def show(
     baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
 ) -> None:
     """Print a run's summary table (recomputed from stored statistics)."""
-    from backend.engine.reports import load_report
+    from domainbench.engine.reports import load_report
 
     print_report(load_report(_store(), run_id, baseline))
 
@@ -371,8 +370,8 @@ def export(
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
 ) -> None:
     """Export a run's results as CSV or JSON."""
-    from backend.engine.export import to_csv, to_json
-    from backend.engine.reports import load_report
+    from domainbench.engine.export import to_csv, to_json
+    from domainbench.engine.reports import load_report
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
@@ -405,11 +404,11 @@ def fmr(
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
-    from backend.config import RunConfig, load_domain
-    from backend.engine.reports import load_report
-    from backend.fmr.oracle import check_oracle_names
-    from backend.fmr.runner import FmrRunner
-    from backend.fmr.settings import FmrSettings
+    from domainbench.config import RunConfig, load_domain
+    from domainbench.engine.reports import load_report
+    from domainbench.fmr.oracle import check_oracle_names
+    from domainbench.fmr.runner import FmrRunner
+    from domainbench.fmr.settings import FmrSettings
 
     if not resume:
         if config is None:
@@ -429,7 +428,7 @@ def fmr(
         except ValueError as e:
             from pydantic import ValidationError
 
-            from backend.errors import first_validation_error
+            from domainbench.errors import first_validation_error
 
             if isinstance(e, ValidationError):
                 loc, msg = first_validation_error(e)
@@ -457,7 +456,7 @@ def gallery(
     """Write a contact sheet per corruption × severity of one image."""
     import numpy as np
 
-    from corruptions.gallery import write_gallery
+    from domainbench.corruptions.gallery import write_gallery
 
     _load_plugins(corruptions_module)
     if image is not None:
@@ -470,7 +469,7 @@ def gallery(
         except Exception as e:
             raise UserInputError(f"--image {image} cannot be read as an image ({e})") from e
     else:
-        from backend.data import load_sample
+        from domainbench.data import load_sample
 
         import cv2
 
@@ -482,7 +481,7 @@ def gallery(
 @app.command("models")
 def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard, e.g. 'open_clip:ViT-L*'.")] = "*") -> None:
     """List known model names (any open_clip or HF name also works with its prefix)."""
-    from backend.models import list_models
+    from domainbench.models import list_models
 
     for name in list_models(pattern):
         console.print(name, highlight=False)
@@ -495,14 +494,17 @@ def ui(
     worker: Annotated[bool, typer.Option("--worker/--no-worker", help="Start a worker beside the UI (embedded store only).")] = True,
 ) -> None:
     """Open the browser UI (Streamlit); with the embedded store, a worker runs what it launches."""
-    app_path = Path(__file__).resolve().parent.parent / "frontend" / "app.py"
+    app_path = Path(__file__).resolve().parent / "frontend" / "app.py"  # where the wheel puts it
+    if not app_path.is_file():  # an editable install maps domainbench.frontend to the checkout's frontend/
+        from domainbench import frontend
+        app_path = Path(frontend.__file__).resolve().parent / "app.py"
     command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
                "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
     # with MongoDB the workers are separate machines (`domainbench worker`); the embedded store
     # lives on this one, so the UI brings the worker that runs what its New domain page queues
     side = None
     if worker and not _settings().store_uri:
-        side = subprocess.Popen([sys.executable, "-m", "backend.cli", "--quiet", "worker"], stdin=subprocess.DEVNULL)
+        side = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "--quiet", "worker"], stdin=subprocess.DEVNULL)
         _say(f"worker started (process {side.pid}); it runs the runs launched from the UI")
     _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
     try:
@@ -528,9 +530,9 @@ def worker_cmd(
     name: Annotated[Optional[str], typer.Option(help="Worker name stored on the runs it takes (default: host:pid:random).")] = None,
 ) -> None:
     """Run queued runs from the store (launched from the UI), resuming runs whose worker died."""
-    from backend.worker import Worker
+    from domainbench.worker import Worker
 
-    from backend.engine.executor_options import options_from_env
+    from domainbench.engine.executor_options import options_from_env
 
     # a long-running worker takes its executor from the environment (the compose file sets it)
     w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always, executor=options_from_env(os.environ))
@@ -552,10 +554,10 @@ def demo(
     limit: Annotated[Optional[int], typer.Option(help="Images of the bundled sample to use (default: all 1,000).")] = None,
 ) -> None:
     """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
-    from backend.config import RunConfig, save
-    from backend.engine.reports import load_report
-    from backend.engine.runner import Engine
-    from backend.planner import plan as make_plan
+    from domainbench.config import RunConfig, save
+    from domainbench.engine.reports import load_report
+    from domainbench.engine.runner import Engine
+    from domainbench.planner import plan as make_plan
 
     run_cfg = RunConfig.from_sources(None, {"limit": limit})
     store = _store()  # first: a bad DOMAINBENCH_HOME is reported before anything is written there
@@ -580,8 +582,9 @@ def _terminate(signum: int, frame: Any) -> None:
 def main() -> None:
     import signal
 
-    import corruptions
-
+    from domainbench import host_memory
+    host_memory.configure()  # huge pages for torch, heap reuse for temporaries: before anything imports torch
+    from domainbench import corruptions
     signal.signal(signal.SIGTERM, _terminate)
     STATE.quiet, STATE.settings = False, None  # nothing carries over from an earlier call in this process
     try:
@@ -614,7 +617,7 @@ def main() -> None:
 
 def _internal_error(e: Exception) -> None:
     """A bug, not the user's input: exit 1 with where the traceback went and how to report it."""
-    from backend.crash_report import internal_error_message, write_crash_report
+    from domainbench.crash_report import internal_error_message, write_crash_report
 
     settings = _settings()
     report = write_crash_report(e, settings)

@@ -24,7 +24,7 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from backend.errors import UserInputError, first_validation_error
+from domainbench.errors import UserInputError, first_validation_error
 
 SCHEMA_VERSION = 1
 
@@ -83,8 +83,7 @@ class DomainConfig(_Strict):
 
     def check_catalogue(self) -> None:
         """Raise UserInputError if a corruption or its parameters are not in the catalogue."""
-        import corruptions
-
+        from domainbench import corruptions
         for c in self.corruptions:
             try:
                 corruptions.get(c.name)  # raises with close-name suggestions

@@ -16,7 +16,7 @@ import traceback
 from datetime import datetime
 from pathlib import Path
 
-from backend.settings import Settings
+from domainbench.settings import Settings
 
 CRASH_DIR = "crash-reports"  # under $DOMAINBENCH_HOME; the system temp dir when that fails
 REPORT_HINT = "please report it on the domainbench issue tracker with that file attached"

@@ -1,4 +1,4 @@
-"""Process-wide settings for host memory, applied when ``backend`` is imported (before torch is).
+"""Process-wide settings for host memory, applied by the entry points (before torch is imported).
 
 Both corruption paths on a CPU (numpy kernels, torch device kernels on sub-batches) allocate and
 free temporaries of a few MB for every few images. glibc serves allocations above its mmap

@@ -10,11 +10,11 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from backend.config import DomainConfig, RunConfig
-from backend.errors import UserInputError
-from backend.store import Store
-from backend.store.queue import now_iso, queue_of
-from backend.store.records import DomainRecord, RunRecord
+from domainbench.config import DomainConfig, RunConfig
+from domainbench.errors import UserInputError
+from domainbench.store import Store
+from domainbench.store.queue import now_iso, queue_of
+from domainbench.store.records import DomainRecord, RunRecord
 
 #: backends that accept any name their library knows (a hub id, a pretrained tag, a path):
 #: only the prefix can be checked up front; the worker reports a name its library lacks
@@ -23,7 +23,7 @@ OPEN_ENDED_PREFIXES = ("open_clip", "hf", "local")
 
 def check_model_name(name: str) -> None:
     """Raise ``UserInputError`` naming the model and the close names when ``name`` is not known."""
-    from backend.models import MODEL_BACKENDS, UnknownModelError, list_models
+    from domainbench.models import MODEL_BACKENDS, UnknownModelError, list_models
 
     prefix, sep, rest = name.strip().partition(":")
     known = list_models()
@@ -44,7 +44,7 @@ def check_dataset(cfg: RunConfig) -> RunConfig:
 
     Absolute, because the worker that runs it may start in another directory.
     """
-    from backend.data import open_dataset
+    from domainbench.data import open_dataset
 
     ds = open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
     if len(ds.classes) < 2:
@@ -78,7 +78,7 @@ def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str 
     ``DuplicateRunError`` (with the other run's id) when the same domain and configuration
     is already queued or running.
     """
-    from backend.engine.runner import domain_id, new_run_id
+    from domainbench.engine.runner import domain_id, new_run_id
 
     cfg = check_inputs(domain, cfg)
     did = domain_id(domain)

@@ -60,7 +60,7 @@ class Settings(BaseModel):
         )
 
     def llm_environ(self) -> dict[str, str]:
-        """The planner's variables as read at start-up, for ``backend.planner.settings.settings_from_env``."""
+        """The planner's variables as read at start-up, for ``domainbench.planner.settings.settings_from_env``."""
         return {k: v.get_secret_value() for k, v in self.llm_env}
 
     @property

@@ -19,11 +19,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from backend.engine.executor_options import ExecutorOptions
-from backend.errors import UserInputError
-from backend.store import Store
-from backend.store.queue import DEFAULT_LEASE_S, LeaseLost, RunQueue, now_iso, queue_of
-from backend.store.records import RunRecord
+from domainbench.engine.executor_options import ExecutorOptions
+from domainbench.errors import UserInputError
+from domainbench.store import Store
+from domainbench.store.queue import DEFAULT_LEASE_S, LeaseLost, RunQueue, now_iso, queue_of
+from domainbench.store.records import RunRecord
 
 #: a write needs at least this much of the lease left: room for the write itself and clock skew
 WRITE_MARGIN = 0.1
@@ -158,7 +158,7 @@ class Worker:
         return True
 
     def execute(self, run: RunRecord) -> None:
-        from backend.engine.executors import make_engine
+        from domainbench.engine.executors import make_engine
 
         self.say(f"run {run.run_id}: claimed (attempt {run.attempts})")
         with Lease(self.queue, run, self.name, self.lease_s) as lease:

@@ -24,12 +24,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from backend.config import CorruptionChoice, DomainConfig, RunConfig
-from backend.data import open_dataset
-from backend.engine.runner import Engine
-from backend.engine.scoring import ModelState, encode
-from backend.models import build_classifier, create_model, register_model, resolve_device
-from backend.store.sqlite_store import SQLiteStore
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.data import open_dataset
+from domainbench.engine.runner import Engine
+from domainbench.engine.scoring import ModelState, encode
+from domainbench.models import build_classifier, create_model, register_model, resolve_device
+from domainbench.store.sqlite_store import SQLiteStore
 
 DOMAIN = DomainConfig(
     domain="benchmark",

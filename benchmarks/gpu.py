@@ -42,7 +42,7 @@ import torch  # noqa: E402
 from sklearn.datasets import load_sample_image  # noqa: E402
 
 import corruptions  # noqa: E402
-from corruptions import device as device_kernels  # noqa: E402
+from domainbench.corruptions import device as device_kernels  # noqa: E402
 
 SIZE = 224
 MEAN = torch.tensor([0.48145466, 0.4578275, 0.40821073]).view(1, 3, 1, 1)

@@ -185,8 +185,7 @@ def run_reference(python: Path, images: list[np.ndarray], names: list[str], seed
 
 
 def run_ours(images: list[np.ndarray], names: list[str], seed: int):
-    import corruptions
-
+    from domainbench import corruptions
     cells = {}
     for name in names:
         corruptions.corrupt(images[0], name, severity=1, seed=0)  # warm-up (registry, caches), not timed

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.metrics.threat import ProjectedDisplacement  # noqa: E402
+from domainbench.metrics.threat import ProjectedDisplacement  # noqa: E402
 from tests.oracles.pd_threat_loop import threat_per_anchor_loop  # noqa: E402
 
 

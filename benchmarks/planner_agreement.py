@@ -29,8 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help="domain keys to run (default: all)")
     args = ap.parse_args(argv)
 
-    from backend.planner import plan
-    from backend.planner.settings import settings_from_env
+    from domainbench.planner import plan
+    from domainbench.planner.settings import settings_from_env
 
     if not settings_from_env().configured:
         print("no LLM endpoint configured (set DOMAINBENCH_LLM_API_KEY, or DOMAINBENCH_LLM_BASE_URL for a "

@@ -18,9 +18,9 @@ from pathlib import Path
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from backend.config import CorruptionChoice, DomainConfig, RunConfig  # noqa: E402
-from backend.engine.executors import ExecutorOptions, make_engine  # noqa: E402
-from backend.store import open_store  # noqa: E402
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig  # noqa: E402
+from domainbench.engine.executors import ExecutorOptions, make_engine  # noqa: E402
+from domainbench.store import open_store  # noqa: E402
 
 DOMAIN = DomainConfig(domain="ray benchmark", corruptions=[
     CorruptionChoice(name="gaussian_noise", severities=[1, 3, 5], reason="sensor"),

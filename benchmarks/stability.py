@@ -35,8 +35,8 @@ from threadpoolctl import threadpool_limits
 # the NNLS oracle lives with the tests, outside the installed packages
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.metrics import stability  # noqa: E402
-from backend.metrics.stability import divergence_radius, stability_metrics  # noqa: E402
+from domainbench.metrics import stability  # noqa: E402
+from domainbench.metrics.stability import divergence_radius, stability_metrics  # noqa: E402
 from tests.oracles.min_enclosing_ball import meb_radius_nnls  # noqa: E402
 
 

@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from backend.report import RunReport
-from backend.store.sqlite_store import SQLiteStore
+from domainbench.report import RunReport
+from domainbench.store.sqlite_store import SQLiteStore
 
 CONFUSION = [[5 if i == j else 0 for j in range(10)] for i in range(10)]
 
@@ -42,8 +42,8 @@ def fill(store: SQLiteStore, n: int, per_run: int = 3000) -> None:
 
 def report() -> RunReport:
     """A one-model report of the shape the engine stores."""
-    from backend.metrics.run_report import build_report
-    from backend.store.records import RunRecord, UnitRecord
+    from domainbench.metrics.run_report import build_report
+    from domainbench.store.records import RunRecord, UnitRecord
 
     clean = UnitRecord.model_validate(unit(0, 0) | {"corruption": "clean", "severity": 0, "flips": 0, "model": "m0"})
     run = RunRecord(run_id="run-0", domain_id="d", domain={"domain": "bench", "corruptions": []}, config={"models": ["m0"]},

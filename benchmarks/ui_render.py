@@ -106,8 +106,8 @@ def fill(home: Path, runs: int, units: int, running: int = 2) -> list[str]:
     them; the bulk is written as the same JSON rows straight into the backend (validating a
     million rows would only time pydantic), and every finished run stores that report under its id.
     """
-    from backend.engine.reports import build_report
-    from backend.store import open_store
+    from domainbench.engine.reports import build_report
+    from domainbench.store import open_store
 
     store = open_store(None, home)
     shards = max(1, -(-units // (runs * len(MODELS) * len(CELLS))))  # at least ``units`` in all
@@ -205,8 +205,7 @@ def main() -> None:
         warm = Path(tmp) / "warm"
         fill(warm, 1, len(MODELS) * len(CELLS), running=0)
         os.environ["DOMAINBENCH_HOME"] = str(warm)
-        import corruptions
-
+        from domainbench import corruptions
         corruptions.names()
         render("runs", {})
 
@@ -219,7 +218,7 @@ def main() -> None:
         fill_s = time.perf_counter() - t0
         size_mb = (large / "domainbench.sqlite").stat().st_size / 2**20
 
-        from backend.store import open_store
+        from domainbench.store import open_store
 
         s = open_store(None, large)
         n_units = len(s.keys("units"))

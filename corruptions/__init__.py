@@ -12,19 +12,19 @@ Public API::
         -> np.ndarray, or (np.ndarray, drawn) with return_drawn=True (see corruptions.draws)
     corruptions.register(...), corruptions.load_module("my.module")
 
-``corruptions.named_registry.Registry`` is the registry pattern the backend's model, dataset
+``domainbench.corruptions.named_registry.Registry`` is the registry pattern the backend's model, dataset
 and planner-provider registries share; this package imports nothing from ``backend``.
 """
 
 from __future__ import annotations
 
-from corruptions.api import Drawn, corrupt, corrupt_batch, resolve_params, validate_params
-from corruptions.draws import record
-from corruptions.errors import CorruptionError
-from corruptions.named_registry import Registry
-from corruptions.registry import ENTRY_POINT_GROUP, REGISTRY, catalogue, get, load_module, names, register, specs, unregister
-from corruptions.seeding import derive_seed
-from corruptions.spec import FAMILIES, REFERENCE_SIZE, CorruptionSpec, Params
+from domainbench.corruptions.api import Drawn, corrupt, corrupt_batch, resolve_params, validate_params
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.errors import CorruptionError
+from domainbench.corruptions.named_registry import Registry
+from domainbench.corruptions.registry import ENTRY_POINT_GROUP, REGISTRY, catalogue, get, load_module, names, register, specs, unregister
+from domainbench.corruptions.seeding import derive_seed
+from domainbench.corruptions.spec import FAMILIES, REFERENCE_SIZE, CorruptionSpec, Params
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -8,11 +8,11 @@ from typing import Any, Literal, overload
 import cv2
 import numpy as np
 
-from corruptions.draws import RecordingGenerator
-from corruptions.errors import CorruptionError
-from corruptions.registry import get
-from corruptions.seeding import batch_seeds, check_seed
-from corruptions.spec import CorruptionSpec
+from domainbench.corruptions.draws import RecordingGenerator
+from domainbench.corruptions.errors import CorruptionError
+from domainbench.corruptions.registry import get
+from domainbench.corruptions.seeding import batch_seeds, check_seed
+from domainbench.corruptions.spec import CorruptionSpec
 
 # what a kernel drew, per quantity one entry per image (JSON-serialisable)
 Drawn = dict[str, list[Any]]

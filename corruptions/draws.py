@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from corruptions.errors import CorruptionError
+from domainbench.corruptions.errors import CorruptionError
 
 V = TypeVar("V")
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from corruptions.api import corrupt
-from corruptions.errors import CorruptionError
-from corruptions.registry import get, names as all_names
+from domainbench.corruptions.api import corrupt
+from domainbench.corruptions.errors import CorruptionError
+from domainbench.corruptions.registry import get, names as all_names
 
 LABEL_HEIGHT = 18
 GAP = 4

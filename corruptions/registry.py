@@ -1,7 +1,7 @@
 """The corruption registry: built-in kernel modules and plug-ins, registered the same way.
 
 A module provides corruptions by exposing ``CORRUPTIONS``, a list of ``CorruptionSpec``. The
-built-in kernel modules (``corruptions.kernels.*``) are loaded like plug-ins on the first
+built-in kernel modules (``domainbench.corruptions.kernels.*``) are loaded like plug-ins on the first
 registry access; then the entry points of the group ``domainbench.corruptions``. An entry point
 may name a module (with ``CORRUPTIONS``, or registering through ``register`` on import), a
 ``CorruptionSpec``, a list of specs, or a callable returning one of those.
@@ -17,10 +17,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from corruptions.errors import CorruptionError
-from corruptions.kernels import BUILTIN_MODULES
-from corruptions.named_registry import Registry
-from corruptions.spec import CorruptionSpec
+from domainbench.corruptions.errors import CorruptionError
+from domainbench.corruptions.kernels import BUILTIN_MODULES
+from domainbench.corruptions.named_registry import Registry
+from domainbench.corruptions.spec import CorruptionSpec
 
 ENTRY_POINT_GROUP = "domainbench.corruptions"
 

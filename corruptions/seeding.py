@@ -1,7 +1,7 @@
 """Seeds: one integer per image, a ``numpy`` Generator built from it, nothing global.
 
 Image ``i`` is corrupted with ``numpy.random.default_rng(seed_i)``'s stream (as a
-``corruptions.draws.RecordingGenerator``, which also logs the values a kernel reports drawing).
+``domainbench.corruptions.draws.RecordingGenerator``, which also logs the values a kernel reports drawing).
 
 ``corrupt_batch(images, ..., seeds=S)`` with an integer ``S`` gives image ``i`` the seed
 ``derive_seed(S, i)``: the first 63 bits of ``numpy.random.SeedSequence(S, spawn_key=(i,))``
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from corruptions.errors import CorruptionError
+from domainbench.corruptions.errors import CorruptionError
 
 MAX_SEED = 2**63 - 1
 

@@ -6,7 +6,7 @@ C-contiguous uint8 array of shape (H, W, C) with C in {1, 3} (C = 1 only when th
 parameter model and ``rng`` a ``numpy.random.Generator`` seeded from the caller's seed. All
 randomness comes from ``rng``; the kernel returns a new uint8 array of the same shape.
 
-Random values worth reporting are passed through ``corruptions.draws.record(rng, name, value)``
+Random values worth reporting are passed through ``domainbench.corruptions.draws.record(rng, name, value)``
 and declared in ``draws`` (name -> the interval they are drawn from, or None when it depends on
 the image or the parameters); ``corrupt_batch(..., return_drawn=True)`` returns them.
 
@@ -29,7 +29,7 @@ import numpy as np
 from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from corruptions.errors import CorruptionError
+from domainbench.corruptions.errors import CorruptionError
 
 Family = Literal["noise", "blur", "weather", "digital", "geometric", "photometric", "occlusion", "sensor"]
 FAMILIES: tuple[str, ...] = get_args(Family)

@@ -6,18 +6,17 @@ Pages: Runs (one run in depth), Compare (models across domains), New domain (pla
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-# `streamlit run` puts only frontend/ on sys.path; the packages live one level up
-_ROOT = Path(__file__).resolve().parent.parent
-if str(_ROOT) not in sys.path:
-    sys.path.insert(0, str(_ROOT))
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import streamlit as st  # noqa: E402
+
+from domainbench import host_memory  # noqa: E402
+
+host_memory.configure()
 
 _VIEWS = Path(__file__).resolve().parent / "views"
 

@@ -1,4 +1,4 @@
-"""The pages' Streamlit caches over :mod:`frontend.data`, shared so that the Runs and Compare
+"""The pages' Streamlit caches over :mod:`domainbench.frontend.data`, shared so that the Runs and Compare
 pages reuse each other's reports.
 
 Every entry is keyed on the store (its description), the run, the baseline and the run's
@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from backend.store import Store
-from frontend import data
+from domainbench.store import Store
+from domainbench.frontend import data
 
 
 @st.cache_data(show_spinner="reading the run's report…", max_entries=64)
@@ -61,8 +61,7 @@ def warm_corruption_registry() -> threading.Thread:
     server, so the Compare page's families and the gallery do not wait for them on first use."""
 
     def load() -> None:
-        import corruptions
-
+        from domainbench import corruptions
         corruptions.names()
 
     thread = threading.Thread(target=load, name="warm-corruptions", daemon=True)

@@ -20,16 +20,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from backend.config import DomainConfig
-from backend.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
-from backend.engine.status import run_status
-from backend.errors import UserInputError
-from backend.metrics.run_report import rebaseline
-from backend.report import RunReport
-from backend.store import Store, home_dir
-from backend.store.records import DomainRecord, RunRecord, StabilityRecord
+from domainbench.config import DomainConfig
+from domainbench.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
+from domainbench.engine.status import run_status
+from domainbench.errors import UserInputError
+from domainbench.metrics.run_report import rebaseline
+from domainbench.report import RunReport
+from domainbench.store import Store, home_dir
+from domainbench.store.records import DomainRecord, RunRecord, StabilityRecord
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 FINISHED = "done"
 STABILITY_METRICS = {
     "divergence_radius": "DivergenceRadius R_dr",
@@ -147,8 +146,7 @@ def plan_frame(plan: DomainConfig) -> pd.DataFrame:
 
 def family_of(name: str) -> str:
     """The corruption's family from the registry (the first call loads every kernel module)."""
-    import corruptions
-
+    from domainbench import corruptions
     try:
         return str(corruptions.get(name).family)
     except corruptions.CorruptionError:  # a plugin corruption no longer installed
@@ -254,7 +252,7 @@ def report_of(store: Store, run: RunRecord, baseline: str | None = None) -> RunR
     Only a finished run's stored report is trusted: a resumed run still holds the report of
     its previous finish, which its new units may already have outgrown.
     """
-    from backend.engine.reports import build_report
+    from domainbench.engine.reports import build_report
 
     stored = store.get_report(run.run_id) if run_status(run) == FINISHED else None
     if stored is None:
@@ -303,7 +301,7 @@ def _pct(v: float | None) -> float | None:
 def cells_frame(report: RunReport) -> pd.DataFrame:
     """Long form, one row per model × (corruption, severity) including the clean pass.
 
-    Columns: ``backend.engine.export.CELL_FIELDS`` (described in ``CELL_COLUMNS``).
+    Columns: ``domainbench.engine.export.CELL_FIELDS`` (described in ``CELL_COLUMNS``).
     """
     return pd.DataFrame(cell_rows(report), columns=CELL_FIELDS)
 
@@ -476,10 +474,10 @@ def recreate_images(run: RunRecord, corruption: str, severity: int, indices: lis
     """The corrupted images the run evaluated, made again from the run's seed (images are never stored).
 
     Each image's seed is a function of (run seed, corruption, severity, dataset index) only
-    (``backend.engine.jobs.image_seeds``), so these are the pixels the models saw. Returns
+    (``domainbench.engine.jobs.image_seeds``), so these are the pixels the models saw. Returns
     (images, indices) of the images that decoded. ``severity`` 0 gives the clean images.
     """
-    from backend.engine.jobs import Job, run_job
+    from domainbench.engine.jobs import Job, run_job
 
     ds = _run_dataset(run.config.model_dump_json(include={"dataset", "classes", "image_size", "limit"}))
     batch = ds.load(np.asarray(indices, dtype=np.int64))
@@ -490,10 +488,9 @@ def recreate_images(run: RunRecord, corruption: str, severity: int, indices: lis
 
 
 def _plan_params(run: RunRecord, corruption: str, severity: int) -> dict[str, Any] | None:
-    # the runner's rule (backend.engine.runner.cells_of, which imports torch): a plan's explicit
+    # the runner's rule (domainbench.engine.runner.cells_of, which imports torch): a plan's explicit
     # parameters override the ladder's at every listed severity; None means the ladder's own
-    import corruptions
-
+    from domainbench import corruptions
     for c in run.domain.corruptions:
         if c.name == corruption and c.params:
             return {**corruptions.resolve_params(c.name, severity=severity), **c.params}
@@ -502,8 +499,8 @@ def _plan_params(run: RunRecord, corruption: str, severity: int) -> dict[str, An
 
 @lru_cache(maxsize=4)
 def _run_dataset(config_json: str) -> Any:
-    from backend.config import RunConfig
-    from backend.data import open_dataset
+    from domainbench.config import RunConfig
+    from domainbench.data import open_dataset
 
     cfg = RunConfig.model_validate_json(config_json)
     return open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
@@ -785,15 +782,15 @@ def _chosen_frequencies(plan: DomainConfig) -> dict[str, float]:
 
 def plan_domain(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
     """Plan a domain (the planner's DomainConfig); errors are UserInputError/PlannerError."""
-    from backend.planner import plan
+    from domainbench.planner import plan
 
     return plan(text, provider=provider, samples=samples)
 
 
 def save_domain(store: Store, cfg: DomainConfig) -> Path:
     """Store the plan (for the selection heatmap) and write its TOML under $DOMAINBENCH_HOME/domains."""
-    from backend.config import save
-    from backend.engine.runner import domain_id
+    from domainbench.config import save
+    from domainbench.engine.runner import domain_id
 
     did = domain_id(cfg)
     store.put_domain(DomainRecord(domain_id=did, created_at=cfg.planner.created_at or _now(), **dict(cfg)))
@@ -801,7 +798,7 @@ def save_domain(store: Store, cfg: DomainConfig) -> Path:
 
 
 def sample_images() -> tuple[np.ndarray, list[str], np.ndarray]:
-    from backend.data import load_sample
+    from domainbench.data import load_sample
 
     ds = load_sample()
     assert ds.arrays is not None and ds.labels is not None
@@ -820,14 +817,12 @@ def preview_image(index: int = 0, size: int = 112) -> np.ndarray:
 
 def gallery(image: np.ndarray, name: str, severities: list[int] | tuple[int, ...] = (1, 2, 3, 4, 5), seed: int = 0) -> list[np.ndarray]:
     """The image under one corruption at each severity (the engine's seeded kernels)."""
-    import corruptions
-
+    from domainbench import corruptions
     return [np.asarray(corruptions.corrupt(image, name, severity=s, seed=seed)) for s in severities]
 
 
 def corruption_info(name: str) -> dict[str, str]:
-    import corruptions
-
+    from domainbench import corruptions
     try:
         spec = corruptions.get(name)
     except corruptions.CorruptionError as e:
@@ -836,7 +831,7 @@ def corruption_info(name: str) -> dict[str, str]:
 
 
 def known_models() -> list[str]:
-    from backend.models import list_models
+    from domainbench.models import list_models
 
     return list_models()
 

@@ -1,4 +1,4 @@
-"""Pure Plotly figure builders: a run's report (``backend.report.RunReport``) or frames in, ``go.Figure`` out.
+"""Pure Plotly figure builders: a run's report (``domainbench.report.RunReport``) or frames in, ``go.Figure`` out.
 
 No Streamlit and no store access here, so each builder is tested on small hand-made reports.
 A model keeps the same colour in every figure of a page (:func:`model_colors`).
@@ -16,12 +16,12 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from backend.metrics.aggregate import CellSummary, ModelSummary
-from backend.report import RunReport, StabilityMean, ThreatCell
+from domainbench.metrics.aggregate import CellSummary, ModelSummary
+from domainbench.report import RunReport, StabilityMean, ThreatCell
 
 SAFE_COLOR = "#2ca02c"
 UNSAFE_COLOR = "#d62728"
-#: a PD threat at or below this is label-preserving (backend.metrics.run_report.SAFE_THREAT)
+#: a PD threat at or below this is label-preserving (domainbench.metrics.run_report.SAFE_THREAT)
 SAFE_THREAT = 1.0
 METRIC_LABELS = {
     "accuracy": "balanced accuracy (%)",

@@ -1,6 +1,6 @@
 """Data for the New domain page's plan editor, launch form and queue panel (no Streamlit here).
 
-A run launched from the page goes into the store's queue (``backend.launch``); a worker
+A run launched from the page goes into the store's queue (``domainbench.launch``); a worker
 (``domainbench worker``, started beside ``domainbench ui``) takes it from there.
 """
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import pandas as pd
 
-from backend.config import CorruptionChoice, DomainConfig, RunConfig
-from backend.engine.status import run_status
-from backend.errors import UserInputError
-from backend.store import Store
-from backend.store.queue import REQUEUEABLE, queue_of
-from backend.store.records import RunRecord
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.engine.status import run_status
+from domainbench.errors import UserInputError
+from domainbench.store import Store
+from domainbench.store.queue import REQUEUEABLE, queue_of
+from domainbench.store.records import RunRecord
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class TextCheck:
 
 def check_text(text: str) -> TextCheck:
     """``UserInputError`` for an empty description; otherwise how much of it the planner uses."""
-    from backend.planner import MAX_DOMAIN_CHARS, prepare_domain_text
+    from domainbench.planner import MAX_DOMAIN_CHARS, prepare_domain_text
 
     prepared = prepare_domain_text(text)  # the planner's own cut, so what we show is what it reads
     chars = len(text.strip())
@@ -46,8 +46,7 @@ def check_text(text: str) -> TextCheck:
 
 
 def catalogue_names() -> list[str]:
-    import corruptions
-
+    from domainbench import corruptions
     return sorted(corruptions.names())
 
 
@@ -88,7 +87,7 @@ def run_config(models: list[str], dataset: str, limit: int | None, baseline: str
         from pydantic import ValidationError
 
         if isinstance(e, ValidationError):
-            from backend.errors import first_validation_error
+            from domainbench.errors import first_validation_error
 
             loc, msg = first_validation_error(e)
             raise UserInputError(f"{loc}: {msg}") from None
@@ -97,7 +96,7 @@ def run_config(models: list[str], dataset: str, limit: int | None, baseline: str
 
 def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig) -> RunRecord:
     """Check every input and queue the run (``DuplicateRunError`` when the same run is queued or running)."""
-    from backend.launch import enqueue_run
+    from domainbench.launch import enqueue_run
 
     return enqueue_run(store, domain, cfg)
 

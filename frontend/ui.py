@@ -11,9 +11,9 @@ from typing import Any
 
 import streamlit as st
 
-from backend.errors import UserInputError
-from backend.settings import Settings
-from backend.store import Store, open_store
+from domainbench.errors import UserInputError
+from domainbench.settings import Settings
+from domainbench.store import Store, open_store
 
 log = logging.getLogger("domainbench.ui")
 DEMO_HINT = (

@@ -29,9 +29,9 @@ from pydantic import BaseModel
 # run from a checkout: the checkout's backend, not an installed copy, defines the towers
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.data.sample.make_sample import CLASSES, DEBIAN_DIR, SAMPLE_PATH, load_split  # noqa: E402
-from backend.models.base import DEFAULT_TEMPLATES, build_classifier  # noqa: E402
-from backend.models.embedded import (  # noqa: E402
+from domainbench.data.sample.make_sample import CLASSES, DEBIAN_DIR, SAMPLE_PATH, load_split  # noqa: E402
+from domainbench.models.base import DEFAULT_TEMPLATES, build_classifier  # noqa: E402
+from domainbench.models.embedded import (  # noqa: E402
     VARIANTS,
     EmbeddedModel,
     ImageTower,
@@ -388,7 +388,7 @@ read their numbers as statements about real vision-language models.
   applied to a random subset of the batch with its own probability:
   {aug_list}.
 - Reproduce: `{TRAIN_COMMAND}`
-  (the bundled sample is rebuilt by `python -m backend.data.sample.make_sample`).
+  (the bundled sample is rebuilt by `python -m domainbench.data.sample.make_sample`).
 
 ## Measured zero-shot balanced accuracy (measured by the training script)
 Zero-shot with `DEFAULT_TEMPLATES` (5 templates, prompts averaged), class names:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from backend.cli import main
+from domainbench.cli import main
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend.config import CorruptionChoice, DomainConfig, PlannerProvenance, RunConfig, dumps, load_domain, load_run, save
-from backend.errors import UserInputError
+from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance, RunConfig, dumps, load_domain, load_run, save
+from domainbench.errors import UserInputError
 
 names = st.sampled_from(["gaussian_noise", "fog", "motion_blur", "contrast", "rotation"])
 text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)

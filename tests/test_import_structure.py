@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("backend", "corruptions", "frontend")
+#: the checkout's folders and the module names they install as (pyproject's package-dir)
+PACKAGES = {"backend": "domainbench", "corruptions": "domainbench.corruptions", "frontend": "domainbench.frontend"}
 
 
 def _modules() -> dict[str, Path]:
     mods = {}
-    for pkg in PACKAGES:
-        for path in (ROOT / pkg).rglob("*.py"):
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            name = ".".join((package, *path.relative_to(ROOT / folder).with_suffix("").parts))
             mods[name.removesuffix(".__init__")] = path
     return mods
 
@@ -105,7 +106,8 @@ def test_no_import_cycles() -> None:
 
 def test_corruptions_is_a_leaf_library() -> None:
     graph = import_graph()
-    leaks = {m: sorted(t for t in ts if not t.startswith("corruptions")) for m, ts in graph.items() if m.startswith("corruptions")}
+    leaf = "domainbench.corruptions"
+    leaks = {m: sorted(t for t in ts if not t.startswith(leaf)) for m, ts in graph.items() if m.startswith(leaf)}
     assert {m: ts for m, ts in leaks.items() if ts} == {}
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.planner.prompts import TEMPLATE_FILES
+from domainbench.planner.prompts import TEMPLATE_FILES
 from tests.planner.planner_fakes import FakeLLM, Reply, answer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import corruptions
-from backend.data import DATASET_KINDS, DatasetKind, UnknownDatasetError, list_dataset_kinds, open_dataset, register_dataset_kind
-from backend.errors import UserInputError
-from backend.models import MODEL_BACKENDS, UnknownModelError, create_model, list_models, register_model
-from backend.planner import plan
-from backend.planner.providers import PLANNER_PROVIDERS, PlannerProvider, UnknownProviderError, register_provider
-from corruptions import CorruptionError, Registry
+from domainbench import corruptions
+from domainbench.data import DATASET_KINDS, DatasetKind, UnknownDatasetError, list_dataset_kinds, open_dataset, register_dataset_kind
+from domainbench.errors import UserInputError
+from domainbench.models import MODEL_BACKENDS, UnknownModelError, create_model, list_models, register_model
+from domainbench.planner import plan
+from domainbench.planner.providers import PLANNER_PROVIDERS, PlannerProvider, UnknownProviderError, register_provider
+from domainbench.corruptions import CorruptionError, Registry
 
 ALL = (corruptions.REGISTRY, MODEL_BACKENDS, DATASET_KINDS, PLANNER_PROVIDERS)
 
@@ -115,9 +115,9 @@ def test_listing_with_wildcards():
 # -- entry-point plug-ins ----------------------------------------------------------------------
 PLUGIN = '''
 import numpy as np
-import corruptions
-from backend.data import DatasetKind, open_dataset
-from backend.models import ModelBackend
+from domainbench import corruptions
+from domainbench.data import DatasetKind, open_dataset
+from domainbench.models import ModelBackend
 
 
 class InvertParams(corruptions.Params):
@@ -211,7 +211,7 @@ def test_plug_ins_are_gone_after_a_reset(plugins_reloaded: Path):
 
 def test_planner_provider_plug_in(plugins_reloaded: Path):
     _install(plugins_reloaded, "domainbench-testplanner", "domainbench_testplanner", textwrap.dedent('''
-        from backend.planner.providers import PLANNER_PROVIDERS, PlannerProvider
+        from domainbench.planner.providers import PLANNER_PROVIDERS, PlannerProvider
         PROVIDER = PlannerProvider(lambda text, n, cat, settings: None, ready=lambda settings: False,
                                    not_ready="provider 'echo' needs nothing but is never ready")
     '''), """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.settings import Settings, redact_uri
+from domainbench.settings import Settings, redact_uri
 
 
 def test_from_env_reads_the_store_location() -> None:
@@ -36,7 +36,7 @@ def test_redact_uri() -> None:
 
 
 def test_planner_variables_are_read_once_and_never_shown() -> None:
-    from backend.planner.settings import settings_from_env
+    from domainbench.planner.settings import settings_from_env
 
     env = {"DOMAINBENCH_LLM_BASE_URL": "http://127.0.0.1:9/v1", "DOMAINBENCH_LLM_API_KEY": "sk-hush", "HOME": "/root"}
     s = Settings.from_env(env)

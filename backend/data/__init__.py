@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from backend.errors import UserInputError
-from corruptions.named_registry import Registry
+from domainbench.errors import UserInputError
+from domainbench.corruptions.named_registry import Registry
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 SAMPLE_PATH = Path(__file__).parent / "sample" / "fashion_mnist_sample.npz"

@@ -2,7 +2,7 @@
 
 ``--corrupt-on``:
 - ``cpu``: every job runs the numpy kernels on the worker processes (the default before).
-- ``device``: jobs whose corruption has a torch kernel (``corruptions.device``) run it on the
+- ``device``: jobs whose corruption has a torch kernel (``domainbench.corruptions.device``) run it on the
   device the models run on, in the main process, when the shard is consumed; the others stay on
   the CPU workers. With ``--device cpu`` this runs the torch kernels on the CPU, which is how the
   tests check that a run's results do not depend on where its units were corrupted.
@@ -21,15 +21,15 @@ from typing import Literal
 import numpy as np
 import torch
 
-from backend.engine.jobs import Corrupted, Job, image_seeds
-from backend.engine.scoring import to_device
-from backend.models.hub_common import as_tensor
+from domainbench.engine.jobs import Corrupted, Job, image_seeds
+from domainbench.engine.scoring import to_device
+from domainbench.models.hub_common import as_tensor
 
 Site = Literal["cpu", "device"]
 
 
 def has_device_kernel(corruption: str) -> bool:
-    from corruptions import device  # imports the torch kernels only when a run may use them
+    from domainbench.corruptions import device  # imports the torch kernels only when a run may use them
 
     return device.has_kernel(corruption)
 
@@ -43,7 +43,7 @@ def corruption_site(choice: str, model_device: torch.device, corruption: str) ->
 
 def run_device_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int, device: torch.device) -> Corrupted:
     """``jobs.run_job`` with the corruption's torch kernel on ``device``; same seeds, same drawn record."""
-    from corruptions import device as device_kernels
+    from domainbench.corruptions import device as device_kernels
 
     images, indices = images[: job.n_images], indices[: job.n_images]
     seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)

@@ -60,7 +60,7 @@ def options_from_env(environ: Mapping[str, str]) -> ExecutorOptions:
     """
     from pydantic import ValidationError
 
-    from backend.errors import UserInputError, first_validation_error
+    from domainbench.errors import UserInputError, first_validation_error
 
     kind = environ.get(ENV_EXECUTOR) or "local"
     if kind not in ("local", "ray"):

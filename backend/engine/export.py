@@ -13,9 +13,9 @@ import io
 import json
 from typing import Any
 
-from backend.metrics.aggregate import CellSummary
-from backend.report import RunReport
-from backend.store.records import RunRecord
+from domainbench.metrics.aggregate import CellSummary
+from domainbench.report import RunReport
+from domainbench.store.records import RunRecord
 
 #: one row per model × cell, in this order; what each column holds:
 CELL_COLUMNS: dict[str, str] = {

@@ -14,8 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-import corruptions
-
+from domainbench import corruptions
 CLEAN = "clean"
 #: stability grid point j draws from seed tag GRID_SEED_TAG + j: disjoint from severities 1..5
 GRID_SEED_TAG = 100
@@ -76,6 +75,9 @@ def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) ->
 
 def init_worker() -> None:
     import os
+
+    from domainbench import host_memory
+    host_memory.configure()  # a spawned process starts with glibc's defaults
 
     # each worker is one process on one core: nested BLAS/OpenCV threads only oversubscribe
     os.environ.setdefault("OMP_NUM_THREADS", "1")

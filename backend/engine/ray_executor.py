@@ -3,7 +3,7 @@
 The driver (this process) plans exactly as the local engine does (``Engine._plan``), loads
 each shard's clean images once into the object store, submits one corruption task per job,
 and hands the shard with the task references to a model actor. The actor runs the same
-per-shard code as the local engine (``backend.engine.shards.score_shard``) and upserts each
+per-shard code as the local engine (``domainbench.engine.shards.score_shard``) and upserts each
 unit by key as it finishes, so a lost node loses only its shards in flight and
 ``--resume`` continues on either executor. The report is built once, by the driver, at the end.
 
@@ -19,17 +19,17 @@ from typing import Any, cast
 import numpy as np
 from pydantic import SecretStr
 
-from backend.config import DomainConfig, RunConfig
-from backend.data import Batch, Dataset
-from backend.engine.executor_options import ExecutorOptions
-from backend.engine.jobs import Corrupted, Job, init_worker, run_job
-from backend.engine.runner import Engine, _environment, cells_of, open_run_dataset
-from backend.engine.scoring import ModelState, load_models
-from backend.engine.shards import score_shard
-from backend.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
-from backend.errors import UserInputError
-from backend.settings import redact_uri
-from backend.store import Store, open_store
+from domainbench.config import DomainConfig, RunConfig
+from domainbench.data import Batch, Dataset
+from domainbench.engine.executor_options import ExecutorOptions
+from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
+from domainbench.engine.runner import Engine, _environment, cells_of, open_run_dataset
+from domainbench.engine.scoring import ModelState, load_models
+from domainbench.engine.shards import score_shard
+from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
+from domainbench.errors import UserInputError
+from domainbench.settings import redact_uri
+from domainbench.store import Store, open_store
 
 #: environment every Ray worker gets: no phoning home, no hub downloads at run time
 WORKER_ENV = {"NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -56,7 +56,7 @@ def import_ray() -> Any:
 
 def store_locator(store: Store) -> tuple[str, SecretStr | None]:
     """How an actor reopens ``store``: (description, secret URI). Never logged: the URI may hold a password."""
-    from backend.store.sqlite_store import SQLiteStore
+    from domainbench.store.sqlite_store import SQLiteStore
 
     if isinstance(store, SQLiteStore):
         return store.description, SecretStr(f"sqlite:///{store.path.resolve()}")
@@ -68,8 +68,7 @@ def store_locator(store: Store) -> tuple[str, SecretStr | None]:
 
 
 def _import_modules(modules: list[str]) -> None:
-    import corruptions
-
+    from domainbench import corruptions
     for m in modules:
         try:
             corruptions.load_module(m)

@@ -6,12 +6,12 @@ a run still in progress, is built on demand and never stored over the run's own 
 
 from __future__ import annotations
 
-from backend import __version__
-from backend.errors import UserInputError
-from backend.metrics.run_report import build_report as _build
-from backend.metrics.run_report import rebaseline
-from backend.report import RunReport
-from backend.store import Store
+from domainbench import __version__
+from domainbench.errors import UserInputError
+from domainbench.metrics.run_report import build_report as _build
+from domainbench.metrics.run_report import rebaseline
+from domainbench.report import RunReport
+from domainbench.store import Store
 
 
 def build_report(store: Store, run_id: str, baseline: str | None = None) -> RunReport:

@@ -25,18 +25,18 @@ from typing import Any
 import numpy as np
 import torch
 
-import corruptions
-from backend.config import DomainConfig, RunConfig
-from backend.data import Batch, Dataset, open_dataset
-from backend.engine.device_corruption import corruption_site, run_device_job
-from backend.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
-from backend.engine.reports import build_report
-from backend.engine.scoring import ModelState, load_models
-from backend.engine.shards import score_shard
-from backend.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
-from backend.errors import UserInputError
-from backend.store import Store
-from backend.store.records import DatasetInfo, DomainRecord, RunRecord
+from domainbench import corruptions
+from domainbench.config import DomainConfig, RunConfig
+from domainbench.data import Batch, Dataset, open_dataset
+from domainbench.engine.device_corruption import corruption_site, run_device_job
+from domainbench.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
+from domainbench.engine.reports import build_report
+from domainbench.engine.scoring import ModelState, load_models
+from domainbench.engine.shards import score_shard
+from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
+from domainbench.errors import UserInputError
+from domainbench.store import Store
+from domainbench.store.records import DatasetInfo, DomainRecord, RunRecord
 
 
 @dataclass

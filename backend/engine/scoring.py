@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from backend.models import VisionLanguageModel, build_classifier, create_model, resolve_device
-from backend.models.base import DEFAULT_TEMPLATES
-from backend.models.hub_common import as_tensor, autocast_for
+from domainbench.models import VisionLanguageModel, build_classifier, create_model, resolve_device
+from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.models.hub_common import as_tensor, autocast_for
 
 
 class ModelOutputError(RuntimeError):

@@ -15,12 +15,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-import corruptions
-from backend.data import Batch
-from backend.engine.jobs import CLEAN, Corrupted, Job
-from backend.engine.scoring import ModelState, confusion, encode, predict
-from backend.engine.tasks import Cell, CleanPass, RunContext, RunTask
-from backend.store.records import UnitRecord
+from domainbench import corruptions
+from domainbench.data import Batch
+from domainbench.engine.jobs import CLEAN, Corrupted, Job
+from domainbench.engine.scoring import ModelState, confusion, encode, predict
+from domainbench.engine.tasks import Cell, CleanPass, RunContext, RunTask
+from domainbench.store.records import UnitRecord
 
 
 class CorruptedFuture(Protocol):

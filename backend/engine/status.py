@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from backend.store.records import RunRecord
+    from domainbench.store.records import RunRecord
 
 
 def run_status(run: RunRecord) -> str:

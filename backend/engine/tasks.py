@@ -14,13 +14,13 @@ import cv2
 import numpy as np
 import torch
 
-import corruptions
-from backend.config import DomainConfig, RunConfig
-from backend.data import Batch, Dataset
-from backend.engine.jobs import CLEAN, Corrupted, Job
-from backend.engine.scoring import ModelState, as_host, encode
-from backend.store import Store
-from backend.store.records import StabilityRecord, ThreatRecord
+from domainbench import corruptions
+from domainbench.config import DomainConfig, RunConfig
+from domainbench.data import Batch, Dataset
+from domainbench.engine.jobs import CLEAN, Corrupted, Job
+from domainbench.engine.scoring import ModelState, as_host, encode
+from domainbench.store import Store
+from domainbench.store.records import StabilityRecord, ThreatRecord
 
 # images are compared by the PD threat at this resolution at most: area resizing is linear,
 # so the downscaled δ is exactly the difference of the downscaled images
@@ -144,7 +144,7 @@ class StabilityTask:
             slot[job.grid_point] = encode(ms, images)
 
     def flush(self, shard: int) -> None:
-        from backend.metrics.stability import stability_metrics
+        from domainbench.metrics.stability import stability_metrics
 
         records = []
         for (model, corruption), slot in self.buffer.items():
@@ -171,7 +171,7 @@ class ThreatTask:
     """PD threat of every corrupted shard against anchors chosen from the run's clean images."""
 
     def __init__(self, ctx: RunContext, pool_size: int = 2000) -> None:
-        from backend.metrics.threat import ProjectedDisplacement, select_anchors, unsafe_reference_threat
+        from domainbench.metrics.threat import ProjectedDisplacement, select_anchors, unsafe_reference_threat
 
         self.ctx = ctx
         self.done = ctx.store.keys("threat", run_id=ctx.run_id)

@@ -22,13 +22,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import corruptions
-from corruptions.spec import REFERENCE_SIZE
-from backend.engine.jobs import image_seeds
-from backend.fmr.generator import SearchConfig, SearchResult, cross_entropy
-from backend.fmr.oracle import Oracle
-from backend.errors import UserInputError
-from backend.fmr.tested import TestedModel, ZeroShotTested
+from domainbench import corruptions
+from domainbench.corruptions.spec import REFERENCE_SIZE
+from domainbench.engine.jobs import image_seeds
+from domainbench.fmr.generator import SearchConfig, SearchResult, cross_entropy
+from domainbench.fmr.oracle import Oracle
+from domainbench.errors import UserInputError
+from domainbench.fmr.tested import TestedModel, ZeroShotTested
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ composition), scores them all with the tested model and takes the one whose cros
 highest. The step is accepted only while the oracle's majority vote still gives the true
 label; the first rejection ends the search and the last accepted image is kept.
 
-Every random choice comes from per-image seeds (``backend.engine.jobs.image_seeds``), so an
+Every random choice comes from per-image seeds (``domainbench.engine.jobs.image_seeds``), so an
 image's result depends on the run seed and its dataset index only, never on the batch.
 """
 
@@ -23,10 +23,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import corruptions
-from backend.engine.jobs import image_seeds
-from backend.fmr.oracle import Oracle
-from backend.fmr.tested import TestedModel
+from domainbench import corruptions
+from domainbench.engine.jobs import image_seeds
+from domainbench.fmr.oracle import Oracle
+from domainbench.fmr.tested import TestedModel
 
 #: losses are compared after rounding: a batch of another size may change the last float bits,
 #: and that must not change which candidate wins

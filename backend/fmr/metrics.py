@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from backend.fmr.oracle import majority
-from backend.report import FmrModelReport, FmrOracleReport, FmrReport
+from domainbench.fmr.oracle import majority
+from domainbench.report import FmrModelReport, FmrOracleReport, FmrReport
 
 if TYPE_CHECKING:
-    from backend.fmr.settings import FmrSettings
-    from backend.store.records import FmrUnitRecord
+    from domainbench.fmr.settings import FmrSettings
+    from domainbench.store.records import FmrUnitRecord
 
 
 def fmr(pa: float, sa: float) -> float | None:

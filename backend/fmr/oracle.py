@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.engine.scoring import ModelState, encode, predict
-from backend.errors import UserInputError
-from backend.models import build_classifier, create_model, resolve_device
-from backend.models.base import DEFAULT_TEMPLATES
+from domainbench.engine.scoring import ModelState, encode, predict
+from domainbench.errors import UserInputError
+from domainbench.models import build_classifier, create_model, resolve_device
+from domainbench.models.base import DEFAULT_TEMPLATES
 
 #: the label ``majority`` gives when the top vote count is shared: no agreement, a rejection
 TIE = -1

@@ -15,8 +15,8 @@ def differentiable_pixels(model: Any, x: torch.Tensor | None) -> torch.Tensor | 
     preprocessing (luma, resize, normalise) is reproduced here in float arithmetic; open_clip
     models' through their preprocessing config (``TorchImagePreprocess.float_pixels``).
     """
-    from backend.models.embedded import EmbeddedModel
-    from backend.models.open_clip_backend import OpenClipModel
+    from domainbench.models.embedded import EmbeddedModel
+    from domainbench.models.open_clip_backend import OpenClipModel
 
     if isinstance(model, OpenClipModel):
         return torch.empty(0) if x is None else model._preprocess.float_pixels(x)
@@ -37,8 +37,8 @@ def differentiable_pixels(model: Any, x: torch.Tensor | None) -> torch.Tensor | 
 def differentiable_embedding(model: Any, pixels: torch.Tensor) -> torch.Tensor:
     """Unit image embeddings with the autograd graph kept (``encode_image`` runs under no_grad
     for the open_clip backend)."""
-    from backend.models.hub_common import autocast_for
-    from backend.models.open_clip_backend import OpenClipModel
+    from domainbench.models.hub_common import autocast_for
+    from domainbench.models.open_clip_backend import OpenClipModel
 
     if isinstance(model, OpenClipModel):
         with autocast_for(model.device):

@@ -17,22 +17,22 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from backend.config import DomainConfig, RunConfig
-from backend.data import Batch, Dataset
-from backend.engine.jobs import CLEAN
-from backend.engine.reports import build_report
-from backend.engine.runner import _environment, _now, domain_id, new_run_id, open_run_dataset
-from backend.engine.scoring import confusion
-from backend.engine.tasks import RunEvents, SilentEvents
-from backend.errors import UserInputError
-from backend.fmr.differentiable import gradient_search
-from backend.fmr.generator import SearchConfig, SearchResult, greedy_search
-from backend.fmr.images import to_png_b64
-from backend.fmr.oracle import Oracle, check_oracle_names, load_oracle
-from backend.fmr.settings import FmrSettings
-from backend.fmr.tested import TestedModel, ZeroShotTested, load_tested
-from backend.store import Store
-from backend.store.records import DatasetInfo, DomainRecord, FmrUnitRecord, RunRecord, UnitRecord
+from domainbench.config import DomainConfig, RunConfig
+from domainbench.data import Batch, Dataset
+from domainbench.engine.jobs import CLEAN
+from domainbench.engine.reports import build_report
+from domainbench.engine.runner import _environment, _now, domain_id, new_run_id, open_run_dataset
+from domainbench.engine.scoring import confusion
+from domainbench.engine.tasks import RunEvents, SilentEvents
+from domainbench.errors import UserInputError
+from domainbench.fmr.differentiable import gradient_search
+from domainbench.fmr.generator import SearchConfig, SearchResult, greedy_search
+from domainbench.fmr.images import to_png_b64
+from domainbench.fmr.oracle import Oracle, check_oracle_names, load_oracle
+from domainbench.fmr.settings import FmrSettings
+from domainbench.fmr.tested import TestedModel, ZeroShotTested, load_tested
+from domainbench.store import Store
+from domainbench.store.records import DatasetInfo, DomainRecord, FmrUnitRecord, RunRecord, UnitRecord
 
 #: a unit's image payload at most; MongoDB refuses documents over 16 MB
 MAX_UNIT_BYTES = 8 << 20

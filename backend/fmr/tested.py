@@ -28,10 +28,10 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from backend.engine.scoring import ModelState, encode
-from backend.errors import UserInputError
-from backend.models import build_classifier, create_model, resolve_device
-from backend.models.base import DEFAULT_TEMPLATES
+from domainbench.engine.scoring import ModelState, encode
+from domainbench.errors import UserInputError
+from domainbench.models import build_classifier, create_model, resolve_device
+from domainbench.models.base import DEFAULT_TEMPLATES
 
 
 class TestedModel(Protocol):
@@ -64,7 +64,7 @@ class ZeroShotTested:
 
     @property
     def torch_logits(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        from backend.fmr.pixels import differentiable_embedding, differentiable_pixels
+        from domainbench.fmr.pixels import differentiable_embedding, differentiable_pixels
 
         model = self.state.model
         if differentiable_pixels(model, None) is None:

@@ -19,7 +19,7 @@ Conventions (documented choices, all tested):
 - Labels are optional. Without confusion matrices, accuracy-based numbers are ``None``
   (not applicable, never 0); LFP and mFR still work.
 - A per-corruption term whose baseline does not degrade is ``None``; the mean is over the
-  defined terms (see :mod:`backend.metrics.classification`), and each model's ``notes``
+  defined terms (see :mod:`domainbench.metrics.classification`), and each model's ``notes``
   names the corruptions left out.
 """
 
@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from backend.metrics.classification import (
+from domainbench.metrics.classification import (
     MetricInputError,
     balanced_accuracy,
     ce_per_corruption,

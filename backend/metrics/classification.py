@@ -30,7 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from backend.errors import UserInputError
+from domainbench.errors import UserInputError
 
 #: a baseline whose summed error increase (or flip probability) is at most this is treated
 #: as "does not degrade": well below 1/n for any realistic n, above float round-off.

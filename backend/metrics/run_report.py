@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from backend.metrics.aggregate import CellStats, summarize
-from backend.metrics.threat import safe_accuracy, severity_safety
-from backend.report import (
+from domainbench.metrics.aggregate import CellStats, summarize
+from domainbench.metrics.threat import safe_accuracy, severity_safety
+from domainbench.report import (
     DropCorrelationReport,
     LinkEntry,
     RadiusBinReport,
@@ -27,8 +27,8 @@ from backend.report import (
 )
 
 if TYPE_CHECKING:
-    from backend.report import FmrReport
-    from backend.store.records import FmrUnitRecord, RunRecord, StabilityRecord, ThreatRecord, UnitRecord
+    from domainbench.report import FmrReport
+    from domainbench.store.records import FmrUnitRecord, RunRecord, StabilityRecord, ThreatRecord, UnitRecord
 
 #: the PD threat is normalised so that moving all the way onto another class's anchor scores
 #: 2 (β = 1/2); at or below 1 a perturbation stays within half-way: label-preserving ("safe")
@@ -83,7 +83,7 @@ def stability_link(units: Sequence[UnitRecord], records: Sequence[StabilityRecor
     correctly; it is related to the image's radius by quantile bins and a half/half linear
     regression, and across corruptions the accuracy drop is correlated with the mean radius.
     """
-    from backend.metrics.stability_link import (
+    from domainbench.metrics.stability_link import (
         StabilityLinkInputError,
         accuracy_by_radius_quantile,
         drop_robustness_correlation,
@@ -173,7 +173,7 @@ def build_report(
 def _fmr_section(run: RunRecord, records: Sequence[FmrUnitRecord]) -> FmrReport | None:
     if run.fmr is None or not records:
         return None
-    from backend.fmr.metrics import fmr_report
+    from domainbench.fmr.metrics import fmr_report
 
     classes = run.dataset.classes if run.dataset is not None else [str(c) for c in range(1 + max(max(r.labels, default=0) for r in records))]
     return fmr_report(run.fmr, classes, records)

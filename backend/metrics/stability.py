@@ -41,8 +41,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.errors import UserInputError
-from backend.metrics import stability_kernels
+from domainbench.errors import UserInputError
+from domainbench.metrics import stability_kernels
 
 __all__ = [
     "EmbeddingInputError",

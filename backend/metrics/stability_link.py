@@ -25,7 +25,7 @@ from scipy.stats import pearsonr
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import mean_squared_error
 
-from backend.errors import UserInputError
+from domainbench.errors import UserInputError
 
 __all__ = [
     "AccuracyRegression",

@@ -64,8 +64,8 @@ from typing import Any
 
 import numpy as np
 
-from backend.metrics.threat_errors import ThreatInputError
-from backend.metrics.threat_projection import project_exact, project_radial
+from domainbench.metrics.threat_errors import ThreatInputError
+from domainbench.metrics.threat_projection import project_exact, project_radial
 
 #: paper defaults (Section 3.2): k = 50 anchors per class, β = 1/2
 DEFAULT_K = 50

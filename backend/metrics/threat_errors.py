@@ -1,12 +1,12 @@
 """The PD threat's input error, in a module of its own.
 
-Both :mod:`backend.metrics.threat` and :mod:`backend.metrics.threat_projection` raise it;
+Both :mod:`domainbench.metrics.threat` and :mod:`domainbench.metrics.threat_projection` raise it;
 keeping it here lets the projection module depend on nothing from the threat module.
 """
 
 from __future__ import annotations
 
-from backend.errors import UserInputError
+from domainbench.errors import UserInputError
 
 
 class ThreatInputError(UserInputError):

@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from scipy.optimize import nnls
 
-from backend.metrics.threat_errors import ThreatInputError
+from domainbench.metrics.threat_errors import ThreatInputError
 
 
 class ThreatSublevelSets(Protocol):

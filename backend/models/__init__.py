@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from backend.errors import UserInputError
-from backend.models.base import DEFAULT_TEMPLATES, VisionLanguageModel, build_classifier
-from corruptions.named_registry import Registry
+from domainbench.errors import UserInputError
+from domainbench.models.base import DEFAULT_TEMPLATES, VisionLanguageModel, build_classifier
+from domainbench.corruptions.named_registry import Registry
 
 Factory = Callable[[str, torch.device], VisionLanguageModel]
 ENTRY_POINT_GROUP = "domainbench.models"
@@ -57,8 +57,8 @@ MODEL_BACKENDS: Registry[ModelBackend] = Registry(
     "model backend",
     error=UnknownModelError,
     group=ENTRY_POINT_GROUP,
-    builtins=("backend.models.embedded",),
-    optional_builtins=("backend.models.open_clip_backend", "backend.models.hf_backend", "backend.models.local_backend"),
+    builtins=("domainbench.models.embedded",),
+    optional_builtins=("domainbench.models.open_clip_backend", "domainbench.models.hf_backend", "domainbench.models.local_backend"),
     adopt=_adopt,
     listing="see `domainbench models`",
 )

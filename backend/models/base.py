@@ -4,7 +4,7 @@ A model owns its preprocessing and tokenizer: callers hand it uint8 images and p
 strings, never tensors they shaped themselves. To plug in your own model, subclass
 :class:`VisionLanguageModel` (or duck-type it) and register a factory::
 
-    from backend.models import register_model
+    from domainbench.models import register_model
 
     @register_model("mine")          # usable as --models mine:anything
     def create_mine(spec: str, device: str) -> VisionLanguageModel:

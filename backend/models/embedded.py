@@ -22,9 +22,9 @@ import torch.nn.functional as F
 from pydantic import BaseModel, ConfigDict
 from torch import nn
 
-from backend.errors import ModelUnavailableError, UserInputError
-from backend.models import register_model
-from backend.models.base import VisionLanguageModel
+from domainbench.errors import ModelUnavailableError, UserInputError
+from domainbench.models import register_model
+from domainbench.models.base import VisionLanguageModel
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
 VARIANTS: tuple[str, ...] = ("fmnist-plain", "fmnist-augmented")

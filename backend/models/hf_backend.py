@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend.errors import ModelUnavailableError, UserInputError
-from backend.models import register_model
-from backend.models.base import VisionLanguageModel
-from backend.models.hub_common import as_uint8_nchw, autocast_for, cached_hf_file, offline, unavailable, unit_rows
+from domainbench.errors import ModelUnavailableError, UserInputError
+from domainbench.models import register_model
+from domainbench.models.base import VisionLanguageModel
+from domainbench.models.hub_common import as_uint8_nchw, autocast_for, cached_hf_file, offline, unavailable, unit_rows
 
 KNOWN_MODELS: list[str] = [
     "openai/clip-vit-base-patch32",

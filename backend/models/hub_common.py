@@ -1,7 +1,7 @@
 """Pieces shared by the hub-backed model wrappers (open_clip, transformers, local dirs).
 
 * :func:`offline` - model loading never touches the network: weights come from the local
-  cache or a local path, otherwise :class:`~backend.errors.ModelUnavailableError` says how
+  cache or a local path, otherwise :class:`~domainbench.errors.ModelUnavailableError` says how
   to get them.  A silent multi-gigabyte download (or a hang on a machine without internet)
   in the middle of a benchmark run is worse than a clear error before it starts.
 * :func:`as_uint8_nchw` - the one place that validates the images callers hand to
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from backend.errors import ModelUnavailableError, UserInputError
+from domainbench.errors import ModelUnavailableError, UserInputError
 
 
 @contextlib.contextmanager

@@ -7,10 +7,10 @@ PATH is a folder in one of two formats, told apart by the file that describes it
   ``open_clip_pytorch_model.bin``, ``model.safetensors``, ...) and, for text towers with an
   ``hf_tokenizer_name``, the tokenizer files. This is what open_clip's ``push_to_hf_hub``
   writes and what open_clip repositories on the hub contain; loaded by
-  :func:`backend.models.open_clip_backend.load_open_clip_dir`.
+  :func:`domainbench.models.open_clip_backend.load_open_clip_dir`.
 * ``config.json`` -> a transformers ``save_pretrained`` folder (model + tokenizer + image
   processor) of a CLIP, SigLIP or ALIGN model; loaded by
-  :func:`backend.models.hf_backend.load_hf_model`.
+  :func:`domainbench.models.hf_backend.load_hf_model`.
 
 A bare open_clip checkpoint file has no architecture in it: use ``open_clip:ARCH/PATH``.
 """
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from backend.errors import UserInputError
-from backend.models import register_model
-from backend.models.base import VisionLanguageModel
+from domainbench.errors import UserInputError
+from domainbench.models import register_model
+from domainbench.models.base import VisionLanguageModel
 
 
 def load_local(spec: str, device: torch.device) -> VisionLanguageModel:
@@ -37,11 +37,11 @@ def load_local(spec: str, device: torch.device) -> VisionLanguageModel:
             f"open_clip:ARCH/{path} (e.g. open_clip:ViT-B-32/{path}), or give a model folder"
         )
     if (path / "open_clip_config.json").is_file():
-        from backend.models.open_clip_backend import load_open_clip_dir
+        from domainbench.models.open_clip_backend import load_open_clip_dir
 
         return load_open_clip_dir(path, device, name)
     if (path / "config.json").is_file():
-        from backend.models.hf_backend import load_hf_model
+        from domainbench.models.hf_backend import load_hf_model
 
         return load_hf_model(path, device, name)
     raise UserInputError(

@@ -9,7 +9,7 @@ Accepted forms (ARCH is an open_clip model config name, e.g. ``ViT-B-32``)::
 
 Weights are looked up in the local caches only (the HF hub cache for tags open_clip serves
 from the hub, ``~/.cache/clip`` for tags it serves by URL); a tag whose weights are missing
-raises :class:`~backend.errors.ModelUnavailableError` naming the repository to download.
+raises :class:`~domainbench.errors.ModelUnavailableError` naming the repository to download.
 The tag decides activation (QuickGELU for the OpenAI weights) and preprocessing (mean/std,
 interpolation, resize mode), exactly as open_clip's pretrained table says.
 
@@ -37,10 +37,10 @@ import torch
 import torchvision.transforms.v2.functional as TF
 from torchvision.transforms import InterpolationMode
 
-from backend.errors import ModelUnavailableError, UserInputError
-from backend.models import register_model
-from backend.models.base import VisionLanguageModel
-from backend.models.hub_common import as_uint8_nchw, autocast_for, cached_hf_file, offline, unavailable, unit_rows
+from domainbench.errors import ModelUnavailableError, UserInputError
+from domainbench.models import register_model
+from domainbench.models.base import VisionLanguageModel
+from domainbench.models.hub_common import as_uint8_nchw, autocast_for, cached_hf_file, offline, unavailable, unit_rows
 
 # ViT-L-14/openai and ViT-L-14-quickgelu/openai are the same model here: a tag's QuickGELU
 # flag is always applied (open_clip itself would only warn about the mismatch)

@@ -2,8 +2,8 @@
 
     plan(domain_text, provider="auto", samples=10, **settings) -> DomainConfig
 
-Write the plan with ``backend.config.save(cfg, path)``. ``provider`` names a registered planner
-provider (``backend.planner.providers``: ``offline``, ``openai``, plug-ins); ``"auto"`` uses the
+Write the plan with ``domainbench.config.save(cfg, path)``. ``provider`` names a registered planner
+provider (``domainbench.planner.providers``: ``offline``, ``openai``, plug-ins); ``"auto"`` uses the
 LLM when an endpoint is configured (DOMAINBENCH_LLM_BASE_URL or an API key in
 DOMAINBENCH_LLM_API_KEY / OPENAI_API_KEY) and the offline planner otherwise.
 ``settings`` are LLM settings (base_url, api_key, model, temperature, timeout, max_retries,
@@ -18,13 +18,13 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
-from backend.config import DomainConfig
-from backend.errors import UserInputError
-from backend.planner import prompts, rules
-from backend.planner.catalogue import Catalogue, load_catalogue
-from backend.planner.llm import PlannerError, enforce, redact
-from backend.planner.providers import PLANNER_PROVIDERS, PlannerProvider, check_provider_name, choose_provider, register_provider
-from backend.planner.settings import LLMSettings, settings_from_env
+from domainbench.config import DomainConfig
+from domainbench.errors import UserInputError
+from domainbench.planner import prompts, rules
+from domainbench.planner.catalogue import Catalogue, load_catalogue
+from domainbench.planner.llm import PlannerError, enforce, redact
+from domainbench.planner.providers import PLANNER_PROVIDERS, PlannerProvider, check_provider_name, choose_provider, register_provider
+from domainbench.planner.settings import LLMSettings, settings_from_env
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.errors import UserInputError
+from domainbench.errors import UserInputError
 
 
 class CatalogueEntry(BaseModel):
@@ -57,15 +57,14 @@ class Catalogue(BaseModel):
 
     def validate_params(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Validated parameters (registry semantics); raises ``corruptions.CorruptionError``."""
-        import corruptions
-
+        from domainbench import corruptions
         return dict(corruptions.validate_params(name, dict(params)))
 
 
 def load_catalogue() -> Catalogue:
     """Snapshot of the live registry (cheap: reads metadata only, no kernels run)."""
     try:
-        import corruptions
+        from domainbench import corruptions
     except ImportError as e:  # pragma: no cover - the package ships with domainbench
         raise UserInputError(f"the corruption library could not be imported ({e}); reinstall domainbench") from e
     entries = [CatalogueEntry.model_validate(d) for d in corruptions.catalogue()]

@@ -22,13 +22,13 @@ from typing import Any
 
 import openai
 
-from backend.config import CorruptionChoice
-from backend.errors import UserInputError
-from backend.planner import prompts, rules
-from backend.planner.catalogue import Catalogue, CatalogueEntry
-from backend.planner.schema import parse_answer
-from backend.planner.settings import LLMSettings
-from backend.planner.vote import VoteResult, majority_vote
+from domainbench.config import CorruptionChoice
+from domainbench.errors import UserInputError
+from domainbench.planner import prompts, rules
+from domainbench.planner.catalogue import Catalogue, CatalogueEntry
+from domainbench.planner.schema import parse_answer
+from domainbench.planner.settings import LLMSettings
+from domainbench.planner.vote import VoteResult, majority_vote
 
 log = logging.getLogger(__name__)
 

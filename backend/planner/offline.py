@@ -46,11 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from backend.config import CorruptionChoice
-from backend.planner import cues, rules
-from backend.planner.catalogue import Catalogue
-from backend.planner.llm import required_choice
-from backend.planner.vote import VoteResult, majority_vote
+from domainbench.config import CorruptionChoice
+from domainbench.planner import cues, rules
+from domainbench.planner.catalogue import Catalogue
+from domainbench.planner.llm import required_choice
+from domainbench.planner.vote import VoteResult, majority_vote
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def encoder() -> Any:
     global _encoder
     with _lock:
         if _encoder is None:
-            from backend.models.embedded import text_model
+            from domainbench.models.embedded import text_model
 
             _encoder = text_model("cpu")
         return _encoder

@@ -17,8 +17,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from backend.errors import UserInputError
-from backend.planner.catalogue import Catalogue, CatalogueEntry
+from domainbench.errors import UserInputError
+from domainbench.planner.catalogue import Catalogue, CatalogueEntry
 
 TEMPLATE_FILES = (
     "system.txt",

@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from backend.config import PlannerProvenance
-from backend.errors import UserInputError
-from backend.planner import prompts, rules
-from backend.planner.catalogue import Catalogue
-from backend.planner.llm import LLMPlanner
-from backend.planner.settings import LLMSettings
-from backend.planner.vote import VoteResult
-from corruptions.named_registry import Registry
+from domainbench.config import PlannerProvenance
+from domainbench.errors import UserInputError
+from domainbench.planner import prompts, rules
+from domainbench.planner.catalogue import Catalogue
+from domainbench.planner.llm import LLMPlanner
+from domainbench.planner.settings import LLMSettings
+from domainbench.planner.vote import VoteResult
+from domainbench.corruptions.named_registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,8 @@ def choose_provider(name: str, settings: LLMSettings) -> tuple[str, PlannerProvi
 
 
 def _plan_offline(text: str, samples: int, catalogue: Catalogue, settings: LLMSettings) -> Planned:
-    from backend.planner import cues
-    from backend.planner.offline import MODEL_NAME, OfflinePlanner  # sentence-transformers: slow to import
+    from domainbench.planner import cues
+    from domainbench.planner.offline import MODEL_NAME, OfflinePlanner  # sentence-transformers: slow to import
 
     vote = OfflinePlanner(catalogue).run(text, samples)
     provenance = PlannerProvenance(

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from backend.errors import UserInputError
+from domainbench.errors import UserInputError
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from backend.config import CorruptionChoice
-from backend.planner.catalogue import Catalogue
+from domainbench.config import CorruptionChoice
+from domainbench.planner.catalogue import Catalogue
 
 MAX_ITEMS = 64
 MAX_REASON_CHARS = 600

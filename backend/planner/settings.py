@@ -19,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from backend.errors import UserInputError, first_validation_error
+from domainbench.errors import UserInputError, first_validation_error
 
 DEFAULT_MODEL = "gpt-4o"
 # Local servers (Ollama, vLLM) accept any key; the openai client insists on a non-empty one.

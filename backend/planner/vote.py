@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.config import CorruptionChoice
+from domainbench.config import CorruptionChoice
 
 
 @dataclass

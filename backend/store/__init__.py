@@ -3,7 +3,7 @@
 - MongoDB through pymongo when ``DOMAINBENCH_MONGO_URI`` is set (a real deployment);
 - an embedded SQLite file under ``$DOMAINBENCH_HOME`` (default ``./.domainbench``) otherwise.
 
-The entry points read those variables once (``backend.settings.Settings``) and pass them to
+The entry points read those variables once (``domainbench.settings.Settings``) and pass them to
 ``open_store``; a store that cannot be opened is a ``StoreUnavailableError`` naming the
 variable and the file.
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from backend.errors import StoreUnavailableError, UserInputError
-from backend.settings import DEFAULT_HOME, ENV_HOME, ENV_MONGO_URI, Settings, redact_uri
-from backend.store.base import COLLECTIONS, Store
+from domainbench.errors import StoreUnavailableError, UserInputError
+from domainbench.settings import DEFAULT_HOME, ENV_HOME, ENV_MONGO_URI, Settings, redact_uri
+from domainbench.store.base import COLLECTIONS, Store
 
 STORE_FILE = "domainbench.sqlite"
 
@@ -39,7 +39,7 @@ def open_store(uri: str | None = None, home: Path | None = None) -> Store:
         uri, home = settings.store_uri, settings.home
     if uri:
         return _open_uri(uri)
-    from backend.store.sqlite_store import SQLiteStore
+    from domainbench.store.sqlite_store import SQLiteStore
 
     try:
         return SQLiteStore(Path(home or DEFAULT_HOME) / STORE_FILE)
@@ -49,11 +49,11 @@ def open_store(uri: str | None = None, home: Path | None = None) -> Store:
 
 def _open_uri(uri: str) -> Store:
     if uri.startswith(("mongodb://", "mongodb+srv://")):
-        from backend.store.mongo_store import MongoStore
+        from domainbench.store.mongo_store import MongoStore
 
         return MongoStore(uri)  # its errors name the variable already, with the password redacted
     if uri.startswith("sqlite:///"):
-        from backend.store.sqlite_store import SQLiteStore
+        from domainbench.store.sqlite_store import SQLiteStore
 
         try:
             return SQLiteStore(Path(uri.removeprefix("sqlite:///")))

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
-    from backend.report import RunReport
-    from backend.store.records import DomainRecord, RunRecord, UnitRecord
+    from domainbench.report import RunReport
+    from domainbench.store.records import DomainRecord, RunRecord, UnitRecord
 
 #: collection -> key fields (the upsert key; queries filter on a prefix of it)
 COLLECTIONS: dict[str, tuple[str, ...]] = {
@@ -40,7 +40,7 @@ class Store(ABC):
     """Documents keyed per collection; every write is an idempotent upsert.
 
     Backends implement the raw JSON-document operations (``_upsert_many``, ``_find``); the
-    public methods validate every document against its record model (``backend.store.records``)
+    public methods validate every document against its record model (``domainbench.store.records``)
     on the way in and on the way out, so nothing unchecked is written or read.
     """
 
@@ -67,7 +67,7 @@ class Store(ABC):
         self.upsert_many(collection, [doc])
 
     def upsert_many(self, collection: str, docs: Iterable[BaseModel | dict[str, Any]]) -> None:
-        from backend.store.records import validate
+        from domainbench.store.records import validate
 
         self._check_where(collection, {})
         rows = [validate(collection, d).model_dump(mode="json") for d in docs]
@@ -83,7 +83,7 @@ class Store(ABC):
         ``StoreVersionError``. Documents that must be rebuilt rather than migrated (old
         summaries) are left out.
         """
-        from backend.store.records import RECORDS, upgrade
+        from domainbench.store.records import RECORDS, upgrade
 
         self._check_where(collection, where)
         model = RECORDS[collection]

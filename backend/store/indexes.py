@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.store.base import COLLECTIONS
+from domainbench.store.base import COLLECTIONS
 
 #: large per-image arrays of a document are stored in this side collection (see mongo_store)
 PARTS = "parts"

@@ -11,11 +11,11 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from backend.errors import StoreUnavailableError
-from backend.settings import ENV_MONGO_URI, Settings, redact_uri
-from backend.store import mongo_parts
-from backend.store.base import COLLECTIONS, Store, key_of
-from backend.store.indexes import INDEXES, PARTS
+from domainbench.errors import StoreUnavailableError
+from domainbench.settings import ENV_MONGO_URI, Settings, redact_uri
+from domainbench.store import mongo_parts
+from domainbench.store.base import COLLECTIONS, Store, key_of
+from domainbench.store.indexes import INDEXES, PARTS
 
 
 class MongoStore(Store):
@@ -80,7 +80,7 @@ class MongoStore(Store):
 
     def list_runs(self) -> list[Any]:
         # newest first, sorted by the server on the "recent" index rather than in Python
-        from backend.store.records import RunRecord, upgrade
+        from domainbench.store.records import RunRecord, upgrade
 
         docs = self._db["runs"].find({}, {"_id": False}).sort("created_at", -1)
         out = [upgrade("runs", d, self.description) for d in docs]

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from backend.engine.status import run_status
-from backend.errors import UserInputError
-from backend.store.records import RunRecord, upgrade
+from domainbench.engine.status import run_status
+from domainbench.errors import UserInputError
+from domainbench.store.records import RunRecord, upgrade
 
 if TYPE_CHECKING:
-    from backend.store.base import Store
+    from domainbench.store.base import Store
 
 DEFAULT_LEASE_S = 60.0
 #: a run whose worker vanished this often is failed instead of claimed again (it may be what kills them)
@@ -320,8 +320,8 @@ class MongoQueue(RunQueue):
 
 
 def queue_of(store: Store) -> RunQueue:
-    from backend.store.mongo_store import MongoStore
-    from backend.store.sqlite_store import SQLiteStore
+    from domainbench.store.mongo_store import MongoStore
+    from domainbench.store.sqlite_store import SQLiteStore
 
     if isinstance(store, SQLiteStore):
         return SQLiteQueue(store)

@@ -10,11 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from backend.config import DomainConfig, RunConfig
-from backend.errors import UserInputError
-from backend.fmr.settings import FmrSettings
-from backend.metrics.aggregate import UnitDocument
-from backend.report import REPORT_SCHEMA_VERSION, RunReport
+from domainbench.config import DomainConfig, RunConfig
+from domainbench.errors import UserInputError
+from domainbench.fmr.settings import FmrSettings
+from domainbench.metrics.aggregate import UnitDocument
+from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
 
 RunStatus = Literal["queued", "running", "done", "failed", "interrupted"]
 

@@ -14,8 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from backend.errors import StoreUnavailableError
-from backend.store.base import COLLECTIONS, Store, key_of
+from domainbench.errors import StoreUnavailableError
+from domainbench.store.base import COLLECTIONS, Store, key_of
 
 
 class SQLiteStore(Store):

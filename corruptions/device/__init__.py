@@ -3,12 +3,12 @@
 Imported only when used (it imports torch); ``corruptions`` itself never imports it. Same
 names, parameter models, ladders and per-image seeds as the CPU kernels::
 
-    from corruptions import device
+    from domainbench.corruptions import device
     device.has_kernel("gaussian_noise")
     out = device.corrupt_batch(images, "gaussian_noise", severity=3, seeds=seeds, device="cuda")
 
 ``images`` is an (N, H, W[, C]) uint8 numpy array or tensor; the result is a uint8 tensor of
-the same shape on ``device``. See ``corruptions.device.registry`` for the kernel contract and
+the same shape on ``device``. See ``domainbench.corruptions.device.registry`` for the kernel contract and
 which kernels reproduce the CPU pixels exactly.
 """
 
@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from corruptions.api import MIN_SIDE, Drawn, _check_image, _fixed_per_image, _resolve
-from corruptions.errors import CorruptionError
-from corruptions.registry import get
-from corruptions.seeding import batch_seeds
-from corruptions.device import chunking
-from corruptions.device.common import DeviceBatch, rgb_to_grey
-from corruptions.device.registry import DeviceKernel, get_kernel, has_kernel, kernels, names
+from domainbench.corruptions.api import MIN_SIDE, Drawn, _check_image, _fixed_per_image, _resolve
+from domainbench.corruptions.errors import CorruptionError
+from domainbench.corruptions.registry import get
+from domainbench.corruptions.seeding import batch_seeds
+from domainbench.corruptions.device import chunking
+from domainbench.corruptions.device.common import DeviceBatch, rgb_to_grey
+from domainbench.corruptions.device.registry import DeviceKernel, get_kernel, has_kernel, kernels, names
 
 
 def _check_tensor(images: torch.Tensor) -> None:

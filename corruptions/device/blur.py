@@ -12,7 +12,7 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import (
+from domainbench.corruptions.device.common import (
     DeviceBatch,
     as_float,
     filter2d,
@@ -25,10 +25,10 @@ from corruptions.device.common import (
     to_uint8,
     valid_correlate,
 )
-from corruptions.device.registry import device_kernel
-from corruptions.draws import record
-from corruptions.kernels._imagenet_c import _linear_taps, motion_trail_kernel
-from corruptions.kernels.blur import (
+from domainbench.corruptions.device.registry import device_kernel
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels._imagenet_c import _linear_taps, motion_trail_kernel
+from domainbench.corruptions.kernels.blur import (
     DefocusParams,
     GaussianBlurParams,
     GlassBlurParams,

@@ -4,15 +4,15 @@ A batched kernel makes several passes over float intermediates of the whole batc
 images at 224x224 that is 150 MB a pass, so on a CPU every pass streams from main memory. Split
 into sub-batches whose intermediates fit the last-level cache, the same kernel runs 2-4 times
 faster there. On a GPU the whole batch is one launch per pass, so it is left whole.
-``corruptions.device.corrupt_batch`` runs every kernel through :func:`run`.
+``domainbench.corruptions.device.corrupt_batch`` runs every kernel through :func:`run`.
 """
 
 from __future__ import annotations
 
 import torch
 
-from corruptions.device.common import DeviceBatch, empty
-from corruptions.device.registry import KernelFn
+from domainbench.corruptions.device.common import DeviceBatch, empty
+from domainbench.corruptions.device.registry import KernelFn
 
 
 def run(fn: KernelFn, images: torch.Tensor, params: object, b: DeviceBatch, size: int | None) -> torch.Tensor:

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corruptions.draws import RecordingGenerator
-from corruptions.spec import side_scale
+from domainbench.corruptions.draws import RecordingGenerator
+from domainbench.corruptions.spec import side_scale
 
 
 @dataclass

@@ -15,9 +15,9 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, empty
-from corruptions.device.registry import device_kernel
-from corruptions.kernels.digital import JpegParams, PixelateParams, PosterizeParams, jpeg_compression
+from domainbench.corruptions.device.common import DeviceBatch, empty
+from domainbench.corruptions.device.registry import device_kernel
+from domainbench.corruptions.kernels.digital import JpegParams, PixelateParams, PosterizeParams, jpeg_compression
 
 #: Pillow's fixed-point resampling of 8-bit images: weights in 1/2**22
 _PIL_BITS = 22

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from albumentations.augmentations.geometric import functional as agf
 
-from corruptions.device.common import (
+from domainbench.corruptions.device.common import (
     DeviceBatch,
     nchw,
     nhwc_uint8,
@@ -25,9 +25,9 @@ from corruptions.device.common import (
     shared_taps,
     size_scale,
 )
-from corruptions.device.registry import device_kernel
-from corruptions.draws import record
-from corruptions.kernels.geometric import ElasticParams, GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
+from domainbench.corruptions.device.registry import device_kernel
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels.geometric import ElasticParams, GridDistortionParams, LensDistortionParams, NoParams, PerspectiveParams, RotationParams
 
 
 @device_kernel("horizontal_flip", exact=True, cpu_chunk=None)

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from scipy.stats import poisson
 
-from corruptions.device.common import DeviceBatch, below, empty, lookup, threshold15, to_uint8
-from corruptions.device.registry import device_kernel
-from corruptions.kernels.noise import GaussianNoiseParams, ImpulseNoiseParams, SaltPepperParams, ShotNoiseParams, SpeckleNoiseParams
+from domainbench.corruptions.device.common import DeviceBatch, below, empty, lookup, threshold15, to_uint8
+from domainbench.corruptions.device.registry import device_kernel
+from domainbench.corruptions.kernels.noise import GaussianNoiseParams, ImpulseNoiseParams, SaltPepperParams, ShotNoiseParams, SpeckleNoiseParams
 
 
 @device_kernel("gaussian_noise", exact=False)

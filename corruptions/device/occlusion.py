@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, empty, lookup, pair_index
-from corruptions.device.registry import device_kernel
-from corruptions.kernels.occlusion import OccluderParams, ShadowParams, occluder_boxes, shadow_polygons
+from domainbench.corruptions.device.common import DeviceBatch, empty, lookup, pair_index
+from domainbench.corruptions.device.registry import device_kernel
+from domainbench.corruptions.kernels.occlusion import OccluderParams, ShadowParams, occluder_boxes, shadow_polygons
 
 
 @device_kernel("occluder", exact=True, note="boxes and shades drawn from the CPU kernel's numpy streams", cpu_chunk=None)

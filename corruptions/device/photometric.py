@@ -1,7 +1,7 @@
 """Photometric family on the device: brightness, contrast, saturation and colour cast.
 
 Brightness and saturation are ImageNet-C's HSV edits, which the CPU kernels compute without the
-HSV round trip (``corruptions.kernels._imagenet_c``). Every output channel of brightness is a
+HSV round trip (``domainbench.corruptions.kernels._imagenet_c``). Every output channel of brightness is a
 function of the channel and the pixel's brightest channel only, so the CPU helper itself, run
 once on all 256 x 256 such pairs, gives a lookup table with the CPU's exact pixels.
 """
@@ -13,12 +13,12 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, add_clamped, as_float, lookup, pair_index, to_uint8, widen_rows
-from corruptions.device.registry import device_kernel
-from corruptions.draws import record
-from corruptions.kernels._common import to_uint8 as np_to_uint8
-from corruptions.kernels._imagenet_c import hsv_value_shift, saturation_ratio
-from corruptions.kernels.photometric import _LEVELS, BrightnessParams, ColorShiftParams, ContrastParams, SaturateParams, _lut
+from domainbench.corruptions.device.common import DeviceBatch, add_clamped, as_float, lookup, pair_index, to_uint8, widen_rows
+from domainbench.corruptions.device.registry import device_kernel
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels._common import to_uint8 as np_to_uint8
+from domainbench.corruptions.kernels._imagenet_c import hsv_value_shift, saturation_ratio
+from domainbench.corruptions.kernels.photometric import _LEVELS, BrightnessParams, ColorShiftParams, ContrastParams, SaturateParams, _lut
 
 _BYTE = np.arange(256, dtype=np.uint8)
 _INV255 = np.float32(1 / 255.0)

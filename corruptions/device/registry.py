@@ -3,7 +3,7 @@
 A device kernel is ``kernel(images, params, batch) -> images``: ``images`` is an (N, H, W, C)
 uint8 tensor on the target device (C = 3, or 1 when the corruption's spec is ``grayscale``),
 ``params`` the validated parameter model of the CPU spec (one parameter model, one ladder),
-``batch`` the per-image randomness (:class:`corruptions.device.common.DeviceBatch`). It returns
+``batch`` the per-image randomness (:class:`domainbench.corruptions.device.common.DeviceBatch`). It returns
 a uint8 tensor of the same shape on the same device.
 
 ``exact`` says whether the kernel reproduces the CPU kernel's pixels (up to a grey level of
@@ -25,7 +25,7 @@ KernelFn = Callable[[torch.Tensor, Any, Any], torch.Tensor]
 
 #: modules that register device kernels on import (one per family, like corruptions.kernels)
 BUILTIN_MODULES: tuple[str, ...] = tuple(
-    f"corruptions.device.{family}" for family in ("blur", "digital", "geometric", "noise", "occlusion", "photometric", "sensor", "weather")
+    f"domainbench.corruptions.device.{family}" for family in ("blur", "digital", "geometric", "noise", "occlusion", "photometric", "sensor", "weather")
 )
 
 
@@ -88,7 +88,7 @@ def has_kernel(name: str) -> bool:
 def get_kernel(name: str) -> DeviceKernel:
     found = kernels().get(name)
     if found is None:
-        from corruptions.errors import CorruptionError
+        from domainbench.corruptions.errors import CorruptionError
 
         raise CorruptionError(f"corruption {name!r} has no device kernel; device kernels exist for: {', '.join(names())}")
     return found

@@ -8,10 +8,10 @@ import cv2
 import numpy as np
 import torch
 
-from corruptions.device.common import DeviceBatch, as_float, empty, remap_shared, shared_taps, to_uint8
-from corruptions.device.registry import device_kernel
-from corruptions.draws import record
-from corruptions.kernels.sensor import ChromaticAberrationParams, IsoNoiseParams, LowLightParams, RowNoiseParams, VignettingParams
+from domainbench.corruptions.device.common import DeviceBatch, as_float, empty, remap_shared, shared_taps, to_uint8
+from domainbench.corruptions.device.registry import device_kernel
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels.sensor import ChromaticAberrationParams, IsoNoiseParams, LowLightParams, RowNoiseParams, VignettingParams
 
 
 def poisson_counts(lam: np.ndarray, b: DeviceBatch, shape: tuple[int, ...]) -> torch.Tensor:

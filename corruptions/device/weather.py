@@ -13,12 +13,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from corruptions.device.blur import motion_trails
-from corruptions.device.common import DeviceBatch, band_matrix, correlate, rint_to_uint8_, size_scale, to_uint8
-from corruptions.device.registry import device_kernel
-from corruptions.draws import record
-from corruptions.kernels._imagenet_c import _linear_taps, next_power_of_2
-from corruptions.kernels.weather import (
+from domainbench.corruptions.device.blur import motion_trails
+from domainbench.corruptions.device.common import DeviceBatch, band_matrix, correlate, rint_to_uint8_, size_scale, to_uint8
+from domainbench.corruptions.device.registry import device_kernel
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels._imagenet_c import _linear_taps, next_power_of_2
+from domainbench.corruptions.kernels.weather import (
     _FINE_GAIN,
     _FROST_LOOKS,
     CloudParams,
@@ -44,7 +44,7 @@ def _cubic_upsampling(n_out: int, n_in: int, device: torch.device) -> torch.Tens
 
 def fractal_noise(h: int, w: int, rngs: list[np.random.Generator], device: torch.device, base_cells: int, octaves: int,
                   persistence: float) -> torch.Tensor:
-    """corruptions.kernels._common.fractal_noise for a batch: (N, H, W) in [0, 1].
+    """domainbench.corruptions.kernels._common.fractal_noise for a batch: (N, H, W) in [0, 1].
 
     The random cells are drawn from the CPU kernel's numpy streams in its order (a few hundred
     numbers per image). Each octave is resized as rows @ cells and all octaves' column resizes

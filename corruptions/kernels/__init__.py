@@ -6,6 +6,6 @@ The registry loads these modules the way it loads a plug-in module; they never i
 from __future__ import annotations
 
 BUILTIN_MODULES: tuple[str, ...] = tuple(
-    f"corruptions.kernels.{family}"
+    f"domainbench.corruptions.kernels.{family}"
     for family in ("blur", "digital", "geometric", "noise", "occlusion", "photometric", "sensor", "weather")
 )

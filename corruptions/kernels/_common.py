@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from corruptions.spec import side_scale
+from domainbench.corruptions.spec import side_scale
 
 
 def size_scale(image: np.ndarray) -> float:

@@ -8,16 +8,16 @@ import cv2
 import numpy as np
 from pydantic import Field
 
-from corruptions.draws import record
-from corruptions.kernels._common import per_channel, size_scale, to_uint8
-from corruptions.kernels._imagenet_c import (
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels._common import per_channel, size_scale, to_uint8
+from domainbench.corruptions.kernels._imagenet_c import (
     IMAGENET_C_LADDER_VERSION,
     clipped_zoom,
     gaussian_nearest,
     motion_trail,
     sequential_swap_sources,
 )
-from corruptions.spec import CorruptionSpec, Params
+from domainbench.corruptions.spec import CorruptionSpec, Params
 
 
 class GaussianBlurParams(Params):

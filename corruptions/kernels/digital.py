@@ -7,8 +7,8 @@ import numpy as np
 from PIL import Image
 from pydantic import Field
 
-from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
-from corruptions.spec import CorruptionSpec, Params
+from domainbench.corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
+from domainbench.corruptions.spec import CorruptionSpec, Params
 
 
 class JpegParams(Params):

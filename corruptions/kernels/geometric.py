@@ -11,10 +11,10 @@ import numpy as np
 from albumentations.augmentations.geometric import functional as agf
 from pydantic import Field
 
-from corruptions.draws import record
-from corruptions.kernels._common import size_scale
-from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
-from corruptions.spec import CorruptionSpec, Params
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels._common import size_scale
+from domainbench.corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
+from domainbench.corruptions.spec import CorruptionSpec, Params
 
 
 class RotationParams(Params):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from corruptions.kernels._common import to_uint8
-from corruptions.spec import CorruptionSpec, Params
+from domainbench.corruptions.kernels._common import to_uint8
+from domainbench.corruptions.spec import CorruptionSpec, Params
 
 
 class GaussianNoiseParams(Params):

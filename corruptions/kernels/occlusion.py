@@ -7,10 +7,10 @@ import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
-from corruptions.draws import record
-from corruptions.kernels._common import size_scale, to_uint8
-from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION, gaussian_nearest
-from corruptions.spec import CorruptionSpec, Params
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels._common import size_scale, to_uint8
+from domainbench.corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION, gaussian_nearest
+from domainbench.corruptions.spec import CorruptionSpec, Params
 
 
 class ShadowParams(Params):

@@ -6,10 +6,10 @@ import cv2
 import numpy as np
 from pydantic import Field
 
-from corruptions.draws import record
-from corruptions.kernels._common import to_uint8
-from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION, hsv_saturation_affine, hsv_value_shift
-from corruptions.spec import CorruptionSpec, Params
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels._common import to_uint8
+from domainbench.corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION, hsv_saturation_affine, hsv_value_shift
+from domainbench.corruptions.spec import CorruptionSpec, Params
 
 _LEVELS = np.arange(256, dtype=np.float64)
 

@@ -7,9 +7,9 @@ import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
-from corruptions.draws import record
-from corruptions.kernels._common import to_uint8
-from corruptions.spec import CorruptionSpec, Params
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels._common import to_uint8
+from domainbench.corruptions.spec import CorruptionSpec, Params
 
 
 class IsoNoiseParams(Params):

@@ -7,16 +7,16 @@ import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
-from corruptions.draws import record
-from corruptions.kernels._common import fractal_noise, luminance, size_scale, to_uint8
-from corruptions.kernels._imagenet_c import (
+from domainbench.corruptions.draws import record
+from domainbench.corruptions.kernels._common import fractal_noise, luminance, size_scale, to_uint8
+from domainbench.corruptions.kernels._imagenet_c import (
     IMAGENET_C_LADDER_VERSION,
     clipped_zoom,
     motion_trail,
     next_power_of_2,
     plasma_fractal,
 )
-from corruptions.spec import CorruptionSpec, Params, side_scale
+from domainbench.corruptions.spec import CorruptionSpec, Params, side_scale
 
 
 class FogParams(Params):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from backend.engine.status import run_status
-from backend.store import Store
-from backend.store.records import RunRecord
-from frontend import cached, data, exports, figures
-from frontend.ui import DEMO_HINT, get_store, guard, sidebar_store
+from domainbench.engine.status import run_status
+from domainbench.store import Store
+from domainbench.store.records import RunRecord
+from domainbench.frontend import cached, data, exports, figures
+from domainbench.frontend.ui import DEMO_HINT, get_store, guard, sidebar_store
 
 RUNS_PARAM = "runs"
 SELECT_KEY = "compare-runs"

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from backend.fmr.images import from_png_b64
-from backend.report import FmrReport, RunReport
-from backend.store import Store
-from backend.store.records import FmrUnitRecord
+from domainbench.fmr.images import from_png_b64
+from domainbench.report import FmrReport, RunReport
+from domainbench.store import Store
+from domainbench.store.records import FmrUnitRecord
 
 PAGE = 12
 

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from backend.config import DomainConfig
-from backend.store import Store
-from backend.store.queue import DuplicateRunError
-from frontend import data, figures, launching
-from frontend.ui import error_text, get_store, guard, sidebar_store, status_badge
+from domainbench.config import DomainConfig
+from domainbench.store import Store
+from domainbench.store.queue import DuplicateRunError
+from domainbench.frontend import data, figures, launching
+from domainbench.frontend.ui import error_text, get_store, guard, sidebar_store, status_badge
 
 EXAMPLE = ("Product photos of clothing taken with cheap phone cameras in a dim warehouse: images are noisy, "
            "blurred by hand shake and heavily JPEG-compressed.")

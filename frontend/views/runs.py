@@ -13,13 +13,13 @@ from typing import Any
 
 import streamlit as st
 
-from backend.engine.status import run_status
-from backend.report import RunReport
-from backend.store import Store
-from backend.store.records import RunRecord
-from frontend import cached, data, exports, figures
-from frontend.views import fmr_section
-from frontend.ui import DEMO_HINT, get_store, guard, sidebar_store, status_badge
+from domainbench.engine.status import run_status
+from domainbench.report import RunReport
+from domainbench.store import Store
+from domainbench.store.records import RunRecord
+from domainbench.frontend import cached, data, exports, figures
+from domainbench.frontend.views import fmr_section
+from domainbench.frontend.ui import DEMO_HINT, get_store, guard, sidebar_store, status_badge
 
 REFRESH_S = 5
 RUN_PARAM = "run"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from backend.cli import main
+from domainbench.cli import main
 from tests.cli_runner import run_cli
-from backend.config import CorruptionChoice, DomainConfig, save
-from backend.store import open_store
+from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "engine"
@@ -30,7 +30,7 @@ DOMAIN = DomainConfig(
 sys.path.insert(0, str(FAKE))
 import fake_models  # noqa: E402,F401  (registers the fake: backend used below)
 
-BOOT = "import fake_models, sys; from backend.cli import main; sys.argv[0] = 'domainbench'; main()"
+BOOT = "import fake_models, sys; from domainbench.cli import main; sys.argv[0] = 'domainbench'; main()"
 
 
 def _cli_process(home: Path, *args: str, **popen: object) -> subprocess.Popen[bytes]:
@@ -166,7 +166,7 @@ def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> N
     assert 10 <= len(before) < total, "the run finished before it could be killed; slow the fake model down"
     run_id = store.list_runs()[0].run_id
     assert store.get_run(run_id).status == "running"  # SIGKILL: no chance to mark it
-    from backend.engine.status import run_status
+    from domainbench.engine.status import run_status
 
     assert run_status(store.get_run(run_id)) == "interrupted"  # but its process is gone
     res = _cli_process(home, "run", "--resume", run_id)
@@ -269,7 +269,7 @@ def test_unusable_home_is_one_line_naming_the_variable_and_file(command: list[st
 
 
 def test_unreachable_mongo_is_one_line_without_the_password(home: Path, capsys, monkeypatch) -> None:
-    from backend.store.mongo_store import MongoStore
+    from domainbench.store.mongo_store import MongoStore
 
     monkeypatch.setattr(MongoStore.__init__, "__defaults__", (None, None, 200))  # 200 ms server selection
     monkeypatch.setenv("DOMAINBENCH_MONGO_URI", "mongodb://bob:topsecret@127.0.0.1:9/x")
@@ -280,13 +280,12 @@ def test_unreachable_mongo_is_one_line_without_the_password(home: Path, capsys, 
 
 
 def test_internal_error_exits_1_with_a_traceback_file_and_no_secrets(home: Path, capsys, monkeypatch) -> None:
-    import backend.models
-
+    import domainbench.models
     def boom(pattern: str) -> list[str]:
         raise RuntimeError("model table broken; key sk-very-secret leaked into the message")
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
-    monkeypatch.setattr(backend.models, "list_models", boom)
+    monkeypatch.setattr(domainbench.models, "list_models", boom)
     code, out, err = cli(["models"], capsys, monkeypatch)
     assert code == 1
     assert "internal error: RuntimeError: model table broken" in err and "bug in domainbench" in err

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from backend.cli import main
+from domainbench.cli import main
 
 
 class FakeWorker:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import CorruptionChoice, DomainConfig, RunConfig, save
-from backend.engine.runner import Engine
-from backend.store import open_store
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig, save
+from domainbench.engine.runner import Engine
+from domainbench.store import open_store
 from tests.cli_runner import run_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
@@ -81,8 +81,8 @@ def test_bad_executor_options(args: list[str], expect: str, home: Path, tmp_path
 
 
 def test_worker_reads_the_executor_from_the_environment() -> None:
-    from backend.engine.executors import options_from_env
-    from backend.errors import UserInputError
+    from domainbench.engine.executors import options_from_env
+    from domainbench.errors import UserInputError
 
     assert options_from_env({}).kind == "local"
     opts = options_from_env({"DOMAINBENCH_EXECUTOR": "ray", "DOMAINBENCH_RAY_ADDRESS": "ray-head:6379"})

@@ -10,8 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-import corruptions
-
+from domainbench import corruptions
 NAMES = corruptions.names()
 ORDINAL = [n for n in NAMES if corruptions.get(n).ordinal]
 
@@ -80,7 +79,7 @@ def test_weakest_continuous_point_is_weaker_than_strongest(name, photo):
 _CHILD = """
 import hashlib, json, sys
 import numpy as np
-import corruptions
+from domainbench import corruptions
 img = np.load(sys.argv[1])
 print(json.dumps({n: hashlib.sha256(corruptions.corrupt(img, n, severity=3, seed=123).tobytes()).hexdigest()
                   for n in corruptions.names()}))

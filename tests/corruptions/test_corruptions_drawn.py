@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-import corruptions
-from corruptions import CorruptionError
+from domainbench import corruptions
+from domainbench.corruptions import CorruptionError
 
 SEEDS = [11, 12, 13]
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import corruptions
-from corruptions.gallery import GAP, LABEL_HEIGHT, write_gallery
+from domainbench import corruptions
+from domainbench.corruptions.gallery import GAP, LABEL_HEIGHT, write_gallery
 
 
 def test_gallery_writes_one_sheet_per_corruption(tmp_path, photo):

@@ -16,9 +16,9 @@ import cv2
 import numpy as np
 import pytest
 
-import corruptions
-from corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
-from corruptions.registry import ALIASES, canonical_name
+from domainbench import corruptions
+from domainbench.corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
+from domainbench.corruptions.registry import ALIASES, canonical_name
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from imagenet_c_fidelity import IMAGENET_C, PSNR_TOL, SSIM_TOL, cell_seed, psnr, ssim  # noqa: E402
@@ -101,7 +101,7 @@ def test_imagenet_c_ladders_are_the_references():
     assert ladder("jpeg_compression", "quality") == [25, 18, 15, 10, 7]
     assert ladder("elastic", "sigma") == [2.24] * 5
     assert ladder("lens_spatter", "mud") == [False, False, False, True, True]
-    from corruptions.kernels.blur import ZoomBlurParams, zoom_factors
+    from domainbench.corruptions.kernels.blur import ZoomBlurParams, zoom_factors
 
     assert zoom_factors(ZoomBlurParams(max_zoom=1.11, step=0.01))[0] == 1.0  # the unzoomed copy is averaged in
     assert len(zoom_factors(ZoomBlurParams(max_zoom=1.31, step=0.03))) == 11

@@ -6,8 +6,8 @@ import cv2
 import numpy as np
 import pytest
 
-import corruptions
-from corruptions.kernels._imagenet_c import (
+from domainbench import corruptions
+from domainbench.corruptions.kernels._imagenet_c import (
     clipped_zoom,
     hsv_saturation_affine,
     hsv_value_shift,
@@ -15,7 +15,7 @@ from corruptions.kernels._imagenet_c import (
     motion_trail_kernel,
     sequential_swap_sources,
 )
-from corruptions.kernels.blur import disk_kernel
+from domainbench.corruptions.kernels.blur import disk_kernel
 
 
 def test_flips_are_exact_and_involutions(photo):

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from pydantic import Field
 
-import corruptions
-from corruptions import CorruptionError, CorruptionSpec, Params, named_registry, registry
+from domainbench import corruptions
+from domainbench.corruptions import CorruptionError, CorruptionSpec, Params, named_registry, registry
 
 PRODUCT_PAPER = [  # the product paper's 15 corruptions
     "gaussian_blur", "rotation", "gaussian_noise", "salt_and_pepper", "color_shift", "contrast", "brightness",
@@ -147,8 +147,7 @@ def test_load_module_from_file_registers_user_corruptions(tmp_path):
     path.write_text(textwrap.dedent('''
         import numpy as np
         from pydantic import Field
-        import corruptions
-
+        from domainbench import corruptions
         class P(corruptions.Params):
             level: int = Field(3, ge=0, le=255)
 

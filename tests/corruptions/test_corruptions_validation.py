@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import corruptions
-from corruptions import CorruptionError
+from domainbench import corruptions
+from domainbench.corruptions import CorruptionError
 
 GOOD = np.zeros((16, 16, 3), np.uint8)
 

@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-import corruptions
-from corruptions import device
-from corruptions.device import registry
-from corruptions.device.blur import disk_blur, disk_parts
-from corruptions.device.digital import torchvision_jpeg
-from corruptions.device.noise import shot_table
-from corruptions.kernels.blur import disk_kernel
+from domainbench import corruptions
+from domainbench.corruptions import device
+from domainbench.corruptions.device import registry
+from domainbench.corruptions.device.blur import disk_blur, disk_parts
+from domainbench.corruptions.device.digital import torchvision_jpeg
+from domainbench.corruptions.device.noise import shot_table
+from domainbench.corruptions.kernels.blur import disk_kernel
 
 EXACT = sorted(n for n, k in device.kernels().items() if k.exact)
 RANDOM = sorted(n for n, k in device.kernels().items() if not k.exact and n != "jpeg_compression")
@@ -163,8 +163,8 @@ def test_shot_noise_table_draws_each_output_with_its_poisson_probability(photons
 
 
 def test_poisson_counts_have_poisson_means_and_variances() -> None:
-    from corruptions.device.common import DeviceBatch
-    from corruptions.device.sensor import poisson_counts
+    from domainbench.corruptions.device.common import DeviceBatch
+    from domainbench.corruptions.device.sensor import poisson_counts
 
     lam = np.array([0.3, 4.0, 300.0])  # 300: more than 255 CDF steps, counted in int32
     counts = poisson_counts(lam, DeviceBatch([1, 2, 3], [{}, {}, {}], torch.device("cpu")), (200, 200)).numpy()
@@ -208,7 +208,7 @@ def test_unknown_device_kernels_and_bad_tensors_are_named(batch: np.ndarray) -> 
 
 @pytest.mark.parametrize("delta", [1, 2, 3])
 def test_glass_blur_swaps_follow_the_sequential_copies(delta: int) -> None:
-    from corruptions.device.blur import apply_swaps
+    from domainbench.corruptions.device.blur import apply_swaps
 
     n, h, w = 2, 17, 15
     rng = np.random.default_rng(delta)
@@ -227,8 +227,8 @@ def test_glass_blur_swaps_follow_the_sequential_copies(delta: int) -> None:
 
 @pytest.mark.parametrize("delta", [1, 3])
 def test_glass_blur_swap_offsets_are_uniform_and_independent(delta: int) -> None:
-    from corruptions.device.blur import swap_offsets
-    from corruptions.device.common import DeviceBatch
+    from domainbench.corruptions.device.blur import swap_offsets
+    from domainbench.corruptions.device.common import DeviceBatch
 
     dy, dx = swap_offsets(DeviceBatch([1, 2], [{}, {}], torch.device("cpu")), (101, 99), delta)
     assert dy.shape == dx.shape == (2, 101, 99)

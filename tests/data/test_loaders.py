@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from backend.data import load_sample, open_dataset
-from backend.errors import UserInputError
+from domainbench.data import load_sample, open_dataset
+from domainbench.errors import UserInputError
 
 
 def _img(path: Path, value: int, size: tuple[int, int] = (30, 20)) -> None:
@@ -106,7 +106,7 @@ def test_unreadable_images_are_reported_not_fatal(tmp_path: Path) -> None:
 
 
 def test_dataset_kinds_are_asked_in_precedence_and_can_be_named(tmp_path: Path) -> None:
-    from backend.data import list_dataset_kinds
+    from domainbench.data import list_dataset_kinds
 
     assert list_dataset_kinds() == ["image_folder", "manifest", "sample", "unlabeled_folder"]
     # a folder with class folders *and* loose images is an ImageFolder: class folders take precedence

@@ -68,7 +68,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
            "NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("DOMAINBENCH_MONGO_URI", None)
     log = open(tmp_path / "ui.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "ui", "--port", str(port)], cwd=tmp_path, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "ui", "--port", str(port)], cwd=tmp_path, env=env,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.time() + 180
@@ -208,7 +208,7 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     run_id = re.search(r"Queued run (\S+?):", queued.inner_text()).group(1)  # type: ignore[union-attr]
 
     # 5. the worker started by `domainbench ui` takes it; the queue panel follows it to done
-    from backend.store import open_store
+    from domainbench.store import open_store
 
     store = open_store(None, home)
     run = store.get_run(run_id)
@@ -256,7 +256,7 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     download.value.save_as(path)
     reference = ARTIFACTS / f"{run_id}-cli.csv"
     env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "backend.cli", "--quiet", "export", run_id, "--format", "csv",
+    subprocess.run([sys.executable, "-m", "domainbench.cli", "--quiet", "export", run_id, "--format", "csv",
                     "-o", str(reference)], cwd=ROOT, env=env, check=True, timeout=300)
     assert list(csv.DictReader(io.StringIO(path.read_text()))) == list(csv.DictReader(io.StringIO(
         reference.read_text())))

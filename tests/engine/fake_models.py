@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from backend.models import register_model
-from backend.models.base import VisionLanguageModel
+from domainbench.models import register_model
+from domainbench.models.base import VisionLanguageModel
 
 DIM = 16
 

@@ -10,10 +10,10 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from backend.config import CorruptionChoice, DomainConfig, RunConfig
-from backend.engine.device_corruption import corruption_site
-from backend.engine.runner import Engine
-from backend.store import open_store
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.engine.device_corruption import corruption_site
+from domainbench.engine.runner import Engine
+from domainbench.store import open_store
 
 #: corruptions whose device kernels reproduce the CPU pixels, one without a device kernel, one random
 DETERMINISTIC = ["horizontal_flip", "rotation", "row_noise", "occluder", "color_shift", "gaussian_blur"]
@@ -82,8 +82,8 @@ def test_results_do_not_depend_on_where_units_were_corrupted(home: Path) -> None
 
 
 def test_device_jobs_stay_on_the_device() -> None:
-    from backend.engine.jobs import Job, run_job
-    from backend.engine.device_corruption import run_device_job
+    from domainbench.engine.jobs import Job, run_job
+    from domainbench.engine.device_corruption import run_device_job
 
     images = np.random.default_rng(0).integers(0, 256, (5, 28, 28), dtype=np.uint8)
     job = Job(0, "rotation", 3)

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-import corruptions
-from backend.config import CorruptionChoice, DomainConfig, RunConfig
-from backend.data import load_sample
-from backend.engine.jobs import image_seeds
-from backend.engine.runner import Engine
-from backend.engine.scoring import ModelOutputError
-from backend.engine.reports import build_report
-from backend.errors import UserInputError
-from backend.models import build_classifier, create_model
-from backend.store import open_store
+from domainbench import corruptions
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.data import load_sample
+from domainbench.engine.jobs import image_seeds
+from domainbench.engine.runner import Engine
+from domainbench.engine.scoring import ModelOutputError
+from domainbench.engine.reports import build_report
+from domainbench.errors import UserInputError
+from domainbench.models import build_classifier, create_model
+from domainbench.store import open_store
 
 DOMAIN = DomainConfig(
     domain="test domain",
@@ -241,7 +241,7 @@ def test_resume_refuses_a_run_computed_on_another_severity_ladder(home: Path) ->
 
 def test_next_shard_decodes_on_a_thread_while_this_one_is_scored(home: Path, tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from backend.data import Dataset
+    from domainbench.data import Dataset
 
     _write_images(tmp_path / "imgs", 12, 1)
     for name in ("3b.png", "7b.png"):  # unreadable images in two different shards

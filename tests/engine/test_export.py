@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.engine.export import CELL_COLUMNS, CELL_FIELDS, CSV_FIELDS, top1_accuracy
-from backend.metrics.aggregate import CellSummary
-from backend.metrics.classification import balanced_accuracy
+from domainbench.engine.export import CELL_COLUMNS, CELL_FIELDS, CSV_FIELDS, top1_accuracy
+from domainbench.metrics.aggregate import CellSummary
+from domainbench.metrics.classification import balanced_accuracy
 
 
 def cell(confusion: list[list[int]] | None) -> CellSummary:

@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 import torch
 
-from backend.config import CorruptionChoice, DomainConfig, RunConfig
-from backend.engine.executors import ExecutorOptions, make_engine
-from backend.engine.reports import build_report
-from backend.engine.runner import Engine
-from backend.store import Store, open_store
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.engine.executors import ExecutorOptions, make_engine
+from domainbench.engine.reports import build_report
+from domainbench.engine.runner import Engine
+from domainbench.store import Store, open_store
 
 ray = pytest.importorskip("ray")
 
-from backend.engine.ray_executor import RayEngine, WorkerLostError  # noqa: E402
+from domainbench.engine.ray_executor import RayEngine, WorkerLostError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

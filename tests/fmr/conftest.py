@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from backend.data import Batch, open_dataset
-from backend.fmr.oracle import Oracle, load_oracle
-from backend.fmr.tested import ZeroShotTested, load_tested
+from domainbench.data import Batch, open_dataset
+from domainbench.fmr.oracle import Oracle, load_oracle
+from domainbench.fmr.tested import ZeroShotTested, load_tested
 
 PLAIN, AUGMENTED = "embedded:fmnist-plain", "embedded:fmnist-augmented"
 #: the perturbation family of these tests: a noise, a blur, two photometric corruptions

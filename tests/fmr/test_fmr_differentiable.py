@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from backend.errors import UserInputError
-from backend.fmr.differentiable import Param, apply, candidate_steps, gradient_search, operations_of, params_for
-from backend.fmr.generator import SearchConfig, level_params
+from domainbench.errors import UserInputError
+from domainbench.fmr.differentiable import Param, apply, candidate_steps, gradient_search, operations_of, params_for
+from domainbench.fmr.generator import SearchConfig, level_params
 
 from .conftest import Zoo
 

@@ -7,8 +7,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from backend.fmr.metrics import fmr, model_report
-from backend.fmr.oracle import TIE, majority
+from domainbench.fmr.metrics import fmr, model_report
+from domainbench.fmr.oracle import TIE, majority
 
 
 def test_fmr_is_pa_over_sa_times_100_on_a_hand_built_case() -> None:

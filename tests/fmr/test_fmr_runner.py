@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.config import CorruptionChoice, DomainConfig, RunConfig, save
-from backend.engine.tasks import SilentEvents
-from backend.fmr.images import from_png_b64
-from backend.fmr.oracle import load_oracle
-from backend.fmr.runner import FmrRunner
-from backend.fmr.settings import FmrSettings
-from backend.store import open_store
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig, save
+from domainbench.engine.tasks import SilentEvents
+from domainbench.fmr.images import from_png_b64
+from domainbench.fmr.oracle import load_oracle
+from domainbench.fmr.runner import FmrRunner
+from domainbench.fmr.settings import FmrSettings
+from domainbench.store import open_store
 from tests.cli_runner import run_cli
 
 from .conftest import AUGMENTED, FAMILY, PLAIN
@@ -43,7 +43,7 @@ def test_killed_fmr_run_resumes_without_recomputing_stored_units(home: Path) -> 
     before = {r.shard: r for r in store.find("fmr", run_id="fmr-kill")}
     assert sorted(before) == [0, 1]
     # the UI counts an FMR run's cells as one search per model (not the domain's severities)
-    from frontend.data import done_cells, expected_cells
+    from domainbench.frontend.data import done_cells, expected_cells
 
     run = store.get_run("fmr-kill")
     assert (done_cells(store, run), expected_cells(run)) == (1, 1)

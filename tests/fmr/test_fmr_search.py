@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from backend.engine.scoring import ModelState
-from backend.fmr.differentiable import gradient_search
-from backend.fmr.generator import SearchConfig, SearchResult, greedy_search
-from backend.fmr.metrics import model_report
-from backend.fmr.tested import CallableTested, ZeroShotTested
-from backend.fmr.tested import TestedModel as ModelUnderTest
+from domainbench.engine.scoring import ModelState
+from domainbench.fmr.differentiable import gradient_search
+from domainbench.fmr.generator import SearchConfig, SearchResult, greedy_search
+from domainbench.fmr.metrics import model_report
+from domainbench.fmr.tested import CallableTested, ZeroShotTested
+from domainbench.fmr.tested import TestedModel as ModelUnderTest
 
 from .conftest import FAMILY, Zoo
 

@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from backend.store import Store, open_store  # noqa: E402
+from domainbench.store import Store, open_store  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -53,8 +53,8 @@ REAL_DOMAIN = "grainy night photos of clothing in a shop window"
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A real small run, built once per session: both embedded models on 16 bundled sample images,
     with stability and PD threat on a small scale. Returns ($DOMAINBENCH_HOME, run id)."""
-    from backend.config import CorruptionChoice, DomainConfig, RunConfig
-    from backend.engine.runner import Engine
+    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.engine.runner import Engine
 
     home = tmp_path_factory.mktemp("real-run") / "home"
     domain = DomainConfig(domain=REAL_DOMAIN, corruptions=[

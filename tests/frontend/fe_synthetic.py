@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from backend.engine.reports import build_report
-from backend.store import Store
-from backend.store.records import RunRecord
+from domainbench.engine.reports import build_report
+from domainbench.store import Store
+from domainbench.store.records import RunRecord
 
 CLASSES = ["cat", "dog", "fox"]
 PER_CLASS = 10  # images per class and shard

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.store import Store
-from frontend import data
+from domainbench.store import Store
+from domainbench.frontend import data
 
 APP = str(Path(__file__).resolve().parents[2] / "frontend" / "app.py")
 DONE = "20250101-000000-night-abcd"

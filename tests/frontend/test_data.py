@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 from sklearn.metrics import balanced_accuracy_score
 
-import corruptions
-from backend.config import DomainConfig
-from backend.engine.reports import build_report
-from backend.errors import UserInputError
-from backend.report import Versions
-from backend.store import Store
-from frontend import data
+from domainbench import corruptions
+from domainbench.config import DomainConfig
+from domainbench.engine.reports import build_report
+from domainbench.errors import UserInputError
+from domainbench.report import Versions
+from domainbench.store import Store
+from domainbench.frontend import data
 
 DONE = "20250101-000000-night-abcd"
 LIVE = "20250103-000000-live-1234"
@@ -295,8 +295,8 @@ def test_flip_differences_and_matrix_agree(real_store: Store, real_run: tuple[Pa
 
 def test_recreated_images_are_the_pixels_the_models_saw(real_store: Store, real_run: tuple[Path, str]) -> None:
     """Scoring the re-created images again gives exactly the stored predictions."""
-    from backend.data import load_sample
-    from backend.engine.scoring import encode, load_models, predict
+    from domainbench.data import load_sample
+    from domainbench.engine.scoring import encode, load_models, predict
 
     run = real_store.get_run(real_run[1])
     indices = [0, 3, 7, 8, 15]  # both shards
@@ -316,7 +316,7 @@ def test_recreated_images_are_the_pixels_the_models_saw(real_store: Store, real_
 
 
 def test_plan_params_follow_the_runner(real_store: Store, real_run: tuple[Path, str]) -> None:
-    from backend.engine.runner import cells_of
+    from domainbench.engine.runner import cells_of
 
     run = real_store.get_run(real_run[1])
     plan = run.domain.model_copy(update={"corruptions": [

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from frontend import exports
+from domainbench.frontend import exports
 
 
 def bars() -> go.Figure:

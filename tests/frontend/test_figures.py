@@ -7,9 +7,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from backend.metrics.aggregate import CellSummary, ModelSummary, RunSummary
-from backend.report import RunReport, StabilityMean, ThreatCell, Versions
-from frontend import figures
+from domainbench.metrics.aggregate import CellSummary, ModelSummary, RunSummary
+from domainbench.report import RunReport, StabilityMean, ThreatCell, Versions
+from domainbench.frontend import figures
 
 
 def cell(corruption: str, severity: int, accuracy: float | None, lfp: float) -> CellSummary:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from backend.fmr.images import from_png_b64, to_png_b64
-from backend.report import FmrModelReport, FmrOracleReport, FmrReport
-from backend.store.records import FmrUnitRecord
-from frontend.views.fmr_section import fmr_frame, gallery_rows
+from domainbench.fmr.images import from_png_b64, to_png_b64
+from domainbench.report import FmrModelReport, FmrOracleReport, FmrReport
+from domainbench.store.records import FmrUnitRecord
+from domainbench.frontend.views.fmr_section import fmr_frame, gallery_rows
 
 CLASSES = ["cat", "dog", "bird"]
 

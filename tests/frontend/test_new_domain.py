@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from backend.config import CorruptionChoice, DomainConfig, PlannerProvenance
-from backend.errors import StoreUnavailableError, UserInputError
-from backend.planner import MAX_DOMAIN_CHARS
-from backend.store import Store
-from backend.store.queue import queue_of
-from frontend import data
+from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
+from domainbench.errors import StoreUnavailableError, UserInputError
+from domainbench.planner import MAX_DOMAIN_CHARS
+from domainbench.store import Store
+from domainbench.store.queue import queue_of
+from domainbench.frontend import data
 
 APP = str(Path(__file__).resolve().parents[2] / "frontend" / "app.py")
 
@@ -177,8 +177,7 @@ def test_no_api_key_or_database_password_is_ever_rendered(store: Store, monkeypa
 
     # a store whose error quotes its URI: the page shows it with the password replaced
     monkeypatch.setenv("DOMAINBENCH_MONGO_URI", uri)
-    import frontend.ui as ui
-
+    import domainbench.frontend.ui as ui
     def down(uri_: str | None, home: Path) -> Store:
         raise StoreUnavailableError(f"cannot reach {uri_}")
 

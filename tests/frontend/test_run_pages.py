@@ -11,9 +11,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import APP, DONE, LIVE, app, run_page, summary_table, texts
 
-from backend.store import Store
-from frontend import data
-from frontend.views.runs import TABS
+from domainbench.store import Store
+from domainbench.frontend import data
+from domainbench.frontend.views.runs import TABS
 
 XRAY = "20250102-000000-xray-ef01"
 

@@ -1,4 +1,4 @@
-"""backend.metrics.aggregate: unit documents -> summaries, checked against per-image brute force."""
+"""domainbench.metrics.aggregate: unit documents -> summaries, checked against per-image brute force."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from sklearn.metrics import balanced_accuracy_score
 
-from backend.metrics.aggregate import (
+from domainbench.metrics.aggregate import (
     CellStats,
     UnitDocument,
     merge_units,
     summarize,
     summary_table,
 )
-from backend.metrics.classification import MetricInputError
+from domainbench.metrics.classification import MetricInputError
 
 CLASSES = ["cat", "dog", "owl", "fox"]
 MODELS = ["A", "B", "C"]

@@ -1,4 +1,4 @@
-"""backend.metrics.classification against scikit-learn, scipy, brute-force loops and a hand-worked example."""
+"""domainbench.metrics.classification against scikit-learn, scipy, brute-force loops and a hand-worked example."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from scipy.stats import pearsonr
 from sklearn.metrics import balanced_accuracy_score, recall_score
 
-from backend.errors import UserInputError
-from backend.metrics.classification import (
+from domainbench.errors import UserInputError
+from domainbench.metrics.classification import (
     DEGRADATION_EPS,
     MetricInputError,
     balanced_accuracy,

@@ -12,9 +12,9 @@ from scipy.spatial.distance import pdist
 from scipy.stats import ortho_group
 from sklearn.metrics.pairwise import cosine_similarity
 
-from backend.errors import UserInputError
-from backend.metrics import stability, stability_kernels
-from backend.metrics.stability import (
+from domainbench.errors import UserInputError
+from domainbench.metrics import stability, stability_kernels
+from domainbench.metrics.stability import (
     cosine_robustness,
     divergence_radius,
     enclosing_ball,

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from backend.errors import UserInputError
-from backend.metrics.stability_link import (
+from domainbench.errors import UserInputError
+from domainbench.metrics.stability_link import (
     RadiusBin,
     accuracy_by_radius_quantile,
     accuracy_by_radius_quantile_per_corruption,

@@ -17,8 +17,8 @@ import torch
 from scipy.optimize import minimize
 from scipy.spatial.distance import cdist
 
-from backend.errors import UserInputError
-from backend.metrics.threat import (
+from domainbench.errors import UserInputError
+from domainbench.metrics.threat import (
     AnchorWarning,
     ProjectedDisplacement,
     ThreatInputError,
@@ -33,7 +33,7 @@ from backend.metrics.threat import (
     severity_safety,
     unsafe_reference_threat,
 )
-from backend.metrics.threat_projection import project_halfspaces
+from domainbench.metrics.threat_projection import project_halfspaces
 from tests.oracles.pd_threat_loop import threat_per_anchor_loop
 
 SHAPE = (3, 8, 8)
@@ -177,8 +177,7 @@ def test_near_duplicate_of_other_class_anchor_is_recomputed_exactly(data, monkey
     tt = data["pd"].threat(torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(d))
     assert rel_close(tt.numpy(), ref)
     # without the direct recompute, the expanded float32 distance loses the digits
-    import backend.metrics.threat as threat_module
-
+    import domainbench.metrics.threat as threat_module
     monkeypatch.setattr(threat_module, "RECOMPUTE_REL", -1.0)
     naive = data["pd"].threat(x, y, d)
     assert np.max(np.abs(naive - ref) / ref) > 1e-3

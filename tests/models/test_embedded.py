@@ -12,10 +12,10 @@ import torch
 from PIL import Image, ImageFilter
 from sklearn.metrics import balanced_accuracy_score, confusion_matrix
 
-from backend.errors import ModelUnavailableError, UserInputError
-from backend.models import build_classifier, create_model, list_models
-from backend.models.base import DEFAULT_TEMPLATES
-from backend.models.embedded import VARIANTS, EmbeddedModel, to_gray_resized
+from domainbench.errors import ModelUnavailableError, UserInputError
+from domainbench.models import build_classifier, create_model, list_models
+from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.models.embedded import VARIANTS, EmbeddedModel, to_gray_resized
 
 SAMPLE = Path(__file__).resolve().parents[2] / "backend" / "data" / "sample" / "fashion_mnist_sample.npz"
 DEBIAN = Path("/usr/share/datasets/fashion-mnist")
@@ -69,7 +69,7 @@ def test_sample_matches_debian_source(sample: dict[str, np.ndarray]) -> None:
     idx = sample["source_index"]
     np.testing.assert_array_equal(sample["images"], images[idx])
     np.testing.assert_array_equal(sample["labels"], labels[idx].astype(np.int64))
-    from backend.data.sample.make_sample import select_balanced
+    from domainbench.data.sample.make_sample import select_balanced
 
     np.testing.assert_array_equal(np.sort(idx), select_balanced(labels.astype(np.int64)))
 
@@ -106,8 +106,7 @@ def test_resize_matches_pil_bilinear(shape: tuple[int, int]) -> None:
 
 
 def test_chunked_conversion_of_large_batches_is_exact(monkeypatch: pytest.MonkeyPatch) -> None:
-    import backend.models.embedded as emb
-
+    import domainbench.models.embedded as emb
     rgb = np.random.default_rng(4).integers(0, 256, (7, 50, 30, 3), dtype=np.uint8)
     whole = to_gray_resized(rgb, 28)
     monkeypatch.setattr(emb, "_CHUNK_PIXELS", 2 * 50 * 30)  # two images per slice

@@ -23,12 +23,12 @@ from PIL import Image
 from torchvision.transforms import InterpolationMode
 from torchvision.transforms.v2 import functional as TF
 
-from backend.errors import ModelUnavailableError, UserInputError
-from backend.models import build_classifier, create_model, list_models
-from backend.models import open_clip_backend as ocb
-from backend.models.hf_backend import HFDualEncoder
-from backend.models import hub_common
-from backend.models.hub_common import as_uint8_nchw
+from domainbench.errors import ModelUnavailableError, UserInputError
+from domainbench.models import build_classifier, create_model, list_models
+from domainbench.models import open_clip_backend as ocb
+from domainbench.models.hf_backend import HFDualEncoder
+from domainbench.models import hub_common
+from domainbench.models.hub_common import as_uint8_nchw
 
 TEMPLATES = ("a photo of a {}.", "a blurry photo of the {}.")
 CLASSES = ("cat", "dog", "car")
@@ -533,8 +533,8 @@ def test_no_autocast_on_cpu() -> None:
 
 
 def test_open_clip_float_pixels_are_the_preprocessing_and_carry_gradients(tiny_oc: dict[str, Path]) -> None:
-    # the gradient search's path (backend.fmr.pixels): the transform in float, no rounding between passes
-    from backend.fmr.pixels import differentiable_embedding, differentiable_pixels
+    # the gradient search's path (domainbench.fmr.pixels): the transform in float, no rounding between passes
+    from domainbench.fmr.pixels import differentiable_embedding, differentiable_pixels
 
     m = create_model(f"open_clip:tiny-test/{tiny_oc['ckpt']}", device="cpu")
     for label, make in BATCHES.items():

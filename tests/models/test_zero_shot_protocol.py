@@ -12,7 +12,7 @@ with what domainbench's engine stores for the same model, clean and under one co
   machine; the allowance keeps the test about the protocol on other BLAS builds).
 
 The corrupted cell's images are made with the engine's own per-image seeds
-(``backend.engine.jobs.image_seeds``), so both sides see identical pixels.
+(``domainbench.engine.jobs.image_seeds``), so both sides see identical pixels.
 
 The hub backends use architectures built from tiny configs with random weights (no download):
 their accuracy is near chance, but every prediction must still agree, which is what guards
@@ -35,17 +35,17 @@ import open_clip
 import pytest
 import torch
 
-import corruptions
-from backend.config import CorruptionChoice, DomainConfig, RunConfig
-from backend.data import load_sample
-from backend.engine.export import top1_accuracy
-from backend.engine.jobs import image_seeds
-from backend.engine.reports import build_report
-from backend.engine.runner import Engine
-from backend.metrics.aggregate import CellSummary
-from backend.models import MODEL_BACKENDS, VisionLanguageModel, create_model
-from backend.models.base import DEFAULT_TEMPLATES
-from backend.store import open_store
+from domainbench import corruptions
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.data import load_sample
+from domainbench.engine.export import top1_accuracy
+from domainbench.engine.jobs import image_seeds
+from domainbench.engine.reports import build_report
+from domainbench.engine.runner import Engine
+from domainbench.metrics.aggregate import CellSummary
+from domainbench.models import MODEL_BACKENDS, VisionLanguageModel, create_model
+from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.store import open_store
 
 zsc = pytest.importorskip("clip_benchmark.metrics.zeroshot_classification")
 

@@ -1,7 +1,7 @@
 """Test oracle: a per-set exact minimum enclosing ball of unit vectors.
 
 Slow (one scipy call per set) and independent of the batched solver in
-:mod:`backend.metrics.stability`: the tests check the solver against it and
+:mod:`domainbench.metrics.stability`: the tests check the solver against it and
 ``benchmarks/stability.py`` times the solver against it.
 """
 

@@ -1,6 +1,6 @@
 """Test oracle: the PD threat as a direct loop over anchors.
 
-Independent of the matrix-product form in :class:`backend.metrics.threat.ProjectedDisplacement`
+Independent of the matrix-product form in :class:`domainbench.metrics.threat.ProjectedDisplacement`
 (no expansion of ||a - x||², no centring, no chunking): ``tests/metrics/test_threat.py``
 checks the product against it and ``benchmarks/pd_threat.py`` times the product against it.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from backend.metrics.threat import DEFAULT_BETA
+from domainbench.metrics.threat import DEFAULT_BETA
 
 
 def threat_per_anchor_loop(

@@ -12,7 +12,7 @@ import pytest
 # modules here import the shared fake server module by name.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from backend.planner.catalogue import Catalogue, load_catalogue
+from domainbench.planner.catalogue import Catalogue, load_catalogue
 
 LLM_ENV = (
     "DOMAINBENCH_LLM_BASE_URL",

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.config import DomainConfig
-from backend.planner import cues, plan, rules
-from backend.planner.catalogue import Catalogue
+from domainbench.config import DomainConfig
+from domainbench.planner import cues, plan, rules
+from domainbench.planner.catalogue import Catalogue
 
 DOMAINS_FILE = Path(__file__).with_name("expert_domains.toml")
 DOMAINS: dict[str, dict] = tomllib.loads(DOMAINS_FILE.read_text(encoding="utf-8"))

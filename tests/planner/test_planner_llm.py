@@ -10,10 +10,10 @@ import traceback
 import pytest
 from planner_fakes import FakeLLM, Reply, answer
 
-from backend.config import dumps, load_domain, save
-from backend.errors import UserInputError
-from backend.planner import PlannerError, plan, prompt_version, rules
-from backend.planner.catalogue import Catalogue
+from domainbench.config import dumps, load_domain, save
+from domainbench.errors import UserInputError
+from domainbench.planner import PlannerError, plan, prompt_version, rules
+from domainbench.planner.catalogue import Catalogue
 
 MEDICAL = "Chest X-rays from portable scanners in an intensive care unit."
 BASE = ("brightness", [1, 2, 3]), ("contrast", [1, 2]), ("gaussian_noise", [1, 2, 3, 4])
@@ -230,9 +230,9 @@ def test_api_key_never_leaks(fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
     assert SECRET not in dumps(cfg) and SECRET not in json.dumps(cfg.model_dump())
     for rec in caplog.records:
         assert SECRET not in rec.getMessage() and SECRET not in str(rec.args)
-    from backend.planner.catalogue import load_catalogue
-    from backend.planner.llm import LLMPlanner
-    from backend.planner.settings import settings_from_env
+    from domainbench.planner.catalogue import load_catalogue
+    from domainbench.planner.llm import LLMPlanner
+    from domainbench.planner.settings import settings_from_env
 
     s = settings_from_env()
     assert SECRET not in repr(s) and SECRET not in str(s.model_dump())

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from backend.config import DomainConfig, load_domain, save
-from backend.errors import UserInputError
-from backend.planner import MAX_DOMAIN_CHARS, plan, rules
-from backend.planner.catalogue import Catalogue
+from domainbench.config import DomainConfig, load_domain, save
+from domainbench.errors import UserInputError
+from domainbench.planner import MAX_DOMAIN_CHARS, plan, rules
+from domainbench.planner.catalogue import Catalogue
 
 DOMAINS = {
     "medical": "Chest X-rays and knee radiographs from a hospital PACS, plus breast ultrasound images; "

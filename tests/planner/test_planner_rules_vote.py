@@ -10,11 +10,11 @@ import statistics
 
 import pytest
 
-from backend.config import CorruptionChoice
-from backend.planner import prompts, rules
-from backend.planner.catalogue import Catalogue
-from backend.planner.schema import PlanItem, parse_answer
-from backend.planner.vote import majority_vote
+from domainbench.config import CorruptionChoice
+from domainbench.planner import prompts, rules
+from domainbench.planner.catalogue import Catalogue
+from domainbench.planner.schema import PlanItem, parse_answer
+from domainbench.planner.vote import majority_vote
 
 # -- rules ---------------------------------------------------------------------------------
 

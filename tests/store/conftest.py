@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.store.base import COLLECTIONS, Store
-from backend.store.mongo_store import MongoStore
-from backend.store.sqlite_store import SQLiteStore
+from domainbench.store.base import COLLECTIONS, Store
+from domainbench.store.mongo_store import MongoStore
+from domainbench.store.sqlite_store import SQLiteStore
 
 MONGO_URI = os.environ.get("DOMAINBENCH_TEST_MONGO_URI")
 BACKENDS = ["sqlite", "mongomock"] + (["mongo"] if MONGO_URI else [])

@@ -14,15 +14,15 @@ import mongomock
 import numpy as np
 import pytest
 
-import corruptions
-from backend.config import CorruptionChoice, DomainConfig, RunConfig
-from backend.engine.reports import build_report, load_report
-from backend.engine.runner import Engine
-from backend.store import mongo_parts
-from backend.store.indexes import INDEXES, PARTS, QueryShape, serving_index
-from backend.store.mongo_store import MongoStore
-from backend.store.records import StabilityRecord, UnitRecord
-from backend.store.sqlite_store import SQLiteStore
+from domainbench import corruptions
+from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.engine.reports import build_report, load_report
+from domainbench.engine.runner import Engine
+from domainbench.store import mongo_parts
+from domainbench.store.indexes import INDEXES, PARTS, QueryShape, serving_index
+from domainbench.store.mongo_store import MongoStore
+from domainbench.store.records import StabilityRecord, UnitRecord
+from domainbench.store.sqlite_store import SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 import fake_models  # noqa: E402,F401  (registers the fake: backend)
@@ -188,7 +188,7 @@ def test_wrong_credentials_are_one_line_naming_the_variable(home: Path, capsys: 
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import pymongo
 
-    from backend.cli import main
+    from domainbench.cli import main
 
     class Refusing(mongomock.MongoClient):  # what pymongo raises when the server has auth on
         def __getitem__(self, name: str) -> Any:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from backend.store.base import Store
-from backend.store.queue import MAX_ATTEMPTS, DuplicateRunError, LeaseLost, now_iso, queue_of
-from backend.store.records import RunRecord
-from backend.store.sqlite_store import SQLiteStore
-from backend.engine.status import run_status
-from backend.errors import UserInputError
-from backend.worker import Lease, OwnedStore
+from domainbench.store.base import Store
+from domainbench.store.queue import MAX_ATTEMPTS, DuplicateRunError, LeaseLost, now_iso, queue_of
+from domainbench.store.records import RunRecord
+from domainbench.store.sqlite_store import SQLiteStore
+from domainbench.engine.status import run_status
+from domainbench.errors import UserInputError
+from domainbench.worker import Lease, OwnedStore
 
 def queued(run_id: str, seed: int = 0, at: str | None = None) -> RunRecord:
     at = at or now_iso()

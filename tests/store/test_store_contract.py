@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.store import open_store, redact_uri
-from backend.report import RunReport
-from backend.store.base import Store
-from backend.store.mongo_store import MongoStore
-from backend.store.sqlite_store import SQLiteStore
+from domainbench.store import open_store, redact_uri
+from domainbench.report import RunReport
+from domainbench.store.base import Store
+from domainbench.store.mongo_store import MongoStore
+from domainbench.store.sqlite_store import SQLiteStore
 
 def unit(run: str = "r1", model: str = "m", corruption: str = "fog", severity: int = 1, shard: int = 0, n: int = 10) -> dict:
     return {"run_id": run, "model": model, "corruption": corruption, "severity": severity, "shard": shard,
@@ -26,8 +26,8 @@ def run_doc(run_id: str, created_at: str, status: str = "running", **extra: obje
 
 
 def report(run_id: str) -> RunReport:
-    from backend.metrics.run_report import build_report
-    from backend.store.records import RunRecord, UnitRecord
+    from domainbench.metrics.run_report import build_report
+    from domainbench.store.records import RunRecord, UnitRecord
 
     units = [UnitRecord.model_validate(unit(run=run_id, corruption="clean", severity=0) | {"flips": 0})]
     return build_report(RunRecord.model_validate(run_doc(run_id, "2026-01-01", config={"models": ["m"]})),
@@ -86,7 +86,7 @@ def test_records_are_validated_on_write_and_nothing_lands(store: Store) -> None:
 
 
 def test_newer_documents_are_a_clear_error_and_older_runs_migrate(store: Store) -> None:
-    from backend.store.records import StoreVersionError
+    from domainbench.store.records import StoreVersionError
 
     store._upsert_many("runs", [run_doc("new", "2026-01-01") | {"schema_version": 99}])
     with pytest.raises(StoreVersionError, match="schema version 99.*upgrade domainbench"):
@@ -160,7 +160,7 @@ def test_open_store_selects_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("DOMAINBENCH_HOME", str(tmp_path / "home"))
     s = open_store()
     assert isinstance(s, SQLiteStore) and s.path == tmp_path / "home" / "domainbench.sqlite"
-    from backend.errors import UserInputError
+    from domainbench.errors import UserInputError
 
     with pytest.raises(UserInputError) as e:
         open_store("postgres://user:hunter2@db/x")
@@ -173,7 +173,7 @@ def test_redact_uri_hides_passwords() -> None:
 
 
 def test_unreachable_mongo_error_hides_password() -> None:
-    from backend.errors import UserInputError
+    from domainbench.errors import UserInputError
 
     with pytest.raises(UserInputError) as e:
         MongoStore("mongodb://bob:topsecret@127.0.0.1:9/x", timeout_ms=200)

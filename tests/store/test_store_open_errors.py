@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.errors import StoreUnavailableError, UserInputError
-from backend.store import open_store
-from backend.store.sqlite_store import SQLiteStore
+from domainbench.errors import StoreUnavailableError, UserInputError
+from domainbench.store import open_store
+from domainbench.store.sqlite_store import SQLiteStore
 
 
 def _open_error(home: Path) -> str:

@@ -1,6 +1,6 @@
 """Rebuild the bundled Fashion-MNIST sample: 100 test images per class, seed 0.
 
-    python -m backend.data.sample.make_sample [--source DIR] [--out FILE]
+    python -m domainbench.data.sample.make_sample [--source DIR] [--out FILE]
 
 The source is the Debian package ``dataset-fashion-mnist`` (MIT licence, see LICENSE.txt).
 """

@@ -1,0 +1,1 @@
+"""The run engine: shards, tasks, executors (local and Ray), scoring, reports and exports."""

@@ -1,0 +1,1 @@
+"""Streamlit pages, each run by path through ``st.navigation`` (see ``frontend/app.py``)."""
