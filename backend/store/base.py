@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from domainbench.store import labelsets
+
 if TYPE_CHECKING:
     from domainbench.report import RunReport
     from domainbench.store.records import DomainRecord, RunRecord, UnitRecord
@@ -25,6 +27,8 @@ COLLECTIONS: dict[str, tuple[str, ...]] = {
     # FMR outcomes and generated images of one tested model over one shard
     "fmr": ("run_id", "model", "shard"),
     "summaries": ("run_id",),
+    # class lists too long to repeat in every unit, stored once by digest (labelsets.py)
+    "labelsets": ("labelset_id",),
 }
 
 
@@ -73,6 +77,10 @@ class Store(ABC):
         rows = [validate(collection, d).model_dump(mode="json") for d in docs]
         for row in rows:
             key_of(collection, row)
+        if rows and collection == "units":
+            sets = labelsets.detach(rows)
+            if sets:  # the label set lands before any unit that refers to it
+                self._upsert_many("labelsets", sets)
         if rows:
             self._upsert_many(collection, rows)
 
@@ -88,11 +96,18 @@ class Store(ABC):
         self._check_where(collection, where)
         model = RECORDS[collection]
         out = []
-        for raw in self._find(collection, where):
+        raws = self._find(collection, where)
+        if collection == "units":
+            raws = labelsets.attach(raws, self._labelset, self.description)
+        for raw in raws:
             doc = upgrade(collection, raw, self.description)
             if doc is not None:
                 out.append(model.model_validate(doc))
         return out
+
+    def _labelset(self, key: str) -> list[str] | None:
+        docs = self._find("labelsets", {"labelset_id": key})
+        return docs[0]["classes"] if docs else None
 
     def get(self, collection: str, **key: Any) -> Any | None:
         docs = self.find(collection, **key)
