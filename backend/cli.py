@@ -368,6 +368,7 @@ def export(
     format: Annotated[str, typer.Option("--format", "-f", help="csv (one row per model × cell) or json (everything).")] = "csv",
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
+    predictions: Annotated[bool, typer.Option("--predictions", help="One row per model × cell × image (label, prediction, correct, confidence) instead of the results.")] = False,
 ) -> None:
     """Export a run's results as CSV or JSON."""
     from domainbench.engine.export import to_csv, to_json
@@ -376,6 +377,13 @@ def export(
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
     store = _store()
+    if predictions:
+        from domainbench.engine.predictions import write_predictions
+
+        n = write_predictions(store, run_id, format, output)
+        if output:
+            _say(f"wrote {n} rows to {output}")
+        return
     report = load_report(store, run_id, baseline)
     text = to_json(store.get_run(run_id), report) if format == "json" else to_csv(report)
     if output:
