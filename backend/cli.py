@@ -365,6 +365,20 @@ def list_runs() -> None:
     console.print(table)
 
 
+@app.command("rm")
+def remove_runs(
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN...", help="Run ids (see `domainbench ls`).")],
+    force: Annotated[bool, typer.Option("--force", help="Also delete a run that is running.")] = False,
+) -> None:
+    """Delete runs with their units, stability, threat and FMR records (their planned domains stay)."""
+    from domainbench.store.removal import delete_runs
+
+    for run_id, counts in delete_runs(_store(), run_ids, force).items():
+        if not STATE.quiet:  # run ids are shown literally, never as markup
+            err_console.print(f"deleted run {run_id} ({counts.get('units', 0)} units, {sum(counts.values())} records)",
+                              highlight=False, markup=False)
+
+
 @app.command()
 def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],

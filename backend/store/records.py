@@ -16,7 +16,7 @@ from domainbench.fmr.settings import FmrSettings
 from domainbench.metrics.aggregate import UnitDocument
 from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
 
-RunStatus = Literal["queued", "running", "done", "failed", "interrupted"]
+RunStatus = Literal["queued", "running", "done", "failed", "interrupted", "cancelled"]
 
 
 class StoreVersionError(UserInputError):
