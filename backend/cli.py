@@ -237,6 +237,10 @@ def plan(
     from domainbench.planner import plan as make_plan
     from domainbench.planner.settings import settings_from_env
 
+    if output:  # a device file, FIFO or folder is refused before the planner runs or the store is written
+        from domainbench.safe_output import output_file
+
+        output_file(output)
     _say(f"planning with provider={provider} …")
     cfg = make_plan(text, provider=provider, samples=samples, llm=settings_from_env(_settings().llm_environ()))
     _store().put_domain({"domain_id": _domain_id(cfg), "created_at": cfg.planner.created_at, **cfg.model_dump(mode="json")})
@@ -403,11 +407,17 @@ def export(
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
+    if output:
+        from domainbench.safe_output import output_file
+
+        output_file(output)
     store = _store()
     report = load_report(store, run_id, baseline)
     text = to_json(store.get_run(run_id), report) if format == "json" else to_csv(report)
     if output:
-        output.write_text(text)
+        from domainbench.safe_output import write_atomically
+
+        write_atomically(output, text)
         _say(f"wrote {markup_safe(output)}")
     else:
         sys.stdout.write(text)

@@ -223,12 +223,10 @@ def dumps(cfg: BaseModel) -> str:
 
 
 def save(cfg: BaseModel, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(dumps(cfg))
-    tmp.replace(path)
-    return path
+    from domainbench.safe_output import write_atomically
+
+    write_atomically(path, dumps(cfg))
+    return Path(path)
 
 
 def _load(path: str | Path, model: type[BaseModel]) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+import io
 from pathlib import Path
 
 import numpy as np
@@ -42,11 +43,14 @@ def write_gallery(
     chosen = all_names() if names is None else [get(n).name for n in names]  # unknown names fail before writing
     if not chosen:
         raise CorruptionError("no corruptions selected for the gallery")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name in chosen:
-        path = out / f"{name}.png"
-        Image.fromarray(contact_sheet(image, name, seed=seed)).save(path)
-        paths.append(path)
+    from domainbench.safe_output import output_dir, output_file, write_atomically
+
+    out = output_dir(out_dir)
+    paths = [out / f"{name}.png" for name in chosen]
+    for path in paths:  # a FIFO or folder among the sheets' names is refused before any sheet is written
+        output_file(path)
+    for name, path in zip(chosen, paths):
+        png = io.BytesIO()
+        Image.fromarray(contact_sheet(image, name, seed=seed)).save(png, format="PNG")
+        write_atomically(path, png.getvalue())
     return paths
