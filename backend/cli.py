@@ -512,7 +512,14 @@ def gallery(
         import cv2
 
         img = cv2.resize(load_sample().arrays[0], (112, 112), interpolation=cv2.INTER_NEAREST)  # type: ignore[index]
-    paths = write_gallery(img, output, names=_csv(corruptions_), seed=seed)
+    from domainbench.corruptions import get, names
+    from domainbench.safe_output import output_dir, output_file, write_atomically
+
+    chosen = [get(n).name for n in _csv(corruptions_) or names()]  # unknown names fail before writing
+    folder = output_dir(output)
+    for name in chosen:  # a FIFO or folder among the sheets' names is refused before any sheet is written
+        output_file(folder / f"{name}.png")
+    paths = write_gallery(img, output, names=chosen, seed=seed, write=write_atomically)
     _say(f"wrote {len(paths)} contact sheets to {markup_safe(output)}")
 
 
