@@ -116,11 +116,9 @@ def write_predictions(store: Store, run_id: str, fmt: str, output: Path | None) 
     write = predictions_json if fmt == "json" else predictions_csv
     if output is None:
         return write(store, run_id, sys.stdout)
-    tmp = output.with_name(f".{output.name}.partial")
-    try:
-        with tmp.open("w", newline="") as f:
-            n = write(store, run_id, f)
-        tmp.replace(output)
-    finally:
-        tmp.unlink(missing_ok=True)
+    from domainbench.safe_output import write_atomically
+
+    buf = io.StringIO()
+    n = write(store, run_id, buf)
+    write_atomically(output, buf.getvalue())
     return n
