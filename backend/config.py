@@ -11,6 +11,11 @@ The domain file lists its corruptions as an array of tables::
     reason = "the car moves during the exposure"
 
     [corruptions.params]      # optional: explicit parameters instead of the ladder
+
+    [[compositions]]          # optional (schema 2): corruptions stacked in one cell, applied in order
+    name = "night rain"
+    steps = [{corruption = "low_light", severity = 3}, {corruption = "rain", severity = 2}]
+    reason = "night driving in rain: dark, wet windscreen"
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from domainbench.errors import UserInputError, first_validation_error
 
 SCHEMA_VERSION = 1
+#: domain files: 2 added ``[[compositions]]``; files of version 1 (none) still load
+DOMAIN_SCHEMA_VERSION = 2
+#: a composed cell is stored and reported under this prefix + its name
+COMPOSITION_PREFIX = "compose:"
 
 
 class _Strict(BaseModel):
@@ -52,6 +61,28 @@ class CorruptionChoice(_Strict):
         return sorted(set(v))
 
 
+class CompositionStep(_Strict):
+    corruption: str
+    # strict: a severity written as the string "3" is refused, not coerced
+    severity: int = Field(strict=True, ge=1, le=5)
+
+
+class Composition(_Strict):
+    """Corruptions that a domain produces together, applied in order to each image as one cell."""
+
+    name: str = Field(min_length=1, max_length=80)
+    steps: list[CompositionStep] = Field(min_length=1, max_length=5)
+    reason: str = ""
+
+    @property
+    def cell_name(self) -> str:
+        return COMPOSITION_PREFIX + self.name
+
+    @property
+    def pairs(self) -> list[tuple[str, int]]:
+        return [(s.corruption, s.severity) for s in self.steps]
+
+
 class PlannerProvenance(_Strict):
     """How a plan was made, so a stored plan can be audited and reproduced."""
 
@@ -67,9 +98,10 @@ class PlannerProvenance(_Strict):
 
 
 class DomainConfig(_Strict):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = DOMAIN_SCHEMA_VERSION
     domain: str
     corruptions: list[CorruptionChoice]
+    compositions: list[Composition] = Field(default_factory=list)
     planner: PlannerProvenance = Field(default_factory=PlannerProvenance)
 
     @field_validator("corruptions")
@@ -79,6 +111,12 @@ class DomainConfig(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"corruption listed twice: {', '.join(dupes)}")
+        return v
+
+    @field_validator("compositions")
+    @classmethod
+    def _compositions_named_once(cls, v: list[Composition]) -> list[Composition]:
+        _listed_once([c.name for c in v], "composition")
         return v
 
     def check_catalogue(self) -> None:
@@ -91,6 +129,11 @@ class DomainConfig(_Strict):
                     corruptions.validate_params(c.name, c.params)
             except corruptions.CorruptionError as e:
                 raise UserInputError(str(e)) from e
+        for comp in self.compositions:
+            try:
+                corruptions.check_steps(comp.pairs)
+            except corruptions.CorruptionError as e:
+                raise UserInputError(f"composition {comp.name!r}: {e}") from e
 
 
 def _listed_once(values: list[str], what: str) -> list[str]:
