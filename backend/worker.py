@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.errors import UserInputError
 from domainbench.store import Store
@@ -170,6 +171,10 @@ class Worker:
             t0 = time.perf_counter()
             try:
                 engine.resume(run.run_id)
+            except RunCancelled:
+                self._release(lease)  # the status stays "cancelled"; its finished units are kept
+                self.say(f"run {run.run_id}: cancelled; stopped after its finished units")
+                return
             except LeaseLost as e:
                 self.say(f"run {run.run_id}: {e}")
                 return

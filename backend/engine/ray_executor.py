@@ -300,6 +300,7 @@ class RayEngine(Engine):
         self.stats.computed_units += units
         if units:
             self.events.advance(units, images)
+        self._cancel.check()  # between shards: Ray's units are written in its actors
 
     def _kill_actors(self) -> None:
         for a in self.actors:

@@ -26,6 +26,7 @@ import torch
 from domainbench import corruptions
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset, open_dataset
+from domainbench.engine.cancel import CancelWatch, RunCancelled
 from domainbench.engine.device_corruption import corruption_site, run_device_job
 from domainbench.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
 from domainbench.engine.reports import build_report
@@ -201,8 +202,11 @@ class Engine:
             self.events.message("PD threat skipped: it needs labelled images (anchors of other classes)")
 
         self.stats.skipped_units = len(done)
+        self._cancel = CancelWatch(self.store, ctx.run_id)
         try:
             self._execute(ctx, shards, cells, done, tasks)
+        except RunCancelled:
+            raise  # the run stays "cancelled", its finished units kept
         except BaseException as e:
             self.store.update_run(ctx.run_id, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
                                   error=f"{type(e).__name__}: {e}"[:500])
@@ -289,6 +293,7 @@ class Engine:
     def _unit_written(self, n_images: int) -> None:
         self.stats.computed_units += 1
         self.events.advance(1, n_images)
+        self._cancel.check()
 
 
 def _loaded_ahead(plan: Iterator[tuple[int, list[Job]]], shards: list[np.ndarray], ds: Dataset,

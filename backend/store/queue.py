@@ -37,7 +37,9 @@ DEFAULT_LEASE_S = 60.0
 #: a run whose worker vanished this often is failed instead of claimed again (it may be what kills them)
 MAX_ATTEMPTS = 3
 #: statuses (as users see them, ``run_status``) from which a run can be put back into the queue
-REQUEUEABLE = ("interrupted", "failed")
+REQUEUEABLE = ("interrupted", "failed", "cancelled")
+#: statuses from which a run can be cancelled: whoever evaluates it stops at its next unit
+CANCELLABLE = ("queued", "running")
 
 
 class LeaseLost(RuntimeError):
@@ -150,8 +152,26 @@ class RunQueue(ABC):
         if out is None:
             if not seen:
                 raise UserInputError(f"no run {run_id!r} in {self.store.description}; pick one from the runs table")
-            raise UserInputError(f"run {run_id} is {run_status(seen[0])}: only an interrupted or failed run can be "
-                                 "resumed")
+            raise UserInputError(f"run {run_id} is {run_status(seen[0])}: only an interrupted, failed or cancelled run "
+                                 "can be resumed")
+        return out
+
+    def cancel(self, run_id: str) -> RunRecord:
+        """Mark a queued or running run "cancelled": no worker claims it, and the process evaluating it
+        stops at its next unit (``engine/cancel.py``); finished units are kept, so it can be resumed."""
+        seen: list[RunRecord] = []
+
+        def change(run: RunRecord) -> RunRecord | None:
+            seen.append(run)
+            if run_status(run) not in CANCELLABLE:
+                return None
+            return run.model_copy(update={"status": "cancelled", "error": None})
+
+        out = self._modify(run_id, change)
+        if out is None:
+            if not seen:
+                raise UserInputError(f"no run {run_id!r} in {self.store.description}; pick one from the runs table")
+            raise UserInputError(f"run {run_id} is {run_status(seen[0])}: only a queued or running run can be cancelled")
         return out
 
     def active(self) -> list[RunRecord]:
