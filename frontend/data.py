@@ -515,13 +515,34 @@ def enlarge(image: np.ndarray, size: int = 112) -> np.ndarray:
     return cv2.resize(image, (size, size), interpolation=cv2.INTER_NEAREST)
 
 
-def export_csv(report: RunReport) -> str:
-    """The same file as ``domainbench export --format csv``: one row per model × cell."""
-    return to_csv(report)
+def export_csv(report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
+    """The same file as ``domainbench export --format csv``: one row per model × cell (with the
+    intervals at ``confidence`` when the store is given)."""
+    return to_csv(report, None if store is None else intervals_of(store, report, confidence))
 
 
-def export_json(run: RunRecord, report: RunReport) -> str:
-    return to_json(run, report)
+def export_json(run: RunRecord, report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
+    """The same file as ``domainbench export --format json`` (intervals, pairs and verdicts need the store)."""
+    if store is None:
+        return to_json(run, report)
+    from domainbench.engine.compare import run_pairs
+
+    return to_json(run, report, intervals_of(store, report, confidence), run_pairs(store, report, confidence))
+
+
+def intervals_of(store: Store, report: RunReport, confidence: float = 0.95) -> Any:
+    """Every interval of the report (``domainbench.metrics.confidence.RunIntervals``), as ``show`` prints them."""
+    from domainbench.engine.confidence import load_intervals
+
+    return load_intervals(store, report, confidence)
+
+
+def verdicts_of(store: Store, run_ids: list[str], confidence: float = 0.95, models: list[str] | None = None) -> Any:
+    """The paired comparison of the runs' models (``domainbench.metrics.comparison.Comparison``): its
+    ``verdicts[i].sentence`` are the plain verdicts ``compare`` and ``show`` print, ``pairs`` the per-cell tests."""
+    from domainbench.engine.compare import paired_comparison
+
+    return paired_comparison(store, run_ids, models, confidence)
 
 
 # --------------------------------------------------------------------------- compare
