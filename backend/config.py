@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
 from domainbench import resource_bounds as bounds
 from domainbench.errors import UserInputError, first_validation_error
 
 SCHEMA_VERSION = 1
-#: domain files: 2 added ``[[compositions]]``; files of version 1 (none) still load
-DOMAIN_SCHEMA_VERSION = 2
+#: domain files that hold ``[[compositions]]`` are version 2; every version-1 file still loads as it was
+COMPOSITIONS_SCHEMA_VERSION = 2
 #: a composed cell is stored and reported under this prefix + its name
 COMPOSITION_PREFIX = "compose:"
 
@@ -100,7 +100,7 @@ class PlannerProvenance(_Strict):
 
 
 class DomainConfig(_Strict):
-    schema_version: int = DOMAIN_SCHEMA_VERSION
+    schema_version: int = SCHEMA_VERSION
     domain: str
     corruptions: list[CorruptionChoice]
     compositions: list[Composition] = Field(default_factory=list)
@@ -120,6 +120,13 @@ class DomainConfig(_Strict):
     def _compositions_named_once(cls, v: list[Composition]) -> list[Composition]:
         _listed_once([c.name for c in v], "composition")
         return v
+
+    @model_validator(mode="after")
+    def _versioned_by_content(self) -> DomainConfig:
+        # a plan without compositions stays version 1, byte for byte (and so keeps its domain id)
+        if self.compositions and self.schema_version < COMPOSITIONS_SCHEMA_VERSION:
+            self.schema_version = COMPOSITIONS_SCHEMA_VERSION
+        return self
 
     def check_catalogue(self) -> None:
         """Raise UserInputError if a corruption or its parameters are not in the catalogue."""
@@ -267,7 +274,10 @@ _INT_ARRAY = re.compile(r"\[\n((?:[ \t]+-?\d+,\n)+)\]")
 
 
 def dumps(cfg: BaseModel) -> str:
-    text = tomli_w.dumps(_drop_none(cfg.model_dump(mode="json")))
+    data = cfg.model_dump(mode="json")
+    if isinstance(cfg, DomainConfig) and not cfg.compositions:
+        del data["compositions"]  # a plan without compositions reads as it did before they existed
+    text = tomli_w.dumps(_drop_none(data))
     # tomli_w puts every array element on its own line; severities read better as [1, 2, 3]
     return _INT_ARRAY.sub(lambda m: "[" + ", ".join(v.strip().rstrip(",") for v in m.group(1).splitlines()) + "]", text)
 
