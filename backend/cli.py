@@ -259,7 +259,7 @@ def plan(
         output_file(output)
     _say(f"planning with provider={provider} …")
     cfg = make_plan(text, provider=provider, samples=samples, llm=settings_from_env(_settings().llm_environ()))
-    _store().put_domain({"domain_id": _domain_id(cfg), "created_at": cfg.planner.created_at, **cfg.model_dump(mode="json")})
+    _store().domains.save(cfg, created_at=cfg.planner.created_at)
     if output:
         save(cfg, output)
         _say(f"wrote {markup_safe(output)}")
@@ -275,7 +275,7 @@ def plan(
 
 
 def _domain_id(cfg: Any) -> str:
-    from domainbench.engine.runner import domain_id
+    from domainbench.store.repositories import domain_id
 
     return domain_id(cfg)
 
@@ -380,7 +380,7 @@ def list_runs() -> None:
     table = Table(title=literal(f"runs in {store.description}"))
     for col in ("run", "status", "domain", "models", "dataset", "created"):
         table.add_column(col)
-    from domainbench.engine.status import run_status
+    from domainbench.store.status import run_status
 
     for r in runs:
         table.add_row(*(literal(v) for v in (r.run_id, run_status(r), r.domain.domain[:50], ", ".join(r.config.models),

@@ -19,6 +19,6 @@ def load_intervals(store: Store, report: RunReport, confidence: float = DEFAULT_
     """The report's intervals at ``confidence``; the bootstrap is seeded by the run's seed, so
     the same run gives the same intervals every time."""
     confidence = check_confidence(confidence)
-    return run_intervals(report, load_outcomes(store, report.run_id), store.find("stability", run_id=report.run_id),
+    return run_intervals(report, load_outcomes(store, report.run_id), store.stability(report.run_id),
                          confidence=confidence, resamples=resamples, seed=report.seed)
 
