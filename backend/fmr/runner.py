@@ -22,7 +22,7 @@ from domainbench.data import Batch, Dataset
 from domainbench.engine.jobs import CLEAN
 from domainbench.engine.reports import build_report
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
-from domainbench.engine.runner import _environment, _now, domain_id, new_run_id, open_run_dataset
+from domainbench.engine.runner import _environment, _now, new_run_id, open_run_dataset
 from domainbench.engine.scoring import confusion
 from domainbench.engine.tasks import RunEvents, SilentEvents
 from domainbench.errors import UserInputError
@@ -33,7 +33,7 @@ from domainbench.fmr.oracle import Oracle, check_oracle_names, load_oracle
 from domainbench.fmr.settings import FmrSettings
 from domainbench.fmr.tested import TestedModel, ZeroShotTested, load_tested
 from domainbench.store import Store
-from domainbench.store.records import DomainRecord, FmrUnitRecord, RunRecord, UnitRecord
+from domainbench.store.records import FmrUnitRecord, RunRecord, UnitRecord
 
 #: a unit's image payload at most; MongoDB refuses documents over 16 MB
 MAX_UNIT_BYTES = 8 << 20
@@ -75,8 +75,7 @@ class FmrRunner:
         cfg = pinned_config(cfg)
         ds, oracle, models = self._prepare(domain, cfg, settings, tested)
         run_id = run_id or new_run_id(domain.domain)
-        did = domain_id(domain)
-        self.store.put_domain(DomainRecord(domain_id=did, created_at=_now(), **domain.model_dump()))
+        did = self.store.domains.save(domain, created_at=_now())
         self.store.put_run(RunRecord(
             run_id=run_id, domain_id=did, domain=domain, config=cfg, status="running", pid=os.getpid(),
             host=platform.node(), created_at=_now(), fmr=settings,
@@ -94,7 +93,7 @@ class FmrRunner:
         ds, oracle, models = self._prepare(run.domain, run.config, run.fmr, tested)
         check_same_dataset(run, ds)
         self.store.update_run(run_id, status="running", resumed_at=_now(), pid=os.getpid(), host=platform.node())
-        self.store.delete("summaries", run_id=run_id)
+        self.store.reports.delete(run_id=run_id)
         return self._evaluate(run_id, run.domain, run.config, run.fmr, ds, oracle, models)
 
     # -- inputs -------------------------------------------------------------------------
@@ -126,7 +125,7 @@ class FmrRunner:
                   oracle: Oracle, models: list[TestedModel]) -> str:
         size = settings.shard_size or auto_shard_size(ds)
         shards = [np.arange(i, min(i + size, len(ds))) for i in range(0, len(ds), size)]
-        done = self.store.keys("fmr", run_id=run_id)
+        done = self.store.fmr.keys(run_id=run_id)
         self.skipped_units = len(done)
         self.events.start(len(shards) * len(models), len(done))
         try:
@@ -162,14 +161,14 @@ class FmrRunner:
         clean_preds = _argmax(m, batch.images)
         final_preds = _argmax(m, res.images)
         classes = ds.classes
-        self.store.upsert("units", UnitRecord(
+        self.store.units.put(UnitRecord(
             run_id=run_id, model=m.name, corruption=CLEAN, severity=0, shard=shard, n=len(labels),
             confusion=confusion(labels, clean_preds, len(classes)), flips=0, preds=clean_preds.tolist(),
             indices=batch.indices.tolist(), n_unreadable=len(batch.unreadable), params={}, seed=cfg.seed,
             classes=classes, labels=labels.tolist(), elapsed_s=None, computed_at=_now(),
         ))
-        self.store.upsert("fmr", unit_record(run_id, m.name, shard, settings.search, cfg.seed, batch, labels, clean_preds,
-                                             final_preds, res, time.perf_counter() - t0))
+        self.store.fmr.put(unit_record(run_id, m.name, shard, settings.search, cfg.seed, batch, labels, clean_preds,
+                                   final_preds, res, time.perf_counter() - t0))
         self.computed_units += 1
         self.events.advance(1, len(labels))
 
