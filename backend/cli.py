@@ -527,7 +527,8 @@ def ui(
         from domainbench import frontend
         app_path = Path(frontend.__file__).resolve().parent / "app.py"
     command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
-               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               "--client.toolbarMode", "viewer"]
     # with MongoDB the workers are separate machines (`domainbench worker`); the embedded store
     # lives on this one, so the UI brings the worker that runs what its New domain page queues
     side = None
