@@ -397,8 +397,11 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     if view.report is None:
         st.info(f"No results yet: {view.error}")
         return
+    if view.run.fmr is not None:
+        # an FMR run measures one thing on generated images: its own layout, no evaluation tabs left empty
+        fmr_section.show(store, view.report)
+        return
     summary_section(view.report)
-    fmr_section.show(store, view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
     for tab, (label, draw) in zip(tabs, TABS.items(), strict=True):
