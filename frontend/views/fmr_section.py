@@ -135,7 +135,7 @@ def show(store: Store, report: RunReport) -> None:
     models = [m.model for m in f.models]
     c1, c2 = st.columns([3, 1])
     model = c1.selectbox("tested model", models, key=f"fmr-model-{report.run_id}")
-    records = store.find("fmr", run_id=report.run_id, model=model)
+    records = store.fmr(report.run_id, model=model)
     every = gallery_rows(records, report.classification.classes, f.oracle.members)
     # open on something to see: flipped predictions where there are some, else every perturbed image
     any_flipped = any(i.flipped for i in every)
