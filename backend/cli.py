@@ -27,7 +27,11 @@ from domainbench.literal import literal, markup_safe, printable
 from domainbench.settings import Settings
 
 if TYPE_CHECKING:
+    from domainbench.metrics.comparison import Comparison
+    from domainbench.metrics.confidence import RunIntervals
     from domainbench.report import RunReport
+
+CONFIDENCE_HELP = "Confidence level of the intervals and tests, in (0, 1)."
 
 
 @dataclass
@@ -166,24 +170,36 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return str(v)
 
 
-def print_report(report: RunReport) -> None:
+def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
+    """A value with its interval beside it: ``61.2 (55.0–67.1)``."""
+    if v is None or interval is None:
+        return _fmt(v, pct)
+    return f"{_fmt(v, pct)} ({_fmt(interval[0], pct)}–{_fmt(interval[1], pct)})"
+
+
+def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
     for col in ("clean%", "corr%", "safe%", "mCE", "rCE", "mFR", "r"):
         table.add_column(col, justify="right", no_wrap=True, min_width=5)
     for row in report.table():
+        iv = intervals.model(row.model) if intervals else None
         table.add_row(
             literal(row.model),
-            _fmt(row.acc, pct=True),
-            _fmt(row.mean_corrupted_acc, pct=True),
+            _ci(row.acc, iv and iv.clean_accuracy, pct=True),
+            _ci(row.mean_corrupted_acc, iv and iv.mean_corrupted_accuracy, pct=True),
             _fmt(row.safe_acc, pct=True),
-            _fmt(row.mce),
-            _fmt(row.rce),
-            _fmt(row.mfr),
+            _ci(row.mce, iv and iv.mce),
+            _ci(row.rce, iv and iv.rce),
+            _ci(row.mfr, iv and iv.mfr),
             _fmt(row.corr),
         )
     console.print(table)
+    if intervals is not None:
+        console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
+                      f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
+                      style="dim", highlight=False)
     console.print("clean%, corr%: balanced accuracy clean and averaged over corruption cells; safe%: averaged over cells "
                   "whose PD threat is safe; r: Pearson(accuracy, flip probability) across cells", style="dim")
     if report.threat:
@@ -235,15 +251,14 @@ def plan(
     """Choose the corruptions a domain produces, with severities and a reason for each."""
     from domainbench.config import dumps, save
     from domainbench.planner import plan as make_plan
-    from domainbench.planner.settings import settings_from_env
 
     if output:  # a device file, FIFO or folder is refused before the planner runs or the store is written
         from domainbench.safe_output import output_file
 
         output_file(output)
     _say(f"planning with provider={provider} …")
-    cfg = make_plan(text, provider=provider, samples=samples, llm=settings_from_env(_settings().llm_environ()))
-    _store().put_domain({"domain_id": _domain_id(cfg), "created_at": cfg.planner.created_at, **cfg.model_dump(mode="json")})
+    cfg = make_plan(text, provider=provider, samples=samples, llm=_settings().llm_settings())
+    _store().domains.save(cfg, created_at=cfg.planner.created_at)
     if output:
         save(cfg, output)
         _say(f"wrote {markup_safe(output)}")
@@ -259,7 +274,7 @@ def plan(
 
 
 def _domain_id(cfg: Any) -> str:
-    from domainbench.engine.runner import domain_id
+    from domainbench.store.repositories import domain_id
 
     return domain_id(cfg)
 
@@ -284,8 +299,8 @@ def run(
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
-    executor: Annotated[str, typer.Option(envvar="DOMAINBENCH_EXECUTOR", help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]').")] = "local",
-    address: Annotated[Optional[str], typer.Option(envvar="DOMAINBENCH_RAY_ADDRESS", help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: a new local Ray instance).")] = None,
+    executor: Annotated[Optional[str], typer.Option(help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]'); default $DOMAINBENCH_EXECUTOR or local.")] = None,
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: $DOMAINBENCH_RAY_ADDRESS, else a new local Ray instance).")] = None,
     actors: Annotated[Optional[int], typer.Option(help="Ray model actors per model group (default: the cluster's GPUs shared out over the groups, 1 without GPUs).")] = None,
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
     cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
@@ -296,12 +311,16 @@ def run(
     from domainbench.engine.reports import load_report
 
     _load_plugins(corruptions_module)
-    exec_options = _executor_options(executor, address, actors, gpus_per_actor, cpus_per_task, _csv(corruptions_module),
-                                     models_per_actor)
+    settings = _settings()
+    exec_options = _executor_options(executor or settings.executor, address or settings.ray_address, actors, gpus_per_actor,
+                                     cpus_per_task, _csv(corruptions_module), models_per_actor)
     if not resume:  # the inputs are checked before the store is opened or a progress bar drawn
         if config is None:
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
-        domain = load_domain(config)
+        notes: list[str] = []
+        domain = load_domain(config, notes=notes)
+        for note in notes:
+            _say(markup_safe(note))
         cfg = RunConfig.from_sources(run_config, {
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
@@ -361,7 +380,7 @@ def list_runs() -> None:
     table = Table(title=literal(f"runs in {store.description}"))
     for col in ("run", "status", "domain", "models", "dataset", "created"):
         table.add_column(col)
-    from domainbench.engine.status import run_status
+    from domainbench.store.status import run_status
 
     for r in runs:
         table.add_row(*(literal(v) for v in (r.run_id, run_status(r), r.domain.domain[:50], ", ".join(r.config.models),
@@ -387,11 +406,41 @@ def remove_runs(
 def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
     baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
 ) -> None:
-    """Print a run's summary table (recomputed from stored statistics)."""
+    """Print a run's summary table with intervals (recomputed from stored statistics) and, for several models, the verdicts."""
+    from domainbench.engine.confidence import load_intervals
     from domainbench.engine.reports import load_report
+    from domainbench.stats.intervals import check_confidence
 
-    print_report(load_report(_store(), run_id, baseline))
+    check_confidence(confidence)
+    store = _store()
+    report = load_report(store, run_id, baseline)
+    print_report(report, load_intervals(store, report, confidence))
+    if len(report.model_names) > 1 and report.models[0].labeled:
+        from domainbench.engine.compare import paired_comparison
+
+        print_verdicts(paired_comparison(store, [run_id], confidence=confidence))
+
+
+def print_verdicts(comparison: Comparison) -> None:
+    for v in comparison.verdicts:
+        console.print(markup_safe(v.sentence), highlight=False)
+
+
+def print_pairs(comparison: Comparison) -> None:
+    """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
+    level = f"{100 * comparison.confidence:g}% CI"
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level):
+        table.add_column(col, justify="left" if col in ("A", "B", "cell") else "right", no_wrap=True)
+    for p in comparison.pairs:
+        table.add_row(literal(p.model_a), literal(p.model_b), literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only),
+                      f"{p.p_value:.3g}", f"{p.p_holm:.3g}", f"{100 * p.difference:+.1f}",
+                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}")
+    console.print(table)
+    console.print("A only / B only: images only that model gets right (top-1); p: exact McNemar test; p Holm: adjusted over "
+                  "all cells and pairs; diff: balanced accuracy A − B with its paired bootstrap interval", style="dim")
 
 
 @app.command()
@@ -400,20 +449,27 @@ def export(
     format: Annotated[str, typer.Option("--format", "-f", help="csv (one row per model × cell) or json (everything).")] = "csv",
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
 ) -> None:
-    """Export a run's results as CSV or JSON."""
+    """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
+    from domainbench.engine.compare import run_pairs
+    from domainbench.engine.confidence import load_intervals
     from domainbench.engine.export import to_csv, to_json
     from domainbench.engine.reports import load_report
+    from domainbench.stats.intervals import check_confidence
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
+    check_confidence(confidence)
     if output:
         from domainbench.safe_output import output_file
 
         output_file(output)
     store = _store()
     report = load_report(store, run_id, baseline)
-    text = to_json(store.get_run(run_id), report) if format == "json" else to_csv(report)
+    intervals = load_intervals(store, report, confidence)
+    text = (to_json(store.get_run(run_id), report, intervals, run_pairs(store, report, confidence)) if format == "json"
+            else to_csv(report, intervals))
     if output:
         from domainbench.safe_output import write_atomically
 
@@ -421,6 +477,30 @@ def export(
         _say(f"wrote {markup_safe(output)}")
     else:
         sys.stdout.write(text)
+
+
+@app.command()
+def compare(
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN [RUN2 ...]", help="Runs on the same images (same dataset, indices and seed).")],
+    models: Annotated[Optional[list[str]], typer.Option("--models", "-m", help="Models to compare, comma-separated (default: all).")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    format: Annotated[str, typer.Option("--format", "-f", help="text (verdicts and a table) or json (pairs and verdicts).")] = "text",
+) -> None:
+    """Which model is better on these images? Exact McNemar per pair and cell, paired bootstrap, Holm, a verdict."""
+    import json
+
+    from domainbench.engine.compare import paired_comparison
+    from domainbench.stats.intervals import check_confidence
+
+    if format not in ("text", "json"):
+        raise UserInputError(f"--format {format!r} is not supported; use text or json")
+    check_confidence(confidence)
+    comparison = paired_comparison(_store(), run_ids, _csv(models), confidence)
+    if format == "json":
+        sys.stdout.write(json.dumps(comparison.model_dump(mode="json"), indent=2) + "\n")
+        return
+    print_verdicts(comparison)
+    print_pairs(comparison)
 
 
 @app.command()
@@ -455,7 +535,10 @@ def fmr(
         check_oracle_names(oracle_names)
         if search not in ("greedy", "gradient"):
             raise UserInputError(f"--search {search!r}: use greedy or gradient")
-        domain = load_domain(config)
+        notes: list[str] = []
+        domain = load_domain(config, notes=notes)
+        for note in notes:
+            _say(markup_safe(note))
         cfg = RunConfig.from_sources(None, {
             "models": _csv(models), "dataset": dataset, "limit": limit, "seed": seed, "batch_size": batch_size,
             "device": device, "stability": False, "threat": False,
@@ -544,7 +627,8 @@ def ui(
         from domainbench import frontend
         app_path = Path(frontend.__file__).resolve().parent / "app.py"
     command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
-               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               "--client.toolbarMode", "viewer"]
     # with MongoDB the workers are separate machines (`domainbench worker`); the embedded store
     # lives on this one, so the UI brings the worker that runs what its New domain page queues
     side = None
@@ -577,10 +661,9 @@ def worker_cmd(
     """Run queued runs from the store (launched from the UI), resuming runs whose worker died."""
     from domainbench.worker import Worker
 
-    from domainbench.engine.executor_options import options_from_env
 
     # a long-running worker takes its executor from the environment (the compose file sets it)
-    w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always, executor=options_from_env(os.environ))
+    w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always, executor=_settings().executor_options())
     try:
         n = w.serve(until_idle=until_idle, max_runs=max_runs)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a run in progress went back to the queue
