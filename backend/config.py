@@ -134,6 +134,16 @@ class RunConfig(_Strict):
     stability_images: int = Field(default=64, ge=1)
     threat: bool = True
     threat_anchors: int = Field(default=50, ge=1)
+    # generative VLMs (hf-vlm:, openai-vlm:; docs/generative-vlms.md): the questions asked (several
+    # average the class scores), how classes are scored or answered, and remote endpoints' limits
+    questions: list[str] | None = None
+    vlm_mode: Literal["loglik", "generate", "choice"] = "loglik"
+    vlm_score: Literal["sum", "mean"] = "sum"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    concurrency: int = Field(default=8, ge=1)
+    max_requests: int | None = Field(default=None, ge=1)
+    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    request_timeout: float = Field(default=60.0, gt=0)
 
     @field_validator("models")
     @classmethod
@@ -199,7 +209,7 @@ class RunConfig(_Strict):
 
 
 # the CLI flag of a RunConfig field, where it is not the field's name with dashes
-_FLAGS = {"templates": "template", "": "run-config"}
+_FLAGS = {"templates": "template", "questions": "question", "": "run-config"}
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 

@@ -18,8 +18,10 @@ import numpy as np
 from domainbench import corruptions
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
-from domainbench.engine.scoring import ModelState, confusion, encode, predict
+from domainbench.engine.scoring import ModelState, Scored, classify, confusion
 from domainbench.engine.tasks import Cell, CleanPass, RunContext, RunTask
+from domainbench.engine.vlm_units import vlm_unit_fields
+from domainbench.models.generative import VLMResult
 from domainbench.store.records import UnitRecord
 
 
@@ -38,10 +40,11 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
     run_id = ctx.run_id
     written = 0
 
-    def write(ms: ModelState, cell: Cell, preds: np.ndarray, clean: np.ndarray | None, corrupted: Corrupted,
+    def write(ms: ModelState, cell: Cell, scored: Scored, clean: np.ndarray | None, corrupted: Corrupted,
               t0: float) -> None:
         nonlocal written
-        write_unit(ctx, ms, cell, shard, batch, preds, clean, corrupted, t0)
+        preds = scored.preds
+        write_unit(ctx, ms, cell, shard, batch, preds, clean, corrupted, t0, vlm=scored.vlm)
         done.add((run_id, ms.name, cell.corruption, cell.severity, shard))
         written += 1
         if on_unit is not None:
@@ -56,11 +59,12 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
             clean.preds[ms.name] = np.asarray(stored.preds, dtype=np.int64)
             continue
         t0 = time.perf_counter()
-        emb = encode(ms, batch.images)
-        clean.preds[ms.name] = predict(ms, emb)
-        clean.embeddings[ms.name] = emb
+        scored = classify(ms, batch.images, embeddings=need_emb)
+        clean.preds[ms.name] = scored.preds
+        if scored.embeddings is not None:
+            clean.embeddings[ms.name] = scored.embeddings
         if key not in done:
-            write(ms, Cell(CLEAN, 0, None), clean.preds[ms.name], None, Corrupted(batch.images, {}), t0)
+            write(ms, Cell(CLEAN, 0, None), scored, None, Corrupted(batch.images, {}), t0)
     by_cell = {(c.corruption, c.severity): c for c in cells}
     for job, fut in jobs:
         corrupted = fut.result()
@@ -73,15 +77,14 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
             if (run_id, ms.name, cell.corruption, cell.severity, shard) in done:
                 continue
             t0 = time.perf_counter()
-            preds = predict(ms, encode(ms, corrupted.images))
-            write(ms, cell, preds, clean.preds[ms.name], corrupted, t0)
+            write(ms, cell, classify(ms, corrupted.images), clean.preds[ms.name], corrupted, t0)
     for task in tasks:
         task.flush(shard)
     return written
 
 
 def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: Batch, preds: np.ndarray,
-               clean: np.ndarray | None, corrupted: Corrupted, t0: float) -> None:
+               clean: np.ndarray | None, corrupted: Corrupted, t0: float, vlm: VLMResult | None = None) -> None:
     classes = ctx.dataset.classes
     params = {**cell.applied, "drawn": corrupted.drawn} if corrupted.drawn else cell.applied
     unit = UnitRecord(
@@ -105,6 +108,7 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         elapsed_s=round(time.perf_counter() - t0, 4),
         computed_at=_now(),
         ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
+        **vlm_unit_fields(vlm),
     )
     ctx.store.upsert("units", unit)
 
