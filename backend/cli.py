@@ -23,10 +23,15 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from domainbench.errors import UserInputError
+from domainbench.literal import literal, markup_safe, printable
 from domainbench.settings import Settings
 
 if TYPE_CHECKING:
+    from domainbench.metrics.comparison import Comparison
+    from domainbench.metrics.confidence import RunIntervals
     from domainbench.report import RunReport
+
+CONFIDENCE_HELP = "Confidence level of the intervals and tests, in (0, 1)."
 
 
 @dataclass
@@ -59,6 +64,19 @@ class _QuietAnywhere(TyperGroup):
             option.expose_value = False
             option.callback = _quiet_after_the_command
             command.params.append(option)
+        self.help = _help_literal(self.help)
+        for command in self.commands.values():
+            command.help = _help_literal(command.help)
+            for p in command.params:
+                if getattr(p, "help", None):
+                    p.help = _help_literal(p.help)  # type: ignore[attr-defined]
+
+
+def _help_literal(text: str | None) -> str | None:
+    # typer renders help as rich markup: `pip install 'domainbench[ray]'` would lose its `[ray]`
+    from rich.markup import escape
+
+    return None if text is None else escape(text)
 
 
 app = typer.Typer(
@@ -124,9 +142,9 @@ class RichEvents:
 
     def message(self, text: str) -> None:
         if self.progress is not None:
-            self.progress.console.print(text, highlight=False, soft_wrap=True)
+            self.progress.console.print(printable(text, newlines=True), highlight=False, soft_wrap=True, markup=False)
         elif not STATE.quiet:
-            err_console.print(text, highlight=False)
+            err_console.print(printable(text, newlines=True), highlight=False, markup=False)
 
 
 def _progress() -> Progress | None:
@@ -152,24 +170,36 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return str(v)
 
 
-def print_report(report: RunReport) -> None:
-    console.print(f"[bold]run {report.run_id}[/bold] — baseline {report.baseline}", highlight=False)
+def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
+    """A value with its interval beside it: ``61.2 (55.0–67.1)``."""
+    if v is None or interval is None:
+        return _fmt(v, pct)
+    return f"{_fmt(v, pct)} ({_fmt(interval[0], pct)}–{_fmt(interval[1], pct)})"
+
+
+def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
+    console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
     for col in ("clean%", "corr%", "safe%", "mCE", "rCE", "mFR", "r"):
         table.add_column(col, justify="right", no_wrap=True, min_width=5)
     for row in report.table():
+        iv = intervals.model(row.model) if intervals else None
         table.add_row(
-            row.model,
-            _fmt(row.acc, pct=True),
-            _fmt(row.mean_corrupted_acc, pct=True),
+            literal(row.model),
+            _ci(row.acc, iv and iv.clean_accuracy, pct=True),
+            _ci(row.mean_corrupted_acc, iv and iv.mean_corrupted_accuracy, pct=True),
             _fmt(row.safe_acc, pct=True),
-            _fmt(row.mce),
-            _fmt(row.rce),
-            _fmt(row.mfr),
+            _ci(row.mce, iv and iv.mce),
+            _ci(row.rce, iv and iv.rce),
+            _ci(row.mfr, iv and iv.mfr),
             _fmt(row.corr),
         )
     console.print(table)
+    if intervals is not None:
+        console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
+                      f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
+                      style="dim", highlight=False)
     console.print("clean%, corr%: balanced accuracy clean and averaged over corruption cells; safe%: averaged over cells "
                   "whose PD threat is safe; r: Pearson(accuracy, flip probability) across cells", style="dim")
     if report.threat:
@@ -177,7 +207,7 @@ def print_report(report: RunReport) -> None:
         scale = report.different_class_threat
         note = f" (different-class pairs average {scale:.2f})" if scale else ""
         console.print(f"PD threat: {len(report.threat) - len(unsafe)} of {len(report.threat)} corruption cells safe{note}"
-                      + (f"; unsafe: {', '.join(unsafe[:12])}" if unsafe else ""))
+                      + (f"; unsafe: {printable(', '.join(unsafe[:12]))}" if unsafe else ""), markup=False)
     if report.fmr is not None:
         print_fmr(report)
 
@@ -193,11 +223,11 @@ def print_fmr(report: RunReport) -> None:
     for col in ("n", "SA%", "PA%", "FMR", "VR%", "steps"):
         table.add_column(col, justify="right", no_wrap=True)
     for m in f.models:
-        table.add_row(m.model, str(m.n), _fmt(m.sa, pct=True), _fmt(m.pa, pct=True),
+        table.add_row(literal(m.model), str(m.n), _fmt(m.sa, pct=True), _fmt(m.pa, pct=True),
                       "n/a" if m.fmr is None else f"{m.fmr:.1f}", _fmt(m.validation_rate, pct=True),
                       "n/a" if m.mean_steps is None else f"{m.mean_steps:.2f}")
     console.print(table)
-    members = ", ".join(f"{k} {_fmt(v, pct=True)}%" for k, v in f.oracle.member_accuracy.items())
+    members = ", ".join(f"{markup_safe(k)} {_fmt(v, pct=True)}%" for k, v in f.oracle.member_accuracy.items())
     console.print(f"oracle: majority of {len(f.oracle.members)} agrees with the labels on {_fmt(f.oracle.clean_agreement, pct=True)}% "
                   f"of clean images (members: {members})", highlight=False)
     console.print("FMR = PA / SA × 100; VR: share of images with at least one accepted perturbation step", style="dim")
@@ -223,12 +253,16 @@ def plan(
     from domainbench.planner import plan as make_plan
     from domainbench.planner.settings import settings_from_env
 
+    if output:  # a device file, FIFO or folder is refused before the planner runs or the store is written
+        from domainbench.safe_output import output_file
+
+        output_file(output)
     _say(f"planning with provider={provider} …")
     cfg = make_plan(text, provider=provider, samples=samples, llm=settings_from_env(_settings().llm_environ()))
-    _store().put_domain({"domain_id": _domain_id(cfg), "created_at": cfg.planner.created_at, **cfg.model_dump(mode="json")})
+    _store().domains.save(cfg, created_at=cfg.planner.created_at)
     if output:
         save(cfg, output)
-        _say(f"wrote {output}")
+        _say(f"wrote {markup_safe(output)}")
     else:
         console.print(dumps(cfg), highlight=False, markup=False)
     if not STATE.quiet:
@@ -236,12 +270,12 @@ def plan(
         for col in ("corruption", "severities", "reason"):
             t.add_column(col)
         for c in cfg.corruptions:
-            t.add_row(c.name, ",".join(map(str, c.severities)), c.reason)
+            t.add_row(literal(c.name), ",".join(map(str, c.severities)), literal(c.reason))
         err_console.print(t)
 
 
 def _domain_id(cfg: Any) -> str:
-    from domainbench.engine.runner import domain_id
+    from domainbench.store.repositories import domain_id
 
     return domain_id(cfg)
 
@@ -291,7 +325,10 @@ def run(
     if not resume:  # the inputs are checked before the store is opened or a progress bar drawn
         if config is None:
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
-        domain = load_domain(config)
+        notes: list[str] = []
+        domain = load_domain(config, notes=notes)
+        for note in notes:
+            _say(markup_safe(note))
         cfg = RunConfig.from_sources(run_config, {
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
@@ -307,7 +344,7 @@ def run(
     with progress or contextlib.nullcontext():
         run_id = engine.resume(resume) if resume else engine.start(domain, cfg, run_id=run_id)
     s = engine.stats
-    _say(f"run {run_id}: {s.computed_units} units computed, {s.skipped_units} already stored, "
+    _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(load_report(store, run_id))  # the engine stored it as the run finished
 
@@ -351,26 +388,70 @@ def list_runs() -> None:
     """List stored runs, newest first."""
     store = _store()
     runs = store.list_runs()
-    table = Table(title=f"runs in {store.description}")
+    table = Table(title=literal(f"runs in {store.description}"))
     for col in ("run", "status", "domain", "models", "dataset", "created"):
         table.add_column(col)
-    from domainbench.engine.status import run_status
+    from domainbench.store.status import run_status
 
     for r in runs:
-        table.add_row(r.run_id, run_status(r), r.domain.domain[:50], ", ".join(r.config.models),
-                      r.dataset.name if r.dataset else r.config.dataset, r.created_at)
+        table.add_row(*(literal(v) for v in (r.run_id, run_status(r), r.domain.domain[:50], ", ".join(r.config.models),
+                                             r.dataset.name if r.dataset else r.config.dataset, r.created_at)))
     console.print(table)
+
+
+@app.command("rm")
+def remove_runs(
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN...", help="Run ids (see `domainbench ls`).")],
+    force: Annotated[bool, typer.Option("--force", help="Also delete a run that is running.")] = False,
+) -> None:
+    """Delete runs with their units, stability, threat and FMR records (their planned domains stay)."""
+    from domainbench.store.removal import delete_runs
+
+    for run_id, counts in delete_runs(_store(), run_ids, force).items():
+        if not STATE.quiet:  # run ids are shown literally, never as markup
+            err_console.print(f"deleted run {run_id} ({counts.get('units', 0)} units, {sum(counts.values())} records)",
+                              highlight=False, markup=False)
 
 
 @app.command()
 def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
     baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
 ) -> None:
-    """Print a run's summary table (recomputed from stored statistics)."""
+    """Print a run's summary table with intervals (recomputed from stored statistics) and, for several models, the verdicts."""
+    from domainbench.engine.confidence import load_intervals
     from domainbench.engine.reports import load_report
+    from domainbench.stats.intervals import check_confidence
 
-    print_report(load_report(_store(), run_id, baseline))
+    check_confidence(confidence)
+    store = _store()
+    report = load_report(store, run_id, baseline)
+    print_report(report, load_intervals(store, report, confidence))
+    if len(report.model_names) > 1 and report.models[0].labeled:
+        from domainbench.engine.compare import paired_comparison
+
+        print_verdicts(paired_comparison(store, [run_id], confidence=confidence))
+
+
+def print_verdicts(comparison: Comparison) -> None:
+    for v in comparison.verdicts:
+        console.print(markup_safe(v.sentence), highlight=False)
+
+
+def print_pairs(comparison: Comparison) -> None:
+    """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
+    level = f"{100 * comparison.confidence:g}% CI"
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level):
+        table.add_column(col, justify="left" if col in ("A", "B", "cell") else "right", no_wrap=True)
+    for p in comparison.pairs:
+        table.add_row(literal(p.model_a), literal(p.model_b), literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only),
+                      f"{p.p_value:.3g}", f"{p.p_holm:.3g}", f"{100 * p.difference:+.1f}",
+                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}")
+    console.print(table)
+    console.print("A only / B only: images only that model gets right (top-1); p: exact McNemar test; p Holm: adjusted over "
+                  "all cells and pairs; diff: balanced accuracy A − B with its paired bootstrap interval", style="dim")
 
 
 @app.command()
@@ -379,21 +460,58 @@ def export(
     format: Annotated[str, typer.Option("--format", "-f", help="csv (one row per model × cell) or json (everything).")] = "csv",
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
 ) -> None:
-    """Export a run's results as CSV or JSON."""
+    """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
+    from domainbench.engine.compare import run_pairs
+    from domainbench.engine.confidence import load_intervals
     from domainbench.engine.export import to_csv, to_json
     from domainbench.engine.reports import load_report
+    from domainbench.stats.intervals import check_confidence
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
+    check_confidence(confidence)
+    if output:
+        from domainbench.safe_output import output_file
+
+        output_file(output)
     store = _store()
     report = load_report(store, run_id, baseline)
-    text = to_json(store.get_run(run_id), report) if format == "json" else to_csv(report)
+    intervals = load_intervals(store, report, confidence)
+    text = (to_json(store.get_run(run_id), report, intervals, run_pairs(store, report, confidence)) if format == "json"
+            else to_csv(report, intervals))
     if output:
-        output.write_text(text)
-        _say(f"wrote {output}")
+        from domainbench.safe_output import write_atomically
+
+        write_atomically(output, text)
+        _say(f"wrote {markup_safe(output)}")
     else:
         sys.stdout.write(text)
+
+
+@app.command()
+def compare(
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN [RUN2 ...]", help="Runs on the same images (same dataset, indices and seed).")],
+    models: Annotated[Optional[list[str]], typer.Option("--models", "-m", help="Models to compare, comma-separated (default: all).")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    format: Annotated[str, typer.Option("--format", "-f", help="text (verdicts and a table) or json (pairs and verdicts).")] = "text",
+) -> None:
+    """Which model is better on these images? Exact McNemar per pair and cell, paired bootstrap, Holm, a verdict."""
+    import json
+
+    from domainbench.engine.compare import paired_comparison
+    from domainbench.stats.intervals import check_confidence
+
+    if format not in ("text", "json"):
+        raise UserInputError(f"--format {format!r} is not supported; use text or json")
+    check_confidence(confidence)
+    comparison = paired_comparison(_store(), run_ids, _csv(models), confidence)
+    if format == "json":
+        sys.stdout.write(json.dumps(comparison.model_dump(mode="json"), indent=2) + "\n")
+        return
+    print_verdicts(comparison)
+    print_pairs(comparison)
 
 
 @app.command()
@@ -428,7 +546,10 @@ def fmr(
         check_oracle_names(oracle_names)
         if search not in ("greedy", "gradient"):
             raise UserInputError(f"--search {search!r}: use greedy or gradient")
-        domain = load_domain(config)
+        notes: list[str] = []
+        domain = load_domain(config, notes=notes)
+        for note in notes:
+            _say(markup_safe(note))
         cfg = RunConfig.from_sources(None, {
             "models": _csv(models), "dataset": dataset, "limit": limit, "seed": seed, "batch_size": batch_size,
             "device": device, "stability": False, "threat": False,
@@ -451,7 +572,7 @@ def fmr(
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
         rid = runner.resume(resume) if resume else runner.start(domain, cfg, settings, run_id=run_id)
-    _say(f"run {rid}: {runner.computed_units} FMR units computed, {runner.skipped_units} already stored, "
+    _say(f"run {markup_safe(rid)}: {runner.computed_units} FMR units computed, {runner.skipped_units} already stored, "
          f"{time.perf_counter() - t0:.1f} s")
     print_report(load_report(store, rid))
 
@@ -485,8 +606,15 @@ def gallery(
         import cv2
 
         img = cv2.resize(load_sample().arrays[0], (112, 112), interpolation=cv2.INTER_NEAREST)  # type: ignore[index]
-    paths = write_gallery(img, output, names=_csv(corruptions_), seed=seed)
-    _say(f"wrote {len(paths)} contact sheets to {output}")
+    from domainbench.corruptions import get, names
+    from domainbench.safe_output import output_dir, output_file, write_atomically
+
+    chosen = [get(n).name for n in _csv(corruptions_) or names()]  # unknown names fail before writing
+    folder = output_dir(output)
+    for name in chosen:  # a FIFO or folder among the sheets' names is refused before any sheet is written
+        output_file(folder / f"{name}.png")
+    paths = write_gallery(img, output, names=chosen, seed=seed, write=write_atomically)
+    _say(f"wrote {len(paths)} contact sheets to {markup_safe(output)}")
 
 
 @app.command("models")
@@ -495,7 +623,7 @@ def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard,
     from domainbench.models import list_models
 
     for name in list_models(pattern):
-        console.print(name, highlight=False)
+        console.print(printable(name), highlight=False, markup=False)
 
 
 @app.command()
@@ -552,12 +680,12 @@ def worker_cmd(
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a run in progress went back to the queue
         _say_always(f"worker {w.name} stopped after taking {len(w.executed)} run(s)")
         raise typer.Exit(0) from None
-    _say(f"worker {w.name}: {n} run(s) taken")
+    _say(f"worker {markup_safe(w.name)}: {n} run(s) taken")
 
 
 def _say_always(text: str) -> None:
     # a worker's log is its only output: it prints even with --quiet, without markup
-    err_console.print(text, highlight=False, markup=False)
+    err_console.print(printable(text), highlight=False, markup=False)
 
 
 @app.command()
@@ -575,14 +703,14 @@ def demo(
     _say(f"domain: {DEMO_DOMAIN}")
     cfg = make_plan(DEMO_DOMAIN, provider="offline")
     path = save(cfg, _settings().home / "demo-domain.toml")
-    _say(f"planned {len(cfg.corruptions)} corruptions ({', '.join(c.name for c in cfg.corruptions)}); config in {path}")
+    _say(f"planned {len(cfg.corruptions)} corruptions ({', '.join(c.name for c in cfg.corruptions)}); config in {markup_safe(path)}")
     progress = _progress()
     engine = Engine(store, RichEvents(progress))
     with progress or contextlib.nullcontext():
         run_id = engine.start(cfg, run_cfg)
     print_report(load_report(store, run_id))
-    console.print(f"\nResults are stored in {store.description}. Browse them with [bold]make ui[/bold] "
-                  f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {run_id}` prints this table again.")
+    console.print(f"\nResults are stored in {markup_safe(store.description)}. Browse them with [bold]make ui[/bold] "
+                  f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {markup_safe(run_id)}` prints this table again.")
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -606,7 +734,7 @@ def main() -> None:
         if isinstance(rv, int) and not isinstance(rv, bool):
             sys.exit(rv)
     except (UserInputError, corruptions.CorruptionError) as e:
-        err_console.print(f"error: {_settings().redact(str(e))}", highlight=False, markup=False, soft_wrap=True)
+        err_console.print(f"error: {printable(_settings().redact(str(e)))}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         # the interrupted command decides how to go on: `fmr` runs resume through `fmr --resume`

@@ -11,6 +11,11 @@ The domain file lists its corruptions as an array of tables::
     reason = "the car moves during the exposure"
 
     [corruptions.params]      # optional: explicit parameters instead of the ladder
+
+    [[compositions]]          # optional (schema 2): corruptions stacked in one cell, applied in order
+    name = "night rain"
+    steps = [{corruption = "low_light", severity = 3}, {corruption = "rain", severity = 2}]
+    reason = "night driving in rain: dark, wet windscreen"
 """
 
 from __future__ import annotations
@@ -22,11 +27,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
+from domainbench import resource_bounds as bounds
 from domainbench.errors import UserInputError, first_validation_error
 
 SCHEMA_VERSION = 1
+#: domain files that hold ``[[compositions]]`` are version 2; every version-1 file still loads as it was
+COMPOSITIONS_SCHEMA_VERSION = 2
+#: a composed cell is stored and reported under this prefix + its name
+COMPOSITION_PREFIX = "compose:"
 
 
 class _Strict(BaseModel):
@@ -37,7 +47,8 @@ class CorruptionChoice(_Strict):
     """One corruption the planner chose, with the severities to evaluate and why."""
 
     name: str
-    severities: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 5])
+    # strict: a string "3" or a float 3.0 is a typo to report, not a level to guess
+    severities: list[StrictInt] = Field(default_factory=lambda: [1, 2, 3, 4, 5])
     params: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
 
@@ -50,6 +61,28 @@ class CorruptionChoice(_Strict):
         if bad:
             raise ValueError(f"severities must be integers in 1..5, got {bad}")
         return sorted(set(v))
+
+
+class CompositionStep(_Strict):
+    corruption: str
+    # strict: a severity written as the string "3" is refused, not coerced
+    severity: int = Field(strict=True, ge=1, le=5)
+
+
+class Composition(_Strict):
+    """Corruptions that a domain produces together, applied in order to each image as one cell."""
+
+    name: str = Field(min_length=1, max_length=80)
+    steps: list[CompositionStep] = Field(min_length=1, max_length=5)
+    reason: str = ""
+
+    @property
+    def cell_name(self) -> str:
+        return COMPOSITION_PREFIX + self.name
+
+    @property
+    def pairs(self) -> list[tuple[str, int]]:
+        return [(s.corruption, s.severity) for s in self.steps]
 
 
 class PlannerProvenance(_Strict):
@@ -70,6 +103,7 @@ class DomainConfig(_Strict):
     schema_version: int = SCHEMA_VERSION
     domain: str
     corruptions: list[CorruptionChoice]
+    compositions: list[Composition] = Field(default_factory=list)
     planner: PlannerProvenance = Field(default_factory=PlannerProvenance)
 
     @field_validator("corruptions")
@@ -81,6 +115,19 @@ class DomainConfig(_Strict):
             raise ValueError(f"corruption listed twice: {', '.join(dupes)}")
         return v
 
+    @field_validator("compositions")
+    @classmethod
+    def _compositions_named_once(cls, v: list[Composition]) -> list[Composition]:
+        _listed_once([c.name for c in v], "composition")
+        return v
+
+    @model_validator(mode="after")
+    def _versioned_by_content(self) -> DomainConfig:
+        # a plan without compositions stays version 1, byte for byte (and so keeps its domain id)
+        if self.compositions and self.schema_version < COMPOSITIONS_SCHEMA_VERSION:
+            self.schema_version = COMPOSITIONS_SCHEMA_VERSION
+        return self
+
     def check_catalogue(self) -> None:
         """Raise UserInputError if a corruption or its parameters are not in the catalogue."""
         from domainbench import corruptions
@@ -91,6 +138,11 @@ class DomainConfig(_Strict):
                     corruptions.validate_params(c.name, c.params)
             except corruptions.CorruptionError as e:
                 raise UserInputError(str(e)) from e
+        for comp in self.compositions:
+            try:
+                corruptions.check_steps(comp.pairs)
+            except corruptions.CorruptionError as e:
+                raise UserInputError(f"composition {comp.name!r}: {e}") from e
 
 
 def _listed_once(values: list[str], what: str) -> list[str]:
@@ -112,28 +164,28 @@ class RunConfig(_Strict):
     # class names for zero-shot prediction; needed for an unlabeled folder, optional otherwise
     classes: list[str] | None = None
     # file images are resized (shorter side) and centre-cropped to this size
-    image_size: int = Field(default=224, ge=1)
+    image_size: int = Field(default=224, ge=1, le=bounds.MAX_IMAGE_SIZE)
     models: list[str] = Field(default_factory=lambda: ["embedded:fmnist-plain", "embedded:fmnist-augmented"])
     baseline: str | None = None
     # SeedSequence takes no negative seeds
     seed: int = Field(default=0, ge=0)
-    batch_size: int = Field(default=128, ge=1)
+    batch_size: int = Field(default=128, ge=1, le=bounds.MAX_BATCH_SIZE)
     device: str = "auto"
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, le=bounds.MAX_LIMIT)
     templates: list[str] | None = None
     # images per unit of work; None picks a size that keeps one corrupted shard near 32 MB
-    shard_size: int | None = Field(default=None, ge=1)
+    shard_size: int | None = Field(default=None, ge=1, le=bounds.MAX_SHARD_SIZE)
     # worker processes that corrupt images; None: one per core beyond the first two
-    workers: int | None = Field(default=None, ge=0)
+    workers: int | None = Field(default=None, ge=0, le=bounds.MAX_WORKERS)
     # where corruptions run: cpu (numpy, worker processes), device (torch kernels on the models' device
     # where a corruption has one), auto (device when the models run on a GPU)
     corrupt_on: Literal["auto", "cpu", "device"] = "auto"
     stability: bool = True
-    stability_points: int = Field(default=5, ge=1)
+    stability_points: int = Field(default=5, ge=1, le=bounds.MAX_STABILITY_POINTS)
     # images per shard whose embeddings are measured for stability (clean + m perturbed)
-    stability_images: int = Field(default=64, ge=1)
+    stability_images: int = Field(default=64, ge=1, le=bounds.MAX_STABILITY_IMAGES)
     threat: bool = True
-    threat_anchors: int = Field(default=50, ge=1)
+    threat_anchors: int = Field(default=50, ge=1, le=bounds.MAX_THREAT_ANCHORS)
     # generative VLMs (hf-vlm:, openai-vlm:; docs/generative-vlms.md): the questions asked (several
     # average the class scores), how classes are scored or answered, and remote endpoints' limits
     questions: list[str] | None = None
@@ -199,13 +251,18 @@ class RunConfig(_Strict):
         given = {k: v for k, v in (overrides or {}).items() if v is not None}
         base = load_run(file).model_dump() if file is not None else {}
         try:
-            return cls.model_validate(base | given)
+            cfg = cls.model_validate(base | given)
         except ValidationError as e:
             loc, msg = first_validation_error(e)
             field = loc.split(".")[0]
             if field not in given and file is not None:
                 raise UserInputError(f"run config {file}: {loc}: {msg}") from None
             raise UserInputError(f"--{_FLAGS.get(field, field.replace('_', '-'))}: {msg}") from None
+        # here, not in a validator: a stored run's config must load on a machine with less memory
+        problem = bounds.batch_memory_problem(cfg.batch_size, cfg.image_size)
+        if problem:
+            raise UserInputError(problem if "batch_size" in given or file is None else f"run config {file}: {problem}")
+        return cfg
 
 
 # the CLI flag of a RunConfig field, where it is not the field's name with dashes
@@ -227,26 +284,33 @@ _INT_ARRAY = re.compile(r"\[\n((?:[ \t]+-?\d+,\n)+)\]")
 
 
 def dumps(cfg: BaseModel) -> str:
-    text = tomli_w.dumps(_drop_none(cfg.model_dump(mode="json")))
+    data = cfg.model_dump(mode="json")
+    if isinstance(cfg, DomainConfig) and not cfg.compositions:
+        del data["compositions"]  # a plan without compositions reads as it did before they existed
+    text = tomli_w.dumps(_drop_none(data))
     # tomli_w puts every array element on its own line; severities read better as [1, 2, 3]
     return _INT_ARRAY.sub(lambda m: "[" + ", ".join(v.strip().rstrip(",") for v in m.group(1).splitlines()) + "]", text)
 
 
 def save(cfg: BaseModel, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(dumps(cfg))
-    tmp.replace(path)
-    return path
+    from domainbench.safe_output import write_atomically
+
+    write_atomically(path, dumps(cfg))
+    return Path(path)
 
 
 def _load(path: str | Path, model: type[BaseModel]) -> Any:
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"config file {path} does not exist; create one with `domainbench plan \"...\" -o {path}`")
+    raw = path.read_bytes()
     try:
-        data = tomllib.loads(path.read_text())
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserInputError(f"config file {path} is not UTF-8 text (byte offset {e.start}: {raw[e.start:e.start + 1]!r}); "
+                             "save it as UTF-8 and retry") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserInputError(f"config file {path} is not valid TOML ({e}); fix the syntax and retry") from e
     try:
@@ -256,14 +320,51 @@ def _load(path: str | Path, model: type[BaseModel]) -> Any:
         raise UserInputError(f"config file {path}: {loc}: {msg}; fix that field and retry") from e
 
 
-def load_domain(path: str | Path, check: bool = True) -> DomainConfig:
+def load_domain(path: str | Path, check: bool = True, notes: list[str] | None = None) -> DomainConfig:
+    """The domain config in ``path``; ``check``: its corruptions are in the catalogue, aliases merged.
+
+    Two names of one corruption (``elastic`` and ``elastic_transform``) are evaluated once: the
+    warning for each merge is appended to ``notes``.
+    """
     cfg: DomainConfig = _load(path, DomainConfig)
     if check:
         try:
             cfg.check_catalogue()
+            cfg, merged = merge_aliases(cfg)
         except UserInputError as e:
             raise UserInputError(f"config file {path}: {e}") from e
+        if notes is not None:
+            notes.extend(f"warning: config file {path}: {m}" for m in merged)
     return cfg
+
+
+def merge_aliases(cfg: DomainConfig) -> tuple[DomainConfig, list[str]]:
+    """``cfg`` with two names of one corruption merged into the first one listed.
+
+    A merge takes the union of the severities; two names with different explicit parameters
+    cannot be merged and are a UserInputError. Returns the config and a message per merge.
+    """
+    from domainbench import corruptions
+
+    merged: dict[str, CorruptionChoice] = {}
+    spelled: dict[str, str] = {}
+    notes = []
+    for c in cfg.corruptions:
+        name = corruptions.get(c.name).name
+        first = merged.get(name)
+        if first is None:
+            merged[name], spelled[name] = c, c.name
+            continue
+        if first.params != c.params:
+            raise UserInputError(f"{spelled[name]!r} and {c.name!r} are the same corruption ({name}) with different "
+                                 "params; keep one of them")
+        severities = sorted(set(first.severities) | set(c.severities))
+        merged[name] = first.model_copy(update={"severities": severities, "reason": first.reason or c.reason})
+        notes.append(f"{spelled[name]!r} and {c.name!r} are the same corruption ({name}): evaluated once, "
+                     f"at severities {severities}")
+    if not notes:
+        return cfg, []
+    return cfg.model_copy(update={"corruptions": list(merged.values())}), notes
 
 
 def load_run(path: str | Path) -> RunConfig:

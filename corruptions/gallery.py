@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+import io
 from pathlib import Path
 
 import numpy as np
@@ -37,16 +38,20 @@ def write_gallery(
     out_dir: str | Path,
     names: Sequence[str] | None = None,
     seed: int = 0,
+    write: Callable[[Path, bytes], object] = Path.write_bytes,
 ) -> list[Path]:
-    """Write ``<out_dir>/<name>.png`` for each corruption (all when ``names`` is None); returns the paths."""
+    """Write ``<out_dir>/<name>.png`` for each corruption (all when ``names`` is None); returns the paths.
+
+    ``write(path, png_bytes)`` stores one sheet (the CLI passes its atomic, special-file-refusing writer).
+    """
     chosen = all_names() if names is None else [get(n).name for n in names]  # unknown names fail before writing
     if not chosen:
         raise CorruptionError("no corruptions selected for the gallery")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name in chosen:
-        path = out / f"{name}.png"
-        Image.fromarray(contact_sheet(image, name, seed=seed)).save(path)
-        paths.append(path)
+    paths = [out / f"{name}.png" for name in chosen]
+    for name, path in zip(chosen, paths):
+        png = io.BytesIO()
+        Image.fromarray(contact_sheet(image, name, seed=seed)).save(png, format="PNG")
+        write(path, png.getvalue())
     return paths

@@ -76,7 +76,8 @@ def fmt(v: Any, digits: int = 3) -> str:
     return f"{f:.{digits}f}"
 
 
-STATUS_COLOR = {"queued": "blue", "running": "orange", "done": "green", "failed": "red", "interrupted": "violet"}
+STATUS_COLOR = {"queued": "blue", "running": "orange", "done": "green", "failed": "red", "interrupted": "violet",
+                "cancelled": "gray"}
 
 
 def status_badge(status: str) -> str:

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from domainbench.metrics.aggregate import CellSummary
+from domainbench.metrics.confidence import RunIntervals, interval_columns
 from domainbench.report import RunReport
 from domainbench.store.records import RunRecord
 
@@ -28,6 +29,12 @@ CELL_COLUMNS: dict[str, str] = {
     "label_flip_probability": "fraction of images whose prediction differs from the clean one (0 for clean)",
     "label_flips": "number of images whose prediction differs from the clean one",
     "shared_by_all_models": "whether every model has the cell, so it enters the aggregates",
+    "top1_accuracy_ci_low": "lower end of the Wilson interval of top1_accuracy at the export's --confidence",
+    "top1_accuracy_ci_high": "upper end of the Wilson interval of top1_accuracy",
+    "balanced_accuracy_ci_low": "lower end of the stratified bootstrap interval of balanced_accuracy",
+    "balanced_accuracy_ci_high": "upper end of the stratified bootstrap interval of balanced_accuracy",
+    "label_flip_probability_ci_low": "lower end of the Wilson interval of label_flip_probability (empty for clean)",
+    "label_flip_probability_ci_high": "upper end of the Wilson interval of label_flip_probability (empty for clean)",
     "mean_pd_threat": "mean Projected Displacement threat of the corruption cell (empty: not computed)",
     "pd_safe": "whether the PD threat calls the cell label-preserving (empty: not computed)",
 }
@@ -45,8 +52,9 @@ def top1_accuracy(cell: CellSummary) -> float | None:
     return sum(cell.confusion[i][i] for i in range(len(cell.confusion))) / total
 
 
-def cell_rows(report: RunReport) -> list[dict[str, Any]]:
-    """One row per model × (corruption, severity), the clean pass first, with the cell's PD threat."""
+def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[dict[str, Any]]:
+    """One row per model × (corruption, severity), the clean pass first, with the cell's PD threat
+    and, given ``intervals``, the ``*_ci_low``/``*_ci_high`` columns (empty without them)."""
     rows = []
     for m, c in report.all_cells():
         t = report.threat_of(c.corruption, c.severity)
@@ -60,6 +68,7 @@ def cell_rows(report: RunReport) -> list[dict[str, Any]]:
                 "top1_accuracy": top1_accuracy(c),
                 "label_flip_probability": c.lfp,
                 "label_flips": c.flips,
+                **interval_columns(intervals.cell(m.model, c.corruption, c.severity) if intervals else None),
                 "shared_by_all_models": c.in_common,
                 "mean_pd_threat": None if t is None else t.mean_threat,
                 "pd_safe": None if t is None else t.safe,
@@ -72,12 +81,12 @@ def cell_rows(report: RunReport) -> list[dict[str, Any]]:
 FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
 
 
-def to_csv(report: RunReport) -> str:
+def to_csv(report: RunReport, intervals: RunIntervals | None = None) -> str:
     """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS + (FMR_FIELDS if report.fmr else []), extrasaction="ignore")
     w.writeheader()
-    for row in cell_rows(report):
+    for row in cell_rows(report, intervals):
         w.writerow({"run_id": report.run_id, **row})
     for m in report.fmr.models if report.fmr else []:
         w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n": m.n,
@@ -86,6 +95,11 @@ def to_csv(report: RunReport) -> str:
     return buf.getvalue()
 
 
-def to_json(run: RunRecord | None, report: RunReport) -> str:
+def to_json(run: RunRecord | None, report: RunReport, intervals: RunIntervals | None = None,
+            extra: dict[str, Any] | None = None) -> str:
+    """The run, its report, the intervals (when given) and ``extra`` sections (e.g. ``pairs``)."""
     doc = {"run": None if run is None else run.model_dump(mode="json"), "report": report.model_dump(mode="json")}
+    if intervals is not None:
+        doc["intervals"] = intervals.model_dump(mode="json")
+    doc.update(extra or {})
     return json.dumps(doc, indent=2, default=str)

@@ -127,7 +127,7 @@ class ShardActor:
             dom = DomainConfig.model_validate(domain)
             ctx = RunContext(run_id, self.cfg, dom, self.dataset, self.store, self.models, SilentEvents())
             self.cells = cells_of(dom)
-            self.done = self.store.keys("units", run_id=run_id)
+            self.done = self.store.units.keys(run_id=run_id)
             self.tasks = []
             if self.cfg.stability:
                 self.tasks.append(StabilityTask(ctx))
@@ -301,6 +301,7 @@ class RayEngine(Engine):
         self.stats.computed_units += units
         if units:
             self.events.advance(units, images)
+        self._cancel.check()  # between shards: Ray's units are written in its actors
 
     def _kill_actors(self) -> None:
         for a in self.actors:

@@ -9,8 +9,6 @@ the baseline model can change after the run.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import multiprocessing as mp
 import os
 import platform
@@ -28,6 +26,7 @@ import torch
 from domainbench import corruptions
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset, open_dataset
+from domainbench.engine.cancel import CancelWatch, RunCancelled
 from domainbench.engine.device_corruption import corruption_site, run_device_job
 from domainbench.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
 from domainbench.engine.reports import build_report
@@ -37,7 +36,7 @@ from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, Silen
 from domainbench.errors import UserInputError
 from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
-from domainbench.store.records import DatasetInfo, DomainRecord, RunRecord
+from domainbench.store.records import DatasetInfo, RunRecord
 
 
 @dataclass
@@ -53,11 +52,6 @@ def new_run_id(domain: str) -> str:
     while "--" in slug:
         slug = slug.replace("--", "-")
     return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{slug}-{uuid.uuid4().hex[:4]}"
-
-
-def domain_id(domain: DomainConfig) -> str:
-    blob = json.dumps(domain.model_dump(mode="json", exclude={"planner": {"created_at"}}), sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def cells_of(domain: DomainConfig) -> list[Cell]:
@@ -147,8 +141,7 @@ class Engine:
         models = self._load_models(cfg, ds)
         # nothing is written before every input is known to be good
         run_id = run_id or new_run_id(domain.domain)
-        did = domain_id(domain)
-        self.store.put_domain(DomainRecord(domain_id=did, created_at=_now(), **domain.model_dump()))
+        did = self.store.domains.save(domain, created_at=_now())
         self.store.put_run(
             RunRecord(
                 run_id=run_id,
@@ -174,7 +167,7 @@ class Engine:
             raise UserInputError(f"no run {run_id!r} in {self.store.description}; recent runs: {known or 'none'} (see `domainbench ls`)")
         if run.fmr is not None:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
-        ladders = check_ladders(run, has_units=bool(self.store.keys("units", run_id=run_id)))
+        ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
         ds = open_run_dataset(run.config)
         models = self._load_models(run.config, ds)
         started: dict[str, Any] = {"resumed_at": _now()}
@@ -183,7 +176,7 @@ class Engine:
                        "environment": _environment(models)}
         self.store.update_run(run_id, status="running", pid=os.getpid(), host=platform.node(), ladder_versions=ladders,
                               **started)
-        self.store.delete("summaries", run_id=run_id)  # a report is only ever of a finished run
+        self.store.reports.delete(run_id=run_id)  # a report is only ever of a finished run
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
@@ -199,7 +192,7 @@ class Engine:
         shard_size = cfg.shard_size or auto_shard_size(ds)
         shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         cells = cells_of(ctx.domain)
-        done = self.store.keys("units", run_id=ctx.run_id)
+        done = self.store.units.keys(run_id=ctx.run_id)
         total = len(shards) * len(cells) * len(ctx.models)
         self.events.start(total, len(done))
         tasks: list[RunTask] = []
@@ -211,8 +204,11 @@ class Engine:
             self.events.message("PD threat skipped: it needs labelled images (anchors of other classes)")
 
         self.stats.skipped_units = len(done)
+        self._cancel = CancelWatch(self.store, ctx.run_id)
         try:
             self._execute(ctx, shards, cells, done, tasks)
+        except RunCancelled:
+            raise  # the run stays "cancelled", its finished units kept
         except BaseException as e:
             self.store.update_run(ctx.run_id, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
                                   error=f"{type(e).__name__}: {e}"[:500])
@@ -299,6 +295,7 @@ class Engine:
     def _unit_written(self, n_images: int) -> None:
         self.stats.computed_units += 1
         self.events.advance(1, n_images)
+        self._cancel.check()
 
 
 def _loaded_ahead(plan: Iterator[tuple[int, list[Job]]], shards: list[np.ndarray], ds: Dataset,

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from domainbench import corruptions
+from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, Scored, classify, confusion
@@ -55,7 +56,7 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
         key = (run_id, ms.name, CLEAN, 0, shard)
         need_emb = any(t.needs_clean_embeddings(ms.name, shard) for t in tasks)
         if key in done and not need_emb:
-            stored = ctx.store.get("units", run_id=run_id, model=ms.name, corruption=CLEAN, severity=0, shard=shard)
+            stored = ctx.store.units.get(run_id=run_id, model=ms.name, corruption=CLEAN, severity=0, shard=shard)
             clean.preds[ms.name] = np.asarray(stored.preds, dtype=np.int64)
             continue
         t0 = time.perf_counter()
@@ -105,12 +106,13 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         # per-image labels once per shard: the stability link joins them with predictions
         labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
         corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
+        frost_texture=texture_of(corrupted.drawn),
         elapsed_s=round(time.perf_counter() - t0, 4),
         computed_at=_now(),
         ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
         **vlm_unit_fields(vlm),
     )
-    ctx.store.upsert("units", unit)
+    ctx.store.units.put(unit)
 
 
 def _now() -> str:

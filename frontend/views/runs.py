@@ -17,11 +17,13 @@ from domainbench.engine.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
-from domainbench.frontend import cached, data, exports, figures
+from domainbench.frontend import cached, data, exports, figures, run_actions
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import DEMO_HINT, get_store, guard, sidebar_store, status_badge
 
 REFRESH_S = 5
+#: statuses in which a run may change without the user doing anything
+LIVE_STATUSES = ("queued", "running", "interrupted")
 RUN_PARAM = "run"
 TAB_KEY = "tab"  # also the query parameter holding the open tab
 
@@ -60,7 +62,7 @@ def runs_section(store: Store, runs: list[RunRecord], domain_id: str | None) -> 
     st.subheader("Runs")
     c1, c2, c3 = st.columns([3, 2, 2])
     search = c1.text_input("search", placeholder="run id, domain, model or dataset words", key="runs-search")
-    statuses = c2.multiselect("status", ["queued", "running", "done", "failed", "interrupted"], key="runs-status")
+    statuses = c2.multiselect("status", ["queued", "running", "done", "failed", "interrupted", "cancelled"], key="runs-status")
     datasets = c3.multiselect("dataset", sorted({r.dataset.name if r.dataset else r.config.dataset
                                                  for r in runs}), key="runs-dataset")
     # a running run's status and progress refresh in place, without redrawing the page
@@ -320,8 +322,9 @@ def export_tab(s: Shown) -> None:
     run, report = s.view.run, s.report
     c1, c2 = st.columns(2)
     suffix = exports.slug(f"{run.run_id}-{report.baseline}")
-    c1.download_button("Download cells as CSV", data.export_csv(report), file_name=f"{suffix}.csv", mime="text/csv")
-    c2.download_button("Download run + report as JSON", data.export_json(run, report), file_name=f"{suffix}.json",
+    store = get_store()
+    c1.download_button("Download cells as CSV", data.export_csv(report, store), file_name=f"{suffix}.csv", mime="text/csv")
+    c2.download_button("Download run + report as JSON", data.export_json(run, report, store), file_name=f"{suffix}.json",
                        mime="application/json")
     st.dataframe(data.cells_frame(report), hide_index=True, width="stretch")
 
@@ -374,20 +377,22 @@ def status_notes(view: data.RunView) -> None:
         )
 
 
-def run_body(store: Store, store_key: str, run_id: str, baseline: str, was_running: bool) -> None:
+def run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_status: str) -> None:
     """Everything that changes while a run is running; re-run alone (a fragment) to stay live."""
     with guard(f"showing run {run_id}"):
-        _run_body(store, store_key, run_id, baseline, was_running)
+        _run_body(store, store_key, run_id, baseline, drawn_status)
 
 
-def _run_body(store: Store, store_key: str, run_id: str, baseline: str, was_running: bool) -> None:
+def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_status: str) -> None:
+    if store.get_run(run_id) is None:
+        st.rerun()  # deleted meanwhile: the page says so
     fingerprint = data.run_fingerprint(store, run_id)
     view = cached.run_view(store, store_key, run_id, baseline, fingerprint)
-    if was_running and view.status != "running":
-        st.rerun()  # finished (or stopped): draw it once more as a run that no longer refreshes
+    if view.status != drawn_status:
+        st.rerun()  # started, finished or stopped: redraw the page (its buttons, whether it refreshes)
     run_header(view)
-    if view.status == "running":
-        st.caption(f":material/autorenew: live: the numbers refresh in place every {REFRESH_S} s")
+    if view.status in LIVE_STATUSES:
+        st.caption(f":material/autorenew: live: this page refreshes itself every {REFRESH_S} s")
     with st.container():  # always present, so the tabs below keep their place when notes come and go
         status_notes(view)
     if view.report is None:
@@ -421,9 +426,11 @@ def show_run(store: Store, store_key: str, run_id: str) -> None:
         "baseline model for mCE / rCE / mFR (recomputed from stored statistics, no re-evaluation)",
         models, index=models.index(run.config.baseline_model), key=f"baseline-{run_id}",
     )
-    running = run_status(run) == "running"
-    body = st.fragment(run_body, run_every=REFRESH_S if running else None)
-    body(store, store_key, run_id, baseline, running)
+    status = run_status(run)
+    run_actions.actions(store, run_id, status, on_deleted=_back_to_list)
+    # a run that may still change (a worker may take a queued or interrupted one) redraws itself
+    body = st.fragment(run_body, run_every=REFRESH_S if status in LIVE_STATUSES else None)
+    body(store, store_key, run_id, baseline, status)
 
 
 def main() -> None:

@@ -13,8 +13,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import resource, sys
 import numpy as np
-if sys.argv[1] == "backend":
+if sys.argv[1] in ("import", "configured"):
     import domainbench
+if sys.argv[1] == "configured":
+    from domainbench import host_memory
+    host_memory.configure()
 def faults_of_a_temporary():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     a = np.ones(1 << 20)  # 8 MB, above glibc's default mmap threshold (128 KB)

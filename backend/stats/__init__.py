@@ -1,0 +1,33 @@
+"""Statistics for confident answers: intervals, paired tests, multiplicity, bootstrap, sequential bounds.
+
+Pure numpy/scipy, no knowledge of runs or stores: callers hand in counts or per-image arrays.
+docs/reading-the-numbers.md explains each method in plain words.
+"""
+
+from __future__ import annotations
+
+from domainbench.stats.bootstrap import (
+    DEFAULT_RESAMPLES,
+    balanced_accuracy_weighted,
+    bootstrap_weights,
+    paired_balanced_accuracy_difference,
+    percentile_interval,
+    stratified_bootstrap,
+)
+from domainbench.stats.intervals import check_confidence, normal_quantile, wilson_interval
+from domainbench.stats.paired import holm, mcnemar_exact, paired_sample_size
+
+__all__ = [
+    "DEFAULT_RESAMPLES",
+    "balanced_accuracy_weighted",
+    "bootstrap_weights",
+    "check_confidence",
+    "holm",
+    "mcnemar_exact",
+    "normal_quantile",
+    "paired_balanced_accuracy_difference",
+    "paired_sample_size",
+    "percentile_interval",
+    "stratified_bootstrap",
+    "wilson_interval",
+]

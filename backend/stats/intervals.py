@@ -1,0 +1,48 @@
+"""Closed-form intervals for proportions."""
+
+from __future__ import annotations
+
+import math
+
+from scipy.stats import norm
+
+from domainbench.errors import UserInputError
+
+DEFAULT_CONFIDENCE = 0.95
+
+
+def check_confidence(confidence: float, name: str = "--confidence") -> float:
+    """``confidence`` as a float in (0, 1); a :class:`UserInputError` naming ``name`` otherwise."""
+    try:
+        value = float(confidence)
+    except (TypeError, ValueError):
+        raise UserInputError(f"{name} must be a number between 0 and 1 (e.g. 0.95), got {confidence!r}") from None
+    if not 0.0 < value < 1.0 or math.isnan(value):
+        raise UserInputError(f"{name} must lie strictly between 0 and 1 (e.g. 0.95), got {confidence!r}")
+    return value
+
+
+def normal_quantile(confidence: float) -> float:
+    """The two-sided standard-normal critical value z with P(|Z| <= z) = confidence."""
+    return float(norm.ppf(0.5 + check_confidence(confidence) / 2.0))
+
+
+def wilson_interval(k: int, n: int, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float] | None:
+    """Wilson score interval for k successes out of n (None when n == 0: no data, no interval).
+
+    The Wilson interval inverts the score test, so unlike the Wald interval it stays inside
+    [0, 1] and keeps close to nominal coverage at rates near 0 or 1 and for small n.
+    """
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
+    if n == 0:
+        return None
+    z = normal_quantile(confidence)
+    z2 = z * z
+    p = k / n
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    # at k = 0 or k = n the bound is exactly 0 or 1; rounding must not push it past
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == n else min(1.0, centre + half)
+    return low, high

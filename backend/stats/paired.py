@@ -1,0 +1,65 @@
+"""Paired comparison of two models on the same images: exact McNemar, Holm, sample size."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.stats import binom, norm
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial test of a_only among the discordant images at 1/2.
+
+    ``a_only``: images model A gets right and B wrong; ``b_only``: the reverse. Images both get
+    right or both get wrong carry no information about which model is better. With no
+    discordant image the p-value is 1.
+    """
+    if a_only < 0 or b_only < 0:
+        raise ValueError(f"discordant counts must be >= 0, got a_only={a_only}, b_only={b_only}")
+    n = a_only + b_only
+    if n == 0:
+        return 1.0
+    # the null distribution is symmetric, so the two-sided p is twice the smaller tail
+    return float(min(1.0, 2.0 * binom.cdf(min(a_only, b_only), n, 0.5)))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error control, any dependence).
+
+    The i-th smallest p (0-based) is multiplied by (m - i); adjusted values are made monotone
+    by a running maximum and capped at 1. Reject H_j at level alpha when adjusted p_j <= alpha.
+    """
+    p = np.asarray(p_values, dtype=float)
+    if p.ndim != 1:
+        raise ValueError("holm takes a flat list of p-values")
+    m = p.size
+    if m == 0:
+        return []
+    if np.any((p < 0) | (p > 1) | np.isnan(p)):
+        raise ValueError("p-values must lie in [0, 1]")
+    order = np.argsort(p, kind="stable")
+    scaled = p[order] * (m - np.arange(m))
+    adjusted = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    out = np.empty(m)
+    out[order] = adjusted
+    return out.tolist()
+
+
+def paired_sample_size(discordance: float, difference: float = 0.03, alpha: float = 0.05,
+                       power: float = 0.8) -> int:
+    """Images a paired (McNemar) test needs to detect ``difference`` in accuracy with ``power``.
+
+    Connor's (1987) normal approximation, n = (z_{a/2} sqrt(d) + z_b sqrt(d - delta^2))^2 / delta^2,
+    where d is the share of discordant images (observed) and delta the difference to resolve.
+    The discordance cannot be smaller than the difference, so d is raised to |delta| if needed.
+    """
+    if not 0 < abs(difference) < 1:
+        raise ValueError(f"difference must lie in (0, 1), got {difference}")
+    delta = abs(difference)
+    d = min(1.0, max(float(discordance), delta))
+    za = norm.ppf(1 - alpha / 2)
+    zb = norm.ppf(power)
+    n = (za * math.sqrt(d) + zb * math.sqrt(max(d - delta * delta, 0.0))) ** 2 / (delta * delta)
+    return int(math.ceil(n))
