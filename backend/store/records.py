@@ -122,7 +122,7 @@ class UnitRecord(UnitDocument):
     #: the corruption's severity-ladder version (CorruptionSpec.ladder_version); units stored before it existed read as 1
     ladder_version: int = 1
     #: a generative model's confidences, answers and per-question predictions; None for dual encoders
-    vlm: VLMUnitExtras | None = None
+    vlm: VLMUnitExtras | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ThreatRecord(_Record):
