@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from domainbench.metrics.confusion import SparseConfusion
 from domainbench.models import VisionLanguageModel, build_classifier, create_model, resolve_device
 from domainbench.models.base import DEFAULT_TEMPLATES
-from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative
+from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative, softmax_confidence
 from domainbench.models.hub_common import as_tensor, autocast_for
 
 
@@ -54,6 +55,8 @@ class Scored:
     """A batch's predictions, its embeddings where they were computed, and a generative model's extras."""
 
     preds: np.ndarray
+    #: softmax probability of the predicted class over the label set (None: a free answer has none)
+    confidence: np.ndarray | None = None
     embeddings: torch.Tensor | None = None
     vlm: VLMResult | None = None
 
@@ -63,7 +66,8 @@ def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool
     generative one (its embeddings, from the vision tower, only when asked for and available)."""
     if not is_generative(ms.model):
         emb = encode(ms, images)
-        return Scored(predict(ms, emb), emb)
+        preds, conf = predict_with_confidence(ms, emb)
+        return Scored(preds, conf, emb)
     while True:
         try:
             res = ms.model.classify(as_host(images), ms.batch_size)
@@ -74,7 +78,8 @@ def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool
             torch.cuda.empty_cache()
             continue
         emb = encode(ms, images) if embeddings and not getattr(ms.model, "remote", False) else None
-        return Scored(res.preds, emb, res)
+        conf = None if res.scores is None else softmax_confidence(res.scores).astype(np.float32)
+        return Scored(res.preds, conf, emb, res)
 
 
 def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -132,15 +137,29 @@ def as_host(images: np.ndarray | torch.Tensor) -> np.ndarray:
 
 
 def predict(ms: ModelState, emb: torch.Tensor) -> np.ndarray:
+    return predict_with_confidence(ms, emb)[0]
+
+
+def predict_with_confidence(ms: ModelState, emb: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Top-1 class indices (int64) and their softmax probability over the label set (float32).
+
+    The class is the argmax of the cosine similarities themselves, so scaling can never
+    reorder near ties; the probability is the softmax of the logits the model scores with
+    (its logit scale times the similarities).
+    """
     with torch.inference_mode():
-        return (emb @ ms.classifier.T.to(emb.dtype)).argmax(dim=1).cpu().numpy().astype(np.int64)
+        sims = emb @ ms.classifier.T.to(emb.dtype)
+        preds = sims.argmax(dim=1)
+        scale = float(getattr(ms.model, "logit_scale", 100.0))
+        conf = torch.softmax(sims.float() * scale, dim=1).gather(1, preds[:, None])[:, 0]
+        return preds.cpu().numpy().astype(np.int64), conf.cpu().numpy().astype(np.float32)
 
 
-def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> list[list[int]] | None:
+def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> SparseConfusion | None:
+    """The nonzero cells of the (true, predicted) confusion; None for unlabelled images."""
     if labels is None:
         return None
     if (preds == UNPARSED).any():
         # an unparsed answer is wrong whatever the label: counted off the diagonal of its true class's row
         preds = np.where(preds == UNPARSED, (labels + 1) % n_classes, preds)
-    cm = np.bincount(labels * n_classes + preds, minlength=n_classes * n_classes).reshape(n_classes, n_classes)
-    return cm.tolist()
+    return SparseConfusion.from_pairs(labels, preds, n_classes)

@@ -44,8 +44,8 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
     def write(ms: ModelState, cell: Cell, scored: Scored, clean: np.ndarray | None, corrupted: Corrupted,
               t0: float) -> None:
         nonlocal written
-        preds = scored.preds
-        write_unit(ctx, ms, cell, shard, batch, preds, clean, corrupted, t0, vlm=scored.vlm)
+        write_unit(ctx, ms, cell, shard, batch, scored.preds, clean, corrupted, t0, confidence=scored.confidence,
+                   vlm=scored.vlm)
         done.add((run_id, ms.name, cell.corruption, cell.severity, shard))
         written += 1
         if on_unit is not None:
@@ -85,7 +85,8 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
 
 
 def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: Batch, preds: np.ndarray,
-               clean: np.ndarray | None, corrupted: Corrupted, t0: float, vlm: VLMResult | None = None) -> None:
+               clean: np.ndarray | None, corrupted: Corrupted, t0: float, confidence: np.ndarray | None = None,
+               vlm: VLMResult | None = None) -> None:
     classes = ctx.dataset.classes
     params = {**cell.applied, "drawn": corrupted.drawn} if corrupted.drawn else cell.applied
     unit = UnitRecord(
@@ -97,14 +98,16 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         n=int(len(preds)),
         confusion=confusion(batch.labels, preds, len(classes)),
         flips=0 if clean is None else int((preds != clean).sum()),
-        preds=preds.tolist(),
-        indices=batch.indices.tolist(),
+        preds=preds,
+        indices=batch.indices,
+        hits=None if batch.labels is None else (preds == batch.labels).astype(np.int8),
+        confidence=confidence,
         n_unreadable=len(batch.unreadable),
         params=params,
         seed=ctx.cfg.seed,
         classes=classes,
         # per-image labels once per shard: the stability link joins them with predictions
-        labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
+        labels=batch.labels if cell.corruption == CLEAN and batch.labels is not None else None,
         corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
         frost_texture=texture_of(corrupted.drawn),
         elapsed_s=round(time.perf_counter() - t0, 4),

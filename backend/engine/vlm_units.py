@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domainbench.models.generative import VLMResult, softmax_confidence
+from domainbench.models.generative import VLMResult
 
 
 def vlm_unit_fields(vlm: VLMResult | None) -> dict[str, Any]:
@@ -12,8 +12,6 @@ def vlm_unit_fields(vlm: VLMResult | None) -> dict[str, Any]:
     if vlm is None:
         return {}
     extras: dict[str, Any] = {"unparsed": vlm.unparsed}
-    if vlm.scores is not None and len(vlm.scores):
-        extras["confidence"] = softmax_confidence(vlm.scores).tolist()
     if vlm.answers is not None:
         extras["answers"] = list(vlm.answers)
     if vlm.per_question is not None:

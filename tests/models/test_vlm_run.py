@@ -42,11 +42,11 @@ def test_run_scores_the_sample_as_the_contract_says(llava: Path, home: Path, tmp
     rgb = np.repeat(batch.images[..., None], 3, axis=-1) if batch.images.ndim == 3 else batch.images
     ref = plain_scores(llava, rgb, ds.classes, DEFAULT_QUESTION)
     clean = units[(name, "clean")]
-    assert clean.preds == ref.argmax(axis=1).tolist()
+    assert np.asarray(clean.preds).tolist() == ref.argmax(axis=1).tolist()
     assert clean.vlm is not None and clean.vlm.unparsed == 0
-    np.testing.assert_allclose(clean.vlm.confidence, softmax_confidence(ref), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(clean.confidence, dtype=float), softmax_confidence(ref), atol=1e-5)
     corrupted = units[(name, "brightness")]
-    assert corrupted.n == LIMIT and corrupted.vlm is not None and len(corrupted.vlm.confidence) == LIMIT
+    assert corrupted.n == LIMIT and corrupted.vlm is not None and len(corrupted.confidence) == LIMIT
     assert corrupted.flips == sum(a != b for a, b in zip(corrupted.preds, clean.preds))
     assert units[("embedded:fmnist-plain", "clean")].vlm is None  # dual encoders store nothing new
     assert name in out  # the report lists the generative model beside the contrastive one
