@@ -49,7 +49,7 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
         done.add((run_id, ms.name, cell.corruption, cell.severity, shard))
         written += 1
         if on_unit is not None:
-            on_unit(len(preds))
+            on_unit(len(scored.preds))
 
     clean = CleanPass()
     for ms in ctx.models:
