@@ -58,11 +58,6 @@ def main() -> None:
     parent, module = int(sys.argv[1]), sys.argv[2]
     sys.argv = [module, *sys.argv[3:]]
     watch_parent(parent=parent)
-    if module == "domainbench.cli":  # the CLI's SIGTERM handler is installed by its main()
-        from domainbench.cli import main as cli_main
-
-        cli_main()
-        return
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
