@@ -645,14 +645,17 @@ def ui(
     if not app_path.is_file():  # an editable install maps domainbench.frontend to the checkout's frontend/
         from domainbench import frontend
         app_path = Path(frontend.__file__).resolve().parent / "app.py"
-    command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
-               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
-               "--client.toolbarMode", "viewer"]
+    from domainbench.parent_watch import command as watched
+
+    # both children end when this process dies, even by kill -9 (no orphaned server or worker)
+    command = watched("streamlit", "run", str(app_path), "--server.port", str(port),
+                      "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+                      "--client.toolbarMode", "viewer")
     # with MongoDB the workers are separate machines (`domainbench worker`); the embedded store
     # lives on this one, so the UI brings the worker that runs what its New domain page queues
     side = None
     if worker and not _settings().store_uri:
-        side = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "--quiet", "worker"], stdin=subprocess.DEVNULL)
+        side = subprocess.Popen(watched("domainbench.cli", "--quiet", "worker"), stdin=subprocess.DEVNULL)
         _say(f"worker started (process {side.pid}); it runs the runs launched from the UI")
     _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
     try:
