@@ -306,6 +306,8 @@ def run(
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
     cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
     models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
+    adaptive: Annotated[Optional[bool], typer.Option("--adaptive", help="Evaluate in random rounds; stop each cell once its anytime-valid interval is narrow enough or its model pairs are decided.")] = None,
+    target_width: Annotated[Optional[float], typer.Option("--target-width", help="With --adaptive: the width a cell's top-1 accuracy interval must reach (default 0.1).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from domainbench.config import RunConfig, load_domain
@@ -325,7 +327,10 @@ def run(
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
             "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
+            "adaptive": adaptive, "target_width": target_width,
         })
+        if cfg.adaptive and executor != "local":
+            raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     store = _store()
     progress = _progress()
     engine = _make_engine(store, RichEvents(progress), exec_options)

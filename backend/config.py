@@ -136,6 +136,10 @@ class RunConfig(_Strict):
     stability_images: int = Field(default=64, ge=1, le=bounds.MAX_STABILITY_IMAGES)
     threat: bool = True
     threat_anchors: int = Field(default=50, ge=1, le=bounds.MAX_THREAT_ANCHORS)
+    # adaptive evaluation (domainbench.engine.adaptive): images in seeded random rounds, each cell
+    # stops once its anytime-valid interval is narrower than target_width or its pairs are decided
+    adaptive: bool = False
+    target_width: float | None = Field(default=None, gt=0, lt=1)
 
     @field_validator("models")
     @classmethod
