@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from domainbench.config import DomainConfig, RunConfig
+from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
 from domainbench.fmr.settings import FmrSettings
 from domainbench.metrics.aggregate import UnitDocument
@@ -48,6 +49,9 @@ class DatasetInfo(_Record):
     size: int
     classes: list[str]
     labelled: bool
+    # the absolute spec the run evaluates and what its files were (a resume refuses a changed dataset)
+    path: str | None = None
+    fingerprint: DatasetFingerprint | None = None
 
 
 class RunRecord(_Record):
