@@ -329,7 +329,7 @@ def run(
             "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
             "adaptive": adaptive, "target_width": target_width,
         })
-        if cfg.adaptive and executor != "local":
+        if cfg.adaptive and exec_options.kind != "local":
             raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     store = _store()
     progress = _progress()
