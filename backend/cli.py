@@ -166,23 +166,22 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return str(v)
 
 
+def summary_columns() -> list[Any]:
+    """The summary table's metric columns: the registry's model metrics with a CLI header, in order."""
+    from domainbench.metrics.registry import metrics_of
+
+    return [m for m in metrics_of("model") if m.cli_header]
+
+
 def print_report(report: RunReport) -> None:
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
-    for col in ("clean%", "corr%", "safe%", "mCE", "rCE", "mFR", "r"):
-        table.add_column(col, justify="right", no_wrap=True, min_width=5)
+    columns = summary_columns()
+    for metric in columns:
+        table.add_column(metric.cli_header, justify="right", no_wrap=True, min_width=5)
     for row in report.table():
-        table.add_row(
-            literal(row.model),
-            _fmt(row.acc, pct=True),
-            _fmt(row.mean_corrupted_acc, pct=True),
-            _fmt(row.safe_acc, pct=True),
-            _fmt(row.mce),
-            _fmt(row.rce),
-            _fmt(row.mfr),
-            _fmt(row.corr),
-        )
+        table.add_row(literal(row.model), *(_fmt(m.read(row), pct=m.percent) for m in columns))
     console.print(table)
     console.print("clean%, corr%: balanced accuracy clean and averaged over corruption cells; safe%: averaged over cells "
                   "whose PD threat is safe; r: Pearson(accuracy, flip probability) across cells", style="dim")
@@ -530,6 +529,32 @@ def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard,
 
     for name in list_models(pattern):
         console.print(printable(name), highlight=False, markup=False)
+
+
+@app.command("metrics")
+def list_metrics_cmd(
+    pattern: Annotated[str, typer.Argument(help="Shell wildcard on the name or display name, e.g. '*accuracy*'.")] = "*",
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json (every declared field).")] = "table",
+) -> None:
+    """List the metrics domainbench reports: name, unit, which direction is better, what it means."""
+    import json
+
+    from domainbench.metrics.registry import registry
+
+    if format not in ("table", "json"):
+        raise UserInputError(f"--format {format!r} is not supported; use table or json")
+    found = registry().find(pattern)
+    if not found:
+        raise UserInputError(f"no metric matches {pattern!r}; `domainbench metrics` lists them all")
+    if format == "json":
+        sys.stdout.write(json.dumps([m.describe() for m in found], indent=2, ensure_ascii=False) + "\n")
+        return
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for col in ("name", "level", "unit", "better", "meaning"):
+        table.add_column(col, no_wrap=col != "meaning")
+    for m in found:
+        table.add_row(m.name, m.level, m.unit, m.direction or "-", literal(m.meaning))
+    console.print(table)
 
 
 @app.command()

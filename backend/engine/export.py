@@ -13,58 +13,31 @@ import io
 import json
 from typing import Any
 
-from domainbench.metrics.aggregate import CellSummary
+from domainbench.metrics.defs.classification import top1_accuracy as top1_accuracy  # where readers found it
+from domainbench.metrics.registry import metrics_of
 from domainbench.report import RunReport
 from domainbench.store.records import RunRecord
 
-#: one row per model × cell, in this order; what each column holds:
-CELL_COLUMNS: dict[str, str] = {
+#: the columns that say which cell a row is; the metric columns follow, from the registry's cell metrics
+CELL_KEY_COLUMNS: dict[str, str] = {
     "model": "registry name of the model",
     "corruption": "corruption name, or 'clean' for the uncorrupted pass",
     "severity": "severity 1..5 (0 for the clean pass)",
-    "n_images": "images scored in the cell",
-    "balanced_accuracy": "mean per-class recall, 0..1 (empty when the dataset is unlabelled)",
-    "top1_accuracy": "fraction of images whose top-1 prediction is the true class, 0..1 (empty when unlabelled)",
-    "label_flip_probability": "fraction of images whose prediction differs from the clean one (0 for clean)",
-    "label_flips": "number of images whose prediction differs from the clean one",
-    "shared_by_all_models": "whether every model has the cell, so it enters the aggregates",
-    "mean_pd_threat": "mean Projected Displacement threat of the corruption cell (empty: not computed)",
-    "pd_safe": "whether the PD threat calls the cell label-preserving (empty: not computed)",
 }
+#: one row per model × cell, in this order; what each column holds
+CELL_COLUMNS: dict[str, str] = {**CELL_KEY_COLUMNS, **{m.name: m.meaning for m in metrics_of("cell")}}
 CELL_FIELDS = list(CELL_COLUMNS)
 CSV_FIELDS = ["run_id", *CELL_FIELDS]
 
 
-def top1_accuracy(cell: CellSummary) -> float | None:
-    """Trace over total of the cell's confusion matrix; None when unlabelled (no matrix)."""
-    if cell.confusion is None:
-        return None
-    total = sum(sum(row) for row in cell.confusion)
-    if total == 0:
-        return None
-    return sum(cell.confusion[i][i] for i in range(len(cell.confusion))) / total
-
-
 def cell_rows(report: RunReport) -> list[dict[str, Any]]:
     """One row per model × (corruption, severity), the clean pass first, with the cell's PD threat."""
+    metrics = metrics_of("cell")
     rows = []
     for m, c in report.all_cells():
         t = report.threat_of(c.corruption, c.severity)
-        rows.append(
-            {
-                "model": m.model,
-                "corruption": c.corruption,
-                "severity": c.severity,
-                "n_images": c.n,
-                "balanced_accuracy": c.accuracy,
-                "top1_accuracy": top1_accuracy(c),
-                "label_flip_probability": c.lfp,
-                "label_flips": c.flips,
-                "shared_by_all_models": c.in_common,
-                "mean_pd_threat": None if t is None else t.mean_threat,
-                "pd_safe": None if t is None else t.safe,
-            }
-        )
+        rows.append({"model": m.model, "corruption": c.corruption, "severity": c.severity,
+                     **{metric.name: metric.read(c, t) for metric in metrics}})
     return rows
 
 
