@@ -14,6 +14,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -e '.[test,ray]'  # ray: the Ray executor's tests run in `make test`
+	# frost's reference photographs (data files only: --no-deps keeps its opencv-python and scikit-image out)
+	$(PIP) install --quiet --no-deps 'imagecorruptions==1.1.2'
 	touch $@
 
 install: $(VENV)/.installed

@@ -300,7 +300,10 @@ def run(
     if not resume:  # the inputs are checked before the store is opened or a progress bar drawn
         if config is None:
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
-        domain = load_domain(config)
+        notes: list[str] = []
+        domain = load_domain(config, notes=notes)
+        for note in notes:
+            _say(markup_safe(note))
         cfg = RunConfig.from_sources(run_config, {
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
@@ -454,7 +457,10 @@ def fmr(
         check_oracle_names(oracle_names)
         if search not in ("greedy", "gradient"):
             raise UserInputError(f"--search {search!r}: use greedy or gradient")
-        domain = load_domain(config)
+        notes: list[str] = []
+        domain = load_domain(config, notes=notes)
+        for note in notes:
+            _say(markup_safe(note))
         cfg = RunConfig.from_sources(None, {
             "models": _csv(models), "dataset": dataset, "limit": limit, "seed": seed, "batch_size": batch_size,
             "device": device, "stability": False, "threat": False,

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, ValidationInfo, field_validator
 
+from domainbench import resource_bounds as bounds
 from domainbench.errors import UserInputError, first_validation_error
 
 SCHEMA_VERSION = 1
@@ -37,7 +38,8 @@ class CorruptionChoice(_Strict):
     """One corruption the planner chose, with the severities to evaluate and why."""
 
     name: str
-    severities: list[int] = Field(default_factory=lambda: [1, 2, 3, 4, 5])
+    # strict: a string "3" or a float 3.0 is a typo to report, not a level to guess
+    severities: list[StrictInt] = Field(default_factory=lambda: [1, 2, 3, 4, 5])
     params: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
 
@@ -112,28 +114,28 @@ class RunConfig(_Strict):
     # class names for zero-shot prediction; needed for an unlabeled folder, optional otherwise
     classes: list[str] | None = None
     # file images are resized (shorter side) and centre-cropped to this size
-    image_size: int = Field(default=224, ge=1)
+    image_size: int = Field(default=224, ge=1, le=bounds.MAX_IMAGE_SIZE)
     models: list[str] = Field(default_factory=lambda: ["embedded:fmnist-plain", "embedded:fmnist-augmented"])
     baseline: str | None = None
     # SeedSequence takes no negative seeds
     seed: int = Field(default=0, ge=0)
-    batch_size: int = Field(default=128, ge=1)
+    batch_size: int = Field(default=128, ge=1, le=bounds.MAX_BATCH_SIZE)
     device: str = "auto"
-    limit: int | None = Field(default=None, ge=1)
+    limit: int | None = Field(default=None, ge=1, le=bounds.MAX_LIMIT)
     templates: list[str] | None = None
     # images per unit of work; None picks a size that keeps one corrupted shard near 32 MB
-    shard_size: int | None = Field(default=None, ge=1)
+    shard_size: int | None = Field(default=None, ge=1, le=bounds.MAX_SHARD_SIZE)
     # worker processes that corrupt images; None: one per core beyond the first two
-    workers: int | None = Field(default=None, ge=0)
+    workers: int | None = Field(default=None, ge=0, le=bounds.MAX_WORKERS)
     # where corruptions run: cpu (numpy, worker processes), device (torch kernels on the models' device
     # where a corruption has one), auto (device when the models run on a GPU)
     corrupt_on: Literal["auto", "cpu", "device"] = "auto"
     stability: bool = True
-    stability_points: int = Field(default=5, ge=1)
+    stability_points: int = Field(default=5, ge=1, le=bounds.MAX_STABILITY_POINTS)
     # images per shard whose embeddings are measured for stability (clean + m perturbed)
-    stability_images: int = Field(default=64, ge=1)
+    stability_images: int = Field(default=64, ge=1, le=bounds.MAX_STABILITY_IMAGES)
     threat: bool = True
-    threat_anchors: int = Field(default=50, ge=1)
+    threat_anchors: int = Field(default=50, ge=1, le=bounds.MAX_THREAT_ANCHORS)
 
     @field_validator("models")
     @classmethod
@@ -189,13 +191,18 @@ class RunConfig(_Strict):
         given = {k: v for k, v in (overrides or {}).items() if v is not None}
         base = load_run(file).model_dump() if file is not None else {}
         try:
-            return cls.model_validate(base | given)
+            cfg = cls.model_validate(base | given)
         except ValidationError as e:
             loc, msg = first_validation_error(e)
             field = loc.split(".")[0]
             if field not in given and file is not None:
                 raise UserInputError(f"run config {file}: {loc}: {msg}") from None
             raise UserInputError(f"--{_FLAGS.get(field, field.replace('_', '-'))}: {msg}") from None
+        # here, not in a validator: a stored run's config must load on a machine with less memory
+        problem = bounds.batch_memory_problem(cfg.batch_size, cfg.image_size)
+        if problem:
+            raise UserInputError(problem if "batch_size" in given or file is None else f"run config {file}: {problem}")
+        return cfg
 
 
 # the CLI flag of a RunConfig field, where it is not the field's name with dashes
@@ -244,14 +251,51 @@ def _load(path: str | Path, model: type[BaseModel]) -> Any:
         raise UserInputError(f"config file {path}: {loc}: {msg}; fix that field and retry") from e
 
 
-def load_domain(path: str | Path, check: bool = True) -> DomainConfig:
+def load_domain(path: str | Path, check: bool = True, notes: list[str] | None = None) -> DomainConfig:
+    """The domain config in ``path``; ``check``: its corruptions are in the catalogue, aliases merged.
+
+    Two names of one corruption (``elastic`` and ``elastic_transform``) are evaluated once: the
+    warning for each merge is appended to ``notes``.
+    """
     cfg: DomainConfig = _load(path, DomainConfig)
     if check:
         try:
             cfg.check_catalogue()
+            cfg, merged = merge_aliases(cfg)
         except UserInputError as e:
             raise UserInputError(f"config file {path}: {e}") from e
+        if notes is not None:
+            notes.extend(f"warning: config file {path}: {m}" for m in merged)
     return cfg
+
+
+def merge_aliases(cfg: DomainConfig) -> tuple[DomainConfig, list[str]]:
+    """``cfg`` with two names of one corruption merged into the first one listed.
+
+    A merge takes the union of the severities; two names with different explicit parameters
+    cannot be merged and are a UserInputError. Returns the config and a message per merge.
+    """
+    from domainbench import corruptions
+
+    merged: dict[str, CorruptionChoice] = {}
+    spelled: dict[str, str] = {}
+    notes = []
+    for c in cfg.corruptions:
+        name = corruptions.get(c.name).name
+        first = merged.get(name)
+        if first is None:
+            merged[name], spelled[name] = c, c.name
+            continue
+        if first.params != c.params:
+            raise UserInputError(f"{spelled[name]!r} and {c.name!r} are the same corruption ({name}) with different "
+                                 "params; keep one of them")
+        severities = sorted(set(first.severities) | set(c.severities))
+        merged[name] = first.model_copy(update={"severities": severities, "reason": first.reason or c.reason})
+        notes.append(f"{spelled[name]!r} and {c.name!r} are the same corruption ({name}): evaluated once, "
+                     f"at severities {severities}")
+    if not notes:
+        return cfg, []
+    return cfg.model_copy(update={"corruptions": list(merged.values())}), notes
 
 
 def load_run(path: str | Path) -> RunConfig:

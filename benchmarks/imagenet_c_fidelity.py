@@ -184,6 +184,25 @@ def run_reference(python: Path, images: list[np.ndarray], names: list[str], seed
 # ---------------------------------------------------------------- our side
 
 
+def frost_sources() -> list[str]:
+    """The frost textures this environment can run: the procedural one always, the photographs where installed."""
+    from domainbench.corruptions.kernels import frost_photos
+
+    with_frost_texture(None)
+    return ["imagenet-c", "procedural"] if frost_photos.photo_folder() is not None else ["procedural"]
+
+
+def with_frost_texture(source: str | None) -> None:
+    """Point frost at one texture source (None: whatever is installed) for the rest of this process."""
+    from domainbench.corruptions.kernels import frost_photos
+
+    if source == "procedural":
+        os.environ[frost_photos.ENV] = "procedural"
+    else:
+        os.environ.pop(frost_photos.ENV, None)
+    frost_photos._folder_for.cache_clear()
+
+
 def run_ours(images: list[np.ndarray], names: list[str], seed: int):
     from domainbench import corruptions
     cells = {}
@@ -305,11 +324,28 @@ def main(argv: list[str] | None = None) -> int:
     photos = list(SKIMAGE_PHOTOS[:2] if args.quick else SKIMAGE_PHOTOS)
     given = sklearn_photos()[: 1 if args.quick else 2]
     images, ref = run_reference(python, given, names, args.seed, photos)
+    sources = frost_sources() if "frost" in names else ["installed"]
+    with_frost_texture(sources[0])
     ours = run_ours(images, names, args.seed)
     rows, speed = compare(ref, ours, names)
+    if "frost" in names:
+        print(f"frost texture: {sources[0]}" + ("" if len(sources) > 1 else
+              " (the reference's photographs are not installed: pip install --no-deps imagecorruptions==1.1.2)"))
     print_table(rows, speed, len(images))
+    report = {"rows": rows, "speed": speed, "frost_texture": sources[0]}
+    for other in sources[1:]:
+        # the other texture source: frost's cells only, and the gap that falling back to it costs
+        with_frost_texture(other)
+        frost_rows, frost_speed = compare(ref, run_ours(images, ["frost"], args.seed), ["frost"])
+        print(f"\nfrost with the {other} texture:")
+        for r in frost_rows:
+            print(f"  frost/{r['severity']}  SSIM {r['ssim_ours']:.3f} (ref {r['ssim_ref']:.3f}, {r['d_ssim']:+.3f})  "
+                  f"PSNR {r['psnr_ours']:.2f} (ref {r['psnr_ref']:.2f}, {r['d_psnr']:+.2f} dB)  {'yes' if r['ok'] else 'NO'}")
+        print(f"  cells within tolerance: {sum(r['ok'] for r in frost_rows)}/5; time ours / reference {frost_speed['frost']:.2f}x")
+        report[f"frost_{other}"] = frost_rows
+    with_frost_texture(None)
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "speed": speed}, indent=1))
+        args.json.write_text(json.dumps(report, indent=1))
     ok = all(r["ok"] for r in rows) and all(v <= SPEED_TOL for v in speed.values())
     return 0 if ok or not args.check else 1
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from domainbench import corruptions
+from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, confusion, encode, predict
@@ -102,6 +103,7 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         # per-image labels once per shard: the stability link joins them with predictions
         labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
         corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
+        frost_texture=texture_of(corrupted.drawn),
         elapsed_s=round(time.perf_counter() - t0, 4),
         computed_at=_now(),
         ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,

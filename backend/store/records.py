@@ -100,6 +100,9 @@ class UnitRecord(UnitDocument):
     #: where the unit's images were corrupted: "cpu" (numpy kernels) or "device" (torch kernels on the
     #: models' device, see --corrupt-on); None for the clean pass and for units stored before it was recorded
     corrupted_on: Literal["cpu", "device"] | None = None
+    #: frost's ice layer: "imagenet-c" (crops of the reference's photographs) or "procedural" (see
+    #: corruptions.kernels.frost_photos); None for other corruptions and for units stored before it was recorded
+    frost_texture: Literal["imagenet-c", "procedural", "mixed"] | None = None
     elapsed_s: float | None = None
     computed_at: str | None = None
     #: the corruption's severity-ladder version (CorruptionSpec.ladder_version); units stored before it existed read as 1

@@ -26,9 +26,11 @@ from domainbench.corruptions.kernels.weather import (
     FrostParams,
     RainParams,
     SnowParams,
+    frost_source,
     frost_strokes,
     rain_drops,
 )
+from domainbench.corruptions.kernels import frost_photos
 
 
 @lru_cache(maxsize=64)
@@ -233,8 +235,36 @@ def _frost_detail(tex: torch.Tensor, coarse: torch.Tensor, fine_sd: torch.Tensor
     return fine.mul_(fine_sd[:, None, None] / fine_std.clamp_min_(1e-6)).addcmul_(coarse, scale).sub_(coarse_mean * scale)
 
 
-@device_kernel("frost", exact=False, note="ice crystals splatted, not rasterised by cv2's anti-aliased lines")
+@device_kernel("frost", exact=False, note="photographs: the CPU pixels; procedural ice: crystals splatted, not "
+               "rasterised by cv2's anti-aliased lines")
 def frost(images: torch.Tensor, p: FrostParams, b: DeviceBatch) -> torch.Tensor:
+    folders = [frost_source(rng) for rng in b.rngs]
+    if all(f is None for f in folders):
+        return _procedural_frost(images, p, b)
+    if all(f is not None for f in folders):
+        return _photo_frost(images, p, b, folders)
+    # sources mixed only by a caller's fixed ``texture`` values: each image on its own
+    out = torch.empty_like(images)
+    for i, folder in enumerate(folders):
+        part = b.part(i, i + 1)
+        out[i : i + 1] = _procedural_frost(images[i : i + 1], p, part) if folder is None else _photo_frost(images[i : i + 1], p, part, [folder])
+        b.merge(i, part)
+    return out
+
+
+def _photo_frost(images: torch.Tensor, p: FrostParams, b: DeviceBatch, folders: list) -> torch.Tensor:
+    """The CPU kernel's photograph crops (drawn from its numpy streams, cut on the host), blended and truncated as it does."""
+    n, h, w, c = images.shape
+    crops = np.stack([frost_photos.photo_crop(folder, h, w, rng) for folder, rng in zip(folders, b.rngs)])
+    # float64, as the reference: float32 sums a hair below a whole number would truncate a level lower
+    ice = torch.from_numpy(crops).to(images.device).double()
+    if c == 1:
+        ice = ice @ torch.tensor([[0.2989], [0.5870], [0.1140]], dtype=torch.float64, device=images.device)
+    out = images.double().mul_(p.image_weight).add_(ice.mul_(p.frost_weight))
+    return out.clamp_(0, 255).to(torch.uint8)
+
+
+def _procedural_frost(images: torch.Tensor, p: FrostParams, b: DeviceBatch) -> torch.Tensor:
     n, h, w, c = images.shape
     s = size_scale(images)
     dev = images.device

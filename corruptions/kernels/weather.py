@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import cv2
 import numpy as np
 from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
 from domainbench.corruptions.draws import record
+from domainbench.corruptions.errors import CorruptionError
+from domainbench.corruptions.kernels import frost_photos
 from domainbench.corruptions.kernels._common import fractal_noise, luminance, size_scale, to_uint8
 from domainbench.corruptions.kernels._imagenet_c import (
     IMAGENET_C_LADDER_VERSION,
@@ -114,9 +118,34 @@ def _frost_layer(h: int, w: int, channels: int, rng: np.random.Generator) -> np.
     return base + (fine + coarse)[..., None]
 
 
+def frost_source(rng: np.random.Generator) -> Path | None:
+    """This image's texture source, recorded as ``texture``: the photographs' folder, or None for the procedural texture.
+
+    A caller who fixes ``texture`` gets that source (replaying a stored unit), or an error where it is missing.
+    """
+    folder = frost_photos.photo_folder()
+    available: frost_photos.TextureSource = "procedural" if folder is None else "imagenet-c"
+    wanted = record(rng, "texture", available)
+    if wanted not in ("imagenet-c", "procedural"):
+        raise CorruptionError(f"frost texture {wanted!r} is neither 'imagenet-c' nor 'procedural'")
+    if wanted == "imagenet-c" and folder is None:
+        raise CorruptionError("frost texture 'imagenet-c' needs the reference's frost photographs: "
+                              "pip install --no-deps imagecorruptions==1.1.2 (or set DOMAINBENCH_FROST_PHOTOS)")
+    return folder if wanted == "imagenet-c" else None
+
+
 def frost(img: np.ndarray, p: FrostParams, rng: np.random.Generator) -> np.ndarray:
-    """ImageNet-C frost blend ``image_weight * image + frost_weight * ice`` with a procedural ice layer."""
+    """ImageNet-C frost blend ``image_weight * image + frost_weight * ice``.
+
+    The ice is a crop of one of the reference's frost photographs where they are installed
+    (``frost_photos``; the reference's draws, resize and truncation), else a procedural layer.
+    """
     h, w = img.shape[:2]
+    folder = frost_source(rng)
+    if folder is not None:
+        ice = frost_photos.photo_crop(folder, h, w, rng)
+        ice = frost_photos.grey(ice) if img.shape[-1] == 1 else ice
+        return frost_photos.blend_truncated(img, ice, p.image_weight, p.frost_weight)
     layer = _frost_layer(h, w, img.shape[-1], rng)
     return to_uint8(np.float32(p.image_weight) * img.astype(np.float32) + np.float32(p.frost_weight) * layer)
 
@@ -241,8 +270,9 @@ CORRUPTIONS: list[CorruptionSpec] = [
         },
         ranges={"frost_weight": (0.4, 0.75)},
         apply=frost,
-        backend="procedural ice texture matched to ImageNet-C's frost photographs, ImageNet-C frost blend",
-        draws={"look": (0.0, 4.0)},
+        backend="ImageNet-C frost: crops of its frost photographs where imagecorruptions is installed "
+                "(domainbench[imagenet-c]), else a procedural ice texture matched to them",
+        draws={"look": (0.0, 4.0), "texture": None, "crop": None},
         ladder_version=IMAGENET_C_LADDER_VERSION,
     ),
     CorruptionSpec(

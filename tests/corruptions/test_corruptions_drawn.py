@@ -11,6 +11,9 @@ from domainbench import corruptions
 from domainbench.corruptions import CorruptionError
 
 SEEDS = [11, 12, 13]
+#: declared draws a kernel makes only in some environments: frost crops only where the reference's
+#: photographs are installed (tests/corruptions/test_frost_photos.py covers both sources)
+ONLY_SOMETIMES = {"frost": {"crop"}}
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +36,7 @@ def test_drawn_values_are_declared_per_image_in_range_and_json(images, name):
     plain = corruptions.corrupt_batch(images, name, severity=4, seeds=SEEDS)
     out, drawn = corruptions.corrupt_batch(images, name, severity=4, seeds=SEEDS, return_drawn=True)
     np.testing.assert_array_equal(out, plain)  # asking for provenance never changes a pixel
-    assert set(drawn) == set(spec.draws)
+    assert set(drawn) <= set(spec.draws) and set(spec.draws) - set(drawn) <= ONLY_SOMETIMES.get(name, set())
     json.dumps(drawn)
     for key, values in drawn.items():
         assert len(values) == len(images)
