@@ -27,7 +27,11 @@ from domainbench.literal import literal, markup_safe, printable
 from domainbench.settings import Settings
 
 if TYPE_CHECKING:
+    from domainbench.metrics.comparison import Comparison
+    from domainbench.metrics.confidence import RunIntervals
     from domainbench.report import RunReport
+
+CONFIDENCE_HELP = "Confidence level of the intervals and tests, in (0, 1)."
 
 
 @dataclass
@@ -173,7 +177,14 @@ def summary_columns() -> list[Any]:
     return [m for m in metrics_of("model") if m.cli_header]
 
 
-def print_report(report: RunReport) -> None:
+def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
+    """A value with its interval beside it: ``61.2 (55.0–67.1)``."""
+    if v is None or interval is None:
+        return _fmt(v, pct)
+    return f"{_fmt(v, pct)} ({_fmt(interval[0], pct)}–{_fmt(interval[1], pct)})"
+
+
+def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
@@ -181,8 +192,14 @@ def print_report(report: RunReport) -> None:
     for metric in columns:
         table.add_column(metric.cli_header, justify="right", no_wrap=True, min_width=5)
     for row in report.table():
-        table.add_row(literal(row.model), *(_fmt(m.read(row), pct=m.percent) for m in columns))
+        iv = intervals.model(row.model) if intervals else None
+        # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
+        table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent) for m in columns))
     console.print(table)
+    if intervals is not None:
+        console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
+                      f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
+                      style="dim", highlight=False)
     console.print("clean%, corr%: balanced accuracy clean and averaged over corruption cells; safe%: averaged over cells "
                   "whose PD threat is safe; r: Pearson(accuracy, flip probability) across cells", style="dim")
     if report.threat:
@@ -242,7 +259,7 @@ def plan(
         output_file(output)
     _say(f"planning with provider={provider} …")
     cfg = make_plan(text, provider=provider, samples=samples, llm=settings_from_env(_settings().llm_environ()))
-    _store().put_domain({"domain_id": _domain_id(cfg), "created_at": cfg.planner.created_at, **cfg.model_dump(mode="json")})
+    _store().domains.save(cfg, created_at=cfg.planner.created_at)
     if output:
         save(cfg, output)
         _say(f"wrote {markup_safe(output)}")
@@ -258,7 +275,7 @@ def plan(
 
 
 def _domain_id(cfg: Any) -> str:
-    from domainbench.engine.runner import domain_id
+    from domainbench.store.repositories import domain_id
 
     return domain_id(cfg)
 
@@ -363,7 +380,7 @@ def list_runs() -> None:
     table = Table(title=literal(f"runs in {store.description}"))
     for col in ("run", "status", "domain", "models", "dataset", "created"):
         table.add_column(col)
-    from domainbench.engine.status import run_status
+    from domainbench.store.status import run_status
 
     for r in runs:
         table.add_row(*(literal(v) for v in (r.run_id, run_status(r), r.domain.domain[:50], ", ".join(r.config.models),
@@ -389,11 +406,41 @@ def remove_runs(
 def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
     baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
 ) -> None:
-    """Print a run's summary table (recomputed from stored statistics)."""
+    """Print a run's summary table with intervals (recomputed from stored statistics) and, for several models, the verdicts."""
+    from domainbench.engine.confidence import load_intervals
     from domainbench.engine.reports import load_report
+    from domainbench.stats.intervals import check_confidence
 
-    print_report(load_report(_store(), run_id, baseline))
+    check_confidence(confidence)
+    store = _store()
+    report = load_report(store, run_id, baseline)
+    print_report(report, load_intervals(store, report, confidence))
+    if len(report.model_names) > 1 and report.models[0].labeled:
+        from domainbench.engine.compare import paired_comparison
+
+        print_verdicts(paired_comparison(store, [run_id], confidence=confidence))
+
+
+def print_verdicts(comparison: Comparison) -> None:
+    for v in comparison.verdicts:
+        console.print(markup_safe(v.sentence), highlight=False)
+
+
+def print_pairs(comparison: Comparison) -> None:
+    """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
+    level = f"{100 * comparison.confidence:g}% CI"
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level):
+        table.add_column(col, justify="left" if col in ("A", "B", "cell") else "right", no_wrap=True)
+    for p in comparison.pairs:
+        table.add_row(literal(p.model_a), literal(p.model_b), literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only),
+                      f"{p.p_value:.3g}", f"{p.p_holm:.3g}", f"{100 * p.difference:+.1f}",
+                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}")
+    console.print(table)
+    console.print("A only / B only: images only that model gets right (top-1); p: exact McNemar test; p Holm: adjusted over "
+                  "all cells and pairs; diff: balanced accuracy A − B with its paired bootstrap interval", style="dim")
 
 
 @app.command()
@@ -402,20 +449,27 @@ def export(
     format: Annotated[str, typer.Option("--format", "-f", help="csv (one row per model × cell) or json (everything).")] = "csv",
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
 ) -> None:
-    """Export a run's results as CSV or JSON."""
+    """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
+    from domainbench.engine.compare import run_pairs
+    from domainbench.engine.confidence import load_intervals
     from domainbench.engine.export import to_csv, to_json
     from domainbench.engine.reports import load_report
+    from domainbench.stats.intervals import check_confidence
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
+    check_confidence(confidence)
     if output:
         from domainbench.safe_output import output_file
 
         output_file(output)
     store = _store()
     report = load_report(store, run_id, baseline)
-    text = to_json(store.get_run(run_id), report) if format == "json" else to_csv(report)
+    intervals = load_intervals(store, report, confidence)
+    text = (to_json(store.get_run(run_id), report, intervals, run_pairs(store, report, confidence)) if format == "json"
+            else to_csv(report, intervals))
     if output:
         from domainbench.safe_output import write_atomically
 
@@ -423,6 +477,30 @@ def export(
         _say(f"wrote {markup_safe(output)}")
     else:
         sys.stdout.write(text)
+
+
+@app.command()
+def compare(
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN [RUN2 ...]", help="Runs on the same images (same dataset, indices and seed).")],
+    models: Annotated[Optional[list[str]], typer.Option("--models", "-m", help="Models to compare, comma-separated (default: all).")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    format: Annotated[str, typer.Option("--format", "-f", help="text (verdicts and a table) or json (pairs and verdicts).")] = "text",
+) -> None:
+    """Which model is better on these images? Exact McNemar per pair and cell, paired bootstrap, Holm, a verdict."""
+    import json
+
+    from domainbench.engine.compare import paired_comparison
+    from domainbench.stats.intervals import check_confidence
+
+    if format not in ("text", "json"):
+        raise UserInputError(f"--format {format!r} is not supported; use text or json")
+    check_confidence(confidence)
+    comparison = paired_comparison(_store(), run_ids, _csv(models), confidence)
+    if format == "json":
+        sys.stdout.write(json.dumps(comparison.model_dump(mode="json"), indent=2) + "\n")
+        return
+    print_verdicts(comparison)
+    print_pairs(comparison)
 
 
 @app.command()

@@ -240,8 +240,14 @@ def _load(path: str | Path, model: type[BaseModel]) -> Any:
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"config file {path} does not exist; create one with `domainbench plan \"...\" -o {path}`")
+    raw = path.read_bytes()
     try:
-        data = tomllib.loads(path.read_text())
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserInputError(f"config file {path} is not UTF-8 text (byte offset {e.start}: {raw[e.start:e.start + 1]!r}); "
+                             "save it as UTF-8 and retry") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserInputError(f"config file {path} is not valid TOML ({e}); fix the syntax and retry") from e
     try:

@@ -14,7 +14,7 @@ from domainbench.config import DomainConfig, RunConfig
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.queue import now_iso, queue_of
-from domainbench.store.records import DomainRecord, RunRecord
+from domainbench.store.records import RunRecord
 
 #: backends that accept any name their library knows (a hub id, a pretrained tag, a path):
 #: only the prefix can be checked up front; the worker reports a name its library lacks
@@ -78,12 +78,11 @@ def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str 
     ``DuplicateRunError`` (with the other run's id) when the same domain and configuration
     is already queued or running.
     """
-    from domainbench.engine.runner import domain_id, new_run_id
+    from domainbench.engine.runner import new_run_id
 
     cfg = check_inputs(domain, cfg)
-    did = domain_id(domain)
     now = now_iso()
+    did = store.domains.save(domain, created_at=now)
     run = RunRecord(run_id=run_id or new_run_id(domain.domain), domain_id=did, domain=domain, config=cfg,
                     status="queued", created_at=now, queued_at=now)
-    store.put_domain(DomainRecord(domain_id=did, created_at=now, **dict(domain)))
     return queue_of(store).enqueue(run)

@@ -25,6 +25,7 @@ from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.queue import DEFAULT_LEASE_S, LeaseLost, RunQueue, now_iso, queue_of
 from domainbench.store.records import RunRecord
+from domainbench.store.repositories import Repositories
 
 #: a write needs at least this much of the lease left: room for the write itself and clock skew
 WRITE_MARGIN = 0.1
@@ -74,8 +75,11 @@ class Lease:
         return self.queue.update_owned(self.run_id, self.worker, **fields)
 
 
-class OwnedStore:
-    """The store as the engine sees it while this worker holds a run: writes only under the lease."""
+class OwnedStore(Repositories):
+    """The store as the engine sees it while this worker holds a run: writes only under the lease.
+
+    Its repositories (``units``, ``threat``, ...) write through the methods below, so they are fenced too.
+    """
 
     def __init__(self, store: Store, lease: Lease) -> None:
         self._store, self._lease = store, lease

@@ -22,13 +22,13 @@ import pandas as pd
 
 from domainbench.config import DomainConfig
 from domainbench.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
-from domainbench.engine.status import run_status
+from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric, metrics_of
 from domainbench.metrics.run_report import rebaseline
 from domainbench.report import RunReport
 from domainbench.store import Store, home_dir
-from domainbench.store.records import DomainRecord, RunRecord, StabilityRecord
+from domainbench.store.records import RunRecord, StabilityRecord
 
 FINISHED = "done"
 #: stability metric -> its label (the metric registry's image metrics)
@@ -85,8 +85,8 @@ def done_cells(store: Store, run: RunRecord) -> int:
     """Cells with at least one stored unit: (model, corruption, severity) of a corruption run,
     the model of an FMR run (one search per model). Only keys are read, never documents."""
     if run.fmr is not None:
-        return len({k[1] for k in store.keys("fmr", run_id=run.run_id)})
-    return len({(k[1], k[2], k[3]) for k in store.keys("units", run_id=run.run_id)})
+        return len({k[1] for k in store.fmr.keys(run_id=run.run_id)})
+    return len({(k[1], k[2], k[3]) for k in store.units.keys(run_id=run.run_id)})
 
 
 def filter_runs(frame: pd.DataFrame, search: str = "", statuses: list[str] | None = None,
@@ -171,9 +171,9 @@ def run_fingerprint(store: Store, run_id: str) -> tuple[Any, ...]:
     return (
         status,
         run.resumed_at,
-        len(store.keys("units", run_id=run_id)),
-        len(store.keys("threat", run_id=run_id)),
-        len(store.keys("stability", run_id=run_id)),
+        len(store.units.keys(run_id=run_id)),
+        len(store.threat.keys(run_id=run_id)),
+        len(store.stability.keys(run_id=run_id)),
     )
 
 
@@ -223,7 +223,7 @@ def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> Run
     run = get_run(store, run_id)
     if baseline is not None and baseline not in run.config.models:
         raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {run.config.models}")
-    keys = store.keys("units", run_id=run_id)
+    keys = store.units.keys(run_id=run_id)
     view = RunView(run=run, report=None, n_units=len(keys), done_cells=done_cells(store, run), total_cells=expected_cells(run))
     if not keys:
         view.error = (
@@ -375,7 +375,7 @@ def stability_frame(store: Store, run_id: str) -> pd.DataFrame:
 
     Loads every stability record of the run: only for the page that draws per-image values.
     """
-    rows = [row for record in store.find("stability", run_id=run_id) for row in _stability_rows(record)]
+    rows = [row for record in store.stability(run_id) for row in _stability_rows(record)]
     frame = pd.DataFrame(rows, columns=["model", "corruption", "shard", "index", *STABILITY_METRICS])
     return frame.sort_values(["model", "corruption", "shard", "index"], kind="stable").reset_index(drop=True)
 
@@ -506,13 +506,34 @@ def enlarge(image: np.ndarray, size: int = 112) -> np.ndarray:
     return cv2.resize(image, (size, size), interpolation=cv2.INTER_NEAREST)
 
 
-def export_csv(report: RunReport) -> str:
-    """The same file as ``domainbench export --format csv``: one row per model × cell."""
-    return to_csv(report)
+def export_csv(report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
+    """The same file as ``domainbench export --format csv``: one row per model × cell (with the
+    intervals at ``confidence`` when the store is given)."""
+    return to_csv(report, None if store is None else intervals_of(store, report, confidence))
 
 
-def export_json(run: RunRecord, report: RunReport) -> str:
-    return to_json(run, report)
+def export_json(run: RunRecord, report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
+    """The same file as ``domainbench export --format json`` (intervals, pairs and verdicts need the store)."""
+    if store is None:
+        return to_json(run, report)
+    from domainbench.engine.compare import run_pairs
+
+    return to_json(run, report, intervals_of(store, report, confidence), run_pairs(store, report, confidence))
+
+
+def intervals_of(store: Store, report: RunReport, confidence: float = 0.95) -> Any:
+    """Every interval of the report (``domainbench.metrics.confidence.RunIntervals``), as ``show`` prints them."""
+    from domainbench.engine.confidence import load_intervals
+
+    return load_intervals(store, report, confidence)
+
+
+def verdicts_of(store: Store, run_ids: list[str], confidence: float = 0.95, models: list[str] | None = None) -> Any:
+    """The paired comparison of the runs' models (``domainbench.metrics.comparison.Comparison``): its
+    ``verdicts[i].sentence`` are the plain verdicts ``compare`` and ``show`` print, ``pairs`` the per-cell tests."""
+    from domainbench.engine.compare import paired_comparison
+
+    return paired_comparison(store, run_ids, models, confidence)
 
 
 # --------------------------------------------------------------------------- compare
@@ -745,7 +766,7 @@ def selection_frequencies(
     stored yet, first); rows are catalogue corruptions (``names``, default: every name seen).
     A chosen corruption without a recorded frequency counts as 1.
     """
-    stored: list[DomainConfig] = sorted(store.find("domains"), key=lambda d: d.created_at, reverse=True)
+    stored: list[DomainConfig] = sorted(store.domains.find(), key=lambda d: d.created_at, reverse=True)
     columns: dict[str, dict[str, float]] = {}
     seen: set[tuple[str, str]] = set()
     for plan in ([extra] if extra else []) + stored:
@@ -781,10 +802,7 @@ def plan_domain(text: str, provider: str = "offline", samples: int = 10) -> Doma
 def save_domain(store: Store, cfg: DomainConfig) -> Path:
     """Store the plan (for the selection heatmap) and write its TOML under $DOMAINBENCH_HOME/domains."""
     from domainbench.config import save
-    from domainbench.engine.runner import domain_id
-
-    did = domain_id(cfg)
-    store.put_domain(DomainRecord(domain_id=did, created_at=cfg.planner.created_at or _now(), **dict(cfg)))
+    did = store.domains.save(cfg, created_at=cfg.planner.created_at or _now())
     return save(cfg, home_dir().resolve() / "domains" / f"{did}.toml")
 
 

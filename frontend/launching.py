@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-from domainbench.engine.status import run_status
+from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.queue import REQUEUEABLE, queue_of
@@ -118,7 +118,7 @@ def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:
 
 def progress(store: Store, run: RunRecord) -> tuple[int, int]:
     """(cells with stored units, cells planned): a cell is a (model, corruption, severity)."""
-    keys = store.keys("units", run_id=run.run_id)
+    keys = store.units.keys(run_id=run.run_id)
     per_model = 1 + sum(len(c.severities) for c in run.domain.corruptions)
     return len({k[1:4] for k in keys}), per_model * len(run.config.models)
 

@@ -19,14 +19,16 @@ same pixels whatever the model, and models apply their own preprocessing afterwa
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from domainbench.errors import UserInputError
 from domainbench.corruptions.named_registry import Registry
+from domainbench.data.decoding import display_name
+from domainbench.errors import UserInputError
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 SAMPLE_PATH = Path(__file__).parent / "sample" / "fashion_mnist_sample.npz"
@@ -92,7 +94,7 @@ class Dataset:
                 imgs.append(_decode(self.paths[i], self.image_size))
                 ok.append(True)
             except Exception as e:  # noqa: BLE001 - any decoder failure is reported, never fatal
-                bad.append((int(i), str(self.paths[i]), f"{type(e).__name__}: {e}"))
+                bad.append((int(i), display_name(str(self.paths[i])), display_name(f"{type(e).__name__}: {e}")))
                 ok.append(False)
         mask = np.array(ok, dtype=bool)
         shape = (0, self.image_size, self.image_size, 3)
@@ -103,8 +105,10 @@ class Dataset:
 def _decode(path: Path, size: int) -> np.ndarray:
     from PIL import Image
 
+    from domainbench.data.decoding import to_rgb
+
     with Image.open(path) as im:
-        im = im.convert("RGB")
+        im = to_rgb(im)
         w, h = im.size
         scale = size / min(w, h)
         im = im.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.Resampling.BICUBIC)
@@ -141,23 +145,28 @@ def _load_image_folder(root: Path, image_size: int) -> Dataset:
         imgs = _images_in(d)
         paths += imgs
         labels += [c] * len(imgs)
-    empty = [d.name for d in class_dirs if not _images_in(d)]
+    empty = [display_name(d.name) for d in class_dirs if not _images_in(d)]
     if not paths:
         raise UserInputError(f"dataset folder {root} has class folders but no images ({', '.join(IMAGE_EXTENSIONS)}); add images")
     if empty:
         raise UserInputError(
             f"dataset folder {root}: class folder(s) {', '.join(empty)} hold no images; add images or remove the folder(s)"
         )
-    classes = [d.name.replace("_", " ") for d in class_dirs]
+    classes = [display_name(d.name).replace("_", " ") for d in class_dirs]
     return Dataset(root.name, classes, np.array(labels, dtype=np.int64), paths=paths, image_size=image_size)
 
 
 def _load_manifest(path: Path, image_size: int, classes: list[str] | None) -> Dataset:
-    with path.open(newline="") as f:
-        reader = csv.DictReader(f)
-        if not reader.fieldnames or not {"path", "label"} <= set(reader.fieldnames):
-            raise UserInputError(f"manifest {path} needs a header row with columns path,label (got {reader.fieldnames})")
-        rows = list(reader)
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise UserInputError(f"manifest {path} is not UTF-8 text (byte offset {e.start}: {raw[e.start:e.start + 1]!r}); "
+                             "save it as UTF-8 and retry") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    if not reader.fieldnames or not {"path", "label"} <= set(reader.fieldnames):
+        raise UserInputError(f"manifest {path} needs a header row with columns path,label (got {reader.fieldnames})")
+    rows = list(reader)
     if not rows:
         raise UserInputError(f"manifest {path} lists no images; add rows `path,label`")
     names = classes or sorted({r["label"] for r in rows})
@@ -263,16 +272,36 @@ def list_dataset_kinds(pattern: str = "*") -> list[str]:
     return DATASET_KINDS.names(pattern)
 
 
+def _some_image_decodes(ds: Dataset, spec: str) -> Dataset:
+    """``ds``, once one of its files decodes (usually the first tried); a dataset of none is refused.
+
+    Single unreadable files are reported and skipped by the run; a dataset with no readable file
+    at all is a wrong folder (or every file damaged) and would only produce an empty run.
+    """
+    if ds.paths is None:
+        return ds
+    reasons = []
+    for path in ds.paths:
+        try:
+            _decode(path, 8)
+            return ds
+        except Exception as e:  # noqa: BLE001 - any decoder failure counts as unreadable
+            reasons.append(f"{type(e).__name__}")
+    why = ", ".join(sorted(set(reasons)))
+    raise UserInputError(f"dataset {display_name(spec)}: none of its {len(ds.paths)} image files can be decoded ({why}); "
+                         "check that it is the right folder and that the files are images")
+
+
 def open_dataset(spec: str, classes: list[str] | None = None, image_size: int = 224, kind: str | None = None) -> Dataset:
     """Open a dataset by spec (see the module docstring); errors name the input and the fix.
 
     ``kind`` skips detection and opens ``spec`` as that registered kind.
     """
     if kind is not None:
-        return DATASET_KINDS.get(kind).load(spec, classes, image_size)
+        return _some_image_decodes(DATASET_KINDS.get(kind).load(spec, classes, image_size), spec)
     for _, k in sorted(DATASET_KINDS.items(), key=lambda item: (item[1].precedence, item[0])):
         if k.claims(spec):
-            return k.load(spec, classes, image_size)
+            return _some_image_decodes(k.load(spec, classes, image_size), spec)
     # no kind claims it: say what is wrong with it
     path = _path(spec)
     if not path.exists():

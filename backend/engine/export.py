@@ -13,8 +13,9 @@ import io
 import json
 from typing import Any
 
+from domainbench.metrics.confidence import CELL_INTERVAL_METRICS, RunIntervals, interval_columns
 from domainbench.metrics.defs.classification import top1_accuracy as top1_accuracy  # where readers found it
-from domainbench.metrics.registry import metrics_of
+from domainbench.metrics.registry import metric, metrics_of
 from domainbench.report import RunReport
 from domainbench.store.records import RunRecord
 
@@ -24,20 +25,37 @@ CELL_KEY_COLUMNS: dict[str, str] = {
     "corruption": "corruption name, or 'clean' for the uncorrupted pass",
     "severity": "severity 1..5 (0 for the clean pass)",
 }
+#: the interval columns sit between the classification metrics and the PD threat's (registry order < 65 / > 65)
+INTERVAL_COLUMNS_AT = 65
+_INTERVAL_NAMES = {"wilson": "Wilson score", "bootstrap": "stratified bootstrap"}
+_END = {"low": "lower", "high": "upper"}
+INTERVAL_COLUMNS: dict[str, str] = {
+    f"{name}_ci_{end}": f"{_END[end]} end of the {_INTERVAL_NAMES[str(metric(name).interval)]} interval of {name} at the "
+                        "export's --confidence (empty without it, or where the metric does not apply)"
+    for name in CELL_INTERVAL_METRICS for end in ("low", "high")
+}
 #: one row per model × cell, in this order; what each column holds
-CELL_COLUMNS: dict[str, str] = {**CELL_KEY_COLUMNS, **{m.name: m.meaning for m in metrics_of("cell")}}
+CELL_COLUMNS: dict[str, str] = {
+    **CELL_KEY_COLUMNS,
+    **{m.name: m.meaning for m in metrics_of("cell") if m.order < INTERVAL_COLUMNS_AT},
+    **INTERVAL_COLUMNS,
+    **{m.name: m.meaning for m in metrics_of("cell") if m.order > INTERVAL_COLUMNS_AT},
+}
 CELL_FIELDS = list(CELL_COLUMNS)
 CSV_FIELDS = ["run_id", *CELL_FIELDS]
 
 
-def cell_rows(report: RunReport) -> list[dict[str, Any]]:
-    """One row per model × (corruption, severity), the clean pass first, with the cell's PD threat."""
+def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[dict[str, Any]]:
+    """One row per model × (corruption, severity), the clean pass first, with the cell's PD threat
+    and, given ``intervals``, the ``*_ci_low``/``*_ci_high`` columns (empty without them)."""
     metrics = metrics_of("cell")
     rows = []
     for m, c in report.all_cells():
         t = report.threat_of(c.corruption, c.severity)
+        values = {metric.name: metric.read(c, t) for metric in metrics}
+        values |= interval_columns(intervals.cell(m.model, c.corruption, c.severity) if intervals else None)
         rows.append({"model": m.model, "corruption": c.corruption, "severity": c.severity,
-                     **{metric.name: metric.read(c, t) for metric in metrics}})
+                     **{k: values[k] for k in CELL_COLUMNS if k in values}})
     return rows
 
 
@@ -45,12 +63,12 @@ def cell_rows(report: RunReport) -> list[dict[str, Any]]:
 FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
 
 
-def to_csv(report: RunReport) -> str:
+def to_csv(report: RunReport, intervals: RunIntervals | None = None) -> str:
     """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=CSV_FIELDS + (FMR_FIELDS if report.fmr else []), extrasaction="ignore")
     w.writeheader()
-    for row in cell_rows(report):
+    for row in cell_rows(report, intervals):
         w.writerow({"run_id": report.run_id, **row})
     for m in report.fmr.models if report.fmr else []:
         w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n": m.n,
@@ -59,6 +77,11 @@ def to_csv(report: RunReport) -> str:
     return buf.getvalue()
 
 
-def to_json(run: RunRecord | None, report: RunReport) -> str:
+def to_json(run: RunRecord | None, report: RunReport, intervals: RunIntervals | None = None,
+            extra: dict[str, Any] | None = None) -> str:
+    """The run, its report, the intervals (when given) and ``extra`` sections (e.g. ``pairs``)."""
     doc = {"run": None if run is None else run.model_dump(mode="json"), "report": report.model_dump(mode="json")}
+    if intervals is not None:
+        doc["intervals"] = intervals.model_dump(mode="json")
+    doc.update(extra or {})
     return json.dumps(doc, indent=2, default=str)

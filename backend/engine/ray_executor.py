@@ -126,7 +126,7 @@ class ShardActor:
             dom = DomainConfig.model_validate(domain)
             ctx = RunContext(run_id, self.cfg, dom, self.dataset, self.store, self.models, SilentEvents())
             self.cells = cells_of(dom)
-            self.done = self.store.keys("units", run_id=run_id)
+            self.done = self.store.units.keys(run_id=run_id)
             self.tasks = []
             if self.cfg.stability:
                 self.tasks.append(StabilityTask(ctx))

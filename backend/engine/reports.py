@@ -25,8 +25,8 @@ def build_report(store: Store, run_id: str, baseline: str | None = None) -> RunR
     units = store.units(run_id)
     if not units:
         raise UserInputError(f"run {run_id} has no finished units yet; resume it with `domainbench run --resume {run_id}`")
-    return _build(run, units, store.find("threat", run_id=run_id), store.find("stability", run_id=run_id),
-                  baseline=baseline, version=__version__, fmr=store.find("fmr", run_id=run_id))
+    return _build(run, units, store.threat(run_id), store.stability(run_id),
+                  baseline=baseline, version=__version__, fmr=store.fmr(run_id))
 
 
 def load_report(store: Store, run_id: str, baseline: str | None = None) -> RunReport:

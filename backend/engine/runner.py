@@ -9,8 +9,6 @@ the baseline model can change after the run.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import multiprocessing as mp
 import os
 import platform
@@ -37,7 +35,7 @@ from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.errors import UserInputError
 from domainbench.store import Store
-from domainbench.store.records import DatasetInfo, DomainRecord, RunRecord
+from domainbench.store.records import DatasetInfo, RunRecord
 
 
 @dataclass
@@ -53,11 +51,6 @@ def new_run_id(domain: str) -> str:
     while "--" in slug:
         slug = slug.replace("--", "-")
     return f"{datetime.now(timezone.utc):%Y%m%d-%H%M%S}-{slug}-{uuid.uuid4().hex[:4]}"
-
-
-def domain_id(domain: DomainConfig) -> str:
-    blob = json.dumps(domain.model_dump(mode="json", exclude={"planner": {"created_at"}}), sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def cells_of(domain: DomainConfig) -> list[Cell]:
@@ -147,8 +140,7 @@ class Engine:
         models = self._load_models(cfg, ds)
         # nothing is written before every input is known to be good
         run_id = run_id or new_run_id(domain.domain)
-        did = domain_id(domain)
-        self.store.put_domain(DomainRecord(domain_id=did, created_at=_now(), **domain.model_dump()))
+        did = self.store.domains.save(domain, created_at=_now())
         self.store.put_run(
             RunRecord(
                 run_id=run_id,
@@ -174,7 +166,7 @@ class Engine:
             raise UserInputError(f"no run {run_id!r} in {self.store.description}; recent runs: {known or 'none'} (see `domainbench ls`)")
         if run.fmr is not None:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
-        ladders = check_ladders(run, has_units=bool(self.store.keys("units", run_id=run_id)))
+        ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
         ds = open_run_dataset(run.config)
         models = self._load_models(run.config, ds)
         started: dict[str, Any] = {"resumed_at": _now()}
@@ -183,7 +175,7 @@ class Engine:
                        "environment": _environment(models)}
         self.store.update_run(run_id, status="running", pid=os.getpid(), host=platform.node(), ladder_versions=ladders,
                               **started)
-        self.store.delete("summaries", run_id=run_id)  # a report is only ever of a finished run
+        self.store.reports.delete(run_id=run_id)  # a report is only ever of a finished run
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
@@ -198,7 +190,7 @@ class Engine:
         shard_size = cfg.shard_size or auto_shard_size(ds)
         shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         cells = cells_of(ctx.domain)
-        done = self.store.keys("units", run_id=ctx.run_id)
+        done = self.store.units.keys(run_id=ctx.run_id)
         total = len(shards) * len(cells) * len(ctx.models)
         self.events.start(total, len(done))
         tasks: list[RunTask] = []

@@ -53,7 +53,7 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
         key = (run_id, ms.name, CLEAN, 0, shard)
         need_emb = any(t.needs_clean_embeddings(ms.name, shard) for t in tasks)
         if key in done and not need_emb:
-            stored = ctx.store.get("units", run_id=run_id, model=ms.name, corruption=CLEAN, severity=0, shard=shard)
+            stored = ctx.store.units.get(run_id=run_id, model=ms.name, corruption=CLEAN, severity=0, shard=shard)
             clean.preds[ms.name] = np.asarray(stored.preds, dtype=np.int64)
             continue
         t0 = time.perf_counter()
@@ -108,7 +108,7 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         computed_at=_now(),
         ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
     )
-    ctx.store.upsert("units", unit)
+    ctx.store.units.put(unit)
 
 
 def _now() -> str:

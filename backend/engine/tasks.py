@@ -110,7 +110,7 @@ class StabilityTask:
         self.ctx = ctx
         self.grids = {c.name: corruptions.get(c.name).continuous_params(ctx.cfg.stability_points)
                       for c in ctx.domain.corruptions}
-        self.done = ctx.store.keys("stability", run_id=ctx.run_id)
+        self.done = ctx.store.stability.keys(run_id=ctx.run_id)
         self.buffer: dict[tuple[str, str], dict[int, torch.Tensor]] = {}
         self.indices: dict[int, list[int]] = {}
 
@@ -163,7 +163,7 @@ class StabilityTask:
                 )
             )
             self.done.add((self.ctx.run_id, model, corruption, shard))
-        self.ctx.store.upsert_many("stability", records)
+        self.ctx.store.stability.put_many(records)
         self.buffer.clear()
 
 
@@ -174,7 +174,7 @@ class ThreatTask:
         from domainbench.metrics.threat import ProjectedDisplacement, select_anchors, unsafe_reference_threat
 
         self.ctx = ctx
-        self.done = ctx.store.keys("threat", run_id=ctx.run_id)
+        self.done = ctx.store.threat.keys(run_id=ctx.run_id)
         pool = ctx.dataset.subset(pool_size)
         batch = pool.load(np.arange(len(pool)))
         assert batch.labels is not None
@@ -200,7 +200,7 @@ class ThreatTask:
             return
         x = threat_view(batch.images)
         t = np.asarray(self.pd.threat(x, batch.labels, threat_view(as_host(corrupted.images)) - x), dtype=np.float64)
-        self.ctx.store.upsert("threat", ThreatRecord(
+        self.ctx.store.threat.put(ThreatRecord(
             run_id=self.ctx.run_id,
             corruption=job.corruption,
             severity=job.severity,

@@ -21,7 +21,7 @@ from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.jobs import CLEAN
 from domainbench.engine.reports import build_report
-from domainbench.engine.runner import _environment, _now, domain_id, new_run_id, open_run_dataset
+from domainbench.engine.runner import _environment, _now, new_run_id, open_run_dataset
 from domainbench.engine.scoring import confusion
 from domainbench.engine.tasks import RunEvents, SilentEvents
 from domainbench.errors import UserInputError
@@ -32,7 +32,7 @@ from domainbench.fmr.oracle import Oracle, check_oracle_names, load_oracle
 from domainbench.fmr.settings import FmrSettings
 from domainbench.fmr.tested import TestedModel, ZeroShotTested, load_tested
 from domainbench.store import Store
-from domainbench.store.records import DatasetInfo, DomainRecord, FmrUnitRecord, RunRecord, UnitRecord
+from domainbench.store.records import DatasetInfo, FmrUnitRecord, RunRecord, UnitRecord
 
 #: a unit's image payload at most; MongoDB refuses documents over 16 MB
 MAX_UNIT_BYTES = 8 << 20
@@ -73,8 +73,7 @@ class FmrRunner:
         domain.check_catalogue()
         ds, oracle, models = self._prepare(domain, cfg, settings, tested)
         run_id = run_id or new_run_id(domain.domain)
-        did = domain_id(domain)
-        self.store.put_domain(DomainRecord(domain_id=did, created_at=_now(), **domain.model_dump()))
+        did = self.store.domains.save(domain, created_at=_now())
         self.store.put_run(RunRecord(
             run_id=run_id, domain_id=did, domain=domain, config=cfg, status="running", pid=os.getpid(),
             host=platform.node(), created_at=_now(), fmr=settings,
@@ -91,7 +90,7 @@ class FmrRunner:
             raise UserInputError(f"run {run_id} is not an FMR run; resume it with `domainbench run --resume {run_id}`")
         ds, oracle, models = self._prepare(run.domain, run.config, run.fmr, tested)
         self.store.update_run(run_id, status="running", resumed_at=_now(), pid=os.getpid(), host=platform.node())
-        self.store.delete("summaries", run_id=run_id)
+        self.store.reports.delete(run_id=run_id)
         return self._evaluate(run_id, run.domain, run.config, run.fmr, ds, oracle, models)
 
     # -- inputs -------------------------------------------------------------------------
@@ -123,7 +122,7 @@ class FmrRunner:
                   oracle: Oracle, models: list[TestedModel]) -> str:
         size = settings.shard_size or auto_shard_size(ds)
         shards = [np.arange(i, min(i + size, len(ds))) for i in range(0, len(ds), size)]
-        done = self.store.keys("fmr", run_id=run_id)
+        done = self.store.fmr.keys(run_id=run_id)
         self.skipped_units = len(done)
         self.events.start(len(shards) * len(models), len(done))
         try:
@@ -159,14 +158,14 @@ class FmrRunner:
         clean_preds = _argmax(m, batch.images)
         final_preds = _argmax(m, res.images)
         classes = ds.classes
-        self.store.upsert("units", UnitRecord(
+        self.store.units.put(UnitRecord(
             run_id=run_id, model=m.name, corruption=CLEAN, severity=0, shard=shard, n=len(labels),
             confusion=confusion(labels, clean_preds, len(classes)), flips=0, preds=clean_preds.tolist(),
             indices=batch.indices.tolist(), n_unreadable=len(batch.unreadable), params={}, seed=cfg.seed,
             classes=classes, labels=labels.tolist(), elapsed_s=None, computed_at=_now(),
         ))
-        self.store.upsert("fmr", unit_record(run_id, m.name, shard, settings.search, cfg.seed, batch, labels, clean_preds,
-                                             final_preds, res, time.perf_counter() - t0))
+        self.store.fmr.put(unit_record(run_id, m.name, shard, settings.search, cfg.seed, batch, labels, clean_preds,
+                                   final_preds, res, time.perf_counter() - t0))
         self.computed_units += 1
         self.events.advance(1, len(labels))
 

@@ -8,24 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from domainbench.store.collections import KEY_FIELDS, Collection
+from domainbench.store.repositories import Repositories
+
 if TYPE_CHECKING:
     from domainbench.report import RunReport
-    from domainbench.store.records import DomainRecord, RunRecord, UnitRecord
+    from domainbench.store.records import DomainRecord, RunRecord
 
-#: collection -> key fields (the upsert key; queries filter on a prefix of it)
-COLLECTIONS: dict[str, tuple[str, ...]] = {
-    "domains": ("domain_id",),
-    "runs": ("run_id",),
-    # sufficient statistics of one unit of work
-    "units": ("run_id", "model", "corruption", "severity", "shard"),
-    # per-image stability metrics of one (model, corruption) over one shard
-    "stability": ("run_id", "model", "corruption", "shard"),
-    # PD threat sums of one corruption cell over one shard (model-independent)
-    "threat": ("run_id", "corruption", "severity", "shard"),
-    # FMR outcomes and generated images of one tested model over one shard
-    "fmr": ("run_id", "model", "shard"),
-    "summaries": ("run_id",),
-}
+#: collection -> key fields (declared in ``collections.py``; this name is kept for callers)
+COLLECTIONS: dict[Collection, tuple[str, ...]] = KEY_FIELDS
 
 
 def key_of(collection: str, doc: dict[str, Any]) -> tuple[Any, ...]:
@@ -36,7 +27,7 @@ def key_of(collection: str, doc: dict[str, Any]) -> tuple[Any, ...]:
     return tuple(doc[f] for f in fields)
 
 
-class Store(ABC):
+class Store(Repositories, ABC):
     """Documents keyed per collection; every write is an idempotent upsert.
 
     Backends implement the raw JSON-document operations (``_upsert_many``, ``_find``); the
@@ -100,16 +91,16 @@ class Store(ABC):
 
     # -- typed helpers: the names the rest of the product uses ---------------------------
     def put_domain(self, doc: DomainRecord | dict[str, Any]) -> None:
-        self.upsert("domains", doc)
+        self.domains.put(doc)
 
     def put_run(self, doc: RunRecord | dict[str, Any]) -> None:
-        self.upsert("runs", doc)
+        self.runs.put(doc)
 
     def get_run(self, run_id: str) -> RunRecord | None:
-        return self.get("runs", run_id=run_id)
+        return self.runs.get(run_id=run_id)
 
     def list_runs(self) -> list[RunRecord]:
-        return sorted(self.find("runs"), key=lambda d: d.created_at, reverse=True)
+        return sorted(self.runs.find(), key=lambda d: d.created_at, reverse=True)
 
     def update_run(self, run_id: str, **fields: Any) -> RunRecord:
         doc = self.get_run(run_id)
@@ -119,14 +110,11 @@ class Store(ABC):
         self.put_run(updated.model_dump(mode="json"))  # re-validated: a bad field never lands
         return updated
 
-    def units(self, run_id: str, **where: Any) -> list[UnitRecord]:
-        return self.find("units", run_id=run_id, **where)
-
     def put_report(self, report: RunReport) -> None:
-        self.upsert("summaries", report)
+        self.reports.put(report)
 
     def get_report(self, run_id: str) -> RunReport | None:
-        return self.get("summaries", run_id=run_id)
+        return self.reports.get(run_id=run_id)
 
     def delete_run(self, run_id: str) -> None:
         for coll, fields in COLLECTIONS.items():

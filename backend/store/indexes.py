@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from domainbench.store.base import COLLECTIONS
+from domainbench.store.collections import Collection
 
 #: large per-image arrays of a document are stored in this side collection (see mongo_store)
 PARTS = "parts"
@@ -40,10 +41,10 @@ def _key(collection: str) -> IndexSpec:
 
 INDEXES: dict[str, list[IndexSpec]] = {coll: [_key(coll)] for coll in COLLECTIONS}
 # `domainbench ls` and the UI list runs and domains newest first
-INDEXES["runs"].append(IndexSpec("recent", (("created_at", -1),)))
-INDEXES["domains"].append(IndexSpec("recent", (("created_at", -1),)))
+INDEXES[Collection.RUNS].append(IndexSpec("recent", (("created_at", -1),)))
+INDEXES[Collection.DOMAINS].append(IndexSpec("recent", (("created_at", -1),)))
 # the work queue (`domainbench worker`) claims the oldest queued or lease-expired run by status
-INDEXES["runs"].append(IndexSpec("queue", (("status", 1), ("queued_at", 1), ("created_at", 1))))
+INDEXES[Collection.RUNS].append(IndexSpec("queue", (("status", 1), ("queued_at", 1), ("created_at", 1))))
 # parts of a split document: found by the owner's key fields, its write generation and path
 INDEXES[PARTS] = [IndexSpec("owner", (("collection", 1), ("key", 1), ("gen", 1), ("path", 1), ("part", 1)), unique=True)]
 

@@ -15,6 +15,7 @@ from domainbench.errors import StoreUnavailableError
 from domainbench.settings import ENV_MONGO_URI, Settings, redact_uri
 from domainbench.store import mongo_parts
 from domainbench.store.base import COLLECTIONS, Store, key_of
+from domainbench.store.collections import Collection
 from domainbench.store.indexes import INDEXES, PARTS
 
 
@@ -82,8 +83,8 @@ class MongoStore(Store):
         # newest first, sorted by the server on the "recent" index rather than in Python
         from domainbench.store.records import RunRecord, upgrade
 
-        docs = self._db["runs"].find({}, {"_id": False}).sort("created_at", -1)
-        out = [upgrade("runs", d, self.description) for d in docs]
+        docs = self._db[Collection.RUNS].find({}, {"_id": False}).sort("created_at", -1)
+        out = [upgrade(Collection.RUNS, d, self.description) for d in docs]
         return [RunRecord.model_validate(d) for d in out if d is not None]
 
     def keys(self, collection: str, **where: Any) -> set[tuple[Any, ...]]:

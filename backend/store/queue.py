@@ -25,8 +25,9 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from domainbench.engine.status import run_status
+from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
+from domainbench.store.collections import Collection
 from domainbench.store.records import RunRecord, upgrade
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ class RunQueue(ABC):
         self.store = store
 
     def _record(self, raw: dict[str, Any]) -> RunRecord:
-        doc = upgrade("runs", raw, self.store.description)
+        doc = upgrade(Collection.RUNS, raw, self.store.description)
         assert doc is not None  # runs always migrate
         return RunRecord.model_validate(doc)
 
@@ -194,7 +195,7 @@ class SQLiteQueue(RunQueue):
     """One ``BEGIN IMMEDIATE`` transaction per operation: it holds the write lock from the first
     read, so no other process can claim or change the run between our read and our write."""
 
-    _SELECT_OPEN = "SELECT doc FROM runs WHERE json_extract(doc, '$.status') IN ('queued', 'running')"
+    _SELECT_OPEN = f"SELECT doc FROM {Collection.RUNS} WHERE json_extract(doc, '$.status') IN ('queued', 'running')"
 
     def _tx(self, body: Callable[[Any], Any]) -> Any:
         conn = self.store._conn()  # noqa: SLF001 - the queue is the store's own module
@@ -210,7 +211,7 @@ class SQLiteQueue(RunQueue):
     @staticmethod
     def _write(conn: Any, run: RunRecord) -> None:
         doc = _dump(run)
-        conn.execute("INSERT INTO runs (run_id, doc) VALUES (?, ?) ON CONFLICT (run_id) DO UPDATE SET doc = excluded.doc",
+        conn.execute(f"INSERT INTO {Collection.RUNS} (run_id, doc) VALUES (?, ?) ON CONFLICT (run_id) DO UPDATE SET doc = excluded.doc",
                      (run.run_id, json.dumps(doc, allow_nan=False)))
 
     def _open(self, conn: Any) -> list[RunRecord]:
@@ -221,7 +222,7 @@ class SQLiteQueue(RunQueue):
 
     def enqueue(self, run: RunRecord) -> RunRecord:
         def body(conn: Any) -> RunRecord:
-            if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run.run_id,)).fetchone():
+            if conn.execute(f"SELECT 1 FROM {Collection.RUNS} WHERE run_id = ?", (run.run_id,)).fetchone():
                 raise UserInputError(f"run id {run.run_id!r} is already used; choose another")
             for other in self._open(conn):
                 if _same_work(other, run) and run_status(other) in ("queued", "running"):
@@ -257,7 +258,7 @@ class SQLiteQueue(RunQueue):
 
     def _modify(self, run_id: str, change: Callable[[RunRecord], RunRecord | None]) -> RunRecord | None:
         def body(conn: Any) -> RunRecord | None:
-            row = conn.execute("SELECT doc FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = conn.execute(f"SELECT doc FROM {Collection.RUNS} WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 return None
             new = change(self._record(json.loads(row[0])))
@@ -277,7 +278,7 @@ class MongoQueue(RunQueue):
 
     @property
     def _runs(self) -> Any:
-        return self.store._db["runs"]  # noqa: SLF001 - the queue is the store's own module
+        return self.store._db[Collection.RUNS]  # noqa: SLF001 - the queue is the store's own module
 
     def _candidates(self) -> list[RunRecord]:
         return [self._record(d) for d in self._runs.find({"status": {"$in": ["queued", "running"]}}, {"_id": False})]

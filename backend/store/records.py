@@ -15,6 +15,7 @@ from domainbench.errors import UserInputError
 from domainbench.fmr.settings import FmrSettings
 from domainbench.metrics.aggregate import UnitDocument
 from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
+from domainbench.store.collections import Collection
 
 RunStatus = Literal["queued", "running", "done", "failed", "interrupted", "cancelled"]
 
@@ -183,25 +184,25 @@ class FmrUnitRecord(_Record):
         return _as_long_as(v, info, "indices")
 
 
-RECORDS: dict[str, type[BaseModel]] = {
-    "domains": DomainRecord,
-    "runs": RunRecord,
-    "units": UnitRecord,
-    "stability": StabilityRecord,
-    "threat": ThreatRecord,
-    "fmr": FmrUnitRecord,
+RECORDS: dict[Collection, type[BaseModel]] = {
+    Collection.DOMAINS: DomainRecord,
+    Collection.RUNS: RunRecord,
+    Collection.UNITS: UnitRecord,
+    Collection.STABILITY: StabilityRecord,
+    Collection.THREAT: ThreatRecord,
+    Collection.FMR: FmrUnitRecord,
     # a finished run's report (rebuildable from the other records)
-    "summaries": RunReport,
+    Collection.SUMMARIES: RunReport,
 }
 
-CURRENT_VERSIONS: dict[str, int] = {
-    "domains": 1,
-    "runs": 3,
-    "units": 1,
-    "stability": 1,
-    "threat": 1,
-    "fmr": 1,
-    "summaries": REPORT_SCHEMA_VERSION,
+CURRENT_VERSIONS: dict[Collection, int] = {
+    Collection.DOMAINS: 1,
+    Collection.RUNS: 3,
+    Collection.UNITS: 1,
+    Collection.STABILITY: 1,
+    Collection.THREAT: 1,
+    Collection.FMR: 1,
+    Collection.SUMMARIES: REPORT_SCHEMA_VERSION,
 }
 
 
@@ -220,11 +221,11 @@ def _migrate_run_2(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 #: (collection, version) -> function lifting a document to version + 1; None: not migratable
-MIGRATIONS: dict[tuple[str, int], Any] = {
-    ("runs", 1): _migrate_run_1,
-    ("runs", 2): _migrate_run_2,
+MIGRATIONS: dict[tuple[Collection, int], Any] = {
+    (Collection.RUNS, 1): _migrate_run_1,
+    (Collection.RUNS, 2): _migrate_run_2,
     # a version-1 summary was an untyped dict; the report is rebuilt from the units instead
-    ("summaries", 1): None,
+    (Collection.SUMMARIES, 1): None,
 }
 
 

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from domainbench.engine.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.store.base import COLLECTIONS
+from domainbench.store.collections import Collection
+from domainbench.store.status import run_status
 
 if TYPE_CHECKING:
     from domainbench.store.base import Store
 
 #: the collections a run's records live in (keyed by run_id first), the run itself last: a delete
 #: cut short leaves the run listed, so it can be deleted again
-RUN_COLLECTIONS = tuple(sorted((c for c, key in COLLECTIONS.items() if key[0] == "run_id" and c != "runs"))) + ("runs",)
+RUN_COLLECTIONS = tuple(sorted((c for c, key in COLLECTIONS.items() if key[0] == "run_id" and c != Collection.RUNS))) + (Collection.RUNS,)
 
 
 def check_removable(store: Store, run_ids: list[str], force: bool = False) -> None:

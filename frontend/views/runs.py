@@ -326,8 +326,9 @@ def export_tab(s: Shown) -> None:
     run, report = s.view.run, s.report
     c1, c2 = st.columns(2)
     suffix = exports.slug(f"{run.run_id}-{report.baseline}")
-    c1.download_button("Download cells as CSV", data.export_csv(report), file_name=f"{suffix}.csv", mime="text/csv")
-    c2.download_button("Download run + report as JSON", data.export_json(run, report), file_name=f"{suffix}.json",
+    store = get_store()
+    c1.download_button("Download cells as CSV", data.export_csv(report, store), file_name=f"{suffix}.csv", mime="text/csv")
+    c2.download_button("Download run + report as JSON", data.export_json(run, report, store), file_name=f"{suffix}.json",
                        mime="application/json")
     st.dataframe(data.cells_frame(report), hide_index=True, width="stretch")
 

@@ -45,15 +45,15 @@ METRICS = (
     # -- one model × corruption, over its severities
     Metric("ce_per_corruption", "CE", "ratio", "lower",
            "corruption error: the model's summed error over the severities relative to the baseline's", "corruption",
-           ("confusion",), "Σ_s error / Σ_s baseline error over the common severities", interval="bootstrap",
+           ("confusion",), "Σ_s error / Σ_s baseline error over the common severities",
            order=10, field="ce"),
     Metric("rce_per_corruption", "rCE", "ratio", "lower",
            "relative corruption error: the model's error increase over clean relative to the baseline's", "corruption",
            ("confusion",), "Σ_s (error − clean error) / the baseline's, over the common severities",
-           interval="bootstrap", order=20, field="rce"),
+           order=20, field="rce"),
     Metric("fr_per_corruption", "FR", "ratio", "lower",
            "flip rate: the model's summed label flip probability relative to the baseline's", "corruption",
-           ("flips", "n"), "Σ_s LFP / Σ_s baseline LFP over the common severities", interval="bootstrap",
+           ("flips", "n"), "Σ_s LFP / Σ_s baseline LFP over the common severities",
            order=30, field="fr"),
     # -- one model over the run: the summary table
     Metric("clean_accuracy", "clean accuracy", "fraction", "higher", "balanced accuracy on the uncorrupted images",

@@ -1,0 +1,104 @@
+"""Paired comparison of the models of one or more stored runs (``domainbench compare``, the UI).
+
+Runs can be compared only when they evaluated the same images: the same dataset (as named, with
+the same classes), the same image indices with the same labels, and the same seed (so each corrupted
+image is the same pixels in both runs). Otherwise the comparison is refused, saying why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from domainbench.engine.confidence import load_outcomes
+from domainbench.errors import UserInputError
+from domainbench.metrics.classification import MetricInputError
+from domainbench.metrics.comparison import Comparison, compare_models
+from domainbench.metrics.outcomes import ImageOutcomes
+from domainbench.report import RunReport
+from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
+from domainbench.stats.intervals import DEFAULT_CONFIDENCE, check_confidence
+from domainbench.store import Store
+from domainbench.store.records import RunRecord
+
+
+def _dataset_key(run: RunRecord) -> tuple[object, ...]:
+    """The dataset as the user named it and its classes; which of its images were used is checked by index."""
+    return (run.config.dataset, None if run.dataset is None else tuple(run.dataset.classes))
+
+
+def merged_outcomes(store: Store, run_ids: Sequence[str]) -> ImageOutcomes:
+    """The runs' per-image outcomes as one, after checking they are on the same images.
+
+    A model evaluated by several of the runs is taken from the first run that has it.
+    """
+    if not run_ids:
+        raise UserInputError("compare needs at least one RUN; see `domainbench ls`")
+    runs = []
+    for rid in run_ids:
+        run = store.get_run(rid)
+        if run is None:
+            raise UserInputError(f"no run {rid!r} in {store.description}; see `domainbench ls`")
+        runs.append(run)
+    first = runs[0]
+    merged: ImageOutcomes | None = None
+    for run in runs:
+        if _dataset_key(run) != _dataset_key(first):
+            raise UserInputError(f"runs {first.run_id} and {run.run_id} evaluated different datasets "
+                                 f"({_dataset_key(first)[0]} vs {_dataset_key(run)[0]}); compare runs on the same images")
+        if run.config.seed != first.config.seed:
+            raise UserInputError(f"runs {first.run_id} and {run.run_id} used different seeds ({first.config.seed} vs "
+                                 f"{run.config.seed}), so their corrupted images differ; compare runs made with the same --seed")
+        try:
+            out = load_outcomes(store, run.run_id)
+        except MetricInputError as e:
+            raise UserInputError(f"run {run.run_id}: {e}") from None
+        if merged is None:
+            merged = out
+            continue
+        same_labels = (out.labels is None) == (merged.labels is None) and (
+            out.labels is None or np.array_equal(out.labels, merged.labels))
+        if not np.array_equal(out.indices, merged.indices) or not same_labels:
+            raise UserInputError(f"runs {first.run_id} and {run.run_id} evaluated different images of the dataset "
+                                 f"({merged.n} vs {out.n} images, or other indices/labels); compare runs on the same images")
+        known = set(merged.models())
+        merged = ImageOutcomes(indices=merged.indices, labels=merged.labels,
+                               preds={**merged.preds, **{k: v for k, v in out.preds.items() if k[0] not in known}})
+    assert merged is not None
+    return merged
+
+
+def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str] | None = None,
+                      confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES) -> Comparison:
+    """McNemar per pair and cell, paired bootstrap differences, Holm, and the verdicts; seeded by the first run's seed."""
+    confidence = check_confidence(confidence)
+    outcomes = merged_outcomes(store, run_ids)
+    available = outcomes.models()
+    if models:
+        unknown = [m for m in models if m not in available]
+        if unknown:
+            raise UserInputError(f"--models: {', '.join(unknown)} not evaluated by run(s) {', '.join(run_ids)}; "
+                                 f"choose among {', '.join(available)}")
+        if len(set(models)) < 2:
+            raise UserInputError(f"--models: a comparison needs two different models, got {', '.join(models)}")
+    elif len(available) < 2:
+        raise UserInputError(f"run(s) {', '.join(run_ids)} evaluated only {', '.join(available)}; a comparison needs two "
+                             "models: add a run with another model on the same images")
+    if outcomes.labels is None:
+        raise UserInputError(f"run(s) {', '.join(run_ids)} are on an unlabelled dataset: models can only be compared "
+                             "on labelled images")
+    first = store.get_run(run_ids[0])
+    assert first is not None
+    try:
+        return compare_models(outcomes, list(models) if models else available, confidence, resamples, first.config.seed)
+    except MetricInputError as e:
+        raise UserInputError(str(e)) from None
+
+
+def run_pairs(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE) -> dict[str, object]:
+    """The JSON export's ``pairs`` and ``verdicts`` of a run: empty for one model or an unlabelled dataset."""
+    if len(report.model_names) < 2 or not report.models[0].labeled:
+        return {"pairs": [], "verdicts": []}
+    c = paired_comparison(store, [report.run_id], confidence=confidence)
+    return {"pairs": [p.model_dump(mode="json") for p in c.pairs], "verdicts": [v.model_dump(mode="json") for v in c.verdicts]}

@@ -1,0 +1,238 @@
+"""Intervals on every number of a run's report, at a chosen confidence level.
+
+Proportions (top-1 accuracy, label flip probability, FMR's SA and PA) get Wilson score
+intervals from their counts. Everything else (balanced accuracy, mean corrupted accuracy,
+mCE, rCE, mFR, the stability means) gets a percentile bootstrap over images, stratified by
+class: one set of resamples (draw counts per image) is shared by every model and cell, so the
+relative metrics, which divide one model's errors by the baseline's on the same images, are
+resampled as pairs. With all draw counts equal to 1 the functions here give exactly the
+report's point values (tested), which is what ties the intervals to the numbers they sit beside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from domainbench.metrics.aggregate import CLEAN
+from domainbench.metrics.classification import DEGRADATION_EPS
+from domainbench.metrics.outcomes import ImageOutcomes
+from domainbench.metrics.run_report import STABILITY_METRICS
+from domainbench.stats import balanced_accuracy_weighted, bootstrap_weights, percentile_interval, wilson_interval
+from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
+
+if TYPE_CHECKING:
+    from domainbench.report import RunReport
+    from domainbench.store.records import StabilityRecord
+
+Interval = tuple[float, float] | None
+#: the model-level numbers of a report that get a bootstrap interval
+MODEL_METRICS = ("clean_accuracy", "mean_corrupted_accuracy", "mce", "rce", "mfr")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CellIntervals(_Frozen):
+    model: str
+    corruption: str
+    severity: int
+    top1_accuracy: Interval = None
+    balanced_accuracy: Interval = None
+    label_flip_probability: Interval = None
+
+
+class ModelIntervals(_Frozen):
+    model: str
+    clean_accuracy: Interval = None
+    mean_corrupted_accuracy: Interval = None
+    mce: Interval = None
+    rce: Interval = None
+    mfr: Interval = None
+
+
+class StabilityIntervals(_Frozen):
+    model: str
+    corruption: str
+    divergence_radius: Interval = None
+    cosine: Interval = None
+    euclidean: Interval = None
+
+
+class FmrIntervals(_Frozen):
+    model: str
+    sa: Interval = None
+    pa: Interval = None
+
+
+class RunIntervals(_Frozen):
+    """The intervals of one report at one confidence level (``None``: the number does not apply)."""
+
+    confidence: float
+    resamples: int
+    seed: int
+    cells: list[CellIntervals]
+    models: list[ModelIntervals]
+    stability: list[StabilityIntervals] = []
+    fmr: list[FmrIntervals] = []
+
+    def cell(self, model: str, corruption: str, severity: int) -> CellIntervals | None:
+        return next((c for c in self.cells if (c.model, c.corruption, c.severity) == (model, corruption, severity)), None)
+
+    def model(self, name: str) -> ModelIntervals | None:
+        return next((m for m in self.models if m.model == name), None)
+
+
+#: the cell metrics that carry an interval, as named in exports (``NAME_ci_low`` / ``NAME_ci_high``)
+CELL_INTERVAL_METRICS = ("top1_accuracy", "balanced_accuracy", "label_flip_probability")
+
+
+def interval_columns(cell: CellIntervals | None) -> dict[str, float | None]:
+    """``{metric}_ci_low`` / ``{metric}_ci_high`` of a cell (None where it has no interval)."""
+    out: dict[str, float | None] = {}
+    for k in CELL_INTERVAL_METRICS:
+        iv = None if cell is None else getattr(cell, k)
+        out[f"{k}_ci_low"], out[f"{k}_ci_high"] = (None, None) if iv is None else iv
+    return out
+
+
+# --------------------------------------------------------------------------- per-resample values
+
+
+def cell_balanced_accuracy(outcomes: ImageOutcomes, model: str, corruption: str, severity: int,
+                           weights: np.ndarray) -> np.ndarray:
+    """Balanced accuracy of one cell under each row of draw counts (images it did not evaluate weigh 0)."""
+    assert outcomes.labels is not None
+    present = outcomes.present(model, corruption, severity)
+    return balanced_accuracy_weighted(outcomes.correct(model, corruption, severity), outcomes.labels, weights * present)
+
+
+def cell_flip_rate(outcomes: ImageOutcomes, model: str, corruption: str, severity: int, weights: np.ndarray) -> np.ndarray:
+    present = outcomes.present(model, corruption, severity)
+    w = weights * present
+    return (w @ outcomes.flipped(model, corruption, severity)) / w.sum(axis=1)
+
+
+def _ratio_mean(num: dict[str, np.ndarray], den: dict[str, np.ndarray]) -> np.ndarray:
+    """Mean over corruptions of num_c / den_c, leaving out (per resample) the terms whose
+    denominator does not exceed DEGRADATION_EPS, as the point estimate does; nan if none is left."""
+    terms = np.stack([np.where(den[c] > DEGRADATION_EPS, num[c] / np.where(den[c] > DEGRADATION_EPS, den[c], 1.0), np.nan)
+                      for c in num])
+    defined = ~np.isnan(terms)
+    count = defined.sum(axis=0)
+    total = np.where(defined, terms, 0.0).sum(axis=0)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def model_metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+    """Per model, each of MODEL_METRICS under each row of ``weights`` (nan: not applicable)."""
+    summary = report.classification
+    common = [tuple(c) for c in summary.common_cells]
+    by_corruption: dict[str, list[int]] = {}
+    for corr, sev in common:
+        by_corruption.setdefault(corr, []).append(sev)
+    b = weights.shape[0]
+    nan = np.full(b, np.nan)
+    labelled = outcomes.labels is not None
+    acc: dict[str, dict[tuple[str, int], np.ndarray]] = {}
+    lfp: dict[str, dict[tuple[str, int], np.ndarray]] = {}
+    clean: dict[str, np.ndarray] = {}
+    for m in report.models:
+        lfp[m.model] = {k: cell_flip_rate(outcomes, m.model, k[0], k[1], weights) for k in common}
+        if labelled:
+            acc[m.model] = {k: cell_balanced_accuracy(outcomes, m.model, k[0], k[1], weights) for k in common}
+            if m.clean is not None:
+                clean[m.model] = cell_balanced_accuracy(outcomes, m.model, CLEAN, 0, weights)
+    base = report.baseline
+
+    def summed(values: dict[tuple[str, int], np.ndarray], corr: str, shift: np.ndarray | float = 0.0) -> np.ndarray:
+        return np.sum([values[(corr, s)] - shift for s in by_corruption[corr]], axis=0)
+
+    out: dict[str, dict[str, np.ndarray]] = {}
+    for m in report.models:
+        name = m.model
+        d = {k: nan for k in MODEL_METRICS}
+        if by_corruption:
+            d["mfr"] = _ratio_mean({c: summed(lfp[name], c) for c in by_corruption},
+                                   {c: summed(lfp[base], c) for c in by_corruption})
+        if labelled:
+            if name in clean:
+                d["clean_accuracy"] = clean[name]
+            if common:
+                d["mean_corrupted_accuracy"] = np.mean([acc[name][k] for k in common], axis=0)
+                err = {c: summed({k: 1 - v for k, v in acc[name].items()}, c) for c in by_corruption}
+                base_err = {c: summed({k: 1 - v for k, v in acc[base].items()}, c) for c in by_corruption}
+                d["mce"] = _ratio_mean(err, base_err)
+                if name in clean and base in clean:
+                    d["rce"] = _ratio_mean(
+                        {c: summed({k: 1 - v for k, v in acc[name].items()}, c, 1 - clean[name]) for c in by_corruption},
+                        {c: summed({k: 1 - v for k, v in acc[base].items()}, c, 1 - clean[base]) for c in by_corruption},
+                    )
+        out[name] = d
+    return out
+
+
+# --------------------------------------------------------------------------- the intervals
+
+
+def _wilson_of_rate(rate: float | None, n: int, confidence: float) -> Interval:
+    if rate is None or n <= 0:
+        return None
+    return wilson_interval(int(round(rate * n)), n, confidence)
+
+
+def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequence[StabilityRecord] = (),
+                  confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> RunIntervals:
+    """Every interval of ``report`` at level ``confidence`` (bootstrap seeded by ``seed``)."""
+    weights = bootstrap_weights(outcomes.n, outcomes.labels, resamples, seed)
+    labelled = outcomes.labels is not None
+    cells = []
+    for m, c in report.all_cells():
+        top1 = ba = None
+        if labelled and c.confusion is not None:
+            hits = int(np.trace(np.asarray(c.confusion)))
+            top1 = wilson_interval(hits, c.n, confidence)
+            ba = percentile_interval(cell_balanced_accuracy(outcomes, m.model, c.corruption, c.severity, weights), confidence)
+        lfp = None if c.corruption == CLEAN else wilson_interval(c.flips, c.n, confidence)
+        cells.append(CellIntervals(model=m.model, corruption=c.corruption, severity=c.severity, top1_accuracy=top1,
+                                   balanced_accuracy=ba, label_flip_probability=lfp))
+    draws = model_metric_draws(report, outcomes, weights)
+    models = [ModelIntervals(model=name, **{k: percentile_interval(v, confidence) for k, v in d.items()})
+              for name, d in draws.items()]
+    return RunIntervals(confidence=confidence, resamples=resamples, seed=seed, cells=cells, models=models,
+                        stability=stability_intervals(stability, outcomes, confidence, resamples, seed),
+                        fmr=[FmrIntervals(model=f.model, sa=_wilson_of_rate(f.sa, f.n, confidence),
+                                          pa=_wilson_of_rate(f.pa, f.n, confidence))
+                             for f in (report.fmr.models if report.fmr else [])])
+
+
+def stability_intervals(records: Sequence[StabilityRecord], outcomes: ImageOutcomes | None, confidence: float,
+                        resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> list[StabilityIntervals]:
+    """Bootstrap intervals of the stability means, over the stability subset's images (by class when labelled)."""
+    groups: dict[tuple[str, str], dict[str, list[float]]] = {}
+    index: dict[tuple[str, str], list[int]] = {}
+    for r in records:
+        g = groups.setdefault((r.model, r.corruption), {k: [] for k in STABILITY_METRICS})
+        for k in STABILITY_METRICS:
+            g[k] += getattr(r, k)
+        index.setdefault((r.model, r.corruption), []).extend(r.indices)
+    out = []
+    for (model, corruption), g in sorted(groups.items()):
+        n = len(index[(model, corruption)])
+        strata = None
+        if outcomes is not None and outcomes.labels is not None and n:
+            pos = np.searchsorted(outcomes.indices, index[(model, corruption)])
+            if np.all(pos < outcomes.n) and np.array_equal(outcomes.indices[np.minimum(pos, outcomes.n - 1)],
+                                                           index[(model, corruption)]):
+                strata = outcomes.labels[pos]
+        w = bootstrap_weights(n, strata, resamples, seed) if n else None
+        values = {}
+        for k in STABILITY_METRICS:
+            v = np.asarray(g[k], dtype=float)
+            values[k] = None if w is None or v.size == 0 else percentile_interval(w @ v / n, confidence)
+        out.append(StabilityIntervals(model=model, corruption=corruption, **values))
+    return out

@@ -1,0 +1,36 @@
+"""The store's collections, named once: every other module refers to them through ``Collection``.
+
+A ``Collection`` is a ``StrEnum``: its members are the collection names themselves (the SQLite
+table and the MongoDB collection), so they can index plain dicts and reach pymongo unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Collection(StrEnum):
+    DOMAINS = "domains"
+    RUNS = "runs"
+    #: sufficient statistics of one unit of work
+    UNITS = "units"
+    #: per-image stability metrics of one (model, corruption) over one shard
+    STABILITY = "stability"
+    #: PD threat sums of one corruption cell over one shard (model-independent)
+    THREAT = "threat"
+    #: FMR outcomes and generated images of one tested model over one shard
+    FMR = "fmr"
+    #: a finished run's report (rebuildable from the other records)
+    SUMMARIES = "summaries"
+
+
+#: collection -> key fields (the upsert key; queries filter on a prefix of it)
+KEY_FIELDS: dict[Collection, tuple[str, ...]] = {
+    Collection.DOMAINS: ("domain_id",),
+    Collection.RUNS: ("run_id",),
+    Collection.UNITS: ("run_id", "model", "corruption", "severity", "shard"),
+    Collection.STABILITY: ("run_id", "model", "corruption", "shard"),
+    Collection.THREAT: ("run_id", "corruption", "severity", "shard"),
+    Collection.FMR: ("run_id", "model", "shard"),
+    Collection.SUMMARIES: ("run_id",),
+}

@@ -1,0 +1,114 @@
+"""Typed repositories: one per record kind, the only way the rest of the product names a collection.
+
+``store.units.put(unit)``, ``store.threat.keys(run_id=...)``, ``store.units(run_id)``: each
+repository validates through the store it was reached by, so a view of the store that fences
+its writes (the worker's lease, ``domainbench.worker.OwnedStore``) fences the repositories too.
+Domain records are built in one place, ``DomainRepository.save``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from domainbench.store.collections import Collection
+
+if TYPE_CHECKING:
+    from domainbench.config import DomainConfig
+    from domainbench.report import RunReport
+    from domainbench.store.records import (DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, ThreatRecord,
+                                           UnitRecord)
+
+R = TypeVar("R")
+
+
+class Documents(Protocol):
+    """What a repository needs of a store: validated upserts and reads by key fields."""
+
+    def upsert_many(self, collection: str, docs: Iterable[Any]) -> None: ...
+    def find(self, collection: str, **where: Any) -> list[Any]: ...
+    def keys(self, collection: str, **where: Any) -> set[tuple[Any, ...]]: ...
+    def delete(self, collection: str, **where: Any) -> int: ...
+
+
+class Repository(Generic[R]):
+    """The records of one collection; ``where`` filters on any of the collection's key fields."""
+
+    def __init__(self, store: Documents, collection: Collection) -> None:
+        self._store, self.collection = store, collection
+
+    def put(self, record: R | dict[str, Any]) -> None:
+        self._store.upsert_many(self.collection, [record])
+
+    def put_many(self, records: Iterable[R | dict[str, Any]]) -> None:
+        self._store.upsert_many(self.collection, records)
+
+    def find(self, **where: Any) -> list[R]:
+        return self._store.find(self.collection, **where)
+
+    def get(self, **key: Any) -> R | None:
+        found = self.find(**key)
+        return found[0] if found else None
+
+    def keys(self, **where: Any) -> set[tuple[Any, ...]]:
+        return self._store.keys(self.collection, **where)
+
+    def delete(self, **where: Any) -> int:
+        return self._store.delete(self.collection, **where)
+
+
+class RunRecords(Repository[R]):
+    """Records keyed by run first: ``repo(run_id, **where)`` is the run's records."""
+
+    def __call__(self, run_id: str, **where: Any) -> list[R]:
+        return self.find(run_id=run_id, **where)
+
+
+def domain_id(domain: DomainConfig) -> str:
+    """A plan's id: the hash of its content (its planning time left out), so one plan is stored once."""
+    blob = json.dumps(domain.model_dump(mode="json", exclude={"planner": {"created_at"}}), sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class DomainRepository(Repository["DomainRecord"]):
+    def save(self, domain: DomainConfig, created_at: str) -> str:
+        """Store the plan under its content hash; returns that id (the same plan twice is one record)."""
+        from domainbench.store.records import DomainRecord
+
+        did = domain_id(domain)
+        self.put(DomainRecord(domain_id=did, created_at=created_at, **domain.model_dump()))
+        return did
+
+
+class Repositories:
+    """The typed repositories of a store (mixed into ``Store`` and into views of it such as the worker's)."""
+
+    @property
+    def domains(self: Documents) -> DomainRepository:
+        return DomainRepository(self, Collection.DOMAINS)
+
+    @property
+    def runs(self: Documents) -> Repository[RunRecord]:
+        return Repository(self, Collection.RUNS)
+
+    @property
+    def units(self: Documents) -> RunRecords[UnitRecord]:
+        return RunRecords(self, Collection.UNITS)
+
+    @property
+    def stability(self: Documents) -> RunRecords[StabilityRecord]:
+        return RunRecords(self, Collection.STABILITY)
+
+    @property
+    def threat(self: Documents) -> RunRecords[ThreatRecord]:
+        return RunRecords(self, Collection.THREAT)
+
+    @property
+    def fmr(self: Documents) -> RunRecords[FmrUnitRecord]:
+        return RunRecords(self, Collection.FMR)
+
+    @property
+    def reports(self: Documents) -> RunRecords[RunReport]:
+        return RunRecords(self, Collection.SUMMARIES)

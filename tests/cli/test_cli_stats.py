@@ -1,0 +1,116 @@
+"""Intervals, paired comparison and verdicts through the command line (show, export, compare)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from scipy.stats import binomtest
+
+from domainbench.config import CorruptionChoice, DomainConfig, save
+from tests.cli_runner import run_cli as cli
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "engine"))
+import fake_models  # noqa: E402,F401  (registers the fake: backend used below)
+
+DOMAIN = DomainConfig(domain="stats test", corruptions=[
+    CorruptionChoice(name="gaussian_noise", severities=[1, 4], reason="r"),
+    CorruptionChoice(name="contrast", severities=[3], reason="r")])
+
+
+def _run(tmp_path: Path, capsys, monkeypatch, models: str, run_id: str, *extra: str) -> None:
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    code, _, err = cli(["run", str(cfg), "--models", models, "--limit", "40", "--no-stability", "--no-threat",
+                        "--workers", "0", "--run-id", run_id, *extra], capsys, monkeypatch)
+    assert code == 0, err
+
+
+def test_show_export_and_compare_carry_intervals_and_verdicts(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    _run(tmp_path, capsys, monkeypatch, "fake:a,fake:b", "two")
+    code, out, err = cli(["show", "two", "--confidence", "0.9"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "90 % intervals" in out and "(" in out.split("fake:a", 1)[1]
+    assert ("beats" in out or "no significant difference on 40 images" in out) and "fake:a" in out
+
+    code, out, err = cli(["export", "two", "--confidence", "0.9"], capsys, monkeypatch)
+    rows = list(csv.DictReader(io.StringIO(out)))
+    for col in ("top1_accuracy", "balanced_accuracy", "label_flip_probability"):
+        assert f"{col}_ci_low" in rows[0] and f"{col}_ci_high" in rows[0]
+    noisy = next(r for r in rows if r["corruption"] == "gaussian_noise" and r["severity"] == "4")
+    k = round(float(noisy["top1_accuracy"]) * 40)
+    ref = binomtest(k, 40).proportion_ci(0.9, method="wilson")
+    assert float(noisy["top1_accuracy_ci_low"]) == pytest.approx(ref.low, abs=1e-9)
+    ref = binomtest(int(noisy["label_flips"]), 40).proportion_ci(0.9, method="wilson")
+    assert float(noisy["label_flip_probability_ci_high"]) == pytest.approx(ref.high, abs=1e-9)
+    assert float(noisy["balanced_accuracy_ci_low"]) <= float(noisy["balanced_accuracy"]) <= float(noisy["balanced_accuracy_ci_high"])
+
+    # the UI's download buttons give the same files
+    from domainbench.engine.reports import load_report
+    from domainbench.frontend import data
+    from domainbench.store import open_store
+
+    store = open_store()
+    report = load_report(store, "two")
+    assert data.export_csv(report, store, 0.9) == out
+    code, out, err = cli(["export", "two", "--format", "json"], capsys, monkeypatch)
+    assert data.export_json(store.get_run("two"), report, store) == out.rstrip("\n")
+    doc = json.loads(out)
+    assert data.verdicts_of(store, ["two"]).verdicts[0].sentence == doc["verdicts"][0]["sentence"]
+    assert doc["intervals"]["confidence"] == 0.95 and len(doc["intervals"]["models"]) == 2
+    pairs = doc["pairs"]
+    assert len(pairs) == 4  # clean + 3 corrupted cells, one pair
+    assert set(pairs[0]) == {"model_a", "model_b", "corruption", "severity", "n", "a_only", "b_only", "p_value", "p_holm",
+                             "difference", "ci_low", "ci_high"}
+    for p in pairs:
+        expected = binomtest(p["a_only"], p["a_only"] + p["b_only"]).pvalue if p["a_only"] + p["b_only"] else 1.0
+        assert p["p_value"] == pytest.approx(expected, abs=1e-9) and p["p_holm"] >= p["p_value"]
+    assert doc["verdicts"][0]["sentence"]
+
+    code, out, err = cli(["compare", "two", "--models", "fake:b,fake:a"], capsys, monkeypatch)
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("fake:") and "McNemar" in out
+
+
+def test_compare_across_runs_on_the_same_images(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    _run(tmp_path, capsys, monkeypatch, "fake:a,fake:b", "both")
+    _run(tmp_path, capsys, monkeypatch, "fake:a", "a")
+    _run(tmp_path, capsys, monkeypatch, "fake:b", "b")
+    code, joint, err = cli(["compare", "both", "--format", "json"], capsys, monkeypatch)
+    assert code == 0, err
+    code, split, err = cli(["compare", "a", "b", "--format", "json"], capsys, monkeypatch)
+    assert code == 0, err
+    # the same images and seed: the cross-run comparison is the single run's, number for number
+    assert json.loads(split)["pairs"] == json.loads(joint)["pairs"]
+
+
+@pytest.mark.parametrize("case", ["confidence_0", "confidence_1", "one_model", "other_images", "other_seed", "unknown_model",
+                                  "export_confidence", "show_confidence"])
+def test_bad_input_is_one_line_exit_2(case: str, home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    _run(tmp_path, capsys, monkeypatch, "fake:a", "a")
+    args, expect = {
+        "confidence_0": (["compare", "a", "--confidence", "0"], "--confidence must lie strictly between 0 and 1"),
+        "confidence_1": (["compare", "a", "--confidence", "1.5"], "--confidence must lie strictly between 0 and 1"),
+        "export_confidence": (["export", "a", "--confidence", "1", "-o", str(tmp_path / "x.csv")], "--confidence"),
+        "show_confidence": (["show", "a", "--confidence", "-0.1"], "--confidence"),
+        "one_model": (["compare", "a"], "a comparison needs two models"),
+        "unknown_model": (["compare", "a", "--models", "fake:a,fake:z"], "--models: fake:z not evaluated"),
+        "other_images": (["compare", "a", "b"], "different images"),
+        "other_seed": (["compare", "a", "b"], "different seeds"),
+    }[case]
+    if case == "other_images":
+        cfg = save(DOMAIN, tmp_path / "domain.toml")
+        code, _, err = cli(["run", str(cfg), "--models", "fake:b", "--limit", "30", "--no-stability", "--no-threat",
+                            "--workers", "0", "--run-id", "b"], capsys, monkeypatch)
+        assert code == 0, err
+    if case == "other_seed":
+        _run(tmp_path, capsys, monkeypatch, "fake:b", "b", "--seed", "7")
+    code, out, err = cli(args, capsys, monkeypatch)
+    assert code == 2, err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], err
+    assert out == "" and not (tmp_path / "x.csv").exists()

@@ -1,0 +1,44 @@
+"""Hand-made stored units of a small labelled run: two or three models, clean + 2 corruptions x 2 severities."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from domainbench.metrics.aggregate import summarize
+from domainbench.report import RunReport, Versions
+from domainbench.store.records import UnitRecord
+
+CLASSES = ["a", "b", "c"]
+CELLS = [("clean", 0), ("blur", 1), ("blur", 3), ("noise", 2), ("noise", 4)]
+
+
+def synthetic_units(n: int = 90, skill: dict[str, float] | None = None, seed: int = 0, shards: int = 2,
+                    run_id: str = "r", indices: np.ndarray | None = None) -> list[UnitRecord]:
+    """Each model is right with probability skill - 0.08 * severity, else predicts a random other class."""
+    skill = skill or {"m1": 0.85, "m2": 0.7}
+    rng = np.random.default_rng(seed)
+    idx = np.arange(n) * 3 + 5 if indices is None else np.asarray(indices)
+    labels = rng.integers(0, len(CLASSES), size=n)
+    units = []
+    for model, p in skill.items():
+        clean_pred = None
+        for corr, sev in CELLS:
+            right = rng.random(n) < p - 0.08 * sev
+            pred = np.where(right, labels, (labels + rng.integers(1, len(CLASSES), size=n)) % len(CLASSES))
+            if corr == "clean":
+                clean_pred = pred
+            assert clean_pred is not None
+            for s, part in enumerate(np.array_split(np.arange(n), shards)):
+                cm = np.zeros((3, 3), dtype=int)
+                np.add.at(cm, (labels[part], pred[part]), 1)
+                units.append(UnitRecord(
+                    run_id=run_id, model=model, corruption=corr, severity=sev, shard=s, n=part.size, confusion=cm.tolist(),
+                    flips=0 if corr == "clean" else int((pred[part] != clean_pred[part]).sum()), seed=0,
+                    classes=CLASSES, preds=pred[part].tolist(), indices=idx[part].tolist(),
+                    labels=labels[part].tolist() if corr == "clean" else None))
+    return units
+
+
+def synthetic_report(units: list[UnitRecord], baseline: str = "m2", run_id: str = "r") -> RunReport:
+    return RunReport(run_id=run_id, baseline=baseline, seed=0, classification=summarize(units, baseline),
+                     versions=Versions(domainbench="test"))

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+from sklearn.metrics import balanced_accuracy_score
+
+from domainbench.metrics.confidence import MODEL_METRICS, model_metric_draws, run_intervals
+from domainbench.metrics.outcomes import image_outcomes
+from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units
+
+
+def test_outcomes_rebuild_every_stored_confusion_matrix() -> None:
+    units = synthetic_units()
+    out = image_outcomes(reversed(units))  # order of units does not matter
+    report = synthetic_report(units)
+    assert out.n == 90 and np.all(np.diff(out.indices) > 0)
+    for m, c in report.all_cells():
+        p = out.cell(m.model, c.corruption, c.severity)
+        cm = np.zeros((3, 3), dtype=int)
+        np.add.at(cm, (out.labels, p), 1)
+        assert cm.tolist() == c.confusion
+        if c.corruption != "clean":
+            assert out.flipped(m.model, c.corruption, c.severity).sum() == c.flips
+
+
+def test_unit_weights_reproduce_the_report_exactly() -> None:
+    """With every image drawn once, the vectorised metrics are the report's own numbers."""
+    units = synthetic_units(skill={"m1": 0.85, "m2": 0.7, "m3": 0.6})
+    report = synthetic_report(units)
+    draws = model_metric_draws(report, image_outcomes(units), np.ones((2, 90)))
+    for m in report.models:
+        for k in MODEL_METRICS:
+            assert draws[m.model][k] == pytest.approx([getattr(m, k)] * 2, abs=1e-12), (m.model, k)
+
+
+def test_intervals_wilson_and_bootstrap() -> None:
+    units = synthetic_units()
+    report = synthetic_report(units)
+    out = image_outcomes(units)
+    iv = run_intervals(report, out, confidence=0.9, resamples=1000, seed=3)
+    for m, c in report.all_cells():
+        ci = iv.cell(m.model, c.corruption, c.severity)
+        assert ci is not None
+        hits = int(np.trace(np.asarray(c.confusion)))
+        ref = binomtest(hits, c.n).proportion_ci(0.9, method="wilson")
+        assert ci.top1_accuracy == pytest.approx((ref.low, ref.high), abs=1e-9)
+        if c.corruption == "clean":
+            assert ci.label_flip_probability is None
+        else:
+            ref = binomtest(c.flips, c.n).proportion_ci(0.9, method="wilson")
+            assert ci.label_flip_probability == pytest.approx((ref.low, ref.high), abs=1e-9)
+        lo, hi = ci.balanced_accuracy
+        assert lo <= c.accuracy <= hi and hi - lo > 0.05
+    # check one cell's bootstrap against a brute-force loop over resampled image lists (same law, other draws)
+    correct = out.correct("m1", "blur", 3)
+    rng = np.random.default_rng(0)
+    members = [np.flatnonzero(out.labels == k) for k in range(3)]
+    slow = []
+    for _ in range(2000):
+        idx = np.concatenate([rng.choice(mm, size=mm.size) for mm in members])
+        slow.append(balanced_accuracy_score(out.labels[idx], np.where(correct[idx], out.labels[idx], (out.labels[idx] + 1) % 3)))
+    ref_lo, ref_hi = np.quantile(slow, [0.05, 0.95])
+    lo, hi = iv.cell("m1", "blur", 3).balanced_accuracy
+    assert lo == pytest.approx(ref_lo, abs=0.03) and hi == pytest.approx(ref_hi, abs=0.03)
+    # model-level: every interval holds its point value; the baseline's own mCE is exactly 1
+    for m in report.models:
+        mi = iv.model(m.model)
+        for k in MODEL_METRICS:
+            lo, hi = getattr(mi, k)
+            assert lo - 1e-12 <= getattr(m, k) <= hi + 1e-12, (m.model, k)
+    assert iv.model("m2").mce == pytest.approx((1.0, 1.0))
+    # reproducible under the seed, different under another, narrower at a lower level
+    assert run_intervals(report, out, confidence=0.9, resamples=1000, seed=3) == iv
+    other = run_intervals(report, out, confidence=0.9, resamples=1000, seed=4)
+    assert other.model("m1").mce != iv.model("m1").mce
+    wide = run_intervals(report, out, confidence=0.99, resamples=1000, seed=3)
+    a, b = iv.model("m1").mce, wide.model("m1").mce
+    assert b[0] < a[0] and a[1] < b[1]
