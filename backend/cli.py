@@ -251,14 +251,13 @@ def plan(
     """Choose the corruptions a domain produces, with severities and a reason for each."""
     from domainbench.config import dumps, save
     from domainbench.planner import plan as make_plan
-    from domainbench.planner.settings import settings_from_env
 
     if output:  # a device file, FIFO or folder is refused before the planner runs or the store is written
         from domainbench.safe_output import output_file
 
         output_file(output)
     _say(f"planning with provider={provider} …")
-    cfg = make_plan(text, provider=provider, samples=samples, llm=settings_from_env(_settings().llm_environ()))
+    cfg = make_plan(text, provider=provider, samples=samples, llm=_settings().llm_settings())
     _store().domains.save(cfg, created_at=cfg.planner.created_at)
     if output:
         save(cfg, output)
@@ -300,8 +299,8 @@ def run(
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
-    executor: Annotated[str, typer.Option(envvar="DOMAINBENCH_EXECUTOR", help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]').")] = "local",
-    address: Annotated[Optional[str], typer.Option(envvar="DOMAINBENCH_RAY_ADDRESS", help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: a new local Ray instance).")] = None,
+    executor: Annotated[Optional[str], typer.Option(help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]'); default $DOMAINBENCH_EXECUTOR or local.")] = None,
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: $DOMAINBENCH_RAY_ADDRESS, else a new local Ray instance).")] = None,
     actors: Annotated[Optional[int], typer.Option(help="Ray model actors per model group (default: the cluster's GPUs shared out over the groups, 1 without GPUs).")] = None,
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
     cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
@@ -312,8 +311,9 @@ def run(
     from domainbench.engine.reports import load_report
 
     _load_plugins(corruptions_module)
-    exec_options = _executor_options(executor, address, actors, gpus_per_actor, cpus_per_task, _csv(corruptions_module),
-                                     models_per_actor)
+    settings = _settings()
+    exec_options = _executor_options(executor or settings.executor, address or settings.ray_address, actors, gpus_per_actor,
+                                     cpus_per_task, _csv(corruptions_module), models_per_actor)
     if not resume:  # the inputs are checked before the store is opened or a progress bar drawn
         if config is None:
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
@@ -653,7 +653,8 @@ def ui(
         from domainbench import frontend
         app_path = Path(frontend.__file__).resolve().parent / "app.py"
     command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
-               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               "--client.toolbarMode", "viewer"]
     # with MongoDB the workers are separate machines (`domainbench worker`); the embedded store
     # lives on this one, so the UI brings the worker that runs what its New domain page queues
     side = None
@@ -686,10 +687,9 @@ def worker_cmd(
     """Run queued runs from the store (launched from the UI), resuming runs whose worker died."""
     from domainbench.worker import Worker
 
-    from domainbench.engine.executor_options import options_from_env
 
     # a long-running worker takes its executor from the environment (the compose file sets it)
-    w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always, executor=options_from_env(os.environ))
+    w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always, executor=_settings().executor_options())
     try:
         n = w.serve(until_idle=until_idle, max_runs=max_runs)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: a run in progress went back to the queue

@@ -11,6 +11,11 @@ The domain file lists its corruptions as an array of tables::
     reason = "the car moves during the exposure"
 
     [corruptions.params]      # optional: explicit parameters instead of the ladder
+
+    [[compositions]]          # optional (schema 2): corruptions stacked in one cell, applied in order
+    name = "night rain"
+    steps = [{corruption = "low_light", severity = 3}, {corruption = "rain", severity = 2}]
+    reason = "night driving in rain: dark, wet windscreen"
 """
 
 from __future__ import annotations
@@ -22,12 +27,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
 from domainbench import resource_bounds as bounds
 from domainbench.errors import UserInputError, first_validation_error
 
 SCHEMA_VERSION = 1
+#: domain files that hold ``[[compositions]]`` are version 2; every version-1 file still loads as it was
+COMPOSITIONS_SCHEMA_VERSION = 2
+#: a composed cell is stored and reported under this prefix + its name
+COMPOSITION_PREFIX = "compose:"
 
 
 class _Strict(BaseModel):
@@ -54,6 +63,28 @@ class CorruptionChoice(_Strict):
         return sorted(set(v))
 
 
+class CompositionStep(_Strict):
+    corruption: str
+    # strict: a severity written as the string "3" is refused, not coerced
+    severity: int = Field(strict=True, ge=1, le=5)
+
+
+class Composition(_Strict):
+    """Corruptions that a domain produces together, applied in order to each image as one cell."""
+
+    name: str = Field(min_length=1, max_length=80)
+    steps: list[CompositionStep] = Field(min_length=1, max_length=5)
+    reason: str = ""
+
+    @property
+    def cell_name(self) -> str:
+        return COMPOSITION_PREFIX + self.name
+
+    @property
+    def pairs(self) -> list[tuple[str, int]]:
+        return [(s.corruption, s.severity) for s in self.steps]
+
+
 class PlannerProvenance(_Strict):
     """How a plan was made, so a stored plan can be audited and reproduced."""
 
@@ -72,6 +103,7 @@ class DomainConfig(_Strict):
     schema_version: int = SCHEMA_VERSION
     domain: str
     corruptions: list[CorruptionChoice]
+    compositions: list[Composition] = Field(default_factory=list)
     planner: PlannerProvenance = Field(default_factory=PlannerProvenance)
 
     @field_validator("corruptions")
@@ -83,6 +115,19 @@ class DomainConfig(_Strict):
             raise ValueError(f"corruption listed twice: {', '.join(dupes)}")
         return v
 
+    @field_validator("compositions")
+    @classmethod
+    def _compositions_named_once(cls, v: list[Composition]) -> list[Composition]:
+        _listed_once([c.name for c in v], "composition")
+        return v
+
+    @model_validator(mode="after")
+    def _versioned_by_content(self) -> DomainConfig:
+        # a plan without compositions stays version 1, byte for byte (and so keeps its domain id)
+        if self.compositions and self.schema_version < COMPOSITIONS_SCHEMA_VERSION:
+            self.schema_version = COMPOSITIONS_SCHEMA_VERSION
+        return self
+
     def check_catalogue(self) -> None:
         """Raise UserInputError if a corruption or its parameters are not in the catalogue."""
         from domainbench import corruptions
@@ -93,6 +138,11 @@ class DomainConfig(_Strict):
                     corruptions.validate_params(c.name, c.params)
             except corruptions.CorruptionError as e:
                 raise UserInputError(str(e)) from e
+        for comp in self.compositions:
+            try:
+                corruptions.check_steps(comp.pairs)
+            except corruptions.CorruptionError as e:
+                raise UserInputError(f"composition {comp.name!r}: {e}") from e
 
 
 def _listed_once(values: list[str], what: str) -> list[str]:
@@ -224,7 +274,10 @@ _INT_ARRAY = re.compile(r"\[\n((?:[ \t]+-?\d+,\n)+)\]")
 
 
 def dumps(cfg: BaseModel) -> str:
-    text = tomli_w.dumps(_drop_none(cfg.model_dump(mode="json")))
+    data = cfg.model_dump(mode="json")
+    if isinstance(cfg, DomainConfig) and not cfg.compositions:
+        del data["compositions"]  # a plan without compositions reads as it did before they existed
+    text = tomli_w.dumps(_drop_none(data))
     # tomli_w puts every array element on its own line; severities read better as [1, 2, 3]
     return _INT_ARRAY.sub(lambda m: "[" + ", ".join(v.strip().rstrip(",") for v in m.group(1).splitlines()) + "]", text)
 

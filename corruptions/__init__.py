@@ -10,6 +10,7 @@ Public API::
     corruptions.corrupt(image, name, severity=None, params=None, seed=0) -> np.ndarray
     corruptions.corrupt_batch(images, name, severity=None, params=None, seeds=0, return_drawn=False)
         -> np.ndarray, or (np.ndarray, drawn) with return_drawn=True (see corruptions.draws)
+    corruptions.corrupt_composed(images, [(name, severity), ...], seeds) -> (np.ndarray, [drawn per step])
     corruptions.register(...), corruptions.load_module("my.module")
 
 ``domainbench.corruptions.named_registry.Registry`` is the registry pattern the backend's model, dataset
@@ -19,6 +20,7 @@ and planner-provider registries share; this package imports nothing from ``backe
 from __future__ import annotations
 
 from domainbench.corruptions.api import Drawn, corrupt, corrupt_batch, resolve_params, validate_params
+from domainbench.corruptions.compose import MAX_STEPS, check_steps, corrupt_composed
 from domainbench.corruptions.draws import record
 from domainbench.corruptions.errors import CorruptionError
 from domainbench.corruptions.named_registry import Registry
@@ -29,6 +31,7 @@ from domainbench.corruptions.spec import FAMILIES, REFERENCE_SIZE, CorruptionSpe
 __all__ = [
     "ENTRY_POINT_GROUP",
     "FAMILIES",
+    "MAX_STEPS",
     "REFERENCE_SIZE",
     "CorruptionError",
     "CorruptionSpec",
@@ -37,8 +40,10 @@ __all__ = [
     "REGISTRY",
     "Registry",
     "catalogue",
+    "check_steps",
     "corrupt",
     "corrupt_batch",
+    "corrupt_composed",
     "derive_seed",
     "get",
     "load_module",

@@ -362,10 +362,12 @@ def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int =
 
 
 def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, percent: bool = False,
-                   runs_per_column: dict[str, int] | None = None, x_title: str = "domain") -> go.Figure:
+                   runs_per_column: dict[str, int] | None = None, x_title: str = "domain",
+                   center: float | None = None) -> go.Figure:
     """Models (rows) × columns (domains or families): one value per cell, the better end green.
 
-    A missing value (model not evaluated there, or undefined) stays blank, never 0.
+    A missing value (model not evaluated there, or undefined) stays blank, never 0. ``center``
+    (1.0 for a ratio to the baseline) is the neutral colour: the baseline itself is neither red nor green.
     """
     if matrix.empty or matrix.notna().sum().sum() == 0:
         return _empty(f"{label} per model and {x_title}", f"{label} is not available for the chosen runs")
@@ -376,8 +378,8 @@ def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, perc
     fig = go.Figure(go.Heatmap(
         z=[[None if np.isnan(v) else float(v) for v in row] for row in z], x=x, y=list(matrix.index), text=text,
         texttemplate="%{text}", colorscale="RdYlGn_r" if lower_is_better else "RdYlGn",
-        colorbar={"title": label + (" %" if percent else "")},
-        hovertemplate="%{y}<br>%{x}<br>" + label + " %{z:.3f}<extra></extra>",
+        colorbar={"title": label + (" %" if percent else "")}, zmid=center,
+        hovertemplate="%{y}<br>%{x}<br>" + label + (" %{z:.1f} %" if percent else " %{z:.3f}") + "<extra></extra>",
     ))
     fig.update_layout(title=f"{label} per model and {x_title} ({'lower' if lower_is_better else 'higher'} is better)",
                       xaxis_title=x_title, yaxis_title="model", yaxis={"autorange": "reversed"},

@@ -74,7 +74,10 @@ def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str
     """McNemar per pair and cell, paired bootstrap differences, Holm, and the verdicts; seeded by the first run's seed."""
     confidence = check_confidence(confidence)
     outcomes = merged_outcomes(store, run_ids)
-    available = outcomes.models()
+    evaluated = set(outcomes.models())
+    # in the order the runs list them (A, B of each pair as the user wrote them)
+    configured = [m for rid in run_ids for m in store.get_run(rid).config.models]  # type: ignore[union-attr]
+    available = list(dict.fromkeys([m for m in configured if m in evaluated] + sorted(evaluated)))
     if models:
         unknown = [m for m in models if m not in available]
         if unknown:

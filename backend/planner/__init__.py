@@ -24,7 +24,8 @@ from domainbench.planner import prompts, rules
 from domainbench.planner.catalogue import Catalogue, load_catalogue
 from domainbench.planner.llm import PlannerError, enforce, redact
 from domainbench.planner.providers import PLANNER_PROVIDERS, PlannerProvider, check_provider_name, choose_provider, register_provider
-from domainbench.planner.settings import LLMSettings, settings_from_env
+from domainbench.planner.settings import LLMSettings
+from domainbench.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def plan(
 ) -> DomainConfig:
     """Plan the corruptions for a domain description; the result is validated and rule-checked.
 
-    ``llm``: the LLM endpoint as the entry point read it (``settings_from_env(Settings.llm_environ())``); when
+    ``llm``: the LLM endpoint as the entry point read it (``Settings.llm_settings()``); when
     left out, the environment is read here, with ``settings`` as overrides.
     """
     check_provider_name(provider)  # before any work: a typo is answered with the close names
@@ -107,7 +108,7 @@ def plan(
     cat = catalogue or load_catalogue()
     if llm is not None and settings:
         raise TypeError("give either llm= or individual LLM settings, not both")
-    llm_settings = llm if llm is not None else settings_from_env(**settings)
+    llm_settings = llm if llm is not None else Settings.from_env().llm_settings(**settings)
     _, planner = choose_provider(provider, llm_settings)
     vote, notes, prov = planner.run(text, n, cat, llm_settings)
     notes = list(notes)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import re
 import threading
 from dataclasses import dataclass
@@ -90,8 +89,10 @@ def embed(texts: list[str]) -> np.ndarray:
 
 
 def _cache_file(fingerprint: str) -> Path:
-    base = os.environ.get("DOMAINBENCH_CACHE_DIR")
-    root = Path(base) if base else Path.home() / ".cache" / "domainbench"
+    from domainbench.settings import Settings
+
+    base = Settings.from_env().cache_dir
+    root = base if base else Path.home() / ".cache" / "domainbench"
     return root / "planner" / f"minilm-catalogue-{fingerprint}.npz"
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from functools import lru_cache
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -38,7 +37,10 @@ PROMPTS_PACKAGE = "prompts"
 
 
 def _override() -> str | None:
-    return os.environ.get("DOMAINBENCH_PROMPTS_DIR") or None
+    from domainbench.settings import Settings
+
+    folder = Settings.from_env().prompts_dir
+    return str(folder) if folder else None
 
 
 def _templates_dir(override: str | None) -> Traversable:

@@ -19,7 +19,7 @@ from domainbench.store import Store
 from domainbench.store.records import RunRecord
 from domainbench.frontend import cached, data, exports, figures, run_actions
 from domainbench.frontend.views import fmr_section
-from domainbench.frontend.ui import DEMO_HINT, get_store, guard, sidebar_store, status_badge
+from domainbench.frontend.ui import DEMO_HINT, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
 
 REFRESH_S = 5
 #: statuses in which a run may change without the user doing anything
@@ -48,7 +48,7 @@ def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
     freq = data.selection_frequencies(store)
     if chosen is not None:
         plan = next(r.domain for r in runs if r.domain_id == chosen)
-        st.markdown(f"**Description:** {plan.domain}")
+        literal_text("Description", plan.domain)
         exports.table(data.plan_frame(plan), f"plan-{chosen}", "plan",
                       column_config={"reason": st.column_config.TextColumn("reason", width="large"),
                                      "selected in %": st.column_config.NumberColumn("selected in %", format="%.0f")})
@@ -160,9 +160,9 @@ def summary_section(report: RunReport) -> None:
         with st.expander("notes on undefined numbers and left-out cells"):
             for model, lines in notes.items():
                 for line in lines:
-                    st.markdown(f"- **{model}**: {line}")
+                    st.markdown(f"- **{md_escape(model)}**: {line}")
             for model, cells in dropped.items():
-                st.markdown(f"- **{model}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
+                st.markdown(f"- **{md_escape(model)}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
 
 
 def accuracy_tab(s: Shown) -> None:
@@ -351,7 +351,7 @@ TABS: dict[str, Callable[[Shown], None]] = {
 def run_header(view: data.RunView) -> None:
     run = view.run
     st.subheader(f"{status_badge(view.status)} · {view.run_id}")
-    st.markdown(f"**Domain:** {run.domain.domain or '?'}")
+    literal_text("Domain", run.domain.domain)
     cfg, env = run.config, run.environment
     c1, c2, c3, c4, c5 = st.columns(5)
     c1.metric("models", len(view.models))
@@ -402,8 +402,11 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     if view.report is None:
         st.info(f"No results yet: {view.error}")
         return
+    if view.run.fmr is not None:
+        # an FMR run measures one thing on generated images: its own layout, no evaluation tabs left empty
+        fmr_section.show(store, view.report)
+        return
     summary_section(view.report)
-    fmr_section.show(store, view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
     for tab, (label, draw) in zip(tabs, TABS.items(), strict=True):

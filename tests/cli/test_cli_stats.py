@@ -114,3 +114,18 @@ def test_bad_input_is_one_line_exit_2(case: str, home: Path, tmp_path: Path, cap
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], err
     assert out == "" and not (tmp_path / "x.csv").exists()
+
+
+def test_verdict_on_the_bundled_sample_with_both_embedded_models(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    domain = DomainConfig(domain="low contrast", corruptions=[CorruptionChoice(name="contrast", severities=[3, 5], reason="r")])
+    cfg = save(domain, tmp_path / "contrast.toml")
+    code, _, err = cli(["run", str(cfg), "--models", "embedded:fmnist-plain,embedded:fmnist-augmented", "--limit", "60",
+                        "--no-stability", "--no-threat", "--workers", "0", "--run-id", "sample"], capsys, monkeypatch)
+    assert code == 0, err
+    code, out, err = cli(["compare", "sample", "--format", "json"], capsys, monkeypatch)
+    assert code == 0, err
+    v = json.loads(out)["verdicts"][0]
+    # the augmented model was trained for low contrast: it wins both cells, decisively
+    assert v["sentence"].startswith("embedded:fmnist-augmented beats embedded:fmnist-plain on this domain: balanced accuracy ")
+    assert "better in 2 of 2 cells, worse in none (Holm-adjusted p < 0.05)" in v["sentence"]
+    assert v["n_images"] == 60 and v["ci_high"] < 0  # the pair is (plain, augmented): A - B is negative

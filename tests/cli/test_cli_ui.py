@@ -48,6 +48,9 @@ def test_ui_binds_localhost_and_starts_a_worker(home: Path, monkeypatch: pytest.
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--server.port") + 1] == "8600"
     assert len(STARTED) == 1 and STARTED[0].args[-1] == "worker" and STARTED[0].terminated
+    # a product, not a dev server: no Deploy button / developer menu, no usage statistics sent
+    assert cmd[cmd.index("--client.toolbarMode") + 1] == "viewer"
+    assert cmd[cmd.index("--browser.gatherUsageStats") + 1] == "false"
 
 
 def test_ui_host_and_no_worker(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

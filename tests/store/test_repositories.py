@@ -72,6 +72,7 @@ def test_domain_save_builds_the_record_once_keyed_by_its_content(store: Store) -
     # the id is the hash of the plan without its planning time: computed here independently
     body = plan.model_dump(mode="json")
     body["planner"].pop("created_at")
+    body.pop("compositions", None)  # a plan without compositions hashes as before they existed
     expected = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
     assert domain_id(plan) == expected
     assert store.domains.save(plan, created_at="t1") == expected
