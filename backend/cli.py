@@ -450,6 +450,7 @@ def export(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    predictions: Annotated[bool, typer.Option("--predictions", help="One row per model × cell × image (label, prediction, correct, confidence) instead of the results.")] = False,
 ) -> None:
     """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
     from domainbench.engine.compare import run_pairs
@@ -466,6 +467,13 @@ def export(
 
         output_file(output)
     store = _store()
+    if predictions:
+        from domainbench.engine.predictions import write_predictions
+
+        n = write_predictions(store, run_id, format, output)
+        if output:
+            _say(f"wrote {n} rows to {output}")
+        return
     report = load_report(store, run_id, baseline)
     intervals = load_intervals(store, report, confidence)
     text = (to_json(store.get_run(run_id), report, intervals, run_pairs(store, report, confidence)) if format == "json"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from domainbench.metrics.confusion import SparseConfusion
 from domainbench.models import VisionLanguageModel, build_classifier, create_model, resolve_device
 from domainbench.models.base import DEFAULT_TEMPLATES
 from domainbench.models.hub_common import as_tensor, autocast_for
@@ -98,12 +99,26 @@ def as_host(images: np.ndarray | torch.Tensor) -> np.ndarray:
 
 
 def predict(ms: ModelState, emb: torch.Tensor) -> np.ndarray:
+    return predict_with_confidence(ms, emb)[0]
+
+
+def predict_with_confidence(ms: ModelState, emb: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Top-1 class indices (int64) and their softmax probability over the label set (float32).
+
+    The class is the argmax of the cosine similarities themselves, so scaling can never
+    reorder near ties; the probability is the softmax of the logits the model scores with
+    (its logit scale times the similarities).
+    """
     with torch.inference_mode():
-        return (emb @ ms.classifier.T.to(emb.dtype)).argmax(dim=1).cpu().numpy().astype(np.int64)
+        sims = emb @ ms.classifier.T.to(emb.dtype)
+        preds = sims.argmax(dim=1)
+        scale = float(getattr(ms.model, "logit_scale", 100.0))
+        conf = torch.softmax(sims.float() * scale, dim=1).gather(1, preds[:, None])[:, 0]
+        return preds.cpu().numpy().astype(np.int64), conf.cpu().numpy().astype(np.float32)
 
 
-def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> list[list[int]] | None:
+def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> SparseConfusion | None:
+    """The nonzero cells of the (true, predicted) confusion; None for unlabelled images."""
     if labels is None:
         return None
-    cm = np.bincount(labels * n_classes + preds, minlength=n_classes * n_classes).reshape(n_classes, n_classes)
-    return cm.tolist()
+    return SparseConfusion.from_pairs(labels, preds, n_classes)

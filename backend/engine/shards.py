@@ -19,7 +19,7 @@ from domainbench import corruptions
 from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
-from domainbench.engine.scoring import ModelState, confusion, encode, predict
+from domainbench.engine.scoring import ModelState, confusion, encode, predict_with_confidence
 from domainbench.engine.tasks import Cell, CleanPass, RunContext, RunTask
 from domainbench.store.records import UnitRecord
 
@@ -39,10 +39,11 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
     run_id = ctx.run_id
     written = 0
 
-    def write(ms: ModelState, cell: Cell, preds: np.ndarray, clean: np.ndarray | None, corrupted: Corrupted,
-              t0: float) -> None:
+    def write(ms: ModelState, cell: Cell, scored: tuple[np.ndarray, np.ndarray], clean: np.ndarray | None,
+              corrupted: Corrupted, t0: float) -> None:
         nonlocal written
-        write_unit(ctx, ms, cell, shard, batch, preds, clean, corrupted, t0)
+        preds, conf = scored
+        write_unit(ctx, ms, cell, shard, batch, preds, clean, corrupted, t0, confidence=conf)
         done.add((run_id, ms.name, cell.corruption, cell.severity, shard))
         written += 1
         if on_unit is not None:
@@ -58,10 +59,11 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
             continue
         t0 = time.perf_counter()
         emb = encode(ms, batch.images)
-        clean.preds[ms.name] = predict(ms, emb)
+        scored = predict_with_confidence(ms, emb)
+        clean.preds[ms.name] = scored[0]
         clean.embeddings[ms.name] = emb
         if key not in done:
-            write(ms, Cell(CLEAN, 0, None), clean.preds[ms.name], None, Corrupted(batch.images, {}), t0)
+            write(ms, Cell(CLEAN, 0, None), scored, None, Corrupted(batch.images, {}), t0)
     by_cell = {(c.corruption, c.severity): c for c in cells}
     for job, fut in jobs:
         corrupted = fut.result()
@@ -74,15 +76,14 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
             if (run_id, ms.name, cell.corruption, cell.severity, shard) in done:
                 continue
             t0 = time.perf_counter()
-            preds = predict(ms, encode(ms, corrupted.images))
-            write(ms, cell, preds, clean.preds[ms.name], corrupted, t0)
+            write(ms, cell, predict_with_confidence(ms, encode(ms, corrupted.images)), clean.preds[ms.name], corrupted, t0)
     for task in tasks:
         task.flush(shard)
     return written
 
 
 def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: Batch, preds: np.ndarray,
-               clean: np.ndarray | None, corrupted: Corrupted, t0: float) -> None:
+               clean: np.ndarray | None, corrupted: Corrupted, t0: float, confidence: np.ndarray | None = None) -> None:
     classes = ctx.dataset.classes
     params = {**cell.applied, "drawn": corrupted.drawn} if corrupted.drawn else cell.applied
     unit = UnitRecord(
@@ -94,14 +95,16 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         n=int(len(preds)),
         confusion=confusion(batch.labels, preds, len(classes)),
         flips=0 if clean is None else int((preds != clean).sum()),
-        preds=preds.tolist(),
-        indices=batch.indices.tolist(),
+        preds=preds,
+        indices=batch.indices,
+        hits=None if batch.labels is None else (preds == batch.labels).astype(np.int8),
+        confidence=confidence,
         n_unreadable=len(batch.unreadable),
         params=params,
         seed=ctx.cfg.seed,
         classes=classes,
         # per-image labels once per shard: the stability link joins them with predictions
-        labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
+        labels=batch.labels if cell.corruption == CLEAN and batch.labels is not None else None,
         corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
         frost_texture=texture_of(corrupted.drawn),
         elapsed_s=round(time.perf_counter() - t0, 4),

@@ -8,13 +8,13 @@ from domainbench.metrics.registry import Metric
 
 
 def top1_accuracy(cell: Any, threat: Any = None) -> float | None:
-    """Trace over total of the cell's confusion matrix; None when unlabelled (no matrix) or empty."""
+    """Correct over total of the cell's (sparse) confusion matrix; None when unlabelled (no matrix) or empty."""
     if cell.confusion is None:
         return None
-    total = sum(sum(row) for row in cell.confusion)
+    total = cell.confusion.total
     if total == 0:
         return None
-    return sum(cell.confusion[i][i] for i in range(len(cell.confusion))) / total
+    return int(cell.confusion.correct().sum()) / total
 
 
 _CELL = "summed over the cell's shards"
