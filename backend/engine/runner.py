@@ -35,6 +35,7 @@ from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.errors import UserInputError
+from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 
@@ -181,7 +182,8 @@ class Engine:
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
-        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message)
+        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message,
+                           vlm=VLMOptions.from_run_config(cfg))
 
     def _environment(self, models: list[ModelState]) -> dict[str, Any]:
         return _environment(models)
