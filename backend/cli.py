@@ -637,7 +637,9 @@ def ui(
         _say(f"worker started (process {side.pid}); it runs the runs launched from the UI")
     _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
     try:
-        code = subprocess.call(command)
+        # the pages tell whether the built-in worker is alive (frontend/progress.py)
+        env = {**os.environ, **({"DOMAINBENCH_UI_WORKER_PID": str(side.pid)} if side is not None else {})}
+        code = subprocess.call(command, env=env)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM reach Streamlit too; it stops by itself
         code = 0
     finally:
