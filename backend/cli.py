@@ -299,6 +299,14 @@ def run(
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
+    question: Annotated[Optional[list[str]], typer.Option("--question", help="Generative VLMs: the question asked about each image (repeat for an ensemble).")] = None,
+    vlm_mode: Annotated[Optional[str], typer.Option("--vlm-mode", help="Generative VLMs: loglik (score every class name), generate (parse a free answer) or choice (lettered options, endpoints with logprobs).")] = None,
+    vlm_score: Annotated[Optional[str], typer.Option("--vlm-score", help="Generative VLMs: sum or mean of the class name's token log-probabilities.")] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Generative VLMs: auto (bf16/fp16 on GPU, float32 on CPU), float32, float16, bfloat16.")] = None,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="openai-vlm: requests in flight at once (default 8).")] = None,
+    max_requests: Annotated[Optional[int], typer.Option("--max-requests", help="openai-vlm: stop (resumably) after this many requests: a cost guard.")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="openai-vlm: environment variable holding the API key (default OPENAI_API_KEY).")] = None,
+    request_timeout: Annotated[Optional[float], typer.Option("--request-timeout", help="openai-vlm: seconds per request before it is retried.")] = None,
     executor: Annotated[Optional[str], typer.Option(help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]'); default $DOMAINBENCH_EXECUTOR or local.")] = None,
     address: Annotated[Optional[str], typer.Option(help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: $DOMAINBENCH_RAY_ADDRESS, else a new local Ray instance).")] = None,
     actors: Annotated[Optional[int], typer.Option(help="Ray model actors per model group (default: the cluster's GPUs shared out over the groups, 1 without GPUs).")] = None,
@@ -325,6 +333,9 @@ def run(
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
             "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
+            "questions": question, "vlm_mode": vlm_mode, "vlm_score": vlm_score, "dtype": dtype,
+            "concurrency": concurrency, "max_requests": max_requests, "api_key_env": api_key_env,
+            "request_timeout": request_timeout,
         })
     store = _store()
     progress = _progress()
@@ -450,6 +461,7 @@ def export(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    predictions: Annotated[bool, typer.Option("--predictions", help="One row per model × cell × image (label, prediction, correct, confidence) instead of the results.")] = False,
 ) -> None:
     """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
     from domainbench.engine.compare import run_pairs
@@ -466,6 +478,13 @@ def export(
 
         output_file(output)
     store = _store()
+    if predictions:
+        from domainbench.engine.predictions import write_predictions
+
+        n = write_predictions(store, run_id, format, output)
+        if output:
+            _say(f"wrote {n} rows to {output}")
+        return
     report = load_report(store, run_id, baseline)
     intervals = load_intervals(store, report, confidence)
     text = (to_json(store.get_run(run_id), report, intervals, run_pairs(store, report, confidence)) if format == "json"
@@ -626,14 +645,17 @@ def ui(
     if not app_path.is_file():  # an editable install maps domainbench.frontend to the checkout's frontend/
         from domainbench import frontend
         app_path = Path(frontend.__file__).resolve().parent / "app.py"
-    command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
-               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
-               "--client.toolbarMode", "viewer"]
+    from domainbench.parent_watch import command as watched
+
+    # both children end when this process dies, even by kill -9 (no orphaned server or worker)
+    command = watched("streamlit", "run", str(app_path), "--server.port", str(port),
+                      "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+                      "--client.toolbarMode", "viewer")
     # with MongoDB the workers are separate machines (`domainbench worker`); the embedded store
     # lives on this one, so the UI brings the worker that runs what its New domain page queues
     side = None
     if worker and not _settings().store_uri:
-        side = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "--quiet", "worker"], stdin=subprocess.DEVNULL)
+        side = subprocess.Popen(watched("domainbench.cli", "--quiet", "worker"), stdin=subprocess.DEVNULL)
         _say(f"worker started (process {side.pid}); it runs the runs launched from the UI")
     _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
     try:

@@ -46,10 +46,10 @@ def top1_accuracy(cell: CellSummary) -> float | None:
     """Trace over total of the cell's confusion matrix; None when unlabelled (no matrix)."""
     if cell.confusion is None:
         return None
-    total = sum(sum(row) for row in cell.confusion)
+    total = cell.confusion.total
     if total == 0:
         return None
-    return sum(cell.confusion[i][i] for i in range(len(cell.confusion))) / total
+    return int(cell.confusion.correct().sum()) / total
 
 
 def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[dict[str, Any]]:

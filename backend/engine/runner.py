@@ -27,6 +27,7 @@ from domainbench import corruptions
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset, open_dataset
 from domainbench.engine.cancel import CancelWatch, RunCancelled
+from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
 from domainbench.engine.device_corruption import corruption_site, run_device_job
 from domainbench.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
 from domainbench.engine.reports import build_report
@@ -34,8 +35,9 @@ from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.errors import UserInputError
+from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
-from domainbench.store.records import DatasetInfo, RunRecord
+from domainbench.store.records import RunRecord
 
 
 @dataclass
@@ -136,6 +138,7 @@ class Engine:
         if run_id is not None and (not run_id.strip() or self.store.get_run(run_id) is not None):
             raise UserInputError(f"run id {run_id!r} is empty or already used; choose another or resume it with --resume")
         domain.check_catalogue()
+        cfg = pinned_config(cfg)
         ds = open_run_dataset(cfg)
         models = self._load_models(cfg, ds)
         # nothing is written before every input is known to be good
@@ -151,7 +154,7 @@ class Engine:
                 pid=os.getpid(),
                 host=platform.node(),
                 created_at=_now(),
-                dataset=DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled),
+                dataset=dataset_info(ds, cfg),
                 environment=self._environment(models),
                 ladder_versions=ladder_versions(domain),
             )
@@ -168,18 +171,19 @@ class Engine:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
         ds = open_run_dataset(run.config)
+        check_same_dataset(run, ds)
         models = self._load_models(run.config, ds)
         started: dict[str, Any] = {"resumed_at": _now()}
         if run.dataset is None:  # a queued run starts here: record what `start` records
-            started = {"dataset": DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled),
-                       "environment": _environment(models)}
+            started = {"dataset": dataset_info(ds, run.config), "environment": _environment(models)}
         self.store.update_run(run_id, status="running", pid=os.getpid(), host=platform.node(), ladder_versions=ladders,
                               **started)
         self.store.reports.delete(run_id=run_id)  # a report is only ever of a finished run
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
-        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message)
+        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message,
+                           vlm=VLMOptions.from_run_config(cfg))
 
     def _environment(self, models: list[ModelState]) -> dict[str, Any]:
         return _environment(models)
