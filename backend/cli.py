@@ -764,6 +764,14 @@ def main() -> None:
             sys.exit(code)
         if type(e).__name__ == "Abort":
             sys.exit(1)
+        from domainbench.disk_full import disk_full_cause, disk_full_message
+
+        full = disk_full_cause(e)
+        if full is not None:
+            where = getattr(full, "filename", None) or _settings().home
+            err_console.print(f"error: {printable(_settings().redact(disk_full_message(full, str(where))))}",
+                              highlight=False, markup=False, soft_wrap=True)
+            sys.exit(2)
         _internal_error(e)
 
 
