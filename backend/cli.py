@@ -685,7 +685,9 @@ def ui(
         _say(f"worker started (process {side.pid}); it runs the runs launched from the UI")
     _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
     try:
-        code = subprocess.call(command)
+        # the pages tell whether the built-in worker is alive (frontend/progress.py)
+        env = {**os.environ, **({"DOMAINBENCH_UI_WORKER_PID": str(side.pid)} if side is not None else {})}
+        code = subprocess.call(command, env=env)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM reach Streamlit too; it stops by itself
         code = 0
     finally:
@@ -788,6 +790,14 @@ def main() -> None:
             sys.exit(code)
         if type(e).__name__ == "Abort":
             sys.exit(1)
+        from domainbench.disk_full import disk_full_cause, disk_full_message
+
+        full = disk_full_cause(e)
+        if full is not None:
+            where = getattr(full, "filename", None) or _settings().home
+            err_console.print(f"error: {printable(_settings().redact(disk_full_message(full, str(where))))}",
+                              highlight=False, markup=False, soft_wrap=True)
+            sys.exit(2)
         _internal_error(e)
 
 
