@@ -170,6 +170,13 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return str(v)
 
 
+def summary_columns() -> list[Any]:
+    """The summary table's metric columns: the registry's model metrics with a CLI header, in order."""
+    from domainbench.metrics.registry import metrics_of
+
+    return [m for m in metrics_of("model") if m.cli_header]
+
+
 def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
     """A value with its interval beside it: ``61.2 (55.0–67.1)``."""
     if v is None or interval is None:
@@ -181,20 +188,13 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
-    for col in ("clean%", "corr%", "safe%", "mCE", "rCE", "mFR", "r"):
-        table.add_column(col, justify="right", no_wrap=True, min_width=5)
+    columns = summary_columns()
+    for metric in columns:
+        table.add_column(metric.cli_header, justify="right", no_wrap=True, min_width=5)
     for row in report.table():
         iv = intervals.model(row.model) if intervals else None
-        table.add_row(
-            literal(row.model),
-            _ci(row.acc, iv and iv.clean_accuracy, pct=True),
-            _ci(row.mean_corrupted_acc, iv and iv.mean_corrupted_accuracy, pct=True),
-            _fmt(row.safe_acc, pct=True),
-            _ci(row.mce, iv and iv.mce),
-            _ci(row.rce, iv and iv.rce),
-            _ci(row.mfr, iv and iv.mfr),
-            _fmt(row.corr),
-        )
+        # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
+        table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent) for m in columns))
     console.print(table)
     if intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
@@ -639,6 +639,32 @@ def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard,
         console.print(printable(name), highlight=False, markup=False)
 
 
+@app.command("metrics")
+def list_metrics_cmd(
+    pattern: Annotated[str, typer.Argument(help="Shell wildcard on the name or display name, e.g. '*accuracy*'.")] = "*",
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json (every declared field).")] = "table",
+) -> None:
+    """List the metrics domainbench reports: name, unit, which direction is better, what it means."""
+    import json
+
+    from domainbench.metrics.registry import registry
+
+    if format not in ("table", "json"):
+        raise UserInputError(f"--format {format!r} is not supported; use table or json")
+    found = registry().find(pattern)
+    if not found:
+        raise UserInputError(f"no metric matches {pattern!r}; `domainbench metrics` lists them all")
+    if format == "json":
+        sys.stdout.write(json.dumps([m.describe() for m in found], indent=2, ensure_ascii=False) + "\n")
+        return
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for col in ("name", "level", "unit", "better", "meaning"):
+        table.add_column(col, no_wrap=col != "meaning")
+    for m in found:
+        table.add_row(m.name, m.level, m.unit, m.direction or "-", literal(m.meaning))
+    console.print(table)
+
+
 @app.command()
 def ui(
     port: Annotated[int, typer.Option(help="Port for the Streamlit server.")] = 8501,
@@ -664,7 +690,9 @@ def ui(
         _say(f"worker started (process {side.pid}); it runs the runs launched from the UI")
     _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
     try:
-        code = subprocess.call(command)
+        # the pages tell whether the built-in worker is alive (frontend/progress.py)
+        env = {**os.environ, **({"DOMAINBENCH_UI_WORKER_PID": str(side.pid)} if side is not None else {})}
+        code = subprocess.call(command, env=env)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM reach Streamlit too; it stops by itself
         code = 0
     finally:
