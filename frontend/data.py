@@ -32,8 +32,8 @@ from domainbench.store.records import RunRecord, StabilityRecord
 FINISHED = "done"
 STABILITY_METRICS = {
     "divergence_radius": "DivergenceRadius R_dr",
-    "cosine": "cosine robustness R_cs",
-    "euclidean": "Euclidean robustness R_ed",
+    "cosine": "cosine radius R_cs",
+    "euclidean": "Euclidean radius R_ed",
 }
 #: metrics the Compare page can plot: field of a report's ``SummaryRow`` -> (label, lower is better)
 COMPARE_METRICS: dict[str, tuple[str, bool]] = {
