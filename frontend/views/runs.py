@@ -140,8 +140,9 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None
         table, f"{report.run_id}-summary", "summary",
         column_config={
             "baseline": st.column_config.CheckboxColumn("baseline"),
-            **{c: st.column_config.NumberColumn(c, format="%.1f") for c in ("clean acc %", "corrupted acc %", "safe-cell acc %")},
-            **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("mCE", "rCE", "mFR", "corr(acc, LFP)")},
+            **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f",
+                                                             help=m.meaning)
+               for m in data.summary_metrics()},
         },
     )
     st.caption(
@@ -150,6 +151,9 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None
         "corruption × severity cells; safe-cell accuracy averages the cells whose PD threat is label-preserving. "
         "Empty cells are not applicable (e.g. unlabelled data), never zero."
     )
+    with st.expander("what the columns mean"):
+        st.markdown("\n".join(f"- **{m.table_header}** ({m.unit}, {m.direction or 'neither'} is better): {m.meaning}"
+                               for m in data.summary_metrics()))
     notes = data.model_notes(report)
     dropped = report.classification.dropped_cells
     if notes or dropped:
