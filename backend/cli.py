@@ -473,6 +473,7 @@ def export(
     from domainbench.engine.confidence import load_intervals
     from domainbench.engine.export import to_csv, to_json
     from domainbench.engine.reports import load_report
+    from domainbench.engine.vlm_units import load_unparseable_rates
     from domainbench.stats.intervals import check_confidence
 
     if format not in ("csv", "json"):
@@ -493,7 +494,7 @@ def export(
     report = load_report(store, run_id, baseline)
     intervals = load_intervals(store, report, confidence)
     text = (to_json(store.get_run(run_id), report, intervals, run_pairs(store, report, confidence)) if format == "json"
-            else to_csv(report, intervals))
+            else to_csv(report, intervals, load_unparseable_rates(store, run_id)))
     if output:
         from domainbench.safe_output import write_atomically
 
