@@ -13,9 +13,10 @@ images it evaluated, measured on the same pixels the models saw.
 - PSNR in dB over all pixels and channels of the cell: 10 log10(255² / MSE), MSE pooled over the
   cell's images (so an identity cell has PSNR +inf, reported as undefined/"∞").
 
-The per-image work is batched torch in float64 on whatever device holds the pixels (the device
-corruption path keeps them on the GPU). Results are sums (:class:`DamageSums`) so shards merge by
-addition, like the other per-unit counts.
+The work is batched, in float64, where the pixels are: scipy's Gaussian filter on the CPU, torch
+convolutions on the device the device-corruption path left them on. The clean side of a shard is
+filtered once (:class:`SsimReference`) for all its cells. Results are sums (:class:`DamageSums`)
+so shards merge by addition, like the other per-unit counts.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from scipy import ndimage
 
 SSIM_SIGMA = 1.5
 #: scipy.ndimage.gaussian_filter's default truncation, which scikit-image uses
@@ -104,15 +106,63 @@ def _reflect_index(n: int, r: int, device: torch.device) -> torch.Tensor:
     return torch.where(i >= n, period - 1 - i, i)
 
 
-def _blur(x: torch.Tensor, taps: torch.Tensor) -> torch.Tensor:
-    """Separable Gaussian filter of (M, H, W) maps with ndimage's "reflect" borders, same size out."""
+def _blur(x: torch.Tensor) -> torch.Tensor:
+    """Gaussian filter of (M, H, W) float64 maps with ndimage's "reflect" borders, same size out.
+
+    On the CPU this is ``scipy.ndimage.gaussian_filter`` itself (what scikit-image calls, and
+    several times faster than a float64 convolution in torch); elsewhere a separable float64
+    convolution over the reflected borders.
+    """
+    if x.device.type == "cpu":
+        return torch.from_numpy(ndimage.gaussian_filter(x.numpy(), sigma=(0, SSIM_SIGMA, SSIM_SIGMA),
+                                                        truncate=SSIM_TRUNCATE, mode="reflect"))
+    return _blur_torch(x)
+
+
+def _blur_torch(x: torch.Tensor) -> torch.Tensor:
     _, h, w = x.shape
-    r = SSIM_RADIUS
-    k = len(taps)
-    xp = x.index_select(1, _reflect_index(h, r, x.device))
-    x = sum(taps[j] * xp[:, j : j + h, :] for j in range(k))
-    xp = x.index_select(2, _reflect_index(w, r, x.device))
-    return sum(taps[j] * xp[:, :, j : j + w] for j in range(k))
+    r, taps = SSIM_RADIUS, _gaussian_taps(x.device)
+    xp = x.index_select(1, _reflect_index(h, r, x.device)).index_select(2, _reflect_index(w, r, x.device))
+    xp = torch.nn.functional.conv2d(xp[:, None], taps.view(1, 1, -1, 1))
+    return torch.nn.functional.conv2d(xp, taps.view(1, 1, 1, -1))[:, 0]
+
+
+class SsimReference:
+    """A clean batch's luminance and its local means and second moments, computed once.
+
+    Every corrupted version of the batch (one per cell) is compared with the same clean maps, so
+    a cell costs three filtered maps instead of five.
+    """
+
+    def __init__(self, clean: np.ndarray | torch.Tensor) -> None:
+        a = _as_nhwc(clean)
+        _, h, w, _ = a.shape
+        if min(h, w) < 2 * SSIM_RADIUS + 1:
+            raise ValueError(f"SSIM needs images of at least {2 * SSIM_RADIUS + 1} px a side, got {h} x {w}")
+        self.shape = tuple(a.shape)
+        self.device = a.device
+        self.pixels = a
+        self.x = luminance(a)
+        self.ux, uxx = _blur(torch.cat([self.x, self.x * self.x])).split(len(self.x))
+        self.vx = uxx - self.ux * self.ux
+
+    def ssim(self, corrupted: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """(n,) float64 mean SSIM of the first n clean images against ``corrupted`` (n images)."""
+        b = _as_nhwc(corrupted).to(self.device)
+        n = len(b)
+        if tuple(b.shape[1:]) != self.shape[1:] or n > self.shape[0]:
+            raise ValueError(f"clean {self.shape} and corrupted {tuple(b.shape)} images differ in shape")
+        c1, c2 = (_K1 * DATA_RANGE) ** 2, (_K2 * DATA_RANGE) ** 2
+        r, (h, w) = SSIM_RADIUS, self.shape[1:3]
+        out = []
+        for i in range(0, n, _CHUNK):
+            j = min(i + _CHUNK, n)
+            x, ux, vx, y = self.x[i:j], self.ux[i:j], self.vx[i:j], luminance(b[i:j])
+            uy, uyy, uxy = _blur(torch.cat([y, y * y, x * y])).split(j - i)
+            vy, vxy = uyy - uy * uy, uxy - ux * uy
+            s = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2))
+            out.append(s[:, r : h - r, r : w - r].mean(dim=(1, 2)))
+        return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
 
 
 def ssim_per_image(clean: np.ndarray | torch.Tensor, corrupted: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -120,23 +170,7 @@ def ssim_per_image(clean: np.ndarray | torch.Tensor, corrupted: np.ndarray | tor
     a, b = _as_nhwc(clean), _as_nhwc(corrupted)
     if a.shape != b.shape:
         raise ValueError(f"clean {tuple(a.shape)} and corrupted {tuple(b.shape)} images differ in shape")
-    n, h, w, _ = a.shape
-    if min(h, w) < 2 * SSIM_RADIUS + 1:
-        raise ValueError(f"SSIM needs images of at least {2 * SSIM_RADIUS + 1} px a side, got {h} x {w}")
-    taps = _gaussian_taps(a.device)
-    c1, c2 = (_K1 * DATA_RANGE) ** 2, (_K2 * DATA_RANGE) ** 2
-    out = []
-    for i in range(0, n, _CHUNK):
-        x, y = luminance(a[i : i + _CHUNK]), luminance(b[i : i + _CHUNK])
-        m = len(x)
-        # one blur over the five maps: ux, uy, uxx, uyy, uxy
-        blurred = _blur(torch.cat([x, y, x * x, y * y, x * y]), taps)
-        ux, uy, uxx, uyy, uxy = blurred.split(m)
-        vx, vy, vxy = uxx - ux * ux, uyy - uy * uy, uxy - ux * uy
-        s = ((2 * ux * uy + c1) * (2 * vxy + c2)) / ((ux * ux + uy * uy + c1) * (vx + vy + c2))
-        r = SSIM_RADIUS
-        out.append(s[:, r : h - r, r : w - r].mean(dim=(1, 2)))
-    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64)
+    return SsimReference(a).ssim(b)
 
 
 def mse_per_image(clean: np.ndarray | torch.Tensor, corrupted: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -146,8 +180,14 @@ def mse_per_image(clean: np.ndarray | torch.Tensor, corrupted: np.ndarray | torc
     return (d * d).mean(dim=(1, 2, 3))
 
 
-def damage_sums(clean: np.ndarray | torch.Tensor, corrupted: np.ndarray | torch.Tensor) -> DamageSums:
-    """The mergeable SSIM/MSE sums of one batch of (clean, corrupted) uint8 images."""
-    ssim = ssim_per_image(clean, corrupted)
-    mse = mse_per_image(clean, corrupted)
+def damage_sums(clean: np.ndarray | torch.Tensor | SsimReference, corrupted: np.ndarray | torch.Tensor) -> DamageSums:
+    """The mergeable SSIM/MSE sums of one batch of (clean, corrupted) uint8 images.
+
+    ``clean`` may be a :class:`SsimReference` of a larger clean batch whose first images were
+    corrupted (a stability subset), reused across the cells of a shard.
+    """
+    ref = clean if isinstance(clean, SsimReference) else SsimReference(clean)
+    b = _as_nhwc(corrupted).to(ref.device)
+    ssim = ref.ssim(b)
+    mse = mse_per_image(ref.pixels[: len(b)], b)
     return DamageSums(float(ssim.sum()), float(mse.sum()), int(len(ssim)))

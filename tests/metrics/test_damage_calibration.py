@@ -106,3 +106,21 @@ def test_unlabelled_images_are_left_out_and_counts_round_trip() -> None:
     again = CalibrationCounts.from_dict(counts.to_dict())
     assert again.ece == counts.ece and again.nll == counts.nll
     assert calibration_counts(logits, np.array([-1, -1, -1])).ece is None
+
+
+def test_the_torch_path_equals_the_scipy_path() -> None:
+    # the device path (torch convolutions over reflected borders), run here on the CPU
+    from domainbench.metrics import damage
+
+    clean, corrupted = _photo_pair(np.random.default_rng(5), 3, 30, 26, 3)
+    x = damage.luminance(torch.from_numpy(np.concatenate([clean, corrupted])))
+    np.testing.assert_allclose(damage._blur_torch(x).numpy(), damage._blur(x).numpy(), rtol=0, atol=1e-9)
+
+
+def test_a_shared_reference_scores_a_prefix_subset() -> None:
+    from domainbench.metrics.damage import SsimReference
+
+    clean, corrupted = _photo_pair(np.random.default_rng(6), 6, 24, 24, 3)
+    ref = SsimReference(clean)
+    np.testing.assert_allclose(damage_sums(ref, corrupted[:4]).ssim_sum, _skimage_ssim(clean[:4], corrupted[:4]).sum(),
+                               atol=1e-9)
