@@ -185,6 +185,8 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
+    from domainbench.models.generative import is_remote_model
+
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
@@ -196,6 +198,10 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
         table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent) for m in columns))
     console.print(table)
+    remote = [row.model for row in report.table() if is_remote_model(row.model)]
+    if remote and report.stability:
+        console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
+                      style="dim", markup=False, highlight=False)
     if intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
                       f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
