@@ -35,6 +35,7 @@ from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.errors import UserInputError
+from domainbench.models.label_sets import check_unique, resolve_classes
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 
@@ -109,7 +110,8 @@ class _InlineFuture:
 
 
 def open_run_dataset(cfg: RunConfig) -> Dataset:
-    ds = open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
+    ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
+    check_unique(ds.classes, f"dataset {cfg.dataset}")
     if len(ds.classes) < 2:
         raise UserInputError(
             f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by construction; "
@@ -181,7 +183,8 @@ class Engine:
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
-        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message)
+        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message,
+                           cache=self.store)
 
     def _environment(self, models: list[ModelState]) -> dict[str, Any]:
         return _environment(models)
