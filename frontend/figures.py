@@ -17,18 +17,17 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from domainbench.metrics.aggregate import CellSummary, ModelSummary
+from domainbench.metrics.registry import metric, metrics_of
 from domainbench.report import RunReport, StabilityMean, ThreatCell
 
 SAFE_COLOR = "#2ca02c"
 UNSAFE_COLOR = "#d62728"
 #: a PD threat at or below this is label-preserving (domainbench.metrics.run_report.SAFE_THREAT)
 SAFE_THREAT = 1.0
+#: chart axis labels: a cell's balanced accuracy and flip probability (percent), the stability metrics
 METRIC_LABELS = {
-    "accuracy": "balanced accuracy (%)",
-    "lfp": "label flip probability (%)",
-    "divergence_radius": "DivergenceRadius R_dr",
-    "cosine": "cosine robustness R_cs",
-    "euclidean": "Euclidean robustness R_ed",
+    **{m.field: f"{m.display} (%)" for m in map(metric, ("balanced_accuracy", "label_flip_probability"))},
+    **{m.name: m.display for m in metrics_of("image")},
 }
 
 

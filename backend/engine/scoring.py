@@ -14,6 +14,7 @@ import torch
 
 from domainbench.metrics.confusion import SparseConfusion
 from domainbench.models import VisionLanguageModel, create_model, resolve_device
+from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative, softmax_confidence
 from domainbench.models.hub_common import as_tensor, autocast_for
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class ModelState:
 
 def load_models(names: Sequence[str], classes: list[str], device: str, batch_size: int,
                 templates: Sequence[str] | None, say: Callable[[str], None] | None = None,
-                cache: Store | None = None) -> list[ModelState]:
+                vlm: VLMOptions | None = None, cache: Store | None = None) -> list[ModelState]:
     """The models with their zero-shot classifiers (read from ``cache``'s text embeddings when there)."""
     from domainbench.engine.text_cache import cached_classifier
 
@@ -46,9 +47,45 @@ def load_models(names: Sequence[str], classes: list[str], device: str, batch_siz
         if say is not None:
             say(f"loading {name} on {dev}")
         model = create_model(name, dev)
-        classifier = cached_classifier(cache, model, classes, templates).to(dev)
+        if is_generative(model):  # it classifies itself: no text classifier (an empty one keeps shapes)
+            model.configure(classes, vlm or VLMOptions())
+            classifier = torch.zeros((len(classes), 0), device=dev)
+        else:
+            classifier = cached_classifier(cache, model, classes, templates).to(dev)
         states.append(ModelState(name, model, classifier, batch_size))
     return states
+
+
+@dataclass
+class Scored:
+    """A batch's predictions, its embeddings where they were computed, and a generative model's extras."""
+
+    preds: np.ndarray
+    #: softmax probability of the predicted class over the label set (None: a free answer has none)
+    confidence: np.ndarray | None = None
+    embeddings: torch.Tensor | None = None
+    vlm: VLMResult | None = None
+
+
+def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool = False) -> Scored:
+    """Predictions of a batch: embeddings + classifier for a dual encoder, the model itself for a
+    generative one (its embeddings, from the vision tower, only when asked for and available)."""
+    if not is_generative(ms.model):
+        emb = encode(ms, images)
+        preds, conf = predict_with_confidence(ms, emb)
+        return Scored(preds, conf, emb)
+    while True:
+        try:
+            res = ms.model.classify(as_host(images), ms.batch_size)
+        except torch.OutOfMemoryError:
+            if ms.batch_size == 1:
+                raise
+            ms.batch_size //= 2
+            torch.cuda.empty_cache()
+            continue
+        emb = encode(ms, images) if embeddings and not getattr(ms.model, "remote", False) else None
+        conf = None if res.scores is None else softmax_confidence(res.scores).astype(np.float32)
+        return Scored(res.preds, conf, emb, res)
 
 
 def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -128,4 +165,7 @@ def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> S
     """The nonzero cells of the (true, predicted) confusion; None for unlabelled images."""
     if labels is None:
         return None
+    if (preds == UNPARSED).any():
+        # an unparsed answer is wrong whatever the label: counted off the diagonal of its true class's row
+        preds = np.where(preds == UNPARSED, (labels + 1) % n_classes, preds)
     return SparseConfusion.from_pairs(labels, preds, n_classes)

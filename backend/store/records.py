@@ -93,6 +93,17 @@ class RunRecord(_Record):
         return self.ladder_versions.get(corruption, 1)
 
 
+class VLMUnitExtras(_Record):
+    """What a generative model adds to a unit, per image of the shard (docs/generative-vlms.md)."""
+
+    #: raw answers, first 200 characters (generate mode)
+    answers: list[str] | None = None
+    #: predictions per question (questions x images) when several --question are asked
+    question_preds: list[list[int]] | None = None
+    #: answers that named no class (stored prediction -1)
+    unparsed: int = Field(default=0, ge=0)
+
+
 class UnitRecord(UnitDocument):
     """One (run, model, corruption, severity, shard): sufficient statistics and per-image predictions.
 
@@ -123,6 +134,8 @@ class UnitRecord(UnitDocument):
     computed_at: str | None = None
     #: the corruption's severity-ladder version (CorruptionSpec.ladder_version); units stored before it existed read as 1
     ladder_version: int = 1
+    #: a generative model's confidences, answers and per-question predictions; None for dual encoders
+    vlm: VLMUnitExtras | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ThreatRecord(_Record):
