@@ -65,6 +65,8 @@ class Scored:
     confidence: np.ndarray | None = None
     embeddings: torch.Tensor | None = None
     vlm: VLMResult | None = None
+    #: (N, classes) float32 logits at the model's logit scale, or a generative model's class scores (None: none)
+    logits: np.ndarray | None = None
 
 
 def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool = False) -> Scored:
@@ -72,8 +74,8 @@ def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool
     generative one (its embeddings, from the vision tower, only when asked for and available)."""
     if not is_generative(ms.model):
         emb = encode(ms, images)
-        preds, conf = predict_with_confidence(ms, emb)
-        return Scored(preds, conf, emb)
+        preds, conf, logits = predict_with_confidence(ms, emb, logits=True)
+        return Scored(preds, conf, emb, logits=logits)
     while True:
         try:
             res = ms.model.classify(as_host(images), ms.batch_size)
@@ -85,7 +87,7 @@ def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool
             continue
         emb = encode(ms, images) if embeddings and not getattr(ms.model, "remote", False) else None
         conf = None if res.scores is None else softmax_confidence(res.scores).astype(np.float32)
-        return Scored(res.preds, conf, emb, res)
+        return Scored(res.preds, conf, emb, res, logits=res.scores)
 
 
 def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -146,8 +148,9 @@ def predict(ms: ModelState, emb: torch.Tensor) -> np.ndarray:
     return predict_with_confidence(ms, emb)[0]
 
 
-def predict_with_confidence(ms: ModelState, emb: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Top-1 class indices (int64) and their softmax probability over the label set (float32).
+def predict_with_confidence(ms: ModelState, emb: torch.Tensor, logits: bool = False) -> tuple[np.ndarray, ...]:
+    """Top-1 class indices (int64) and their softmax probability over the label set (float32);
+    with ``logits``, also the (N, classes) float32 logits the probabilities come from.
 
     The class is the argmax of the cosine similarities themselves, so scaling can never
     reorder near ties; the probability is the softmax of the logits the model scores with
@@ -157,8 +160,10 @@ def predict_with_confidence(ms: ModelState, emb: torch.Tensor) -> tuple[np.ndarr
         sims = emb @ ms.classifier.T.to(emb.dtype)
         preds = sims.argmax(dim=1)
         scale = float(getattr(ms.model, "logit_scale", 100.0))
-        conf = torch.softmax(sims.float() * scale, dim=1).gather(1, preds[:, None])[:, 0]
-        return preds.cpu().numpy().astype(np.int64), conf.cpu().numpy().astype(np.float32)
+        z = sims.float() * scale
+        conf = torch.softmax(z, dim=1).gather(1, preds[:, None])[:, 0]
+        out = (preds.cpu().numpy().astype(np.int64), conf.cpu().numpy().astype(np.float32))
+        return (*out, z.cpu().numpy()) if logits else out
 
 
 def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> SparseConfusion | None:

@@ -14,12 +14,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
+import torch
 
 from domainbench import corruptions
 from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, Scored, classify, confusion
+from domainbench.metrics.calibration import CalibrationCounts, calibration_counts
+from domainbench.metrics.damage import SSIM_RADIUS, SsimReference, damage_sums
+from domainbench.metrics.damage_sums import DamageSums
+from domainbench.models.hub_common import as_tensor
 from domainbench.engine.tasks import Cell, CleanPass, RunContext, RunTask
 from domainbench.engine.vlm_units import vlm_unit_fields
 from domainbench.models.generative import VLMResult
@@ -45,13 +50,14 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
               t0: float) -> None:
         nonlocal written
         write_unit(ctx, ms, cell, shard, batch, scored.preds, clean, corrupted, t0, confidence=scored.confidence,
-                   vlm=scored.vlm)
+                   vlm=scored.vlm, calibration=calibration_of(scored, batch.labels), damage=damage.get(cell))
         done.add((run_id, ms.name, cell.corruption, cell.severity, shard))
         written += 1
         if on_unit is not None:
             on_unit(len(scored.preds))
 
     clean = CleanPass()
+    damage = ShardDamage(batch.images)
     for ms in ctx.models:
         key = (run_id, ms.name, CLEAN, 0, shard)
         need_emb = any(t.needs_clean_embeddings(ms.name, shard) for t in tasks)
@@ -74,6 +80,8 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
         if job.stability:
             continue
         cell = by_cell[(job.corruption, job.severity)]
+        if any((run_id, ms.name, cell.corruption, cell.severity, shard) not in done for ms in ctx.models):
+            damage.measure(cell, corrupted.images)
         for ms in ctx.models:
             if (run_id, ms.name, cell.corruption, cell.severity, shard) in done:
                 continue
@@ -84,9 +92,38 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
     return written
 
 
+class ShardDamage:
+    """SSIM/PSNR sums of each corrupted cell of a shard against the shard's clean images (once per cell,
+    shared by every model's unit); the clean side is filtered once for all cells."""
+
+    def __init__(self, clean: np.ndarray) -> None:
+        self._clean, self._ref, self._by_cell = clean, None, {}
+        # SSIM's 11-pixel window needs images at least that large; smaller ones get no damage numbers
+        self.measurable = min(clean.shape[1:3]) >= 2 * SSIM_RADIUS + 1 if len(clean) else False
+
+    def measure(self, cell: Cell, corrupted: Any) -> None:
+        if not self.measurable:
+            return
+        if self._ref is None:
+            on_device = isinstance(corrupted, torch.Tensor) and corrupted.device.type != "cpu"
+            clean = as_tensor(self._clean).to(corrupted.device) if on_device else self._clean
+            self._ref = SsimReference(clean)
+        self._by_cell[(cell.corruption, cell.severity)] = damage_sums(self._ref, corrupted)
+
+    def get(self, cell: Cell) -> DamageSums | None:
+        return self._by_cell.get((cell.corruption, cell.severity))
+
+
+def calibration_of(scored: Scored, labels: np.ndarray | None) -> CalibrationCounts | None:
+    if labels is None or scored.logits is None:
+        return None
+    return calibration_counts(scored.logits, labels, scored.preds)
+
+
 def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: Batch, preds: np.ndarray,
                clean: np.ndarray | None, corrupted: Corrupted, t0: float, confidence: np.ndarray | None = None,
-               vlm: VLMResult | None = None) -> None:
+               vlm: VLMResult | None = None, calibration: CalibrationCounts | None = None,
+               damage: DamageSums | None = None) -> None:
     classes = ctx.dataset.classes
     params = {**cell.applied, "drawn": corrupted.drawn} if corrupted.drawn else cell.applied
     unit = UnitRecord(
@@ -113,6 +150,8 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         elapsed_s=round(time.perf_counter() - t0, 4),
         computed_at=_now(),
         ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
+        calibration=calibration,
+        damage=damage,
         **vlm_unit_fields(vlm),
     )
     ctx.store.units.put(unit)

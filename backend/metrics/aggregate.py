@@ -43,7 +43,9 @@ from domainbench.metrics.classification import (
     pearson_acc_lfp,
     rce_per_corruption,
 )
+from domainbench.metrics.calibration import CalibrationCounts
 from domainbench.metrics.confusion import SparseConfusion
+from domainbench.metrics.damage_sums import DamageSums
 
 CLEAN = "clean"
 UNIT_SCHEMA_VERSION = 2
@@ -93,6 +95,10 @@ class UnitDocument(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     seed: int
     classes: ClassNames
+    #: ECE/NLL sums of the unit's labelled images (None: unlabelled, generative without scores, or stored before)
+    calibration: CalibrationCounts | None = Field(default=None, exclude_if=lambda v: v is None)
+    #: SSIM/MSE sums of the unit's corrupted images against their clean ones (None: clean pass, or stored before)
+    damage: DamageSums | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @model_validator(mode="before")
     @classmethod
@@ -182,6 +188,9 @@ class CellStats(BaseModel):
     confusion: SparseConfusion | None
     shards: list[int]
     run_ids: list[str]
+    #: summed over the shards; None when any shard lacks them
+    calibration: CalibrationCounts | None = None
+    damage: DamageSums | None = None
 
     @property
     def labeled(self) -> bool:
@@ -267,8 +276,17 @@ def merge_units(
             confusion=confusion,
             shards=sorted(u.shard for u in members),
             run_ids=sorted({u.run_id for u in members}),
+            calibration=_total([u.calibration for u in members]),
+            damage=_total([u.damage for u in members]),
         )
     return cells
+
+
+def _total(parts: list[Any]) -> Any:
+    """The sum of every shard's sums; None unless every shard has them (a cell is never partly measured)."""
+    if not parts or any(p is None for p in parts):
+        return None
+    return functools.reduce(lambda a, b: a + b, parts)
 
 
 def _stats(u: UnitDocument) -> tuple[Any, ...]:
@@ -292,6 +310,9 @@ class CellSummary(BaseModel):
     confusion: SparseConfusion | None
     #: whether the cell is shared by every model and so enters the aggregates
     in_common: bool
+    #: calibration (labelled images) and damage (corrupted cells) sums; None where not measured
+    calibration: CalibrationCounts | None = None
+    damage: DamageSums | None = None
 
 
 class ModelSummary(BaseModel):
@@ -349,6 +370,8 @@ def _cell_summary(cell: CellStats, in_common: bool) -> CellSummary:
         accuracy=cell.balanced_accuracy(),
         confusion=cell.confusion,
         in_common=in_common,
+        calibration=cell.calibration,
+        damage=cell.damage,
     )
 
 

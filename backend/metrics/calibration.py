@@ -15,57 +15,58 @@ Unlabelled images (label < 0) are left out: without a label there is no correctn
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-import torch
+from pydantic import BaseModel, ConfigDict, Field
+from scipy.special import logsumexp
 
 N_BINS = 15
 
 
-def _zeros() -> np.ndarray:
-    return np.zeros(N_BINS, dtype=np.float64)
+def _zeros() -> list[float]:
+    return [0.0] * N_BINS
 
 
-@dataclass(frozen=True)
-class CalibrationCounts:
-    """Per-bin image counts, confidence sums and correct counts, plus the NLL sum, over labelled images."""
+class CalibrationCounts(BaseModel):
+    """Per-bin image counts, confidence sums and correct counts, plus the NLL sum, over labelled images.
 
-    count: np.ndarray = field(default_factory=_zeros)
-    confidence_sum: np.ndarray = field(default_factory=_zeros)
-    correct: np.ndarray = field(default_factory=_zeros)
+    Stored with each unit (plain lists of 15 numbers); shards and cells merge by addition.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    count: list[float] = Field(default_factory=_zeros)
+    confidence_sum: list[float] = Field(default_factory=_zeros)
+    correct: list[float] = Field(default_factory=_zeros)
     nll_sum: float = 0.0
 
     def __add__(self, other: CalibrationCounts) -> CalibrationCounts:
-        return CalibrationCounts(self.count + other.count, self.confidence_sum + other.confidence_sum,
-                                 self.correct + other.correct, self.nll_sum + other.nll_sum)
+        add = lambda a, b: (np.asarray(a) + np.asarray(b)).tolist()  # noqa: E731
+        return CalibrationCounts(count=add(self.count, other.count),
+                                 confidence_sum=add(self.confidence_sum, other.confidence_sum),
+                                 correct=add(self.correct, other.correct), nll_sum=self.nll_sum + other.nll_sum)
 
     @property
     def n(self) -> int:
-        return int(self.count.sum())
+        return int(sum(self.count))
 
     @property
     def ece(self) -> float | None:
-        n = self.count.sum()
+        n = sum(self.count)
         if n == 0:
             return None
-        return float(np.abs(self.correct - self.confidence_sum).sum() / n)
+        return float(np.abs(np.asarray(self.correct) - np.asarray(self.confidence_sum)).sum() / n)
 
     @property
     def nll(self) -> float | None:
-        n = self.count.sum()
+        n = sum(self.count)
         return float(self.nll_sum / n) if n else None
 
-    def to_dict(self) -> dict[str, list[float] | float]:
-        return {"count": self.count.tolist(), "confidence_sum": self.confidence_sum.tolist(),
-                "correct": self.correct.tolist(), "nll_sum": self.nll_sum}
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> CalibrationCounts:
-        if not d:
-            return cls()
-        return cls(np.asarray(d["count"], dtype=np.float64), np.asarray(d["confidence_sum"], dtype=np.float64),
-                   np.asarray(d["correct"], dtype=np.float64), float(d["nll_sum"]))
+    def bins(self) -> list[tuple[float, float | None, float | None, int]]:
+        """Per bin: its centre, accuracy and mean confidence (None when empty), and count (a reliability diagram)."""
+        return [((b + 0.5) / N_BINS, self.correct[b] / c if c else None, self.confidence_sum[b] / c if c else None,
+                 int(c)) for b, c in enumerate(self.count)]
 
 
 def bin_of(confidence: np.ndarray) -> np.ndarray:
@@ -74,23 +75,25 @@ def bin_of(confidence: np.ndarray) -> np.ndarray:
     return np.clip(np.searchsorted(edges, confidence, side="right") - 1, 0, N_BINS - 1)
 
 
-def calibration_counts(logits: np.ndarray | torch.Tensor, labels: np.ndarray) -> CalibrationCounts:
-    """The sums of one batch: ``logits`` (N, K) at the model's logit scale, ``labels`` (N,) with -1 = unlabelled."""
-    z = torch.as_tensor(logits).detach().to("cpu", torch.float64)
+def calibration_counts(logits: Any, labels: np.ndarray, preds: np.ndarray | None = None) -> CalibrationCounts:
+    """The sums of one batch: ``logits`` (N, K) at the model's logit scale (an array or a tensor),
+    ``labels`` (N,) with -1 = unlabelled; ``preds``, where given, are the predictions correctness
+    is judged by (the engine's argmax of the unscaled similarities, which can break an exact tie
+    in the scaled logits differently)."""
+    z = np.asarray(logits.detach().cpu() if hasattr(logits, "detach") else logits, dtype=np.float64)
     y = np.asarray(labels, dtype=np.int64)
     keep = y >= 0
     if not keep.any():
         return CalibrationCounts()
-    z, y = z[torch.from_numpy(keep)], y[keep]
-    logp = torch.log_softmax(z, dim=1)
-    top_logp, pred = logp.max(dim=1)
-    confidence = top_logp.exp().numpy()
-    correct = (pred.numpy() == y).astype(np.float64)
+    z, y = z[keep], y[keep]
+    logp = z - logsumexp(z, axis=1, keepdims=True)
+    pred = logp.argmax(axis=1) if preds is None else np.asarray(preds, dtype=np.int64)[keep]
+    confidence = np.exp(logp.max(axis=1))
+    correct = (pred == y).astype(np.float64)
     bins = bin_of(confidence)
-    nll = -logp[torch.arange(len(y)), torch.from_numpy(y)]
     return CalibrationCounts(
-        np.bincount(bins, minlength=N_BINS).astype(np.float64),
-        np.bincount(bins, weights=confidence, minlength=N_BINS),
-        np.bincount(bins, weights=correct, minlength=N_BINS),
-        float(nll.sum()),
+        count=np.bincount(bins, minlength=N_BINS).astype(np.float64).tolist(),
+        confidence_sum=np.bincount(bins, weights=confidence, minlength=N_BINS).tolist(),
+        correct=np.bincount(bins, weights=correct, minlength=N_BINS).tolist(),
+        nll_sum=float(-logp[np.arange(len(y)), y].sum()),
     )

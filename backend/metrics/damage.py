@@ -21,55 +21,21 @@ so shards merge by addition, like the other per-unit counts.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 from scipy import ndimage
+
+from domainbench.metrics.damage_sums import DATA_RANGE, DamageSums
 
 SSIM_SIGMA = 1.5
 #: scipy.ndimage.gaussian_filter's default truncation, which scikit-image uses
 SSIM_TRUNCATE = 3.5
 SSIM_RADIUS = int(SSIM_TRUNCATE * SSIM_SIGMA + 0.5)
-DATA_RANGE = 255.0
 _K1, _K2 = 0.01, 0.03
 #: BT.601 luma weights (PIL's "L" conversion, unrounded)
 LUMA = (0.299, 0.587, 0.114)
 #: images per SSIM batch: a few float64 maps of this many images stay within tens of MB at 224 px
 _CHUNK = 32
-
-
-@dataclass(frozen=True)
-class DamageSums:
-    """Mergeable sums over a cell's images: ΣSSIM, Σ(per-image MSE) and the image count."""
-
-    ssim_sum: float = 0.0
-    mse_sum: float = 0.0
-    n: int = 0
-
-    def __add__(self, other: DamageSums) -> DamageSums:
-        return DamageSums(self.ssim_sum + other.ssim_sum, self.mse_sum + other.mse_sum, self.n + other.n)
-
-    @property
-    def ssim(self) -> float | None:
-        return self.ssim_sum / self.n if self.n else None
-
-    @property
-    def psnr_db(self) -> float | None:
-        """PSNR of the pooled MSE; ``None`` when undefined (no images, or identical pixels: +inf)."""
-        if not self.n or self.mse_sum <= 0.0:
-            return None
-        return 10.0 * math.log10(DATA_RANGE**2 / (self.mse_sum / self.n))
-
-    def to_dict(self) -> dict[str, float | int]:
-        return {"ssim_sum": self.ssim_sum, "mse_sum": self.mse_sum, "n": self.n}
-
-    @classmethod
-    def from_dict(cls, d: dict | None) -> DamageSums:
-        if not d:
-            return cls()
-        return cls(float(d["ssim_sum"]), float(d["mse_sum"]), int(d["n"]))
 
 
 def _as_nhwc(images: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -190,4 +156,4 @@ def damage_sums(clean: np.ndarray | torch.Tensor | SsimReference, corrupted: np.
     b = _as_nhwc(corrupted).to(ref.device)
     ssim = ref.ssim(b)
     mse = mse_per_image(ref.pixels[: len(b)], b)
-    return DamageSums(float(ssim.sum()), float(mse.sum()), int(len(ssim)))
+    return DamageSums(ssim_sum=float(ssim.sum()), mse_sum=float(mse.sum()), n=int(len(ssim)))

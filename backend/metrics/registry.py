@@ -24,7 +24,8 @@ from typing import Any, Literal, get_args
 #: what a metric's number describes, from the finest grain up
 Level = Literal["cell", "corruption", "image", "model", "fmr"]
 #: the scale a number lives on
-Unit = Literal["fraction", "ratio", "correlation", "count", "flag", "threat", "cosine", "distance", "percent", "steps"]
+Unit = Literal["fraction", "ratio", "correlation", "count", "flag", "threat", "cosine", "distance", "percent", "steps",
+               "index", "decibel", "nats"]
 Direction = Literal["higher", "lower"]
 Interval = Literal["wilson", "bootstrap"]
 

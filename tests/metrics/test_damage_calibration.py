@@ -10,7 +10,8 @@ import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from domainbench.metrics.calibration import N_BINS, CalibrationCounts, calibration_counts
-from domainbench.metrics.damage import DamageSums, damage_sums, luminance, ssim_per_image
+from domainbench.metrics.damage import damage_sums, luminance, ssim_per_image
+from domainbench.metrics.damage_sums import DamageSums
 
 
 def _photo_pair(rng: np.random.Generator, n: int, h: int, w: int, c: int) -> tuple[np.ndarray, np.ndarray]:
@@ -58,7 +59,7 @@ def test_identity_cell_has_ssim_one_and_undefined_psnr() -> None:
     clean, _ = _photo_pair(np.random.default_rng(2), 3, 20, 20, 3)
     sums = damage_sums(clean, clean.copy())
     assert sums.ssim == pytest.approx(1.0, abs=1e-12) and sums.psnr_db is None
-    assert DamageSums.from_dict(sums.to_dict()) == sums and DamageSums().ssim is None
+    assert DamageSums.model_validate(sums.model_dump()) == sums and DamageSums().ssim is None
 
 
 def _plain_ece_nll(logits: np.ndarray, labels: np.ndarray) -> tuple[float, float]:
@@ -103,7 +104,7 @@ def test_unlabelled_images_are_left_out_and_counts_round_trip() -> None:
     assert counts.count[13] == 1 and counts.count[7] == 1
     assert counts.ece == pytest.approx(((1 - c0) + 0.5) / 2)
     assert counts.nll == pytest.approx((-math.log(c0) - math.log(0.5)) / 2)
-    again = CalibrationCounts.from_dict(counts.to_dict())
+    again = CalibrationCounts.model_validate(counts.model_dump())
     assert again.ece == counts.ece and again.nll == counts.nll
     assert calibration_counts(logits, np.array([-1, -1, -1])).ece is None
 

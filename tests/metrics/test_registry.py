@@ -46,7 +46,7 @@ def test_export_columns_keep_their_names_and_order() -> None:
                  for end in ("low", "high")]
     assert list(CELL_COLUMNS) == ["model", "corruption", "severity", "n_images", "balanced_accuracy", "top1_accuracy",
                                   "label_flip_probability", "label_flips", "shared_by_all_models", *intervals,
-                                  "mean_pd_threat", "pd_safe"]
+                                  "mean_pd_threat", "pd_safe", "ece", "nll", "ssim", "psnr_db"]
     assert all(CELL_COLUMNS[m.name] == m.meaning for m in metrics_of("cell"))
     assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the Wilson score interval of top1_accuracy")
 
