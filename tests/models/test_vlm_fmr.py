@@ -37,3 +37,10 @@ def test_generative_models_vote_in_the_oracle(llava: Path) -> None:
     direct = create_model(f"hf-vlm:{llava}", "cpu")
     direct.configure(CLASSES, VLMOptions())
     assert votes.shape == (4, 2) and votes[:, 0].tolist() == direct.classify(ims, 4).preds.tolist()
+
+
+def test_an_unparsed_answer_abstains_from_the_vote() -> None:
+    from domainbench.fmr.oracle import TIE, majority
+
+    votes = np.array([[1, 1, -1], [2, -1, -1], [0, 1, -1], [-1, -1, -1]])
+    assert majority(votes, 3).tolist() == [1, 2, TIE, TIE]
