@@ -144,6 +144,8 @@ def _records(home: Path) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     for collection in COLLECTIONS:
         docs = [d.model_dump(mode="json") for d in store.find(collection)]
+        if collection == "text_embeddings":  # a cache of the models' own output: what was cached, not the vectors
+            docs = [{k: v for k, v in d.items() if k != "rows"} for d in docs]
         key = COLLECTIONS[collection]
         out[str(collection)] = sorted((_strip(d) for d in docs), key=lambda d: tuple(str(d.get(f)) for f in key))
     store.close()

@@ -49,9 +49,9 @@ def _as_nhwc(images: np.ndarray | torch.Tensor) -> torch.Tensor:
     return t
 
 
-def luminance(images: torch.Tensor) -> torch.Tensor:
-    """(N, H, W) float64 luminance of (N, H, W, C) uint8 images (C = 1 or 3)."""
-    x = images.to(torch.float64)
+def luminance(images: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """(N, H, W) float64 luminance of (N, H, W[, C]) uint8 images (C = 1 or 3)."""
+    x = _as_nhwc(images).to(torch.float64)
     if x.shape[-1] == 1:
         return x[..., 0]
     w = torch.tensor(LUMA, dtype=torch.float64, device=x.device)
