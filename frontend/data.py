@@ -509,7 +509,10 @@ def enlarge(image: np.ndarray, size: int = 112) -> np.ndarray:
 def export_csv(report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
     """The same file as ``domainbench export --format csv``: one row per model × cell (with the
     intervals at ``confidence`` when the store is given)."""
-    return to_csv(report, None if store is None else intervals_of(store, report, confidence))
+    if store is None:
+        return to_csv(report)
+    run = store.get_run(report.run_id)
+    return to_csv(report, intervals_of(store, report, confidence), run.breaking_points if run is not None else [])
 
 
 def export_json(run: RunRecord, report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
@@ -518,7 +521,8 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None, c
         return to_json(run, report)
     from domainbench.engine.compare import run_pairs
 
-    return to_json(run, report, intervals_of(store, report, confidence), run_pairs(store, report, confidence))
+    return to_json(run, report, intervals_of(store, report, confidence),
+                   {**run_pairs(store, report, confidence), "breaking_points": [b.model_dump(mode="json") for b in run.breaking_points]})
 
 
 def intervals_of(store: Store, report: RunReport, confidence: float = 0.95) -> Any:

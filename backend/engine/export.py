@@ -11,8 +11,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from domainbench.metrics.breaking import BreakingPoint
 from domainbench.metrics.confidence import CELL_INTERVAL_METRICS, RunIntervals, interval_columns
 from domainbench.metrics.defs.classification import top1_accuracy as top1_accuracy  # where readers found it
 from domainbench.metrics.registry import metric, metrics_of
@@ -63,13 +65,21 @@ def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[
 FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
 
 
-def to_csv(report: RunReport, intervals: RunIntervals | None = None) -> str:
+#: a run made with --breaking-point adds these columns, filled on every row of the model × corruption
+BREAKING_FIELDS = ["breaking_point", "breaking_point_ci_low", "breaking_point_ci_high"]
+
+
+def to_csv(report: RunReport, intervals: RunIntervals | None = None, breaking: Sequence[BreakingPoint] = ()) -> str:
     """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS + (FMR_FIELDS if report.fmr else []), extrasaction="ignore")
+    fields = CSV_FIELDS + (BREAKING_FIELDS if breaking else []) + (FMR_FIELDS if report.fmr else [])
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
     w.writeheader()
+    at = {(b.model, b.corruption): b for b in breaking}
     for row in cell_rows(report, intervals):
-        w.writerow({"run_id": report.run_id, **row})
+        b = at.get((row["model"], row["corruption"]))
+        extra = {k: getattr(b, k) for k in BREAKING_FIELDS} if b is not None else {}
+        w.writerow({"run_id": report.run_id, **row, **extra})
     for m in report.fmr.models if report.fmr else []:
         w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n": m.n,
                     "accuracy": m.pa, "sa": m.sa, "fmr": m.fmr, "validation_rate": m.validation_rate,
