@@ -501,7 +501,7 @@ def export(
     """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
     from domainbench.engine.compare import run_pairs
     from domainbench.engine.confidence import load_intervals
-    from domainbench.engine.export import to_csv, to_json
+    from domainbench.engine.export import breaking_section, to_csv, to_json
     from domainbench.engine.reports import load_report
     from domainbench.stats.intervals import check_confidence
 
@@ -524,8 +524,7 @@ def export(
     intervals = load_intervals(store, report, confidence)
     run = store.get_run(run_id)
     breaking = run.breaking_points if run is not None else []
-    text = (to_json(run, report, intervals, {**run_pairs(store, report, confidence),
-                                             "breaking_points": [b.model_dump(mode="json") for b in breaking]})
+    text = (to_json(run, report, intervals, {**run_pairs(store, report, confidence), **breaking_section(breaking)})
             if format == "json" else to_csv(report, intervals, breaking))
     if output:
         from domainbench.safe_output import write_atomically

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from domainbench.config import DomainConfig
-from domainbench.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
+from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json
 from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric, metrics_of
@@ -522,7 +522,7 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None, c
     from domainbench.engine.compare import run_pairs
 
     return to_json(run, report, intervals_of(store, report, confidence),
-                   {**run_pairs(store, report, confidence), "breaking_points": [b.model_dump(mode="json") for b in run.breaking_points]})
+                   {**run_pairs(store, report, confidence), **breaking_section(run.breaking_points)})
 
 
 def intervals_of(store: Store, report: RunReport, confidence: float = 0.95) -> Any:

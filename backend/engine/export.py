@@ -69,6 +69,11 @@ FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
 BREAKING_FIELDS = ["breaking_point", "breaking_point_ci_low", "breaking_point_ci_high"]
 
 
+def breaking_section(points: Sequence[BreakingPoint]) -> dict[str, Any]:
+    """The JSON export's ``breaking_points`` (only for a run made with --breaking-point)."""
+    return {"breaking_points": [b.model_dump(mode="json") for b in points]} if points else {}
+
+
 def to_csv(report: RunReport, intervals: RunIntervals | None = None, breaking: Sequence[BreakingPoint] = ()) -> str:
     """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty."""
     buf = io.StringIO()
