@@ -493,8 +493,10 @@ def _run_dataset(config_json: str) -> Any:
     from domainbench.config import RunConfig
     from domainbench.data import open_dataset
 
+    from domainbench.models.label_sets import resolve_classes
+
     cfg = RunConfig.model_validate_json(config_json)
-    return open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
+    return open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
 
 
 def enlarge(image: np.ndarray, size: int = 112) -> np.ndarray:
@@ -511,8 +513,11 @@ def export_csv(report: RunReport, store: Store | None = None, confidence: float 
     intervals at ``confidence`` when the store is given)."""
     if store is None:
         return to_csv(report)
+    from domainbench.engine.vlm_units import load_unparseable_rates
+
     run = store.get_run(report.run_id)
-    return to_csv(report, intervals_of(store, report, confidence), run.breaking_points if run is not None else [])
+    return to_csv(report, intervals_of(store, report, confidence), load_unparseable_rates(store, report.run_id),
+                  run.breaking_points if run is not None else [])
 
 
 def export_json(run: RunRecord, report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:

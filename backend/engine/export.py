@@ -61,6 +61,10 @@ def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[
     return rows
 
 
+#: a run with generative models answering freely adds this column (docs/generative-vlms.md)
+UNPARSEABLE_FIELD = "unparseable_rate"
+UNPARSEABLE_DOC = "fraction of a generative model's free answers that named no class (counted wrong)"
+
 #: an FMR run's CSV adds one row per tested model (corruption "fmr", accuracy = PA) and these columns
 FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
 
@@ -74,15 +78,23 @@ def breaking_section(points: Sequence[BreakingPoint]) -> dict[str, Any]:
     return {"breaking_points": [b.model_dump(mode="json") for b in points]} if points else {}
 
 
-def to_csv(report: RunReport, intervals: RunIntervals | None = None, breaking: Sequence[BreakingPoint] = ()) -> str:
-    """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty."""
+def to_csv(report: RunReport, intervals: RunIntervals | None = None,
+           unparseable: dict[tuple[str, str, int], float] | None = None, breaking: Sequence[BreakingPoint] = ()) -> str:
+    """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty.
+
+    ``unparseable`` (from ``engine.vlm_units.unparseable_rates``) adds the unparseable_rate column;
+    ``breaking`` (a --breaking-point run's) the breaking_point columns.
+    """
     buf = io.StringIO()
-    fields = CSV_FIELDS + (BREAKING_FIELDS if breaking else []) + (FMR_FIELDS if report.fmr else [])
+    fields = (CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
+              + (FMR_FIELDS if report.fmr else []))
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
     w.writeheader()
     at = {(b.model, b.corruption): b for b in breaking}
     for row in cell_rows(report, intervals):
         b = at.get((row["model"], row["corruption"]))
+        if unparseable:
+            row[UNPARSEABLE_FIELD] = unparseable.get((row["model"], row["corruption"], row["severity"]))
         extra = {k: getattr(b, k) for k in BREAKING_FIELDS} if b is not None else {}
         w.writerow({"run_id": report.run_id, **row, **extra})
     for m in report.fmr.models if report.fmr else []:
