@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from domainbench.metrics.aggregate import CellStats, summarize
+from domainbench.metrics.registry import metrics_of
 from domainbench.metrics.threat import safe_accuracy, severity_safety
 from domainbench.report import (
     DropCorrelationReport,
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 #: the PD threat is normalised so that moving all the way onto another class's anchor scores
 #: 2 (β = 1/2); at or below 1 a perturbation stays within half-way: label-preserving ("safe")
 SAFE_THREAT = 1.0
-STABILITY_METRICS = ("divergence_radius", "cosine", "euclidean")
+#: the per-image stability metrics a StabilityRecord holds (the registry's image metrics)
+STABILITY_METRICS = tuple(m.name for m in metrics_of("image"))
 
 
 def threat_cells(records: Sequence[ThreatRecord]) -> list[ThreatCell]:
