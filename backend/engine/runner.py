@@ -26,7 +26,9 @@ import torch
 from domainbench import corruptions
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset, open_dataset
+from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards, adaptive_stopping
 from domainbench.engine.cancel import CancelWatch, RunCancelled
+from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
 from domainbench.engine.device_corruption import corruption_site, run_device_job
 from domainbench.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
 from domainbench.engine.reports import build_report
@@ -34,8 +36,10 @@ from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.errors import UserInputError
+from domainbench.models.generative import VLMOptions
+from domainbench.models.label_sets import check_unique, resolve_classes
 from domainbench.store import Store
-from domainbench.store.records import DatasetInfo, RunRecord
+from domainbench.store.records import RunRecord
 
 
 @dataclass
@@ -108,7 +112,8 @@ class _InlineFuture:
 
 
 def open_run_dataset(cfg: RunConfig) -> Dataset:
-    ds = open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
+    ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
+    check_unique(ds.classes, f"dataset {cfg.dataset}")
     if len(ds.classes) < 2:
         raise UserInputError(
             f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by construction; "
@@ -125,6 +130,7 @@ class Engine:
         # --corrupt-on and the models' device, set per run by _evaluate; _submit picks each job's site
         self._corrupt_on = "cpu"
         self._model_device = torch.device("cpu")
+        self._adaptive: AdaptiveStopping | None = None  # set for a run made with --adaptive
 
     # -- public entry points ----------------------------------------------------------
     def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
@@ -136,6 +142,7 @@ class Engine:
         if run_id is not None and (not run_id.strip() or self.store.get_run(run_id) is not None):
             raise UserInputError(f"run id {run_id!r} is empty or already used; choose another or resume it with --resume")
         domain.check_catalogue()
+        cfg = pinned_config(cfg)
         ds = open_run_dataset(cfg)
         models = self._load_models(cfg, ds)
         # nothing is written before every input is known to be good
@@ -151,7 +158,7 @@ class Engine:
                 pid=os.getpid(),
                 host=platform.node(),
                 created_at=_now(),
-                dataset=DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled),
+                dataset=dataset_info(ds, cfg),
                 environment=self._environment(models),
                 ladder_versions=ladder_versions(domain),
             )
@@ -168,18 +175,19 @@ class Engine:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
         ds = open_run_dataset(run.config)
+        check_same_dataset(run, ds)
         models = self._load_models(run.config, ds)
         started: dict[str, Any] = {"resumed_at": _now()}
         if run.dataset is None:  # a queued run starts here: record what `start` records
-            started = {"dataset": DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled),
-                       "environment": _environment(models)}
+            started = {"dataset": dataset_info(ds, run.config), "environment": _environment(models)}
         self.store.update_run(run_id, status="running", pid=os.getpid(), host=platform.node(), ladder_versions=ladders,
                               **started)
         self.store.reports.delete(run_id=run_id)  # a report is only ever of a finished run
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
-        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message)
+        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message,
+                           vlm=VLMOptions.from_run_config(cfg), cache=self.store)
 
     def _environment(self, models: list[ModelState]) -> dict[str, Any]:
         return _environment(models)
@@ -187,9 +195,13 @@ class Engine:
     # -- the loop ---------------------------------------------------------------------
     def _evaluate(self, ctx: RunContext) -> str:
         cfg, ds = ctx.cfg, ctx.dataset
-        shard_size = cfg.shard_size or auto_shard_size(ds)
-        shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         cells = cells_of(ctx.domain)
+        if cfg.adaptive:
+            shards = adaptive_shards(len(ds), cfg.shard_size, cfg.seed)
+            self._adaptive = adaptive_stopping(self.store, ctx, cells)
+        else:
+            shard_size = cfg.shard_size or auto_shard_size(ds)
+            shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         done = self.store.units.keys(run_id=ctx.run_id)
         total = len(shards) * len(cells) * len(ctx.models)
         self.events.start(total, len(done))
@@ -265,8 +277,12 @@ class Engine:
         """Per shard, the corruption jobs still needed: one per cell, whatever the number of models."""
         run_id, models = ctx.run_id, ctx.models
         for shard in range(len(shards)):
+            if self._adaptive is not None and self._adaptive.finished():
+                return  # every cell settled: the remaining rounds are not needed
             jobs: dict[tuple[Any, ...], Job] = {}
             for cell in cells:
+                if self._adaptive is not None and not self._adaptive.active(cell.corruption, cell.severity):
+                    continue
                 if cell.corruption != CLEAN and any((run_id, m.name, cell.corruption, cell.severity, shard) not in done for m in models):
                     job = cell.job(shard)
                     jobs[_job_key(job)] = job
@@ -289,6 +305,8 @@ class Engine:
     def _consume(self, ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], tasks: list[RunTask],
                  shard: int, batch: Batch, jobs: list[tuple[Job, Any]]) -> None:
         score_shard(ctx, cells, done, tasks, shard, batch, jobs, on_unit=self._unit_written)
+        if self._adaptive is not None:
+            self._adaptive.observe(self.store.units(ctx.run_id, shard=shard))
 
     def _unit_written(self, n_images: int) -> None:
         self.stats.computed_units += 1

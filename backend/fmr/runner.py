@@ -21,6 +21,7 @@ from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.jobs import CLEAN
 from domainbench.engine.reports import build_report
+from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
 from domainbench.engine.runner import _environment, _now, new_run_id, open_run_dataset
 from domainbench.engine.scoring import confusion
 from domainbench.engine.tasks import RunEvents, SilentEvents
@@ -32,7 +33,7 @@ from domainbench.fmr.oracle import Oracle, check_oracle_names, load_oracle
 from domainbench.fmr.settings import FmrSettings
 from domainbench.fmr.tested import TestedModel, ZeroShotTested, load_tested
 from domainbench.store import Store
-from domainbench.store.records import DatasetInfo, FmrUnitRecord, RunRecord, UnitRecord
+from domainbench.store.records import FmrUnitRecord, RunRecord, UnitRecord
 
 #: a unit's image payload at most; MongoDB refuses documents over 16 MB
 MAX_UNIT_BYTES = 8 << 20
@@ -71,13 +72,14 @@ class FmrRunner:
             raise UserInputError(f"run id {run_id!r} is empty or already used; choose another or resume it with --resume")
         check_oracle_names(settings.oracle)
         domain.check_catalogue()
+        cfg = pinned_config(cfg)
         ds, oracle, models = self._prepare(domain, cfg, settings, tested)
         run_id = run_id or new_run_id(domain.domain)
         did = self.store.domains.save(domain, created_at=_now())
         self.store.put_run(RunRecord(
             run_id=run_id, domain_id=did, domain=domain, config=cfg, status="running", pid=os.getpid(),
             host=platform.node(), created_at=_now(), fmr=settings,
-            dataset=DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled),
+            dataset=dataset_info(ds, cfg),
             environment=_environment(oracle.members),
         ))
         return self._evaluate(run_id, domain, cfg, settings, ds, oracle, models)
@@ -89,6 +91,7 @@ class FmrRunner:
         if run.fmr is None:
             raise UserInputError(f"run {run_id} is not an FMR run; resume it with `domainbench run --resume {run_id}`")
         ds, oracle, models = self._prepare(run.domain, run.config, run.fmr, tested)
+        check_same_dataset(run, ds)
         self.store.update_run(run_id, status="running", resumed_at=_now(), pid=os.getpid(), host=platform.node())
         self.store.reports.delete(run_id=run_id)
         return self._evaluate(run_id, run.domain, run.config, run.fmr, ds, oracle, models)

@@ -1,8 +1,8 @@
 """From stored unit documents (sufficient statistics) to per-model robustness summaries.
 
 A *unit* is one (run_id, model, corruption, severity, shard) piece of work. The engine
-stores for it only sums — a confusion matrix and a flip count — so shards merge by
-addition in any order, a run can resume, and the baseline model can be changed after the
+stores for it only sums — a sparse confusion matrix (its nonzero cells, from which per-class
+support and correct counts follow) and a flip count — so shards merge by addition in any order, a run can resume, and the baseline model can be changed after the
 run without touching images: :func:`summarize` takes the baseline as a parameter.
 
 Conventions (documented choices, all tested):
@@ -26,15 +26,16 @@ Conventions (documented choices, all tested):
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
 
 from domainbench.metrics.classification import (
     MetricInputError,
-    balanced_accuracy,
+    balanced_accuracy_from_counts,
     ce_per_corruption,
     fr_per_corruption,
     label_flip_probability,
@@ -42,9 +43,10 @@ from domainbench.metrics.classification import (
     pearson_acc_lfp,
     rce_per_corruption,
 )
+from domainbench.metrics.confusion import SparseConfusion
 
 CLEAN = "clean"
-UNIT_SCHEMA_VERSION = 1
+UNIT_SCHEMA_VERSION = 2
 SUMMARY_SCHEMA_VERSION = 1
 
 CellKey = tuple[str, str, int]  # (model, corruption, severity)
@@ -53,30 +55,61 @@ CellKey = tuple[str, str, int]  # (model, corruption, severity)
 # --------------------------------------------------------------------------- unit documents
 
 
+def _class_names(v: Any) -> list[str]:
+    """A unit's class list. The store hands every unit of a run the same list object (one label
+    set, ``store/labelsets.py``): it is checked once, not once a unit (1,000 names × 10,000 units)."""
+    last = _CLASS_LISTS.get(id(v))
+    if last is not None and last[0] is v:
+        return last[1]
+    if not isinstance(v, (list, tuple)) or not all(isinstance(c, str) for c in v):
+        raise ValueError("classes must be a list of class names (strings)")
+    out = list(v)
+    if len(_CLASS_LISTS) > 64:
+        _CLASS_LISTS.clear()
+    _CLASS_LISTS[id(v)] = (v, out)  # holding v keeps its id from being reused while cached
+    return out
+
+
+_CLASS_LISTS: dict[int, tuple[Any, list[str]]] = {}
+ClassNames = Annotated[list[str], PlainValidator(_class_names)]
+
+
 class UnitDocument(BaseModel):
     """One stored unit of work; extra keys written by the store (``_id`` …) are ignored."""
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    schema_version: Literal[1]
+    #: 1: dense confusion rows, per-image lists; 2: sparse confusion, packed per-image arrays
+    schema_version: Literal[1, 2]
     run_id: str
     model: str
     corruption: str
     severity: int
     shard: int = Field(ge=0)
     n: int = Field(ge=0)
-    confusion: list[list[int]] | None
+    confusion: SparseConfusion | None
     flips: int = Field(ge=0)
     n_unreadable: int = Field(default=0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
     seed: int
-    classes: list[str]
+    classes: ClassNames
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dense_shape(cls, data: Any) -> Any:
+        """A dense (older) confusion must be C×C for the unit's C classes: said before it is made sparse."""
+        if isinstance(data, Mapping) and isinstance(data.get("confusion"), list) and isinstance(data.get("classes"), list):
+            c, rows = len(data["classes"]), data["confusion"]
+            if len(rows) != c or any(not isinstance(r, list) or len(r) != c for r in rows):
+                lengths = sorted({len(r) if isinstance(r, list) else -1 for r in rows})
+                raise ValueError(f"confusion must be {c}×{c} to match classes, got {len(rows)} rows of lengths {lengths}")
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> UnitDocument:
         if not self.classes:
             raise ValueError("classes is empty; a unit must list the dataset's classes")
-        if len(set(self.classes)) != len(self.classes):
+        if _has_duplicates(tuple(self.classes)):
             raise ValueError("classes contains duplicates")
         if self.corruption == CLEAN:
             if self.severity != 0:
@@ -89,14 +122,9 @@ class UnitDocument(BaseModel):
             raise ValueError(f"flips={self.flips} exceeds the number of images n={self.n}")
         if self.confusion is not None:
             c = len(self.classes)
-            if len(self.confusion) != c or any(len(row) != c for row in self.confusion):
-                raise ValueError(
-                    f"confusion must be {c}×{c} to match classes, got "
-                    f"{len(self.confusion)} rows of lengths {sorted({len(r) for r in self.confusion})}"
-                )
-            if any(v < 0 for row in self.confusion for v in row):
-                raise ValueError("confusion contains negative counts")
-            total = sum(sum(row) for row in self.confusion)
+            if self.confusion.n_classes != c:
+                raise ValueError(f"confusion must be {c}×{c} to match classes, got {self.confusion.n_classes} classes")
+            total = self.confusion.total
             if total != self.n:
                 raise ValueError(
                     f"confusion counts {total} images but n={self.n}; n must count exactly "
@@ -107,6 +135,12 @@ class UnitDocument(BaseModel):
     @property
     def cell(self) -> CellKey:
         return (self.model, self.corruption, self.severity)
+
+
+@functools.lru_cache(maxsize=64)
+def _has_duplicates(classes: tuple[str, ...]) -> bool:
+    # every unit of a run repeats one class list: checked once, not once a unit (1,000 names × 10,000 units)
+    return len(set(classes)) != len(classes)
 
 
 def _describe(raw: Any) -> str:
@@ -145,7 +179,7 @@ class CellStats(BaseModel):
     n: int
     flips: int
     n_unreadable: int
-    confusion: list[list[int]] | None
+    confusion: SparseConfusion | None
     shards: list[int]
     run_ids: list[str]
 
@@ -159,7 +193,7 @@ class CellStats(BaseModel):
             return None
         if self.n == 0:
             raise MetricInputError(f"cell {self._key_text()} holds no evaluated image")
-        return balanced_accuracy(np.asarray(self.confusion))
+        return balanced_accuracy_from_counts(self.confusion.support(), self.confusion.correct())
 
     def error(self) -> float:
         """1 − balanced accuracy; only for labelled cells."""
@@ -219,12 +253,9 @@ def merge_units(
                     f"shards of cell {where} mix labelled and unlabelled units; "
                     "re-run the cell with one dataset"
                 )
-        confusion: list[list[int]] | None = None
+        confusion: SparseConfusion | None = None
         if first.confusion is not None:
-            total = np.zeros((len(first.classes),) * 2, dtype=np.int64)
-            for u in members:
-                total += np.asarray(u.confusion, dtype=np.int64)
-            confusion = total.tolist()
+            confusion = SparseConfusion.total_of([u.confusion for u in members])  # type: ignore[misc]
         cells[key] = CellStats(
             model=key[0],
             corruption=key[1],
@@ -257,7 +288,8 @@ class CellSummary(BaseModel):
     lfp: float
     #: balanced accuracy; ``None`` when the dataset is unlabelled
     accuracy: float | None
-    confusion: list[list[int]] | None
+    #: nonzero cells of the summed confusion matrix (``np.asarray`` gives it dense)
+    confusion: SparseConfusion | None
     #: whether the cell is shared by every model and so enters the aggregates
     in_common: bool
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from domainbench.engine.status import run_status
+from domainbench.metrics.registry import metric, metrics_of
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 from domainbench.frontend import cached, data, exports, figures
@@ -21,9 +22,12 @@ SELECT_KEY = "compare-runs"
 #: at most this many runs are chosen when the URL names none (the newest finished run per domain)
 DEFAULT_RUNS = 8
 #: ratios to the baseline: their colour scales are centred on 1.0
-RATIO_METRICS = {"mce", "rce", "mfr", "ce", "fr"}
-FAMILY_METRICS = {"accuracy": ("balanced accuracy", False, True), "ce": ("CE", True, False),
-                  "rce": ("rCE", True, False), "fr": ("FR", True, False)}
+RATIO_METRICS = {m.field for level in ("model", "corruption") for m in metrics_of(level) if m.unit == "ratio" and m.field}
+#: per-corruption metrics: column of the comparison's per-corruption frame -> (label, lower is better, percent)
+FAMILY_METRICS = {
+    "accuracy": (metric("balanced_accuracy").display, metric("balanced_accuracy").lower_is_better, True),
+    **{m.field: (m.display, m.lower_is_better, m.percent) for m in metrics_of("corruption") if m.field},
+}
 
 
 METRIC_PARAM, BASELINE_PARAM, FLAGGED_PARAM = "metric", "baseline", "flagged"

@@ -17,7 +17,7 @@ from domainbench.engine.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
-from domainbench.frontend import cached, data, exports, figures, run_actions
+from domainbench.frontend import cached, data, exports, figures, progress, run_actions, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import DEMO_HINT, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
 
@@ -134,14 +134,15 @@ class Shown:
         return self.view.run_id
 
 
-def summary_section(report: RunReport) -> None:
-    table = data.summary_frame(report)
+def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None:
+    table = verdict.with_intervals(data.summary_frame(report), report, ci)
     exports.table(
         table, f"{report.run_id}-summary", "summary",
         column_config={
             "baseline": st.column_config.CheckboxColumn("baseline"),
-            **{c: st.column_config.NumberColumn(c, format="%.1f") for c in ("clean acc %", "corrupted acc %", "safe-cell acc %")},
-            **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("mCE", "rCE", "mFR", "corr(acc, LFP)")},
+            **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f",
+                                                             help=m.meaning)
+               for m in data.summary_metrics()},
         },
     )
     st.caption(
@@ -150,6 +151,9 @@ def summary_section(report: RunReport) -> None:
         "corruption × severity cells; safe-cell accuracy averages the cells whose PD threat is label-preserving. "
         "Empty cells are not applicable (e.g. unlabelled data), never zero."
     )
+    with st.expander("what the columns mean"):
+        st.markdown("\n".join(f"- **{m.table_header}** ({m.unit}, {m.direction or 'neither'} is better): {m.meaning}"
+                               for m in data.summary_metrics()))
     notes = data.model_notes(report)
     dropped = report.classification.dropped_cells
     if notes or dropped:
@@ -194,12 +198,15 @@ def threat_tab(s: Shown) -> None:
         st.info("The PD threat was not measured for this run (it needs labelled images; `--no-threat` turns it off).")
         return
     exports.chart(figures.threat_chart(report), f"{s.run_id}-pd-threat", "threat")
-    unsafe = [figures.cell_label(t.corruption, t.severity) for t in report.unsafe_cells()]
+    kinds = {k: [figures.cell_label(t.corruption, t.severity) for t in report.threat if figures.threat_class(t) == k]
+             for k in ("unsafe", "borderline")}
     st.caption(
         "Projected Displacement: how far the corruption moves an image towards images of *other* classes "
         "(1 = half-way). Cells above 1 are unsafe: the corruption may have changed the true label, so an "
-        "error there is not necessarily the model's fault."
-        + (f" Unsafe cells: {', '.join(unsafe)}." if unsafe else " Every cell is safe.")
+        "error there is not necessarily the model's fault. Error bars: the 95 % interval of the mean; a cell whose "
+        "interval crosses 1 is borderline, not unsafe."
+        + (f" Unsafe cells: {', '.join(kinds['unsafe'])}." if kinds["unsafe"] else " No cell is clearly unsafe.")
+        + (f" Borderline: {', '.join(kinds['borderline'])}." if kinds["borderline"] else "")
     )
 
 
@@ -216,8 +223,11 @@ def stability_tab(s: Shown) -> None:
     exports.chart(figures.stability_distribution(frame, metric, kind), f"{s.run_id}-{metric}-per-image", "stab-dist")
     exports.chart(figures.stability_means(s.report.stability, metric), f"{s.run_id}-{metric}-means", "stab-means")
     st.caption(
-        "DivergenceRadius: radius of the smallest ball enclosing an image's clean and perturbed embeddings "
-        "(equally spaced parameters of each corruption); larger = the embedding moves more = less robust."
+        f"{subset_line(s)}. DivergenceRadius: radius of the smallest ball enclosing an image's clean and perturbed "
+        "embeddings (equally spaced parameters of each corruption); the cosine and Euclidean radii are its two "
+        "closed forms. For all three, larger = the embedding moves more = less stable. A corruption can lower "
+        "accuracy a lot while barely moving the embeddings (the radius measures movement, not which side of a "
+        "class boundary the image lands on)."
     )
 
 
@@ -226,13 +236,25 @@ def radius_tab(s: Shown) -> None:
     exports.chart(figures.accuracy_vs_radius(bins, summary), f"{s.run_id}-accuracy-vs-radius", "radius")
     if summary.empty:
         return
-    st.caption("Per image, accuracy under perturbation is the share of its evaluated severities classified "
-               "correctly; images are binned by DivergenceRadius quantile. drop_corr_r correlates each "
-               "corruption's accuracy drop with its mean radius.")
-    exports.table(summary, f"{s.run_id}-stability-link", "radius",
+    st.caption(f"{subset_line(s)}. Per image, accuracy under perturbation is the share of its evaluated severities "
+               "classified correctly; images are binned by DivergenceRadius quantile, and the dashed line is the "
+               "least-squares line of exactly the plotted bins. The table's slope / intercept / mse are the report's "
+               "regression, fitted on a random half of the images and scored on the other half (so it need not pass "
+               "through the plotted points). drop_corr_r correlates each corruption's accuracy drop with its mean radius.")
+    exports.table(summary.rename(columns={"slope": "held-out slope", "intercept": "held-out intercept",
+                                          "mse": "held-out mse"}), f"{s.run_id}-stability-link", "radius",
                   column_config={c: st.column_config.NumberColumn(c, format="%.3f")
-                                 for c in ("mean_radius", "accuracy_clean", "accuracy_perturbed", "slope", "intercept",
-                                           "mse", "drop_corr_r", "drop_corr_p")})
+                                 for c in ("mean_radius", "accuracy_clean", "accuracy_perturbed", "held-out slope",
+                                           "held-out intercept", "held-out mse", "drop_corr_r", "drop_corr_p")})
+
+
+def subset_line(s: Shown) -> str:
+    """"stability: 64 of 150 images": the subset the stability numbers are measured on."""
+    size = s.view.run.dataset.size if s.view.run.dataset else None
+    n = max((m.n_images for m in s.report.stability), default=None) if s.report.stability else None
+    if n is None:
+        return "stability: not measured"
+    return f"stability: {n:,} of {size:,} images" if size else f"stability: {n:,} images"
 
 
 def _cell_choice(s: Shown, key: str) -> tuple[str, int] | None:
@@ -354,7 +376,8 @@ def run_header(view: data.RunView) -> None:
     c2.metric("dataset", run.dataset.name if run.dataset else cfg.dataset,
               help=f"{run.dataset.size if run.dataset else '?'} images")
     c3.metric("images", run.dataset.size if run.dataset else "?")
-    c4.metric("cells done", f"{view.done_cells} / {view.total_cells}")
+    done = progress.progress_of(run, view.report, view.n_units, view.total_cells)
+    c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
     c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
     with st.expander("corruptions of this domain and run configuration"):
         exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
@@ -368,12 +391,17 @@ def status_notes(view: data.RunView) -> None:
         st.error(f"The run failed: {view.run.error or 'no message recorded'}. Finished units are kept; "
                  f"continue with `domainbench run --resume {view.run_id}`.")
     elif view.status == "interrupted":
-        st.warning(f"The run was interrupted. Continue it with `domainbench run --resume {view.run_id}`.")
+        st.warning(f"The run was interrupted. Continue it with `domainbench run --resume {view.run_id}` or Resume above.")
+    elif view.status == "cancelled":
+        st.info("The run was cancelled; its finished units are kept. Resume it with the button above.")
+    alive = progress.liveness(view.run, view.status)
+    if alive is not None:
+        (st.warning if alive[0] == "warning" else st.caption)(f"Worker: {alive[1]}")
     if view.partial and view.report is not None:
+        done = progress.progress_of(view.run, view.report, view.n_units, view.total_cells)
         st.warning(
-            f"**Partial results** — the run is {view.status} and {view.done_cells} of {view.total_cells} "
-            f"(model, corruption, severity) cells have stored units ({view.n_units} units). Every number below "
-            "is computed from what is stored so far and will change."
+            f"**Partial results** — the run is {view.status}: {done.line()}. Every number below is computed from "
+            "what is stored so far" + (" and will change." if view.status in LIVE_STATUSES else ".")
         )
 
 
@@ -402,7 +430,9 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
         # an FMR run measures one thing on generated images: its own layout, no evaluation tabs left empty
         fmr_section.show(store, view.report)
         return
-    summary_section(view.report)
+    verdict.show(store, store_key, run_id, fingerprint)
+    ci = verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint)
+    summary_section(view.report, ci)
     shown = Shown(store, store_key, view, view.report, fingerprint)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
     for tab, (label, draw) in zip(tabs, TABS.items(), strict=True):
