@@ -313,6 +313,8 @@ def run(
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
     cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
     models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
+    adaptive: Annotated[Optional[bool], typer.Option("--adaptive", help="Evaluate in random rounds; stop each cell once its anytime-valid interval is narrow enough or its model pairs are decided.")] = None,
+    target_width: Annotated[Optional[float], typer.Option("--target-width", help="With --adaptive: the width a cell's top-1 accuracy interval must reach (default 0.1).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from domainbench.config import RunConfig, load_domain
@@ -336,7 +338,10 @@ def run(
             "questions": question, "vlm_mode": vlm_mode, "vlm_score": vlm_score, "dtype": dtype,
             "concurrency": concurrency, "max_requests": max_requests, "api_key_env": api_key_env,
             "request_timeout": request_timeout,
+            "adaptive": adaptive, "target_width": target_width,
         })
+        if cfg.adaptive and exec_options.kind != "local":
+            raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     store = _store()
     progress = _progress()
     engine = _make_engine(store, RichEvents(progress), exec_options)
@@ -468,6 +473,7 @@ def export(
     from domainbench.engine.confidence import load_intervals
     from domainbench.engine.export import to_csv, to_json
     from domainbench.engine.reports import load_report
+    from domainbench.engine.vlm_units import load_unparseable_rates
     from domainbench.stats.intervals import check_confidence
 
     if format not in ("csv", "json"):
@@ -488,7 +494,7 @@ def export(
     report = load_report(store, run_id, baseline)
     intervals = load_intervals(store, report, confidence)
     text = (to_json(store.get_run(run_id), report, intervals, run_pairs(store, report, confidence)) if format == "json"
-            else to_csv(report, intervals))
+            else to_csv(report, intervals, load_unparseable_rates(store, run_id)))
     if output:
         from domainbench.safe_output import write_atomically
 

@@ -202,6 +202,10 @@ class RunConfig(_Strict):
     max_requests: int | None = _unless_default(None, ge=1)
     api_key_env: str = _unless_default("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     request_timeout: float = _unless_default(60.0, gt=0)
+    # adaptive evaluation (domainbench.engine.adaptive): images in seeded random rounds, each cell
+    # stops once its anytime-valid interval is narrower than target_width or its pairs are decided
+    adaptive: bool = _unless_default(False)
+    target_width: float | None = _unless_default(None, gt=0, lt=1)
 
     @field_validator("models")
     @classmethod

@@ -59,16 +59,27 @@ def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[
     return rows
 
 
+#: a run with generative models answering freely adds this column (docs/generative-vlms.md)
+UNPARSEABLE_FIELD = "unparseable_rate"
+UNPARSEABLE_DOC = "fraction of a generative model's free answers that named no class (counted wrong)"
+
 #: an FMR run's CSV adds one row per tested model (corruption "fmr", accuracy = PA) and these columns
 FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
 
 
-def to_csv(report: RunReport, intervals: RunIntervals | None = None) -> str:
-    """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty."""
+def to_csv(report: RunReport, intervals: RunIntervals | None = None,
+           unparseable: dict[tuple[str, str, int], float] | None = None) -> str:
+    """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty.
+
+    ``unparseable`` (from ``engine.vlm_units.unparseable_rates``) adds the unparseable_rate column.
+    """
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS + (FMR_FIELDS if report.fmr else []), extrasaction="ignore")
+    fields = CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (FMR_FIELDS if report.fmr else [])
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
     w.writeheader()
     for row in cell_rows(report, intervals):
+        if unparseable:
+            row[UNPARSEABLE_FIELD] = unparseable.get((row["model"], row["corruption"], row["severity"]))
         w.writerow({"run_id": report.run_id, **row})
     for m in report.fmr.models if report.fmr else []:
         w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n": m.n,

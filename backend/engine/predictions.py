@@ -29,7 +29,7 @@ PREDICTION_COLUMNS: dict[str, str] = {
     "image": "index of the image in the run's dataset",
     "path": "the image file (empty for in-memory datasets such as the sample)",
     "label": "true class name (empty when the dataset is unlabelled)",
-    "prediction": "predicted class name",
+    "prediction": "predicted class name (empty: a generative model's answer named no class)",
     "correct": "whether the prediction is the true class (empty when unlabelled)",
     "confidence": "softmax probability of the predicted class over the label set, at the model's logit scale "
                   "(empty for units stored before confidences were)",
@@ -62,7 +62,7 @@ def _unit_rows(u: UnitRecord, labels: dict[int, int], paths: list[str] | None) -
         yield {
             "model": u.model, "corruption": u.corruption, "severity": u.severity, "image": i,
             "path": paths[i] if paths is not None and i < len(paths) else "",
-            "label": "" if y is None else classes[y], "prediction": classes[p],
+            "label": "" if y is None else classes[y], "prediction": classes[p] if p >= 0 else "",
             "correct": correct, "confidence": conf[k],
         }
 

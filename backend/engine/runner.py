@@ -26,6 +26,7 @@ import torch
 from domainbench import corruptions
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset, open_dataset
+from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards, adaptive_stopping
 from domainbench.engine.cancel import CancelWatch, RunCancelled
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
 from domainbench.engine.device_corruption import corruption_site, run_device_job
@@ -127,6 +128,7 @@ class Engine:
         # --corrupt-on and the models' device, set per run by _evaluate; _submit picks each job's site
         self._corrupt_on = "cpu"
         self._model_device = torch.device("cpu")
+        self._adaptive: AdaptiveStopping | None = None  # set for a run made with --adaptive
 
     # -- public entry points ----------------------------------------------------------
     def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
@@ -191,9 +193,13 @@ class Engine:
     # -- the loop ---------------------------------------------------------------------
     def _evaluate(self, ctx: RunContext) -> str:
         cfg, ds = ctx.cfg, ctx.dataset
-        shard_size = cfg.shard_size or auto_shard_size(ds)
-        shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         cells = cells_of(ctx.domain)
+        if cfg.adaptive:
+            shards = adaptive_shards(len(ds), cfg.shard_size, cfg.seed)
+            self._adaptive = adaptive_stopping(self.store, ctx, cells)
+        else:
+            shard_size = cfg.shard_size or auto_shard_size(ds)
+            shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         done = self.store.units.keys(run_id=ctx.run_id)
         total = len(shards) * len(cells) * len(ctx.models)
         self.events.start(total, len(done))
@@ -269,8 +275,12 @@ class Engine:
         """Per shard, the corruption jobs still needed: one per cell, whatever the number of models."""
         run_id, models = ctx.run_id, ctx.models
         for shard in range(len(shards)):
+            if self._adaptive is not None and self._adaptive.finished():
+                return  # every cell settled: the remaining rounds are not needed
             jobs: dict[tuple[Any, ...], Job] = {}
             for cell in cells:
+                if self._adaptive is not None and not self._adaptive.active(cell.corruption, cell.severity):
+                    continue
                 if cell.corruption != CLEAN and any((run_id, m.name, cell.corruption, cell.severity, shard) not in done for m in models):
                     job = cell.job(shard)
                     jobs[_job_key(job)] = job
@@ -293,6 +303,8 @@ class Engine:
     def _consume(self, ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], tasks: list[RunTask],
                  shard: int, batch: Batch, jobs: list[tuple[Job, Any]]) -> None:
         score_shard(ctx, cells, done, tasks, shard, batch, jobs, on_unit=self._unit_written)
+        if self._adaptive is not None:
+            self._adaptive.observe(self.store.units(ctx.run_id, shard=shard))
 
     def _unit_written(self, n_images: int) -> None:
         self.stats.computed_units += 1

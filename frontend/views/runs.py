@@ -198,12 +198,15 @@ def threat_tab(s: Shown) -> None:
         st.info("The PD threat was not measured for this run (it needs labelled images; `--no-threat` turns it off).")
         return
     exports.chart(figures.threat_chart(report), f"{s.run_id}-pd-threat", "threat")
-    unsafe = [figures.cell_label(t.corruption, t.severity) for t in report.unsafe_cells()]
+    kinds = {k: [figures.cell_label(t.corruption, t.severity) for t in report.threat if figures.threat_class(t) == k]
+             for k in ("unsafe", "borderline")}
     st.caption(
         "Projected Displacement: how far the corruption moves an image towards images of *other* classes "
         "(1 = half-way). Cells above 1 are unsafe: the corruption may have changed the true label, so an "
-        "error there is not necessarily the model's fault."
-        + (f" Unsafe cells: {', '.join(unsafe)}." if unsafe else " Every cell is safe.")
+        "error there is not necessarily the model's fault. Error bars: the 95 % interval of the mean; a cell whose "
+        "interval crosses 1 is borderline, not unsafe."
+        + (f" Unsafe cells: {', '.join(kinds['unsafe'])}." if kinds["unsafe"] else " No cell is clearly unsafe.")
+        + (f" Borderline: {', '.join(kinds['borderline'])}." if kinds["borderline"] else "")
     )
 
 
@@ -220,8 +223,11 @@ def stability_tab(s: Shown) -> None:
     exports.chart(figures.stability_distribution(frame, metric, kind), f"{s.run_id}-{metric}-per-image", "stab-dist")
     exports.chart(figures.stability_means(s.report.stability, metric), f"{s.run_id}-{metric}-means", "stab-means")
     st.caption(
-        "DivergenceRadius: radius of the smallest ball enclosing an image's clean and perturbed embeddings "
-        "(equally spaced parameters of each corruption); larger = the embedding moves more = less robust."
+        f"{subset_line(s)}. DivergenceRadius: radius of the smallest ball enclosing an image's clean and perturbed "
+        "embeddings (equally spaced parameters of each corruption); the cosine and Euclidean radii are its two "
+        "closed forms. For all three, larger = the embedding moves more = less stable. A corruption can lower "
+        "accuracy a lot while barely moving the embeddings (the radius measures movement, not which side of a "
+        "class boundary the image lands on)."
     )
 
 
@@ -230,13 +236,25 @@ def radius_tab(s: Shown) -> None:
     exports.chart(figures.accuracy_vs_radius(bins, summary), f"{s.run_id}-accuracy-vs-radius", "radius")
     if summary.empty:
         return
-    st.caption("Per image, accuracy under perturbation is the share of its evaluated severities classified "
-               "correctly; images are binned by DivergenceRadius quantile. drop_corr_r correlates each "
-               "corruption's accuracy drop with its mean radius.")
-    exports.table(summary, f"{s.run_id}-stability-link", "radius",
+    st.caption(f"{subset_line(s)}. Per image, accuracy under perturbation is the share of its evaluated severities "
+               "classified correctly; images are binned by DivergenceRadius quantile, and the dashed line is the "
+               "least-squares line of exactly the plotted bins. The table's slope / intercept / mse are the report's "
+               "regression, fitted on a random half of the images and scored on the other half (so it need not pass "
+               "through the plotted points). drop_corr_r correlates each corruption's accuracy drop with its mean radius.")
+    exports.table(summary.rename(columns={"slope": "held-out slope", "intercept": "held-out intercept",
+                                          "mse": "held-out mse"}), f"{s.run_id}-stability-link", "radius",
                   column_config={c: st.column_config.NumberColumn(c, format="%.3f")
-                                 for c in ("mean_radius", "accuracy_clean", "accuracy_perturbed", "slope", "intercept",
-                                           "mse", "drop_corr_r", "drop_corr_p")})
+                                 for c in ("mean_radius", "accuracy_clean", "accuracy_perturbed", "held-out slope",
+                                           "held-out intercept", "held-out mse", "drop_corr_r", "drop_corr_p")})
+
+
+def subset_line(s: Shown) -> str:
+    """"stability: 64 of 150 images": the subset the stability numbers are measured on."""
+    size = s.view.run.dataset.size if s.view.run.dataset else None
+    n = max((m.n_images for m in s.report.stability), default=None) if s.report.stability else None
+    if n is None:
+        return "stability: not measured"
+    return f"stability: {n:,} of {size:,} images" if size else f"stability: {n:,} images"
 
 
 def _cell_choice(s: Shown, key: str) -> tuple[str, int] | None:
