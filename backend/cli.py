@@ -185,6 +185,8 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
+    from domainbench.models.generative import is_remote_model
+
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
@@ -196,6 +198,10 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
         table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent) for m in columns))
     console.print(table)
+    remote = [row.model for row in report.table() if is_remote_model(row.model)]
+    if remote and report.stability:
+        console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
+                      style="dim", markup=False, highlight=False)
     if intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
                       f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
@@ -288,7 +294,7 @@ def run(
     limit: Annotated[Optional[int], typer.Option(help="Evaluate only the first N images (smoke runs).")] = None,
     resume: Annotated[Optional[str], typer.Option(help="Continue run RUN: finished units are not recomputed.")] = None,
     run_config: Annotated[Optional[Path], typer.Option("--run-config", help="Run config TOML; flags override it.")] = None,
-    classes: Annotated[Optional[list[str]], typer.Option(help="Class names (needed for an unlabeled folder).")] = None,
+    classes: Annotated[Optional[list[str]], typer.Option(help="Class names (needed for an unlabeled folder), or imagenet1k: the 1,000 ImageNet names of CLIP's zero-shot evaluation.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of every corruption's random parameters.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass (halved automatically on GPU out-of-memory).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
@@ -298,7 +304,7 @@ def run(
     stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
-    template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
+    template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble), or a built-in set: openai80 (CLIP's 80 ImageNet templates), simple.")] = None,
     question: Annotated[Optional[list[str]], typer.Option("--question", help="Generative VLMs: the question asked about each image (repeat for an ensemble).")] = None,
     vlm_mode: Annotated[Optional[str], typer.Option("--vlm-mode", help="Generative VLMs: loglik (score every class name), generate (parse a free answer) or choice (lettered options, endpoints with logprobs).")] = None,
     vlm_score: Annotated[Optional[str], typer.Option("--vlm-score", help="Generative VLMs: sum or mean of the class name's token log-probabilities.")] = None,

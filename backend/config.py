@@ -241,9 +241,14 @@ class RunConfig(_Strict):
     @field_validator("templates")
     @classmethod
     def _templates_have_a_slot(cls, v: list[str] | None) -> list[str] | None:
+        from domainbench.models.label_sets import TEMPLATE_SETS
+
+        if v is not None and len(v) == 1 and v[0] in TEMPLATE_SETS:  # a built-in set: openai80, simple
+            return v
         bad = [t for t in v or [] if t.count("{}") != 1]
         if bad:
-            raise ValueError(f"each prompt template needs exactly one {{}} for the class name, got {bad}")
+            raise ValueError(f"each prompt template needs exactly one {{}} for the class name (or name a built-in set: "
+                             f"{', '.join(TEMPLATE_SETS)}), got {bad}")
         return v
 
     @property

@@ -37,6 +37,7 @@ from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.errors import UserInputError
 from domainbench.models.generative import VLMOptions
+from domainbench.models.label_sets import check_unique, resolve_classes
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 
@@ -111,7 +112,8 @@ class _InlineFuture:
 
 
 def open_run_dataset(cfg: RunConfig) -> Dataset:
-    ds = open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
+    ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
+    check_unique(ds.classes, f"dataset {cfg.dataset}")
     if len(ds.classes) < 2:
         raise UserInputError(
             f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by construction; "
@@ -185,7 +187,7 @@ class Engine:
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
         return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=self.events.message,
-                           vlm=VLMOptions.from_run_config(cfg))
+                           vlm=VLMOptions.from_run_config(cfg), cache=self.store)
 
     def _environment(self, models: list[ModelState]) -> dict[str, Any]:
         return _environment(models)

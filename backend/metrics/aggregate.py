@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from domainbench.confusion import SparseConfusion
 from domainbench.metrics.classification import (
     MetricInputError,
     balanced_accuracy_from_counts,
@@ -42,8 +43,6 @@ from domainbench.metrics.classification import (
     pearson_acc_lfp,
     rce_per_corruption,
 )
-from domainbench.confusion import SparseConfusion
-
 # the typed results live below the store (domainbench.results); they are this module's vocabulary too
 from domainbench.results import (
     CLEAN,

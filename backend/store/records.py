@@ -219,6 +219,18 @@ class LabelSetRecord(_Record):
     classes: list[str]
 
 
+class TextEmbeddingRecord(_Record):
+    """A cached zero-shot classifier: one L2-normalised float32 row per class (``engine/text_cache.py``)."""
+
+    schema_version: Literal[1] = 1
+    cache_key: str
+    model: str
+    n_classes: int = Field(ge=1)
+    n_templates: int = Field(ge=1)
+    rows: list[PackedArray]
+    created_at: str | None = None
+
+
 RECORDS: dict[Collection, type[BaseModel]] = {
     Collection.DOMAINS: DomainRecord,
     Collection.RUNS: RunRecord,
@@ -229,6 +241,7 @@ RECORDS: dict[Collection, type[BaseModel]] = {
     # a finished run's report (rebuildable from the other records)
     Collection.SUMMARIES: RunReport,
     Collection.LABELSETS: LabelSetRecord,
+    Collection.TEXT_EMBEDDINGS: TextEmbeddingRecord,
 }
 
 CURRENT_VERSIONS: dict[Collection, int] = {
@@ -240,6 +253,7 @@ CURRENT_VERSIONS: dict[Collection, int] = {
     Collection.FMR: 1,
     Collection.SUMMARIES: REPORT_SCHEMA_VERSION,
     Collection.LABELSETS: 1,
+    Collection.TEXT_EMBEDDINGS: 1,
 }
 
 
