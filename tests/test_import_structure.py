@@ -165,7 +165,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "domainbench.host_memory", "domainbench.parent_watch", "domainbench.crash_report", "domainbench.stats",
                 "domainbench.corruptions", "domainbench.data")),
     # plain typed data every floor above shares: configs, confusion counts, unit and summary results, the report
-    ("records", ("domainbench.config", "domainbench.confusion", "domainbench.results", "domainbench.report")),
+    # (models.label_sets: named class lists and prompt templates, plain data the run config checks names against)
+    ("records", ("domainbench.config", "domainbench.confusion", "domainbench.results", "domainbench.report",
+                 "domainbench.models.label_sets")),
     # the store: documents, repositories, the queue; nothing from metrics, models, engine or FMR
     ("store", ("domainbench.store",)),
     # what computes from images and records
