@@ -6,12 +6,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from domainbench.engine.scoring import ModelState, encode, predict
+from domainbench.engine.scoring import ModelState, classify
 from domainbench.errors import UserInputError
 from domainbench.metrics.fmr import majority
 from domainbench.models import build_classifier, create_model, resolve_device
 from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.models.generative import VLMOptions, is_generative
 
 #: prefixes of tested-model kinds that are plain classifiers: they cannot vote zero-shot
 CLASSIFIER_PREFIXES = ("torchvision", "py")
@@ -31,7 +33,7 @@ class Oracle:
     def votes(self, images: np.ndarray) -> np.ndarray:
         if len(images) == 0:
             return np.zeros((0, len(self.members)), dtype=np.int64)
-        return np.stack([predict(ms, encode(ms, images)) for ms in self.members], axis=1)
+        return np.stack([classify(ms, images).preds for ms in self.members], axis=1)
 
     def agrees(self, votes: np.ndarray, labels: np.ndarray) -> np.ndarray:
         return majority(votes, self.n_classes) == np.asarray(labels, dtype=np.int64)
@@ -59,6 +61,10 @@ def load_oracle(names: Sequence[str], classes: list[str], device: str, batch_siz
     members = []
     for name in names:
         model = create_model(name, dev)
+        if is_generative(model):  # it classifies itself, by the class names' log-likelihood
+            model.configure(classes, VLMOptions())
+            members.append(ModelState(name, model, torch.zeros((len(classes), 0)), batch_size))
+            continue
         # a duck-typed registry model must still have a text tower to classify zero-shot
         if not callable(getattr(model, "encode_text", None)):
             raise UserInputError(f"oracle model {name!r} has no text encoder: it is not zero-shot capable")

@@ -29,7 +29,8 @@ def majority(votes: np.ndarray, n_classes: int) -> np.ndarray:
         raise ValueError(f"votes must be (images, members) with at least one member, got {votes.shape}")
     counts = np.zeros((votes.shape[0], n_classes), dtype=np.int64)
     for m in range(votes.shape[1]):
-        np.add.at(counts, (np.arange(votes.shape[0]), votes[:, m]), 1)
+        cast = votes[:, m] >= 0  # a generative member whose answer named no class abstains
+        np.add.at(counts, (np.arange(votes.shape[0])[cast], votes[cast, m]), 1)
     top = counts.max(axis=1)
     winners = (counts == top[:, None]).sum(axis=1)
     return np.where(winners == 1, counts.argmax(axis=1), TIE)
