@@ -174,3 +174,22 @@ class RunSummary(BaseModel):
             if m.model == name:
                 return m
         raise KeyError(name)
+
+
+# --------------------------------------------------------------------------- breaking points
+
+
+class BreakingPoint(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    corruption: str
+    #: balanced accuracy the model falls below (default: halfway between its clean value and chance)
+    threshold: float
+    #: position on the continuous scale (0 weakest, 1 strongest); None: it never falls below the threshold
+    breaking_point: float | None
+    breaking_point_ci_low: float | None
+    breaking_point_ci_high: float | None
+    #: the scale positions evaluated and the balanced accuracy at each
+    evaluated: list[tuple[float, float]]
+    n_images: int
