@@ -451,6 +451,7 @@ def show(
     store = _store()
     report = load_report(store, run_id, baseline)
     print_report(report, load_intervals(store, report, confidence))
+    print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
         print_breaking_points(run.breaking_points)
@@ -458,6 +459,26 @@ def show(
         from domainbench.engine.compare import paired_comparison
 
         print_verdicts(paired_comparison(store, [run_id], confidence=confidence))
+
+
+def print_question_spread(store: Any, run_id: str) -> None:
+    """Prompt sensitivity of generative models asked several --question (nothing otherwise)."""
+    from domainbench.engine.vlm_units import question_spread
+
+    questions, rows = question_spread(store, run_id)
+    if not rows:
+        return
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    for col in ("model", "cell", *[f"Q{k + 1}%" for k in range(len(questions))], "spread"):
+        table.add_column(col, justify="left" if col in ("model", "cell") else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(literal(r["model"]), literal(f"{r['corruption']}@{r['severity']}"),
+                      *[_fmt(a, pct=True) for a in r["accuracy"]], _fmt(r["spread"], pct=True))
+    console.print(table)
+    for k, q in enumerate(questions):
+        console.print(f"Q{k + 1}: {q}", style="dim", markup=False, highlight=False)
+    console.print("prompt sensitivity: top-1 accuracy under each question alone; spread = max - min (points)",
+                  style="dim")
 
 
 def print_breaking_points(points: list[Any]) -> None:
