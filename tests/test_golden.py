@@ -77,6 +77,8 @@ threat_anchors = 8
 VOLATILE = {"created_at", "finished_at", "resumed_at", "computed_at", "elapsed_s", "pid", "host", "environment",
             "domainbench", "queued_at", "worker", "lease_until",
             "path"}  # the dataset's folder: where this checkout is
+#: collections that cache model outputs to save work (not results): their own tests check them
+CACHES = {"text_embeddings"}
 REL_TOL = 1e-9
 ABS_TOL = 1e-12
 #: float32 PD threat numbers (see the module docstring): every float of a threat record, and these keys anywhere
@@ -143,9 +145,9 @@ def _records(home: Path) -> dict[str, list[Any]]:
     store = open_store(None, home)
     out: dict[str, list[Any]] = {}
     for collection in COLLECTIONS:
+        if str(collection) in CACHES:
+            continue
         docs = [d.model_dump(mode="json") for d in store.find(collection)]
-        if collection == "text_embeddings":  # a cache of the models' own output: what was cached, not the vectors
-            docs = [{k: v for k, v in d.items() if k != "rows"} for d in docs]
         key = COLLECTIONS[collection]
         out[str(collection)] = sorted((_strip(d) for d in docs), key=lambda d: tuple(str(d.get(f)) for f in key))
     store.close()

@@ -21,9 +21,9 @@ from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, Scored, classify, confusion
-from domainbench.metrics.calibration import CalibrationCounts, calibration_counts
+from domainbench.metrics.calibration import calibration_counts
 from domainbench.metrics.damage import SSIM_RADIUS, SsimReference, damage_sums
-from domainbench.metrics.damage_sums import DamageSums
+from domainbench.unit_sums import CalibrationCounts, DamageSums
 from domainbench.models.hub_common import as_tensor
 from domainbench.engine.tasks import Cell, CleanPass, RunContext, RunTask
 from domainbench.engine.vlm_units import vlm_unit_fields

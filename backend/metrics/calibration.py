@@ -18,56 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
 from scipy.special import logsumexp
 
-N_BINS = 15
-
-
-def _zeros() -> list[float]:
-    return [0.0] * N_BINS
-
-
-class CalibrationCounts(BaseModel):
-    """Per-bin image counts, confidence sums and correct counts, plus the NLL sum, over labelled images.
-
-    Stored with each unit (plain lists of 15 numbers); shards and cells merge by addition.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    count: list[float] = Field(default_factory=_zeros)
-    confidence_sum: list[float] = Field(default_factory=_zeros)
-    correct: list[float] = Field(default_factory=_zeros)
-    nll_sum: float = 0.0
-
-    def __add__(self, other: CalibrationCounts) -> CalibrationCounts:
-        add = lambda a, b: (np.asarray(a) + np.asarray(b)).tolist()  # noqa: E731
-        return CalibrationCounts(count=add(self.count, other.count),
-                                 confidence_sum=add(self.confidence_sum, other.confidence_sum),
-                                 correct=add(self.correct, other.correct), nll_sum=self.nll_sum + other.nll_sum)
-
-    @property
-    def n(self) -> int:
-        return int(sum(self.count))
-
-    @property
-    def ece(self) -> float | None:
-        n = sum(self.count)
-        if n == 0:
-            return None
-        return float(np.abs(np.asarray(self.correct) - np.asarray(self.confidence_sum)).sum() / n)
-
-    @property
-    def nll(self) -> float | None:
-        n = sum(self.count)
-        return float(self.nll_sum / n) if n else None
-
-    def bins(self) -> list[tuple[float, float | None, float | None, int]]:
-        """Per bin: its centre, accuracy and mean confidence (None when empty), and count (a reliability diagram)."""
-        return [((b + 0.5) / N_BINS, self.correct[b] / c if c else None, self.confidence_sum[b] / c if c else None,
-                 int(c)) for b, c in enumerate(self.count)]
-
+from domainbench.unit_sums import N_BINS, CalibrationCounts
 
 def bin_of(confidence: np.ndarray) -> np.ndarray:
     """The bin of each top-1 confidence (torch.bucketize(right=True) over 16 equal edges, 1.0 in the last)."""

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
-from domainbench.metrics.damage_sums import DATA_RANGE, DamageSums
+from domainbench.unit_sums import DATA_RANGE, DamageSums
 
 SSIM_SIGMA = 1.5
 #: scipy.ndimage.gaussian_filter's default truncation, which scikit-image uses

@@ -10,13 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
-from domainbench.fmr.settings import FmrSettings
-from domainbench.metrics.aggregate import UNIT_SCHEMA_VERSION, UnitDocument
 from domainbench.packed import PackedArray
 from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
+from domainbench.results import UNIT_SCHEMA_VERSION, BreakingPoint, UnitDocument
 from domainbench.store.collections import Collection
 
 RunStatus = Literal["queued", "running", "done", "failed", "interrupted", "cancelled"]
@@ -88,6 +87,8 @@ class RunRecord(_Record):
     lease_until: float | None = None
     #: how many times a worker claimed the run (a run that keeps killing its worker stops)
     attempts: int = Field(default=0, ge=0)
+    #: per model and corruption, where balanced accuracy breaks (``run --breaking-point``); left out of a dump when empty
+    breaking_points: list[BreakingPoint] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def ladder_version(self, corruption: str) -> int:
         return self.ladder_versions.get(corruption, 1)

@@ -9,9 +9,10 @@ import pytest
 import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from domainbench.metrics.calibration import N_BINS, CalibrationCounts, calibration_counts
+from domainbench.metrics.calibration import calibration_counts
+from domainbench.unit_sums import N_BINS, CalibrationCounts
 from domainbench.metrics.damage import damage_sums, luminance, ssim_per_image
-from domainbench.metrics.damage_sums import DamageSums
+from domainbench.unit_sums import DamageSums
 
 
 def _photo_pair(rng: np.random.Generator, n: int, h: int, w: int, c: int) -> tuple[np.ndarray, np.ndarray]:
