@@ -352,6 +352,7 @@ def run(
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(load_report(store, run_id))  # the engine stored it as the run finished
+    print_timings(store.get_run(run_id))
 
 
 def _executor_options(kind: str, address: Optional[str], actors: Optional[int], gpus_per_actor: Optional[float],
@@ -433,10 +434,19 @@ def show(
     store = _store()
     report = load_report(store, run_id, baseline)
     print_report(report, load_intervals(store, report, confidence))
+    print_timings(store.get_run(run_id))
     if len(report.model_names) > 1 and report.models[0].labeled:
         from domainbench.engine.compare import paired_comparison
 
         print_verdicts(paired_comparison(store, [run_id], confidence=confidence))
+
+
+def print_timings(run: Any) -> None:
+    """Seconds per stage of the run, per model (``domainbench.engine.timings``), under its summary."""
+    from domainbench.engine.timings import timing_lines
+
+    for line in timing_lines(run.timings if run is not None else {}):
+        console.print(literal(line), style="dim", highlight=False)
 
 
 def print_verdicts(comparison: Comparison) -> None:
