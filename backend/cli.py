@@ -185,6 +185,8 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
+    from domainbench.models.generative import is_remote_model
+
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
@@ -196,6 +198,10 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
         table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent) for m in columns))
     console.print(table)
+    remote = [row.model for row in report.table() if is_remote_model(row.model)]
+    if remote and report.stability:
+        console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
+                      style="dim", markup=False, highlight=False)
     if intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
                       f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
@@ -315,6 +321,7 @@ def run(
     models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
     adaptive: Annotated[Optional[bool], typer.Option("--adaptive", help="Evaluate in random rounds; stop each cell once its anytime-valid interval is narrow enough or its model pairs are decided.")] = None,
     target_width: Annotated[Optional[float], typer.Option("--target-width", help="With --adaptive: the width a cell's top-1 accuracy interval must reach (default 0.1).")] = None,
+    breaking_point: Annotated[Optional[str], typer.Option("--breaking-point", metavar="[THRESHOLD]", help="Find where each model's balanced accuracy falls below THRESHOLD on each corruption's continuous scale (default: halfway between clean and chance).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from domainbench.config import RunConfig, load_domain
@@ -339,6 +346,7 @@ def run(
             "concurrency": concurrency, "max_requests": max_requests, "api_key_env": api_key_env,
             "request_timeout": request_timeout,
             "adaptive": adaptive, "target_width": target_width,
+            "breaking_point": True if breaking_point is not None else None, "breaking_threshold": _threshold(breaking_point),
         })
         if cfg.adaptive and exec_options.kind != "local":
             raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
@@ -353,6 +361,16 @@ def run(
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(load_report(store, run_id))  # the engine stored it as the run finished
     print_timings(store.get_run(run_id))
+
+
+def _threshold(value: Optional[str]) -> Optional[float]:
+    """--breaking-point's THRESHOLD: None for the default (the flag alone), else a number in (0, 1)."""
+    if value is None or value == "auto":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise UserInputError(f"--breaking-point: THRESHOLD must be a balanced accuracy between 0 and 1 (e.g. 0.5), got {value!r}") from None
 
 
 def _executor_options(kind: str, address: Optional[str], actors: Optional[int], gpus_per_actor: Optional[float],
@@ -434,7 +452,11 @@ def show(
     store = _store()
     report = load_report(store, run_id, baseline)
     print_report(report, load_intervals(store, report, confidence))
-    print_timings(store.get_run(run_id))
+    print_question_spread(store, run_id)
+    run = store.get_run(run_id)
+    if run is not None and run.breaking_points:
+        print_breaking_points(run.breaking_points)
+    print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
         from domainbench.engine.compare import paired_comparison
 
@@ -447,6 +469,41 @@ def print_timings(run: Any) -> None:
 
     for line in timing_lines(run.timings if run is not None else {}):
         console.print(literal(line), style="dim", highlight=False)
+
+
+def print_question_spread(store: Any, run_id: str) -> None:
+    """Prompt sensitivity of generative models asked several --question (nothing otherwise)."""
+    from domainbench.engine.vlm_units import question_spread
+
+    questions, rows = question_spread(store, run_id)
+    if not rows:
+        return
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    for col in ("model", "cell", *[f"Q{k + 1}%" for k in range(len(questions))], "spread"):
+        table.add_column(col, justify="left" if col in ("model", "cell") else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(literal(r["model"]), literal(f"{r['corruption']}@{r['severity']}"),
+                      *[_fmt(a, pct=True) for a in r["accuracy"]], _fmt(r["spread"], pct=True))
+    console.print(table)
+    for k, q in enumerate(questions):
+        console.print(f"Q{k + 1}: {q}", style="dim", markup=False, highlight=False)
+    console.print("prompt sensitivity: top-1 accuracy under each question alone; spread = max - min (points)",
+                  style="dim")
+
+
+def print_breaking_points(points: list[Any]) -> None:
+    """Per model and corruption: where on the continuous scale (0 weakest, 1 strongest) accuracy breaks."""
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    for col in ("model", "corruption", "below", "breaks at", "interval"):
+        table.add_column(col, justify="left" if col in ("model", "corruption") else "right", no_wrap=True)
+    for b in points:
+        where = "never" if b.breaking_point is None else f"{b.breaking_point:.3f}"
+        iv = ("n/a" if b.breaking_point_ci_low is None else
+              f"{b.breaking_point_ci_low:.3f}–{'>1' if b.breaking_point_ci_high is None else f'{b.breaking_point_ci_high:.3f}'}")
+        table.add_row(literal(b.model), literal(b.corruption), f"{100 * b.threshold:.1f}%", where, iv)
+    console.print(table)
+    console.print("breaking point: where balanced accuracy falls below the threshold on the corruption's continuous "
+                  "scale (0 weakest, 1 strongest), by bisection; see docs/reading-the-numbers.md", style="dim")
 
 
 def print_verdicts(comparison: Comparison) -> None:
@@ -481,7 +538,7 @@ def export(
     """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
     from domainbench.engine.compare import run_pairs
     from domainbench.engine.confidence import load_intervals
-    from domainbench.engine.export import to_csv, to_json
+    from domainbench.engine.export import breaking_section, to_csv, to_json
     from domainbench.engine.reports import load_report
     from domainbench.engine.vlm_units import load_unparseable_rates
     from domainbench.stats.intervals import check_confidence
@@ -503,8 +560,10 @@ def export(
         return
     report = load_report(store, run_id, baseline)
     intervals = load_intervals(store, report, confidence)
-    text = (to_json(store.get_run(run_id), report, intervals, run_pairs(store, report, confidence)) if format == "json"
-            else to_csv(report, intervals, load_unparseable_rates(store, run_id)))
+    run = store.get_run(run_id)
+    breaking = run.breaking_points if run is not None else []
+    text = (to_json(run, report, intervals, {**run_pairs(store, report, confidence), **breaking_section(breaking)})
+            if format == "json" else to_csv(report, intervals, load_unparseable_rates(store, run_id), breaking))
     if output:
         from domainbench.safe_output import write_atomically
 
@@ -773,6 +832,21 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+#: options whose value may be left out (click's optional values do not pass through typer): the value then used
+OPTIONAL_VALUES = {"--breaking-point": "auto"}
+
+
+def _optional_values(args: list[str]) -> list[str]:
+    """``args`` with the implied value after an optional-value option given alone (last, or before another option)."""
+    out = []
+    for i, a in enumerate(args):
+        out.append(a)
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if a in OPTIONAL_VALUES and (nxt is None or (nxt.startswith("-") and not nxt[1:2].isdigit() and nxt[1:2] != ".")):
+            out.append(OPTIONAL_VALUES[a])
+    return out
+
+
 def main() -> None:
     import signal
 
@@ -783,7 +857,7 @@ def main() -> None:
     STATE.quiet, STATE.settings = False, None  # nothing carries over from an earlier call in this process
     try:
         # outside standalone mode typer returns exit codes (130 after Ctrl-C) instead of exiting
-        rv = app(standalone_mode=False)
+        rv = app(args=_optional_values(sys.argv[1:]), standalone_mode=False)
         if rv == 130:
             raise KeyboardInterrupt
         if isinstance(rv, int) and not isinstance(rv, bool):

@@ -206,6 +206,10 @@ class RunConfig(_Strict):
     # stops once its anytime-valid interval is narrower than target_width or its pairs are decided
     adaptive: bool = _unless_default(False)
     target_width: float | None = _unless_default(None, gt=0, lt=1)
+    # breaking points (domainbench.engine.breaking_point): bisect each corruption's continuous scale per
+    # model for where balanced accuracy falls below breaking_threshold (None: halfway from clean to chance)
+    breaking_point: bool = _unless_default(False)
+    breaking_threshold: float | None = _unless_default(None, gt=0, lt=1)
 
     @field_validator("models")
     @classmethod
@@ -281,7 +285,7 @@ class RunConfig(_Strict):
 
 
 # the CLI flag of a RunConfig field, where it is not the field's name with dashes
-_FLAGS = {"templates": "template", "questions": "question", "": "run-config"}
+_FLAGS = {"templates": "template", "questions": "question", "": "run-config", "breaking_threshold": "breaking-point"}
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from domainbench.config import DomainConfig
-from domainbench.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
+from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json
 from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric, metrics_of
@@ -511,7 +511,13 @@ def enlarge(image: np.ndarray, size: int = 112) -> np.ndarray:
 def export_csv(report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
     """The same file as ``domainbench export --format csv``: one row per model × cell (with the
     intervals at ``confidence`` when the store is given)."""
-    return to_csv(report, None if store is None else intervals_of(store, report, confidence))
+    if store is None:
+        return to_csv(report)
+    from domainbench.engine.vlm_units import load_unparseable_rates
+
+    run = store.get_run(report.run_id)
+    return to_csv(report, intervals_of(store, report, confidence), load_unparseable_rates(store, report.run_id),
+                  run.breaking_points if run is not None else [])
 
 
 def export_json(run: RunRecord, report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
@@ -520,7 +526,8 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None, c
         return to_json(run, report)
     from domainbench.engine.compare import run_pairs
 
-    return to_json(run, report, intervals_of(store, report, confidence), run_pairs(store, report, confidence))
+    return to_json(run, report, intervals_of(store, report, confidence),
+                   {**run_pairs(store, report, confidence), **breaking_section(run.breaking_points)})
 
 
 def intervals_of(store: Store, report: RunReport, confidence: float = 0.95) -> Any:

@@ -231,6 +231,10 @@ class Engine:
                                   error=f"{type(e).__name__}: {e}"[:500], timings=self.timer.rounded())
             raise
 
+        if cfg.breaking_point:
+            from domainbench.engine.breaking_point import measure_breaking_points
+
+            self.store.update_run(ctx.run_id, breaking_points=measure_breaking_points(ctx, cfg.breaking_threshold))
         self.store.put_report(build_report(self.store, ctx.run_id))
         self.store.update_run(
             ctx.run_id,

@@ -15,6 +15,7 @@ from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
 from domainbench.fmr.settings import FmrSettings
 from domainbench.metrics.aggregate import UNIT_SCHEMA_VERSION, UnitDocument
+from domainbench.metrics.breaking import BreakingPoint
 from domainbench.packed import PackedArray
 from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
 from domainbench.store.collections import Collection
@@ -91,6 +92,8 @@ class RunRecord(_Record):
     lease_until: float | None = None
     #: how many times a worker claimed the run (a run that keeps killing its worker stops)
     attempts: int = Field(default=0, ge=0)
+    #: per model and corruption, where balanced accuracy breaks (``run --breaking-point``); left out of a dump when empty
+    breaking_points: list[BreakingPoint] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def ladder_version(self, corruption: str) -> int:
         return self.ladder_versions.get(corruption, 1)
