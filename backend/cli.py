@@ -616,11 +616,10 @@ def fmr(
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
-    from domainbench.config import RunConfig, load_domain
+    from domainbench.config import FmrSettings, RunConfig, load_domain
     from domainbench.engine.reports import load_report
     from domainbench.fmr.oracle import check_oracle_names
     from domainbench.fmr.runner import FmrRunner
-    from domainbench.fmr.settings import FmrSettings
 
     if not resume:
         if config is None:

@@ -77,6 +77,8 @@ threat_anchors = 8
 VOLATILE = {"created_at", "finished_at", "resumed_at", "computed_at", "elapsed_s", "pid", "host", "environment",
             "domainbench", "queued_at", "worker", "lease_until", "timings",
             "path"}  # the dataset's folder: where this checkout is
+#: collections that cache model outputs to save work (not results): their own tests check them
+CACHES = {"text_embeddings"}
 REL_TOL = 1e-9
 ABS_TOL = 1e-12
 #: float32 PD threat numbers (see the module docstring): every float of a threat record, and these keys anywhere
@@ -155,8 +157,8 @@ def _records(home: Path) -> dict[str, list[Any]]:
     store = open_store(None, home)
     out: dict[str, list[Any]] = {}
     for collection in COLLECTIONS:
-        if collection == "text_embeddings":
-            continue  # a cache of the classifier (float32 text embeddings), not a result of the run
+        if str(collection) in CACHES:
+            continue
         docs = [d.model_dump(mode="json") for d in store.find(collection)]
         key = COLLECTIONS[collection]
         out[str(collection)] = sorted((_strip(d) for d in docs), key=lambda d: tuple(str(d.get(f)) for f in key))

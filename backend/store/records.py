@@ -10,14 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
-from domainbench.fmr.settings import FmrSettings
-from domainbench.metrics.aggregate import UNIT_SCHEMA_VERSION, UnitDocument
-from domainbench.metrics.breaking import BreakingPoint
 from domainbench.packed import PackedArray
 from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
+from domainbench.results import UNIT_SCHEMA_VERSION, BreakingPoint, UnitDocument
 from domainbench.store.collections import Collection
 
 RunStatus = Literal["queued", "running", "done", "failed", "interrupted", "cancelled"]
