@@ -9,7 +9,8 @@ predictions below a confidence threshold need to know that. Per cell and model:
   binning); ECE = Σ_b (n_b / N) |accuracy_b − mean confidence_b|.
 - NLL: the mean over labelled images of −log softmax(logits)[true class].
 
-Both are kept as sums (:class:`CalibrationCounts`): shards and resumed units merge by addition.
+Both are kept as fixed-point integer sums (:class:`CalibrationCounts`): shards and resumed units
+merge by exact addition, whatever the shard size.
 Unlabelled images (label < 0) are left out: without a label there is no correctness to calibrate.
 """
 
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from domainbench.unit_sums import N_BINS, CalibrationCounts
+from domainbench.unit_sums import CONFIDENCE_SCALE, N_BINS, NLL_SCALE, CalibrationCounts, fixed_point
 
 def bin_of(confidence: np.ndarray) -> np.ndarray:
     """The bin of each top-1 confidence (torch.bucketize(right=True) over 16 equal edges, 1.0 in the last)."""
@@ -42,11 +43,17 @@ def calibration_counts(logits: Any, labels: np.ndarray, preds: np.ndarray | None
     logp = z - logsumexp(z, axis=1, keepdims=True)
     pred = logp.argmax(axis=1) if preds is None else np.asarray(preds, dtype=np.int64)[keep]
     confidence = np.exp(logp.max(axis=1))
-    correct = (pred == y).astype(np.float64)
+    correct = pred == y
     bins = bin_of(confidence)
+
+    def per_bin(values: np.ndarray) -> list[int]:
+        acc = np.zeros(N_BINS, dtype=np.int64)
+        np.add.at(acc, bins, values)
+        return acc.tolist()
+
     return CalibrationCounts(
-        count=np.bincount(bins, minlength=N_BINS).astype(np.float64).tolist(),
-        confidence_sum=np.bincount(bins, weights=confidence, minlength=N_BINS).tolist(),
-        correct=np.bincount(bins, weights=correct, minlength=N_BINS).tolist(),
-        nll_sum=float(-logp[np.arange(len(y)), y].sum()),
+        count=per_bin(np.ones(len(y), dtype=np.int64)),
+        confidence_sum=per_bin(fixed_point(confidence, CONFIDENCE_SCALE)),
+        correct=per_bin(correct.astype(np.int64)),
+        nll_sum=int(fixed_point(-logp[np.arange(len(y)), y], NLL_SCALE).sum()),
     )

@@ -15,7 +15,8 @@ images it evaluated, measured on the same pixels the models saw.
 
 The work is batched, in float64, where the pixels are: scipy's Gaussian filter on the CPU, torch
 convolutions on the device the device-corruption path left them on. The clean side of a shard is
-filtered once (:class:`SsimReference`) for all its cells. Results are sums (:class:`DamageSums`)
+filtered once (:class:`SsimReference`) for all its cells. Results are fixed-point integer sums
+(:class:`DamageSums`)
 so shards merge by addition, like the other per-unit counts.
 """
 
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
-from domainbench.unit_sums import DATA_RANGE, DamageSums
+from domainbench.unit_sums import DATA_RANGE, MSE_SCALE, SSIM_SCALE, DamageSums, fixed_point
 
 SSIM_SIGMA = 1.5
 #: scipy.ndimage.gaussian_filter's default truncation, which scikit-image uses
@@ -156,4 +157,5 @@ def damage_sums(clean: np.ndarray | torch.Tensor | SsimReference, corrupted: np.
     b = _as_nhwc(corrupted).to(ref.device)
     ssim = ref.ssim(b)
     mse = mse_per_image(ref.pixels[: len(b)], b)
-    return DamageSums(ssim_sum=float(ssim.sum()), mse_sum=float(mse.sum()), n=int(len(ssim)))
+    return DamageSums(ssim_sum=int(fixed_point(ssim.cpu().numpy(), SSIM_SCALE).sum()),
+                      mse_sum=int(fixed_point(mse.cpu().numpy(), MSE_SCALE).sum()), n=int(len(ssim)))

@@ -185,7 +185,13 @@ def test_out_of_memory_halves_the_batch_and_gives_the_same_numbers(home: Path) -
     ok = build_report(store, Engine(store).start(DOMAIN, cfg(models=["fake:a"], **quiet)))
     got = build_report(store, Engine(store).start(DOMAIN, cfg(models=["fake:oom"], **quiet)))
     assert FakeModel.oom_raised == 3  # 64 -> 32 -> 16 -> 8, then it stays at 8
-    assert ok.models[0].cells == got.models[0].cells
+    # other batch sizes give other float rounding in the embeddings: the same predictions and counts,
+    # confidences (and so ECE/NLL) equal to float32 precision
+    counts = lambda cells: [c.model_copy(update={"calibration": None}) for c in cells]  # noqa: E731
+    assert counts(ok.models[0].cells) == counts(got.models[0].cells)
+    for a, b in zip(ok.models[0].cells, got.models[0].cells):
+        assert a.calibration.ece == pytest.approx(b.calibration.ece, abs=1e-6)
+        assert a.calibration.nll == pytest.approx(b.calibration.nll, abs=1e-5)
     assert ok.table()[0].acc == got.table()[0].acc
 
 
