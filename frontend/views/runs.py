@@ -17,7 +17,7 @@ from domainbench.engine.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
-from domainbench.frontend import cached, data, exports, figures, progress, run_actions, verdict
+from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import DEMO_HINT, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
 
@@ -284,23 +284,32 @@ def gallery_tab(s: Shown) -> None:
         st.info(f"No image of {figures.cell_label(*cell)} is {GALLERY_FILTERS[only]}.")
         return
     images, kept = cached.recreated_images(s.store, s.store_key, s.run_id, cell[0], cell[1], tuple(indices))
-    st.caption(f"{figures.cell_label(*cell)}: the images the models saw, re-created from the run's seed "
-               f"({s.view.run.config.seed}); ✓ correct, ✗ wrong, :red[flipped] = the prediction changed from the clean image's.")
+    clean, _ = cached.recreated_images(s.store, s.store_key, s.run_id, "clean", 0, tuple(int(i) for i in kept))
+    if ladder.no_effect(clean, images):
+        st.warning(f"{figures.cell_label(*cell)} has no effect on these images (mean absolute pixel difference "
+                   f"{ladder.pixel_change(clean, images):.2f} < {ladder.NO_EFFECT_PIXELS} of 255): e.g. a colour corruption on "
+                   "grayscale images. Its cells count in the averages as published, but they measure nothing.")
+    st.caption(f"{figures.cell_label(*cell)}: each image clean (left) beside the corrupted version the models saw "
+               f"(right), re-created from the run's seed ({s.view.run.config.seed}); per model the clean prediction → "
+               "the corrupted one; ✓ correct, ✗ wrong, :red[flipped] = the prediction changed.")
     by_index = {i: part for i, part in preds.groupby("index")}
-    per_row = 4
-    for k, (image, index) in enumerate(zip(images, kept, strict=True)):
-        if k % per_row == 0:  # one row of columns at a time, so the images line up row by row
-            columns = st.columns(per_row)
+    per_row = 2  # pairs of images
+    for k, (before, image, index) in enumerate(zip(clean, images, kept, strict=True)):
+        if k % per_row == 0:  # one row of columns at a time, so the pairs line up row by row
+            columns = st.columns(per_row, border=True)
         with columns[k % per_row]:
             part = by_index[int(index)]
-            st.image(data.enlarge(image), caption=f"#{int(index)} · true: {part['label'].iloc[0] or '?'}")
+            a, b = st.columns(2)
+            a.image(data.enlarge(before), caption=f"#{int(index)} clean · true: {part['label'].iloc[0] or '?'}")
+            b.image(data.enlarge(image), caption=figures.cell_label(*cell))
             st.markdown("  \n".join(_prediction_line(row) for row in part.itertuples(index=False)))
 
 
 def _prediction_line(row: Any) -> str:
     mark = "" if row.correct is None else ("✓ " if row.correct else "✗ ")
-    flip = f" :red[flipped from {row.clean_pred}]" if row.flipped else ""
-    return f"{mark}`{row.model}`: **{row.pred}**{flip}"
+    flip = " :red[flipped]" if row.flipped else ""
+    model = str(row.model).replace("`", "'")  # a code span shows its text literally, backticks aside
+    return f"{mark}`{model}`: {md_escape(row.clean_pred)} → **{md_escape(row.pred)}**{flip}"
 
 
 def flip_differences_tab(s: Shown) -> None:
