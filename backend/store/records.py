@@ -72,6 +72,9 @@ class RunRecord(_Record):
     error: str | None = None
     n_unreadable: int | None = None
     unreadable: list[str] = Field(default_factory=list)
+    #: seconds per stage: "run" -> decode/corruption waits, each model -> preprocess/forward/scoring/store
+    #: and the images it scored (``domainbench.engine.timings``); empty for runs from before it was recorded
+    timings: dict[str, dict[str, float]] = Field(default_factory=dict)
     #: mean PD threat of moving an image onto an image of another class (the unsafe scale)
     different_class_threat: float | None = None
     threat_anchors_per_class: int | None = None
