@@ -279,12 +279,6 @@ def plan(
         err_console.print(t)
 
 
-def _domain_id(cfg: Any) -> str:
-    from domainbench.store.repositories import domain_id
-
-    return domain_id(cfg)
-
-
 @app.command()
 def run(
     config: Annotated[Optional[Path], typer.Argument(help="Domain config TOML (from `domainbench plan -o`).")] = None,
@@ -360,6 +354,7 @@ def run(
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(load_report(store, run_id))  # the engine stored it as the run finished
+    print_timings(store.get_run(run_id))
 
 
 def _threshold(value: Optional[str]) -> Optional[float]:
@@ -451,13 +446,43 @@ def show(
     store = _store()
     report = load_report(store, run_id, baseline)
     print_report(report, load_intervals(store, report, confidence))
+    print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
         print_breaking_points(run.breaking_points)
+    print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
         from domainbench.engine.compare import paired_comparison
 
         print_verdicts(paired_comparison(store, [run_id], confidence=confidence))
+
+
+def print_timings(run: Any) -> None:
+    """Seconds per stage of the run, per model (``domainbench.engine.timings``), under its summary."""
+    from domainbench.engine.timings import timing_lines
+
+    for line in timing_lines(run.timings if run is not None else {}):
+        console.print(literal(line), style="dim", highlight=False)
+
+
+def print_question_spread(store: Any, run_id: str) -> None:
+    """Prompt sensitivity of generative models asked several --question (nothing otherwise)."""
+    from domainbench.engine.vlm_units import question_spread
+
+    questions, rows = question_spread(store, run_id)
+    if not rows:
+        return
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    for col in ("model", "cell", *[f"Q{k + 1}%" for k in range(len(questions))], "spread"):
+        table.add_column(col, justify="left" if col in ("model", "cell") else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(literal(r["model"]), literal(f"{r['corruption']}@{r['severity']}"),
+                      *[_fmt(a, pct=True) for a in r["accuracy"]], _fmt(r["spread"], pct=True))
+    console.print(table)
+    for k, q in enumerate(questions):
+        console.print(f"Q{k + 1}: {q}", style="dim", markup=False, highlight=False)
+    console.print("prompt sensitivity: top-1 accuracy under each question alone; spread = max - min (points)",
+                  style="dim")
 
 
 def print_breaking_points(points: list[Any]) -> None:
@@ -585,11 +610,10 @@ def fmr(
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
-    from domainbench.config import RunConfig, load_domain
+    from domainbench.config import FmrSettings, RunConfig, load_domain
     from domainbench.engine.reports import load_report
     from domainbench.fmr.oracle import check_oracle_names
     from domainbench.fmr.runner import FmrRunner
-    from domainbench.fmr.settings import FmrSettings
 
     if not resume:
         if config is None:

@@ -34,6 +34,7 @@ from domainbench.engine.jobs import CLEAN, Corrupted, Job, init_worker, run_job
 from domainbench.engine.reports import build_report
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.shards import score_shard
+from domainbench.engine.timings import RUN, StageTimes
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.errors import UserInputError
 from domainbench.models.generative import VLMOptions
@@ -127,6 +128,7 @@ class Engine:
         self.store = store
         self.events: RunEvents = events or SilentEvents()
         self.stats = RunStats()
+        self.timer = StageTimes()
         # --corrupt-on and the models' device, set per run by _evaluate; _submit picks each job's site
         self._corrupt_on = "cpu"
         self._model_device = torch.device("cpu")
@@ -215,13 +217,18 @@ class Engine:
 
         self.stats.skipped_units = len(done)
         self._cancel = CancelWatch(self.store, ctx.run_id)
+        stored = self.store.get_run(ctx.run_id)
+        self.timer = StageTimes(stored.timings if stored is not None else None)  # a resume adds to its sessions
+        for ms in ctx.models:
+            ms.timer = self.timer
         try:
             self._execute(ctx, shards, cells, done, tasks)
         except RunCancelled:
+            self.store.update_run(ctx.run_id, timings=self.timer.rounded())
             raise  # the run stays "cancelled", its finished units kept
         except BaseException as e:
             self.store.update_run(ctx.run_id, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
-                                  error=f"{type(e).__name__}: {e}"[:500])
+                                  error=f"{type(e).__name__}: {e}"[:500], timings=self.timer.rounded())
             raise
 
         if cfg.breaking_point:
@@ -235,6 +242,7 @@ class Engine:
             finished_at=_now(),
             n_unreadable=len(self.stats.unreadable),
             unreadable=[p for _, p, _ in self.stats.unreadable[:100]],
+            timings=self.timer.rounded(),
         )
         return ctx.run_id
 
@@ -254,7 +262,9 @@ class Engine:
             pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
             # one shard of look-ahead: workers corrupt shard k+1 while models score shard k
             for shard, todo, loaded in _loaded_ahead(self._plan(ctx, shards, cells, done, tasks), shards, ds, loader):
-                batch = self._report_unreadable(loaded.result())
+                with self.timer.stage(RUN, "decode"):
+                    loaded_batch = loaded.result()
+                batch = self._report_unreadable(loaded_batch)
                 jobs = [(job, self._submit(pool, job, batch, cfg.seed)) for job in todo]
                 pending.append((shard, batch, jobs))
                 if len(pending) >= 2:
@@ -308,6 +318,11 @@ class Engine:
 
     def _consume(self, ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], tasks: list[RunTask],
                  shard: int, batch: Batch, jobs: list[tuple[Job, Any]]) -> None:
+        if self._adaptive is not None:
+            # the plan runs a round or two ahead: cells that stopped since are not scored
+            if self._adaptive.finished():
+                return
+            jobs = [(j, f) for j, f in jobs if j.stability or self._adaptive.active(j.corruption, j.severity)]
         score_shard(ctx, cells, done, tasks, shard, batch, jobs, on_unit=self._unit_written)
         if self._adaptive is not None:
             self._adaptive.observe(self.store.units(ctx.run_id, shard=shard))

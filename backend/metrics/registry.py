@@ -30,13 +30,6 @@ Interval = Literal["wilson", "bootstrap"]
 
 LEVELS: tuple[str, ...] = get_args(Level)
 UNITS: tuple[str, ...] = get_args(Unit)
-LEVEL_MEANING = {
-    "cell": "one model × (corruption, severity) cell, the clean pass included (one export row)",
-    "corruption": "one model × corruption, over its severities (what mCE / rCE / mFR average)",
-    "image": "one image's embeddings under a corruption's parameter grid, averaged per model × corruption",
-    "model": "one model over the run's common cells (one summary row)",
-    "fmr": "one tested model of an FMR run",
-}
 
 
 class MetricRegistryError(ValueError):
