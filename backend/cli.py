@@ -279,12 +279,6 @@ def plan(
         err_console.print(t)
 
 
-def _domain_id(cfg: Any) -> str:
-    from domainbench.store.repositories import domain_id
-
-    return domain_id(cfg)
-
-
 @app.command()
 def run(
     config: Annotated[Optional[Path], typer.Argument(help="Domain config TOML (from `domainbench plan -o`).")] = None,
