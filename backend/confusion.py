@@ -151,7 +151,8 @@ class SparseConfusion:
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> core_schema.CoreSchema:
         return core_schema.no_info_plain_validator_function(
             cls.coerce,
-            serialization=core_schema.plain_serializer_function_ser_schema(lambda v: v.to_json(), when_used="json"),
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda v: cls.coerce(v).to_json(), when_used="json"),  # model_copy(update=...) skips validation
         )
 
     @classmethod

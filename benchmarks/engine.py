@@ -139,12 +139,14 @@ def run_vs_bare(n: int, cells: list[tuple[str, list[int]]], batch: int, device: 
                "--device", device, "--corrupt-on", corrupt_on, "--run-id", f"bench-{size}"]
         wall, rss, _ = timed(cmd, env)
         out[f"run_s_{size}"], out[f"run_peak_rss_mb_{size}"] = wall, rss
+        print(f"domainbench run, {size} images x {len(flat)} cells: {wall:.1f} s, peak RSS {rss:.0f} MB", flush=True)
         if size == n:
             bare_wall, bare_rss, text = timed([sys.executable, "-c", BARE, str(folder), str(ckpt), json.dumps(flat),
                                                str(batch), "cuda" if device.startswith("cuda") else "cpu"], env)
             forwards = json.loads(text.strip().splitlines()[-1])["forwards"]
             assert forwards == size * len(flat), (forwards, size, len(flat))
             out["bare_s"], out["bare_peak_rss_mb"] = bare_wall, bare_rss
+            print(f"bare forward, {size} images x {len(flat)} cells: {bare_wall:.1f} s, peak RSS {bare_rss:.0f} MB", flush=True)
     out["run_images_per_s"] = n * len(flat) / out[f"run_s_{n}"]
     out["bare_images_per_s"] = n * len(flat) / out["bare_s"]
     out["ratio_run_over_bare"] = out["run_images_per_s"] / out["bare_images_per_s"]

@@ -121,7 +121,7 @@ def _decoded(value: dict[str, Any]) -> list[Any] | None:
     How a record encodes its numbers is the store's business; the golden file pins the numbers, so a
     change of encoding (dense -> sparse confusion, lists -> packed arrays) is not a change of results.
     """
-    from domainbench.metrics.confusion import SparseConfusion
+    from domainbench.confusion import SparseConfusion
     from domainbench.packed import PackedArray
 
     if set(value) == {"classes", "index", "count"}:

@@ -318,6 +318,11 @@ class Engine:
 
     def _consume(self, ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], tasks: list[RunTask],
                  shard: int, batch: Batch, jobs: list[tuple[Job, Any]]) -> None:
+        if self._adaptive is not None:
+            # the plan runs a round or two ahead: cells that stopped since are not scored
+            if self._adaptive.finished():
+                return
+            jobs = [(j, f) for j, f in jobs if j.stability or self._adaptive.active(j.corruption, j.severity)]
         score_shard(ctx, cells, done, tasks, shard, batch, jobs, on_unit=self._unit_written)
         if self._adaptive is not None:
             self._adaptive.observe(self.store.units(ctx.run_id, shard=shard))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from domainbench.metrics.confusion import SparseConfusion
+from domainbench.confusion import SparseConfusion
 from domainbench.models import VisionLanguageModel, create_model, resolve_device
 from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative, softmax_confidence
 from domainbench.models.hub_common import as_tensor, autocast_for
