@@ -176,12 +176,15 @@ class Engine:
         if run.fmr is not None:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
+        if run.dataset is None:  # a queued run's first start pins its dataset, as `start` does
+            run = run.model_copy(update={"config": pinned_config(run.config)})
         ds = open_run_dataset(run.config)
         check_same_dataset(run, ds)
         models = self._load_models(run.config, ds)
         started: dict[str, Any] = {"resumed_at": _now()}
         if run.dataset is None:  # a queued run starts here: record what `start` records
-            started = {"dataset": dataset_info(ds, run.config), "environment": _environment(models)}
+            started = {"dataset": dataset_info(ds, run.config), "environment": _environment(models),
+                       "config": run.config}
         self.store.update_run(run_id, status="running", pid=os.getpid(), host=platform.node(), ladder_versions=ladders,
                               **started)
         self.store.reports.delete(run_id=run_id)  # a report is only ever of a finished run
