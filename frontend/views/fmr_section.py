@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from domainbench.fmr.images import from_png_b64
+from domainbench.query import fmr_records
 from domainbench.report import FmrReport, RunReport
 from domainbench.store import Store
 from domainbench.store.records import FmrUnitRecord
@@ -92,7 +93,7 @@ def show(store: Store, report: RunReport) -> None:
     c1, c2 = st.columns([3, 1])
     model = c1.selectbox("tested model", models, key=f"fmr-model-{report.run_id}")
     flipped = c2.toggle("prediction flipped only", value=True, key=f"fmr-flipped-{report.run_id}")
-    records = store.fmr(report.run_id, model=model)
+    records = fmr_records(store, report.run_id, model)
     items = gallery_rows(records, report.classification.classes, f.oracle.members, flipped_only=flipped)
     if not items:
         st.info("No perturbed images to show" + (" with a flipped prediction." if flipped else "."))
