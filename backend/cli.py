@@ -170,6 +170,13 @@ def _fmt(v: Any, pct: bool = False) -> str:
     return str(v)
 
 
+def summary_columns() -> list[Any]:
+    """The summary table's metric columns: the registry's model metrics with a CLI header, in order."""
+    from domainbench.metrics.registry import metrics_of
+
+    return [m for m in metrics_of("model") if m.cli_header]
+
+
 def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
     """A value with its interval beside it: ``61.2 (55.0–67.1)``."""
     if v is None or interval is None:
@@ -181,20 +188,13 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
-    for col in ("clean%", "corr%", "safe%", "mCE", "rCE", "mFR", "r"):
-        table.add_column(col, justify="right", no_wrap=True, min_width=5)
+    columns = summary_columns()
+    for metric in columns:
+        table.add_column(metric.cli_header, justify="right", no_wrap=True, min_width=5)
     for row in report.table():
         iv = intervals.model(row.model) if intervals else None
-        table.add_row(
-            literal(row.model),
-            _ci(row.acc, iv and iv.clean_accuracy, pct=True),
-            _ci(row.mean_corrupted_acc, iv and iv.mean_corrupted_accuracy, pct=True),
-            _fmt(row.safe_acc, pct=True),
-            _ci(row.mce, iv and iv.mce),
-            _ci(row.rce, iv and iv.rce),
-            _ci(row.mfr, iv and iv.mfr),
-            _fmt(row.corr),
-        )
+        # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
+        table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent) for m in columns))
     console.print(table)
     if intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
@@ -299,12 +299,22 @@ def run(
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
+    question: Annotated[Optional[list[str]], typer.Option("--question", help="Generative VLMs: the question asked about each image (repeat for an ensemble).")] = None,
+    vlm_mode: Annotated[Optional[str], typer.Option("--vlm-mode", help="Generative VLMs: loglik (score every class name), generate (parse a free answer) or choice (lettered options, endpoints with logprobs).")] = None,
+    vlm_score: Annotated[Optional[str], typer.Option("--vlm-score", help="Generative VLMs: sum or mean of the class name's token log-probabilities.")] = None,
+    dtype: Annotated[Optional[str], typer.Option("--dtype", help="Generative VLMs: auto (bf16/fp16 on GPU, float32 on CPU), float32, float16, bfloat16.")] = None,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="openai-vlm: requests in flight at once (default 8).")] = None,
+    max_requests: Annotated[Optional[int], typer.Option("--max-requests", help="openai-vlm: stop (resumably) after this many requests: a cost guard.")] = None,
+    api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="openai-vlm: environment variable holding the API key (default OPENAI_API_KEY).")] = None,
+    request_timeout: Annotated[Optional[float], typer.Option("--request-timeout", help="openai-vlm: seconds per request before it is retried.")] = None,
     executor: Annotated[Optional[str], typer.Option(help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]'); default $DOMAINBENCH_EXECUTOR or local.")] = None,
     address: Annotated[Optional[str], typer.Option(help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: $DOMAINBENCH_RAY_ADDRESS, else a new local Ray instance).")] = None,
     actors: Annotated[Optional[int], typer.Option(help="Ray model actors per model group (default: the cluster's GPUs shared out over the groups, 1 without GPUs).")] = None,
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray model actor (default: 1 when the cluster has GPUs).")] = None,
     cpus_per_task: Annotated[float, typer.Option(help="CPUs per Ray corruption task.")] = 1.0,
     models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
+    adaptive: Annotated[Optional[bool], typer.Option("--adaptive", help="Evaluate in random rounds; stop each cell once its anytime-valid interval is narrow enough or its model pairs are decided.")] = None,
+    target_width: Annotated[Optional[float], typer.Option("--target-width", help="With --adaptive: the width a cell's top-1 accuracy interval must reach (default 0.1).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from domainbench.config import RunConfig, load_domain
@@ -325,7 +335,13 @@ def run(
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
             "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
+            "questions": question, "vlm_mode": vlm_mode, "vlm_score": vlm_score, "dtype": dtype,
+            "concurrency": concurrency, "max_requests": max_requests, "api_key_env": api_key_env,
+            "request_timeout": request_timeout,
+            "adaptive": adaptive, "target_width": target_width,
         })
+        if cfg.adaptive and exec_options.kind != "local":
+            raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     store = _store()
     progress = _progress()
     engine = _make_engine(store, RichEvents(progress), exec_options)
@@ -447,6 +463,7 @@ def export(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    predictions: Annotated[bool, typer.Option("--predictions", help="One row per model × cell × image (label, prediction, correct, confidence) instead of the results.")] = False,
 ) -> None:
     """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
     from domainbench import query
@@ -460,6 +477,13 @@ def export(
 
         output_file(output)
     store = _store()
+    if predictions:
+        from domainbench.engine.predictions import write_predictions
+
+        n = write_predictions(store, run_id, format, output)
+        if output:
+            _say(f"wrote {n} rows to {output}")
+        return
     report = query.report(store, run_id, baseline)
     text = (query.export_json(query.get_run(store, run_id), report, store, confidence) if format == "json"
             else query.export_csv(report, store, confidence))
@@ -608,6 +632,32 @@ def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard,
         console.print(printable(name), highlight=False, markup=False)
 
 
+@app.command("metrics")
+def list_metrics_cmd(
+    pattern: Annotated[str, typer.Argument(help="Shell wildcard on the name or display name, e.g. '*accuracy*'.")] = "*",
+    format: Annotated[str, typer.Option("--format", "-f", help="table or json (every declared field).")] = "table",
+) -> None:
+    """List the metrics domainbench reports: name, unit, which direction is better, what it means."""
+    import json
+
+    from domainbench.metrics.registry import registry
+
+    if format not in ("table", "json"):
+        raise UserInputError(f"--format {format!r} is not supported; use table or json")
+    found = registry().find(pattern)
+    if not found:
+        raise UserInputError(f"no metric matches {pattern!r}; `domainbench metrics` lists them all")
+    if format == "json":
+        sys.stdout.write(json.dumps([m.describe() for m in found], indent=2, ensure_ascii=False) + "\n")
+        return
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for col in ("name", "level", "unit", "better", "meaning"):
+        table.add_column(col, no_wrap=col != "meaning")
+    for m in found:
+        table.add_row(m.name, m.level, m.unit, m.direction or "-", literal(m.meaning))
+    console.print(table)
+
+
 @app.command()
 def ui(
     port: Annotated[int, typer.Option(help="Port for the Streamlit server.")] = 8501,
@@ -619,17 +669,23 @@ def ui(
     if not app_path.is_file():  # an editable install maps domainbench.frontend to the checkout's frontend/
         from domainbench import frontend
         app_path = Path(frontend.__file__).resolve().parent / "app.py"
-    command = [sys.executable, "-m", "streamlit", "run", str(app_path), "--server.port", str(port),
-               "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    from domainbench.parent_watch import command as watched
+
+    # both children end when this process dies, even by kill -9 (no orphaned server or worker)
+    command = watched("streamlit", "run", str(app_path), "--server.port", str(port),
+                      "--server.address", host, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+                      "--client.toolbarMode", "viewer")
     # with MongoDB the workers are separate machines (`domainbench worker`); the embedded store
     # lives on this one, so the UI brings the worker that runs what its New domain page queues
     side = None
     if worker and not _settings().store_uri:
-        side = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "--quiet", "worker"], stdin=subprocess.DEVNULL)
+        side = subprocess.Popen(watched("domainbench.cli", "--quiet", "worker"), stdin=subprocess.DEVNULL)
         _say(f"worker started (process {side.pid}); it runs the runs launched from the UI")
     _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
     try:
-        code = subprocess.call(command)
+        # the pages tell whether the built-in worker is alive (frontend/progress.py)
+        env = {**os.environ, **({"DOMAINBENCH_UI_WORKER_PID": str(side.pid)} if side is not None else {})}
+        code = subprocess.call(command, env=env)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM reach Streamlit too; it stops by itself
         code = 0
     finally:
@@ -732,6 +788,14 @@ def main() -> None:
             sys.exit(code)
         if type(e).__name__ == "Abort":
             sys.exit(1)
+        from domainbench.disk_full import disk_full_cause, disk_full_message
+
+        full = disk_full_cause(e)
+        if full is not None:
+            where = getattr(full, "filename", None) or _settings().home
+            err_console.print(f"error: {printable(_settings().redact(disk_full_message(full, str(where))))}",
+                              highlight=False, markup=False, soft_wrap=True)
+            sys.exit(2)
         _internal_error(e)
 
 

@@ -152,6 +152,11 @@ def _listed_once(values: list[str], what: str) -> list[str]:
     return values
 
 
+def _unless_default(default: Any, **constraints: Any) -> Any:
+    """A field left out of ``model_dump`` while it holds its default (fields added for new features)."""
+    return Field(default=default, exclude_if=lambda v: v == default, **constraints)
+
+
 class RunConfig(_Strict):
     """How to evaluate: dataset, models, baseline, device and the engine's knobs.
 
@@ -186,6 +191,21 @@ class RunConfig(_Strict):
     stability_images: int = Field(default=64, ge=1, le=bounds.MAX_STABILITY_IMAGES)
     threat: bool = True
     threat_anchors: int = Field(default=50, ge=1, le=bounds.MAX_THREAT_ANCHORS)
+    # generative VLMs (hf-vlm:, openai-vlm:; docs/generative-vlms.md): the questions asked (several
+    # average the class scores), how classes are scored or answered, and remote endpoints' limits.
+    # Left out of a dump while at their defaults, so runs without such models store what they did.
+    questions: list[str] | None = _unless_default(None)
+    vlm_mode: Literal["loglik", "generate", "choice"] = _unless_default("loglik")
+    vlm_score: Literal["sum", "mean"] = _unless_default("sum")
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = _unless_default("auto")
+    concurrency: int = _unless_default(8, ge=1)
+    max_requests: int | None = _unless_default(None, ge=1)
+    api_key_env: str = _unless_default("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    request_timeout: float = _unless_default(60.0, gt=0)
+    # adaptive evaluation (domainbench.engine.adaptive): images in seeded random rounds, each cell
+    # stops once its anytime-valid interval is narrower than target_width or its pairs are decided
+    adaptive: bool = _unless_default(False)
+    target_width: float | None = _unless_default(None, gt=0, lt=1)
 
     @field_validator("models")
     @classmethod
@@ -256,7 +276,7 @@ class RunConfig(_Strict):
 
 
 # the CLI flag of a RunConfig field, where it is not the field's name with dashes
-_FLAGS = {"templates": "template", "": "run-config"}
+_FLAGS = {"templates": "template", "questions": "question", "": "run-config"}
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 

@@ -8,6 +8,7 @@ attached to a public issue.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import sys
@@ -37,10 +38,17 @@ def write_crash_report(exc: BaseException, settings: Settings, argv: list[str] |
         try:
             folder.mkdir(parents=True, exist_ok=True)
             fd, name = tempfile.mkstemp(prefix=f"domainbench-traceback-{stamp}-", suffix=".txt", dir=folder)
+        except OSError:
+            continue
+        try:  # whole or not at all: a full disk must not leave an empty report behind
             with os.fdopen(fd, "w") as f:
                 f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
             return Path(name).resolve()
         except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
             continue
     return None
 

@@ -18,6 +18,7 @@ from domainbench.engine.compare import paired_comparison, run_pairs
 from domainbench.engine.confidence import load_intervals
 from domainbench.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
+from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
 from domainbench.metrics.comparison import Comparison
 from domainbench.metrics.confidence import RunIntervals
@@ -140,8 +141,11 @@ def comparison(store: Store, run_ids: list[str], models: list[str] | None = None
 
 
 def export_csv(report: RunReport, store: Store | None = None, confidence: float = DEFAULT_CONFIDENCE) -> str:
-    """``domainbench export --format csv``: one row per model × cell, with the intervals when the store is given."""
-    return to_csv(report, None if store is None else intervals(store, report, confidence))
+    """``domainbench export --format csv``: one row per model × cell; with the store, the intervals (and a
+    generative run's unparseable rates)."""
+    if store is None:
+        return to_csv(report)
+    return to_csv(report, intervals(store, report, confidence), load_unparseable_rates(store, report.run_id))
 
 
 def export_json(run: RunRecord, report: RunReport, store: Store | None = None,

@@ -20,6 +20,9 @@ host_memory.configure()
 
 _VIEWS = Path(__file__).resolve().parent / "views"
 
+# a product, not a dev server: no Deploy button or developer menu, however the app was started
+# (the usage statistics are switched off by `domainbench ui`'s flags and .streamlit/config.toml)
+st.set_option("client.toolbarMode", "viewer")
 st.set_page_config(page_title="domainbench", page_icon=":material/science:", layout="wide")
 nav = st.navigation(
     [

@@ -61,6 +61,10 @@ def warm_corruption_registry() -> threading.Thread:
     server, so the Compare page's families and the gallery do not wait for them on first use."""
 
     def load() -> None:
+        # scipy.stats first: imported while torch is half-imported (this thread), it reads the
+        # partial torch module and fails in whichever thread imports it (a report's build)
+        import scipy.stats  # noqa: F401
+
         from domainbench import corruptions
         corruptions.names()
 

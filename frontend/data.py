@@ -22,6 +22,7 @@ import pandas as pd
 
 from domainbench.config import DomainConfig
 from domainbench.errors import UserInputError
+from domainbench.metrics.registry import Metric, metrics_of
 from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
                                run_fingerprint, run_progress, stability_records, stored_domains, stored_units)
@@ -31,20 +32,13 @@ from domainbench.store import Store, home_dir
 from domainbench.store.records import RunRecord, StabilityRecord
 from domainbench.store.status import run_status
 
-STABILITY_METRICS = {
-    "divergence_radius": "DivergenceRadius R_dr",
-    "cosine": "cosine robustness R_cs",
-    "euclidean": "Euclidean robustness R_ed",
-}
-#: metrics the Compare page can plot: field of a report's ``SummaryRow`` -> (label, lower is better)
+#: stability metric -> its label (the metric registry's image metrics)
+STABILITY_METRICS = {m.name: m.display for m in metrics_of("image")}
+#: metrics the Compare page can plot: field of a report's ``SummaryRow`` -> (label, lower is better);
+#: the relative metrics (ratios to the baseline) first, so the page opens on mCE
 COMPARE_METRICS: dict[str, tuple[str, bool]] = {
-    "mce": ("mCE", True),
-    "rce": ("rCE", True),
-    "mfr": ("mFR", True),
-    "acc": ("clean accuracy", False),
-    "mean_corrupted_acc": ("mean corrupted accuracy", False),
-    "safe_acc": ("safe-cell accuracy", False),
-    "corr": ("corr(acc, LFP)", False),
+    m.field: (m.display, m.lower_is_better)
+    for m in sorted(metrics_of("model"), key=lambda m: m.unit != "ratio") if m.field
 }
 
 
@@ -204,23 +198,20 @@ def run_label(run: RunRecord) -> str:
 # --------------------------------------------------------------------------- report frames
 
 
+def summary_metrics() -> list[Metric]:
+    """The summary table's metrics (the CLI's summary columns), shown under their UI headers."""
+    return [m for m in metrics_of("model") if m.cli_header]
+
+
 def summary_frame(report: RunReport) -> pd.DataFrame:
     """The product paper's table with the safe-cell accuracy: one row per model.
 
     Accuracies are percentages; ``None`` (not applicable / undefined) stays missing, never 0.
     """
+    columns = summary_metrics()
     rows = [
-        {
-            "model": row.model,
-            "baseline": row.baseline,
-            "clean acc %": _pct(row.acc),
-            "corrupted acc %": _pct(row.mean_corrupted_acc),
-            "safe-cell acc %": _pct(row.safe_acc),
-            "mCE": row.mce,
-            "rCE": row.rce,
-            "mFR": row.mfr,
-            "corr(acc, LFP)": row.corr,
-        }
+        {"model": row.model, "baseline": row.baseline,
+         **{m.table_header: _pct(m.read(row)) if m.percent else m.read(row) for m in columns}}
         for row in report.table()
     ]
     if not rows:

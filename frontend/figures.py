@@ -17,18 +17,17 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from domainbench.metrics.aggregate import CellSummary, ModelSummary
+from domainbench.metrics.registry import metric, metrics_of
 from domainbench.report import RunReport, StabilityMean, ThreatCell
 
 SAFE_COLOR = "#2ca02c"
 UNSAFE_COLOR = "#d62728"
 #: a PD threat at or below this is label-preserving (domainbench.metrics.run_report.SAFE_THREAT)
 SAFE_THREAT = 1.0
+#: chart axis labels: a cell's balanced accuracy and flip probability (percent), the stability metrics
 METRIC_LABELS = {
-    "accuracy": "balanced accuracy (%)",
-    "lfp": "label flip probability (%)",
-    "divergence_radius": "DivergenceRadius R_dr",
-    "cosine": "cosine robustness R_cs",
-    "euclidean": "Euclidean robustness R_ed",
+    **{m.field: f"{m.display} (%)" for m in map(metric, ("balanced_accuracy", "label_flip_probability"))},
+    **{m.name: m.display for m in metrics_of("image")},
 }
 
 
@@ -363,10 +362,12 @@ def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int =
 
 
 def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, percent: bool = False,
-                   runs_per_column: dict[str, int] | None = None, x_title: str = "domain") -> go.Figure:
+                   runs_per_column: dict[str, int] | None = None, x_title: str = "domain",
+                   center: float | None = None) -> go.Figure:
     """Models (rows) × columns (domains or families): one value per cell, the better end green.
 
-    A missing value (model not evaluated there, or undefined) stays blank, never 0.
+    A missing value (model not evaluated there, or undefined) stays blank, never 0. ``center``
+    (1.0 for a ratio to the baseline) is the neutral colour: the baseline itself is neither red nor green.
     """
     if matrix.empty or matrix.notna().sum().sum() == 0:
         return _empty(f"{label} per model and {x_title}", f"{label} is not available for the chosen runs")
@@ -377,8 +378,8 @@ def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, perc
     fig = go.Figure(go.Heatmap(
         z=[[None if np.isnan(v) else float(v) for v in row] for row in z], x=x, y=list(matrix.index), text=text,
         texttemplate="%{text}", colorscale="RdYlGn_r" if lower_is_better else "RdYlGn",
-        colorbar={"title": label + (" %" if percent else "")},
-        hovertemplate="%{y}<br>%{x}<br>" + label + " %{z:.3f}<extra></extra>",
+        colorbar={"title": label + (" %" if percent else "")}, zmid=center,
+        hovertemplate="%{y}<br>%{x}<br>" + label + (" %{z:.1f} %" if percent else " %{z:.3f}") + "<extra></extra>",
     ))
     fig.update_layout(title=f"{label} per model and {x_title} ({'lower' if lower_is_better else 'higher'} is better)",
                       xaxis_title=x_title, yaxis_title="model", yaxis={"autorange": "reversed"},

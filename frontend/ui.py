@@ -88,3 +88,30 @@ def status_badge(status: str) -> str:
 def sidebar_store(store: Store) -> None:
     # the description redacts passwords; raw URIs and keys are never shown
     st.sidebar.caption(redact(f"Results store: {store.description}"))
+
+
+#: characters of a user's text shown before the rest is folded behind "more"
+FOLD_CHARS = 300
+_MD_SPECIAL = set("\\`*_{}[]()<>#+-.!|:$~^=\"'&%@")
+
+
+def md_escape(text: str) -> str:
+    """``text`` for a Markdown context, shown literally: every punctuation a Markdown, LaTeX, link or
+    ``:color[...]`` directive could start with is backslash-escaped (CommonMark escapes any ASCII
+    punctuation), and line breaks stay line breaks."""
+    out = "".join(f"\\{ch}" if ch in _MD_SPECIAL else ch for ch in str(text))
+    return out.replace("\r\n", "\n").replace("\n", "  \n")
+
+
+def literal_text(label: str, text: str, fold: int = FOLD_CHARS) -> None:
+    """A user's text (a domain description, a planner's reason) as plain text, never Markdown; a long
+    one shows its first ``fold`` characters and folds the rest behind "more"."""
+    text = text or "?"
+    st.caption(label)
+    if len(text) <= fold:
+        st.text(text)
+        return
+    cut = text[:fold].rsplit(" ", 1)[0] if " " in text[:fold] else text[:fold]
+    st.text(cut + " …")
+    with st.expander(f"more ({len(text):,} characters)"):
+        st.text(text)

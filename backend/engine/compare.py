@@ -1,7 +1,7 @@
 """Paired comparison of the models of one or more stored runs (``domainbench compare``, the UI).
 
 Runs can be compared only when they evaluated the same images: the same dataset (as named, with
-the same classes), the same image indices with the same labels, and the same seed (so each corrupted
+the same classes, and the same content fingerprint where both runs recorded one), the same image indices with the same labels, and the same seed (so each corrupted
 image is the same pixels in both runs). Otherwise the comparison is refused, saying why.
 """
 
@@ -47,6 +47,11 @@ def merged_outcomes(store: Store, run_ids: Sequence[str]) -> ImageOutcomes:
         if _dataset_key(run) != _dataset_key(first):
             raise UserInputError(f"runs {first.run_id} and {run.run_id} evaluated different datasets "
                                  f"({_dataset_key(first)[0]} vs {_dataset_key(run)[0]}); compare runs on the same images")
+        fa = first.dataset.fingerprint if first.dataset is not None else None
+        fb = run.dataset.fingerprint if run.dataset is not None else None
+        if fa is not None and fb is not None and fa.differences(fb):
+            raise UserInputError(f"runs {first.run_id} and {run.run_id} evaluated different images "
+                                 f"(dataset fingerprints differ: {fa.differences(fb)}); compare runs on the same images")
         if run.config.seed != first.config.seed:
             raise UserInputError(f"runs {first.run_id} and {run.run_id} used different seeds ({first.config.seed} vs "
                                  f"{run.config.seed}), so their corrupted images differ; compare runs made with the same --seed")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from domainbench.engine.adaptive import sequential_intervals
 from domainbench.metrics.confidence import RunIntervals, run_intervals
 from domainbench.metrics.outcomes import ImageOutcomes, image_outcomes
 from domainbench.report import RunReport
@@ -17,8 +18,12 @@ def load_outcomes(store: Store, run_id: str) -> ImageOutcomes:
 def load_intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
                    resamples: int = DEFAULT_RESAMPLES) -> RunIntervals:
     """The report's intervals at ``confidence``; the bootstrap is seeded by the run's seed, so
-    the same run gives the same intervals every time."""
+    the same run gives the same intervals every time. An adaptive run's top-1 and flip intervals
+    are its anytime-valid confidence sequences."""
     confidence = check_confidence(confidence)
-    return run_intervals(report, load_outcomes(store, report.run_id), store.stability(report.run_id),
-                         confidence=confidence, resamples=resamples, seed=report.seed)
+    units = store.units(report.run_id)
+    run = store.get_run(report.run_id)
+    sequential = sequential_intervals(units, confidence) if run is not None and run.config.adaptive else None
+    return run_intervals(report, image_outcomes(units), store.stability(report.run_id),
+                         confidence=confidence, resamples=resamples, seed=report.seed, sequential=sequential)
 

@@ -13,80 +13,73 @@ import io
 import json
 from typing import Any
 
-from domainbench.metrics.aggregate import CellSummary
-from domainbench.metrics.confidence import RunIntervals, interval_columns
+from domainbench.metrics.confidence import CELL_INTERVAL_METRICS, RunIntervals, interval_columns
+from domainbench.metrics.defs.classification import top1_accuracy as top1_accuracy  # where readers found it
+from domainbench.metrics.registry import metric, metrics_of
 from domainbench.report import RunReport
 from domainbench.store.records import RunRecord
 
-#: one row per model × cell, in this order; what each column holds:
-CELL_COLUMNS: dict[str, str] = {
+#: the columns that say which cell a row is; the metric columns follow, from the registry's cell metrics
+CELL_KEY_COLUMNS: dict[str, str] = {
     "model": "registry name of the model",
     "corruption": "corruption name, or 'clean' for the uncorrupted pass",
     "severity": "severity 1..5 (0 for the clean pass)",
-    "n_images": "images scored in the cell",
-    "balanced_accuracy": "mean per-class recall, 0..1 (empty when the dataset is unlabelled)",
-    "top1_accuracy": "fraction of images whose top-1 prediction is the true class, 0..1 (empty when unlabelled)",
-    "label_flip_probability": "fraction of images whose prediction differs from the clean one (0 for clean)",
-    "label_flips": "number of images whose prediction differs from the clean one",
-    "shared_by_all_models": "whether every model has the cell, so it enters the aggregates",
-    "top1_accuracy_ci_low": "lower end of the Wilson interval of top1_accuracy at the export's --confidence",
-    "top1_accuracy_ci_high": "upper end of the Wilson interval of top1_accuracy",
-    "balanced_accuracy_ci_low": "lower end of the stratified bootstrap interval of balanced_accuracy",
-    "balanced_accuracy_ci_high": "upper end of the stratified bootstrap interval of balanced_accuracy",
-    "label_flip_probability_ci_low": "lower end of the Wilson interval of label_flip_probability (empty for clean)",
-    "label_flip_probability_ci_high": "upper end of the Wilson interval of label_flip_probability (empty for clean)",
-    "mean_pd_threat": "mean Projected Displacement threat of the corruption cell (empty: not computed)",
-    "pd_safe": "whether the PD threat calls the cell label-preserving (empty: not computed)",
+}
+#: the interval columns sit between the classification metrics and the PD threat's (registry order < 65 / > 65)
+INTERVAL_COLUMNS_AT = 65
+_INTERVAL_NAMES = {"wilson": "Wilson score", "bootstrap": "stratified bootstrap"}
+_END = {"low": "lower", "high": "upper"}
+INTERVAL_COLUMNS: dict[str, str] = {
+    f"{name}_ci_{end}": f"{_END[end]} end of the {_INTERVAL_NAMES[str(metric(name).interval)]} interval of {name} at the "
+                        "export's --confidence (empty without it, or where the metric does not apply)"
+    for name in CELL_INTERVAL_METRICS for end in ("low", "high")
+}
+#: one row per model × cell, in this order; what each column holds
+CELL_COLUMNS: dict[str, str] = {
+    **CELL_KEY_COLUMNS,
+    **{m.name: m.meaning for m in metrics_of("cell") if m.order < INTERVAL_COLUMNS_AT},
+    **INTERVAL_COLUMNS,
+    **{m.name: m.meaning for m in metrics_of("cell") if m.order > INTERVAL_COLUMNS_AT},
 }
 CELL_FIELDS = list(CELL_COLUMNS)
 CSV_FIELDS = ["run_id", *CELL_FIELDS]
 
 
-def top1_accuracy(cell: CellSummary) -> float | None:
-    """Trace over total of the cell's confusion matrix; None when unlabelled (no matrix)."""
-    if cell.confusion is None:
-        return None
-    total = sum(sum(row) for row in cell.confusion)
-    if total == 0:
-        return None
-    return sum(cell.confusion[i][i] for i in range(len(cell.confusion))) / total
-
-
 def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[dict[str, Any]]:
     """One row per model × (corruption, severity), the clean pass first, with the cell's PD threat
     and, given ``intervals``, the ``*_ci_low``/``*_ci_high`` columns (empty without them)."""
+    metrics = metrics_of("cell")
     rows = []
     for m, c in report.all_cells():
         t = report.threat_of(c.corruption, c.severity)
-        rows.append(
-            {
-                "model": m.model,
-                "corruption": c.corruption,
-                "severity": c.severity,
-                "n_images": c.n,
-                "balanced_accuracy": c.accuracy,
-                "top1_accuracy": top1_accuracy(c),
-                "label_flip_probability": c.lfp,
-                "label_flips": c.flips,
-                **interval_columns(intervals.cell(m.model, c.corruption, c.severity) if intervals else None),
-                "shared_by_all_models": c.in_common,
-                "mean_pd_threat": None if t is None else t.mean_threat,
-                "pd_safe": None if t is None else t.safe,
-            }
-        )
+        values = {metric.name: metric.read(c, t) for metric in metrics}
+        values |= interval_columns(intervals.cell(m.model, c.corruption, c.severity) if intervals else None)
+        rows.append({"model": m.model, "corruption": c.corruption, "severity": c.severity,
+                     **{k: values[k] for k in CELL_COLUMNS if k in values}})
     return rows
 
+
+#: a run with generative models answering freely adds this column (docs/generative-vlms.md)
+UNPARSEABLE_FIELD = "unparseable_rate"
+UNPARSEABLE_DOC = "fraction of a generative model's free answers that named no class (counted wrong)"
 
 #: an FMR run's CSV adds one row per tested model (corruption "fmr", accuracy = PA) and these columns
 FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
 
 
-def to_csv(report: RunReport, intervals: RunIntervals | None = None) -> str:
-    """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty."""
+def to_csv(report: RunReport, intervals: RunIntervals | None = None,
+           unparseable: dict[tuple[str, str, int], float] | None = None) -> str:
+    """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty.
+
+    ``unparseable`` (from ``engine.vlm_units.unparseable_rates``) adds the unparseable_rate column.
+    """
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS + (FMR_FIELDS if report.fmr else []), extrasaction="ignore")
+    fields = CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (FMR_FIELDS if report.fmr else [])
+    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
     w.writeheader()
     for row in cell_rows(report, intervals):
+        if unparseable:
+            row[UNPARSEABLE_FIELD] = unparseable.get((row["model"], row["corruption"], row["severity"]))
         w.writerow({"run_id": report.run_id, **row})
     for m in report.fmr.models if report.fmr else []:
         w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n": m.n,

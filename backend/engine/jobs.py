@@ -78,6 +78,10 @@ def init_worker() -> None:
 
     from domainbench import host_memory
     host_memory.configure()  # a spawned process starts with glibc's defaults
+    import signal
+
+    from domainbench.parent_watch import watch_parent
+    watch_parent(signal.SIGKILL)  # a corruption worker holds nothing worth saving: end with the engine
 
     # each worker is one process on one core: nested BLAS/OpenCV threads only oversubscribe
     os.environ.setdefault("OMP_NUM_THREADS", "1")

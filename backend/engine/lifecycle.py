@@ -17,7 +17,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 from domainbench.config import DomainConfig, RunConfig
-from domainbench.data import Dataset
 from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.reports import build_report
 from domainbench.errors import UserInputError
@@ -50,17 +49,13 @@ def stored_run(store: Store, run_id: str) -> RunRecord:
     return run
 
 
-def dataset_info(ds: Dataset) -> DatasetInfo:
-    return DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled)
-
-
-def create_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None, ds: Dataset,
+def create_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None, dataset: DatasetInfo,
                environment: dict[str, Any], **fields: Any) -> str:
     """Store the domain and the run, running in this process; returns the run id. ``fields``: the kind's own."""
     run_id = run_id or new_run_id(domain.domain)
     did = store.domains.save(domain, created_at=now())
     store.put_run(RunRecord(run_id=run_id, domain_id=did, domain=domain, config=cfg, status="running", pid=os.getpid(),
-                            host=platform.node(), created_at=now(), dataset=dataset_info(ds), environment=environment,
+                            host=platform.node(), created_at=now(), dataset=dataset, environment=environment,
                             **fields))
     return run_id
 

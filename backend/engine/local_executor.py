@@ -24,6 +24,7 @@ from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.tasks import RunEvents
 from domainbench.engine.work import RunStats, ShardWork
+from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
 
 
@@ -46,7 +47,8 @@ class LocalExecutor:
     """``Executor`` running everything on this machine; the models stay loaded in this process."""
 
     def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents) -> list[ModelState]:
-        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=events.message)
+        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=events.message,
+                           vlm=VLMOptions.from_run_config(cfg))
 
     def environment(self, models: list[ModelState]) -> dict[str, Any]:
         return local_environment(models)

@@ -26,6 +26,7 @@ from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
 from domainbench.engine.local_executor import local_environment
 from domainbench.engine.runner import Engine, cells_of, open_run_dataset
 from domainbench.engine.scoring import ModelState, load_models
+from domainbench.models.generative import VLMOptions
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.engine.work import ShardWork
@@ -117,7 +118,7 @@ class ShardActor:
         """Open the dataset and load every model; the environment as the run records it."""
         self.dataset = open_run_dataset(self.cfg)
         self.models = load_models(self.model_names, self.dataset.classes, self.cfg.device, self.cfg.batch_size,
-                                  self.cfg.templates)
+                                  self.cfg.templates, vlm=VLMOptions.from_run_config(self.cfg))
         return {**local_environment(self.models), "host": platform.node(), "pid": os.getpid()}
 
     def _begin(self, run_id: str, domain: dict[str, Any]) -> RunContext:

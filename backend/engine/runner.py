@@ -17,10 +17,12 @@ import numpy as np
 from domainbench import corruptions
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Dataset, open_dataset
+from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards, adaptive_stopping
 from domainbench.engine.cancel import CancelWatch
+from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
 from domainbench.engine.jobs import CLEAN, Job
-from domainbench.engine.lifecycle import (check_new_run_id, complete_run, create_run, dataset_info, new_run_id, now,
-                                          restart_run, stored_run)
+from domainbench.engine.lifecycle import (check_new_run_id, complete_run, create_run, new_run_id, now, restart_run,
+                                          stored_run)
 from domainbench.engine.local_executor import LocalExecutor
 from domainbench.engine.scoring import ModelState
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
@@ -89,6 +91,7 @@ class Engine:
         self.events: RunEvents = events or SilentEvents()
         self.executor: Executor = executor or LocalExecutor()
         self.stats = RunStats()
+        self._adaptive: AdaptiveStopping | None = None  # set for a run made with --adaptive
 
     # -- public entry points ----------------------------------------------------------
     def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
@@ -99,10 +102,11 @@ class Engine:
         """
         check_new_run_id(self.store, run_id)
         domain.check_catalogue()
+        cfg = pinned_config(cfg)
         ds = open_run_dataset(cfg)
         models = self._load_models(cfg, ds)
         # nothing is written before every input is known to be good
-        run_id = create_run(self.store, domain, cfg, run_id, ds, self.executor.environment(models),
+        run_id = create_run(self.store, domain, cfg, run_id, dataset_info(ds, cfg), self.executor.environment(models),
                             ladder_versions=ladder_versions(domain))
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
 
@@ -113,10 +117,11 @@ class Engine:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
         ds = open_run_dataset(run.config)
+        check_same_dataset(run, ds)
         models = self._load_models(run.config, ds)
         started: dict[str, Any] = {"resumed_at": now()}
         if run.dataset is None:  # a queued run starts here: record what `start` records
-            started = {"dataset": dataset_info(ds), "environment": self.executor.environment(models)}
+            started = {"dataset": dataset_info(ds, run.config), "environment": self.executor.environment(models)}
         restart_run(self.store, run_id, ladder_versions=ladders, **started)
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 
@@ -126,9 +131,13 @@ class Engine:
     # -- the plan -----------------------------------------------------------------------
     def _evaluate(self, ctx: RunContext) -> str:
         cfg, ds = ctx.cfg, ctx.dataset
-        shard_size = cfg.shard_size or auto_shard_size(ds)
-        shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         cells = cells_of(ctx.domain)
+        if cfg.adaptive:
+            shards = adaptive_shards(len(ds), cfg.shard_size, cfg.seed)
+            self._adaptive = adaptive_stopping(self.store, ctx, cells)
+        else:
+            shard_size = cfg.shard_size or auto_shard_size(ds)
+            shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         done = self.store.units.keys(run_id=ctx.run_id)
         total = len(shards) * len(cells) * len(ctx.models)
         self.events.start(total, len(done))
@@ -141,8 +150,11 @@ class Engine:
             self.events.message("PD threat skipped: it needs labelled images (anchors of other classes)")
 
         self.stats.skipped_units = len(done)
+        adaptive = self._adaptive
         work = ShardWork(ctx, shards, cells, done, tasks, self.stats, self.events,
-                         plan=lambda: self._plan(ctx, shards, cells, done, tasks), cancel=CancelWatch(self.store, ctx.run_id))
+                         plan=lambda: self._plan(ctx, shards, cells, done, tasks), cancel=CancelWatch(self.store, ctx.run_id),
+                         observe=None if adaptive is None else
+                         lambda shard: adaptive.observe(self.store.units(ctx.run_id, shard=shard)))
 
         def compute() -> dict[str, Any]:
             self.executor.execute(work)
@@ -155,8 +167,12 @@ class Engine:
         """Per shard, the corruption jobs still needed: one per cell, whatever the number of models."""
         run_id, models = ctx.run_id, ctx.models
         for shard in range(len(shards)):
+            if self._adaptive is not None and self._adaptive.finished():
+                return  # every cell settled: the remaining rounds are not needed
             jobs: dict[tuple[Any, ...], Job] = {}
             for cell in cells:
+                if self._adaptive is not None and not self._adaptive.active(cell.corruption, cell.severity):
+                    continue
                 if cell.corruption != CLEAN and any((run_id, m.name, cell.corruption, cell.severity, shard) not in done for m in models):
                     job = cell.job(shard)
                     jobs[_job_key(job)] = job

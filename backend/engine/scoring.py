@@ -11,8 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from domainbench.metrics.confusion import SparseConfusion
 from domainbench.models import VisionLanguageModel, build_classifier, create_model, resolve_device
 from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative, softmax_confidence
 from domainbench.models.hub_common import as_tensor, autocast_for
 
 
@@ -31,16 +33,53 @@ class ModelState:
 
 
 def load_models(names: Sequence[str], classes: list[str], device: str, batch_size: int,
-                templates: Sequence[str] | None, say: Callable[[str], None] | None = None) -> list[ModelState]:
+                templates: Sequence[str] | None, say: Callable[[str], None] | None = None,
+                vlm: VLMOptions | None = None) -> list[ModelState]:
     dev = resolve_device(device)
     states = []
     for name in names:
         if say is not None:
             say(f"loading {name} on {dev}")
         model = create_model(name, dev)
-        classifier = build_classifier(model, classes, templates or DEFAULT_TEMPLATES).to(dev)
+        if is_generative(model):  # it classifies itself: no text classifier (an empty one keeps shapes)
+            model.configure(classes, vlm or VLMOptions())
+            classifier = torch.zeros((len(classes), 0), device=dev)
+        else:
+            classifier = build_classifier(model, classes, templates or DEFAULT_TEMPLATES).to(dev)
         states.append(ModelState(name, model, classifier, batch_size))
     return states
+
+
+@dataclass
+class Scored:
+    """A batch's predictions, its embeddings where they were computed, and a generative model's extras."""
+
+    preds: np.ndarray
+    #: softmax probability of the predicted class over the label set (None: a free answer has none)
+    confidence: np.ndarray | None = None
+    embeddings: torch.Tensor | None = None
+    vlm: VLMResult | None = None
+
+
+def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool = False) -> Scored:
+    """Predictions of a batch: embeddings + classifier for a dual encoder, the model itself for a
+    generative one (its embeddings, from the vision tower, only when asked for and available)."""
+    if not is_generative(ms.model):
+        emb = encode(ms, images)
+        preds, conf = predict_with_confidence(ms, emb)
+        return Scored(preds, conf, emb)
+    while True:
+        try:
+            res = ms.model.classify(as_host(images), ms.batch_size)
+        except torch.OutOfMemoryError:
+            if ms.batch_size == 1:
+                raise
+            ms.batch_size //= 2
+            torch.cuda.empty_cache()
+            continue
+        emb = encode(ms, images) if embeddings and not getattr(ms.model, "remote", False) else None
+        conf = None if res.scores is None else softmax_confidence(res.scores).astype(np.float32)
+        return Scored(res.preds, conf, emb, res)
 
 
 def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -98,12 +137,29 @@ def as_host(images: np.ndarray | torch.Tensor) -> np.ndarray:
 
 
 def predict(ms: ModelState, emb: torch.Tensor) -> np.ndarray:
+    return predict_with_confidence(ms, emb)[0]
+
+
+def predict_with_confidence(ms: ModelState, emb: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """Top-1 class indices (int64) and their softmax probability over the label set (float32).
+
+    The class is the argmax of the cosine similarities themselves, so scaling can never
+    reorder near ties; the probability is the softmax of the logits the model scores with
+    (its logit scale times the similarities).
+    """
     with torch.inference_mode():
-        return (emb @ ms.classifier.T.to(emb.dtype)).argmax(dim=1).cpu().numpy().astype(np.int64)
+        sims = emb @ ms.classifier.T.to(emb.dtype)
+        preds = sims.argmax(dim=1)
+        scale = float(getattr(ms.model, "logit_scale", 100.0))
+        conf = torch.softmax(sims.float() * scale, dim=1).gather(1, preds[:, None])[:, 0]
+        return preds.cpu().numpy().astype(np.int64), conf.cpu().numpy().astype(np.float32)
 
 
-def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> list[list[int]] | None:
+def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> SparseConfusion | None:
+    """The nonzero cells of the (true, predicted) confusion; None for unlabelled images."""
     if labels is None:
         return None
-    cm = np.bincount(labels * n_classes + preds, minlength=n_classes * n_classes).reshape(n_classes, n_classes)
-    return cm.tolist()
+    if (preds == UNPARSED).any():
+        # an unparsed answer is wrong whatever the label: counted off the diagonal of its true class's row
+        preds = np.where(preds == UNPARSED, (labels + 1) % n_classes, preds)
+    return SparseConfusion.from_pairs(labels, preds, n_classes)

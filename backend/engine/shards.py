@@ -19,8 +19,10 @@ from domainbench import corruptions
 from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
-from domainbench.engine.scoring import ModelState, confusion, encode, predict
+from domainbench.engine.scoring import ModelState, Scored, classify, confusion
 from domainbench.engine.tasks import Cell, CleanPass, RunContext, RunTask
+from domainbench.engine.vlm_units import vlm_unit_fields
+from domainbench.models.generative import VLMResult
 from domainbench.store.records import UnitRecord
 
 
@@ -39,14 +41,15 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
     run_id = ctx.run_id
     written = 0
 
-    def write(ms: ModelState, cell: Cell, preds: np.ndarray, clean: np.ndarray | None, corrupted: Corrupted,
+    def write(ms: ModelState, cell: Cell, scored: Scored, clean: np.ndarray | None, corrupted: Corrupted,
               t0: float) -> None:
         nonlocal written
-        write_unit(ctx, ms, cell, shard, batch, preds, clean, corrupted, t0)
+        write_unit(ctx, ms, cell, shard, batch, scored.preds, clean, corrupted, t0, confidence=scored.confidence,
+                   vlm=scored.vlm)
         done.add((run_id, ms.name, cell.corruption, cell.severity, shard))
         written += 1
         if on_unit is not None:
-            on_unit(len(preds))
+            on_unit(len(scored.preds))
 
     clean = CleanPass()
     for ms in ctx.models:
@@ -57,11 +60,12 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
             clean.preds[ms.name] = np.asarray(stored.preds, dtype=np.int64)
             continue
         t0 = time.perf_counter()
-        emb = encode(ms, batch.images)
-        clean.preds[ms.name] = predict(ms, emb)
-        clean.embeddings[ms.name] = emb
+        scored = classify(ms, batch.images, embeddings=need_emb)
+        clean.preds[ms.name] = scored.preds
+        if scored.embeddings is not None:
+            clean.embeddings[ms.name] = scored.embeddings
         if key not in done:
-            write(ms, Cell(CLEAN, 0, None), clean.preds[ms.name], None, Corrupted(batch.images, {}), t0)
+            write(ms, Cell(CLEAN, 0, None), scored, None, Corrupted(batch.images, {}), t0)
     by_cell = {(c.corruption, c.severity): c for c in cells}
     for job, fut in jobs:
         corrupted = fut.result()
@@ -74,15 +78,15 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
             if (run_id, ms.name, cell.corruption, cell.severity, shard) in done:
                 continue
             t0 = time.perf_counter()
-            preds = predict(ms, encode(ms, corrupted.images))
-            write(ms, cell, preds, clean.preds[ms.name], corrupted, t0)
+            write(ms, cell, classify(ms, corrupted.images), clean.preds[ms.name], corrupted, t0)
     for task in tasks:
         task.flush(shard)
     return written
 
 
 def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: Batch, preds: np.ndarray,
-               clean: np.ndarray | None, corrupted: Corrupted, t0: float) -> None:
+               clean: np.ndarray | None, corrupted: Corrupted, t0: float, confidence: np.ndarray | None = None,
+               vlm: VLMResult | None = None) -> None:
     classes = ctx.dataset.classes
     params = {**cell.applied, "drawn": corrupted.drawn} if corrupted.drawn else cell.applied
     unit = UnitRecord(
@@ -94,19 +98,22 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         n=int(len(preds)),
         confusion=confusion(batch.labels, preds, len(classes)),
         flips=0 if clean is None else int((preds != clean).sum()),
-        preds=preds.tolist(),
-        indices=batch.indices.tolist(),
+        preds=preds,
+        indices=batch.indices,
+        hits=None if batch.labels is None else (preds == batch.labels).astype(np.int8),
+        confidence=confidence,
         n_unreadable=len(batch.unreadable),
         params=params,
         seed=ctx.cfg.seed,
         classes=classes,
         # per-image labels once per shard: the stability link joins them with predictions
-        labels=batch.labels.tolist() if cell.corruption == CLEAN and batch.labels is not None else None,
+        labels=batch.labels if cell.corruption == CLEAN and batch.labels is not None else None,
         corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
         frost_texture=texture_of(corrupted.drawn),
         elapsed_s=round(time.perf_counter() - t0, 4),
         computed_at=_now(),
         ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
+        **vlm_unit_fields(vlm),
     )
     ctx.store.units.put(unit)
 

@@ -49,6 +49,8 @@ class ShardWork:
     plan: Callable[[], Iterator[tuple[int, list[Job]]]]
     #: the user's Cancel, looked at between units (``check`` raises ``RunCancelled``)
     cancel: CancelWatch
+    #: called with each shard scored in this process (adaptive stopping reads its units)
+    observe: Callable[[int], None] | None = None
 
     def load(self, shard: int) -> Batch:
         """The shard's clean images, decoded here (unreadable files reported)."""
@@ -64,6 +66,8 @@ class ShardWork:
     def consume(self, shard: int, batch: Batch, jobs: list[tuple[Job, Any]]) -> None:
         """Score one shard in this process with its corrupted batches (futures with ``result()``)."""
         score_shard(self.ctx, self.cells, self.done, self.tasks, shard, batch, jobs, on_unit=self.unit_written)
+        if self.observe is not None:
+            self.observe(shard)
 
     def unit_written(self, n_images: int) -> None:
         self.stats.computed_units += 1

@@ -19,6 +19,7 @@ import numpy as np
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.jobs import CLEAN
+from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
 from domainbench.engine.lifecycle import check_new_run_id, complete_run, create_run, now, restart_run, stored_run
 from domainbench.engine.local_executor import local_environment
 from domainbench.engine.runner import open_run_dataset
@@ -70,8 +71,10 @@ class FmrRunner:
         check_new_run_id(self.store, run_id)
         check_oracle_names(settings.oracle)
         domain.check_catalogue()
+        cfg = pinned_config(cfg)
         ds, oracle, models = self._prepare(domain, cfg, settings, tested)
-        run_id = create_run(self.store, domain, cfg, run_id, ds, local_environment(oracle.members), fmr=settings)
+        run_id = create_run(self.store, domain, cfg, run_id, dataset_info(ds, cfg), local_environment(oracle.members),
+                            fmr=settings)
         return self._evaluate(run_id, domain, cfg, settings, ds, oracle, models)
 
     def resume(self, run_id: str, tested: Sequence[TestedModel] | None = None) -> str:
@@ -79,6 +82,7 @@ class FmrRunner:
         if run.fmr is None:
             raise UserInputError(f"run {run_id} is not an FMR run; resume it with `domainbench run --resume {run_id}`")
         ds, oracle, models = self._prepare(run.domain, run.config, run.fmr, tested)
+        check_same_dataset(run, ds)
         restart_run(self.store, run_id, resumed_at=now())
         return self._evaluate(run_id, run.domain, run.config, run.fmr, ds, oracle, models)
 

@@ -1,8 +1,8 @@
 """From stored unit documents (sufficient statistics) to per-model robustness summaries.
 
 A *unit* is one (run_id, model, corruption, severity, shard) piece of work. The engine
-stores for it only sums — a confusion matrix and a flip count — so shards merge by
-addition in any order, a run can resume, and the baseline model can be changed after the
+stores for it only sums — a sparse confusion matrix (its nonzero cells, from which per-class
+support and correct counts follow) and a flip count — so shards merge by addition in any order, a run can resume, and the baseline model can be changed after the
 run without touching images: :func:`summarize` takes the baseline as a parameter.
 
 Conventions (documented choices, all tested):
@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from domainbench.metrics.classification import (
     MetricInputError,
-    balanced_accuracy,
+    balanced_accuracy_from_counts,
     ce_per_corruption,
     fr_per_corruption,
     label_flip_probability,
@@ -42,9 +42,10 @@ from domainbench.metrics.classification import (
     pearson_acc_lfp,
     rce_per_corruption,
 )
+from domainbench.metrics.confusion import SparseConfusion
 
 CLEAN = "clean"
-UNIT_SCHEMA_VERSION = 1
+UNIT_SCHEMA_VERSION = 2
 SUMMARY_SCHEMA_VERSION = 1
 
 CellKey = tuple[str, str, int]  # (model, corruption, severity)
@@ -58,19 +59,31 @@ class UnitDocument(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    schema_version: Literal[1]
+    #: 1: dense confusion rows, per-image lists; 2: sparse confusion, packed per-image arrays
+    schema_version: Literal[1, 2]
     run_id: str
     model: str
     corruption: str
     severity: int
     shard: int = Field(ge=0)
     n: int = Field(ge=0)
-    confusion: list[list[int]] | None
+    confusion: SparseConfusion | None
     flips: int = Field(ge=0)
     n_unreadable: int = Field(default=0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
     seed: int
     classes: list[str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dense_shape(cls, data: Any) -> Any:
+        """A dense (older) confusion must be C×C for the unit's C classes: said before it is made sparse."""
+        if isinstance(data, Mapping) and isinstance(data.get("confusion"), list) and isinstance(data.get("classes"), list):
+            c, rows = len(data["classes"]), data["confusion"]
+            if len(rows) != c or any(not isinstance(r, list) or len(r) != c for r in rows):
+                lengths = sorted({len(r) if isinstance(r, list) else -1 for r in rows})
+                raise ValueError(f"confusion must be {c}×{c} to match classes, got {len(rows)} rows of lengths {lengths}")
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> UnitDocument:
@@ -89,14 +102,9 @@ class UnitDocument(BaseModel):
             raise ValueError(f"flips={self.flips} exceeds the number of images n={self.n}")
         if self.confusion is not None:
             c = len(self.classes)
-            if len(self.confusion) != c or any(len(row) != c for row in self.confusion):
-                raise ValueError(
-                    f"confusion must be {c}×{c} to match classes, got "
-                    f"{len(self.confusion)} rows of lengths {sorted({len(r) for r in self.confusion})}"
-                )
-            if any(v < 0 for row in self.confusion for v in row):
-                raise ValueError("confusion contains negative counts")
-            total = sum(sum(row) for row in self.confusion)
+            if self.confusion.n_classes != c:
+                raise ValueError(f"confusion must be {c}×{c} to match classes, got {self.confusion.n_classes} classes")
+            total = self.confusion.total
             if total != self.n:
                 raise ValueError(
                     f"confusion counts {total} images but n={self.n}; n must count exactly "
@@ -145,7 +153,7 @@ class CellStats(BaseModel):
     n: int
     flips: int
     n_unreadable: int
-    confusion: list[list[int]] | None
+    confusion: SparseConfusion | None
     shards: list[int]
     run_ids: list[str]
 
@@ -159,7 +167,7 @@ class CellStats(BaseModel):
             return None
         if self.n == 0:
             raise MetricInputError(f"cell {self._key_text()} holds no evaluated image")
-        return balanced_accuracy(np.asarray(self.confusion))
+        return balanced_accuracy_from_counts(self.confusion.support(), self.confusion.correct())
 
     def error(self) -> float:
         """1 − balanced accuracy; only for labelled cells."""
@@ -219,12 +227,9 @@ def merge_units(
                     f"shards of cell {where} mix labelled and unlabelled units; "
                     "re-run the cell with one dataset"
                 )
-        confusion: list[list[int]] | None = None
+        confusion: SparseConfusion | None = None
         if first.confusion is not None:
-            total = np.zeros((len(first.classes),) * 2, dtype=np.int64)
-            for u in members:
-                total += np.asarray(u.confusion, dtype=np.int64)
-            confusion = total.tolist()
+            confusion = SparseConfusion.total_of([u.confusion for u in members])  # type: ignore[misc]
         cells[key] = CellStats(
             model=key[0],
             corruption=key[1],
@@ -257,7 +262,8 @@ class CellSummary(BaseModel):
     lfp: float
     #: balanced accuracy; ``None`` when the dataset is unlabelled
     accuracy: float | None
-    confusion: list[list[int]] | None
+    #: nonzero cells of the summed confusion matrix (``np.asarray`` gives it dense)
+    confusion: SparseConfusion | None
     #: whether the cell is shared by every model and so enters the aggregates
     in_common: bool
 

@@ -135,6 +135,26 @@ def balanced_accuracy(confusion: ArrayLike) -> float:
     return float(np.mean(recall[~np.isnan(recall)]))
 
 
+def balanced_accuracy_from_counts(support: ArrayLike, correct: ArrayLike) -> float:
+    """Balanced accuracy from per-class counts (a confusion matrix's row sums and diagonal).
+
+    The same arithmetic as :func:`balanced_accuracy` on the matrix, so the two agree exactly.
+    """
+    s = _finite_array(support, "support")
+    k = _finite_array(correct, "correct")
+    if s.ndim != 1 or s.shape != k.shape or s.size == 0:
+        raise MetricInputError(f"support and correct must be two equal-length 1-D counts, got {s.shape} and {k.shape}")
+    if np.any(s < 0) or np.any(k < 0) or np.any(k > s):
+        raise MetricInputError("per-class counts must satisfy 0 <= correct <= support")
+    if s.sum() <= 0:
+        raise MetricInputError(
+            "confusion counts no images (all zeros): balanced accuracy is undefined; "
+            "evaluate at least one labelled image"
+        )
+    has = s > 0
+    return float(np.mean(k[has] / s[has]))
+
+
 def label_flip_probability(flips: int, n: int) -> float:
     """Fraction of ``n`` images whose corrupted prediction differs from the clean one."""
     if isinstance(flips, bool) or isinstance(n, bool):

@@ -11,7 +11,7 @@ report's point values (tested), which is what ties the intervals to the numbers 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -186,8 +186,13 @@ def _wilson_of_rate(rate: float | None, n: int, confidence: float) -> Interval:
 
 
 def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequence[StabilityRecord] = (),
-                  confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> RunIntervals:
-    """Every interval of ``report`` at level ``confidence`` (bootstrap seeded by ``seed``)."""
+                  confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
+                  sequential: Mapping[tuple[str, str, int], dict[str, Interval]] | None = None) -> RunIntervals:
+    """Every interval of ``report`` at level ``confidence`` (bootstrap seeded by ``seed``).
+
+    ``sequential``: per cell, anytime-valid intervals that replace the Wilson ones (an adaptive
+    run stopped its cells by looking at the data, and only those keep their coverage then).
+    """
     weights = bootstrap_weights(outcomes.n, outcomes.labels, resamples, seed)
     labelled = outcomes.labels is not None
     cells = []
@@ -198,6 +203,9 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
             top1 = wilson_interval(hits, c.n, confidence)
             ba = percentile_interval(cell_balanced_accuracy(outcomes, m.model, c.corruption, c.severity, weights), confidence)
         lfp = None if c.corruption == CLEAN else wilson_interval(c.flips, c.n, confidence)
+        override = (sequential or {}).get((m.model, c.corruption, c.severity), {})
+        top1 = override.get("top1_accuracy", top1)
+        lfp = override.get("label_flip_probability", lfp)
         cells.append(CellIntervals(model=m.model, corruption=c.corruption, severity=c.severity, top1_accuracy=top1,
                                    balanced_accuracy=ba, label_flip_probability=lfp))
     draws = model_metric_draws(report, outcomes, weights)

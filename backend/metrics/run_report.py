@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from domainbench.metrics.aggregate import CellStats, summarize
+from domainbench.metrics.registry import metrics_of
 from domainbench.metrics.threat import safe_accuracy, severity_safety
 from domainbench.report import (
     DropCorrelationReport,
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
 #: the PD threat is normalised so that moving all the way onto another class's anchor scores
 #: 2 (β = 1/2); at or below 1 a perturbation stays within half-way: label-preserving ("safe")
 SAFE_THREAT = 1.0
-STABILITY_METRICS = ("divergence_radius", "cosine", "euclidean")
+#: the per-image stability metrics a StabilityRecord holds (the registry's image metrics)
+STABILITY_METRICS = tuple(m.name for m in metrics_of("image"))
 
 
 def threat_cells(records: Sequence[ThreatRecord]) -> list[ThreatCell]:
@@ -91,19 +93,29 @@ def stability_link(units: Sequence[UnitRecord], records: Sequence[StabilityRecor
     )
 
     labels: dict[int, int] = {}
-    correct: dict[tuple[str, str], dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
     for u in units:
         if u.corruption == "clean" and u.labels is not None:
             labels.update(zip(u.indices, u.labels))
     if not labels:
         return []
-    for u in units:
-        for i, p in zip(u.indices, u.preds):
-            if i in labels:
-                correct[(u.model, u.corruption)][i].append(p == labels[i])
     radius: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     for d in records:
         radius[(d.model, d.corruption)].update(zip(d.indices, d.divergence_radius))
+    # only the images with a radius are joined: a unit's other images are never decoded one by one
+    wanted: dict[tuple[str, str], np.ndarray] = {k: np.fromiter(v, dtype=np.int64) for k, v in radius.items()}
+    for model in {m for m, _ in radius}:
+        wanted[(model, "clean")] = np.unique(np.concatenate([v for (m, _), v in wanted.items() if m == model]))
+    correct: dict[tuple[str, str], dict[int, list[bool]]] = defaultdict(lambda: defaultdict(list))
+    for u in units:
+        want = wanted.get((u.model, u.corruption))
+        if want is None:
+            continue
+        idx = np.asarray(u.indices, dtype=np.int64)
+        keep = np.isin(idx, want)
+        hits = _hits(u, idx, keep, labels)
+        for i, ok in zip(idx[keep].tolist(), hits):
+            if i in labels:
+                correct[(u.model, u.corruption)][i].append(ok)
     out = []
     for model in sorted({m for m, _ in radius}):
         per: dict[str, LinkEntry] = {}
@@ -135,6 +147,15 @@ def stability_link(units: Sequence[UnitRecord], records: Sequence[StabilityRecor
             drop_correlation=None if dc is None else DropCorrelationReport(r=dc.r, p_value=dc.p_value, n_corruptions=dc.n_corruptions),
         ))
     return out
+
+
+def _hits(u: UnitRecord, idx: np.ndarray, keep: np.ndarray, labels: dict[int, int]) -> list[bool]:
+    """Whether each kept image of ``u`` is classified correctly: its stored correctness bits, or
+    (units stored before those existed) its predictions against the clean pass's labels."""
+    if u.hits is not None:
+        return (np.asarray(u.hits)[keep] == 1).tolist()
+    preds = np.asarray(u.preds, dtype=np.int64)[keep]
+    return [p == labels.get(i, -1) for i, p in zip(idx[keep].tolist(), preds.tolist())]
 
 
 def build_report(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from domainbench.store import labelsets
 from domainbench.store.collections import KEY_FIELDS, Collection
 from domainbench.store.repositories import Repositories
 
@@ -64,6 +65,10 @@ class Store(Repositories, ABC):
         rows = [validate(collection, d).model_dump(mode="json") for d in docs]
         for row in rows:
             key_of(collection, row)
+        if rows and collection == Collection.UNITS:
+            sets = labelsets.detach(rows)
+            if sets:  # the label set lands before any unit that refers to it
+                self._upsert_many(Collection.LABELSETS, sets)
         if rows:
             self._upsert_many(collection, rows)
 
@@ -79,11 +84,18 @@ class Store(Repositories, ABC):
         self._check_where(collection, where)
         model = RECORDS[collection]
         out = []
-        for raw in self._find(collection, where):
+        raws = self._find(collection, where)
+        if collection == Collection.UNITS:
+            raws = labelsets.attach(raws, self._labelset, self.description)
+        for raw in raws:
             doc = upgrade(collection, raw, self.description)
             if doc is not None:
                 out.append(model.model_validate(doc))
         return out
+
+    def _labelset(self, key: str) -> list[str] | None:
+        docs = self._find(Collection.LABELSETS, {"labelset_id": key})
+        return docs[0]["classes"] if docs else None
 
     def get(self, collection: str, **key: Any) -> Any | None:
         docs = self.find(collection, **key)

@@ -22,6 +22,8 @@ class Collection(StrEnum):
     FMR = "fmr"
     #: a finished run's report (rebuildable from the other records)
     SUMMARIES = "summaries"
+    #: class lists too long to repeat in every unit, stored once by digest (labelsets.py)
+    LABELSETS = "labelsets"
 
 
 #: collection -> key fields (the upsert key; queries filter on a prefix of it)
@@ -33,4 +35,5 @@ KEY_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.THREAT: ("run_id", "corruption", "severity", "shard"),
     Collection.FMR: ("run_id", "model", "shard"),
     Collection.SUMMARIES: ("run_id",),
+    Collection.LABELSETS: ("labelset_id",),
 }

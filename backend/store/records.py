@@ -11,9 +11,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from domainbench.config import DomainConfig, RunConfig
+from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
 from domainbench.fmr.settings import FmrSettings
-from domainbench.metrics.aggregate import UnitDocument
+from domainbench.metrics.aggregate import UNIT_SCHEMA_VERSION, UnitDocument
+from domainbench.packed import PackedArray
 from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
 from domainbench.store.collections import Collection
 
@@ -48,6 +50,9 @@ class DatasetInfo(_Record):
     size: int
     classes: list[str]
     labelled: bool
+    # the absolute spec the run evaluates and what its files were (a resume refuses a changed dataset)
+    path: str | None = None
+    fingerprint: DatasetFingerprint | None = None
 
 
 class RunRecord(_Record):
@@ -88,16 +93,37 @@ class RunRecord(_Record):
         return self.ladder_versions.get(corruption, 1)
 
 
+class VLMUnitExtras(_Record):
+    """What a generative model adds to a unit, per image of the shard (docs/generative-vlms.md)."""
+
+    #: raw answers, first 200 characters (generate mode)
+    answers: list[str] | None = None
+    #: predictions per question (questions x images) when several --question are asked
+    question_preds: list[list[int]] | None = None
+    #: answers that named no class (stored prediction -1)
+    unparsed: int = Field(default=0, ge=0)
+
+
 class UnitRecord(UnitDocument):
-    """One (run, model, corruption, severity, shard): sufficient statistics and per-image predictions."""
+    """One (run, model, corruption, severity, shard): sufficient statistics and per-image predictions.
+
+    Per-image arrays are packed (``domainbench.packed``) and decode only when read, so reports,
+    which need the counts alone, never decode them. Version 1 stored them as plain lists and
+    the confusion densely; both still read (the migration only relabels the version).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    schema_version: Literal[1] = 1
-    preds: list[int] = Field(default_factory=list)
-    indices: list[int] = Field(default_factory=list)
+    schema_version: Literal[2] = UNIT_SCHEMA_VERSION  # type: ignore[assignment]
+    preds: PackedArray = Field(default_factory=PackedArray)
+    indices: PackedArray = Field(default_factory=PackedArray)
     #: true labels of the shard's images, stored with the clean pass only
-    labels: list[int] | None = None
+    labels: PackedArray | None = None
+    #: per image, 1 where the prediction is the true label (labelled data; None before version 2)
+    hits: PackedArray | None = None
+    #: per image, the softmax probability of the predicted class over the label set at the
+    #: model's logit scale (float32; None before version 2)
+    confidence: PackedArray | None = None
     #: where the unit's images were corrupted: "cpu" (numpy kernels) or "device" (torch kernels on the
     #: models' device, see --corrupt-on); None for the clean pass and for units stored before it was recorded
     corrupted_on: Literal["cpu", "device"] | None = None
@@ -108,6 +134,8 @@ class UnitRecord(UnitDocument):
     computed_at: str | None = None
     #: the corruption's severity-ladder version (CorruptionSpec.ladder_version); units stored before it existed read as 1
     ladder_version: int = 1
+    #: a generative model's confidences, answers and per-question predictions; None for dual encoders
+    vlm: VLMUnitExtras | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class ThreatRecord(_Record):
@@ -184,6 +212,14 @@ class FmrUnitRecord(_Record):
         return _as_long_as(v, info, "indices")
 
 
+class LabelSetRecord(_Record):
+    """A class list stored once and named by the digest of its JSON (``domainbench.store.labelsets``)."""
+
+    schema_version: Literal[1] = 1
+    labelset_id: str
+    classes: list[str]
+
+
 RECORDS: dict[Collection, type[BaseModel]] = {
     Collection.DOMAINS: DomainRecord,
     Collection.RUNS: RunRecord,
@@ -193,16 +229,18 @@ RECORDS: dict[Collection, type[BaseModel]] = {
     Collection.FMR: FmrUnitRecord,
     # a finished run's report (rebuildable from the other records)
     Collection.SUMMARIES: RunReport,
+    Collection.LABELSETS: LabelSetRecord,
 }
 
 CURRENT_VERSIONS: dict[Collection, int] = {
     Collection.DOMAINS: 1,
     Collection.RUNS: 3,
-    Collection.UNITS: 1,
+    Collection.UNITS: UNIT_SCHEMA_VERSION,
     Collection.STABILITY: 1,
     Collection.THREAT: 1,
     Collection.FMR: 1,
     Collection.SUMMARIES: REPORT_SCHEMA_VERSION,
+    Collection.LABELSETS: 1,
 }
 
 
@@ -220,10 +258,17 @@ def _migrate_run_2(doc: dict[str, Any]) -> dict[str, Any]:
     return {**doc, "schema_version": 3}
 
 
+def _migrate_unit_1(doc: dict[str, Any]) -> dict[str, Any]:
+    # version 2 packs per-image lists and keeps the confusion sparse; the record types read
+    # version 1's plain lists and dense rows as they are (no hits or confidences were stored)
+    return {**doc, "schema_version": 2}
+
+
 #: (collection, version) -> function lifting a document to version + 1; None: not migratable
 MIGRATIONS: dict[tuple[Collection, int], Any] = {
     (Collection.RUNS, 1): _migrate_run_1,
     (Collection.RUNS, 2): _migrate_run_2,
+    (Collection.UNITS, 1): _migrate_unit_1,
     # a version-1 summary was an untyped dict; the report is rebuilt from the units instead
     (Collection.SUMMARIES, 1): None,
 }

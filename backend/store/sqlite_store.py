@@ -7,6 +7,7 @@ upsert or lookup O(log n) however large the store grows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -62,7 +63,11 @@ class SQLiteStore(Store):
             conn.executemany(sql, rows)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            # a failed COMMIT (disk full) may already have ended the transaction: rolling back
+            # again would raise "cannot rollback" and hide why the write failed
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
             raise
 
     def _where(self, collection: str, where: dict[str, Any]) -> tuple[str, list[Any]]:

@@ -88,35 +88,67 @@ _WATER = np.array([175, 238, 238], np.float32) / np.float32(255.0)  # pale turqu
 _MUD = np.array([63, 42, 20], np.float32) / np.float32(255.0)  # mud brown (RGB)
 
 
+def _smoothed_noise_sd(sigma: float) -> float:
+    """Standard deviation left of unit white noise after ``gaussian_nearest(sigma)`` (2-D: the sum of the 1-D taps squared)."""
+    r = max(1, int(4.0 * sigma + 0.5))
+    taps = cv2.getGaussianKernel(2 * r + 1, sigma).ravel()
+    return float(np.sum(taps**2))
+
+
+def smoothed_noise_gain(sigma: float, scale: float) -> float:
+    """Factor taking the spread of noise smoothed at ``sigma * scale`` to that of noise smoothed at ``sigma`` (224 px)."""
+    return _smoothed_noise_sd(sigma) / _smoothed_noise_sd(sigma * scale)
+
+
+def _water_strength(liquid: np.ndarray, p: LensSpatterParams) -> np.ndarray:
+    """The reference's edge-lit drop strength (H, W) float32 in [0, intensity], from the thresholded field."""
+    layer = (liquid * 255).astype(np.uint8)
+    dist = 255 - cv2.Canny(layer, 50, 150)
+    dist = cv2.distanceTransform(dist, cv2.DIST_L2, 5)
+    _, dist = cv2.threshold(dist, 20, 20, cv2.THRESH_TRUNC)
+    dist = cv2.blur(dist, (3, 3)).astype(np.uint8)
+    dist = cv2.equalizeHist(dist)
+    ker = np.array([[-2, -1, 0], [-1, 1, 1], [0, 1, 2]])
+    dist = cv2.filter2D(dist, cv2.CV_8U, ker)
+    dist = cv2.blur(dist, (3, 3)).astype(np.float32)
+    m = layer.astype(np.float32) * dist
+    m /= max(float(m.max()), 1e-12)
+    m *= np.float32(p.intensity)
+    return m
+
+
 def lens_spatter(img: np.ndarray, p: LensSpatterParams, rng: np.random.Generator) -> np.ndarray:
-    """ImageNet-C spatter: water drops (edge-lit, bright turquoise) or, with ``mud``, brown mud blotches."""
+    """ImageNet-C spatter: water drops (edge-lit, bright turquoise) or, with ``mud``, brown mud blotches.
+
+    Below a 224-pixel short side the drops are drawn at 224 and the drop layer is shrunk onto the
+    image (the reference's pixel-sized edge filters would otherwise act on sub-pixel drops and
+    reorder the severities); above it the field is drawn at the image's size, its smoothing scaled.
+    """
     h, w = img.shape[:2]
     s = size_scale(img)
+    work_s = max(s, 1.0)
+    work_h, work_w = (h, w) if s >= 1.0 else (max(h, int(round(h / s))), max(w, int(round(w / s))))
     x = img.astype(np.float32) / np.float32(255.0)
-    liquid = rng.normal(p.mean, p.spread, (h, w)).astype(np.float32)
-    liquid = gaussian_nearest(liquid, p.smoothing * s)
+    liquid = rng.normal(p.mean, p.spread, (work_h, work_w)).astype(np.float32)
+    liquid = gaussian_nearest(liquid, p.smoothing * work_s)
+    if work_s != 1.0:
+        # smoothing white noise over more pixels leaves less of its spread: rescale the deviations to
+        # what the 224-pixel field keeps, so the threshold covers the same share of any image
+        liquid = np.float32(p.mean) + (liquid - np.float32(p.mean)) * np.float32(smoothed_noise_gain(p.smoothing, work_s))
     liquid[liquid < p.threshold] = 0
     if not p.mud:
-        layer = (liquid * 255).astype(np.uint8)
-        dist = 255 - cv2.Canny(layer, 50, 150)
-        dist = cv2.distanceTransform(dist, cv2.DIST_L2, 5)
-        _, dist = cv2.threshold(dist, 20, 20, cv2.THRESH_TRUNC)
-        dist = cv2.blur(dist, (3, 3)).astype(np.uint8)
-        dist = cv2.equalizeHist(dist)
-        ker = np.array([[-2, -1, 0], [-1, 1, 1], [0, 1, 2]])
-        dist = cv2.filter2D(dist, cv2.CV_8U, ker)
-        dist = cv2.blur(dist, (3, 3)).astype(np.float32)
-        m = layer.astype(np.float32) * dist
-        m /= max(float(m.max()), 1e-12)
-        m *= np.float32(p.intensity)
+        m = _water_strength(liquid, p)
+    else:
+        m = gaussian_nearest((liquid > p.threshold).astype(np.float32), p.intensity * work_s)
+        m[m < 0.8] = 0
+    if (work_h, work_w) != (h, w):
+        m = cv2.resize(m, (w, h), interpolation=cv2.INTER_AREA)
+    if not p.mud:
         add = m[..., None] * _WATER
         if img.shape[-1] == 1:
             add = np.clip(add, 0, 1) @ np.array([0.2989, 0.5870, 0.1140], np.float32)
             add = add[..., None]
         return to_uint8(np.clip(x + add, 0, 1) * np.float32(255.0))
-    m = (liquid > p.threshold).astype(np.float32)
-    m = gaussian_nearest(m, p.intensity * s)
-    m[m < 0.8] = 0
     colour = _MUD if img.shape[-1] == 3 else np.array([_MUD @ np.array([0.2989, 0.5870, 0.1140], np.float32)], np.float32)
     x = x * (1 - m[..., None]) + colour * m[..., None]
     return to_uint8(np.clip(x, 0, 1) * np.float32(255.0))
@@ -185,6 +217,8 @@ CORRUPTIONS: list[CorruptionSpec] = [
         ranges={"threshold": (0.72, 0.64)},
         apply=lens_spatter,
         backend="ImageNet-C spatter (cv2 Canny / distance transform for water, blurred mask for mud)",
-        ladder_version=IMAGENET_C_LADDER_VERSION,
+        # 3: below 224 px the drops are drawn at 224 and shrunk, above it the smoothed field keeps the
+        # 224-pixel spread (the same severity covers the same share of any image; 224 px unchanged)
+        ladder_version=IMAGENET_C_LADDER_VERSION + 1,
     ),
 ]

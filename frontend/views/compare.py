@@ -10,26 +10,56 @@ from __future__ import annotations
 import streamlit as st
 
 from domainbench.store.status import run_status
+from domainbench.metrics.registry import metric, metrics_of
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 from domainbench.frontend import cached, data, exports, figures
-from domainbench.frontend.ui import DEMO_HINT, get_store, guard, sidebar_store
+from domainbench.frontend.views import fmr_section
+from domainbench.frontend.ui import DEMO_HINT, get_store, guard, md_escape, sidebar_store
 
 RUNS_PARAM = "runs"
 SELECT_KEY = "compare-runs"
 #: at most this many runs are chosen when the URL names none (the newest finished run per domain)
 DEFAULT_RUNS = 8
-FAMILY_METRICS = {"accuracy": ("balanced accuracy", False, True), "ce": ("CE", True, False),
-                  "rce": ("rCE", True, False), "fr": ("FR", True, False)}
+#: ratios to the baseline: their colour scales are centred on 1.0
+RATIO_METRICS = {m.field for level in ("model", "corruption") for m in metrics_of(level) if m.unit == "ratio" and m.field}
+#: per-corruption metrics: column of the comparison's per-corruption frame -> (label, lower is better, percent)
+FAMILY_METRICS = {
+    "accuracy": (metric("balanced_accuracy").display, metric("balanced_accuracy").lower_is_better, True),
+    **{m.field: (m.display, m.lower_is_better, m.percent) for m in metrics_of("corruption") if m.field},
+}
+
+
+METRIC_PARAM, BASELINE_PARAM, FLAGGED_PARAM = "metric", "baseline", "flagged"
+OWN_BASELINE = "(each run's own)"
 
 
 def default_selection(runs: list[RunRecord]) -> list[str]:
-    """The newest finished run of each domain (newest domains first), at most DEFAULT_RUNS."""
+    """The newest finished corruption run of each domain (newest domains first), at most DEFAULT_RUNS.
+
+    FMR runs are never chosen by default: they measure another thing (FMR on generated images), on
+    their own image subsets; they are compared in their own section.
+    """
     chosen: dict[str, str] = {}
     for r in runs:  # newest first
-        if r.domain_id not in chosen and run_status(r) == data.FINISHED:
+        if r.fmr is None and r.domain_id not in chosen and run_status(r) == data.FINISHED:
             chosen[r.domain_id] = r.run_id
     return list(chosen.values())[:DEFAULT_RUNS]
+
+
+def default_baseline(runs: list[RunRecord], shared: list[str]) -> str | None:
+    """One baseline for every chosen run: the shared model most runs name as their baseline."""
+    if not shared:
+        return None
+    votes = [r.config.baseline_model for r in runs if r.config.baseline_model in shared]
+    return max(shared, key=lambda m: (votes.count(m), -shared.index(m)))
+
+
+def _url_choice(param: str, options: list[str], fallback: str | None) -> int | None:
+    wanted = st.query_params.get(param)
+    if wanted in options:
+        return options.index(wanted)
+    return options.index(fallback) if fallback in options else (0 if options else None)
 
 
 def _add_domain_runs(by_domain: dict[str, list[str]]) -> None:
@@ -50,9 +80,15 @@ def choose_runs(runs: list[RunRecord]) -> list[str]:
     # a default only for the session's first draw: afterwards the widget's own state rules
     # (the "add a domain" button writes it), and Streamlit refuses both at once
     default = None if SELECT_KEY in st.session_state else (known if from_url else default_selection(runs))
+    if default is not None and not from_url:
+        n_fmr = sum(1 for r in runs if r.fmr is not None)
+        st.caption(f"Chosen by default: the newest finished corruption run of each domain ({len(default)} runs)"
+                   + (f"; the {n_fmr} FMR run(s) are compared in their own section below." if n_fmr else ".")
+                   + " Change the selection below; the link keeps it.")
     chosen = st.multiselect(
         f"runs ({len(runs)} stored; runs of one domain share a column)", list(by_id), default=default,
-        format_func=lambda r: f"[{status[r]}] {data.run_label(by_id[r])}", key=SELECT_KEY,
+        # the whole run id: Streamlit tells options apart by their label
+        format_func=lambda r: f"[{status[r]}] {data.short_text(by_id[r].domain.domain or '?', 40)} · {r}", key=SELECT_KEY,
         placeholder="choose runs to compare",
     )
     by_domain: dict[str, list[str]] = {}
@@ -68,12 +104,18 @@ def choose_runs(runs: list[RunRecord]) -> list[str]:
     return chosen
 
 
-def flagged_note(comparison: data.Comparison) -> None:
+def flagged_note(comparison: data.Comparison) -> bool:
+    """Name the runs that cannot be compared with the rest; whether the user includes them anyway."""
     if not comparison.flagged:
-        return
-    lines = "\n".join(f"- `{rid}`: {why}" for rid, why in comparison.flagged.items())
-    st.warning("**Not comparable with the rest** — these runs differ from most chosen runs; a domain with runs on "
-               "several datasets or image counts gets one column per setup:\n" + lines)
+        return False
+    lines = "\n".join(f"- `{rid}`: {md_escape(why)}" for rid, why in comparison.flagged.items())
+    st.warning("**Not comparable with the rest** — these runs differ from most chosen runs (other images, "
+               "models or severity ladders), so they are left out of the heatmap, the ranking and the averages:\n"
+               + lines)
+    include = st.checkbox("include them anyway", value=st.query_params.get(FLAGGED_PARAM) == "1",
+                          key="compare-include-flagged")
+    st.query_params[FLAGGED_PARAM] = "1" if include else "0"
+    return include
 
 
 def heatmap_section(comparison: data.Comparison, metric: str) -> None:
@@ -81,10 +123,15 @@ def heatmap_section(comparison: data.Comparison, metric: str) -> None:
     pct = metric in ("acc", "mean_corrupted_acc", "safe_acc")
     matrix = data.metric_matrix(comparison.frame, metric)
     per_group = {g: len(r) for g, r in data.group_runs(comparison.frame).items()}
-    exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, per_group), f"compare-{metric}", "heatmap")
+    center = 1.0 if metric in RATIO_METRICS else None
+    exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, per_group, center=center),
+                  f"compare-{metric}", "heatmap")
+    if center is not None:
+        st.caption(f"{label} is a ratio to the baseline: 1.0 = as robust as the baseline (neutral colour), "
+                   "lower is better.")
     shown = matrix * 100.0 if pct else matrix
     exports.table(shown, f"compare-{metric}-models-x-domains", "heatmap", hide_index=False,
-                  column_config={c: st.column_config.NumberColumn(c, format="%.1f" if pct else "%.3f")
+                  column_config={c: st.column_config.NumberColumn(c, format="%.1f %%" if pct else "%.3f")
                                  for c in shown.columns})
 
 
@@ -108,33 +155,64 @@ def family_section(comparison: data.Comparison) -> None:
                       horizontal=True, key="compare-family-metric")
     label, lower_better, pct = FAMILY_METRICS[metric]
     matrix = data.family_matrix(comparison.per_corruption, metric)
-    exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, x_title="corruption family"),
+    exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, x_title="corruption family",
+                                         center=1.0 if metric in RATIO_METRICS else None),
                   f"compare-family-{metric}", "family")
     exports.table(comparison.per_corruption, "compare-per-corruption", "per-corruption")
 
 
-def show_comparison(store: Store, chosen: list[str]) -> None:
+def _bound(param: str, key: str) -> None:
+    """Write a widget's value into the URL, so a reload or a shared link keeps it."""
+    st.query_params[param] = str(st.session_state[key])
+
+
+def show_comparison(store: Store, chosen: list[str], runs: list[RunRecord]) -> None:
+    by_id = {r.run_id: r for r in runs}
+    fmr_runs = [r for r in chosen if by_id[r].fmr is not None]
+    chosen = [r for r in chosen if by_id[r].fmr is None]
+    if chosen:
+        corruption_comparison(store, chosen, [by_id[r] for r in chosen])
+    else:
+        st.info("No corruption run is chosen: add one above (FMR runs are compared in their own section below).")
+    fmr_comparison(store, fmr_runs, runs)
+
+
+def corruption_comparison(store: Store, chosen: list[str], records: list[RunRecord]) -> None:
     c1, c2 = st.columns(2)
-    metric = c1.selectbox("metric", list(data.COMPARE_METRICS), format_func=lambda k: data.COMPARE_METRICS[k][0])
+    metrics = list(data.COMPARE_METRICS)
+    metric = c1.selectbox("metric", metrics, index=_url_choice(METRIC_PARAM, metrics, "mce"),
+                          format_func=lambda k: data.COMPARE_METRICS[k][0], key="compare-metric",
+                          on_change=_bound, args=(METRIC_PARAM, "compare-metric"))
     shared = data.shared_models(store, chosen)
+    options = [*shared, OWN_BASELINE]
     base = c2.selectbox(
-        "baseline for mCE / rCE / mFR", ["(each run's own)", *shared],
-        help="A model evaluated in every chosen run makes the relative metrics comparable across domains.",
+        "baseline for mCE / rCE / mFR", options,
+        index=_url_choice(BASELINE_PARAM, options, default_baseline(records, shared) or OWN_BASELINE),
+        help="One model evaluated in every chosen run, so the ratios of every domain share a reference.",
+        key="compare-baseline", on_change=_bound, args=(BASELINE_PARAM, "compare-baseline"),
     )
-    baseline = None if base.startswith("(") else base
+    baseline = None if base == OWN_BASELINE else base
     # one cached report per run and baseline, shared with the Runs page
     comparison = data.compare_runs(store, chosen, baseline, load_view=cached.view_loader(store))
     for p in comparison.problems:
         st.warning(f"left out: {p}")
-    frame = comparison.frame
-    if frame.empty:
+    if comparison.frame.empty:
         st.info("None of the chosen runs has results yet.")
         return
-    flagged_note(comparison)
+    include = flagged_note(comparison)
+    if not include and comparison.flagged:
+        out = set(comparison.flagged)
+        comparison = data.Comparison(comparison.frame[~comparison.frame["run"].isin(out)],
+                                     comparison.per_corruption[~comparison.per_corruption["run"].isin(out)],
+                                     comparison.problems, comparison.flagged)
+    frame = comparison.frame
+    if frame.empty:
+        st.info("Every chosen run is flagged as not comparable; include them above to see their numbers.")
+        return
     if frame["partial"].any():
         partial = sorted(set(frame.loc[frame["partial"], "domain"]))
-        st.warning(f"**Partial results** for {', '.join(partial)}: those runs are not finished; their numbers "
-                   "cover the units stored so far.")
+        st.warning(f"**Partial results** for {md_escape(', '.join(partial))}: those runs are not finished; their "
+                   "numbers cover the units stored so far.")
     if baseline is None and frame["baseline"].nunique() > 1:
         st.caption("The runs use different baselines, so mCE / rCE / mFR are not directly comparable across "
                    "domains; pick a shared baseline above.")
@@ -144,6 +222,30 @@ def show_comparison(store: Store, chosen: list[str]) -> None:
         family_section(comparison)
     with st.expander("all numbers, one row per run and model"):
         exports.table(frame.drop(columns=["domain_text"]), "domainbench-compare", "all")
+
+
+def fmr_comparison(store: Store, chosen: list[str], runs: list[RunRecord]) -> None:
+    """FMR runs side by side: their own numbers (SA, PA, FMR), never mixed into the corruption ranking."""
+    stored = [r for r in runs if r.fmr is not None]
+    if not stored:
+        return
+    st.subheader("FMR runs")
+    if not chosen:
+        st.caption(f"{len(stored)} FMR run(s) stored; add them to the selection above to compare them here.")
+        return
+    load = cached.view_loader(store)
+    by_id = {r.run_id: r for r in runs}
+    reports = [(rid, by_id[rid].domain.domain, v.report) for rid in chosen if (v := load(rid, None)).report is not None]
+    frame = fmr_section.compare_frame(reports)
+    exports.table(frame, "compare-fmr", "fmr", column_config={
+        **{c: st.column_config.NumberColumn(c, format="%.1f", help=fmr_section.COLUMN_HELP[c])
+           for c in ("SA %", "PA %", "FMR", "validation rate %")},
+        "domain": st.column_config.TextColumn("domain", width="medium"),
+        "note": st.column_config.TextColumn("note", help=fmr_section.COLUMN_HELP["note"]),
+    })
+    if frame["note"].astype(bool).any():
+        st.warning("A tested model that is also an oracle member gets FMR near 100 by construction; those rows are "
+                   "marked in the note column.")
 
 
 def main() -> None:
@@ -160,7 +262,7 @@ def main() -> None:
         if not chosen:
             st.info("Choose at least one run (or add every run of a domain).")
             return
-        show_comparison(store, chosen)
+        show_comparison(store, chosen, runs)
 
 
 main()

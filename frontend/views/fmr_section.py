@@ -16,11 +16,38 @@ import pandas as pd
 
 from domainbench.fmr.images import from_png_b64
 from domainbench.query import fmr_records
-from domainbench.report import FmrReport, RunReport
+from domainbench.report import FmrOracleReport, FmrReport, RunReport
 from domainbench.store import Store
 from domainbench.store.records import FmrUnitRecord
 
 PAGE = 12
+_NO_ORACLE = FmrOracleReport(members=[], clean_agreement=None, member_accuracy={})
+
+
+#: what every column of the FMR table means (shown as the column's help)
+COLUMN_HELP = {
+    "images": "labelled images the search started from",
+    "SA %": "standard accuracy: the tested model's accuracy on the clean images",
+    "PA %": "perturbed accuracy: its accuracy on the generated images that the oracle zoo still labels correctly",
+    "FMR": "PA / SA × 100 (higher is better; 100 = no loss under the search's perturbations)",
+    "validation rate %": "share of images with at least one perturbation step the oracle accepted",
+    "mean steps": "accepted perturbation steps per image, on average (the search's budget is the most)",
+    "note": "why a value cannot be read at face value",
+}
+
+
+def oracle_member(f: FmrReport, model: str) -> bool:
+    """Whether the tested model votes in the oracle zoo: then the zoo cannot disagree with it by much,
+    and with a zoo of one (or a majority it decides) FMR is 100 by construction."""
+    return model in f.oracle.members
+
+
+def oracle_note(f: FmrReport, model: str) -> str:
+    if not oracle_member(f, model):
+        return ""
+    return (f"{model} is one of the {len(f.oracle.members)} oracle members: the oracle's majority follows its own "
+            "vote, so it is rarely counted wrong and FMR is near 100 by construction (100 with a zoo of one), "
+            "not a sign of robustness. Test it against an oracle it is not part of.")
 
 
 def fmr_frame(f: FmrReport) -> pd.DataFrame:
@@ -29,9 +56,18 @@ def fmr_frame(f: FmrReport) -> pd.DataFrame:
 
     return pd.DataFrame(
         [{"model": m.model, "images": m.n, "SA %": pct(m.sa), "PA %": pct(m.pa), "FMR": m.fmr,
-          "validation rate %": pct(m.validation_rate), "mean steps": m.mean_steps} for m in f.models],
-        columns=["model", "images", "SA %", "PA %", "FMR", "validation rate %", "mean steps"],
+          "validation rate %": pct(m.validation_rate), "mean steps": m.mean_steps,
+          "note": "oracle member: FMR by construction" if oracle_member(f, m.model) else ""} for m in f.models],
+        columns=["model", "images", "SA %", "PA %", "FMR", "validation rate %", "mean steps", "note"],
     )
+
+
+def compare_frame(reports: Sequence[tuple[str, str, RunReport]]) -> pd.DataFrame:
+    """FMR runs side by side: (run id, domain text, report) -> one row per run and tested model."""
+    parts = [fmr_frame(r.fmr).assign(run=run_id, domain=domain) for run_id, domain, r in reports if r.fmr is not None]
+    columns = ["run", "domain", *fmr_frame(FmrReport(search="", budget=0, candidates=0, step_size=0.0,
+                                                     oracle=_NO_ORACLE, models=[])).columns]
+    return pd.concat(parts, ignore_index=True)[columns] if parts else pd.DataFrame(columns=columns)
 
 
 @dataclass(frozen=True)
@@ -79,8 +115,16 @@ def show(store: Store, report: RunReport) -> None:
     if f is None:
         return
     st.subheader("Foundation-model-oriented robustness (FMR)")
-    st.dataframe(fmr_frame(f), hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in ("SA %", "PA %", "FMR", "validation rate %")})
+    for m in f.models:
+        if oracle_member(f, m.model):
+            st.error(oracle_note(f, m.model), icon=":material/warning:")
+    st.dataframe(fmr_frame(f), hide_index=True, width="stretch", column_config={
+        **{c: st.column_config.NumberColumn(c, format="%.1f", help=COLUMN_HELP[c])
+           for c in ("SA %", "PA %", "FMR", "validation rate %")},
+        "images": st.column_config.NumberColumn("images", help=COLUMN_HELP["images"]),
+        "mean steps": st.column_config.NumberColumn("mean steps", format="%.2f", help=COLUMN_HELP["mean steps"]),
+        "note": st.column_config.TextColumn("note", help=COLUMN_HELP["note"]),
+    })
     agreement = "n/a" if f.oracle.clean_agreement is None else f"{100 * f.oracle.clean_agreement:.1f}%"
     members = ", ".join(f"{m} ({'n/a' if a is None else f'{100 * a:.1f}%'})" for m, a in f.oracle.member_accuracy.items())
     st.caption(
@@ -92,11 +136,16 @@ def show(store: Store, report: RunReport) -> None:
     models = [m.model for m in f.models]
     c1, c2 = st.columns([3, 1])
     model = c1.selectbox("tested model", models, key=f"fmr-model-{report.run_id}")
-    flipped = c2.toggle("prediction flipped only", value=True, key=f"fmr-flipped-{report.run_id}")
     records = fmr_records(store, report.run_id, model)
-    items = gallery_rows(records, report.classification.classes, f.oracle.members, flipped_only=flipped)
+    every = gallery_rows(records, report.classification.classes, f.oracle.members)
+    # open on something to see: flipped predictions where there are some, else every perturbed image
+    any_flipped = any(i.flipped for i in every)
+    flipped = c2.toggle("prediction flipped only", value=any_flipped, key=f"fmr-flipped-{report.run_id}-{model}",
+                        disabled=not any_flipped, help=None if any_flipped else "no prediction flipped for this model")
+    items = [i for i in every if i.flipped] if flipped else every
     if not items:
-        st.info("No perturbed images to show" + (" with a flipped prediction." if flipped else "."))
+        st.info("No image was perturbed for this model: the oracle accepted no perturbation step (see the "
+                "validation rate above).")
         return
     page = st.number_input(f"page (of {(len(items) + PAGE - 1) // PAGE})", min_value=1,
                            max_value=(len(items) + PAGE - 1) // PAGE, value=1, key=f"fmr-page-{report.run_id}")

@@ -14,7 +14,7 @@ from domainbench.config import DomainConfig
 from domainbench.store import Store
 from domainbench.store.queue import DuplicateRunError
 from domainbench.frontend import data, figures, launching
-from domainbench.frontend.ui import error_text, get_store, guard, sidebar_store, status_badge
+from domainbench.frontend.ui import error_text, get_store, guard, md_escape, sidebar_store, status_badge
 
 EXAMPLE = ("Product photos of clothing taken with cheap phone cameras in a dim warehouse: images are noisy, "
            "blurred by hand shake and heavily JPEG-compressed.")
@@ -127,7 +127,7 @@ def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
         name = row["name"]
         with st.container(key=f"row-{name}", border=True):
             c1, c2, c3 = st.columns([3, 4, 1], vertical_alignment="center")
-            c1.markdown(f"**{name}**  \n{row['reason'] or ''}")
+            c1.markdown(f"**{name}**  \n{md_escape(row['reason'] or '')}")
             # the default is the plan's, never the edited value: a changing default would reset the widget
             chosen = c2.pills(f"severities of {name}", SEVERITIES, selection_mode="multi", default=row["initial"],
                               key=f"sev-{name}")
@@ -219,8 +219,8 @@ def queue_panel(store: Store) -> None:
                     run = store.get_run(row.run)
                     done, total = launching.progress(store, run) if run is not None else (0, 0)
                     who = f" · worker `{row.worker}`" if row.worker else ""
-                    c1.markdown(f"{status_badge(row.status)} **{row.run}** · cells {done}/{total}{who}  \n"
-                                f"{data.short_text(row.domain, 90)}")
+                    c1.markdown(f"{status_badge(row.status)} **{md_escape(row.run)}** · cells {done}/{total}{who}  \n"
+                                f"{md_escape(data.short_text(row.domain, 90))}")
                     c2.page_link(RUNS_PAGE, label="open", icon=":material/open_in_new:", query_params={"run": row.run})
                     if row.resumable and c3.button("Resume", key=f"resume-{row.run}", icon=":material/replay:"):
                         try:

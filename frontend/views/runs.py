@@ -17,9 +17,9 @@ from domainbench.store.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
-from domainbench.frontend import cached, data, exports, figures, run_actions
+from domainbench.frontend import cached, data, exports, figures, progress, run_actions, verdict
 from domainbench.frontend.views import fmr_section
-from domainbench.frontend.ui import DEMO_HINT, get_store, guard, sidebar_store, status_badge
+from domainbench.frontend.ui import DEMO_HINT, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
 
 REFRESH_S = 5
 #: statuses in which a run may change without the user doing anything
@@ -48,7 +48,7 @@ def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
     freq = data.selection_frequencies(store)
     if chosen is not None:
         plan = next(r.domain for r in runs if r.domain_id == chosen)
-        st.markdown(f"**Description:** {plan.domain}")
+        literal_text("Description", plan.domain)
         exports.table(data.plan_frame(plan), f"plan-{chosen}", "plan",
                       column_config={"reason": st.column_config.TextColumn("reason", width="large"),
                                      "selected in %": st.column_config.NumberColumn("selected in %", format="%.0f")})
@@ -134,14 +134,15 @@ class Shown:
         return self.view.run_id
 
 
-def summary_section(report: RunReport) -> None:
-    table = data.summary_frame(report)
+def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None:
+    table = verdict.with_intervals(data.summary_frame(report), report, ci)
     exports.table(
         table, f"{report.run_id}-summary", "summary",
         column_config={
             "baseline": st.column_config.CheckboxColumn("baseline"),
-            **{c: st.column_config.NumberColumn(c, format="%.1f") for c in ("clean acc %", "corrupted acc %", "safe-cell acc %")},
-            **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("mCE", "rCE", "mFR", "corr(acc, LFP)")},
+            **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f",
+                                                             help=m.meaning)
+               for m in data.summary_metrics()},
         },
     )
     st.caption(
@@ -150,15 +151,18 @@ def summary_section(report: RunReport) -> None:
         "corruption × severity cells; safe-cell accuracy averages the cells whose PD threat is label-preserving. "
         "Empty cells are not applicable (e.g. unlabelled data), never zero."
     )
+    with st.expander("what the columns mean"):
+        st.markdown("\n".join(f"- **{m.table_header}** ({m.unit}, {m.direction or 'neither'} is better): {m.meaning}"
+                               for m in data.summary_metrics()))
     notes = data.model_notes(report)
     dropped = report.classification.dropped_cells
     if notes or dropped:
         with st.expander("notes on undefined numbers and left-out cells"):
             for model, lines in notes.items():
                 for line in lines:
-                    st.markdown(f"- **{model}**: {line}")
+                    st.markdown(f"- **{md_escape(model)}**: {line}")
             for model, cells in dropped.items():
-                st.markdown(f"- **{model}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
+                st.markdown(f"- **{md_escape(model)}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
 
 
 def accuracy_tab(s: Shown) -> None:
@@ -347,14 +351,15 @@ TABS: dict[str, Callable[[Shown], None]] = {
 def run_header(view: data.RunView) -> None:
     run = view.run
     st.subheader(f"{status_badge(view.status)} · {view.run_id}")
-    st.markdown(f"**Domain:** {run.domain.domain or '?'}")
+    literal_text("Domain", run.domain.domain)
     cfg, env = run.config, run.environment
     c1, c2, c3, c4, c5 = st.columns(5)
     c1.metric("models", len(view.models))
     c2.metric("dataset", run.dataset.name if run.dataset else cfg.dataset,
               help=f"{run.dataset.size if run.dataset else '?'} images")
     c3.metric("images", run.dataset.size if run.dataset else "?")
-    c4.metric("cells done", f"{view.done_cells} / {view.total_cells}")
+    done = progress.progress_of(run, view.report, view.n_units, view.total_cells)
+    c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
     c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
     with st.expander("corruptions of this domain and run configuration"):
         exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
@@ -368,12 +373,17 @@ def status_notes(view: data.RunView) -> None:
         st.error(f"The run failed: {view.run.error or 'no message recorded'}. Finished units are kept; "
                  f"continue with `domainbench run --resume {view.run_id}`.")
     elif view.status == "interrupted":
-        st.warning(f"The run was interrupted. Continue it with `domainbench run --resume {view.run_id}`.")
+        st.warning(f"The run was interrupted. Continue it with `domainbench run --resume {view.run_id}` or Resume above.")
+    elif view.status == "cancelled":
+        st.info("The run was cancelled; its finished units are kept. Resume it with the button above.")
+    alive = progress.liveness(view.run, view.status)
+    if alive is not None:
+        (st.warning if alive[0] == "warning" else st.caption)(f"Worker: {alive[1]}")
     if view.partial and view.report is not None:
+        done = progress.progress_of(view.run, view.report, view.n_units, view.total_cells)
         st.warning(
-            f"**Partial results** — the run is {view.status} and {view.done_cells} of {view.total_cells} "
-            f"(model, corruption, severity) cells have stored units ({view.n_units} units). Every number below "
-            "is computed from what is stored so far and will change."
+            f"**Partial results** — the run is {view.status}: {done.line()}. Every number below is computed from "
+            "what is stored so far" + (" and will change." if view.status in LIVE_STATUSES else ".")
         )
 
 
@@ -398,8 +408,13 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     if view.report is None:
         st.info(f"No results yet: {view.error}")
         return
-    summary_section(view.report)
-    fmr_section.show(store, view.report)
+    if view.run.fmr is not None:
+        # an FMR run measures one thing on generated images: its own layout, no evaluation tabs left empty
+        fmr_section.show(store, view.report)
+        return
+    verdict.show(store, store_key, run_id, fingerprint)
+    ci = verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint)
+    summary_section(view.report, ci)
     shown = Shown(store, store_key, view, view.report, fingerprint)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
     for tab, (label, draw) in zip(tabs, TABS.items(), strict=True):

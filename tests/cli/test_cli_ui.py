@@ -30,11 +30,15 @@ class FakeWorker:
 STARTED: list[FakeWorker] = []
 
 
+ENVS: list[dict[str, str]] = []
+
+
 def ui(args: list[str], monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Run `domainbench ui ARGS` with the Streamlit server replaced; the server's command line."""
     calls: list[list[str]] = []
     STARTED.clear()
-    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: calls.append(cmd) or 0)
+    ENVS.clear()
+    monkeypatch.setattr(subprocess, "call", lambda cmd, **kw: calls.append(cmd) or ENVS.append(kw.get("env") or {}) or 0)
     monkeypatch.setattr(subprocess, "Popen", FakeWorker)
     monkeypatch.setattr(sys, "argv", ["domainbench", "--quiet", "ui", *args])
     with pytest.raises(SystemExit) as e:
@@ -48,6 +52,10 @@ def test_ui_binds_localhost_and_starts_a_worker(home: Path, monkeypatch: pytest.
     assert cmd[cmd.index("--server.address") + 1] == "127.0.0.1"
     assert cmd[cmd.index("--server.port") + 1] == "8600"
     assert len(STARTED) == 1 and STARTED[0].args[-1] == "worker" and STARTED[0].terminated
+    # a product, not a dev server: no Deploy button / developer menu, no usage statistics sent
+    assert cmd[cmd.index("--client.toolbarMode") + 1] == "viewer"
+    assert cmd[cmd.index("--browser.gatherUsageStats") + 1] == "false"
+    assert ENVS[0]["DOMAINBENCH_UI_WORKER_PID"] == "4242"  # the pages can tell whether it is alive
 
 
 def test_ui_host_and_no_worker(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -116,3 +116,39 @@ def populate(
     stored = store.get_run(run_id)
     assert stored is not None
     return stored
+
+
+def populate_fmr(store: Store, run_id: str = "20250104-000000-fmr-5678", oracle: list[str] | None = None,
+                 domain: str = "night-time dash-cam footage in the rain", created_at: str = "2025-01-04T00:00:00+00:00",
+                 flipped: bool = True) -> RunRecord:
+    """A finished FMR run of ``embedded:good`` on 6 images: 5 clean-correct, 4 perturbed, 1 (or 0) flipped."""
+    from domainbench.fmr.images import to_png_b64
+
+    oracle = oracle or ["embedded:o1", "embedded:o2", "embedded:o3"]
+    dom = domain_doc(domain)
+    run = {
+        "run_id": run_id, "domain_id": "d" + run_id[-4:], "domain": dom, "status": "done", "created_at": created_at,
+        "config": {"models": ["embedded:good"], "dataset": "sample", "baseline": None, "limit": 6, "seed": 0},
+        "dataset": {"name": "sample[:6]", "size": 6, "classes": CLASSES, "labelled": True},
+        "environment": {"device": "cpu"}, "fmr": {"oracle": oracle, "search": "greedy", "budget": 3},
+    }
+    store.put_run(run)
+    store.put_domain({"domain_id": run["domain_id"], "created_at": created_at, **dom})
+    img = to_png_b64(np.full((8, 8, 3), 120, dtype=np.uint8))
+    labels = [0, 1, 2, 0, 1, 2]
+    final = [0, 1, 2, 1 if flipped else 0, 1, 0]
+    store.upsert("fmr", {
+        "run_id": run_id, "model": "embedded:good", "shard": 0, "search": "greedy", "seed": 0, "indices": list(range(6)),
+        "labels": labels, "clean_preds": [0, 1, 2, 0, 1, 1], "final_preds": final,
+        "validated": [True, True, True, True, True, False], "steps": [1, 2, 0, 3, 1, 0],
+        "oracle_clean": [[v] * len(oracle) for v in labels], "oracle_final": [[v] * len(oracle) for v in labels],
+        "ops": [[("brightness", 0.2)], [("brightness", 0.4)], [], [("contrast", 0.6)], [("brightness", 0.2)], []],
+        "images": [img, img, None, img, img, None], "originals": [img, img, None, img, img, None],
+    })
+    store.upsert("units", {"run_id": run_id, "model": "embedded:good", "corruption": "clean", "severity": 0, "shard": 0,
+                           "n": 6, "confusion": [[2, 0, 0], [0, 2, 0], [0, 1, 1]], "flips": 0, "n_unreadable": 0,
+                           "params": {}, "seed": 0, "classes": CLASSES})
+    store.put_report(build_report(store, run_id))
+    stored = store.get_run(run_id)
+    assert stored is not None
+    return stored

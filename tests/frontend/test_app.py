@@ -112,3 +112,16 @@ def test_failed_run_shows_its_error_and_the_resume_hint(store: Store) -> None:
     err = texts(at.error)
     assert "NaN embeddings" in err and "--resume r-failed" in err
     assert "Partial results" in texts(at.warning)
+
+
+def test_the_app_hides_the_developer_toolbar_however_it_is_started(store: Store) -> None:
+    from streamlit import config
+
+    config.set_option("client.toolbarMode", "auto")  # what a bare `streamlit run` would use
+    app()
+    assert config.get_option("client.toolbarMode") == "viewer"
+    shipped = Path(APP).resolve().parents[1] / ".streamlit" / "config.toml"
+    import tomllib
+
+    cfg = tomllib.loads(shipped.read_text())
+    assert cfg["client"]["toolbarMode"] == "viewer" and cfg["browser"]["gatherUsageStats"] is False

@@ -50,7 +50,7 @@ def test_runs_list_shows_domains_plans_and_every_run(populated: Store) -> None:
     next(s for s in at.selectbox if s.key == "domain-filter").set_value("d" + XRAY[-4:]).run()
     plan = next(d.value for d in at.dataframe if "reason" in d.value.columns)
     assert plan["selected in %"].tolist() == [100.0, 75.0]
-    assert "chest x-rays" in texts(at.markdown)
+    assert "chest x-rays" in texts(at.text)
     runs = next(d.value for d in at.dataframe if "progress" in d.value.columns)
     assert runs["run"].tolist() == [XRAY]
 
@@ -188,7 +188,11 @@ def test_compare_flags_runs_on_other_image_counts_and_groups_one_domain(populate
     syn.populate(populated, run_id="20250104-000000-night-abcd", created_at="2025-01-04T00:00:00+00:00")
     syn.populate(populated, run_id="20250105-000000-night-abcd", shards=1, created_at="2025-01-05T00:00:00+00:00")
     at = compare_page([DONE, "20250104-000000-night-abcd", "20250105-000000-night-abcd", XRAY])
-    assert "Not comparable" in texts(at.warning) and "30 images (most runs: 60)" in texts(at.warning)
+    assert "Not comparable" in texts(at.warning) and "30 images \\(most runs\\: 60\\)" in texts(at.warning)
+    heat = next(d.value for d in at.dataframe if "embedded:good" in d.value.index)
+    assert heat.shape == (2, 2)  # the run on 30 images is left out until the user includes it
+    at.checkbox(key="compare-include-flagged").check().run()
+    assert param(at, "flagged") == "1"
     heat = next(d.value for d in at.dataframe if "embedded:good" in d.value.index)
     assert heat.shape == (2, 3)  # night (2 runs), night on 30 images, x-rays
     ranking = next(d.value for d in at.dataframe if "rank change" in d.value.columns)

@@ -357,7 +357,7 @@ def test_identical_duplicate_units_are_idempotent_but_conflicts_raise():
         ({"corruption": "clean", "severity": 0}, "cannot flip"),
         ({"corruption": "clean"}, "severity 0"),
         ({"severity": 0}, ">= 1"),
-        ({"schema_version": 2}, "schema_version"),
+        ({"schema_version": 3}, "schema_version"),
         ({"classes": ["a", "a"]}, "duplicates"),
     ],
 )

@@ -41,7 +41,7 @@ def test_upsert_is_idempotent_and_keyed(store: Store) -> None:
     docs = store.units("r1")
     assert len(docs) == 2
     assert sorted(d.n for d in docs) == [10, 12]
-    assert all(d.schema_version == 1 for d in docs)
+    assert all(d.schema_version == 2 for d in docs)
 
 
 def test_find_and_keys_filter_on_key_prefix(store: Store) -> None:

@@ -1,0 +1,43 @@
+"""A run evaluates one dataset for its whole life: the path is made absolute and the content fingerprinted.
+
+Without this a ``--resume`` from another working directory resolved a relative path to another
+folder (or a folder whose files had changed) and silently mixed two datasets in one run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from domainbench.config import RunConfig
+from domainbench.data import Dataset
+from domainbench.data.fingerprint import dataset_fingerprint
+from domainbench.errors import UserInputError
+from domainbench.store.records import DatasetInfo, RunRecord
+
+
+def pinned_config(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with its dataset as an absolute path where it names a file or folder (``sample`` stays)."""
+    path = Path(cfg.dataset).expanduser()
+    if cfg.dataset == "sample" or not path.exists():
+        return cfg
+    return cfg.model_copy(update={"dataset": os.path.abspath(path)})
+
+
+def dataset_info(ds: Dataset, cfg: RunConfig) -> DatasetInfo:
+    """What a run records about the dataset it evaluates."""
+    return DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled, path=cfg.dataset,
+                       fingerprint=dataset_fingerprint(ds))
+
+
+def check_same_dataset(run: RunRecord, ds: Dataset) -> None:
+    """Refuse to resume ``run`` on a dataset whose content differs from the one it started on."""
+    stored = run.dataset.fingerprint if run.dataset is not None else None
+    if stored is None:  # a queued run's first start, or a run from before fingerprints
+        return
+    now = dataset_fingerprint(ds)
+    changed = stored.differences(now)
+    if changed:
+        raise UserInputError(
+            f"run {run.run_id} was evaluated on dataset {run.config.dataset} ({stored.describe()}), but it now reads "
+            f"{now.describe()}: the {changed} changed; restore the dataset or start a new run")

@@ -1,0 +1,124 @@
+"""Per-image predictions of a run as a file: one row per (model, corruption, severity, image).
+
+For failure analysis: which images a model gets wrong under which corruption, and how sure it
+was. Rows come from the stored units (packed predictions, correctness bits, confidences) and
+the clean pass's labels; ``path`` is read from the run's dataset when it can still be opened.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from domainbench.errors import UserInputError
+from domainbench.store import Store
+from domainbench.store.records import RunRecord, UnitRecord
+
+#: the columns, in order, and what each holds
+PREDICTION_COLUMNS: dict[str, str] = {
+    "model": "registry name of the model",
+    "corruption": "corruption name, or 'clean'",
+    "severity": "severity 1..5 (0 for the clean pass)",
+    "image": "index of the image in the run's dataset",
+    "path": "the image file (empty for in-memory datasets such as the sample)",
+    "label": "true class name (empty when the dataset is unlabelled)",
+    "prediction": "predicted class name (empty: a generative model's answer named no class)",
+    "correct": "whether the prediction is the true class (empty when unlabelled)",
+    "confidence": "softmax probability of the predicted class over the label set, at the model's logit scale "
+                  "(empty for units stored before confidences were)",
+}
+
+
+def prediction_rows(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
+    """Rows model by model, cells in (clean first, corruption, severity) order, images by index."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
+    paths = _paths(run)
+    for model in run.config.models:
+        units = store.units(run_id, model=model)
+        labels = _labels(units)
+        order = sorted(units, key=lambda u: (u.corruption != "clean", u.corruption, u.severity, u.shard))
+        for u in order:
+            yield from _unit_rows(u, labels, paths)
+
+
+def _unit_rows(u: UnitRecord, labels: dict[int, int], paths: list[str] | None) -> Iterator[dict[str, Any]]:
+    classes = u.classes
+    idx = np.asarray(u.indices, dtype=np.int64).tolist()
+    preds = np.asarray(u.preds, dtype=np.int64).tolist()
+    conf = [None] * len(idx) if u.confidence is None else np.asarray(u.confidence).tolist()
+    hits = None if u.hits is None else np.asarray(u.hits).tolist()
+    for k, (i, p) in enumerate(zip(idx, preds)):
+        y = labels.get(i)
+        correct = None if y is None else (bool(hits[k]) if hits is not None else p == y)
+        yield {
+            "model": u.model, "corruption": u.corruption, "severity": u.severity, "image": i,
+            "path": paths[i] if paths is not None and i < len(paths) else "",
+            "label": "" if y is None else classes[y], "prediction": classes[p] if p >= 0 else "",
+            "correct": correct, "confidence": conf[k],
+        }
+
+
+def _labels(units: list[UnitRecord]) -> dict[int, int]:
+    """Image index -> true class, from the clean pass (the only units that store labels)."""
+    out: dict[int, int] = {}
+    for u in units:
+        if u.labels is not None:
+            out.update(zip(np.asarray(u.indices).tolist(), np.asarray(u.labels).tolist()))
+    return out
+
+
+def _paths(run: RunRecord) -> list[str] | None:
+    """The dataset's file paths by index; None when it holds no files or cannot be opened any more."""
+    from domainbench.engine.runner import open_run_dataset
+
+    try:
+        ds = open_run_dataset(run.config)
+    except UserInputError:
+        return None  # moved or deleted since the run: the rows still say everything else
+    return None if ds.paths is None else [str(p) for p in ds.paths]
+
+
+def predictions_csv(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:
+    """Write the rows as CSV to ``out``; returns the number of rows. Floats at full precision (repr)."""
+    w = csv.DictWriter(out, fieldnames=list(PREDICTION_COLUMNS))
+    w.writeheader()
+    n = 0
+    for row in prediction_rows(store, run_id):
+        w.writerow({k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in row.items()})
+        n += 1
+    return n
+
+
+def predictions_json(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:
+    """Write ``{"run_id", "columns", "rows": [...]}`` to ``out`` (rows as objects); returns the row count."""
+    out.write(json.dumps({"run_id": run_id, "columns": PREDICTION_COLUMNS})[:-1] + ', "rows": [')
+    n = 0
+    for row in prediction_rows(store, run_id):
+        out.write(("," if n else "") + "\n" + json.dumps(row))
+        n += 1
+    out.write("\n]}\n")
+    return n
+
+
+def write_predictions(store: Store, run_id: str, fmt: str, output: Path | None) -> int:
+    """The CLI's ``export --predictions``: to ``output`` (written whole or not at all) or stdout."""
+    if store.get_run(run_id) is None:
+        raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
+    write = predictions_json if fmt == "json" else predictions_csv
+    if output is None:
+        return write(store, run_id, sys.stdout)
+    from domainbench.safe_output import write_atomically
+
+    buf = io.StringIO()
+    n = write(store, run_id, buf)
+    write_atomically(output, buf.getvalue())
+    return n

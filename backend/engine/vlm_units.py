@@ -1,0 +1,42 @@
+"""What a generative model's result adds to a stored unit (the ``vlm`` field of UnitRecord)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from domainbench.models.generative import VLMResult
+
+
+def vlm_unit_fields(vlm: VLMResult | None) -> dict[str, Any]:
+    """UnitRecord keyword arguments for a generative model's result; none for a dual encoder."""
+    if vlm is None:
+        return {}
+    extras: dict[str, Any] = {"unparsed": vlm.unparsed}
+    if vlm.answers is not None:
+        extras["answers"] = list(vlm.answers)
+    if vlm.per_question is not None:
+        extras["question_preds"] = vlm.per_question.tolist()
+    return {"vlm": extras}
+
+
+def unparseable_rates(units: Iterable[Any]) -> dict[tuple[str, str, int], float]:
+    """(model, corruption, severity) -> fraction of answers that named no class, for every cell a
+    generative model answered freely (--vlm-mode generate); empty for runs without such models."""
+    unparsed: dict[tuple[str, str, int], int] = {}
+    counts: dict[tuple[str, str, int], int] = {}
+    for u in units:
+        if u.vlm is None or u.vlm.answers is None:
+            continue
+        key = (u.model, u.corruption, u.severity)
+        unparsed[key] = unparsed.get(key, 0) + u.vlm.unparsed
+        counts[key] = counts.get(key, 0) + u.n
+    return {k: unparsed[k] / counts[k] for k in counts if counts[k]}
+
+
+def load_unparseable_rates(store: Any, run_id: str) -> dict[tuple[str, str, int], float]:
+    """The run's unparseable rates; its units are read only when it asked for free answers."""
+    run = store.get_run(run_id)
+    if run is None or run.config.vlm_mode != "generate":
+        return {}
+    return unparseable_rates(store.units(run_id))

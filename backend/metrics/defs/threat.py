@@ -1,0 +1,22 @@
+"""Projected Displacement threat: is a corruption cell still label-preserving?"""
+
+from __future__ import annotations
+
+from domainbench.metrics.registry import Metric
+
+_POOLED = "threat sums pooled over the cell's shards (model-independent)"
+
+METRICS = (
+    Metric("mean_pd_threat", "mean PD threat", "threat", "lower",
+           "mean Projected Displacement threat of the corruption cell (empty: not computed)", "cell",
+           ("threat: sum, n",), f"{_POOLED}, then the mean over images", order=70,
+           compute=lambda cell, threat: None if threat is None else threat.mean_threat),
+    Metric("pd_safe", "PD-safe", "flag", None,
+           "whether the PD threat calls the cell label-preserving (empty: not computed)", "cell",
+           ("threat: sum, n",), f"{_POOLED}; safe when the mean threat is at most 1", order=80,
+           compute=lambda cell, threat: None if threat is None else threat.safe),
+    Metric("safe_accuracy", "safe-cell accuracy", "fraction", "higher",
+           "balanced accuracy averaged over the cells whose PD threat is label-preserving", "model",
+           ("confusion", "threat: sum, n"), "mean over the PD-safe common cells", order=30,
+           cli_header="safe%", ui_header="safe-cell acc %", percent=True, field="safe_acc"),
+)

@@ -1,0 +1,103 @@
+"""Progress and liveness that tell the truth: images evaluated per cell (each cell's own n), units
+stored, and whether anyone is working on the run.
+
+A cell counts as complete only when it has evaluated every image of the run's dataset; a cell with
+some of its shards stored is partial, whatever number of units it has.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from domainbench.report import RunReport
+from domainbench.store.records import RunRecord
+
+#: the environment variable through which `domainbench ui` tells the pages its built-in worker's process
+UI_WORKER_ENV = "DOMAINBENCH_UI_WORKER_PID"
+#: seconds a queued run may wait before the page says no worker seems to take it
+WAIT_WARNING_S = 15.0
+NO_WORKER = ("no worker is running: start one with `domainbench worker`, or launch from here with the built-in "
+             "worker (`domainbench ui` starts one beside the UI)")
+
+
+@dataclass(frozen=True)
+class Progress:
+    units: int
+    images_done: int
+    images_planned: int
+    cells_complete: int
+    cells_total: int
+    n_min: int
+    n_max: int
+
+    @property
+    def share(self) -> float:
+        return min(1.0, self.images_done / self.images_planned) if self.images_planned else 0.0
+
+    def line(self) -> str:
+        n = f"{self.n_min:,}" if self.n_min == self.n_max else f"{self.n_min:,}–{self.n_max:,}"
+        return (f"{self.units:,} units stored; {self.images_done:,} of {self.images_planned:,} image evaluations "
+                f"({100 * self.share:.0f} %); {self.cells_complete} of {self.cells_total} cells complete; "
+                f"images per cell: {n}")
+
+
+def progress_of(run: RunRecord, report: RunReport | None, units: int, cells_total: int) -> Progress:
+    """From the stored report's cells (their actual n); planned = cells × the dataset's images."""
+    size = run.dataset.size if run.dataset else 0
+    cells = [c for m in (report.models if report else []) for c in ([m.clean] if m.clean else []) + list(m.cells)]
+    ns = [c.n + c.n_unreadable for c in cells]
+    complete = sum(1 for n in ns if size and n >= size)
+    return Progress(units=units, images_done=sum(min(n, size) if size else n for n in ns),
+                    images_planned=cells_total * size, cells_complete=complete, cells_total=cells_total,
+                    n_min=min(ns, default=0), n_max=max(ns, default=0))
+
+
+def _seconds_since(iso: str | None) -> float | None:
+    if not iso:
+        return None
+    try:
+        return time.time() - datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return None
+
+
+def builtin_worker_alive() -> bool | None:
+    """Whether the worker `domainbench ui` started is alive; None when this UI was started otherwise."""
+    from domainbench.settings import Settings
+
+    pid = Settings.from_env().ui_worker_pid
+    if not pid or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def liveness(run: RunRecord, status: str, now: float | None = None) -> tuple[str, str] | None:
+    """(level, message) about who works on the run: "info" or "warning"; None for a finished run."""
+    now = time.time() if now is None else now
+    builtin = builtin_worker_alive()
+    if status == "running":
+        if run.worker and run.lease_until is not None:
+            return "info", f"worker {run.worker} is working on it (its lease runs {max(0.0, run.lease_until - now):.0f} s more)"
+        return "info", f"process {run.pid} on {run.host} is working on it (started from a terminal)"
+    if status == "queued":
+        if builtin is False:
+            return "warning", "the UI's built-in worker has stopped; " + NO_WORKER
+        waited = _seconds_since(run.queued_at)
+        if waited is not None and waited > WAIT_WARNING_S and not builtin:
+            return "warning", f"no worker has taken this run in {waited:.0f} s; if {NO_WORKER}"
+        return "info", "waiting for a worker" + (" (the UI's built-in worker is running)" if builtin else "")
+    if status == "interrupted":
+        if run.lease_until is not None:
+            return "warning", ("its worker stopped renewing its lease: the next worker that looks takes it over and "
+                               "resumes it; if " + NO_WORKER)
+        return "warning", "its process is gone; resume it (button above or `domainbench run --resume`)"
+    return None

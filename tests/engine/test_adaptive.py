@@ -1,0 +1,80 @@
+"""Adaptive evaluation: rounds in a seeded random order, cells stopped by anytime-valid confidence sequences."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards
+from domainbench.store import open_store
+from tests.cli_runner import run_cli as cli
+from tests.metrics.confidence_fixtures import synthetic_units
+
+
+def test_rounds_are_a_seeded_permutation() -> None:
+    rounds = adaptive_shards(103, 25, seed=4)
+    assert [len(r) for r in rounds] == [25, 25, 25, 25, 3]
+    assert np.array_equal(np.sort(np.concatenate(rounds)), np.arange(103))
+    assert all(np.array_equal(a, b) for a, b in zip(rounds, adaptive_shards(103, 25, seed=4), strict=True))
+    assert not np.array_equal(rounds[0], np.arange(25))  # not the stored order (often grouped by class)
+
+
+def test_a_decided_pair_stops_its_cell_and_an_even_one_waits_for_the_width() -> None:
+    # m1 is far better than m2 everywhere; fed round by round the cells stop once decided
+    units = synthetic_units(n=400, skill={"m1": 0.95, "m2": 0.45}, shards=8)
+    cells = [("clean", 0), ("blur", 1), ("blur", 3), ("noise", 2), ("noise", 4)]
+    state = AdaptiveStopping(models=["m1", "m2"], cells=cells, target_width=0.01)
+    for shard in range(8):
+        state.observe([u for u in units if u.shard == shard])
+    assert set(state.stopped) == set(cells[1:]) and state.finished()
+    assert all(n < 400 for n in state.stopped.values())
+    assert not state.active("blur", 1) and not state.active("clean", 0)
+    # equally good models: never decided; a width of 0.1 needs most of the 400 images, 0.01 is never reached
+    units = synthetic_units(n=400, skill={"m1": 0.7, "m2": 0.7}, shards=8, seed=3)
+    wide, narrow = (AdaptiveStopping(models=["m1", "m2"], cells=cells, target_width=w) for w in (0.2, 0.01))
+    for shard in range(8):
+        part = [u for u in units if u.shard == shard]
+        wide.observe(part)
+        narrow.observe(part)
+    assert narrow.stopped == {} and narrow.active("clean", 0)
+    assert set(wide.stopped) == set(cells[1:]) and min(wide.stopped.values()) >= 100
+
+
+def test_adaptive_run_stops_early_with_the_same_verdict(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    domain = DomainConfig(domain="low contrast", corruptions=[CorruptionChoice(name="contrast", severities=[4], reason="r")])
+    cfg = save(domain, tmp_path / "d.toml")
+    (tmp_path / "run.toml").write_text("shard_size = 25\n")
+    common = ["run", str(cfg), "--models", "embedded:fmnist-plain,embedded:fmnist-augmented", "--limit", "400",
+              "--no-stability", "--no-threat", "--workers", "0", "--run-config", str(tmp_path / "run.toml")]
+    assert cli([*common, "--run-id", "full"], capsys, monkeypatch)[0] == 0
+    code, _, err = cli([*common, "--run-id", "ad", "--adaptive", "--target-width", "0.15"], capsys, monkeypatch)
+    assert code == 0, err
+    store = open_store()
+    n_full = sum(u.n for u in store.units("full"))
+    n_ad = sum(u.n for u in store.units("ad"))
+    assert n_full == 2 * 2 * 400 and n_ad <= n_full / 2
+    contrast = [u for u in store.units("ad") if u.corruption == "contrast"]
+    assert sum(u.n for u in contrast) < 2 * 400  # the cell records the images it used
+    verdicts = []
+    for rid in ("full", "ad"):
+        code, out, err = cli(["compare", rid, "--format", "json"], capsys, monkeypatch)
+        assert code == 0, err
+        verdicts.append(json.loads(out)["verdicts"][0])
+    assert verdicts[0]["winner"] == verdicts[1]["winner"] == "b"  # augmented beats plain under low contrast
+    # the adaptive run's top-1 interval is its confidence sequence, wider than Wilson's on as many images
+    code, out, _ = cli(["export", "ad", "--format", "json"], capsys, monkeypatch)
+    cell = next(c for c in json.loads(out)["intervals"]["cells"] if c["corruption"] == "contrast")
+    assert cell["top1_accuracy"][1] - cell["top1_accuracy"][0] > 0.05
+
+
+def test_bad_target_width_is_one_line_exit_2(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    domain = DomainConfig(domain="x", corruptions=[CorruptionChoice(name="contrast", severities=[4], reason="r")])
+    cfg = save(domain, tmp_path / "d.toml")
+    for width in ("0", "-0.1"):
+        code, out, err = cli(["run", str(cfg), "--adaptive", "--target-width", width, "--limit", "20"], capsys, monkeypatch)
+        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: --target-width: "), err
+    assert open_store().list_runs() == []

@@ -1,0 +1,53 @@
+"""The run page opens with the statistics' verdict, then the table with 95 % intervals (real run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_app import run_page, summary_table
+
+from domainbench.engine.compare import paired_comparison
+from domainbench.engine.confidence import load_intervals
+from domainbench.store import Store
+from domainbench.frontend.verdict import pm
+
+
+def flat(node):  # noqa: ANN001, ANN201 - AppTest nodes, in page order
+    children = getattr(node, "children", None)
+    if not children:
+        yield node
+        return
+    for child in children.values():
+        yield from flat(child)
+
+
+def test_verdict_first_then_the_table_with_intervals(real_store: Store, real_run: tuple[Path, str]) -> None:
+    run_id = real_run[1]
+    at = run_page(run_id)
+    assert not at.error
+    expected = [v.sentence for v in paired_comparison(real_store, [run_id]).verdicts]
+    shown = [t.value for t in at.text]
+    assert expected and all(s in shown for s in expected)
+    # the verdict is drawn before the summary table
+    order = list(flat(at.main))
+    first_verdict = next(i for i, e in enumerate(order) if type(e).__name__ == "Text" and e.value in expected)
+    first_table = next(i for i, e in enumerate(order) if type(e).__name__ == "Dataframe" and "mCE" in e.value.columns)
+    assert first_verdict < first_table
+    table = summary_table(at)
+    report = real_store.get_report(run_id)
+    ci = {m.model: m for m in load_intervals(real_store, report).models}
+    for row in report.table():
+        got = table.set_index("model").loc[row.model, "clean acc ± 95 % CI"]
+        assert got == pm(row.acc, ci[row.model].clean_accuracy, True)
+        lo, hi = ci[row.model].clean_accuracy
+        assert lo <= row.acc <= hi and got.startswith(f"{100 * row.acc:.1f} % ± ")
+
+
+def test_pm_formats_value_and_half_width() -> None:
+    assert pm(0.612, (0.581, 0.643), True) == "61.2 % ± 3.1"
+    assert pm(1.05, (0.9, 1.3), False) == "1.050 ± 0.250"
+    assert pm(None, None, True) == "n/a" and pm(0.5, None, True) == "50.0 %"
+    assert pm(float("nan"), (0, 1), True) == "n/a"
+    with pytest.raises(TypeError):
+        pm("x", None, True)  # type: ignore[arg-type]

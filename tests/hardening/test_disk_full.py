@@ -1,0 +1,93 @@
+"""A full disk during a run: one `error:` line (exit 2), the store consistent, `--resume` completes;
+crash reports are never left empty."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import pytest
+
+from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.disk_full import disk_full_cause
+from domainbench.store import open_store
+from domainbench.store.sqlite_store import SQLiteStore
+from tests.cli_runner import run_cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+import fake_models  # noqa: E402,F401  (registers fake:)
+
+DOMAIN = DomainConfig(domain="d", corruptions=[CorruptionChoice(name="brightness", severities=[1, 3]),
+                                               CorruptionChoice(name="contrast", severities=[2])])
+
+
+def test_disk_full_is_found_in_causes_and_contexts() -> None:
+    full = sqlite3.OperationalError("database or disk is full")
+    try:
+        try:
+            raise full
+        except sqlite3.Error:
+            raise RuntimeError("while marking the run failed") from None  # context kept, cause suppressed
+    except RuntimeError as e:
+        assert disk_full_cause(e) is full
+    assert disk_full_cause(OSError(errno.ENOSPC, "No space left on device")) is not None
+    assert disk_full_cause(OSError(errno.EACCES, "Permission denied")) is None
+
+
+def test_disk_full_mid_run_then_resume_completes(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    (tmp_path / "run.toml").write_text("shard_size = 4\n")
+    real = SQLiteStore._upsert_many
+    state = {"units": 0, "full": False}
+
+    def filling(self, collection, docs):  # noqa: ANN001, ANN202
+        if collection == "units":
+            state["units"] += len(docs)
+            if state["units"] > 6:
+                state["full"] = True
+        if state["full"]:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, collection, docs)
+
+    monkeypatch.setattr(SQLiteStore, "_upsert_many", filling)
+    args = ["run", str(cfg), "--models", "fake:a", "--limit", "16", "--no-stability", "--no-threat", "--workers", "0",
+            "--run-config", str(tmp_path / "run.toml"), "--run-id", "full"]
+    code, out, err = run_cli(args, capsys, monkeypatch)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("error: the disk is full") and "--resume" in lines[0] and "Traceback" not in err
+    assert not (home / "crash-reports").exists() or not list((home / "crash-reports").iterdir())
+    store = open_store()
+    stored = {(u.corruption, u.severity, u.shard) for u in store.find("units")}
+    assert 0 < len(stored) <= 6  # whole units only: the failed write left nothing half-written
+    monkeypatch.setattr(SQLiteStore, "_upsert_many", real)  # space is back
+    code, out, err = run_cli(["run", "--resume", "full"], capsys, monkeypatch)
+    assert code == 0, err
+    units = store.find("units")
+    keys = [(u.corruption, u.severity, u.shard) for u in units]
+    assert len(keys) == len(set(keys)) == 4 * 4  # 4 shards x (clean + 3 cells), none twice
+    assert stored <= set(keys) and store.get_run("full").status == "done"
+
+
+def test_crash_report_is_whole_or_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from domainbench import crash_report
+    from domainbench.settings import Settings
+
+    monkeypatch.setenv("DOMAINBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(crash_report.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    settings = Settings.from_env()
+    real_fsync = os.fsync
+
+    def no_space(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(crash_report.os, "fsync", no_space)
+    assert crash_report.write_crash_report(RuntimeError("boom"), settings) is None
+    left = [p for d in (tmp_path / "home", tmp_path / "tmp") if d.exists() for p in d.rglob("*") if p.is_file()]
+    assert left == []  # no empty (or partial) report file
+    monkeypatch.setattr(crash_report.os, "fsync", real_fsync)
+    path = crash_report.write_crash_report(RuntimeError("boom"), settings)
+    assert path is not None and "RuntimeError: boom" in path.read_text()

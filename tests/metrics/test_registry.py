@@ -1,0 +1,190 @@
+"""The metric registry: declarations are complete and unique, new files are found, and every table
+(CLI summary, export columns, UI frames) reads its metrics from it with the values they held before."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score, balanced_accuracy_score
+
+from domainbench.engine.export import CELL_COLUMNS, cell_rows
+from domainbench.metrics import defs
+from domainbench.metrics.aggregate import summarize
+from domainbench.metrics.registry import (
+    LEVELS,
+    Metric,
+    MetricRegistryError,
+    Registry,
+    declared_metrics,
+    metric,
+    metrics_of,
+    registry,
+)
+from domainbench.report import RunReport, ThreatCell, Versions
+from tests.cli_runner import run_cli
+
+CLASSES = ["a", "b", "c"]
+
+
+def test_every_declaration_is_complete_and_names_are_unique() -> None:
+    declared = declared_metrics()
+    names = [m.name for m in declared]
+    assert len(names) == len(set(names)) == len(registry())
+    for m in declared:
+        m.check()
+        assert m.display and m.aggregation and m.needs, m.name
+    assert {m.level for m in declared} == set(LEVELS)
+
+
+def test_export_columns_keep_their_names_and_order() -> None:
+    # the order of today's CSV/JSON exports (the golden file pins the values)
+    intervals = [f"{m}_ci_{end}" for m in ("top1_accuracy", "balanced_accuracy", "label_flip_probability")
+                 for end in ("low", "high")]
+    assert list(CELL_COLUMNS) == ["model", "corruption", "severity", "n_images", "balanced_accuracy", "top1_accuracy",
+                                  "label_flip_probability", "label_flips", "shared_by_all_models", *intervals,
+                                  "mean_pd_threat", "pd_safe"]
+    assert all(CELL_COLUMNS[m.name] == m.meaning for m in metrics_of("cell"))
+    assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the Wilson score interval of top1_accuracy")
+
+
+def test_the_declared_intervals_are_the_ones_the_statistics_compute() -> None:
+    from domainbench.metrics import confidence
+
+    declared = {level: {m.name: m.interval for m in metrics_of(level) if m.interval} for level in LEVELS}
+    assert declared["cell"] == {"balanced_accuracy": "bootstrap", "top1_accuracy": "wilson",
+                                "label_flip_probability": "wilson"}
+    assert set(declared["cell"]) == set(confidence.CELL_INTERVAL_METRICS) == set(confidence.CellIntervals.model_fields) - {
+        "model", "corruption", "severity"}
+    assert set(declared["model"]) == set(confidence.MODEL_METRICS) == set(confidence.ModelIntervals.model_fields) - {"model"}
+    assert set(declared["model"].values()) == {"bootstrap"}
+    assert declared["image"] == dict.fromkeys(confidence.StabilityIntervals.model_fields.keys() - {"model", "corruption"},
+                                              "bootstrap")
+    assert declared["fmr"] == {"sa": "wilson", "pa": "wilson"} and declared["corruption"] == {}
+
+
+def test_summary_columns_keep_their_headers_and_order() -> None:
+    from domainbench.cli import summary_columns
+    from domainbench.frontend.data import COMPARE_METRICS, STABILITY_METRICS, summary_metrics
+
+    assert [m.cli_header for m in summary_columns()] == ["clean%", "corr%", "safe%", "mCE", "rCE", "mFR", "r"]
+    assert [m.table_header for m in summary_metrics()] == [
+        "clean acc %", "corrupted acc %", "safe-cell acc %", "mCE", "rCE", "mFR", "corr(acc, LFP)"]
+    assert list(COMPARE_METRICS) == ["mce", "rce", "mfr", "acc", "mean_corrupted_acc", "safe_acc", "corr"]
+    assert COMPARE_METRICS["mce"] == ("mCE", True) and COMPARE_METRICS["acc"] == ("clean accuracy", False)
+    assert list(STABILITY_METRICS) == ["divergence_radius", "cosine", "euclidean"]
+
+
+def _units(rng: np.random.Generator) -> tuple[list[dict], dict[tuple[str, str, int], tuple[np.ndarray, np.ndarray]]]:
+    """Two models, a clean pass and two noise severities, from per-image predictions."""
+    y = rng.integers(0, 3, 40)
+    y[:3] = [0, 1, 2]  # every class present
+    units, truth = [], {}
+    for model, keep in (("m1", 0.9), ("m2", 0.6)):
+        clean = np.where(rng.random(40) < keep, y, rng.integers(0, 3, 40))
+        for corruption, severity, flip in (("clean", 0, 0.0), ("noise", 1, 0.2), ("noise", 3, 0.5)):
+            pred = np.where(rng.random(40) < flip, rng.integers(0, 3, 40), clean)
+            conf = np.zeros((3, 3), dtype=int)
+            np.add.at(conf, (y, pred), 1)
+            units.append({"schema_version": 1, "run_id": "r", "model": model, "corruption": corruption,
+                          "severity": severity, "shard": 0, "n": 40, "confusion": conf.tolist(),
+                          "flips": int((pred != clean).sum()), "seed": 0, "classes": CLASSES})
+            truth[(model, corruption, severity)] = (y, pred, clean)
+    return units, truth
+
+
+def test_cell_metrics_read_the_values_an_independent_computation_gives() -> None:
+    units, truth = _units(np.random.default_rng(3))
+    threat = [ThreatCell(corruption="noise", severity=1, n=40, mean_threat=0.4, std_threat=0.1, frac_unsafe_images=0.0,
+                         max_threat=0.9, safe=True),
+              ThreatCell(corruption="noise", severity=3, n=40, mean_threat=1.7, std_threat=0.3, frac_unsafe_images=0.8,
+                         max_threat=2.5, safe=False)]
+    report = RunReport(run_id="r", baseline="m1", seed=0, classification=summarize(units, "m1"), threat=threat,
+                       versions=Versions(domainbench="test"))
+    rows = cell_rows(report)
+    assert len(rows) == 6
+    for row in rows:
+        y, pred, clean = truth[(row["model"], row["corruption"], row["severity"])]
+        assert row["n_images"] == len(y)
+        assert row["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(y, pred), abs=1e-12)
+        assert row["top1_accuracy"] == pytest.approx(accuracy_score(y, pred), abs=1e-12)
+        assert row["label_flips"] == int((pred != clean).sum())
+        assert row["label_flip_probability"] == pytest.approx(np.mean(pred != clean), abs=1e-12)
+        assert row["shared_by_all_models"] is True
+        t = {1: (0.4, True), 3: (1.7, False)}.get(row["severity"], (None, None))
+        assert (row["mean_pd_threat"], row["pd_safe"]) == t
+
+
+def test_model_metrics_read_the_summary_row() -> None:
+    units, truth = _units(np.random.default_rng(4))
+    report = RunReport(run_id="r", baseline="m1", seed=0, classification=summarize(units, "m1"),
+                       versions=Versions(domainbench="test"))
+    for row in report.table():
+        y, pred, _ = truth[(row.model, "clean", 0)]
+        assert metric("clean_accuracy").read(row) == pytest.approx(balanced_accuracy_score(y, pred), abs=1e-12)
+        corrupted = [balanced_accuracy_score(*truth[(row.model, "noise", s)][:2]) for s in (1, 3)]
+        assert metric("mean_corrupted_accuracy").read(row) == pytest.approx(np.mean(corrupted), abs=1e-12)
+        assert metric("mce").read(row) == row.mce and metric("corr_accuracy_lfp").read(row) == row.corr
+    assert metric("mce").read(report.table()[0]) == pytest.approx(1.0)  # m1 is the baseline
+
+
+def test_the_registry_refuses_contradictions() -> None:
+    base = Metric("x", "X", "fraction", "higher", "a thing", "cell", ("n",), "sum", field="n")
+    reg = Registry([base])
+    with pytest.raises(MetricRegistryError, match="declared twice"):
+        reg.register(base)
+    bad = {"unit": "furlongs", "direction": "up", "interval": "jackknife", "meaning": "two\nlines", "level": "shard",
+           "name": "not a name", "field": None}
+    for key, value in bad.items():
+        fields = {**base.__dict__, key: value}
+        with pytest.raises(MetricRegistryError, match=key if key != "field" else "neither a field"):
+            Metric(**fields).check()
+    with pytest.raises(MetricRegistryError, match="domainbench metrics"):
+        reg.get("y")
+
+
+def test_find_matches_names_and_display_names() -> None:
+    assert [m.name for m in registry().find("*accuracy*") if m.level == "cell"] == ["balanced_accuracy", "top1_accuracy"]
+    assert [m.name for m in registry().find("MCE")] == ["mce"]
+    assert [m.name for m in registry().find("*robustness*")] == ["cosine", "euclidean"]
+
+
+def test_a_new_file_in_defs_is_a_new_metric(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "zz_extra.py").write_text(
+        "from domainbench.metrics.registry import Metric\n"
+        "METRICS = (Metric('clean_images', 'clean images', 'count', None, 'images of the clean pass', 'cell',"
+        " ('n',), 'sum over shards', order=5, field='n'),)\n")
+    monkeypatch.setattr(defs, "__path__", [*defs.__path__, str(tmp_path)])
+    monkeypatch.delitem(sys.modules, "domainbench.metrics.defs.zz_extra", raising=False)
+    try:
+        found = Registry(declared_metrics())
+        assert found.of_level("cell")[0].name == "clean_images"
+        assert len(found) == len(registry()) + 1
+    finally:
+        sys.modules.pop("domainbench.metrics.defs.zz_extra", None)
+
+
+def test_metrics_command_lists_every_metric(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from domainbench import cli
+
+    monkeypatch.setattr(cli.console, "width", 250)
+    code, out, _ = run_cli(["metrics"], capsys, monkeypatch)
+    assert code == 0
+    listed = [line.split()[0] for line in out.splitlines()[3:] if line.strip() and not line.startswith(" " * 10)]
+    assert listed == [m.name for m in registry().all()]
+    code, out, _ = run_cli(["metrics", "*flip*", "--format", "json"], capsys, monkeypatch)
+    assert code == 0
+    assert json.loads(out) == [metric("label_flip_probability").describe(), metric("label_flips").describe()]
+    assert json.loads(out)[0]["interval"] == "wilson" and json.loads(out)[0]["direction"] == "lower"
+
+
+@pytest.mark.parametrize(("args", "expect"), [(["metrics", "nothing*"], "no metric matches 'nothing*'"),
+                                              (["metrics", "--format", "xml"], "--format 'xml' is not supported")])
+def test_metrics_command_bad_input(args: list[str], expect: str, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = run_cli(args, capsys, monkeypatch)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and expect in err and len(err.strip().splitlines()) == 1
