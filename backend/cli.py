@@ -185,6 +185,8 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
+    from domainbench.models.generative import is_remote_model
+
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
@@ -196,6 +198,10 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
         table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent) for m in columns))
     console.print(table)
+    remote = [row.model for row in report.table() if is_remote_model(row.model)]
+    if remote and report.stability:
+        console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
+                      style="dim", markup=False, highlight=False)
     if intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
                       f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
@@ -288,7 +294,7 @@ def run(
     limit: Annotated[Optional[int], typer.Option(help="Evaluate only the first N images (smoke runs).")] = None,
     resume: Annotated[Optional[str], typer.Option(help="Continue run RUN: finished units are not recomputed.")] = None,
     run_config: Annotated[Optional[Path], typer.Option("--run-config", help="Run config TOML; flags override it.")] = None,
-    classes: Annotated[Optional[list[str]], typer.Option(help="Class names (needed for an unlabeled folder).")] = None,
+    classes: Annotated[Optional[list[str]], typer.Option(help="Class names (needed for an unlabeled folder), or imagenet1k: the 1,000 ImageNet names of CLIP's zero-shot evaluation.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of every corruption's random parameters.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass (halved automatically on GPU out-of-memory).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
@@ -298,7 +304,7 @@ def run(
     stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
-    template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble).")] = None,
+    template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble), or a built-in set: openai80 (CLIP's 80 ImageNet templates), simple.")] = None,
     question: Annotated[Optional[list[str]], typer.Option("--question", help="Generative VLMs: the question asked about each image (repeat for an ensemble).")] = None,
     vlm_mode: Annotated[Optional[str], typer.Option("--vlm-mode", help="Generative VLMs: loglik (score every class name), generate (parse a free answer) or choice (lettered options, endpoints with logprobs).")] = None,
     vlm_score: Annotated[Optional[str], typer.Option("--vlm-score", help="Generative VLMs: sum or mean of the class name's token log-probabilities.")] = None,
@@ -315,6 +321,7 @@ def run(
     models_per_actor: Annotated[Optional[int], typer.Option(help="Models one Ray actor holds (default: all; lower it when they do not fit on one GPU).")] = None,
     adaptive: Annotated[Optional[bool], typer.Option("--adaptive", help="Evaluate in random rounds; stop each cell once its anytime-valid interval is narrow enough or its model pairs are decided.")] = None,
     target_width: Annotated[Optional[float], typer.Option("--target-width", help="With --adaptive: the width a cell's top-1 accuracy interval must reach (default 0.1).")] = None,
+    breaking_point: Annotated[Optional[str], typer.Option("--breaking-point", metavar="[THRESHOLD]", help="Find where each model's balanced accuracy falls below THRESHOLD on each corruption's continuous scale (default: halfway between clean and chance).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from domainbench.config import RunConfig, load_domain
@@ -339,6 +346,7 @@ def run(
             "concurrency": concurrency, "max_requests": max_requests, "api_key_env": api_key_env,
             "request_timeout": request_timeout,
             "adaptive": adaptive, "target_width": target_width,
+            "breaking_point": True if breaking_point is not None else None, "breaking_threshold": _threshold(breaking_point),
         })
         if cfg.adaptive and exec_options.kind != "local":
             raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
@@ -352,6 +360,16 @@ def run(
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(query.report(store, run_id))  # the engine stored it as the run finished
+
+
+def _threshold(value: Optional[str]) -> Optional[float]:
+    """--breaking-point's THRESHOLD: None for the default (the flag alone), else a number in (0, 1)."""
+    if value is None or value == "auto":
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise UserInputError(f"--breaking-point: THRESHOLD must be a balanced accuracy between 0 and 1 (e.g. 0.5), got {value!r}") from None
 
 
 def _executor_options(kind: str, address: Optional[str], actors: Optional[int], gpus_per_actor: Optional[float],
@@ -432,8 +450,47 @@ def show(
     store = _store()
     report = query.report(store, run_id, baseline)
     print_report(report, query.intervals(store, report, confidence))
+    print_question_spread(store, run_id)
+    run = store.get_run(run_id)
+    if run is not None and run.breaking_points:
+        print_breaking_points(run.breaking_points)
     if len(report.model_names) > 1 and report.models[0].labeled:
         print_verdicts(query.comparison(store, [run_id], confidence=confidence))
+
+
+def print_question_spread(store: Any, run_id: str) -> None:
+    """Prompt sensitivity of generative models asked several --question (nothing otherwise)."""
+    from domainbench.engine.vlm_units import question_spread
+
+    questions, rows = question_spread(store, run_id)
+    if not rows:
+        return
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    for col in ("model", "cell", *[f"Q{k + 1}%" for k in range(len(questions))], "spread"):
+        table.add_column(col, justify="left" if col in ("model", "cell") else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(literal(r["model"]), literal(f"{r['corruption']}@{r['severity']}"),
+                      *[_fmt(a, pct=True) for a in r["accuracy"]], _fmt(r["spread"], pct=True))
+    console.print(table)
+    for k, q in enumerate(questions):
+        console.print(f"Q{k + 1}: {q}", style="dim", markup=False, highlight=False)
+    console.print("prompt sensitivity: top-1 accuracy under each question alone; spread = max - min (points)",
+                  style="dim")
+
+
+def print_breaking_points(points: list[Any]) -> None:
+    """Per model and corruption: where on the continuous scale (0 weakest, 1 strongest) accuracy breaks."""
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+    for col in ("model", "corruption", "below", "breaks at", "interval"):
+        table.add_column(col, justify="left" if col in ("model", "corruption") else "right", no_wrap=True)
+    for b in points:
+        where = "never" if b.breaking_point is None else f"{b.breaking_point:.3f}"
+        iv = ("n/a" if b.breaking_point_ci_low is None else
+              f"{b.breaking_point_ci_low:.3f}–{'>1' if b.breaking_point_ci_high is None else f'{b.breaking_point_ci_high:.3f}'}")
+        table.add_row(literal(b.model), literal(b.corruption), f"{100 * b.threshold:.1f}%", where, iv)
+    console.print(table)
+    console.print("breaking point: where balanced accuracy falls below the threshold on the corruption's continuous "
+                  "scale (0 weakest, 1 strongest), by bisection; see docs/reading-the-numbers.md", style="dim")
 
 
 def print_verdicts(comparison: Comparison) -> None:
@@ -755,6 +812,21 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+#: options whose value may be left out (click's optional values do not pass through typer): the value then used
+OPTIONAL_VALUES = {"--breaking-point": "auto"}
+
+
+def _optional_values(args: list[str]) -> list[str]:
+    """``args`` with the implied value after an optional-value option given alone (last, or before another option)."""
+    out = []
+    for i, a in enumerate(args):
+        out.append(a)
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        if a in OPTIONAL_VALUES and (nxt is None or (nxt.startswith("-") and not nxt[1:2].isdigit() and nxt[1:2] != ".")):
+            out.append(OPTIONAL_VALUES[a])
+    return out
+
+
 def main() -> None:
     import signal
 
@@ -765,7 +837,7 @@ def main() -> None:
     STATE.quiet, STATE.settings = False, None  # nothing carries over from an earlier call in this process
     try:
         # outside standalone mode typer returns exit codes (130 after Ctrl-C) instead of exiting
-        rv = app(standalone_mode=False)
+        rv = app(args=_optional_values(sys.argv[1:]), standalone_mode=False)
         if rv == 130:
             raise KeyboardInterrupt
         if isinstance(rv, int) and not isinstance(rv, bool):

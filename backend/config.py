@@ -206,6 +206,10 @@ class RunConfig(_Strict):
     # stops once its anytime-valid interval is narrower than target_width or its pairs are decided
     adaptive: bool = _unless_default(False)
     target_width: float | None = _unless_default(None, gt=0, lt=1)
+    # breaking points (domainbench.engine.breaking_point): bisect each corruption's continuous scale per
+    # model for where balanced accuracy falls below breaking_threshold (None: halfway from clean to chance)
+    breaking_point: bool = _unless_default(False)
+    breaking_threshold: float | None = _unless_default(None, gt=0, lt=1)
 
     @field_validator("models")
     @classmethod
@@ -241,9 +245,14 @@ class RunConfig(_Strict):
     @field_validator("templates")
     @classmethod
     def _templates_have_a_slot(cls, v: list[str] | None) -> list[str] | None:
+        from domainbench.models.label_sets import TEMPLATE_SETS
+
+        if v is not None and len(v) == 1 and v[0] in TEMPLATE_SETS:  # a built-in set: openai80, simple
+            return v
         bad = [t for t in v or [] if t.count("{}") != 1]
         if bad:
-            raise ValueError(f"each prompt template needs exactly one {{}} for the class name, got {bad}")
+            raise ValueError(f"each prompt template needs exactly one {{}} for the class name (or name a built-in set: "
+                             f"{', '.join(TEMPLATE_SETS)}), got {bad}")
         return v
 
     @property
@@ -276,7 +285,7 @@ class RunConfig(_Strict):
 
 
 # the CLI flag of a RunConfig field, where it is not the field's name with dashes
-_FLAGS = {"templates": "template", "questions": "question", "": "run-config"}
+_FLAGS = {"templates": "template", "questions": "question", "": "run-config", "breaking_threshold": "breaking-point"}
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 

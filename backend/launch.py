@@ -46,7 +46,10 @@ def check_dataset(cfg: RunConfig) -> RunConfig:
     """
     from domainbench.data import open_dataset
 
-    ds = open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
+    from domainbench.models.label_sets import check_unique, resolve_classes
+
+    ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
+    check_unique(ds.classes, f"dataset {cfg.dataset}")
     if len(ds.classes) < 2:
         raise UserInputError(f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by "
                              "construction; give at least two classes")

@@ -16,7 +16,7 @@ import numpy as np
 from domainbench.config import DomainConfig
 from domainbench.engine.compare import paired_comparison, run_pairs
 from domainbench.engine.confidence import load_intervals
-from domainbench.engine.export import CELL_FIELDS, cell_rows, to_csv, to_json
+from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
@@ -142,10 +142,12 @@ def comparison(store: Store, run_ids: list[str], models: list[str] | None = None
 
 def export_csv(report: RunReport, store: Store | None = None, confidence: float = DEFAULT_CONFIDENCE) -> str:
     """``domainbench export --format csv``: one row per model × cell; with the store, the intervals (and a
-    generative run's unparseable rates)."""
+    generative run's unparseable rates, the breaking points of a run made with --breaking-point)."""
     if store is None:
         return to_csv(report)
-    return to_csv(report, intervals(store, report, confidence), load_unparseable_rates(store, report.run_id))
+    run = store.get_run(report.run_id)
+    return to_csv(report, intervals(store, report, confidence), load_unparseable_rates(store, report.run_id),
+                  run.breaking_points if run is not None else [])
 
 
 def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
@@ -153,7 +155,8 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
     """``domainbench export --format json``: the run and its report (intervals, pairs and verdicts need the store)."""
     if store is None:
         return to_json(run, report)
-    return to_json(run, report, intervals(store, report, confidence), pairs(store, report, confidence))
+    return to_json(run, report, intervals(store, report, confidence),
+                   {**pairs(store, report, confidence), **breaking_section(run.breaking_points)})
 
 
 # --------------------------------------------------------------------------- per-image records
@@ -218,5 +221,7 @@ def _run_dataset(config_json: str) -> Any:
     from domainbench.config import RunConfig
     from domainbench.data import open_dataset
 
+    from domainbench.models.label_sets import resolve_classes
+
     cfg = RunConfig.model_validate_json(config_json)
-    return open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
+    return open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)

@@ -23,9 +23,10 @@ from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.errors import UserInputError
 from domainbench.store import Store
+from domainbench.store.fence import Fence
+from domainbench.store.fenced_store import FencedStore
 from domainbench.store.queue import DEFAULT_LEASE_S, LeaseLost, RunQueue, now_iso, queue_of
 from domainbench.store.records import RunRecord
-from domainbench.store.repositories import Repositories
 
 #: a write needs at least this much of the lease left: room for the write itself and clock skew
 WRITE_MARGIN = 0.1
@@ -75,33 +76,19 @@ class Lease:
         return self.queue.update_owned(self.run_id, self.worker, **fields)
 
 
-class OwnedStore(Repositories):
+class OwnedStore(FencedStore):
     """The store as the engine sees it while this worker holds a run: writes only under the lease.
 
     Its repositories (``units``, ``threat``, ...) write through the methods below, so they are fenced too.
     """
 
     def __init__(self, store: Store, lease: Lease) -> None:
-        self._store, self._lease = store, lease
+        # the store checks the fence inside the write itself: a takeover between check and write cannot slip in
+        super().__init__(store, Fence(lease.run_id, lease.worker))
+        self._lease = lease
 
-    def __getattr__(self, name: str) -> Any:  # reads go straight through
-        return getattr(self._store, name)
-
-    def upsert(self, collection: str, doc: Any) -> None:
-        self._lease.check()
-        self._store.upsert(collection, doc)
-
-    def upsert_many(self, collection: str, docs: Any) -> None:
-        self._lease.check()
-        self._store.upsert_many(collection, docs)
-
-    def put_report(self, report: Any) -> None:
-        self._lease.check()
-        self._store.put_report(report)
-
-    def delete(self, collection: str, **where: Any) -> int:
-        self._lease.check()
-        return self._store.delete(collection, **where)
+    def _before_write(self) -> None:
+        self._lease.check()  # stop early once the lease's clock ran out, before the store is asked
 
     def update_run(self, run_id: str, **fields: Any) -> RunRecord:
         if run_id != self._lease.run_id:

@@ -27,7 +27,7 @@ import cv2  # noqa: E402
 import numpy as np  # noqa: E402
 from sklearn.datasets import load_sample_image  # noqa: E402
 
-import corruptions  # noqa: E402
+from domainbench import corruptions  # noqa: E402
 
 SLOW_MS = 50.0
 BATCH = 32

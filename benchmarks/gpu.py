@@ -24,7 +24,9 @@ import os
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # the engine's host memory settings (huge pages for torch, heap reuse for temporaries), before torch loads
-import backend  # noqa: E402,F401
+from domainbench import host_memory  # noqa: E402
+
+host_memory.configure()
 
 import argparse  # noqa: E402
 import itertools  # noqa: E402
@@ -41,7 +43,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from sklearn.datasets import load_sample_image  # noqa: E402
 
-import corruptions  # noqa: E402
+from domainbench import corruptions  # noqa: E402
 from domainbench.corruptions import device as device_kernels  # noqa: E402
 
 SIZE = 224

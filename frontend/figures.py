@@ -86,6 +86,12 @@ def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3
         return _empty(f"{label} vs severity", "not applicable: the dataset is unlabelled" if metric == "accuracy" else "no values")
     for i, name in enumerate(names):
         _mark_unsafe(fig, report, name, row=i // cols + 1, col=i % cols + 1)
+    n_classes = len(report.classification.classes)
+    if metric == "accuracy" and n_classes:
+        # balanced accuracy of guessing: 1 / classes; the full 0-100 range keeps the drop in proportion
+        fig.add_hline(y=100.0 / n_classes, line_dash="dot", line_color="#777", row="all", col="all",
+                      annotation_text=f"chance ({100.0 / n_classes:.0f} %)", annotation_position="bottom right")
+        fig.update_yaxes(range=[0, 100])
     fig.update_xaxes(title_text="severity", tick0=0, dtick=1)
     fig.update_yaxes(matches="y")  # one scale for every panel, so corruptions compare at a glance
     fig.update_yaxes(title_text=label, col=1)
@@ -146,6 +152,27 @@ def lfp_heatmap(report: RunReport) -> go.Figure:
     return fig
 
 
+BORDERLINE_COLOR = "#e6a700"
+
+
+def threat_interval(t: ThreatCell, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Student-t interval of the cell's mean PD threat over its images; None without a spread."""
+    if t.mean_threat is None or t.std_threat is None or t.n < 2:
+        return None
+    from scipy.stats import t as student
+
+    half = float(student.ppf(0.5 + confidence / 2, t.n - 1)) * t.std_threat / math.sqrt(t.n)
+    return t.mean_threat - half, t.mean_threat + half
+
+
+def threat_class(t: ThreatCell) -> str:
+    """"safe", "unsafe", or "borderline" where the mean's 95 % interval straddles the safe threshold."""
+    ci = threat_interval(t)
+    if ci is not None and ci[0] <= SAFE_THREAT <= ci[1]:
+        return "borderline"
+    return "safe" if t.safe else "unsafe"
+
+
 def threat_chart(report: RunReport) -> go.Figure:
     """Mean PD threat per corruption cell, green when safe (label-preserving), red when unsafe.
 
@@ -158,19 +185,23 @@ def threat_chart(report: RunReport) -> go.Figure:
     if not cells:
         return _empty("PD threat", "the PD threat was not measured for this run")
     fig = go.Figure()
-    for safe, name, color in ((True, "safe", SAFE_COLOR), (False, "unsafe", UNSAFE_COLOR)):
-        part = [t for t in cells if t.safe == safe]
+    for name, color in (("safe", SAFE_COLOR), ("borderline", BORDERLINE_COLOR), ("unsafe", UNSAFE_COLOR)):
+        part = [t for t in cells if threat_class(t) == name]
         if not part:
             continue
+        cis = [threat_interval(t) for t in part]
         fig.add_trace(
             go.Bar(
                 x=[cell_label(t.corruption, t.severity) for t in part],
                 y=[t.mean_threat for t in part],
-                error_y={"type": "data", "array": [t.std_threat or 0.0 for t in part], "visible": True},
+                # the 95 % interval of the mean: a bar whose interval crosses the threshold is borderline
+                error_y={"type": "data", "symmetric": False, "visible": True,
+                         "array": [0.0 if ci is None else ci[1] - t.mean_threat for t, ci in zip(part, cis, strict=True)],
+                         "arrayminus": [0.0 if ci is None else t.mean_threat - ci[0] for t, ci in zip(part, cis, strict=True)]},
                 name=name, marker_color=color,
                 customdata=[[t.frac_unsafe_images, t.n] for t in part],
-                hovertemplate="%{x}<br>mean threat %{y:.3f}<br>images above 1: %{customdata[0]:.0%}"
-                              " of %{customdata[1]}<extra>" + name + "</extra>",
+                hovertemplate="%{x}<br>mean threat %{y:.3f} (95 % interval as error bar)<br>images above 1: "
+                              "%{customdata[0]:.0%} of %{customdata[1]}<extra>" + name + "</extra>",
             )
         )
     order = [cell_label(t.corruption, t.severity) for t in cells]
@@ -180,8 +211,9 @@ def threat_chart(report: RunReport) -> go.Figure:
     if ref is not None:
         fig.add_hline(y=float(ref), line_dash="dot", line_color=UNSAFE_COLOR,
                       annotation_text=f"different-class reference ({float(ref):.2f})", annotation_position="top right")
-    fig.update_layout(title="Projected Displacement threat per corruption cell", xaxis_title="corruption, severity",
-                      yaxis_title="mean PD threat", barmode="overlay",
+    fig.update_layout(title="Projected Displacement threat per corruption cell (lower = more label-preserving)",
+                      xaxis_title="corruption, severity", yaxis_title="mean PD threat (1 = half-way to another class)",
+                      barmode="overlay", legend={"title": {"text": "cell"}},
                       xaxis={"categoryorder": "array", "categoryarray": order})
     return fig
 
@@ -324,6 +356,19 @@ def per_corruption_bars(frame: pd.DataFrame, metric: str, label: str | None = No
                          title=f"{label} per corruption", xaxis_title="corruption", legend={"title": {"text": "model"}})
 
 
+def bin_fit(part: pd.DataFrame) -> tuple[float, float] | None:
+    """(slope, intercept) in % of the straight line through exactly the points drawn (bin mean radius,
+    bin accuracy in %); None with fewer than two distinct radii. The report's regression is fitted on
+    held-out images and is listed in the table below the chart, not drawn over these points."""
+    x = part["mean_radius"].to_numpy(dtype=float)
+    y = 100.0 * part["accuracy"].to_numpy(dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if len(np.unique(x[ok])) < 2:
+        return None
+    slope, icpt = np.linalg.lstsq(np.stack([x[ok], np.ones(ok.sum())], axis=1), y[ok], rcond=None)[0]
+    return float(slope), float(icpt)
+
+
 def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int = 3) -> go.Figure:
     """Accuracy under perturbation per DivergenceRadius quantile bin, one panel per corruption,
     one line per model, with the fitted regression dashed (``data.link_bins_frame`` /
@@ -345,18 +390,19 @@ def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int =
                 legendgroup=m, showlegend=i == 0, line={"color": colors[m]}, customdata=part["count"].tolist(),
                 hovertemplate=f"{m}<br>{name}<br>mean radius %{{x:.4f}}<br>accuracy %{{y:.1f}}% of %{{customdata}} images<extra></extra>",
             ), row=r + 1, col=c + 1)
-            fit = summary[(summary["model"] == m) & (summary["corruption"] == name)]
-            if len(fit) and pd.notna(fit["slope"].iloc[0]):
-                x0, x1 = float(part["bin_lo"].min()), float(part["bin_hi"].max())
-                slope, icpt = float(fit["slope"].iloc[0]), float(fit["intercept"].iloc[0])
+            fit = bin_fit(part)
+            if fit is not None:
+                slope, icpt = fit
+                x0, x1 = float(part["mean_radius"].min()), float(part["mean_radius"].max())
                 fig.add_trace(go.Scatter(
-                    x=[x0, x1], y=[100.0 * (icpt + slope * x0), 100.0 * (icpt + slope * x1)], mode="lines",
+                    x=[x0, x1], y=[icpt + slope * x0, icpt + slope * x1], mode="lines",
                     name=f"{m} fit", legendgroup=m, showlegend=False, line={"color": colors[m], "dash": "dash"},
-                    hovertemplate=f"{m} regression: slope {slope:.3f}<extra></extra>",
+                    hovertemplate=f"{m}: least-squares line of the plotted points, slope {slope:.1f} % per unit radius"
+                                  "<extra></extra>",
                 ), row=r + 1, col=c + 1)
     fig.update_xaxes(title_text="DivergenceRadius R_dr")
     fig.update_yaxes(title_text="accuracy under perturbation (%)", col=1)
-    fig.update_layout(title="accuracy vs DivergenceRadius (quantile bins; dashed: linear fit)",
+    fig.update_layout(title="accuracy vs DivergenceRadius (quantile bins; dashed: least-squares line of the plotted bins)",
                       height=280 * rows + 80, legend={"title": {"text": "model"}})
     return fig
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -92,15 +93,18 @@ def sidebar_store(store: Store) -> None:
 
 #: characters of a user's text shown before the rest is folded behind "more"
 FOLD_CHARS = 300
-_MD_SPECIAL = set("\\`*_{}[]()<>#+-.!|:$~^=\"'&%@")
+_MD_SPECIAL = set("\\`*_{}[]()<>#|:$~^&")
+_LIST_START = re.compile(r"^(\s*)([-+]|\d+)([.)]?)", re.M)
 
 
 def md_escape(text: str) -> str:
     """``text`` for a Markdown context, shown literally: every punctuation a Markdown, LaTeX, link or
     ``:color[...]`` directive could start with is backslash-escaped (CommonMark escapes any ASCII
-    punctuation), and line breaks stay line breaks."""
-    out = "".join(f"\\{ch}" if ch in _MD_SPECIAL else ch for ch in str(text))
-    return out.replace("\r\n", "\n").replace("\n", "  \n")
+    punctuation), a line that would start a list too, and line breaks stay line breaks."""
+    out = "".join(f"\\{ch}" if ch in _MD_SPECIAL else ch for ch in str(text).replace("\r\n", "\n"))
+    out = _LIST_START.sub(lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2) in "-+" else m.group(2) + "\\" * bool(m.group(3)))
+                          + m.group(3), out)
+    return out.replace("\n", "  \n")
 
 
 def literal_text(label: str, text: str, fold: int = FOLD_CHARS) -> None:

@@ -100,6 +100,38 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def test_every_package_folder_is_listed_for_the_wheel() -> None:
+    # pyproject lists the packages by hand (package-dir maps folders onto one namespace): a new
+    # folder left out of that list would be missing from the wheel
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join((package, *init.parent.relative_to(ROOT / folder).parts))
+        for folder, package in {**PACKAGES, "prompts": "domainbench.prompts"}.items()
+        for init in (ROOT / folder).rglob("__init__.py")
+    }
+    assert found == listed
+
+
+def test_nothing_imports_the_folders_by_their_checkout_names() -> None:
+    # pytest puts the checkout on sys.path (for `tests.*`), so `import backend` or `files("prompts")`
+    # would work here and fail in an installed wheel: the folders are only ever `domainbench.*`
+    old = {"backend", "corruptions", "frontend", "prompts"}
+    bad = []
+    for folder in ("backend", "corruptions", "frontend", "prompts", "tests", "benchmarks", "scripts"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+                if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+                    func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                    if func in ("files", "import_module", "find_spec", "__import__") and isinstance(node.args[0].value, str):
+                        names = [node.args[0].value]
+                bad += [f"{path.relative_to(ROOT)}:{node.lineno}" for n in names if n.split(".")[0] in old]
+    assert bad == []
+
+
 def test_no_import_cycles() -> None:
     assert cycles(import_graph()) == []
 

@@ -2,7 +2,7 @@
 
 The fresh venv gets its dependencies from this venv's site-packages through a ``.pth`` line.
 A path added that way is appended to ``sys.path`` but the ``.pth`` files inside it are not
-processed, so this venv's editable-install finder (which maps ``backend`` & co. to the
+processed, so this venv's editable-install finder (which maps ``domainbench`` & co. to the
 checkout) stays inert: everything the product imports or reads must come from the wheel.
 """
 
@@ -24,7 +24,9 @@ from domainbench.planner.prompts import TEMPLATE_FILES
 from tests.planner.planner_fakes import FakeLLM, Reply, answer
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("backend", "corruptions", "frontend", "prompts")
+#: the checkout's folders and where the wheel puts them (pyproject's package-dir): one top-level name
+PACKAGES = {"backend": "domainbench", "corruptions": "domainbench/corruptions", "frontend": "domainbench/frontend",
+            "prompts": "domainbench/prompts"}
 # the kinds of file the packages ship (code and data): every one in the checkout must be in the wheel
 DATA_SUFFIXES = {".py", ".txt", ".json", ".toml", ".npz", ".safetensors", ".md"}
 # checkout-only build and cache outputs, never copied to the build folder
@@ -123,34 +125,35 @@ def test_wheel_holds_the_packages_and_their_data(wheel: Path, source: Path) -> N
     names = set(zipfile.ZipFile(wheel).namelist())
     dist_info = "-".join(wheel.name.split("-")[:2]) + ".dist-info"
     tops = {n.split("/", 1)[0] for n in names}
-    assert tops == {*PACKAGES, dist_info}, "only the runtime packages ship"
+    assert tops == {"domainbench", dist_info}, "only the runtime packages ship, under one name"
 
     in_checkout = {
-        p.relative_to(source).as_posix()
-        for pkg in PACKAGES
-        for p in (source / pkg).rglob("*")
+        f"{installed_as}/{p.relative_to(source / folder).as_posix()}"
+        for folder, installed_as in PACKAGES.items()
+        for p in (source / folder).rglob("*")
         if p.is_file() and p.suffix in DATA_SUFFIXES and "__pycache__" not in p.parts
     }
     assert sorted(in_checkout - names) == []
     assert {
-        *(f"prompts/planner/{f}" for f in TEMPLATE_FILES),
-        "backend/planner/rules.toml",
-        "backend/data/sample/fashion_mnist_sample.npz",
-        "backend/models/weights/fmnist-plain.safetensors",
-        "backend/models/weights/fmnist-augmented.safetensors",
-        "backend/models/weights/MODEL_CARD.md",
-        "frontend/app.py",
-        "frontend/views/runs.py",
+        *(f"domainbench/prompts/planner/{f}" for f in TEMPLATE_FILES),
+        "domainbench/planner/rules.toml",
+        "domainbench/data/sample/fashion_mnist_sample.npz",
+        "domainbench/models/weights/fmnist-plain.safetensors",
+        "domainbench/models/weights/fmnist-augmented.safetensors",
+        "domainbench/models/weights/MODEL_CARD.md",
+        "domainbench/frontend/app.py",
+        "domainbench/frontend/views/runs.py",
     } <= names
     # the training script and the test oracles stay in the checkout
     assert not [n for n in names if re.search(r"train_embedded|stability_reference|oracles", n)]
 
     entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
-    assert "domainbench = backend.cli:main" in entry_points
+    assert "domainbench = domainbench.cli:main" in entry_points
 
 
 def test_installed_packages_come_from_the_wheel(installed: Installed) -> None:
-    code = "import backend, corruptions, frontend, prompts; print('\\n'.join(m.__file__ for m in (backend, corruptions, frontend, prompts)))"
+    code = ("import domainbench; from domainbench import corruptions, frontend, prompts; "
+            "print('\\n'.join(m.__file__ for m in (domainbench, corruptions, frontend, prompts)))")
     proc = installed.run(str(installed.bin / "python"), "-c", code)
     _check(proc, "import")
     files = proc.stdout.split()
@@ -173,7 +176,7 @@ def test_installed_plan_with_an_llm_reads_the_packaged_prompts(installed: Instal
     assert 'provider = "openai"' in proc.stdout
     assert len(fake_llm.requests) == 2
     system = fake_llm.requests[0]["messages"][0]["content"]
-    shipped = next(installed.venv.glob("lib/python*/site-packages/prompts/planner/system.txt"))
+    shipped = next(installed.venv.glob("lib/python*/site-packages/domainbench/prompts/planner/system.txt"))
     assert system == shipped.read_text(encoding="utf-8").strip()
     assert DOMAIN in fake_llm.requests[0]["messages"][1]["content"]
 

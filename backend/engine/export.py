@@ -11,8 +11,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from domainbench.metrics.breaking import BreakingPoint
 from domainbench.metrics.confidence import CELL_INTERVAL_METRICS, RunIntervals, interval_columns
 from domainbench.metrics.defs.classification import top1_accuracy as top1_accuracy  # where readers found it
 from domainbench.metrics.registry import metric, metrics_of
@@ -67,20 +69,34 @@ UNPARSEABLE_DOC = "fraction of a generative model's free answers that named no c
 FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
 
 
+#: a run made with --breaking-point adds these columns, filled on every row of the model × corruption
+BREAKING_FIELDS = ["breaking_point", "breaking_point_ci_low", "breaking_point_ci_high"]
+
+
+def breaking_section(points: Sequence[BreakingPoint]) -> dict[str, Any]:
+    """The JSON export's ``breaking_points`` (only for a run made with --breaking-point)."""
+    return {"breaking_points": [b.model_dump(mode="json") for b in points]} if points else {}
+
+
 def to_csv(report: RunReport, intervals: RunIntervals | None = None,
-           unparseable: dict[tuple[str, str, int], float] | None = None) -> str:
+           unparseable: dict[tuple[str, str, int], float] | None = None, breaking: Sequence[BreakingPoint] = ()) -> str:
     """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty.
 
-    ``unparseable`` (from ``engine.vlm_units.unparseable_rates``) adds the unparseable_rate column.
+    ``unparseable`` (from ``engine.vlm_units.unparseable_rates``) adds the unparseable_rate column;
+    ``breaking`` (a --breaking-point run's) the breaking_point columns.
     """
     buf = io.StringIO()
-    fields = CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (FMR_FIELDS if report.fmr else [])
+    fields = (CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
+              + (FMR_FIELDS if report.fmr else []))
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
     w.writeheader()
+    at = {(b.model, b.corruption): b for b in breaking}
     for row in cell_rows(report, intervals):
+        b = at.get((row["model"], row["corruption"]))
         if unparseable:
             row[UNPARSEABLE_FIELD] = unparseable.get((row["model"], row["corruption"], row["severity"]))
-        w.writerow({"run_id": report.run_id, **row})
+        extra = {k: getattr(b, k) for k in BREAKING_FIELDS} if b is not None else {}
+        w.writerow({"run_id": report.run_id, **row, **extra})
     for m in report.fmr.models if report.fmr else []:
         w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n": m.n,
                     "accuracy": m.pa, "sa": m.sa, "fmr": m.fmr, "validation_rate": m.validation_rate,

@@ -48,7 +48,7 @@ class LocalExecutor:
 
     def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents) -> list[ModelState]:
         return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=events.message,
-                           vlm=VLMOptions.from_run_config(cfg))
+                           vlm=VLMOptions.from_run_config(cfg), cache=store)
 
     def environment(self, models: list[ModelState]) -> dict[str, Any]:
         return local_environment(models)

@@ -61,6 +61,7 @@ def store_locator(store: Store) -> tuple[str, SecretStr | None]:
     """How an actor reopens ``store``: (description, secret URI). Never logged: the URI may hold a password."""
     from domainbench.store.sqlite_store import SQLiteStore
 
+    store = getattr(store, "inner", store)  # a worker's fenced view: the store under it
     if isinstance(store, SQLiteStore):
         return store.description, SecretStr(f"sqlite:///{store.path.resolve()}")
     uri = getattr(store, "uri", None)
@@ -100,9 +101,11 @@ class ShardActor:
     """Holds the run's models and its own tasks; scores shards exactly as the local engine does."""
 
     def __init__(self, store: SecretStr, cfg: dict[str, Any], modules: list[str], models: list[str],
-                 threat: bool) -> None:
+                 threat: bool, fence: tuple[str, str] | None = None) -> None:
         _import_modules(modules)
         self.store_uri = store
+        # (run id, worker) when a worker drives the run: the actor's writes carry its lease fence
+        self.fence = fence
         self.cfg = RunConfig.model_validate(cfg)
         self.model_names = models  # this actor's group of the run's models
         self.threat = threat  # the PD threat is model-independent: one group measures it
@@ -125,7 +128,13 @@ class ShardActor:
         # lazily, per run: a restarted actor rebuilds this from the store and skips stored units
         if self.ctx is None or self.ctx.run_id != run_id:
             assert self.dataset is not None, "load() first"
-            self.store = self.store or open_store(self.store_uri.get_secret_value())
+            if self.store is None:
+                self.store = open_store(self.store_uri.get_secret_value())
+                if self.fence is not None:
+                    from domainbench.store.fence import Fence
+                    from domainbench.store.fenced_store import FencedStore
+
+                    self.store = FencedStore(self.store, Fence(*self.fence))  # type: ignore[assignment]
             dom = DomainConfig.model_validate(domain)
             ctx = RunContext(run_id, self.cfg, dom, self.dataset, self.store, self.models, SilentEvents())
             self.cells = cells_of(dom)
@@ -233,7 +242,9 @@ class RayExecutor:
         self._kill_actors()
         cfg_doc = cfg.model_dump(mode="json")
         self.groups = [[g * replicas + r for r in range(replicas)] for g in range(len(groups))]
-        self.actors = [actor_cls.remote(uri, cfg_doc, list(opts.modules), groups[g], g == 0)
+        fence = getattr(store, "fence", None)
+        fence_args = (fence.run_id, fence.worker) if fence is not None else None
+        self.actors = [actor_cls.remote(uri, cfg_doc, list(opts.modules), groups[g], g == 0, fence_args)
                        for g in range(len(groups)) for _ in range(replicas)]
         try:
             envs = self._get([a.load.remote() for a in self.actors])
@@ -339,6 +350,7 @@ class _Named:
     def __init__(self, name: str, batch_size: int) -> None:
         self.name = name
         self.batch_size = batch_size
+        self.model = None  # the model itself lives on the actors (tasks planning here ask it nothing)
 
 
 def _check_client_installed(address: str) -> None:

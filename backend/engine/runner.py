@@ -28,6 +28,7 @@ from domainbench.engine.scoring import ModelState
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.engine.work import Executor, RunStats, ShardWork
 from domainbench.errors import UserInputError
+from domainbench.models.label_sets import check_unique, resolve_classes
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 
@@ -74,7 +75,8 @@ def auto_shard_size(ds: Dataset) -> int:
 
 
 def open_run_dataset(cfg: RunConfig) -> Dataset:
-    ds = open_dataset(cfg.dataset, classes=cfg.classes, image_size=cfg.image_size).subset(cfg.limit)
+    ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
+    check_unique(ds.classes, f"dataset {cfg.dataset}")
     if len(ds.classes) < 2:
         raise UserInputError(
             f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by construction; "
@@ -158,6 +160,10 @@ class Engine:
 
         def compute() -> dict[str, Any]:
             self.executor.execute(work)
+            if cfg.breaking_point:
+                from domainbench.engine.breaking_point import measure_breaking_points
+
+                self.store.update_run(ctx.run_id, breaking_points=measure_breaking_points(ctx, cfg.breaking_threshold))
             return {"n_unreadable": len(self.stats.unreadable), "unreadable": [p for _, p, _ in self.stats.unreadable[:100]]}
 
         return complete_run(self.store, ctx.run_id, compute)

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from domainbench.metrics.confusion import SparseConfusion
-from domainbench.models import VisionLanguageModel, build_classifier, create_model, resolve_device
-from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.models import VisionLanguageModel, create_model, resolve_device
 from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative, softmax_confidence
 from domainbench.models.hub_common import as_tensor, autocast_for
+
+if TYPE_CHECKING:
+    from domainbench.store import Store
 
 
 class ModelOutputError(RuntimeError):
@@ -34,7 +37,10 @@ class ModelState:
 
 def load_models(names: Sequence[str], classes: list[str], device: str, batch_size: int,
                 templates: Sequence[str] | None, say: Callable[[str], None] | None = None,
-                vlm: VLMOptions | None = None) -> list[ModelState]:
+                vlm: VLMOptions | None = None, cache: Store | None = None) -> list[ModelState]:
+    """The models with their zero-shot classifiers (read from ``cache``'s text embeddings when there)."""
+    from domainbench.engine.text_cache import cached_classifier
+
     dev = resolve_device(device)
     states = []
     for name in names:
@@ -45,7 +51,7 @@ def load_models(names: Sequence[str], classes: list[str], device: str, batch_siz
             model.configure(classes, vlm or VLMOptions())
             classifier = torch.zeros((len(classes), 0), device=dev)
         else:
-            classifier = build_classifier(model, classes, templates or DEFAULT_TEMPLATES).to(dev)
+            classifier = cached_classifier(cache, model, classes, templates).to(dev)
         states.append(ModelState(name, model, classifier, batch_size))
     return states
 

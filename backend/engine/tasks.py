@@ -111,11 +111,13 @@ class StabilityTask:
         self.grids = {c.name: corruptions.get(c.name).continuous_params(ctx.cfg.stability_points)
                       for c in ctx.domain.corruptions}
         self.done = ctx.store.stability.keys(run_id=ctx.run_id)
+        # a remote model has no image embeddings: its stability is n/a, never measured
+        self.remote = {m.name for m in ctx.models if getattr(m.model, "remote", False)}
         self.buffer: dict[tuple[str, str], dict[int, torch.Tensor]] = {}
         self.indices: dict[int, list[int]] = {}
 
     def _missing(self, model: str, corruption: str, shard: int) -> bool:
-        return (self.ctx.run_id, model, corruption, shard) not in self.done
+        return model not in self.remote and (self.ctx.run_id, model, corruption, shard) not in self.done
 
     def needs_clean_embeddings(self, model: str, shard: int) -> bool:
         return any(self._missing(model, c, shard) for c in self.grids)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from domainbench.models.generative import VLMResult
 
 
@@ -40,3 +42,37 @@ def load_unparseable_rates(store: Any, run_id: str) -> dict[tuple[str, str, int]
     if run is None or run.config.vlm_mode != "generate":
         return {}
     return unparseable_rates(store.units(run_id))
+
+
+def question_spread(store: Any, run_id: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """Prompt sensitivity of a run asked several --question: per model and cell, the top-1 accuracy
+    under each question alone and their spread (max - min). ([], []) when it does not apply
+    (one question, or unlabelled images)."""
+    run = store.get_run(run_id)
+    questions = list(run.config.questions or []) if run is not None else []
+    if len(questions) < 2:
+        return [], []
+    units = store.units(run_id)
+    labels: dict[tuple[str, int], int] = {}
+    for u in units:
+        if u.labels is not None:
+            for i, y in zip(np.asarray(u.indices).tolist(), np.asarray(u.labels).tolist()):
+                labels[(u.model, i)] = y
+    correct: dict[tuple[str, str, int], np.ndarray] = {}
+    seen: dict[tuple[str, str, int], int] = {}
+    for u in units:
+        if u.vlm is None or u.vlm.question_preds is None:
+            continue
+        ys = [labels.get((u.model, i)) for i in np.asarray(u.indices).tolist()]
+        if any(y is None for y in ys):
+            continue
+        key = (u.model, u.corruption, u.severity)
+        hits = (np.asarray(u.vlm.question_preds) == np.asarray(ys)[None, :]).sum(axis=1)
+        correct[key] = correct.get(key, 0) + hits
+        seen[key] = seen.get(key, 0) + len(ys)
+    rows = []
+    for key in sorted(correct, key=lambda k: (k[0], k[1] != "clean", k[1], k[2])):
+        acc = (correct[key] / seen[key]).tolist()
+        rows.append({"model": key[0], "corruption": key[1], "severity": key[2], "accuracy": acc,
+                     "spread": max(acc) - min(acc)})
+    return questions, rows

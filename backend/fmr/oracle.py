@@ -6,11 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from domainbench.engine.scoring import ModelState, encode, predict
+from domainbench.engine.scoring import ModelState, classify
 from domainbench.errors import UserInputError
 from domainbench.models import build_classifier, create_model, resolve_device
 from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.models.generative import VLMOptions, is_generative
 
 #: the label ``majority`` gives when the top vote count is shared: no agreement, a rejection
 TIE = -1
@@ -25,7 +27,8 @@ def majority(votes: np.ndarray, n_classes: int) -> np.ndarray:
         raise ValueError(f"votes must be (images, members) with at least one member, got {votes.shape}")
     counts = np.zeros((votes.shape[0], n_classes), dtype=np.int64)
     for m in range(votes.shape[1]):
-        np.add.at(counts, (np.arange(votes.shape[0]), votes[:, m]), 1)
+        cast = votes[:, m] >= 0  # a generative member whose answer named no class abstains
+        np.add.at(counts, (np.arange(votes.shape[0])[cast], votes[cast, m]), 1)
     top = counts.max(axis=1)
     winners = (counts == top[:, None]).sum(axis=1)
     return np.where(winners == 1, counts.argmax(axis=1), TIE)
@@ -45,7 +48,7 @@ class Oracle:
     def votes(self, images: np.ndarray) -> np.ndarray:
         if len(images) == 0:
             return np.zeros((0, len(self.members)), dtype=np.int64)
-        return np.stack([predict(ms, encode(ms, images)) for ms in self.members], axis=1)
+        return np.stack([classify(ms, images).preds for ms in self.members], axis=1)
 
     def agrees(self, votes: np.ndarray, labels: np.ndarray) -> np.ndarray:
         return majority(votes, self.n_classes) == np.asarray(labels, dtype=np.int64)
@@ -73,6 +76,10 @@ def load_oracle(names: Sequence[str], classes: list[str], device: str, batch_siz
     members = []
     for name in names:
         model = create_model(name, dev)
+        if is_generative(model):  # it classifies itself, by the class names' log-likelihood
+            model.configure(classes, VLMOptions())
+            members.append(ModelState(name, model, torch.zeros((len(classes), 0)), batch_size))
+            continue
         # a duck-typed registry model must still have a text tower to classify zero-shot
         if not callable(getattr(model, "encode_text", None)):
             raise UserInputError(f"oracle model {name!r} has no text encoder: it is not zero-shot capable")

@@ -28,10 +28,11 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from domainbench.engine.scoring import ModelState, encode
+from domainbench.engine.scoring import ModelState, classify, encode
 from domainbench.errors import UserInputError
 from domainbench.models import build_classifier, create_model, resolve_device
 from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.models.generative import VLMOptions, is_generative
 
 
 class TestedModel(Protocol):
@@ -158,6 +159,29 @@ def load_callable(spec: str) -> tuple[CallableTested, list[str] | None]:
     return CallableTested(f"py:{spec}", fn, getattr(fn, "torch_logits", None)), None if classes is None else list(classes)
 
 
+@dataclass
+class GenerativeTested:
+    """A generative VLM (hf-vlm:, openai-vlm:): its logits are the class log-likelihood scores
+    (docs/generative-vlms.md). No gradient path: the search runs without gradients."""
+
+    state: ModelState
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    def logits(self, images: np.ndarray) -> torch.Tensor:
+        scores = classify(self.state, images).vlm
+        if scores is None or scores.scores is None:
+            raise UserInputError(f"tested model {self.name!r} gives no class scores (a free-answer endpoint); FMR "
+                                 "needs them: test a local hf-vlm: model, or an endpoint with logprobs")
+        return torch.from_numpy(scores.scores).float()
+
+    @property
+    def torch_logits(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        return None
+
+
 def load_tested(name: str, classes: list[str], device: str, batch_size: int,
                 templates: Sequence[str] | None, probe: np.ndarray) -> TestedModel:
     """Build the tested model and check that it classifies over exactly the dataset's classes.
@@ -175,7 +199,11 @@ def load_tested(name: str, classes: list[str], device: str, batch_size: int,
         tested, declared = load_callable(rest)
     else:
         model = create_model(name, dev)
-        tested = ZeroShotTested(ModelState(name, model, build_classifier(model, classes, templates or DEFAULT_TEMPLATES).to(dev), batch_size))
+        if is_generative(model):
+            model.configure(classes, VLMOptions())
+            tested = GenerativeTested(ModelState(name, model, torch.zeros((len(classes), 0)), batch_size))
+        else:
+            tested = ZeroShotTested(ModelState(name, model, build_classifier(model, classes, templates or DEFAULT_TEMPLATES).to(dev), batch_size))
     if declared is not None and declared != list(classes):
         raise UserInputError(
             f"tested model {name!r} classifies over {declared} but the dataset's classes are {list(classes)}; "

@@ -26,11 +26,12 @@ Conventions (documented choices, all tested):
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
 
 from domainbench.metrics.classification import (
     MetricInputError,
@@ -54,6 +55,25 @@ CellKey = tuple[str, str, int]  # (model, corruption, severity)
 # --------------------------------------------------------------------------- unit documents
 
 
+def _class_names(v: Any) -> list[str]:
+    """A unit's class list. The store hands every unit of a run the same list object (one label
+    set, ``store/labelsets.py``): it is checked once, not once a unit (1,000 names × 10,000 units)."""
+    last = _CLASS_LISTS.get(id(v))
+    if last is not None and last[0] is v:
+        return last[1]
+    if not isinstance(v, (list, tuple)) or not all(isinstance(c, str) for c in v):
+        raise ValueError("classes must be a list of class names (strings)")
+    out = list(v)
+    if len(_CLASS_LISTS) > 64:
+        _CLASS_LISTS.clear()
+    _CLASS_LISTS[id(v)] = (v, out)  # holding v keeps its id from being reused while cached
+    return out
+
+
+_CLASS_LISTS: dict[int, tuple[Any, list[str]]] = {}
+ClassNames = Annotated[list[str], PlainValidator(_class_names)]
+
+
 class UnitDocument(BaseModel):
     """One stored unit of work; extra keys written by the store (``_id`` …) are ignored."""
 
@@ -72,7 +92,7 @@ class UnitDocument(BaseModel):
     n_unreadable: int = Field(default=0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
     seed: int
-    classes: list[str]
+    classes: ClassNames
 
     @model_validator(mode="before")
     @classmethod
@@ -89,7 +109,7 @@ class UnitDocument(BaseModel):
     def _consistent(self) -> UnitDocument:
         if not self.classes:
             raise ValueError("classes is empty; a unit must list the dataset's classes")
-        if len(set(self.classes)) != len(self.classes):
+        if _has_duplicates(tuple(self.classes)):
             raise ValueError("classes contains duplicates")
         if self.corruption == CLEAN:
             if self.severity != 0:
@@ -115,6 +135,12 @@ class UnitDocument(BaseModel):
     @property
     def cell(self) -> CellKey:
         return (self.model, self.corruption, self.severity)
+
+
+@functools.lru_cache(maxsize=64)
+def _has_duplicates(classes: tuple[str, ...]) -> bool:
+    # every unit of a run repeats one class list: checked once, not once a unit (1,000 names × 10,000 units)
+    return len(set(classes)) != len(classes)
 
 
 def _describe(raw: Any) -> str:

@@ -59,7 +59,7 @@ MODEL_BACKENDS: Registry[ModelBackend] = Registry(
     group=ENTRY_POINT_GROUP,
     builtins=("domainbench.models.embedded",),
     optional_builtins=("domainbench.models.open_clip_backend", "domainbench.models.hf_backend", "domainbench.models.local_backend",
-                       "domainbench.models.hf_vlm_backend"),
+                       "domainbench.models.hf_vlm_backend", "domainbench.models.openai_vlm_backend"),
     adopt=_adopt,
     listing="see `domainbench models`",
 )

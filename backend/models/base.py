@@ -80,6 +80,9 @@ def build_classifier(
     """
     if not classnames:
         raise ValueError("no class names given: a zero-shot classifier needs at least one class")
+    from domainbench.models.label_sets import resolve_templates
+
+    templates = resolve_templates(templates) or DEFAULT_TEMPLATES
     prompts = [t.format(c) for c in classnames for t in templates]
     with torch.inference_mode():
         chunks = [model.encode_text(prompts[i : i + batch_size]) for i in range(0, len(prompts), batch_size)]

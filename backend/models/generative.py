@@ -118,6 +118,14 @@ def is_generative(model: object) -> bool:
     return bool(getattr(model, "generative", False))
 
 
+#: prefixes of models that run behind an endpoint (no image embeddings: stability is n/a)
+REMOTE_PREFIXES = ("openai-vlm:",)
+
+
+def is_remote_model(name: str) -> bool:
+    return name.startswith(REMOTE_PREFIXES)
+
+
 def model_kind(model: object) -> str:
     return "generative" if is_generative(model) else "contrastive"
 
@@ -173,6 +181,7 @@ __all__ = [
     "VLMOptions",
     "VLMResult",
     "is_generative",
+    "is_remote_model",
     "model_kind",
     "normalise",
     "parse_answer",

@@ -33,7 +33,7 @@ DOMAIN_MARKERS = ("<<<DOMAIN", "DOMAIN>>>")
 
 
 #: the package whose ``planner/`` folder holds the shipped templates
-PROMPTS_PACKAGE = "prompts"
+PROMPTS_PACKAGE = "domainbench.prompts"
 
 
 def _override() -> str | None:

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 
 from domainbench.store import labelsets
 from domainbench.store.collections import KEY_FIELDS, Collection
+from domainbench.store.fence import Fence
 from domainbench.store.repositories import Repositories
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ class Store(Repositories, ABC):
     description: str
 
     @abstractmethod
-    def _upsert_many(self, collection: str, docs: list[dict[str, Any]]) -> None: ...
+    def _upsert_many(self, collection: str, docs: list[dict[str, Any]], fence: Fence | None = None) -> None: ...
 
     @abstractmethod
     def _find(self, collection: str, where: dict[str, Any]) -> list[dict[str, Any]]: ...
@@ -49,16 +50,17 @@ class Store(Repositories, ABC):
         """Key tuples of matching documents, without loading the documents."""
 
     @abstractmethod
-    def delete(self, collection: str, **where: Any) -> int: ...
+    def delete(self, collection: str, fence: Fence | None = None, **where: Any) -> int: ...
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 
     # -- validated documents ------------------------------------------------------------
-    def upsert(self, collection: str, doc: BaseModel | dict[str, Any]) -> None:
-        self.upsert_many(collection, [doc])
+    def upsert(self, collection: str, doc: BaseModel | dict[str, Any], fence: Fence | None = None) -> None:
+        self.upsert_many(collection, [doc], fence=fence)
 
-    def upsert_many(self, collection: str, docs: Iterable[BaseModel | dict[str, Any]]) -> None:
+    def upsert_many(self, collection: str, docs: Iterable[BaseModel | dict[str, Any]], fence: Fence | None = None) -> None:
+        """Validate and store ``docs``; with a ``fence``, only while its worker holds the run (else LeaseLost)."""
         from domainbench.store.records import validate
 
         self._check_where(collection, {})
@@ -68,9 +70,9 @@ class Store(Repositories, ABC):
         if rows and collection == Collection.UNITS:
             sets = labelsets.detach(rows)
             if sets:  # the label set lands before any unit that refers to it
-                self._upsert_many(Collection.LABELSETS, sets)
+                self._upsert_many(Collection.LABELSETS, sets, fence)
         if rows:
-            self._upsert_many(collection, rows)
+            self._upsert_many(collection, rows, fence)
 
     def find(self, collection: str, **where: Any) -> list[Any]:
         """Records whose key fields equal ``where`` (any subset of the key fields), validated.

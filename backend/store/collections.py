@@ -24,6 +24,8 @@ class Collection(StrEnum):
     SUMMARIES = "summaries"
     #: class lists too long to repeat in every unit, stored once by digest (labelsets.py)
     LABELSETS = "labelsets"
+    #: zero-shot classifiers (class-prompt embeddings) by model, classes and templates (engine/text_cache.py)
+    TEXT_EMBEDDINGS = "text_embeddings"
 
 
 #: collection -> key fields (the upsert key; queries filter on a prefix of it)
@@ -36,4 +38,5 @@ KEY_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.FMR: ("run_id", "model", "shard"),
     Collection.SUMMARIES: ("run_id",),
     Collection.LABELSETS: ("labelset_id",),
+    Collection.TEXT_EMBEDDINGS: ("cache_key",),
 }

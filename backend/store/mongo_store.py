@@ -16,6 +16,7 @@ from domainbench.settings import ENV_MONGO_URI, Settings, redact_uri
 from domainbench.store import mongo_parts
 from domainbench.store.base import COLLECTIONS, Store, key_of
 from domainbench.store.collections import Collection
+from domainbench.store.fence import Fence
 from domainbench.store.indexes import INDEXES, PARTS
 
 
@@ -52,10 +53,17 @@ class MongoStore(Store):
         self._check_where(collection, where)
         return dict(where)
 
-    def _upsert_many(self, collection: str, docs: list[dict[str, Any]]) -> None:
+    def _check_fence(self, fence: Fence | None) -> None:
+        # the run document must match the fence's condition at the moment of the write; without a
+        # replica set MongoDB has no transaction across two documents, so this read sits right before it
+        if fence is not None and self._db[Collection.RUNS].find_one(fence.mongo_filter(), {"_id": True}) is None:
+            raise fence.lost()
+
+    def _upsert_many(self, collection: str, docs: list[dict[str, Any]], fence: Fence | None = None) -> None:
         fields = COLLECTIONS[collection]
         # one replace per document: each is atomic on its own, which is all a unit needs
         for d in docs:
+            self._check_fence(fence)
             key = key_of(collection, d)
             doc, parts = mongo_parts.split(d)
             owner = mongo_parts.part_key(key)
@@ -92,8 +100,9 @@ class MongoStore(Store):
         proj = {f: True for f in fields} | {"_id": False}
         return {tuple(d[f] for f in fields) for d in self._db[collection].find(self._filter(collection, where), proj)}
 
-    def delete(self, collection: str, **where: Any) -> int:
+    def delete(self, collection: str, fence: Fence | None = None, **where: Any) -> int:
         filt = self._filter(collection, where)
+        self._check_fence(fence)
         if self._db[PARTS].find_one({"collection": collection}, {"_id": True}) is not None:
             owners = [mongo_parts.part_key(k) for k in self.keys(collection, **where)]
             for i in range(0, len(owners), 1000):

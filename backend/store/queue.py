@@ -29,6 +29,7 @@ from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.store.collections import Collection
 from domainbench.store.records import RunRecord, upgrade
+from domainbench.store.fence import LeaseLost  # noqa: F401 - defined beside the fence, named here too
 
 if TYPE_CHECKING:
     from domainbench.store.base import Store
@@ -40,10 +41,6 @@ MAX_ATTEMPTS = 3
 REQUEUEABLE = ("interrupted", "failed", "cancelled")
 #: statuses from which a run can be cancelled: whoever evaluates it stops at its next unit
 CANCELLABLE = ("queued", "running")
-
-
-class LeaseLost(RuntimeError):
-    """This worker no longer holds the run: its lease ran out or another worker claimed it."""
 
 
 class DuplicateRunError(UserInputError):

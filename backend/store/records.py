@@ -15,6 +15,7 @@ from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
 from domainbench.fmr.settings import FmrSettings
 from domainbench.metrics.aggregate import UNIT_SCHEMA_VERSION, UnitDocument
+from domainbench.metrics.breaking import BreakingPoint
 from domainbench.packed import PackedArray
 from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
 from domainbench.store.collections import Collection
@@ -88,6 +89,8 @@ class RunRecord(_Record):
     lease_until: float | None = None
     #: how many times a worker claimed the run (a run that keeps killing its worker stops)
     attempts: int = Field(default=0, ge=0)
+    #: per model and corruption, where balanced accuracy breaks (``run --breaking-point``); left out of a dump when empty
+    breaking_points: list[BreakingPoint] = Field(default_factory=list, exclude_if=lambda v: not v)
 
     def ladder_version(self, corruption: str) -> int:
         return self.ladder_versions.get(corruption, 1)
@@ -220,6 +223,18 @@ class LabelSetRecord(_Record):
     classes: list[str]
 
 
+class TextEmbeddingRecord(_Record):
+    """A cached zero-shot classifier: one L2-normalised float32 row per class (``engine/text_cache.py``)."""
+
+    schema_version: Literal[1] = 1
+    cache_key: str
+    model: str
+    n_classes: int = Field(ge=1)
+    n_templates: int = Field(ge=1)
+    rows: list[PackedArray]
+    created_at: str | None = None
+
+
 RECORDS: dict[Collection, type[BaseModel]] = {
     Collection.DOMAINS: DomainRecord,
     Collection.RUNS: RunRecord,
@@ -230,6 +245,7 @@ RECORDS: dict[Collection, type[BaseModel]] = {
     # a finished run's report (rebuildable from the other records)
     Collection.SUMMARIES: RunReport,
     Collection.LABELSETS: LabelSetRecord,
+    Collection.TEXT_EMBEDDINGS: TextEmbeddingRecord,
 }
 
 CURRENT_VERSIONS: dict[Collection, int] = {
@@ -241,6 +257,7 @@ CURRENT_VERSIONS: dict[Collection, int] = {
     Collection.FMR: 1,
     Collection.SUMMARIES: REPORT_SCHEMA_VERSION,
     Collection.LABELSETS: 1,
+    Collection.TEXT_EMBEDDINGS: 1,
 }
 
 

@@ -13,10 +13,12 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from domainbench.errors import StoreUnavailableError
 from domainbench.store.base import COLLECTIONS, Store, key_of
+from domainbench.store.fence import Fence
 
 
 class SQLiteStore(Store):
@@ -49,7 +51,7 @@ class SQLiteStore(Store):
             self._local.conn = conn
         return conn
 
-    def _upsert_many(self, collection: str, docs: list[dict[str, Any]]) -> None:
+    def _upsert_many(self, collection: str, docs: list[dict[str, Any]], fence: Fence | None = None) -> None:
         fields = COLLECTIONS[collection]
         rows = [(*key_of(collection, d), json.dumps(d, allow_nan=False)) for d in docs]
         cols = ", ".join(fields)
@@ -58,9 +60,19 @@ class SQLiteStore(Store):
         conn = self._conn()
         # BEGIN IMMEDIATE takes the write lock up front, so concurrent writers queue
         # on busy_timeout instead of failing mid-transaction
+        with self._transaction(conn, fence):
+            conn.executemany(sql, rows)
+
+    @contextlib.contextmanager
+    def _transaction(self, conn: sqlite3.Connection, fence: Fence | None) -> Iterator[None]:
+        """One write transaction; with a ``fence``, the lease is checked inside it (LeaseLost: nothing written)."""
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.executemany(sql, rows)
+            if fence is not None:
+                row = conn.execute("SELECT doc FROM runs WHERE run_id = ?", (fence.run_id,)).fetchone()
+                if not fence.holds(json.loads(row[0]) if row else None):
+                    raise fence.lost()
+            yield
             conn.execute("COMMIT")
         except BaseException:
             # a failed COMMIT (disk full) may already have ended the transaction: rolling back
@@ -86,10 +98,13 @@ class SQLiteStore(Store):
         cols = ", ".join(COLLECTIONS[collection])
         return {tuple(r) for r in self._conn().execute(f"SELECT {cols} FROM {collection}{clause}", args)}
 
-    def delete(self, collection: str, **where: Any) -> int:
+    def delete(self, collection: str, fence: Fence | None = None, **where: Any) -> int:
         clause, args = self._where(collection, where)
-        cur = self._conn().execute(f"DELETE FROM {collection}{clause}", args)
-        return cur.rowcount
+        conn = self._conn()
+        if fence is None:
+            return conn.execute(f"DELETE FROM {collection}{clause}", args).rowcount
+        with self._transaction(conn, fence):
+            return conn.execute(f"DELETE FROM {collection}{clause}", args).rowcount
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -13,7 +13,7 @@ import streamlit as st
 from domainbench.config import DomainConfig
 from domainbench.store import Store
 from domainbench.store.queue import DuplicateRunError
-from domainbench.frontend import data, figures, launching
+from domainbench.frontend import data, figures, ladder, launching
 from domainbench.frontend.ui import error_text, get_store, guard, md_escape, sidebar_store, status_badge
 
 EXAMPLE = ("Product photos of clothing taken with cheap phone cameras in a dim warehouse: images are noisy, "
@@ -153,12 +153,27 @@ def gallery_section(cfg: DomainConfig) -> None:
         cls = st.selectbox("sample image", list(first), key="gallery-class")
         index = first[cls]
         st.image(data.preview_image(index), caption="clean", width=112)
+        clean = data.preview_image(index)
         for c in cfg.corruptions:
-            with guard(f"previewing {c.name}"):
+            with guard(f"previewing {c.name}"), st.container(border=True, key=f"preview-{c.name}"):
                 images = cached_gallery(index, c.name)
+                damage = ladder.ladder_ssim(clean, images)
                 st.markdown(f"**{c.name}** — severities 1–5 (evaluated: {', '.join(map(str, c.severities))})")
-                st.image(images, caption=[f"s{s}" + ("" if s in c.severities else " (not run)") for s in range(1, 6)],
-                         width=112)
+                if c.reason:
+                    st.text(f"why: {c.reason}")
+                flat = ladder.no_effect_severities(clean, images, range(1, 6))
+                if flat:
+                    run_flat = [s for s in flat if s in c.severities]
+                    st.warning(f"{c.name} has no effect on this image at severit{'y' if len(flat) == 1 else 'ies'} "
+                               f"{', '.join(map(str, flat))} (mean pixel change < {ladder.NO_EFFECT_PIXELS} of 255, e.g. "
+                               "a colour corruption on grayscale images)"
+                               + (f"; the plan evaluates {', '.join(map(str, run_flat))}, cells that measure nothing."
+                                  if run_flat else "."))
+                st.image(images, width=112, caption=[
+                    f"s{s} · SSIM {v:.2f}" + ("" if s in c.severities else " (not run)")
+                    for s, v in zip(range(1, 6), damage, strict=True)])
+        st.caption("SSIM against the clean image (1 = unchanged, lower = more damage) predicts how hard each "
+                   "severity is before anything is evaluated.")
 
 
 # --------------------------------------------------------------------------- launch & queue

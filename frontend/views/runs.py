@@ -17,7 +17,7 @@ from domainbench.store.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
-from domainbench.frontend import cached, data, exports, figures, progress, run_actions, verdict
+from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import DEMO_HINT, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
 
@@ -198,12 +198,15 @@ def threat_tab(s: Shown) -> None:
         st.info("The PD threat was not measured for this run (it needs labelled images; `--no-threat` turns it off).")
         return
     exports.chart(figures.threat_chart(report), f"{s.run_id}-pd-threat", "threat")
-    unsafe = [figures.cell_label(t.corruption, t.severity) for t in report.unsafe_cells()]
+    kinds = {k: [figures.cell_label(t.corruption, t.severity) for t in report.threat if figures.threat_class(t) == k]
+             for k in ("unsafe", "borderline")}
     st.caption(
         "Projected Displacement: how far the corruption moves an image towards images of *other* classes "
         "(1 = half-way). Cells above 1 are unsafe: the corruption may have changed the true label, so an "
-        "error there is not necessarily the model's fault."
-        + (f" Unsafe cells: {', '.join(unsafe)}." if unsafe else " Every cell is safe.")
+        "error there is not necessarily the model's fault. Error bars: the 95 % interval of the mean; a cell whose "
+        "interval crosses 1 is borderline, not unsafe."
+        + (f" Unsafe cells: {', '.join(kinds['unsafe'])}." if kinds["unsafe"] else " No cell is clearly unsafe.")
+        + (f" Borderline: {', '.join(kinds['borderline'])}." if kinds["borderline"] else "")
     )
 
 
@@ -220,8 +223,11 @@ def stability_tab(s: Shown) -> None:
     exports.chart(figures.stability_distribution(frame, metric, kind), f"{s.run_id}-{metric}-per-image", "stab-dist")
     exports.chart(figures.stability_means(s.report.stability, metric), f"{s.run_id}-{metric}-means", "stab-means")
     st.caption(
-        "DivergenceRadius: radius of the smallest ball enclosing an image's clean and perturbed embeddings "
-        "(equally spaced parameters of each corruption); larger = the embedding moves more = less robust."
+        f"{subset_line(s)}. DivergenceRadius: radius of the smallest ball enclosing an image's clean and perturbed "
+        "embeddings (equally spaced parameters of each corruption); the cosine and Euclidean radii are its two "
+        "closed forms. For all three, larger = the embedding moves more = less stable. A corruption can lower "
+        "accuracy a lot while barely moving the embeddings (the radius measures movement, not which side of a "
+        "class boundary the image lands on)."
     )
 
 
@@ -230,13 +236,25 @@ def radius_tab(s: Shown) -> None:
     exports.chart(figures.accuracy_vs_radius(bins, summary), f"{s.run_id}-accuracy-vs-radius", "radius")
     if summary.empty:
         return
-    st.caption("Per image, accuracy under perturbation is the share of its evaluated severities classified "
-               "correctly; images are binned by DivergenceRadius quantile. drop_corr_r correlates each "
-               "corruption's accuracy drop with its mean radius.")
-    exports.table(summary, f"{s.run_id}-stability-link", "radius",
+    st.caption(f"{subset_line(s)}. Per image, accuracy under perturbation is the share of its evaluated severities "
+               "classified correctly; images are binned by DivergenceRadius quantile, and the dashed line is the "
+               "least-squares line of exactly the plotted bins. The table's slope / intercept / mse are the report's "
+               "regression, fitted on a random half of the images and scored on the other half (so it need not pass "
+               "through the plotted points). drop_corr_r correlates each corruption's accuracy drop with its mean radius.")
+    exports.table(summary.rename(columns={"slope": "held-out slope", "intercept": "held-out intercept",
+                                          "mse": "held-out mse"}), f"{s.run_id}-stability-link", "radius",
                   column_config={c: st.column_config.NumberColumn(c, format="%.3f")
-                                 for c in ("mean_radius", "accuracy_clean", "accuracy_perturbed", "slope", "intercept",
-                                           "mse", "drop_corr_r", "drop_corr_p")})
+                                 for c in ("mean_radius", "accuracy_clean", "accuracy_perturbed", "held-out slope",
+                                           "held-out intercept", "held-out mse", "drop_corr_r", "drop_corr_p")})
+
+
+def subset_line(s: Shown) -> str:
+    """"stability: 64 of 150 images": the subset the stability numbers are measured on."""
+    size = s.view.run.dataset.size if s.view.run.dataset else None
+    n = max((m.n_images for m in s.report.stability), default=None) if s.report.stability else None
+    if n is None:
+        return "stability: not measured"
+    return f"stability: {n:,} of {size:,} images" if size else f"stability: {n:,} images"
 
 
 def _cell_choice(s: Shown, key: str) -> tuple[str, int] | None:
@@ -266,23 +284,32 @@ def gallery_tab(s: Shown) -> None:
         st.info(f"No image of {figures.cell_label(*cell)} is {GALLERY_FILTERS[only]}.")
         return
     images, kept = cached.recreated_images(s.store, s.store_key, s.run_id, cell[0], cell[1], tuple(indices))
-    st.caption(f"{figures.cell_label(*cell)}: the images the models saw, re-created from the run's seed "
-               f"({s.view.run.config.seed}); ✓ correct, ✗ wrong, :red[flipped] = the prediction changed from the clean image's.")
+    clean, _ = cached.recreated_images(s.store, s.store_key, s.run_id, "clean", 0, tuple(int(i) for i in kept))
+    if ladder.no_effect(clean, images):
+        st.warning(f"{figures.cell_label(*cell)} has no effect on these images (mean absolute pixel difference "
+                   f"{ladder.pixel_change(clean, images):.2f} < {ladder.NO_EFFECT_PIXELS} of 255): e.g. a colour corruption on "
+                   "grayscale images. Its cells count in the averages as published, but they measure nothing.")
+    st.caption(f"{figures.cell_label(*cell)}: each image clean (left) beside the corrupted version the models saw "
+               f"(right), re-created from the run's seed ({s.view.run.config.seed}); per model the clean prediction → "
+               "the corrupted one; ✓ correct, ✗ wrong, :red[flipped] = the prediction changed.")
     by_index = {i: part for i, part in preds.groupby("index")}
-    per_row = 4
-    for k, (image, index) in enumerate(zip(images, kept, strict=True)):
-        if k % per_row == 0:  # one row of columns at a time, so the images line up row by row
-            columns = st.columns(per_row)
+    per_row = 2  # pairs of images
+    for k, (before, image, index) in enumerate(zip(clean, images, kept, strict=True)):
+        if k % per_row == 0:  # one row of columns at a time, so the pairs line up row by row
+            columns = st.columns(per_row, border=True)
         with columns[k % per_row]:
             part = by_index[int(index)]
-            st.image(data.enlarge(image), caption=f"#{int(index)} · true: {part['label'].iloc[0] or '?'}")
+            a, b = st.columns(2)
+            a.image(data.enlarge(before), caption=f"#{int(index)} clean · true: {part['label'].iloc[0] or '?'}")
+            b.image(data.enlarge(image), caption=figures.cell_label(*cell))
             st.markdown("  \n".join(_prediction_line(row) for row in part.itertuples(index=False)))
 
 
 def _prediction_line(row: Any) -> str:
     mark = "" if row.correct is None else ("✓ " if row.correct else "✗ ")
-    flip = f" :red[flipped from {row.clean_pred}]" if row.flipped else ""
-    return f"{mark}`{row.model}`: **{row.pred}**{flip}"
+    flip = " :red[flipped]" if row.flipped else ""
+    model = str(row.model).replace("`", "'")  # a code span shows its text literally, backticks aside
+    return f"{mark}`{model}`: {md_escape(row.clean_pred)} → **{md_escape(row.pred)}**{flip}"
 
 
 def flip_differences_tab(s: Shown) -> None:

@@ -129,3 +129,36 @@ def test_verdict_on_the_bundled_sample_with_both_embedded_models(home: Path, tmp
     assert v["sentence"].startswith("embedded:fmnist-augmented beats embedded:fmnist-plain on this domain: balanced accuracy ")
     assert "better in 2 of 2 cells, worse in none (Holm-adjusted p < 0.05)" in v["sentence"]
     assert v["n_images"] == 60 and v["ci_high"] < 0  # the pair is (plain, augmented): A - B is negative
+
+
+def test_breaking_point_is_measured_shown_and_exported(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    domain = DomainConfig(domain="low contrast", corruptions=[CorruptionChoice(name="contrast", severities=[3], reason="r")])
+    cfg = save(domain, tmp_path / "contrast.toml")
+    code, _, err = cli(["run", str(cfg), "--models", "embedded:fmnist-plain,embedded:fmnist-augmented", "--limit", "80",
+                        "--no-stability", "--no-threat", "--workers", "0", "--run-id", "bp", "--breaking-point"], capsys, monkeypatch)
+    assert code == 0, err
+    code, out, _ = cli(["show", "bp"], capsys, monkeypatch)
+    assert "breaks at" in out
+    code, out, _ = cli(["export", "bp", "--format", "json"], capsys, monkeypatch)
+    points = {b["model"]: b for b in json.loads(out)["breaking_points"]}
+    plain, augmented = points["embedded:fmnist-plain"], points["embedded:fmnist-augmented"]
+    # the model trained on low contrast holds out further along the contrast scale
+    assert plain["breaking_point"] is not None
+    assert augmented["breaking_point"] is None or augmented["breaking_point"] > plain["breaking_point"]
+    assert plain["breaking_point_ci_low"] <= plain["breaking_point"] <= plain["breaking_point_ci_high"]
+    rows = list(csv.DictReader(io.StringIO(cli(["export", "bp"], capsys, monkeypatch)[1])))
+    row = next(r for r in rows if r["model"] == "embedded:fmnist-plain" and r["corruption"] == "contrast")
+    assert float(row["breaking_point"]) == pytest.approx(plain["breaking_point"])
+    assert {"breaking_point_ci_low", "breaking_point_ci_high"} <= set(row)
+
+
+@pytest.mark.parametrize(("value", "expect"), [("1.5", "--breaking-point: "), ("0", "--breaking-point: "),
+                                               ("abc", "--breaking-point: THRESHOLD must be")])
+def test_bad_breaking_point_is_one_line_exit_2(value: str, expect: str, home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    code, out, err = cli(["run", str(cfg), "--models", "fake:a", "--limit", "20", "--breaking-point", value], capsys, monkeypatch)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: " + expect), err
+    from domainbench.store import open_store
+
+    assert open_store().list_runs() == []

@@ -98,7 +98,7 @@ def test_threat_chart_colours_safe_and_unsafe_with_reference_lines() -> None:
     assert list(unsafe.x) == ["noise s2", "noise s3"] and np.allclose(unsafe.y, [1.2, 1.8])
     assert safe.marker.color == figures.SAFE_COLOR and unsafe.marker.color == figures.UNSAFE_COLOR
     assert sorted(s.y0 for s in fig.layout.shapes) == [1.0, 2.5]
-    assert fig.layout.yaxis.title.text == "mean PD threat"
+    assert fig.layout.yaxis.title.text == "mean PD threat (1 = half-way to another class)"
 
 
 def test_threat_chart_without_threat_is_an_explained_empty_figure() -> None:
@@ -121,7 +121,7 @@ def test_stability_distribution_one_trace_per_model(kind: str, cls: type) -> Non
     assert b.name == "B"
     assert list(b.x) == ["blur", "blur", "noise", "noise"]
     assert np.allclose(b.y, frame[frame.model == "B"]["cosine"])
-    assert fig.layout.yaxis.title.text == "cosine robustness R_cs"
+    assert fig.layout.yaxis.title.text == "cosine radius R_cs"
     with pytest.raises(ValueError, match="metric"):
         figures.stability_distribution(frame, "accuracy")
     with pytest.raises(ValueError, match="kind"):
@@ -225,10 +225,12 @@ def test_accuracy_vs_radius_bins_and_the_fitted_line() -> None:
     summary_frame = pd.DataFrame([{"model": "A", "corruption": "noise", "slope": -4.0, "intercept": 1.0},
                                   {"model": "B", "corruption": "noise", "slope": None, "intercept": None}])
     fig = figures.accuracy_vs_radius(bins, summary_frame)
-    assert [t.name for t in fig.data] == ["A", "A fit", "B"]  # B has no regression
-    a, fit, _ = fig.data
+    # every model's line is fitted on its plotted points (not the report's held-out regression)
+    assert [t.name for t in fig.data] == ["A", "A fit", "B", "B fit"]
+    a, fit, _, fit_b = fig.data
     assert np.allclose(a.x, [0.05, 0.15]) and np.allclose(a.y, [90.0, 50.0])
-    assert np.allclose(fit.x, [0.0, 0.2]) and np.allclose(fit.y, [100.0, 20.0]) and fit.line.dash == "dash"
+    assert np.allclose(fit.x, [0.05, 0.15]) and np.allclose(fit.y, [90.0, 50.0]) and fit.line.dash == "dash"
+    assert np.allclose(fit_b.y, [80.0, 20.0])
     assert fig.layout.xaxis.title.text == "DivergenceRadius R_dr"
     empty = figures.accuracy_vs_radius(bins.iloc[0:0], summary_frame)
     assert len(empty.data) == 0 and "stability" in empty.layout.annotations[0].text
@@ -254,3 +256,61 @@ def test_rank_change_slope_per_model() -> None:
     assert [t.name for t in fig.data] == ["A", "B", "C"]
     assert list(fig.data[0].x) == ["clean", "corrupted"] and list(fig.data[0].y) == [1, 3]
     assert fig.layout.yaxis.autorange == "reversed"  # rank 1 on top
+
+
+def test_radius_fit_is_the_least_squares_line_of_the_plotted_points() -> None:
+    import numpy as np
+    import pandas as pd
+
+    from domainbench.frontend.figures import accuracy_vs_radius, bin_fit
+
+    bins = pd.DataFrame({"model": ["m"] * 4, "corruption": ["fog"] * 4, "bin": range(4),
+                         "bin_lo": [0.0, 0.1, 0.2, 0.3], "bin_hi": [0.1, 0.2, 0.3, 0.4],
+                         "mean_radius": [0.05, 0.16, 0.24, 0.37], "accuracy": [0.95, 0.88, 0.90, 0.61],
+                         "count": [16, 16, 16, 16]})
+    # a held-out regression far from these points must not be what is drawn
+    summary = pd.DataFrame({"model": ["m"], "corruption": ["fog"], "slope": [-1.611], "intercept": [1.029]})
+    slope, icpt = np.polyfit(bins["mean_radius"], 100 * bins["accuracy"], 1)
+    assert bin_fit(bins) == pytest.approx((slope, icpt))
+    fig = accuracy_vs_radius(bins, summary)
+    line = next(t for t in fig.data if t.name == "m fit")
+    xs = np.array(line.x)
+    assert np.allclose(line.y, icpt + slope * xs)
+    assert xs.min() == 0.05 and xs.max() == 0.37  # spans the plotted points, nothing beyond
+    # the line passes through the points' centroid, as a least-squares line does
+    mid = bins["mean_radius"].mean()
+    assert icpt + slope * mid == pytest.approx(100 * bins["accuracy"].mean())
+    assert bin_fit(bins.iloc[:1]) is None
+
+
+def test_threat_cell_whose_interval_straddles_the_threshold_is_borderline() -> None:
+    from scipy import stats
+
+    from domainbench.report import ThreatCell
+
+    def cell(mean: float, std: float, n: int) -> ThreatCell:
+        return ThreatCell(corruption="fog", severity=1, n=n, mean_threat=mean, std_threat=std,
+                          frac_unsafe_images=0.5, max_threat=2.0, safe=mean <= 1.0)
+
+    near = cell(1.011, 0.2, 64)  # the issue's cell: 1.011 against 1.0
+    lo, hi = figures.threat_interval(near)
+    ref = stats.t.interval(0.95, 63, loc=1.011, scale=0.2 / np.sqrt(64))
+    assert (lo, hi) == pytest.approx(ref)
+    assert figures.threat_class(near) == "borderline"
+    assert figures.threat_class(cell(1.3, 0.2, 64)) == "unsafe"
+    assert figures.threat_class(cell(0.6, 0.2, 64)) == "safe"
+    assert figures.threat_class(cell(0.99, 0.0, 1)) == "safe"  # no spread: the stored verdict
+    report = summary().model_copy(update={"threat": [near, cell(1.3, 0.2, 64)]})
+    fig = figures.threat_chart(report)
+    assert [t.name for t in fig.data] == ["borderline", "unsafe"]
+    bar = fig.data[0]
+    assert bar.error_y.array[0] == pytest.approx(hi - 1.011) and bar.error_y.arrayminus[0] == pytest.approx(1.011 - lo)
+
+
+def test_accuracy_plot_has_a_chance_line_and_the_full_percent_range() -> None:
+    report = summary()
+    fig = figures.severity_lines(report, "accuracy")
+    chance = [s for s in fig.layout.shapes if s.type == "line" and s.line.dash == "dot"]
+    assert chance and all(s.y0 == s.y1 == pytest.approx(100 / len(report.classification.classes)) for s in chance)
+    assert tuple(fig.layout.yaxis.range) == (0, 100)
+    assert not [s for s in figures.severity_lines(report, "lfp").layout.shapes if s.type == "line"]

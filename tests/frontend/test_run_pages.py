@@ -13,6 +13,7 @@ from test_app import APP, DONE, LIVE, app, run_page, summary_table, texts
 
 from domainbench.store import Store
 from domainbench.frontend import data
+from domainbench.frontend.ui import md_escape
 from domainbench.frontend.views.runs import TABS
 
 XRAY = "20250102-000000-xray-ef01"
@@ -143,13 +144,15 @@ def test_gallery_shows_each_models_prediction_and_marks_flips(real_store: Store,
     preds = data.cell_predictions(real_store, run, "gaussian_noise", 5)
     flipped = data.gallery_indices(preds, "flipped", 8)
     assert flipped, "severity 5 noise flips some predictions of the embedded models"
-    assert len(at.get("image")) == len(flipped)
+    assert len(at.get("image")) == 2 * len(flipped)  # each clean image beside its corrupted version
+    captions = [c for img in at.get("image") for c in [img.proto.imgs[0].caption]]
+    assert captions[0].startswith(f"#{flipped[0]} clean") and captions[1] == "gaussian_noise s5"
     lines = [m.value for m in at.markdown if "`embedded:" in m.value]
     assert len(lines) == len(flipped)
     for index, text in zip(flipped, lines, strict=True):
         for row in preds[preds["index"] == index].itertuples(index=False):
-            assert f"`{row.model}`: **{row.pred}**" in text
-            assert (f"`{row.model}`: **{row.pred}** :red[flipped from {row.clean_pred}]" in text) == row.flipped
+            assert f"`{row.model}`: {md_escape(row.clean_pred)} → **{md_escape(row.pred)}**" in text
+            assert (f"`{row.model}`: {md_escape(row.clean_pred)} → **{md_escape(row.pred)}** :red[flipped]" in text) == row.flipped
 
 
 def test_flip_differences_tab_lists_images_one_model_flips(real_store: Store, real_run: tuple[Path, str]) -> None:

@@ -43,14 +43,14 @@ def test_disk_full_mid_run_then_resume_completes(home: Path, tmp_path: Path, cap
     real = SQLiteStore._upsert_many
     state = {"units": 0, "full": False}
 
-    def filling(self, collection, docs):  # noqa: ANN001, ANN202
+    def filling(self, collection, docs, fence=None):  # noqa: ANN001, ANN202
         if collection == "units":
             state["units"] += len(docs)
             if state["units"] > 6:
                 state["full"] = True
         if state["full"]:
             raise sqlite3.OperationalError("database or disk is full")
-        return real(self, collection, docs)
+        return real(self, collection, docs, fence)
 
     monkeypatch.setattr(SQLiteStore, "_upsert_many", filling)
     args = ["run", str(cfg), "--models", "fake:a", "--limit", "16", "--no-stability", "--no-threat", "--workers", "0",

@@ -77,3 +77,27 @@ def test_intervals_wilson_and_bootstrap() -> None:
     wide = run_intervals(report, out, confidence=0.99, resamples=1000, seed=3)
     a, b = iv.model("m1").mce, wide.model("m1").mce
     assert b[0] < a[0] and a[1] < b[1]
+
+
+def test_every_metric_the_registry_gives_an_interval_gets_one() -> None:
+    """The registry's ``interval`` declarations and the interval records name the same metrics."""
+    from domainbench.metrics.confidence import (
+        CELL_INTERVAL_METRICS,
+        CellIntervals,
+        FmrIntervals,
+        ModelIntervals,
+        StabilityIntervals,
+    )
+    from domainbench.metrics.registry import metrics_of
+
+    def declared(level: str, kind: str | None = None) -> set[str]:
+        return {m.name for m in metrics_of(level) if m.interval and (kind is None or m.interval == kind)}  # type: ignore[arg-type]
+
+    def fields(model: type) -> set[str]:
+        return set(model.model_fields) - {"model", "corruption", "severity"}
+
+    assert declared("cell") == set(CELL_INTERVAL_METRICS) == fields(CellIntervals)
+    assert declared("cell", "wilson") == {"top1_accuracy", "label_flip_probability"}
+    assert declared("model") == set(MODEL_METRICS) == fields(ModelIntervals)
+    assert declared("image") == fields(StabilityIntervals)
+    assert declared("fmr") == fields(FmrIntervals)

@@ -120,3 +120,53 @@ def test_bad_vlm_flags_are_one_line_errors(home: Path, tmp_path: Path, capsys: p
     code, _, err = run_cli(["run", str(domain), "--models", f"hf-vlm:{tmp_path / 'missing'}"], capsys, monkeypatch)
     assert code == 2 and "hf-vlm:" in err and len(err.strip().splitlines()) == 1
     assert open_store().find("runs") == []
+
+
+def test_show_reports_the_spread_of_accuracy_across_questions(llava: Path, home: Path, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from domainbench.engine.vlm_units import question_spread
+
+    domain = save(DomainConfig(domain="vlm e2e", corruptions=[CorruptionChoice(name="brightness", severities=[5])]),
+                  tmp_path / "plan.toml")
+    questions = ["What is this?", "Which piece of clothing is shown?"]
+    code, _, err = run_cli(["run", str(domain), "--models", f"hf-vlm:{llava}", "--limit", str(LIMIT), "--workers", "0",
+                            "--no-stability", "--no-threat", "--run-id", "qs", "--question", questions[0],
+                            "--question", questions[1]], capsys, monkeypatch)
+    assert code == 0, err
+    ds = open_dataset("sample").subset(LIMIT)
+    batch = ds.load(np.arange(LIMIT))
+    rgb = np.repeat(batch.images[..., None], 3, axis=-1)
+    per_q = [plain_scores(llava, rgb, ds.classes, q).argmax(axis=1) for q in questions]
+    expected = [float((p == batch.labels).mean()) for p in per_q]
+    got_questions, rows = question_spread(open_store(), "qs")
+    clean = next(r for r in rows if r["corruption"] == "clean")
+    assert got_questions == questions
+    assert clean["accuracy"] == pytest.approx(expected) and clean["spread"] == pytest.approx(max(expected) - min(expected))
+    code, out, err = run_cli(["show", "qs"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "prompt sensitivity" in out and f"Q2: {questions[1]}" in out
+
+
+def test_models_lists_generative_backends(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, _ = run_cli(["models", "hf-vlm:*"], capsys, monkeypatch)
+    assert code == 0 and "hf-vlm:llava-hf/llava-1.5-7b-hf" in out and "hf-vlm:Qwen/Qwen2-VL-2B-Instruct" in out
+
+
+def test_out_of_memory_halves_the_batch(llava: Path) -> None:
+    from domainbench.engine.scoring import classify, load_models
+
+    (ms,) = load_models([f"hf-vlm:{llava}"], ["cat", "dog"], "cpu", 8, None)
+    real = ms.model.classify
+    seen: list[int] = []
+
+    def flaky(images: np.ndarray, batch_size: int):  # type: ignore[no-untyped-def]
+        seen.append(batch_size)
+        if batch_size > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(images, batch_size)
+
+    ms.model.classify = flaky  # type: ignore[method-assign]
+    images = np.random.default_rng(0).integers(0, 256, (3, 28, 28), dtype=np.uint8)
+    scored = classify(ms, images)
+    assert seen == [8, 4, 2] and ms.batch_size == 2 and len(scored.preds) == 3

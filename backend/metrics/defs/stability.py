@@ -11,10 +11,10 @@ METRICS = (
     Metric("divergence_radius", "DivergenceRadius R_dr", "distance", "lower",
            "radius of the smallest ball holding an image's L2-normalised embeddings, clean and perturbed", "image",
            _NEEDS, _MEAN, interval="bootstrap", order=10, field="divergence_radius"),
-    Metric("cosine", "cosine robustness R_cs", "cosine", "lower",
+    Metric("cosine", "cosine radius R_cs", "cosine", "lower",
            "(1 − the smallest cosine between an image's embeddings, clean and perturbed) / 2", "image", _NEEDS, _MEAN,
            interval="bootstrap", order=20, field="cosine"),
-    Metric("euclidean", "Euclidean robustness R_ed", "distance", "lower",
+    Metric("euclidean", "Euclidean radius R_ed", "distance", "lower",
            "half the largest distance between an image's L2-normalised embeddings (√R_cs)", "image", _NEEDS, _MEAN,
            interval="bootstrap", order=30, field="euclidean"),
 )

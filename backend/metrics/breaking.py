@@ -1,0 +1,108 @@
+"""The breaking point of a model under a corruption: where on the corruption's continuous
+severity scale its balanced accuracy falls below a threshold, found by bisection.
+
+The scale is the corruption's continuous parameter range (``CorruptionSpec.ranges``): 0 is its
+weakest end, 1 its strongest, every parameter moved linearly between them (other parameters at
+their severity-3 values), as the stability metrics sample it. Bisection assumes accuracy falls
+as the corruption gets stronger. The interval is made from the points evaluated on the way: its
+low end is the strongest point whose accuracy interval lies wholly above the threshold (the model
+still clearly works there), its high end the weakest point whose interval lies wholly below it
+(clearly broken there); between them the sample cannot say, to within the bisection's step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from domainbench.stats import balanced_accuracy_weighted, bootstrap_weights, percentile_interval
+
+BISECTION_STEPS = 6  # resolution 1/64 of the scale
+
+
+class BreakingPoint(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str
+    corruption: str
+    #: balanced accuracy the model falls below (default: halfway between its clean value and chance)
+    threshold: float
+    #: position on the continuous scale (0 weakest, 1 strongest); None: it never falls below the threshold
+    breaking_point: float | None
+    breaking_point_ci_low: float | None
+    breaking_point_ci_high: float | None
+    #: the scale positions evaluated and the balanced accuracy at each
+    evaluated: list[tuple[float, float]]
+    n_images: int
+
+
+def default_threshold(clean_accuracy: float, n_classes: int) -> float:
+    return (clean_accuracy + 1.0 / n_classes) / 2
+
+
+def bisect_breaking_point(model: str, corruption: str, correct_at: Callable[[float], np.ndarray], labels: np.ndarray,
+                          threshold: float, confidence: float = 0.95, steps: int = BISECTION_STEPS,
+                          resamples: int = 1000, seed: int = 0) -> BreakingPoint:
+    """Bisect t in [0, 1] for balanced accuracy < ``threshold``; ``correct_at(t)`` is the per-image
+    correctness of the model at scale position t (same images, same seeds at every t)."""
+    weights = bootstrap_weights(labels.size, labels, resamples, seed)
+    ones = np.ones((1, labels.size))
+    seen: dict[float, tuple[float, tuple[float, float]]] = {}
+
+    def accuracy(t: float) -> float:
+        if t not in seen:
+            c = correct_at(t)
+            point = float(balanced_accuracy_weighted(c, labels, ones)[0])
+            iv = percentile_interval(balanced_accuracy_weighted(c, labels, weights), confidence)
+            assert iv is not None
+            seen[t] = (point, iv)
+        return seen[t][0]
+
+    if accuracy(1.0) >= threshold:
+        estimate: float | None = None  # never breaks on this scale
+    elif accuracy(0.0) < threshold:
+        estimate = 0.0
+    else:
+        lo, hi = 0.0, 1.0
+        for _ in range(steps):
+            mid = (lo + hi) / 2
+            if accuracy(mid) < threshold:
+                hi = mid
+            else:
+                lo = mid
+        estimate = (lo + hi) / 2
+    def clearly_above(t: float) -> bool:
+        accuracy(t)
+        return seen[t][1][0] > threshold
+
+    def clearly_below(t: float) -> bool:
+        accuracy(t)
+        return seen[t][1][1] < threshold
+
+    above = [t for t in seen if clearly_above(t)]
+    below = [t for t in seen if clearly_below(t)]
+    ci_low = max(above, default=0.0)
+    ci_high = min([t for t in below if t >= ci_low], default=None)
+    if estimate is not None:
+        # refine each end by bisecting its own predicate between it and the estimate
+        lo, hi = ci_low, estimate
+        for _ in range(steps - 2):
+            if hi - lo <= 1 / 2**steps:
+                break
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if clearly_above(mid) else (lo, mid)
+        ci_low = lo
+        if ci_high is not None:
+            lo, hi = estimate, ci_high
+            for _ in range(steps - 2):
+                if hi - lo <= 1 / 2**steps:
+                    break
+                mid = (lo + hi) / 2
+                lo, hi = (lo, mid) if clearly_below(mid) else (mid, hi)
+            ci_high = hi
+    return BreakingPoint(
+        model=model, corruption=corruption, threshold=threshold, breaking_point=estimate,
+        breaking_point_ci_low=ci_low if estimate is not None or ci_high is not None else None,
+        breaking_point_ci_high=ci_high, evaluated=sorted((t, v[0]) for t, v in seen.items()), n_images=int(labels.size))

@@ -1,0 +1,179 @@
+"""openai-vlm: remote generative VLMs against a fake OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.models import openai_vlm_backend as backend
+from domainbench.models.generative import UNPARSED, VLMOptions, softmax_confidence
+from domainbench.models.openai_vlm_backend import AnswerCache, EndpointError, OpenAIVLM, RequestBudgetExhausted
+from domainbench.store import open_store
+from tests.cli_runner import run_cli
+from tests.models.fake_vlm_server import Answer, FakeVLMServer
+
+CLASSES = ["cat", "dog", "ankle boot"]
+SECRET = "sk-test-SECRET-0123456789"
+
+
+def images(values: list[int]) -> np.ndarray:
+    """Flat grey images: the fake server reads the class from the grey level (value * 40)."""
+    return np.stack([np.full((8, 8, 3), v * 40, dtype=np.uint8) for v in values])
+
+
+def image_of(req: dict[str, Any]) -> np.ndarray:
+    url = req["messages"][0]["content"][0]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,")
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(url.split(",", 1)[1]))))
+
+
+def class_of(req: dict[str, Any]) -> int:
+    return int(image_of(req)[0, 0, 0]) // 40
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[FakeVLMServer] = []
+
+    def start(script: Any) -> FakeVLMServer:
+        servers.append(FakeVLMServer(script))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def model(server: FakeVLMServer, tmp_path: Path, **options: Any) -> OpenAIVLM:
+    m = OpenAIVLM(f"fake-vlm@{server.url}", device=None, cache=AnswerCache(tmp_path / "cache.sqlite"))  # type: ignore[arg-type]
+    m.configure(CLASSES, VLMOptions(**{"mode": "generate", **options}))
+    return m
+
+
+def test_generate_mode_sends_images_as_data_urls_and_parses_answers(serve: Any, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    answers = {0: "A cat.", 1: "It's a DOG", 2: "no idea"}
+    server = serve(lambda req, n: Answer(content=answers[class_of(req)]))
+    m = model(server, tmp_path, concurrency=2)
+    ims = images([0, 1, 2, 1])
+    res = m.classify(ims, batch_size=99)
+    assert res.preds.tolist() == [0, 1, UNPARSED, 1]
+    assert res.answers == ["A cat.", "It's a DOG", "no idea", "It's a DOG"]
+    assert len(server.requests) == 3 and server.max_in_flight <= 2  # the repeated image is asked once
+    req = server.requests[0]
+    assert req["model"] == "fake-vlm" and req["temperature"] == 0 and req["max_tokens"] == 16
+    assert req["messages"][0]["content"][1] == {"type": "text", "text": VLMOptions().questions[0]}
+    assert {class_of(r) for r in server.requests} == {0, 1, 2}
+    np.testing.assert_array_equal(image_of(server.requests[0])[..., :3].shape, (8, 8, 3))
+    assert all(h["authorization"] == f"Bearer {SECRET}" for h in server.headers)
+    # a second pass is answered from the cache: nothing is sent
+    assert m.classify(ims, 99).preds.tolist() == res.preds.tolist() and len(server.requests) == 3
+
+
+def test_rate_limit_then_success_is_retried(serve: Any, tmp_path: Path) -> None:
+    server = serve(lambda req, n: Answer(status=429, headers={"retry-after": "0"}) if n == 0 else Answer(content="dog"))
+    assert model(server, tmp_path).classify(images([1]), 1).preds.tolist() == [1]
+    assert len(server.requests) == 2
+
+
+def test_server_error_then_success_is_retried(serve: Any, tmp_path: Path) -> None:
+    server = serve(lambda req, n: Answer(status=503, headers={"retry-after": "0"}) if n < 2 else Answer(content="cat"))
+    assert model(server, tmp_path).classify(images([0]), 1).preds.tolist() == [0]
+    assert len(server.requests) == 3
+
+
+def test_a_slow_answer_times_out_and_is_retried(serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = serve(lambda req, n: Answer(content="cat", delay=2.0 if n == 0 else 0.0))
+    assert model(server, tmp_path, request_timeout=0.5).classify(images([0]), 1).preds.tolist() == [0]
+    assert len(server.requests) == 2
+    monkeypatch.setattr(backend, "MAX_RETRIES", 1)
+    slow = serve(lambda req, n: Answer(content="cat", delay=2.0))
+    with pytest.raises(EndpointError, match="did not answer within 0.3 s"):
+        model(slow, tmp_path / "other", request_timeout=0.3).classify(images([0]), 1)
+
+
+def test_malformed_json_is_a_clear_error(serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    server = serve(lambda req, n: Answer(raw=b"{not json"))
+    with pytest.raises(EndpointError, match="malformed response") as e:
+        model(server, tmp_path).classify(images([0]), 1)
+    assert SECRET not in str(e.value)
+
+
+def test_choice_mode_scores_classes_by_their_letters(serve: Any, tmp_path: Path) -> None:
+    tops = {0: [("A", -0.1), ("B", -2.5), (" C", -4.0)], 1: [("B", -0.3), ("A", -1.5)], 2: [("x", -0.1)]}
+    server = serve(lambda req, n: Answer(content="A", top_logprobs=tops[class_of(req)]))
+    m = model(server, tmp_path, mode="choice")
+    res = m.classify(images([0, 1, 2]), 8)
+    text = server.requests[0]["messages"][0]["content"][1]["text"]
+    assert "A. cat\nB. dog\nC. ankle boot" in text
+    assert server.requests[0]["logprobs"] is True and server.requests[0]["max_tokens"] == 1
+    assert res.preds.tolist() == [0, 1, UNPARSED]
+    np.testing.assert_allclose(res.scores[0], [-0.1, -2.5, -4.0])
+    assert res.scores[1][2] == -np.inf  # a letter the server did not return
+    conf = softmax_confidence(res.scores)
+    e = np.exp([-0.1, -2.5, -4.0])
+    assert conf[0] == pytest.approx(e[0] / e.sum())
+    assert conf[2] == pytest.approx(1 / 3)  # no option named: uniform
+
+
+def test_choice_mode_is_refused_without_logprobs(serve: Any, tmp_path: Path) -> None:
+    server = serve(lambda req, n: Answer(content="A"))
+    with pytest.raises(EndpointError, match="no logprobs"):
+        model(server, tmp_path, mode="choice").classify(images([0]), 1)
+
+
+def test_max_requests_stops_and_the_cache_resumes(serve: Any, tmp_path: Path) -> None:
+    server = serve(lambda req, n: Answer(content=CLASSES[class_of(req)]))
+    with pytest.raises(RequestBudgetExhausted, match="--max-requests 2"):
+        model(server, tmp_path, max_requests=2, concurrency=1).classify(images([0, 1, 2]), 8)
+    assert len(server.requests) == 2
+    res = model(server, tmp_path, max_requests=2, concurrency=1).classify(images([0, 1, 2]), 8)
+    assert res.preds.tolist() == [0, 1, 2] and len(server.requests) == 3  # only the missing one was sent
+
+
+def test_spec_errors() -> None:
+    with pytest.raises(EndpointError.__mro__[1], match="MODEL@URL"):
+        OpenAIVLM("llava", None)  # type: ignore[arg-type]
+    with pytest.raises(EndpointError.__mro__[1], match="at most 20"):
+        OpenAIVLM("m@http://127.0.0.1:9/v1", None).configure([f"c{i}" for i in range(21)],  # type: ignore[arg-type]
+                                                             VLMOptions(mode="choice"))
+
+
+def test_run_with_an_endpoint_end_to_end(serve: Any, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI: a run that hits --max-requests stops with exit 2 and resumes without resending; the
+    key reaches the server only; stability of a remote model reads n/a."""
+    monkeypatch.setenv("MY_VLM_KEY", SECRET)
+    server = serve(lambda req, n: Answer(content="Trouser" if n % 2 else "a sneaker, I think"))
+    domain = save(DomainConfig(domain="remote", corruptions=[CorruptionChoice(name="brightness", severities=[5])]),
+                  tmp_path / "plan.toml")
+    name = f"openai-vlm:fake@{server.url}"
+    run_toml = tmp_path / "run.toml"
+    run_toml.write_text("stability_images = 2\nstability_points = 1\n")
+    args = ["run", str(domain), "--models", f"{name},embedded:fmnist-plain", "--limit", "3", "--workers", "0",
+            "--no-threat", "--run-config", str(run_toml), "--vlm-mode", "generate", "--api-key-env", "MY_VLM_KEY",
+            "--max-requests", "4", "--run-id", "remote"]
+    code, _, err = run_cli(args, capsys, monkeypatch)
+    assert code == 2 and "--max-requests 4" in err and "--resume" in err
+    assert len(server.requests) == 4
+    code, out, err = run_cli(["run", "--resume", "remote"], capsys, monkeypatch)
+    assert code == 0, err
+    assert len(server.requests) == 6  # 3 clean + 3 corrupted images, each asked once
+    assert all(h["authorization"] == f"Bearer {SECRET}" for h in server.headers)
+    store = open_store()
+    dump = repr([r.model_dump() for coll in ("runs", "units", "stability") for r in store.find(coll)])
+    assert SECRET not in dump and "MY_VLM_KEY" in dump  # the variable's name is stored, never its value
+    assert {u.model for u in store.units("remote")} == {name, "embedded:fmnist-plain"}
+    assert not [s for s in store.stability("remote") if s.model == name]
+    code, out, err = run_cli(["show", "remote"], capsys, monkeypatch)
+    assert code == 0 and "n/a (remote model)" in out
