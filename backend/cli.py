@@ -279,12 +279,6 @@ def plan(
         err_console.print(t)
 
 
-def _domain_id(cfg: Any) -> str:
-    from domainbench.store.repositories import domain_id
-
-    return domain_id(cfg)
-
-
 @app.command()
 def run(
     config: Annotated[Optional[Path], typer.Argument(help="Domain config TOML (from `domainbench plan -o`).")] = None,
@@ -360,6 +354,7 @@ def run(
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(query.report(store, run_id))  # the engine stored it as the run finished
+    print_timings(store.get_run(run_id))
 
 
 def _threshold(value: Optional[str]) -> Optional[float]:
@@ -454,8 +449,17 @@ def show(
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
         print_breaking_points(run.breaking_points)
+    print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
         print_verdicts(query.comparison(store, [run_id], confidence=confidence))
+
+
+def print_timings(run: Any) -> None:
+    """Seconds per stage of the run, per model (``domainbench.engine.timings``), under its summary."""
+    from domainbench.engine.timings import timing_lines
+
+    for line in timing_lines(run.timings if run is not None else {}):
+        console.print(literal(line), style="dim", highlight=False)
 
 
 def print_question_spread(store: Any, run_id: str) -> None:
@@ -596,11 +600,10 @@ def fmr(
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
-    from domainbench.config import RunConfig, load_domain
     from domainbench import query
+    from domainbench.config import FmrSettings, RunConfig, load_domain
     from domainbench.fmr.oracle import check_oracle_names
     from domainbench.fmr.runner import FmrRunner
-    from domainbench.fmr.settings import FmrSettings
 
     if not resume:
         if config is None:

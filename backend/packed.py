@@ -113,7 +113,7 @@ class PackedArray:
         return core_schema.no_info_plain_validator_function(
             cls.coerce,
             serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda v: v.to_json(), when_used="json"),
+                lambda v: cls.coerce(v).to_json(), when_used="json"),  # model_copy(update=...) skips validation
         )
 
     @classmethod

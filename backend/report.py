@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domainbench.metrics.aggregate import CellSummary, ModelSummary, RunSummary
+from domainbench.results import CellSummary, ModelSummary, RunSummary
 
 REPORT_SCHEMA_VERSION = 2  # 1 was the untyped summary dict; it is rebuilt, not migrated
 

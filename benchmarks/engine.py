@@ -1,103 +1,215 @@
-"""End-to-end engine throughput against the bare forward pass, for 1 and for 3 models.
+"""`domainbench run` at the users' shape against the bare forward pass, and the store at 1,000 classes.
 
-For the same images and cells, measures in one run:
-- bare: ``preprocess + encode_image`` of every image once per cell and model, nothing else;
-- end to end: ``Engine.start`` (loading, corruption, scoring, storing units);
-and prints images per second of both, their ratio, the cost of 3 models relative to three
-1-model runs (corruption is shared, so it should be well under 1), and the number of
-corruption calls per image and cell, which must not grow with the number of models.
+Measures, in one invocation:
 
-    python benchmarks/engine.py --quick
-    python benchmarks/engine.py --models open_clip:ViT-B-32/openai --device cuda --limit 2000
+- **run vs bare.** 224-px JPEG photos (random crops of scikit-learn's bundled sample photos,
+  saved in class folders) scored by open_clip ViT-B-32 at random weights (saved to a temporary
+  checkpoint and loaded as ``open_clip:ViT-B-32//path``: nothing is downloaded).
+  *run*: the real command, ``domainbench run DOMAIN --dataset FOLDER --models ... --no-stability
+  --no-threat`` in a subprocess. *bare*: a subprocess doing the same job by hand: open_clip's
+  own model and preprocess from the same checkpoint, the same zero-shot classifier, PIL decode,
+  the same corruptions (``domainbench.corruptions.corrupt``), ``encode_image`` in a plain batched
+  loop, the same number of forward passes. Both walls include interpreter start, imports and
+  loading the model, so the ratio compares whole jobs. images/s = images × cells ÷ wall.
+- **peak RSS** of the run at N and 2N images (``wait4``'s maxrss of the subprocess).
+- **bytes per unit** at 1,000 images × 1,000 classes, as stored in SQLite and as BSON.
+- **report build** at ~10,000 units (``benchmarks/report_scale.py``), SQLite (and mongomock
+  without ``--quick``).
+
+    python benchmarks/engine.py --quick     # N = 32, clean + 2 cheap cells: a few minutes on 2 cores
+    python benchmarks/engine.py             # N = 300 (2N = 600), clean + 6 cells
+    python benchmarks/engine.py --device cuda --corrupt-on device   # on a GPU machine
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
+import textwrap
 import time
+from pathlib import Path
 
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
-import torch
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-from domainbench.data import open_dataset
-from domainbench.engine.runner import Engine
-from domainbench.engine.scoring import ModelState, encode
-from domainbench.models import build_classifier, create_model, register_model, resolve_device
-from domainbench.store.sqlite_store import SQLiteStore
-
-DOMAIN = DomainConfig(
-    domain="benchmark",
-    corruptions=[CorruptionChoice(name=n, severities=[1, 3, 5]) for n in ("gaussian_noise", "motion_blur", "contrast", "jpeg_compression")],
-)
+HERE = Path(__file__).resolve().parent
+CHEAP = [("brightness", [1, 3]), ("contrast", [1, 3]), ("saturate", [1, 3])]
 
 
-@register_model("bench", known=["1", "2", "3"])
-def _bench(name: str, device: torch.device):  # noqa: ANN202
-    # three copies of one model: a fair 3-model run when only one real model is at hand
-    m = create_model(os.environ.get("BENCH_BASE_MODEL", "embedded:fmnist-plain"), device)
-    m.name = f"bench:{name}"
-    return m
+def make_photos(root: Path, n_images: int, n_classes: int = 8, seed: int = 0) -> None:
+    """``n_images`` 224-px JPEG crops of scikit-learn's sample photos, spread over class folders."""
+    from PIL import Image
+    from sklearn.datasets import load_sample_images
+
+    photos = load_sample_images().images  # two 427 × 640 RGB photos bundled with scikit-learn
+    rng = np.random.default_rng(seed)
+    for i in range(n_images):
+        src = photos[i % len(photos)]
+        side = int(rng.integers(224, min(src.shape[:2]) + 1))
+        y, x = int(rng.integers(0, src.shape[0] - side + 1)), int(rng.integers(0, src.shape[1] - side + 1))
+        crop = Image.fromarray(src[y : y + side, x : x + side]).resize((224, 224), Image.Resampling.BICUBIC)
+        folder = root / f"class_{i % n_classes}"
+        folder.mkdir(parents=True, exist_ok=True)
+        crop.save(folder / f"img_{i:05d}.jpg", quality=90)
 
 
-def bare_forward(models: list[str], cfg: RunConfig, cells: int) -> float:
-    ds = open_dataset(cfg.dataset, image_size=cfg.image_size).subset(cfg.limit)
-    images = ds.load(np.arange(len(ds))).images
-    device = resolve_device(cfg.device)
-    states = [ModelState(n, m := create_model(n, device), build_classifier(m, ds.classes).to(device), cfg.batch_size) for n in models]
-    encode(states[0], images[: cfg.batch_size])  # warm-up
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+def make_checkpoint(path: Path) -> None:
+    import open_clip
+    import torch
+
+    torch.manual_seed(0)
+    model = open_clip.create_model("ViT-B-32", pretrained=None)
+    torch.save(model.state_dict(), path)
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS in MB, stdout+stderr tail) of a subprocess."""
     t0 = time.perf_counter()
-    for ms in states:
-        for _ in range(cells):
-            (encode(ms, images) @ ms.classifier.T).argmax(1)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - t0
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    out = proc.stdout.read().decode(errors="replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"command failed: {' '.join(cmd)}\n{out[-3000:]}")
+    return wall, usage.ru_maxrss / 1024, out[-2000:]
 
 
-def end_to_end(models: list[str], cfg: RunConfig) -> tuple[float, Engine]:
+BARE = textwrap.dedent('''
+    import sys, json, numpy as np, torch, open_clip
+    from PIL import Image
+    from pathlib import Path
+    from domainbench import corruptions
+    from domainbench.engine.jobs import image_seeds
+    from domainbench.models.base import DEFAULT_TEMPLATES
+    folder, ckpt, cells, batch, device = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+    model, _, preprocess = open_clip.create_model_and_transforms("ViT-B-32", pretrained=ckpt, device=device)
+    model.eval()
+    tok = open_clip.get_tokenizer("ViT-B-32")
+    classes = sorted(p.name for p in Path(folder).iterdir())
+    paths = sorted(Path(folder).rglob("*.jpg"))
+    with torch.inference_mode():
+        t = model.encode_text(tok([t.format(c) for c in classes for t in DEFAULT_TEMPLATES]).to(device)).float()
+        t = torch.nn.functional.normalize(t, dim=-1).reshape(len(classes), len(DEFAULT_TEMPLATES), -1).mean(1)
+        clf = torch.nn.functional.normalize(t, dim=-1)
+        forwards = 0
+        for corr, sev in cells:
+            seeds = image_seeds(0, corr, sev, np.arange(len(paths))) if corr != "clean" else None
+            for i in range(0, len(paths), batch):
+                imgs = [np.asarray(Image.open(p).convert("RGB")) for p in paths[i:i + batch]]
+                if seeds is not None:
+                    imgs = [corruptions.corrupt(im, corr, severity=sev, seed=s) for im, s in zip(imgs, seeds[i:i + batch])]
+                x = torch.stack([preprocess(Image.fromarray(im)) for im in imgs]).to(device)
+                emb = torch.nn.functional.normalize(model.encode_image(x).float(), dim=-1)
+                (emb @ clf.T).argmax(1).cpu()
+                forwards += len(imgs)
+    print(json.dumps({"forwards": forwards}))
+''')
+
+
+def domain_toml(path: Path, cells: list[tuple[str, list[int]]]) -> None:
+    text = 'domain = "engine benchmark"\n'
+    for name, sevs in cells:
+        text += f'[[corruptions]]\nname = "{name}"\nseverities = {sevs}\nreason = "benchmark"\n'
+    path.write_text(text)
+
+
+def run_vs_bare(n: int, cells: list[tuple[str, list[int]]], batch: int, device: str, corrupt_on: str,
+                work: Path) -> dict[str, float]:
+    env = {**os.environ, "DOMAINBENCH_HOME": str(work / "home"), "PYTHONUNBUFFERED": "1"}
+    ckpt = work / "vit-b-32-random.pt"
+    if not ckpt.exists():
+        make_checkpoint(ckpt)
+    domain_toml(work / "domain.toml", cells)
+    flat = [("clean", 0)] + [(c, s) for c, sevs in cells for s in sevs]
+    out: dict[str, float] = {"cells": len(flat)}
+    for size in (n, 2 * n):
+        folder = work / f"photos_{size}"
+        if not folder.exists():
+            make_photos(folder, size)
+        cmd = [sys.executable, "-c", "from domainbench.cli import main; import sys; sys.argv[0] = 'domainbench'; main()",
+               "--quiet", "run", str(work / "domain.toml"), "--dataset", str(folder),
+               "--models", f"open_clip:ViT-B-32/{ckpt}", "--no-stability", "--no-threat", "--batch-size", str(batch),
+               "--device", device, "--corrupt-on", corrupt_on, "--run-id", f"bench-{size}"]
+        wall, rss, _ = timed(cmd, env)
+        out[f"run_s_{size}"], out[f"run_peak_rss_mb_{size}"] = wall, rss
+        print(f"domainbench run, {size} images x {len(flat)} cells: {wall:.1f} s, peak RSS {rss:.0f} MB", flush=True)
+        if size == n:
+            bare_wall, bare_rss, text = timed([sys.executable, "-c", BARE, str(folder), str(ckpt), json.dumps(flat),
+                                               str(batch), "cuda" if device.startswith("cuda") else "cpu"], env)
+            forwards = json.loads(text.strip().splitlines()[-1])["forwards"]
+            assert forwards == size * len(flat), (forwards, size, len(flat))
+            out["bare_s"], out["bare_peak_rss_mb"] = bare_wall, bare_rss
+            print(f"bare forward, {size} images x {len(flat)} cells: {bare_wall:.1f} s, peak RSS {bare_rss:.0f} MB", flush=True)
+    out["run_images_per_s"] = n * len(flat) / out[f"run_s_{n}"]
+    out["bare_images_per_s"] = n * len(flat) / out["bare_s"]
+    out["ratio_run_over_bare"] = out["run_images_per_s"] / out["bare_images_per_s"]
+    out["peak_rss_ratio_2n_over_n"] = out[f"run_peak_rss_mb_{2 * n}"] / out[f"run_peak_rss_mb_{n}"]
+    return out
+
+
+def bytes_per_unit() -> dict[str, float]:
+    """A unit of 1,000 images at 1,000 classes as the engine writes it, stored in SQLite and as BSON."""
+    import sqlite3
+
+    import bson
+    import mongomock
+
+    from domainbench.store.indexes import PARTS
+    from domainbench.store.mongo_store import MongoStore
+    from domainbench.store.sqlite_store import SQLiteStore
+
+    sys.path.insert(0, str(HERE))
+    from report_scale import CLASSES, units
+
+    unit = units(1, 1000)[0]
+    assert len(CLASSES) == 1000 and unit.n == 1000
     with tempfile.TemporaryDirectory() as d:
-        engine = Engine(SQLiteStore(os.path.join(d, "b.sqlite")))  # type: ignore[arg-type]
-        t0 = time.perf_counter()
-        engine.start(DOMAIN, cfg.model_copy(update={"models": models, "baseline": models[0]}))
-        return time.perf_counter() - t0, engine
+        SQLiteStore(Path(d) / "u.sqlite").upsert("units", unit)
+        (doc,) = sqlite3.connect(Path(d) / "u.sqlite").execute("SELECT doc FROM units").fetchone()
+    client = mongomock.MongoClient()
+    MongoStore("mongodb://localhost/u", client=client).upsert("units", unit)
+    docs = list(client["u"]["units"].find()) + list(client["u"][PARTS].find())
+    return {"unit_bytes_sqlite": len(doc.encode()), "unit_bytes_bson": sum(len(bson.encode(x)) for x in docs)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--models", default=None, help="comma-separated; default: 3 copies of BENCH_BASE_MODEL")
-    ap.add_argument("--dataset", default="sample")
-    ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--quick", action="store_true", help="N = 32, 2 cheap cells, report build on SQLite only")
+    ap.add_argument("--n", type=int, default=None, help="images at N (the run also goes at 2N)")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--corrupt-on", default="cpu")
     args = ap.parse_args()
-    limit = args.limit or (300 if args.quick else 1000)
-    three = args.models.split(",") if args.models else ["bench:1", "bench:2", "bench:3"]
-    cfg = RunConfig(dataset=args.dataset, limit=limit, device=args.device, batch_size=args.batch_size,
-                    workers=args.workers, stability=False, threat=False, models=three[:1])
-    cells = 1 + sum(len(c.severities) for c in DOMAIN.corruptions)
-    print(f"device={resolve_device(args.device)} images={limit} cells={cells} (clean + corrupted) models={three}")
-    rows = []
-    for models in (three[:1], three):
-        n_img = limit * cells * len(models)
-        bare = bare_forward(models, cfg, cells)
-        e2e, engine = end_to_end(models, cfg)
-        calls = engine.stats.corruption_calls / (limit * (cells - 1))
-        rows.append((len(models), n_img / bare, n_img / e2e, e2e, calls))
-    print(f"{'models':>6} {'bare img/s':>12} {'end-to-end img/s':>17} {'e2e/bare':>9} {'run s':>8} {'corruption calls/img/cell':>26}")
-    for m, b, e, s, c in rows:
-        print(f"{m:>6} {b:>12,.0f} {e:>17,.0f} {e / b:>9.2f} {s:>8.1f} {c:>26.2f}")
-    one_s, three_s = rows[0][3], rows[1][3]
-    print(f"3-model run / three 1-model runs = {three_s / (3 * one_s):.2f}  (< 1: corruption is shared)")
+    n = args.n or (32 if args.quick else 300)
+    cells = [("brightness", [1]), ("contrast", [1])] if args.quick else CHEAP
+    import platform
+
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; device {args.device}")
+    res: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as d:
+        res |= run_vs_bare(n, cells, args.batch_size, args.device, args.corrupt_on, Path(d))
+    res |= bytes_per_unit()
+    sys.path.insert(0, str(HERE))
+    from report_scale import measure
+
+    rep = measure(mongo=not args.quick)
+    res |= {k: v for k, v in rep.items() if k.endswith("_s") or k == "units"}
+    print(json.dumps(res, indent=1))
+    print(f"run {res['run_images_per_s']:.1f} img/s vs bare {res['bare_images_per_s']:.1f} img/s: ratio "
+          f"{res['ratio_run_over_bare']:.2f} (target >= 0.9)")
+    print(f"peak RSS {res[f'run_peak_rss_mb_{n}']:.0f} MB at N={n}, {res[f'run_peak_rss_mb_{2 * n}']:.0f} MB at 2N: "
+          f"ratio {res['peak_rss_ratio_2n_over_n']:.2f} (target <= 1.15)")
+    print(f"unit at 1,000 images x 1,000 classes: {res['unit_bytes_sqlite'] / 1024:.1f} KB SQLite, "
+          f"{res['unit_bytes_bson'] / 1024:.1f} KB BSON (target <= 32 KB)")
+    print(f"report of {rep['units']} units: {rep['sqlite_report_s']:.2f} s wall, {rep['sqlite_report_cpu_s']:.2f} s CPU on "
+          "SQLite (target < 2 s)" + (f"; mongomock {rep['mongomock_report_s']:.2f} s" if "mongomock_report_s" in rep else ""))
 
 
 if __name__ == "__main__":

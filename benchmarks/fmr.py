@@ -29,15 +29,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
 from domainbench.data import open_dataset
 from domainbench.fmr.differentiable import gradient_search
 from domainbench.fmr.generator import SearchConfig, greedy_search
-from domainbench.fmr.metrics import model_report
 from domainbench.fmr.oracle import Oracle, load_oracle
 from domainbench.fmr.runner import FmrRunner, family_of
-from domainbench.fmr.settings import FmrSettings
 from domainbench.fmr.tested import load_tested
+from domainbench.metrics.fmr import model_report
 from domainbench.store.sqlite_store import SQLiteStore
 
 PLAIN, AUGMENTED = "embedded:fmnist-plain", "embedded:fmnist-augmented"

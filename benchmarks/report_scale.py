@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from domainbench.confusion import SparseConfusion
 from domainbench.engine.reports import build_report
-from domainbench.metrics.confusion import SparseConfusion
 from domainbench.store.base import Store
 from domainbench.store.records import RunRecord, UnitRecord
 

@@ -122,7 +122,8 @@ def fill(home: Path, runs: int, units: int, running: int = 2) -> list[str]:
         if r == 0:
             store.put_run(run)
             store.put_domain({"domain_id": run["domain_id"], "created_at": run["created_at"], **run["domain"]})
-            store.upsert_many("units", rows)
+            # schema-1 units, as an earlier domainbench wrote them: read (and migrated) like the bulk below
+            store._upsert_many("units", rows)
             store.upsert_many("threat", threat)
             store.upsert_many("stability", stability)
             template = build_report(store, run["run_id"])

@@ -23,7 +23,9 @@ _VIEWS = Path(__file__).resolve().parent / "views"
 # a product, not a dev server: no Deploy button or developer menu, however the app was started
 # (the usage statistics are switched off by `domainbench ui`'s flags and .streamlit/config.toml)
 st.set_option("client.toolbarMode", "viewer")
-st.set_page_config(page_title="domainbench", page_icon=":material/science:", layout="wide")
+# a file, not a ":material/…:" icon: Streamlit fetches those as a favicon from fonts.gstatic.com
+st.set_page_config(page_title="domainbench", page_icon=str(Path(__file__).resolve().parent / "favicon.png"),
+                   layout="wide")
 nav = st.navigation(
     [
         st.Page(str(_VIEWS / "runs.py"), title="Runs", icon=":material/list:", default=True),

@@ -153,3 +153,68 @@ def test_corruptions_is_a_leaf_library() -> None:
 )
 def test_the_cycle_finder_finds_cycles(graph: dict[str, set[str]], expected: list[list[str]]) -> None:
     assert cycles(graph) == expected
+
+
+#: the floors of the package, bottom up; a module may import its own floor or any floor below, never
+#: one above ("imports only go down"). A module takes the floor of its longest listed prefix; a new
+#: top-level module or package must be placed here (the test says so).
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # plain helpers and leaf libraries: no domainbench import outside this floor
+    ("ground", ("domainbench", "domainbench.errors", "domainbench.literal", "domainbench.packed", "domainbench.settings",
+                "domainbench.resource_bounds", "domainbench.safe_output", "domainbench.disk_full",
+                "domainbench.host_memory", "domainbench.parent_watch", "domainbench.crash_report", "domainbench.stats",
+                "domainbench.corruptions", "domainbench.data")),
+    # plain typed data every floor above shares: configs, confusion counts, unit and summary results, the report
+    # (models.label_sets: named class lists and prompt templates, plain data the run config checks names against)
+    ("records", ("domainbench.config", "domainbench.confusion", "domainbench.results", "domainbench.report",
+                 "domainbench.models.label_sets")),
+    # the store: documents, repositories, the queue; nothing from metrics, models, engine or FMR
+    ("store", ("domainbench.store",)),
+    # what computes from images and records
+    ("compute", ("domainbench.models", "domainbench.metrics", "domainbench.planner")),
+    # what runs: the engine, its executors, FMR's search
+    ("engine", ("domainbench.engine", "domainbench.fmr")),
+    # reading results: the one API show, export, compare and the UI read runs and reports through
+    ("query", ("domainbench.query",)),
+    # what people and machines start: the CLI, the UI, the queue's worker and launcher
+    ("entry", ("domainbench.cli", "domainbench.frontend", "domainbench.worker", "domainbench.launch")),
+]
+
+
+def layer_of(module: str) -> int | None:
+    best: tuple[int, int] | None = None  # (prefix length, floor)
+    for floor, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            # the root package's floor is its __init__ alone, so a new top-level module must be placed
+            inside = module.startswith(p + ".") and p != "domainbench"
+            if (module == p or inside) and (best is None or len(p) > best[0]):
+                best = (len(p), floor)
+    return None if best is None else best[1]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module on a higher floor than the importer's, as 'a (floor) -> b (floor)'."""
+    names = [name for name, _ in LAYERS]
+    found = []
+    for mod in sorted(graph):
+        for target in sorted(graph[mod]):
+            lo, hi = layer_of(mod), layer_of(target)
+            if lo is not None and hi is not None and hi > lo:
+                found.append(f"{mod} ({names[lo]}) -> {target} ({names[hi]})")
+    return found
+
+
+def test_every_module_has_a_floor() -> None:
+    assert [m for m in import_graph() if layer_of(m) is None] == []
+
+
+def test_imports_only_go_down() -> None:
+    assert upward_imports(import_graph()) == []
+
+
+def test_the_floor_checker_sees_an_upward_import() -> None:
+    graph = {"domainbench.store.records": {"domainbench.metrics.aggregate"}, "domainbench.metrics.aggregate": set(),
+             "domainbench.cli": {"domainbench.store"}, "domainbench.store": set()}
+    assert upward_imports(graph) == ["domainbench.store.records (store) -> domainbench.metrics.aggregate (compute)"]
+    assert layer_of("domainbench.metrics.defs.fmr") == 3 and layer_of("domainbench.report") == 1
+    assert layer_of("domainbench.reporting") is None  # a prefix is a whole name, not the start of one

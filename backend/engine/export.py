@@ -63,7 +63,7 @@ def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[
 
 #: a run with generative models answering freely adds this column (docs/generative-vlms.md)
 UNPARSEABLE_FIELD = "unparseable_rate"
-UNPARSEABLE_DOC = "fraction of a generative model's free answers that named no class (counted wrong)"
+UNPARSEABLE_DOC = metric(UNPARSEABLE_FIELD).meaning
 
 #: an FMR run's CSV adds one row per tested model (corruption "fmr", accuracy = PA) and these columns
 FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]

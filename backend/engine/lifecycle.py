@@ -66,16 +66,21 @@ def restart_run(store: Store, run_id: str, **fields: Any) -> None:
     store.reports.delete(run_id=run_id)  # a report is only ever of a finished run
 
 
-def complete_run(store: Store, run_id: str, compute: Callable[[], dict[str, Any]]) -> str:
+def complete_run(store: Store, run_id: str, compute: Callable[[], dict[str, Any]],
+                 stopped: Callable[[], dict[str, Any]] = dict) -> str:
     """Run ``compute`` (it stores the units and returns the finished run's extra fields); then the
-    report and "done". A failure is recorded on the run ("interrupted" for Ctrl-C) and raised."""
+    report and "done". A failure is recorded on the run ("interrupted" for Ctrl-C) and raised;
+    ``stopped`` gives the fields a run keeps however it stops (its stage timings)."""
     try:
         finished = compute()
     except RunCancelled:
+        kept = stopped()
+        if kept:
+            store.update_run(run_id, **kept)
         raise  # the run stays "cancelled", its finished units kept
     except BaseException as e:
         store.update_run(run_id, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
-                         error=f"{type(e).__name__}: {e}"[:500])
+                         error=f"{type(e).__name__}: {e}"[:500], **stopped())
         raise
     store.put_report(build_report(store, run_id))
     store.update_run(run_id, status="done", finished_at=now(), **finished)

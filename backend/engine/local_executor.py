@@ -23,6 +23,7 @@ from domainbench.engine.device_corruption import corruption_site, run_device_job
 from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.tasks import RunEvents
+from domainbench.engine.timings import RUN
 from domainbench.engine.work import RunStats, ShardWork
 from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
@@ -64,7 +65,9 @@ class LocalExecutor:
         try:
             pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
             for shard, todo, loaded in _loaded_ahead(work.plan(), work.shards, work.ctx.dataset, loader):
-                batch = work.report_unreadable(loaded.result())
+                with work.timer.stage(RUN, "decode"):
+                    loaded_batch = loaded.result()
+                batch = work.report_unreadable(loaded_batch)
                 jobs = [(job, _submit(pool, job, batch, cfg.seed, cfg.corrupt_on, device, work.stats)) for job in todo]
                 pending.append((shard, batch, jobs))
                 if len(pending) >= 2:

@@ -25,6 +25,7 @@ from domainbench.engine.lifecycle import (check_new_run_id, complete_run, create
                                           stored_run)
 from domainbench.engine.local_executor import LocalExecutor
 from domainbench.engine.scoring import ModelState
+from domainbench.engine.timings import StageTimes
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.engine.work import Executor, RunStats, ShardWork
 from domainbench.errors import UserInputError
@@ -93,6 +94,7 @@ class Engine:
         self.events: RunEvents = events or SilentEvents()
         self.executor: Executor = executor or LocalExecutor()
         self.stats = RunStats()
+        self.timer = StageTimes()
         self._adaptive: AdaptiveStopping | None = None  # set for a run made with --adaptive
 
     # -- public entry points ----------------------------------------------------------
@@ -152,11 +154,13 @@ class Engine:
             self.events.message("PD threat skipped: it needs labelled images (anchors of other classes)")
 
         self.stats.skipped_units = len(done)
-        adaptive = self._adaptive
+        stored = self.store.get_run(ctx.run_id)
+        self.timer = StageTimes(stored.timings if stored is not None else None)  # a resume adds to its sessions
+        for ms in ctx.models:
+            ms.timer = self.timer
         work = ShardWork(ctx, shards, cells, done, tasks, self.stats, self.events,
                          plan=lambda: self._plan(ctx, shards, cells, done, tasks), cancel=CancelWatch(self.store, ctx.run_id),
-                         observe=None if adaptive is None else
-                         lambda shard: adaptive.observe(self.store.units(ctx.run_id, shard=shard)))
+                         adaptive=self._adaptive, timer=self.timer)
 
         def compute() -> dict[str, Any]:
             self.executor.execute(work)
@@ -164,9 +168,10 @@ class Engine:
                 from domainbench.engine.breaking_point import measure_breaking_points
 
                 self.store.update_run(ctx.run_id, breaking_points=measure_breaking_points(ctx, cfg.breaking_threshold))
-            return {"n_unreadable": len(self.stats.unreadable), "unreadable": [p for _, p, _ in self.stats.unreadable[:100]]}
+            return {"n_unreadable": len(self.stats.unreadable), "unreadable": [p for _, p, _ in self.stats.unreadable[:100]],
+                    "timings": self.timer.rounded()}
 
-        return complete_run(self.store, ctx.run_id, compute)
+        return complete_run(self.store, ctx.run_id, compute, stopped=lambda: {"timings": self.timer.rounded()})
 
     def _plan(self, ctx: RunContext, shards: list[np.ndarray], cells: list[Cell], done: set[tuple[Any, ...]],
               tasks: list[RunTask]) -> Iterator[tuple[int, list[Job]]]:

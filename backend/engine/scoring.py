@@ -5,6 +5,7 @@ Shared by the runner and the per-run tasks; it knows nothing about units or the 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -12,12 +13,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from domainbench.metrics.confusion import SparseConfusion
+from domainbench.confusion import SparseConfusion
 from domainbench.models import VisionLanguageModel, create_model, resolve_device
 from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative, softmax_confidence
 from domainbench.models.hub_common import as_tensor, autocast_for
 
 if TYPE_CHECKING:
+    from domainbench.engine.timings import StageTimes
     from domainbench.store import Store
 
 
@@ -33,6 +35,8 @@ class ModelState:
     model: VisionLanguageModel
     classifier: torch.Tensor
     batch_size: int
+    #: the run's stage timer (``engine/timings.py``); None: not timed (FMR, Ray actors, tests)
+    timer: StageTimes | None = None
 
 
 def load_models(names: Sequence[str], classes: list[str], device: str, batch_size: int,
@@ -100,7 +104,11 @@ def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
         chunk = images[i : i + ms.batch_size]
         try:
             with torch.inference_mode(), autocast_for(model.device):
-                emb = model.encode_image(pixels(model, chunk)).float()
+                t0 = time.perf_counter()
+                pix = pixels(model, chunk)
+                t1 = time.perf_counter()
+                emb = model.encode_image(pix).float()
+                t2 = time.perf_counter()
         except torch.OutOfMemoryError:
             if ms.batch_size == 1:
                 raise
@@ -109,6 +117,10 @@ def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
             continue
         out.append(emb)
         i += len(chunk)
+        if ms.timer is not None:
+            ms.timer.add(ms.name, "preprocess", t1 - t0)
+            ms.timer.add(ms.name, "forward", t2 - t1)
+            ms.timer.add(ms.name, "images", len(chunk))
     emb = torch.cat(out) if out else torch.zeros((0, ms.classifier.shape[1]), device=model.device)
     if not torch.isfinite(emb).all():
         bad = int((~torch.isfinite(emb)).any(dim=1).sum())
@@ -153,12 +165,16 @@ def predict_with_confidence(ms: ModelState, emb: torch.Tensor) -> tuple[np.ndarr
     reorder near ties; the probability is the softmax of the logits the model scores with
     (its logit scale times the similarities).
     """
+    t0 = time.perf_counter()
     with torch.inference_mode():
         sims = emb @ ms.classifier.T.to(emb.dtype)
         preds = sims.argmax(dim=1)
         scale = float(getattr(ms.model, "logit_scale", 100.0))
         conf = torch.softmax(sims.float() * scale, dim=1).gather(1, preds[:, None])[:, 0]
-        return preds.cpu().numpy().astype(np.int64), conf.cpu().numpy().astype(np.float32)
+        out = preds.cpu().numpy().astype(np.int64), conf.cpu().numpy().astype(np.float32)
+    if ms.timer is not None:
+        ms.timer.add(ms.name, "scoring", time.perf_counter() - t0)
+    return out
 
 
 def confusion(labels: np.ndarray | None, preds: np.ndarray, n_classes: int) -> SparseConfusion | None:

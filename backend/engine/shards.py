@@ -20,6 +20,7 @@ from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, Scored, classify, confusion
+from domainbench.engine.timings import RUN
 from domainbench.engine.tasks import Cell, CleanPass, RunContext, RunTask
 from domainbench.engine.vlm_units import vlm_unit_fields
 from domainbench.models.generative import VLMResult
@@ -44,8 +45,11 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
     def write(ms: ModelState, cell: Cell, scored: Scored, clean: np.ndarray | None, corrupted: Corrupted,
               t0: float) -> None:
         nonlocal written
+        t1 = time.perf_counter()
         write_unit(ctx, ms, cell, shard, batch, scored.preds, clean, corrupted, t0, confidence=scored.confidence,
                    vlm=scored.vlm)
+        if ms.timer is not None:
+            ms.timer.add(ms.name, "store", time.perf_counter() - t1)
         done.add((run_id, ms.name, cell.corruption, cell.severity, shard))
         written += 1
         if on_unit is not None:
@@ -67,8 +71,12 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
         if key not in done:
             write(ms, Cell(CLEAN, 0, None), scored, None, Corrupted(batch.images, {}), t0)
     by_cell = {(c.corruption, c.severity): c for c in cells}
+    timer = ctx.models[0].timer if ctx.models else None
     for job, fut in jobs:
+        t0 = time.perf_counter()
         corrupted = fut.result()
+        if timer is not None:
+            timer.add(RUN, "corruption", time.perf_counter() - t0)
         for task in tasks:
             task.consume(job, batch, corrupted, clean)
         if job.stability:

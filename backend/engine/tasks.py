@@ -19,6 +19,7 @@ from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, as_host, encode
+from domainbench.models.generative import is_remote_model
 from domainbench.store import Store
 from domainbench.store.records import StabilityRecord, ThreatRecord
 
@@ -112,7 +113,8 @@ class StabilityTask:
                       for c in ctx.domain.corruptions}
         self.done = ctx.store.stability.keys(run_id=ctx.run_id)
         # a remote model has no image embeddings: its stability is n/a, never measured
-        self.remote = {m.name for m in ctx.models if getattr(m.model, "remote", False)}
+        # (told by the name: the Ray driver knows the models by name only)
+        self.remote = {m.name for m in ctx.models if is_remote_model(m.name)}
         self.buffer: dict[tuple[str, str], dict[int, torch.Tensor]] = {}
         self.indices: dict[int, list[int]] = {}
 

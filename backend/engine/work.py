@@ -17,11 +17,13 @@ import numpy as np
 
 from domainbench.config import RunConfig
 from domainbench.data import Batch, Dataset
+from domainbench.engine.adaptive import AdaptiveStopping
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.jobs import Job
 from domainbench.engine.scoring import ModelState
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask
+from domainbench.engine.timings import StageTimes
 from domainbench.store import Store
 
 
@@ -49,8 +51,10 @@ class ShardWork:
     plan: Callable[[], Iterator[tuple[int, list[Job]]]]
     #: the user's Cancel, looked at between units (``check`` raises ``RunCancelled``)
     cancel: CancelWatch
-    #: called with each shard scored in this process (adaptive stopping reads its units)
-    observe: Callable[[int], None] | None = None
+    #: a run made with --adaptive: cells stop once their intervals are narrow enough
+    adaptive: AdaptiveStopping | None = None
+    #: seconds per stage (decoding and corrupting here, each model's stages on the models)
+    timer: StageTimes = field(default_factory=StageTimes)
 
     def load(self, shard: int) -> Batch:
         """The shard's clean images, decoded here (unreadable files reported)."""
@@ -65,9 +69,14 @@ class ShardWork:
 
     def consume(self, shard: int, batch: Batch, jobs: list[tuple[Job, Any]]) -> None:
         """Score one shard in this process with its corrupted batches (futures with ``result()``)."""
+        if self.adaptive is not None:
+            # the plan runs a round or two ahead: cells that stopped since are not scored
+            if self.adaptive.finished():
+                return
+            jobs = [(j, f) for j, f in jobs if j.stability or self.adaptive.active(j.corruption, j.severity)]
         score_shard(self.ctx, self.cells, self.done, self.tasks, shard, batch, jobs, on_unit=self.unit_written)
-        if self.observe is not None:
-            self.observe(shard)
+        if self.adaptive is not None:
+            self.adaptive.observe(self.ctx.store.units(self.ctx.run_id, shard=shard))
 
     def unit_written(self, n_images: int) -> None:
         self.stats.computed_units += 1

@@ -279,7 +279,3 @@ def candidate_steps(theta: torch.Tensor, grad: torch.Tensor, lo: torch.Tensor, h
         unit = torch.where(norm > 0, d / norm.clamp_min(1e-12), torch.zeros(()))
         out.append(torch.maximum(torch.minimum(theta + step_size * unit, hi), lo))
     return torch.stack(out, dim=1)
-
-
-def cross_entropy_of(tested: TestedModel, images: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    return cross_entropy(tested.logits(images), labels)

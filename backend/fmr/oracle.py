@@ -10,28 +10,13 @@ import torch
 
 from domainbench.engine.scoring import ModelState, classify
 from domainbench.errors import UserInputError
+from domainbench.metrics.fmr import majority
 from domainbench.models import build_classifier, create_model, resolve_device
 from domainbench.models.base import DEFAULT_TEMPLATES
 from domainbench.models.generative import VLMOptions, is_generative
 
-#: the label ``majority`` gives when the top vote count is shared: no agreement, a rejection
-TIE = -1
 #: prefixes of tested-model kinds that are plain classifiers: they cannot vote zero-shot
 CLASSIFIER_PREFIXES = ("torchvision", "py")
-
-
-def majority(votes: np.ndarray, n_classes: int) -> np.ndarray:
-    """Per row of (N, M) member votes: the most voted class, or TIE when several share the top count."""
-    votes = np.asarray(votes, dtype=np.int64)
-    if votes.ndim != 2 or votes.shape[1] == 0:
-        raise ValueError(f"votes must be (images, members) with at least one member, got {votes.shape}")
-    counts = np.zeros((votes.shape[0], n_classes), dtype=np.int64)
-    for m in range(votes.shape[1]):
-        cast = votes[:, m] >= 0  # a generative member whose answer named no class abstains
-        np.add.at(counts, (np.arange(votes.shape[0])[cast], votes[cast, m]), 1)
-    top = counts.max(axis=1)
-    winners = (counts == top[:, None]).sum(axis=1)
-    return np.where(winners == 1, counts.argmax(axis=1), TIE)
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.jobs import CLEAN
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
@@ -30,7 +30,6 @@ from domainbench.fmr.differentiable import gradient_search
 from domainbench.fmr.generator import SearchConfig, SearchResult, greedy_search
 from domainbench.fmr.images import to_png_b64
 from domainbench.fmr.oracle import Oracle, check_oracle_names, load_oracle
-from domainbench.fmr.settings import FmrSettings
 from domainbench.fmr.tested import TestedModel, ZeroShotTested, load_tested
 from domainbench.store import Store
 from domainbench.store.records import FmrUnitRecord, UnitRecord

@@ -15,27 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
+from domainbench.results import BreakingPoint  # the record, below the store
 from domainbench.stats import balanced_accuracy_weighted, bootstrap_weights, percentile_interval
 
 BISECTION_STEPS = 6  # resolution 1/64 of the scale
-
-
-class BreakingPoint(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    model: str
-    corruption: str
-    #: balanced accuracy the model falls below (default: halfway between its clean value and chance)
-    threshold: float
-    #: position on the continuous scale (0 weakest, 1 strongest); None: it never falls below the threshold
-    breaking_point: float | None
-    breaking_point_ci_low: float | None
-    breaking_point_ci_high: float | None
-    #: the scale positions evaluated and the balanced accuracy at each
-    evaluated: list[tuple[float, float]]
-    n_images: int
 
 
 def default_threshold(clean_accuracy: float, n_classes: int) -> float:

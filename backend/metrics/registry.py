@@ -30,13 +30,6 @@ Interval = Literal["wilson", "bootstrap"]
 
 LEVELS: tuple[str, ...] = get_args(Level)
 UNITS: tuple[str, ...] = get_args(Unit)
-LEVEL_MEANING = {
-    "cell": "one model × (corruption, severity) cell, the clean pass included (one export row)",
-    "corruption": "one model × corruption, over its severities (what mCE / rCE / mFR average)",
-    "image": "one image's embeddings under a corruption's parameter grid, averaged per model × corruption",
-    "model": "one model over the run's common cells (one summary row)",
-    "fmr": "one tested model of an FMR run",
-}
 
 
 class MetricRegistryError(ValueError):
@@ -71,6 +64,9 @@ class Metric:
     percent: bool = False
     #: the attribute holding the value on its level's report object (CellSummary, SummaryRow, StabilityMean, …)
     field: str | None = None
+    #: False: only runs that produce it have it (a generative model's answers, ``--breaking-point``), so it is an
+    #: optional export column, outside the fixed columns and tables
+    always: bool = True
     #: for a cell metric not stored on the cell: ``compute(cell, threat)`` from the CellSummary and its ThreatCell
     compute: Callable[[Any, Any], Any] | None = None
 
@@ -109,7 +105,8 @@ class Metric:
             raise MetricRegistryError(f"metric {self.name!r}: interval must be 'wilson', 'bootstrap' or None")
         if not self.meaning or "\n" in self.meaning:
             raise MetricRegistryError(f"metric {self.name!r}: meaning must be one line")
-        if self.field is None and self.compute is None:
+        # an optional metric's value may come from where it is produced (e.g. the units' generative answers)
+        if self.field is None and self.compute is None and self.always:
             raise MetricRegistryError(f"metric {self.name!r} declares neither a field nor a compute function")
 
 
@@ -143,8 +140,9 @@ class Registry:
     def all(self) -> list[Metric]:
         return sorted(self._metrics.values(), key=lambda m: (LEVELS.index(m.level), m.order, m.name))
 
-    def of_level(self, level: Level) -> list[Metric]:
-        return [m for m in self.all() if m.level == level]
+    def of_level(self, level: Level, always: bool = True) -> list[Metric]:
+        """The metrics of a level, in order; ``always``: only those every run has (the fixed columns)."""
+        return [m for m in self.all() if m.level == level and (m.always or not always)]
 
     def find(self, pattern: str = "*") -> list[Metric]:
         """Metrics whose name or display name matches a shell wildcard (case-insensitive)."""
@@ -173,5 +171,5 @@ def metric(name: str) -> Metric:
     return registry().get(name)
 
 
-def metrics_of(level: Level) -> list[Metric]:
-    return registry().of_level(level)
+def metrics_of(level: Level, always: bool = True) -> list[Metric]:
+    return registry().of_level(level, always)

@@ -194,7 +194,7 @@ def build_report(
 def _fmr_section(run: RunRecord, records: Sequence[FmrUnitRecord]) -> FmrReport | None:
     if run.fmr is None or not records:
         return None
-    from domainbench.fmr.metrics import fmr_report
+    from domainbench.metrics.fmr import fmr_report
 
     classes = run.dataset.classes if run.dataset is not None else [str(c) for c in range(1 + max(max(r.labels, default=0) for r in records))]
     return fmr_report(run.fmr, classes, records)

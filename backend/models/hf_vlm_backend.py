@@ -33,7 +33,7 @@ from domainbench.models.generative import (
     parse_answer,
 )
 from domainbench.models.hub_common import as_uint8_nchw, cached_hf_file, cuda_autocast_dtype, offline, unavailable, unit_rows
-from domainbench.models.vlm_scoring import build_prompt, continuation_ids, hwc_images, score_shared_prefix
+from domainbench.models.vlm_scoring import build_prompt, continuation_ids, hwc_images, score_shared_prefix, to_model
 
 #: hub ids of the families this backend is tested against (any AutoModelForImageTextToText one loads)
 KNOWN_MODELS: list[str] = [
@@ -101,10 +101,8 @@ class HFGenerativeVLM(GenerativeVLM):
         images = [np.ascontiguousarray(im) for im in pixels.permute(0, 2, 3, 1).cpu().numpy()]
         # through the whole processor, as classification sees the images (it groups them per prompt)
         enc = self.processor(images=images, text=[self.prompts[0]] * len(images), return_tensors="pt")
-        inputs = {k: v.to(self.device) for k, v in enc.items()
-                  if isinstance(v, torch.Tensor) and k not in _TEXT_INPUTS}
-        if "pixel_values" in inputs:
-            inputs["pixel_values"] = inputs["pixel_values"].to(next(self.model.parameters()).dtype)
+        inputs = to_model({k: v for k, v in enc.items() if isinstance(v, torch.Tensor) and k not in _TEXT_INPUTS},
+                          self.model, self.device)
         with torch.inference_mode():
             return unit_rows(self._pooled(inputs, len(images)))
 
@@ -144,8 +142,10 @@ class HFGenerativeVLM(GenerativeVLM):
     def answer(self, ims: list[np.ndarray], prompt: str) -> list[str]:
         """Greedy answers (at most MAX_NEW_TOKENS new tokens) of a batch of images to one prompt."""
         tok = getattr(self.processor, "tokenizer", self.processor)
-        enc = self.processor(images=ims, text=[prompt] * len(ims), return_tensors="pt", padding=True)
-        enc = {k: (v.to(self.device) if isinstance(v, torch.Tensor) else v) for k, v in enc.items()}
+        # left padding: every row's new tokens start right after its own prompt
+        enc = self.processor(images=ims, text=[prompt] * len(ims), return_tensors="pt", padding=True,
+                             padding_side="left")
+        enc = to_model(enc, self.model, self.device)
         with torch.inference_mode():
             out = self.model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
                                       pad_token_id=getattr(tok, "pad_token_id", None) or getattr(tok, "eos_token_id", None))

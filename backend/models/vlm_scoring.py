@@ -71,6 +71,13 @@ def hwc_images(images: np.ndarray | torch.Tensor, name: str) -> list[np.ndarray]
     return [np.ascontiguousarray(im) for im in x]
 
 
+def to_model(enc: Any, model: Any, device: torch.device) -> dict[str, Any]:
+    """Processor outputs on the model's device, float ones (pixels) in the model's dtype (bf16/fp16 on a GPU)."""
+    dtype = next(model.parameters()).dtype
+    return {k: (v.to(device, dtype=dtype) if v.is_floating_point() else v.to(device)) if isinstance(v, torch.Tensor)
+            else v for k, v in dict(enc).items()}
+
+
 def _pad_id(processor: Any) -> int:
     tok = _tokenizer(processor)
     for attr in ("pad_token_id", "eos_token_id"):
@@ -141,7 +148,7 @@ def score_shared_prefix(
         # prefixes of different lengths (image-size dependent token counts): no padding inside a cache
         return np.concatenate([score_shared_prefix(model, processor, [im], prompt, conts, class_batch, reduce, device)
                                for im in images])
-    enc = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in enc.items()}
+    enc = to_model(enc, model, device)
     out = model(**enc, use_cache=True)
     prefix_len = enc["input_ids"].shape[1]
     first = _logprobs(out.logits[:, -1])  # (N, V): the first continuation token's distribution
@@ -194,7 +201,7 @@ def score_naive(model: Any, processor: Any, image: np.ndarray, prompt: str, clas
         ids = torch.cat([ctx["input_ids"][0], cont])[None]
         inputs = {k: _extend_per_token(v, ctx["input_ids"].shape, ids.shape[1]) for k, v in ctx.items()
                   if k not in ("input_ids", "attention_mask")}
-        inputs = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+        inputs = to_model(inputs, model, device)
         logits = model(input_ids=ids.to(device), attention_mask=torch.ones_like(ids).to(device), **inputs).logits[0]
         lp = _logprobs(logits)
         total = sum(float(lp[n_ctx - 1 + k, tok]) for k, tok in enumerate(cont.tolist()))
@@ -211,4 +218,5 @@ __all__ = [
     "image_token",
     "score_naive",
     "score_shared_prefix",
+    "to_model",
 ]

@@ -5,6 +5,12 @@ Method (deterministic, no network):
    ("handheld phone photos" -> rotation, perspective, motion blur; "at night" -> low light and
    sensor noise; "motion blur" -> motion_blur). Every cue found is chosen, unless the sanity
    rules forbid it, and its reason quotes the clause of the description holding the phrase.
+   Then acquisition factors (``acquisition.toml``): how the images are taken (a camera on a moving
+   platform, moving or posing subjects, objects placed by hand, a patient positioned for each
+   image, a digital detector, a sunlit scene), each mapped to the corruptions it produces with
+   the mechanism as the reason ("'night driving': the camera rides on a moving vehicle ..., and
+   the platform moves during each exposure" -> motion_blur). A phrase naming the effect itself
+   (a cue) is quoted in preference to an inferred factor.
 1. The description is split into chunks: the whole text, each sentence, and each clause of a
    sentence (split at commas, semicolons, "and"/"or" lists are kept whole). Clauses let a short
    phrase such as "at night in heavy rain" meet a situation on its own terms instead of being
@@ -20,8 +26,10 @@ Method (deterministic, no network):
    limits an expert keeps: weather only where the description is outdoors (or names that
    weather), and geometric variation (rotations, flips, warps) only where a cue calls for it,
    since a similarity score cannot tell whether camera or subject pose varies; and it only
-   fills gaps, in families no cue has spoken to. At least
-   ``min_optional`` choices beyond the required ones are made.
+   fills gaps, in families no cue has spoken to, and only for a description whose cues and
+   factors explain fewer than ``min_optional`` choices (a situation that merely sounds alike is
+   no reason once the text says how its images are taken). At least ``min_optional`` explained
+   or matched choices are made.
 4. Severities: a cued or required corruption gets the full ladder 1..5 (the description or the
    rules name it); a semantic match grows with its similarity, the mild levels 1..3 for a weak
    match, all five for a strong one. Non-ordinal corruptions (flips) get level 1 only.
@@ -46,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from domainbench.config import CorruptionChoice
-from domainbench.planner import cues, rules
+from domainbench.planner import acquisition, cues, rules
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.llm import required_choice
 from domainbench.planner.vote import VoteResult, majority_vote
@@ -236,8 +244,14 @@ class OfflinePlanner:
             key=lambda i: (-spec[i], i),
         )
         p = self.p
-        semantic = [i for i in ranked if spec[i] >= p.specificity and raw[i] >= p.threshold][: p.max_semantic]
-        short = p.min_optional - len(cued) - len(semantic)
+        # similarity is a fallback for descriptions that say little about how their images are
+        # taken: once the cues and acquisition factors give min_optional choices, it adds nothing
+        # (a situation that merely sounds alike, "autonomous car in a blizzard", is not a reason)
+        # (what the text explains counts whether or not a rule also requires it)
+        reasoned = len(cued) + sum(1 for nm in req.required if nm in reading.hits)
+        room = p.max_semantic if reasoned < p.min_optional else 0
+        semantic = [i for i in ranked if spec[i] >= p.specificity and raw[i] >= p.threshold][:room]
+        short = p.min_optional - reasoned - len(semantic)
         if short > 0:
             semantic += [i for i in ranked if i not in semantic][:short]
         return required + cued + semantic
@@ -288,6 +302,9 @@ class OfflinePlanner:
         hits: dict[str, cues.Hit] = {}
         for h in cues.find(domain_text, set(names)):
             hits.setdefault(h.name, h)  # the first phrase that calls for it
+        # then what follows from how the images are taken (a phrase naming the effect itself wins)
+        for h in acquisition.implied(domain_text, set(names)):
+            hits.setdefault(h.name, h)
         reading = Reading(hits, cues.outdoors(domain_text))
         best, ch, sid, quote, texts = self.similarities(domain_text)
         # Specificity: how much better a corruption matches a chunk than the average corruption

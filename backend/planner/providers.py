@@ -99,14 +99,14 @@ def choose_provider(name: str, settings: LLMSettings) -> tuple[str, PlannerProvi
 
 
 def _plan_offline(text: str, samples: int, catalogue: Catalogue, settings: LLMSettings) -> Planned:
-    from domainbench.planner import cues
+    from domainbench.planner import acquisition, cues
     from domainbench.planner.offline import MODEL_NAME, OfflinePlanner  # sentence-transformers: slow to import
 
     vote = OfflinePlanner(catalogue).run(text, samples)
     provenance = PlannerProvenance(
         provider="offline",
         model=MODEL_NAME,
-        prompt_version=f"offline-{rules.rules_version()}-{cues.cues_version()}",
+        prompt_version=f"offline-{rules.rules_version()}-{cues.cues_version()}-{acquisition.acquisition_version()}",
         samples=vote.n_samples,
         temperature=0.0,
     )

@@ -10,14 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
-from domainbench.fmr.settings import FmrSettings
-from domainbench.metrics.aggregate import UNIT_SCHEMA_VERSION, UnitDocument
-from domainbench.metrics.breaking import BreakingPoint
 from domainbench.packed import PackedArray
 from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
+from domainbench.results import UNIT_SCHEMA_VERSION, BreakingPoint, UnitDocument
 from domainbench.store.collections import Collection
 
 RunStatus = Literal["queued", "running", "done", "failed", "interrupted", "cancelled"]
@@ -74,6 +72,9 @@ class RunRecord(_Record):
     error: str | None = None
     n_unreadable: int | None = None
     unreadable: list[str] = Field(default_factory=list)
+    #: seconds per stage: "run" -> decode/corruption waits, each model -> preprocess/forward/scoring/store
+    #: and the images it scored (``domainbench.engine.timings``); empty for runs from before it was recorded
+    timings: dict[str, dict[str, float]] = Field(default_factory=dict)
     #: mean PD threat of moving an image onto an image of another class (the unsafe scale)
     different_class_threat: float | None = None
     threat_anchors_per_class: int | None = None

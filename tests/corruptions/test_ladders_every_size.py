@@ -108,3 +108,31 @@ def test_every_ladder_rises_at_every_size(size: int) -> None:
         if name not in NOT_RISING and not d[4] > d[0] + UNTOUCHED:
             failures.append(f"{name} does not rise overall: {np.round(d, 4)}")
     assert not failures, f"at {size} px:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("sigma", [0.6, 1.0, 2.0, 4.0, 9.0])
+def test_smoothed_noise_spread_matches_a_sampled_field(sigma: float) -> None:
+    """The spread left of white noise after the kernel's Gaussian, against scipy's filter on a sampled field."""
+    from scipy.ndimage import gaussian_filter
+
+    from domainbench.corruptions.kernels.occlusion import _smoothed_noise_sd
+
+    noise = np.random.default_rng(3).normal(0.0, 1.0, (600, 600))
+    sampled = gaussian_filter(noise, sigma, mode="nearest", truncate=4.0)[50:-50, 50:-50].std()
+    assert _smoothed_noise_sd(sigma) == pytest.approx(sampled, rel=0.03)
+
+
+@pytest.mark.parametrize("size", [64, 448])
+def test_lens_spatter_changes_any_image_as_much_as_a_224_pixel_one(size: int) -> None:
+    """The same severity adds as much water (or mud) to a 64 or a 448 px grey image as to a 224 px one
+    (mean change within 15%); above 224 the wetted share is the same too (below, shrinking spreads it)."""
+    def stats(side: int, severity: int) -> tuple[float, float]:
+        grey = np.full((side, side, 3), 90, np.uint8)
+        outs = [corruptions.corrupt(grey, "lens_spatter", severity=severity, seed=k).astype(np.float64) for k in range(3)]
+        return float(np.mean([np.abs(o - 90).mean() for o in outs])), float(np.mean([(o != 90).any(-1).mean() for o in outs]))
+
+    for severity in (2, 3, 5):
+        (change, share), (change_224, share_224) = stats(size, severity), stats(224, severity)
+        assert change == pytest.approx(change_224, rel=0.15), (severity, change, change_224)
+        if size > 224:
+            assert share == pytest.approx(share_224, abs=0.03), (severity, share, share_224)

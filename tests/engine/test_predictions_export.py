@@ -83,3 +83,18 @@ def test_unknown_run_is_one_line_and_writes_nothing(home: Path, tmp_path: Path, 
     code, _, err = run_cli(["export", "nope", "--predictions", "-o", str(tmp_path / "p.csv")], capsys, monkeypatch)
     assert code == 2 and err.startswith("error: no run 'nope'") and err.count("\n") == 1
     assert not [p for p in tmp_path.iterdir() if p.name != "home"]
+
+
+def test_an_answer_that_named_no_class_exports_an_empty_prediction(home: Path) -> None:
+    from domainbench.engine.predictions import prediction_rows
+    from domainbench.models.generative import UNPARSED
+
+    store = open_store()
+    run_id = Engine(store).start(DOMAIN, RunConfig(models=["fake:a"], limit=4, workers=0, stability=False, threat=False))
+    unit = store.units.get(run_id=run_id, model="fake:a", corruption="brightness", severity=2, shard=0)
+    preds = np.asarray(unit.preds).copy()
+    preds[1] = UNPARSED  # as a generative model's unparsed answer is stored
+    store.units.put(unit.model_copy(update={"preds": preds, "hits": None}))
+    rows = [r for r in prediction_rows(store, run_id) if r["corruption"] == "brightness"]
+    assert rows[1]["prediction"] == "" and rows[1]["correct"] is False
+    assert rows[0]["prediction"] == unit.classes[int(unit.preds[0])]

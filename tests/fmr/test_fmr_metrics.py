@@ -7,8 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from domainbench.fmr.metrics import fmr, model_report
-from domainbench.fmr.oracle import TIE, majority
+from domainbench.metrics.fmr import TIE, fmr, majority, model_report
 
 
 def test_fmr_is_pa_over_sa_times_100_on_a_hand_built_case() -> None:

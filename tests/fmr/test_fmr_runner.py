@@ -7,12 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig, save
+from domainbench.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig, save
 from domainbench.engine.tasks import SilentEvents
 from domainbench.fmr.images import from_png_b64
 from domainbench.fmr.oracle import load_oracle
 from domainbench.fmr.runner import FmrRunner
-from domainbench.fmr.settings import FmrSettings
 from domainbench.store import open_store
 from tests.cli_runner import run_cli
 

@@ -9,9 +9,9 @@ import torch
 from domainbench.engine.scoring import ModelState
 from domainbench.fmr.differentiable import gradient_search
 from domainbench.fmr.generator import SearchConfig, SearchResult, greedy_search
-from domainbench.fmr.metrics import model_report
 from domainbench.fmr.tested import CallableTested, ZeroShotTested
 from domainbench.fmr.tested import TestedModel as ModelUnderTest
+from domainbench.metrics.fmr import model_report
 
 from .conftest import FAMILY, Zoo
 

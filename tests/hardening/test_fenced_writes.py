@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-from domainbench.metrics.confusion import SparseConfusion
+from domainbench.confusion import SparseConfusion
 from domainbench.store import open_store
 from domainbench.store.fence import Fence
 from domainbench.store.fenced_store import FencedStore

@@ -49,6 +49,13 @@ def test_export_columns_keep_their_names_and_order() -> None:
                                   "mean_pd_threat", "pd_safe"]
     assert all(CELL_COLUMNS[m.name] == m.meaning for m in metrics_of("cell"))
     assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the Wilson score interval of top1_accuracy")
+    # metrics only some runs have are listed, but add their columns only to those runs' exports
+    from domainbench.engine.export import BREAKING_FIELDS, UNPARSEABLE_DOC, UNPARSEABLE_FIELD
+    from domainbench.frontend.views.compare import FAMILY_METRICS
+
+    assert "unparseable_rate" not in CELL_COLUMNS and [m.name for m in metrics_of("cell", always=False)][-1] == UNPARSEABLE_FIELD
+    assert UNPARSEABLE_DOC == metric(UNPARSEABLE_FIELD).meaning and metric("breaking_point").name == BREAKING_FIELDS[0]
+    assert "breaking_point" not in FAMILY_METRICS and list(FAMILY_METRICS) == ["accuracy", "ce", "rce", "fr"]
 
 
 def test_the_declared_intervals_are_the_ones_the_statistics_compute() -> None:

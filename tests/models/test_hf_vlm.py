@@ -147,3 +147,14 @@ def test_loading_errors_name_what_is_missing(folders: dict[str, Path], tmp_path:
         create_model("hf-vlm:nobody/no-such-vlm", "cpu")
     with pytest.raises(UserInputError, match="choice is for openai-vlm"):
         create_model(f"hf-vlm:{folders['llava']}", "cpu").configure(CLASSES, VLMOptions(mode="choice"))
+
+
+def test_half_precision_scores_stay_close(folders: dict[str, Path]) -> None:
+    """--dtype bfloat16 (the GPU default) runs end to end; pixels are cast to the model's dtype."""
+    model = create_model(f"hf-vlm:{folders['llava']}", "cpu")
+    ims = images(2, seed=9)
+    model.configure(CLASSES, VLMOptions())
+    full = model.classify(ims, 4).scores
+    model.configure(CLASSES, VLMOptions(dtype="bfloat16"))
+    assert next(model.model.parameters()).dtype == torch.bfloat16
+    np.testing.assert_allclose(model.classify(ims, 4).scores, full, atol=0.05)

@@ -40,7 +40,7 @@ def test_generative_models_vote_in_the_oracle(llava: Path) -> None:
 
 
 def test_an_unparsed_answer_abstains_from_the_vote() -> None:
-    from domainbench.fmr.oracle import TIE, majority
+    from domainbench.metrics.fmr import TIE, majority
 
     votes = np.array([[1, 1, -1], [2, -1, -1], [0, 1, -1], [-1, -1, -1]])
     assert majority(votes, 3).tolist() == [1, 2, TIE, TIE]

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import balanced_accuracy_score, confusion_matrix
 
+from domainbench.confusion import SparseConfusion
 from domainbench.metrics.aggregate import summarize
 from domainbench.metrics.classification import balanced_accuracy
-from domainbench.metrics.confusion import SparseConfusion
 from domainbench.packed import PLAIN_MAX, PackedArray
 from domainbench.store.indexes import PARTS
 from domainbench.store.mongo_store import MongoStore

@@ -12,12 +12,28 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from domainbench.fmr.oracle import majority
 from domainbench.report import FmrModelReport, FmrOracleReport, FmrReport
 
 if TYPE_CHECKING:
-    from domainbench.fmr.settings import FmrSettings
+    from domainbench.config import FmrSettings
     from domainbench.store.records import FmrUnitRecord
+
+#: the label ``majority`` gives when the top vote count is shared: no agreement, a rejection
+TIE = -1
+
+
+def majority(votes: np.ndarray, n_classes: int) -> np.ndarray:
+    """Per row of (N, M) member votes: the most voted class, or TIE when several share the top count."""
+    votes = np.asarray(votes, dtype=np.int64)
+    if votes.ndim != 2 or votes.shape[1] == 0:
+        raise ValueError(f"votes must be (images, members) with at least one member, got {votes.shape}")
+    counts = np.zeros((votes.shape[0], n_classes), dtype=np.int64)
+    for m in range(votes.shape[1]):
+        cast = votes[:, m] >= 0  # a generative member whose answer named no class abstains
+        np.add.at(counts, (np.arange(votes.shape[0])[cast], votes[cast, m]), 1)
+    top = counts.max(axis=1)
+    winners = (counts == top[:, None]).sum(axis=1)
+    return np.where(winners == 1, counts.argmax(axis=1), TIE)
 
 
 def fmr(pa: float, sa: float) -> float | None:

@@ -1,0 +1,237 @@
+"""Faults a run survives: kill -9 at random points and resume, a worker takeover, SIGTERM, a full disk.
+
+Every scenario evaluates the same domain and config as one uninterrupted reference run, through
+the real CLI in subprocesses (the embedded SQLite store in a temporary $DOMAINBENCH_HOME), and
+reports per scenario:
+
+- lost units: units of the run that are missing once it says "done";
+- duplicated units: units computed twice (a stored unit whose ``computed_at`` changed after a
+  fault, i.e. recomputed instead of kept), or written by a worker that had lost its lease;
+- whether its exported report (CSV, run id column aside) equals the reference run's.
+
+The model is the tests' deterministic ``fake:slow`` (0.1 s per batch, no weights), so a run is
+long enough to be interrupted anywhere and the numbers of two runs can be compared exactly.
+
+    .venv/bin/python benchmarks/faults.py            # 20 kill -9 points
+    .venv/bin/python benchmarks/faults.py --quick    # 3 kill -9 points, 20 images
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE = ROOT / "tests" / "engine"
+BOOT = "import fake_models, sys; sys.argv[0] = 'domainbench'; from domainbench.cli import main; main()"
+# a full disk after some unit writes: every later write fails as it would on a full file system
+FULL_DISK_BOOT = """
+import os, sqlite3, sys
+import fake_models
+from domainbench.store.sqlite_store import SQLiteStore
+real, state = SQLiteStore._upsert_many, {"units": 0}
+def filling(self, collection, docs, fence=None):
+    if collection == "units":
+        state["units"] += len(docs)
+    if state["units"] > int(os.environ["FAULTS_FULL_AFTER"]):
+        raise sqlite3.OperationalError("database or disk is full")
+    return real(self, collection, docs, fence)
+SQLiteStore._upsert_many = filling
+sys.argv[0] = "domainbench"
+from domainbench.cli import main
+main()
+"""
+DOMAIN_TOML = """domain = "faults benchmark"
+
+[[corruptions]]
+name = "gaussian_noise"
+severities = [1, 3]
+
+[[corruptions]]
+name = "brightness"
+severities = [2, 5]
+"""
+RUN_TOML = "shard_size = 5\n"
+
+
+class Bench:
+    def __init__(self, work: Path, images: int) -> None:
+        self.work, self.images = work, images
+        self.home = work / "home"
+        (work / "domain.toml").write_text(DOMAIN_TOML)
+        (work / "run.toml").write_text(RUN_TOML)
+        self.env = {**os.environ, "DOMAINBENCH_HOME": str(self.home), "PYTHONPATH": f"{FAKE}{os.pathsep}{ROOT}",
+                    "NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        self.env.pop("DOMAINBENCH_MONGO_URI", None)
+
+    def start(self, *args: str, boot: str = BOOT, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, "-c", boot, "--quiet", *args], env={**self.env, **(env or {})},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+    def cli(self, *args: str, boot: str = BOOT, env: dict[str, str] | None = None) -> tuple[int, str]:
+        proc = self.start(*args, boot=boot, env=env)
+        _, err = proc.communicate(timeout=600)
+        return proc.returncode, err.decode()
+
+    def new_run(self, run_id: str) -> list[str]:
+        return ["run", str(self.work / "domain.toml"), "--models", "fake:slow", "--limit", str(self.images),
+                "--no-stability", "--no-threat", "--workers", "0", "--run-config", str(self.work / "run.toml"),
+                "--run-id", run_id]
+
+    def store(self):  # noqa: ANN201
+        os.environ["DOMAINBENCH_HOME"] = str(self.home)
+        from domainbench.store import open_store
+
+        return open_store(None, self.home)
+
+    def units(self, run_id: str) -> dict[tuple, str | None]:
+        return {(u.model, u.corruption, u.severity, u.shard): u.computed_at for u in self.store().units(run_id)}
+
+    def report_rows(self, run_id: str) -> list[dict[str, str]]:
+        code, err = self.cli("export", run_id, "--format", "csv", "-o", str(self.work / f"{run_id}.csv"))
+        assert code == 0, err
+        rows = list(csv.DictReader(io.StringIO((self.work / f"{run_id}.csv").read_text())))
+        return [{k: v for k, v in r.items() if k != "run_id"} for r in rows]
+
+    def wait_units(self, run_id: str, n: int, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline and proc.poll() is None and len(self.units(run_id)) < n:
+            time.sleep(0.05)
+
+
+def _changed(before: dict[tuple, str | None], after: dict[tuple, str | None]) -> int:
+    return sum(1 for k, v in before.items() if k in after and after[k] != v)
+
+
+def kill_and_resume(b: Bench, points: int, total: int, rng: random.Random) -> tuple[int, int, int]:
+    """One run killed with SIGKILL at ``points`` random unit counts; each next start resumes it.
+
+    A unit stored when a kill landed must be the very same record at the end (same ``computed_at``):
+    one that changed was computed twice.
+    """
+    run_id = "killed"
+    targets = sorted(rng.sample(range(1, total), min(points, total - 1)))
+    stored: dict[tuple, str | None] = {}
+    kills = 0
+    args = b.new_run(run_id)
+    for target in targets:
+        proc = b.start(*args)
+        b.wait_units(run_id, target, proc)
+        time.sleep(rng.random() * 0.1)  # anywhere within the unit being computed
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            kills += 1
+        proc.wait(30)
+        stored |= {k: v for k, v in b.units(run_id).items() if k not in stored}
+        args = ["run", "--resume", run_id]
+    code, err = b.cli(*args)
+    assert code == 0, err
+    after = b.units(run_id)
+    return total - len(after), _changed(stored, after), kills
+
+
+def sigterm(b: Bench, total: int) -> tuple[int, int, str]:
+    run_id = "sigterm"
+    proc = b.start(*b.new_run(run_id))
+    b.wait_units(run_id, total // 3, proc)
+    proc.terminate()
+    proc.wait(60)
+    status = b.store().get_run(run_id).status
+    before = b.units(run_id)
+    code, err = b.cli("run", "--resume", run_id)
+    assert code == 0, err
+    after = b.units(run_id)
+    return total - len(after), _changed(before, after), f"exit {proc.returncode}, status {status}"
+
+
+def full_disk(b: Bench, total: int) -> tuple[int, int, str]:
+    run_id = "fulldisk"
+    code, err = b.cli(*b.new_run(run_id), boot=FULL_DISK_BOOT, env={"FAULTS_FULL_AFTER": str(total // 2)})
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    one_line = code == 2 and len(lines) == 1 and lines[0].startswith("error: the disk is full")
+    before = b.units(run_id)
+    code, err = b.cli("run", "--resume", run_id)
+    assert code == 0, err
+    after = b.units(run_id)
+    return total - len(after), _changed(before, after), f"exit 2 with one error line: {one_line}"
+
+
+def takeover(b: Bench, total: int) -> tuple[int, int, str]:
+    """Worker w1 is paused past its lease; w2 takes the run over and finishes; w1 wakes up and must write nothing."""
+    from domainbench.config import RunConfig, load_domain
+    from domainbench.store.queue import queue_of
+    from domainbench.store.records import RunRecord
+    from domainbench.store.repositories import domain_id
+
+    run_id = "takeover"
+    store = b.store()
+    domain = load_domain(b.work / "domain.toml")
+    cfg = RunConfig.from_sources(b.work / "run.toml", {"models": ["fake:slow"], "limit": b.images, "stability": False,
+                                                       "threat": False, "workers": 0})
+    queue_of(store).enqueue(RunRecord(run_id=run_id, domain_id=domain_id(domain), domain=domain, config=cfg,
+                                      status="queued", created_at="2026-01-01T00:00:00"))
+    w1 = b.start("worker", "--name", "w1", "--lease", "2", "--max-runs", "1")
+    b.wait_units(run_id, total // 4, w1)
+    os.killpg(w1.pid, signal.SIGSTOP)  # paused: no lease renewal, no progress
+    time.sleep(3)
+    at_takeover = b.units(run_id)
+    code, err = b.cli("worker", "--name", "w2", "--lease", "30", "--until-idle")
+    assert code == 0, err
+    finished = b.units(run_id)
+    os.killpg(w1.pid, signal.SIGCONT)
+    try:
+        _, w1_err = w1.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(w1.pid, signal.SIGKILL)
+        _, w1_err = w1.communicate()
+    after = b.units(run_id)
+    stale_writes = _changed(finished, after) + len(set(after) - set(finished))
+    run = b.store().get_run(run_id)
+    return (total - len(after), _changed(at_takeover, finished) + stale_writes,
+            f"run {run.status} by {run.worker or '?'}; w1 stopped: {'no longer holds' in w1_err.decode()}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="3 kill -9 points and 20 images instead of 20 and 60")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    points, images = (3, 20) if args.quick else (20, 60)
+    rng = random.Random(args.seed)
+    with tempfile.TemporaryDirectory(prefix="domainbench-faults-") as tmp:
+        b = Bench(Path(tmp), images)
+        t0 = time.perf_counter()
+        code, err = b.cli(*b.new_run("reference"))
+        assert code == 0, err
+        total = len(b.units("reference"))
+        reference = b.report_rows("reference")
+        print(f"reference: {total} units ({images} images, 1 model, clean + 4 cells, shards of 5) in "
+              f"{time.perf_counter() - t0:.1f} s")
+        print(f"{'scenario':<26} {'lost':>5} {'dup':>5}  report equal  notes")
+        results = []
+        for name, fn in ((f"kill -9 x{points} + resume", lambda: kill_and_resume(b, points, total, rng)),
+                         ("SIGTERM + resume", lambda: sigterm(b, total)),
+                         ("full disk + resume", lambda: full_disk(b, total)),
+                         ("worker takeover", lambda: takeover(b, total))):
+            lost, dup, note = fn()
+            rid = {"kill": "killed", "SIGT": "sigterm", "full": "fulldisk", "work": "takeover"}[name[:4]]
+            equal = b.report_rows(rid) == reference
+            note = f"{note} kills landed" if isinstance(note, int) else note
+            results.append((lost, dup, equal))
+            print(f"{name:<26} {lost:>5} {dup:>5}  {str(equal):<12}  {note}", flush=True)
+        ok = all(lost == 0 and dup == 0 and equal for lost, dup, equal in results)
+        print(f"all scenarios: lost 0, duplicated 0, reports equal the reference: {ok}")
+        sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

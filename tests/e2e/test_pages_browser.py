@@ -1,0 +1,163 @@
+"""The pages as a reviewer sees them, in headless Chromium: a product (no Deploy button or developer
+menu, a title and an icon), nothing fetched from outside this machine, and screenshots of the run
+page, Compare and New domain (``test-artifacts/e2e/pages/``, or ``$DOMAINBENCH_SHOTS``).
+
+The store holds one real small run (both embedded models on 24 bundled images, with stability and
+PD threat) and a synthetic run of another domain, so Compare has two columns.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_browser import FLAGS, ROOT, find_chromium, free_port, wait_idle
+
+pytestmark = pytest.mark.slow
+SHOTS = Path(os.environ.get("DOMAINBENCH_SHOTS") or ROOT / "test-artifacts" / "e2e" / "pages")
+
+
+@pytest.fixture
+def chromium() -> str:
+    path, reason = find_chromium()
+    if path is None:
+        pytest.skip(reason)
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
+    return path
+
+
+def _fill(home: Path) -> str:
+    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.engine.runner import Engine
+    from domainbench.store import open_store
+
+    store = open_store(None, home)
+    try:
+        domain = DomainConfig(domain="grainy night photos of clothing in a shop window, with **reflections** "
+                                     "and $glare$ on the glass", corruptions=[
+            CorruptionChoice(name="gaussian_noise", severities=[1, 3, 5], reason="sensor noise in dim light"),
+            CorruptionChoice(name="brightness", severities=[2, 5], reason="reflections on the glass"),
+            CorruptionChoice(name="saturate", severities=[1, 5], reason="washed-out shop lights"),
+        ])
+        cfg = RunConfig(dataset="sample", limit=24, workers=0, shard_size=12, stability_images=8, stability_points=3,
+                        threat_anchors=4)
+        run_id = Engine(store).start(domain, cfg)
+        _copy_as_another_domain(store, run_id, "20250102-000000-xray-ef01", "chest x-rays from portable scanners")
+        return run_id
+    finally:
+        store.close()
+
+
+def _copy_as_another_domain(store, run_id: str, new_id: str, text: str) -> None:  # noqa: ANN001
+    """The same records under another run id and domain text: a second, comparable column for Compare."""
+    from domainbench.engine.reports import build_report
+
+    run = store.get_run(run_id)
+    store.put_run(run.model_copy(update={"run_id": new_id, "domain_id": "xray0001", "created_at": "2025-01-02T00:00:00+00:00",
+                                         "domain": run.domain.model_copy(update={"domain": text})}))
+    for coll in ("units", "threat", "stability"):
+        store.upsert_many(coll, [r.model_copy(update={"run_id": new_id}) for r in store.find(coll, run_id=run_id)])
+    store.put_report(build_report(store, new_id))
+
+
+@pytest.fixture
+def server(chromium: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    home = tmp_path / "home"
+    run_id = _fill(home)
+    port = free_port()
+    env = {**os.environ, "DOMAINBENCH_HOME": str(home), "NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    env.pop("DOMAINBENCH_MONGO_URI", None)
+    log = open(tmp_path / "ui.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "ui", "--no-worker", "--port", str(port)],
+                            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    if r.read() == b"ok":
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                raise AssertionError(f"the UI did not start: {(tmp_path / 'ui.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}", run_id
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_pages_are_a_product_and_stay_on_this_machine(chromium: str, server: tuple[str, str]) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=120_000)
+    url, run_id = server
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    outside: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=FLAGS, headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(120_000)
+
+        def watch(request) -> None:  # noqa: ANN001 - a playwright Request
+            host = urllib.parse.urlsplit(request.url).hostname
+            if request.url.split(":", 1)[0] in ("http", "https", "ws", "wss") and host not in ("127.0.0.1", "localhost"):
+                outside.append(request.url)
+
+        page.on("request", watch)
+        try:
+            # the run page: verdict first, no developer toolbar
+            page.goto(f"{url}/?run={run_id}")
+            expect(page.get_by_text("Verdict").first).to_be_visible()
+            wait_idle(page)
+            expect(page.locator("[data-testid='stDataFrame']").filter(has_text="mCE").first).to_be_visible()
+            assert page.get_by_role("button", name="Deploy").count() == 0
+            menu = page.locator("[data-testid='stMainMenu']")
+            if menu.count():  # viewer mode keeps Print / Settings / About, never the developer entries
+                menu.first.click()
+                page.wait_for_timeout(500)
+                for dev in ("Clear cache", "Rerun", "Record a screencast", "Deploy this app", "Developer options"):
+                    assert page.get_by_text(dev, exact=True).count() == 0, dev
+                page.keyboard.press("Escape")
+            assert "domainbench" in page.title().lower() or "runs" in page.title().lower(), page.title()
+            assert page.locator("link[rel*='icon']").count() >= 1
+            # the domain text is literal: its ** and $ are shown, not rendered
+            expect(page.get_by_text("with **reflections** and $glare$", exact=False).first).to_be_visible()
+            page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
+            page.get_by_role("tab", name="Gallery").dispatch_event("click")
+            wait_idle(page)
+            page.screenshot(path=str(SHOTS / "run-gallery.png"), full_page=True)
+
+            page.goto(f"{url}/compare")
+            expect(page.get_by_role("heading", name="Compare models across domains")).to_be_visible()
+            wait_idle(page)
+            expect(page.get_by_text("Chosen by default").first).to_be_visible()
+            page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)
+
+            page.goto(f"{url}/new_domain")
+            expect(page.get_by_role("heading", name="New domain")).to_be_visible()
+            wait_idle(page)
+            page.get_by_role("button", name="Plan", exact=True).click()
+            expect(page.get_by_role("heading", name="Preview on a sample image")).to_be_visible(timeout=240_000)
+            wait_idle(page)
+            expect(page.get_by_text("SSIM", exact=False).first).to_be_visible()
+            page.screenshot(path=str(SHOTS / "new-domain.png"), full_page=True)
+        finally:
+            browser.close()
+    assert not outside, f"pages reached outside this machine: {outside[:5]}"
+    print(f"\nscreenshots: {SHOTS}")

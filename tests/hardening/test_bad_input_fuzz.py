@@ -1,0 +1,74 @@
+"""Bad inputs through the real CLI entry point: each is exit 2 with one `error:` line, no traceback, nothing stored."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.store import open_store
+from tests.cli_runner import run_cli
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
+import fake_models  # noqa: E402,F401  (registers fake:)
+
+GOOD = DomainConfig(domain="d", corruptions=[CorruptionChoice(name="brightness", severities=[1])])
+
+
+def _write(tmp_path: Path, name: str, data: bytes) -> str:
+    (tmp_path / name).write_bytes(data)
+    return str(tmp_path / name)
+
+
+CASES = {
+    "latin-1 domain toml": lambda t, d: ["run", _write(t, "l.toml", 'domain = "caf\xe9"\n'.encode("latin-1"))],
+    "utf-16 domain toml": lambda t, d: ["run", _write(t, "u16.toml", 'domain = "x"\n'.encode("utf-16"))],
+    "binary garbage toml": lambda t, d: ["run", _write(t, "g.toml", os.urandom(64) + b"\xff")],
+    "severity as string": lambda t, d: ["run", _write(t, "s.toml", b'domain = "d"\n[[corruptions]]\nname = "fog"\nseverities = ["3"]\n')],
+    "severity 0": lambda t, d: ["run", _write(t, "s0.toml", b'domain = "d"\n[[corruptions]]\nname = "fog"\nseverities = [0]\n')],
+    "severity float": lambda t, d: ["run", _write(t, "sf.toml", b'domain = "d"\n[[corruptions]]\nname = "fog"\nseverities = [2.5]\n')],
+    "severities not a list": lambda t, d: ["run", _write(t, "sn.toml", b'domain = "d"\n[[corruptions]]\nname = "fog"\nseverities = 3\n')],
+    "corruptions missing": lambda t, d: ["run", _write(t, "nc.toml", b'domain = "d"\n')],
+    "unknown top-level key": lambda t, d: ["run", _write(t, "uk.toml", b'domain = "d"\ncorruptions = []\nextra = 1\n')],
+    "aliases with other params": lambda t, d: ["run", _write(t, "al.toml", b'domain = "d"\n[[corruptions]]\nname = "elastic"\n'
+                                                b'[corruptions.params]\nalpha = 1.0\n[[corruptions]]\nname = "elastic_transform"\n')],
+    "image_size huge": lambda t, d: ["run", d, "--run-config", _write(t, "r.toml", b"image_size = 100000\n")],
+    "batch_size string": lambda t, d: ["run", d, "--run-config", _write(t, "r2.toml", b'batch_size = "big"\n')],
+    "latin-1 run config": lambda t, d: ["run", d, "--run-config", _write(t, "r3.toml", 'dataset = "\xe9"\n'.encode("latin-1"))],
+    "limit beyond bound": lambda t, d: ["run", d, "--limit", "1000000000"],
+    "workers beyond bound": lambda t, d: ["run", d, "--workers", "100000"],
+    "dataset is a FIFO": lambda t, d: (os.mkfifo(t / "fifo"), ["run", d, "--dataset", str(t / "fifo")])[1],
+    "dataset of undecodable images": lambda t, d: (_undecodable(t), ["run", d, "--dataset", str(t / "bad")])[1],
+    "latin-1 manifest": lambda t, d: ["run", d, "--dataset", _write(t, "m.csv", "path,label\na.png,caf\xe9\n".encode("latin-1"))],
+    "export to /dev/null": lambda t, d: ["export", "r", "-o", "/dev/null"],
+    "plan -o a directory": lambda t, d: ["plan", "x", "--provider", "offline", "--samples", "1", "-o", str(t)],
+    "gallery -o a file": lambda t, d: ["gallery", "-o", _write(t, "f", b"x"), "-c", "fog"],
+    "resume unknown run": lambda t, d: ["run", "--resume", "no[/b]such\x1b[2Jrun"],
+    "show unknown run with markup": lambda t, d: ["show", "[red]x[/red]"],
+}
+
+
+def _undecodable(t: Path) -> None:
+    for cls in ("a", "b"):
+        (t / "bad" / cls).mkdir(parents=True)
+        (t / "bad" / cls / "x.png").write_bytes(b"\x89PNG not really")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_is_exit_2_one_error_line_nothing_stored(case: str, home: Path, tmp_path: Path, capsys,
+                                                          monkeypatch) -> None:
+    domain = str(save(GOOD, tmp_path / "domain.toml"))
+    args = CASES[case](tmp_path, domain)
+    if args[0] == "run" and "--resume" not in args:
+        args += ["--models", "fake:a", "--no-stability", "--no-threat", "--workers", "0"] if "--workers" not in args \
+            else ["--models", "fake:a"]
+    code, out, err = run_cli(args, capsys, monkeypatch)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2, (case, code, err)
+    assert len(lines) == 1 and lines[0].startswith("error: "), (case, err)
+    assert "Traceback" not in err + out and "\x1b" not in err
+    store = open_store()
+    assert store.list_runs() == [] and store.find("units") == []
