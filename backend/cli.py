@@ -404,8 +404,12 @@ def _load_plugins(modules: Optional[list[str]]) -> None:
 @app.command("ls")
 def list_runs() -> None:
     """List stored runs, newest first."""
+    from domainbench.store.readable import readable_runs
+
     store = _store()
-    runs = store.list_runs()
+    runs, problems = readable_runs(store)
+    for problem in problems:
+        err_console.print(f"warning: {printable(problem)}", highlight=False, markup=False, soft_wrap=True)
     table = Table(title=literal(f"runs in {store.description}"))
     for col in ("run", "status", "domain", "models", "dataset", "created"):
         table.add_column(col)

@@ -67,6 +67,9 @@ def warm_corruption_registry() -> threading.Thread:
 
         from domainbench import corruptions
         corruptions.names()
+        # the run page's verdict and intervals (the statistics take seconds to import, once per server)
+        import domainbench.engine.compare  # noqa: F401
+        import domainbench.engine.confidence  # noqa: F401
 
     thread = threading.Thread(target=load, name="warm-corruptions", daemon=True)
     thread.start()

@@ -119,3 +119,16 @@ def literal_text(label: str, text: str, fold: int = FOLD_CHARS) -> None:
     st.text(cut + " …")
     with st.expander(f"more ({len(text):,} characters)"):
         st.text(text)
+
+
+def glossary() -> dict[str, str]:
+    """Column header -> its plain meaning and which direction is better, from the metric registry
+    (the one source the CLI's `domainbench metrics` and the exports read too)."""
+    from domainbench.metrics.registry import metrics_of
+
+    out = {}
+    for m in metrics_of("model"):
+        better = {"higher": " Higher is better.", "lower": " Lower is better."}.get(m.direction or "", "")
+        unit = " A ratio to the baseline model: 1.0 = as robust as the baseline." if m.unit == "ratio" else ""
+        out[m.ui_header or m.display] = f"{m.meaning[0].upper()}{m.meaning[1:]}.{unit}{better}"
+    return out

@@ -173,7 +173,8 @@ def load_hf_model(source: str | Path, device: torch.device, name: str) -> HFDual
             if config.model_type not in TEXT_RULES:
                 raise UserInputError(
                     f"{name}: model type {config.model_type!r} is not supported by the hf: backend "
-                    f"(supported: {', '.join(sorted(TEXT_RULES))}); wrap it yourself, see backend/models/base.py"
+                    f"(supported: {', '.join(sorted(TEXT_RULES))}); a generative VLM (LLaVA, Qwen2-VL, ...) loads as "
+                    f"hf-vlm:{source}; anything else: wrap it yourself, see backend/models/base.py"
                 )
             # float32 master weights whatever the checkpoint's dtype: CPU runs need them, and
             # on CUDA encode_* autocasts to half precision

@@ -19,9 +19,11 @@ from domainbench.store import Store
 from domainbench.store.records import RunRecord
 from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, verdict
 from domainbench.frontend.views import fmr_section
-from domainbench.frontend.ui import DEMO_HINT, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
+from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
+                                     status_badge)
 
 REFRESH_S = 5
+GLOSSARY = glossary()
 #: statuses in which a run may change without the user doing anything
 LIVE_STATUSES = ("queued", "running", "interrupted")
 RUN_PARAM = "run"
@@ -140,8 +142,9 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None
         table, f"{report.run_id}-summary", "summary",
         column_config={
             "baseline": st.column_config.CheckboxColumn("baseline"),
+            # each header hovers to its meaning and which direction is better (the registry's glossary)
             **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f",
-                                                             help=m.meaning)
+                                                             help=GLOSSARY.get(m.table_header, m.meaning))
                for m in data.summary_metrics()},
         },
     )

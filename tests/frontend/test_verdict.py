@@ -51,3 +51,19 @@ def test_pm_formats_value_and_half_width() -> None:
     assert pm(float("nan"), (0, 1), True) == "n/a"
     with pytest.raises(TypeError):
         pm("x", None, True)  # type: ignore[arg-type]
+
+
+def test_summary_headers_hover_to_the_registry_meaning_and_direction(populated: Store) -> None:
+    import json
+
+    from test_app import DONE
+
+    from domainbench.metrics.registry import metric
+
+    at = run_page(DONE)
+    table = next(d for d in at.dataframe if "mCE" in d.value.columns)
+    config = json.loads(table.proto.columns)
+    mce = config["mCE"]["help"]
+    assert mce.startswith(metric("mce").meaning[0].upper() + metric("mce").meaning[1:])
+    assert mce.endswith("Lower is better.") and "1.0 = as robust as the baseline" in mce
+    assert config["clean acc %"]["help"].endswith("Higher is better.")

@@ -79,3 +79,21 @@ def test_plan_table_shows_odd_reasons_literally(reason: str, home: Path, capsys,
     assert code == 0, err
     assert printable(reason) in err and "\x1b" not in err
     assert cli_mod  # imported for the monkeypatch target's module to be loaded
+
+
+def test_one_unreadable_run_record_never_breaks_ls(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    from domainbench.store import open_store
+
+    domain = DomainConfig(domain="d", corruptions=[CorruptionChoice(name="brightness", severities=[2])])
+    cfg = save(domain, tmp_path / "domain.toml")
+    code, _, err = run_cli(["run", str(cfg), "--models", "fake:a", "--limit", "4", "--no-stability", "--no-threat",
+                            "--workers", "0", "--run-id", "good"], capsys, monkeypatch)
+    assert code == 0, err
+    store = open_store()
+    raw = store.get_run("good").model_dump(mode="json") | {"run_id": "odd[/b]\x1b", "status": "exploded"}
+    store._upsert_many("runs", [raw])  # bypasses validation, as a damaged or hand-edited record would
+    monkeypatch.setenv("COLUMNS", "300")
+    code, out, err = run_cli(["ls"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "good" in out and "odd" not in out
+    assert err.startswith("warning: run record odd[/b]\\x1b cannot be read (status: ") and err.count("\n") == 1

@@ -158,3 +158,8 @@ def test_half_precision_scores_stay_close(folders: dict[str, Path]) -> None:
     model.configure(CLASSES, VLMOptions(dtype="bfloat16"))
     assert next(model.model.parameters()).dtype == torch.bfloat16
     np.testing.assert_allclose(model.classify(ims, 4).scores, full, atol=0.05)
+
+
+def test_a_vlm_folder_given_to_local_points_at_hf_vlm(folders: dict[str, Path]) -> None:
+    with pytest.raises(UserInputError, match="loads as hf-vlm:"):
+        create_model(f"local:{folders['llava']}", "cpu")
