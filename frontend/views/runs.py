@@ -17,6 +17,7 @@ from domainbench.store.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
+from domainbench.literal import printable
 from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
@@ -380,7 +381,7 @@ TABS: dict[str, Callable[[Shown], None]] = {
 
 def run_header(view: data.RunView) -> None:
     run = view.run
-    st.subheader(f"{status_badge(view.status)} · {view.run_id}")
+    st.subheader(f"{status_badge(view.status)} · {md_escape(printable(view.run_id))}")
     literal_text("Domain", run.domain.domain)
     cfg, env = run.config, run.environment
     c1, c2, c3, c4, c5 = st.columns(5)
