@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from domainbench.engine.status import run_status
+from domainbench.store.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
