@@ -81,7 +81,7 @@ def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str 
     ``DuplicateRunError`` (with the other run's id) when the same domain and configuration
     is already queued or running.
     """
-    from domainbench.engine.runner import new_run_id
+    from domainbench.engine.lifecycle import new_run_id
 
     cfg = check_inputs(domain, cfg)
     now = now_iso()
