@@ -304,8 +304,9 @@ def gallery_tab(s: Shown) -> None:
         with columns[k % per_row]:
             part = by_index[int(index)]
             a, b = st.columns(2)
-            a.image(data.enlarge(before), caption=f"#{int(index)} clean · true: {part['label'].iloc[0] or '?'}")
-            b.image(data.enlarge(image), caption=figures.cell_label(*cell))
+            # one width for both, so the pair compares pixel for pixel whatever the captions' lengths
+            a.image(data.enlarge(before), caption=f"#{int(index)} clean · true: {part['label'].iloc[0] or '?'}", width=112)
+            b.image(data.enlarge(image), caption=figures.cell_label(*cell), width=112)
             st.markdown("  \n".join(_prediction_line(row) for row in part.itertuples(index=False)))
 
 
