@@ -1,7 +1,7 @@
 """A run's records from creation to report, the same for every kind of run (corruption evaluation, FMR search).
 
-    checked inputs -> domain and run records ("running") -> units stored by the run's kind
-    -> "failed"/"interrupted" with the error, or the report stored and "done"
+    checked inputs -> domain and run records ("running"; or "queued" for a worker, from the UI's launch)
+    -> units stored by the run's kind -> "failed"/"interrupted" with the error, or the report stored and "done"
 
 Nothing is written before the caller has checked every input (dataset opened, models loaded).
 A resumed run drops its stored report first: a report is only ever of a finished run.
@@ -21,6 +21,7 @@ from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.reports import build_report
 from domainbench.errors import UserInputError
 from domainbench.store import Store
+from domainbench.store.queue import queue_of
 from domainbench.store.records import DatasetInfo, RunRecord
 
 
@@ -58,6 +59,16 @@ def create_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str |
                             host=platform.node(), created_at=now(), dataset=dataset, environment=environment,
                             **fields))
     return run_id
+
+
+def queue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> RunRecord:
+    """Store the domain and a queued run that any worker can take (it starts with ``Engine.resume``);
+    ``DuplicateRunError`` when the same domain and configuration is already queued or running."""
+    stamp = now()
+    did = store.domains.save(domain, created_at=stamp)
+    run = RunRecord(run_id=run_id or new_run_id(domain.domain), domain_id=did, domain=domain, config=cfg,
+                    status="queued", created_at=stamp, queued_at=stamp)
+    return queue_of(store).enqueue(run)
 
 
 def restart_run(store: Store, run_id: str, **fields: Any) -> None:
