@@ -319,7 +319,7 @@ def run(
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from domainbench.config import RunConfig, load_domain
-    from domainbench.engine.reports import load_report
+    from domainbench import query
 
     _load_plugins(corruptions_module)
     settings = _settings()
@@ -353,7 +353,7 @@ def run(
     s = engine.stats
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
-    print_report(load_report(store, run_id))  # the engine stored it as the run finished
+    print_report(query.report(store, run_id))  # the engine stored it as the run finished
     print_timings(store.get_run(run_id))
 
 
@@ -442,23 +442,20 @@ def show(
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
 ) -> None:
     """Print a run's summary table with intervals (recomputed from stored statistics) and, for several models, the verdicts."""
-    from domainbench.engine.confidence import load_intervals
-    from domainbench.engine.reports import load_report
+    from domainbench import query
     from domainbench.stats.intervals import check_confidence
 
     check_confidence(confidence)
     store = _store()
-    report = load_report(store, run_id, baseline)
-    print_report(report, load_intervals(store, report, confidence))
+    report = query.report(store, run_id, baseline)
+    print_report(report, query.intervals(store, report, confidence))
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
         print_breaking_points(run.breaking_points)
     print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
-        from domainbench.engine.compare import paired_comparison
-
-        print_verdicts(paired_comparison(store, [run_id], confidence=confidence))
+        print_verdicts(query.comparison(store, [run_id], confidence=confidence))
 
 
 def print_timings(run: Any) -> None:
@@ -534,11 +531,7 @@ def export(
     predictions: Annotated[bool, typer.Option("--predictions", help="One row per model × cell × image (label, prediction, correct, confidence) instead of the results.")] = False,
 ) -> None:
     """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
-    from domainbench.engine.compare import run_pairs
-    from domainbench.engine.confidence import load_intervals
-    from domainbench.engine.export import breaking_section, to_csv, to_json
-    from domainbench.engine.reports import load_report
-    from domainbench.engine.vlm_units import load_unparseable_rates
+    from domainbench import query
     from domainbench.stats.intervals import check_confidence
 
     if format not in ("csv", "json"):
@@ -556,12 +549,9 @@ def export(
         if output:
             _say(f"wrote {n} rows to {output}")
         return
-    report = load_report(store, run_id, baseline)
-    intervals = load_intervals(store, report, confidence)
-    run = store.get_run(run_id)
-    breaking = run.breaking_points if run is not None else []
-    text = (to_json(run, report, intervals, {**run_pairs(store, report, confidence), **breaking_section(breaking)})
-            if format == "json" else to_csv(report, intervals, load_unparseable_rates(store, run_id), breaking))
+    report = query.report(store, run_id, baseline)
+    text = (query.export_json(query.get_run(store, run_id), report, store, confidence) if format == "json"
+            else query.export_csv(report, store, confidence))
     if output:
         from domainbench.safe_output import write_atomically
 
@@ -581,13 +571,13 @@ def compare(
     """Which model is better on these images? Exact McNemar per pair and cell, paired bootstrap, Holm, a verdict."""
     import json
 
-    from domainbench.engine.compare import paired_comparison
+    from domainbench import query
     from domainbench.stats.intervals import check_confidence
 
     if format not in ("text", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use text or json")
     check_confidence(confidence)
-    comparison = paired_comparison(_store(), run_ids, _csv(models), confidence)
+    comparison = query.comparison(_store(), run_ids, _csv(models), confidence)
     if format == "json":
         sys.stdout.write(json.dumps(comparison.model_dump(mode="json"), indent=2) + "\n")
         return
@@ -614,8 +604,8 @@ def fmr(
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
+    from domainbench import query
     from domainbench.config import FmrSettings, RunConfig, load_domain
-    from domainbench.engine.reports import load_report
     from domainbench.fmr.oracle import check_oracle_names
     from domainbench.fmr.runner import FmrRunner
 
@@ -654,7 +644,7 @@ def fmr(
         rid = runner.resume(resume) if resume else runner.start(domain, cfg, settings, run_id=run_id)
     _say(f"run {markup_safe(rid)}: {runner.computed_units} FMR units computed, {runner.skipped_units} already stored, "
          f"{time.perf_counter() - t0:.1f} s")
-    print_report(load_report(store, rid))
+    print_report(query.report(store, rid))
 
 
 @app.command()
@@ -805,7 +795,7 @@ def demo(
 ) -> None:
     """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
     from domainbench.config import RunConfig, save
-    from domainbench.engine.reports import load_report
+    from domainbench import query
     from domainbench.engine.runner import Engine
     from domainbench.planner import plan as make_plan
 
@@ -819,7 +809,7 @@ def demo(
     engine = Engine(store, RichEvents(progress))
     with progress or contextlib.nullcontext():
         run_id = engine.start(cfg, run_cfg)
-    print_report(load_report(store, run_id))
+    print_report(query.report(store, run_id))
     console.print(f"\nResults are stored in {markup_safe(store.description)}. Browse them with [bold]make ui[/bold] "
                   f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {markup_safe(run_id)}` prints this table again.")
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.errors import UserInputError
 from domainbench.store import Store
-from domainbench.store.queue import now_iso, queue_of
 from domainbench.store.records import RunRecord
 
 #: backends that accept any name their library knows (a hub id, a pretrained tag, a path):
@@ -81,11 +80,6 @@ def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str 
     ``DuplicateRunError`` (with the other run's id) when the same domain and configuration
     is already queued or running.
     """
-    from domainbench.engine.runner import new_run_id
+    from domainbench.engine.lifecycle import queue_run
 
-    cfg = check_inputs(domain, cfg)
-    now = now_iso()
-    did = store.domains.save(domain, created_at=now)
-    run = RunRecord(run_id=run_id or new_run_id(domain.domain), domain_id=did, domain=domain, config=cfg,
-                    status="queued", created_at=now, queued_at=now)
-    return queue_of(store).enqueue(run)
+    return queue_run(store, domain, check_inputs(domain, cfg), run_id)

@@ -214,6 +214,8 @@ class Settings(BaseSettings):
     prompts_dir: Path | None = None
     #: the offline planner's model cache
     cache_dir: Path | None = None
+    #: process id of the worker `domainbench ui` started beside the UI (set by the CLI for the UI's process)
+    ui_worker_pid: str | None = None
     #: the planner's LLM settings as read (LLMSettings' field names), validated when planning
     llm: dict[str, SecretStr] = Field(default_factory=dict, repr=False)
     #: API keys, known so that ``redact`` can scrub them

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +21,17 @@ import numpy as np
 import pandas as pd
 
 from domainbench.config import DomainConfig
-from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json
-from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric, metrics_of
-from domainbench.metrics.run_report import rebaseline
+from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
+                               expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
+                               run_fingerprint, run_progress, stability_records, stored_domains, stored_units)
+from domainbench.query import intervals as intervals_of
 from domainbench.report import RunReport
 from domainbench.store import Store, home_dir
 from domainbench.store.records import RunRecord, StabilityRecord
+from domainbench.store.status import run_status
 
-FINISHED = "done"
 #: stability metric -> its label (the metric registry's image metrics)
 STABILITY_METRICS = {m.name: m.display for m in metrics_of("image")}
 #: metrics the Compare page can plot: field of a report's ``SummaryRow`` -> (label, lower is better);
@@ -74,19 +75,6 @@ def runs_frame(store: Store, runs: list[RunRecord] | None = None) -> pd.DataFram
             "domain_id": r.domain_id,
         })
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
-
-
-def run_progress(store: Store, run: RunRecord) -> float:
-    """Share of the run's planned cells with at least one stored unit (see ``done_cells``)."""
-    return min(1.0, done_cells(store, run) / max(expected_cells(run), 1))
-
-
-def done_cells(store: Store, run: RunRecord) -> int:
-    """Cells with at least one stored unit: (model, corruption, severity) of a corruption run,
-    the model of an FMR run (one search per model). Only keys are read, never documents."""
-    if run.fmr is not None:
-        return len({k[1] for k in store.fmr.keys(run_id=run.run_id)})
-    return len({(k[1], k[2], k[3]) for k in store.units.keys(run_id=run.run_id)})
 
 
 def filter_runs(frame: pd.DataFrame, search: str = "", statuses: list[str] | None = None,
@@ -147,36 +135,6 @@ def family_of(name: str) -> str:
         return "unknown"
 
 
-def expected_cells(run: RunRecord) -> int:
-    """Cells a finished run has: per model the clean pass plus every severity, or one FMR search."""
-    if run.fmr is not None:
-        return len(run.config.models)
-    per_model = 1 + sum(len(c.severities) for c in run.domain.corruptions)
-    return len(run.config.models) * per_model
-
-
-def run_fingerprint(store: Store, run_id: str) -> tuple[Any, ...]:
-    """A cache key of everything derived from a run's stored results.
-
-    A run that is not running cannot change its results without changing its status (or
-    being resumed), so its status and timestamps suffice and no key is counted; a running
-    run also counts what it stored so far, so each new unit draws the page anew.
-    """
-    run = store.get_run(run_id)
-    if run is None:
-        return ("missing",)
-    status = run_status(run)
-    if status != "running":
-        return (status, run.resumed_at, run.finished_at)
-    return (
-        status,
-        run.resumed_at,
-        len(store.units.keys(run_id=run_id)),
-        len(store.threat.keys(run_id=run_id)),
-        len(store.stability.keys(run_id=run_id)),
-    )
-
-
 @dataclass
 class RunView:
     """A run record with its report (or the reason there is none) and its progress."""
@@ -206,13 +164,6 @@ class RunView:
         return list(self.run.config.models)
 
 
-def get_run(store: Store, run_id: str) -> RunRecord:
-    run = store.get_run(run_id)
-    if run is None:
-        raise UserInputError(f"no run {run_id!r} in {store.description}; pick one from the runs table")
-    return run
-
-
 def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> RunView:
     """The run and its report against ``baseline`` (default: the run's own baseline).
 
@@ -223,9 +174,9 @@ def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> Run
     run = get_run(store, run_id)
     if baseline is not None and baseline not in run.config.models:
         raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {run.config.models}")
-    keys = store.units.keys(run_id=run_id)
-    view = RunView(run=run, report=None, n_units=len(keys), done_cells=done_cells(store, run), total_cells=expected_cells(run))
-    if not keys:
+    n_units = stored_units(store, run_id)
+    view = RunView(run=run, report=None, n_units=n_units, done_cells=done_cells(store, run), total_cells=expected_cells(run))
+    if not n_units:
         view.error = (
             "no finished units yet: the run has just started"
             if view.status == "running"
@@ -238,22 +189,6 @@ def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> Run
     except ValueError as e:  # UserInputError / MetricInputError: partial data the metrics cannot use yet
         view.error = str(e)
     return view
-
-
-def report_of(store: Store, run: RunRecord, baseline: str | None = None) -> RunReport:
-    """The stored report of a finished run, re-based when asked; otherwise one built from the stored units.
-
-    Only a finished run's stored report is trusted: a resumed run still holds the report of
-    its previous finish, which its new units may already have outgrown.
-    """
-    from domainbench.engine.reports import build_report
-
-    stored = store.get_report(run.run_id) if run_status(run) == FINISHED else None
-    if stored is None:
-        return build_report(store, run.run_id, baseline)
-    if baseline in (None, stored.baseline):
-        return stored
-    return rebaseline(stored, baseline)
 
 
 def run_label(run: RunRecord) -> str:
@@ -375,7 +310,7 @@ def stability_frame(store: Store, run_id: str) -> pd.DataFrame:
 
     Loads every stability record of the run: only for the page that draws per-image values.
     """
-    rows = [row for record in store.stability(run_id) for row in _stability_rows(record)]
+    rows = [row for record in stability_records(store, run_id) for row in _stability_rows(record)]
     frame = pd.DataFrame(rows, columns=["model", "corruption", "shard", "index", *STABILITY_METRICS])
     return frame.sort_values(["model", "corruption", "shard", "index"], kind="stable").reset_index(drop=True)
 
@@ -404,13 +339,13 @@ def cell_predictions(store: Store, run: RunRecord, corruption: str, severity: in
     """
     if corruption == "clean" or severity < 1:
         raise UserInputError("choose a corrupted cell (a corruption and a severity from 1)")
-    units = store.units(run.run_id, corruption=corruption, severity=severity)
+    units = cell_units(store, run.run_id, corruption, severity)
     if not units:
         raise UserInputError(f"run {run.run_id} has no stored units for {corruption} severity {severity} yet")
-    clean_units = store.units(run.run_id, corruption="clean", severity=0)
+    clean_pass = clean_units(store, run.run_id)
     labels: dict[int, int] = {}
     clean: dict[tuple[str, int], int] = {}
-    for u in clean_units:
+    for u in clean_pass:
         clean.update({(u.model, i): p for i, p in zip(u.indices, u.preds, strict=False)})
         if u.labels is not None:
             labels.update(zip(u.indices, u.labels, strict=False))
@@ -461,44 +396,6 @@ def gallery_indices(predictions: pd.DataFrame, only: str = "all", limit: int = 8
     return list(dict.fromkeys(int(i) for i in pool))[:limit]
 
 
-def recreate_images(run: RunRecord, corruption: str, severity: int, indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The corrupted images the run evaluated, made again from the run's seed (images are never stored).
-
-    Each image's seed is a function of (run seed, corruption, severity, dataset index) only
-    (``domainbench.engine.jobs.image_seeds``), so these are the pixels the models saw. Returns
-    (images, indices) of the images that decoded. ``severity`` 0 gives the clean images.
-    """
-    from domainbench.engine.jobs import Job, run_job
-
-    ds = _run_dataset(run.config.model_dump_json(include={"dataset", "classes", "image_size", "limit"}))
-    batch = ds.load(np.asarray(indices, dtype=np.int64))
-    if severity == 0 or corruption == "clean":
-        return batch.images, batch.indices
-    job = Job(0, corruption, severity, _plan_params(run, corruption, severity))
-    return run_job(job, batch.images, batch.indices, run.config.seed).images, batch.indices
-
-
-def _plan_params(run: RunRecord, corruption: str, severity: int) -> dict[str, Any] | None:
-    # the runner's rule (domainbench.engine.runner.cells_of, which imports torch): a plan's explicit
-    # parameters override the ladder's at every listed severity; None means the ladder's own
-    from domainbench import corruptions
-    for c in run.domain.corruptions:
-        if c.name == corruption and c.params:
-            return {**corruptions.resolve_params(c.name, severity=severity), **c.params}
-    return None
-
-
-@lru_cache(maxsize=4)
-def _run_dataset(config_json: str) -> Any:
-    from domainbench.config import RunConfig
-    from domainbench.data import open_dataset
-
-    from domainbench.models.label_sets import resolve_classes
-
-    cfg = RunConfig.model_validate_json(config_json)
-    return open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
-
-
 def enlarge(image: np.ndarray, size: int = 112) -> np.ndarray:
     """A small image enlarged (nearest neighbour) so a corruption's pixels stay visible."""
     import cv2
@@ -508,41 +405,10 @@ def enlarge(image: np.ndarray, size: int = 112) -> np.ndarray:
     return cv2.resize(image, (size, size), interpolation=cv2.INTER_NEAREST)
 
 
-def export_csv(report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
-    """The same file as ``domainbench export --format csv``: one row per model × cell (with the
-    intervals at ``confidence`` when the store is given)."""
-    if store is None:
-        return to_csv(report)
-    from domainbench.engine.vlm_units import load_unparseable_rates
-
-    run = store.get_run(report.run_id)
-    return to_csv(report, intervals_of(store, report, confidence), load_unparseable_rates(store, report.run_id),
-                  run.breaking_points if run is not None else [])
-
-
-def export_json(run: RunRecord, report: RunReport, store: Store | None = None, confidence: float = 0.95) -> str:
-    """The same file as ``domainbench export --format json`` (intervals, pairs and verdicts need the store)."""
-    if store is None:
-        return to_json(run, report)
-    from domainbench.engine.compare import run_pairs
-
-    return to_json(run, report, intervals_of(store, report, confidence),
-                   {**run_pairs(store, report, confidence), **breaking_section(run.breaking_points)})
-
-
-def intervals_of(store: Store, report: RunReport, confidence: float = 0.95) -> Any:
-    """Every interval of the report (``domainbench.metrics.confidence.RunIntervals``), as ``show`` prints them."""
-    from domainbench.engine.confidence import load_intervals
-
-    return load_intervals(store, report, confidence)
-
-
 def verdicts_of(store: Store, run_ids: list[str], confidence: float = 0.95, models: list[str] | None = None) -> Any:
     """The paired comparison of the runs' models (``domainbench.metrics.comparison.Comparison``): its
     ``verdicts[i].sentence`` are the plain verdicts ``compare`` and ``show`` print, ``pairs`` the per-cell tests."""
-    from domainbench.engine.compare import paired_comparison
-
-    return paired_comparison(store, run_ids, models, confidence)
+    return comparison(store, run_ids, models, confidence)
 
 
 # --------------------------------------------------------------------------- compare
@@ -775,7 +641,7 @@ def selection_frequencies(
     stored yet, first); rows are catalogue corruptions (``names``, default: every name seen).
     A chosen corruption without a recorded frequency counts as 1.
     """
-    stored: list[DomainConfig] = sorted(store.domains.find(), key=lambda d: d.created_at, reverse=True)
+    stored: list[DomainConfig] = list(stored_domains(store))
     columns: dict[str, dict[str, float]] = {}
     seen: set[tuple[str, str]] = set()
     for plan in ([extra] if extra else []) + stored:

@@ -118,9 +118,9 @@ def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:
 
 def progress(store: Store, run: RunRecord) -> tuple[int, int]:
     """(cells with stored units, cells planned): a cell is a (model, corruption, severity)."""
-    keys = store.units.keys(run_id=run.run_id)
-    per_model = 1 + sum(len(c.severities) for c in run.domain.corruptions)
-    return len({k[1:4] for k in keys}), per_model * len(run.config.models)
+    from domainbench.query import done_cells, expected_cells
+
+    return done_cells(store, run), expected_cells(run)
 
 
 def resume(store: Store, run_id: str) -> RunRecord:

@@ -66,7 +66,9 @@ def _seconds_since(iso: str | None) -> float | None:
 
 def builtin_worker_alive() -> bool | None:
     """Whether the worker `domainbench ui` started is alive; None when this UI was started otherwise."""
-    pid = os.environ.get(UI_WORKER_ENV)
+    from domainbench.settings import Settings
+
+    pid = Settings.from_env().ui_worker_pid
     if not pid or not pid.isdigit():
         return None
     try:

@@ -1,7 +1,7 @@
 """The answer first: the statistics' verdict sentences and intervals on a run page, cached per run state.
 
-The sentences and intervals come from the statistics layer (``engine.compare.paired_comparison``,
-``engine.confidence.load_intervals``); this module only caches and draws them. A run whose units
+The sentences and intervals come from the statistics layer through the query module
+(``query.comparison``, ``query.intervals``); this module only caches and draws them. A run whose units
 hold no per-image outcomes (or one model, or no labels) gets no verdict, said in a line.
 """
 
@@ -22,13 +22,13 @@ log = logging.getLogger("domainbench.ui")
 @st.cache_data(show_spinner="comparing the models image by image…", max_entries=32)
 def verdicts(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> tuple[list[str], str]:
     """(verdict sentences, why there are none)."""
-    from domainbench.engine.compare import paired_comparison
+    from domainbench import query
 
     run = _store.get_run(run_id)
     if run is None or len(run.config.models) < 2:
         return [], "one model: there is nothing to compare it with"
     try:
-        c = paired_comparison(_store, [run_id])
+        c = query.comparison(_store, [run_id])
     except ValueError as e:  # unlabelled, or no per-image outcomes stored
         return [], str(e)
     except Exception as e:  # the statistics cannot use this run's data yet (a partial run): say so, draw the rest
@@ -41,10 +41,10 @@ def verdicts(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any,
 def intervals(_store: Store, store_key: str, _report: RunReport, run_id: str, baseline: str,
               fingerprint: tuple[Any, ...]) -> dict[str, dict[str, tuple[float, float] | None]] | None:
     """Per model: metric -> (low, high) of the model-level numbers; None where they cannot be computed."""
-    from domainbench.engine.confidence import load_intervals
+    from domainbench import query
 
     try:
-        ri = load_intervals(_store, _report)
+        ri = query.intervals(_store, _report)
     except Exception:  # no per-image outcomes stored (older runs), or partial data: the table shows values only
         log.info("intervals of run %s unavailable", run_id, exc_info=True)
         return None

@@ -175,6 +175,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("compute", ("domainbench.models", "domainbench.metrics", "domainbench.planner")),
     # what runs: the engine, its executors, FMR's search
     ("engine", ("domainbench.engine", "domainbench.fmr")),
+    # reading results: the one API show, export, compare and the UI read runs and reports through
+    ("query", ("domainbench.query",)),
     # what people and machines start: the CLI, the UI, the queue's worker and launcher
     ("entry", ("domainbench.cli", "domainbench.frontend", "domainbench.worker", "domainbench.launch")),
 ]

@@ -19,27 +19,50 @@ def _file(tmp_path: Path, text: str) -> dict[str, str]:
     return {"DOMAINBENCH_SETTINGS": str(path)}
 
 
-def test_no_module_but_settings_reads_the_environment() -> None:
-    """``os.environ`` is only written elsewhere (setdefault of third-party switches), never read.
+def _domainbench_names(trees: dict[Path, ast.Module]) -> set[str]:
+    """Module constants naming a DOMAINBENCH_* variable (``ENV_HOME = "DOMAINBENCH_HOME"``)."""
+    return {t.id for tree in trees.values() for node in ast.walk(tree) if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant) and str(node.value.value).startswith("DOMAINBENCH_")
+            for t in node.targets if isinstance(t, ast.Name)}
+
+
+def test_no_module_but_settings_reads_a_domainbench_variable() -> None:
+    """``os.environ`` is read for DOMAINBENCH_* names only by ``domainbench.settings``; elsewhere it is written
+    (setdefault of third-party switches), handed on to a child process, or read for a name the user chose
+    (a VLM endpoint's key variable).
 
     corruptions/ is a leaf library below the settings (it imports nothing of domainbench) and is not checked.
     """
+    trees = {path: ast.parse(path.read_text()) for folder in ("backend", "frontend", "prompts")
+             for path in (ROOT / folder).rglob("*.py") if path != ROOT / "backend" / "settings.py"}
+    constants = _domainbench_names(trees)
+
+    def names_a_domainbench_variable(arg: ast.AST) -> bool:
+        if isinstance(arg, ast.Constant):
+            return str(arg.value).startswith("DOMAINBENCH_")
+        return (isinstance(arg, ast.Name) and arg.id in constants) or (isinstance(arg, ast.Attribute) and arg.attr in constants)
+
     readers = []
-    for folder in ("backend", "frontend", "prompts"):
-        for path in (ROOT / folder).rglob("*.py"):
-            if path == ROOT / "backend" / "settings.py":
+    for path, tree in trees.items():
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "envvar":
+                readers.append(f"{path.relative_to(ROOT)}:{node.value.lineno} (typer envvar)")
+            if not (isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv")
+                    and isinstance(node.value, ast.Name) and node.value.id == "os"):
                 continue
-            tree = ast.parse(path.read_text())
-            parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-            for node in ast.walk(tree):
-                uses_environ = isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv") and \
-                    isinstance(node.value, ast.Name) and node.value.id == "os"
-                if uses_environ:
-                    parent = parents.get(node)
-                    if not (isinstance(parent, ast.Attribute) and parent.attr == "setdefault"):
-                        readers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-                if isinstance(node, ast.keyword) and node.arg == "envvar":
-                    readers.append(f"{path.relative_to(ROOT)}:{node.value.lineno} (typer envvar)")
+            parent = parents.get(node)
+            if isinstance(parent, ast.Call):  # os.getenv(NAME)
+                args = parent.args[:1]
+            elif isinstance(parent, ast.Subscript):  # os.environ[NAME]
+                args = [parent.slice]
+            elif isinstance(parent, ast.Attribute) and parent.attr in ("get", "pop"):  # os.environ.get(NAME)
+                call = parents.get(parent)
+                args = call.args[:1] if isinstance(call, ast.Call) else []
+            else:
+                args = []
+            if any(names_a_domainbench_variable(a) for a in args):
+                readers.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert readers == []
 
 

@@ -23,11 +23,13 @@ from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
-from domainbench.engine.runner import Engine, _environment, cells_of, open_run_dataset
+from domainbench.engine.local_executor import local_environment
+from domainbench.engine.runner import Engine, cells_of, open_run_dataset
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.models.generative import VLMOptions
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
+from domainbench.engine.work import ShardWork
 from domainbench.errors import UserInputError
 from domainbench.settings import redact_uri
 from domainbench.store import Store, open_store
@@ -120,7 +122,7 @@ class ShardActor:
         self.dataset = open_run_dataset(self.cfg)
         self.models = load_models(self.model_names, self.dataset.classes, self.cfg.device, self.cfg.batch_size,
                                   self.cfg.templates, vlm=VLMOptions.from_run_config(self.cfg))
-        return {**_environment(self.models), "host": platform.node(), "pid": os.getpid()}
+        return {**local_environment(self.models), "host": platform.node(), "pid": os.getpid()}
 
     def _begin(self, run_id: str, domain: dict[str, Any]) -> RunContext:
         # lazily, per run: a restarted actor rebuilds this from the store and skips stored units
@@ -167,12 +169,12 @@ class ShardActor:
         return os.getpid()
 
 
-class RayEngine(Engine):
-    """``Engine`` whose models live on Ray actors and whose corruption runs as Ray tasks."""
+class RayExecutor:
+    """``Executor`` whose models live on Ray actors and whose corruption runs as Ray tasks."""
 
-    def __init__(self, store: Store, events: RunEvents | None = None, options: ExecutorOptions | None = None) -> None:
-        super().__init__(store, events)
+    def __init__(self, options: ExecutorOptions | None = None, events: RunEvents | None = None) -> None:
         self.options = options or ExecutorOptions(kind="ray")
+        self.events: RunEvents = events or SilentEvents()
         self.ray = import_ray()
         self.actors: list[Any] = []
         self.groups: list[list[int]] = []  # actor indices of each model group
@@ -223,12 +225,13 @@ class RayEngine(Engine):
                                  "lower --actors or add CPUs to the cluster")
         return replicas, per_actor
 
-    def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
+    def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents) -> list[ModelState]:
         """Create the actors and load every model there; the driver keeps only the names."""
+        self.events = events
         self._device = cfg.device
         self._connect()
         ray, opts = self.ray, self.options
-        locator, uri = store_locator(self.store)
+        locator, uri = store_locator(store)
         size = opts.models_per_actor or len(cfg.models)
         groups = [cfg.models[i : i + size] for i in range(0, len(cfg.models), size)]
         replicas, gpus = self._resources(len(groups))
@@ -239,7 +242,7 @@ class RayEngine(Engine):
         self._kill_actors()
         cfg_doc = cfg.model_dump(mode="json")
         self.groups = [[g * replicas + r for r in range(replicas)] for g in range(len(groups))]
-        fence = getattr(self.store, "fence", None)
+        fence = getattr(store, "fence", None)
         fence_args = (fence.run_id, fence.worker) if fence is not None else None
         self.actors = [actor_cls.remote(uri, cfg_doc, list(opts.modules), groups[g], g == 0, fence_args)
                        for g in range(len(groups)) for _ in range(replicas)]
@@ -254,7 +257,7 @@ class RayEngine(Engine):
         # the planner on this side needs only the names (ModelState's other fields stay on the actors)
         return [cast(ModelState, _Named(name, cfg.batch_size)) for name in cfg.models]
 
-    def _environment(self, models: list[ModelState]) -> dict[str, Any]:
+    def environment(self, models: list[ModelState]) -> dict[str, Any]:
         return dict(self._env)
 
     def _get(self, refs: Any) -> Any:
@@ -269,36 +272,36 @@ class RayEngine(Engine):
             raise
 
     # -- the loop -----------------------------------------------------------------------
-    def _execute(self, ctx: RunContext, shards: list[np.ndarray], cells: list[Cell], done: set[tuple[Any, ...]],
-                 tasks: list[RunTask]) -> None:
-        ray, opts, cfg = self.ray, self.options, ctx.cfg
+    def execute(self, work: ShardWork) -> None:
+        ray, opts, ctx = self.ray, self.options, work.ctx
+        cfg = ctx.cfg
         corrupt = ray.remote(_corrupt).options(num_cpus=opts.cpus_per_task)
         domain = ctx.domain.model_dump(mode="json")
         modules = list(opts.modules)
         pending: dict[Any, int] = {}  # shard result -> actor index
         load = [0] * len(self.actors)
         try:
-            for shard, todo in self._plan(ctx, shards, cells, done, tasks):
-                batch = self._load_batch(ctx.dataset, shards[shard])
+            for shard, todo in work.plan():
+                batch = work.load(shard)
                 ref = ray.put(batch)  # one copy of the clean shard, read by its tasks and its actor
                 jobs = [(job, corrupt.remote(job, ref, cfg.seed, modules)) for job in todo]
-                self.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
+                work.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
                 for group in self.groups:  # every group scores the shard with its models
                     while min(load[i] for i in group) >= opts.shards_in_flight:
-                        self._collect(pending, load, ctx.run_id)
+                        self._collect(pending, load, work)
                     i = min(group, key=lambda a: load[a])
                     pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
                     load[i] += 1
             while pending:
-                self._collect(pending, load, ctx.run_id)
+                self._collect(pending, load, work)
         finally:
             self._kill_actors()
             if self._owns_ray:
                 ray.shutdown()
                 self._owns_ray = False
 
-    def _collect(self, pending: dict[Any, int], load: list[int], run_id: str) -> None:
-        ray = self.ray
+    def _collect(self, pending: dict[Any, int], load: list[int], work: ShardWork) -> None:
+        ray, run_id = self.ray, work.ctx.run_id
         ready, _ = ray.wait(list(pending), num_returns=1)
         i = pending.pop(ready[0])
         load[i] -= 1
@@ -309,10 +312,10 @@ class RayEngine(Engine):
                 f"Ray actor {i} (pid {self.actor_pids[i] if i < len(self.actor_pids) else '?'}) was lost "
                 f"({type(e).__name__}); finished units are stored: continue with `domainbench run --resume {run_id}`"
             ) from None
-        self.stats.computed_units += units
+        work.stats.computed_units += units
         if units:
-            self.events.advance(units, images)
-        self._cancel.check()  # between shards: Ray's units are written in its actors
+            work.events.advance(units, images)
+        work.cancel.check()  # between shards: Ray's units are written in its actors
 
     def _kill_actors(self) -> None:
         for a in self.actors:
@@ -324,12 +327,30 @@ class RayEngine(Engine):
         self.groups = []
 
 
+class RayEngine(Engine):
+    """The engine with a ``RayExecutor``: what ``make_engine`` gives for ``--executor ray``."""
+
+    def __init__(self, store: Store, events: RunEvents | None = None, options: ExecutorOptions | None = None) -> None:
+        self.ray_executor = RayExecutor(options, events)
+        super().__init__(store, events, self.ray_executor)
+
+    @property
+    def options(self) -> ExecutorOptions:
+        return self.ray_executor.options
+
+    @property
+    def actor_pids(self) -> list[int]:
+        """Process ids of the model actors of the run in progress (tests kill one, as a lost node would)."""
+        return self.ray_executor.actor_pids
+
+
 class _Named:
     """What the driver knows of a model that lives on the actors: its name."""
 
     def __init__(self, name: str, batch_size: int) -> None:
         self.name = name
         self.batch_size = batch_size
+        self.model = None  # the model itself lives on the actors (tasks planning here ask it nothing)
 
 
 def _check_client_installed(address: str) -> None:
@@ -359,4 +380,4 @@ def _check_reachable(address: str, timeout_s: float) -> None:
         ) from None
 
 
-__all__ = ["RayEngine", "ShardActor", "WorkerLostError", "import_ray", "store_locator"]
+__all__ = ["RayEngine", "RayExecutor", "ShardActor", "WorkerLostError", "import_ray", "store_locator"]

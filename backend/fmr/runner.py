@@ -10,19 +10,19 @@ without recomputing stored units.
 
 from __future__ import annotations
 
-import os
-import platform
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.jobs import CLEAN
-from domainbench.engine.reports import build_report
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
-from domainbench.engine.runner import _environment, _now, new_run_id, open_run_dataset
+from domainbench.engine.lifecycle import check_new_run_id, complete_run, create_run, now, restart_run, stored_run
+from domainbench.engine.local_executor import local_environment
+from domainbench.engine.runner import open_run_dataset
 from domainbench.engine.scoring import confusion
 from domainbench.engine.tasks import RunEvents, SilentEvents
 from domainbench.errors import UserInputError
@@ -32,7 +32,7 @@ from domainbench.fmr.images import to_png_b64
 from domainbench.fmr.oracle import Oracle, check_oracle_names, load_oracle
 from domainbench.fmr.tested import TestedModel, ZeroShotTested, load_tested
 from domainbench.store import Store
-from domainbench.store.records import FmrUnitRecord, RunRecord, UnitRecord
+from domainbench.store.records import FmrUnitRecord, UnitRecord
 
 #: a unit's image payload at most; MongoDB refuses documents over 16 MB
 MAX_UNIT_BYTES = 8 << 20
@@ -67,32 +67,22 @@ class FmrRunner:
               tested: Sequence[TestedModel] | None = None) -> str:
         """Check every input, then create the run and search. ``tested`` overrides ``cfg.models``
         with ready-made models (their names must be ``cfg.models``); nothing is stored on bad input."""
-        if run_id is not None and (not run_id.strip() or self.store.get_run(run_id) is not None):
-            raise UserInputError(f"run id {run_id!r} is empty or already used; choose another or resume it with --resume")
+        check_new_run_id(self.store, run_id)
         check_oracle_names(settings.oracle)
         domain.check_catalogue()
         cfg = pinned_config(cfg)
         ds, oracle, models = self._prepare(domain, cfg, settings, tested)
-        run_id = run_id or new_run_id(domain.domain)
-        did = self.store.domains.save(domain, created_at=_now())
-        self.store.put_run(RunRecord(
-            run_id=run_id, domain_id=did, domain=domain, config=cfg, status="running", pid=os.getpid(),
-            host=platform.node(), created_at=_now(), fmr=settings,
-            dataset=dataset_info(ds, cfg),
-            environment=_environment(oracle.members),
-        ))
+        run_id = create_run(self.store, domain, cfg, run_id, dataset_info(ds, cfg), local_environment(oracle.members),
+                            fmr=settings)
         return self._evaluate(run_id, domain, cfg, settings, ds, oracle, models)
 
     def resume(self, run_id: str, tested: Sequence[TestedModel] | None = None) -> str:
-        run = self.store.get_run(run_id)
-        if run is None:
-            raise UserInputError(f"no run {run_id!r} in {self.store.description}; see `domainbench ls`")
+        run = stored_run(self.store, run_id)
         if run.fmr is None:
             raise UserInputError(f"run {run_id} is not an FMR run; resume it with `domainbench run --resume {run_id}`")
         ds, oracle, models = self._prepare(run.domain, run.config, run.fmr, tested)
         check_same_dataset(run, ds)
-        self.store.update_run(run_id, status="running", resumed_at=_now(), pid=os.getpid(), host=platform.node())
-        self.store.reports.delete(run_id=run_id)
+        restart_run(self.store, run_id, resumed_at=now())
         return self._evaluate(run_id, run.domain, run.config, run.fmr, ds, oracle, models)
 
     # -- inputs -------------------------------------------------------------------------
@@ -127,7 +117,8 @@ class FmrRunner:
         done = self.store.fmr.keys(run_id=run_id)
         self.skipped_units = len(done)
         self.events.start(len(shards) * len(models), len(done))
-        try:
+
+        def compute() -> dict[str, Any]:
             for shard, idx in enumerate(shards):
                 todo = [m for m in models if (run_id, m.name, shard) not in done]
                 if not todo:
@@ -138,13 +129,9 @@ class FmrRunner:
                 clean_votes = oracle.votes(batch.images)
                 for m in todo:
                     self._unit(run_id, domain, cfg, settings, ds, oracle, m, shard, batch, clean_votes)
-        except BaseException as e:
-            self.store.update_run(run_id, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
-                                  error=f"{type(e).__name__}: {e}"[:500])
-            raise
-        self.store.put_report(build_report(self.store, run_id))
-        self.store.update_run(run_id, status="done", finished_at=_now())
-        return run_id
+            return {}
+
+        return complete_run(self.store, run_id, compute)
 
     def _unit(self, run_id: str, domain: DomainConfig, cfg: RunConfig, settings: FmrSettings, ds: Dataset,
               oracle: Oracle, m: TestedModel, shard: int, batch: Batch, clean_votes: np.ndarray) -> None:
@@ -164,7 +151,7 @@ class FmrRunner:
             run_id=run_id, model=m.name, corruption=CLEAN, severity=0, shard=shard, n=len(labels),
             confusion=confusion(labels, clean_preds, len(classes)), flips=0, preds=clean_preds.tolist(),
             indices=batch.indices.tolist(), n_unreadable=len(batch.unreadable), params={}, seed=cfg.seed,
-            classes=classes, labels=labels.tolist(), elapsed_s=None, computed_at=_now(),
+            classes=classes, labels=labels.tolist(), elapsed_s=None, computed_at=now(),
         ))
         self.store.fmr.put(unit_record(run_id, m.name, shard, settings.search, cfg.seed, batch, labels, clean_preds,
                                    final_preds, res, time.perf_counter() - t0))
@@ -193,7 +180,7 @@ def unit_record(run_id: str, model: str, shard: int, search: str, seed: int, bat
         labels=labels.tolist(), clean_preds=clean_preds.tolist(), final_preds=final_preds.tolist(),
         validated=res.validated.tolist(), steps=res.steps.tolist(), oracle_clean=res.oracle_clean.tolist(),
         oracle_final=res.oracle_final.tolist(), ops=[[(n, float(v)) for n, v in o] for o in res.ops],
-        images=images, originals=originals, elapsed_s=round(elapsed, 4), computed_at=_now(),
+        images=images, originals=originals, elapsed_s=round(elapsed, 4), computed_at=now(),
     )
 
 

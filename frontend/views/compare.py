@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from domainbench.engine.status import run_status
+from domainbench.store.status import run_status
 from domainbench.metrics.registry import metric, metrics_of
 from domainbench.store import Store
 from domainbench.store.records import RunRecord

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from domainbench.fmr.images import from_png_b64
+from domainbench.query import fmr_records
 from domainbench.report import FmrOracleReport, FmrReport, RunReport
 from domainbench.store import Store
 from domainbench.store.records import FmrUnitRecord
@@ -135,7 +136,7 @@ def show(store: Store, report: RunReport) -> None:
     models = [m.model for m in f.models]
     c1, c2 = st.columns([3, 1])
     model = c1.selectbox("tested model", models, key=f"fmr-model-{report.run_id}")
-    records = store.fmr(report.run_id, model=model)
+    records = fmr_records(store, report.run_id, model)
     every = gallery_rows(records, report.classification.classes, f.oracle.members)
     # open on something to see: flipped predictions where there are some, else every perturbed image
     any_flipped = any(i.flipped for i in every)

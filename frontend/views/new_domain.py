@@ -13,6 +13,7 @@ import streamlit as st
 from domainbench.config import DomainConfig
 from domainbench.store import Store
 from domainbench.store.queue import DuplicateRunError
+from domainbench.literal import printable
 from domainbench.frontend import data, figures, ladder, launching
 from domainbench.frontend.ui import error_text, get_store, guard, md_escape, sidebar_store, status_badge
 
@@ -212,7 +213,7 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
     except Exception as e:
         st.error(f"Nothing was queued — {error_text(e)}")
         return
-    st.success(f"Queued run **{run.run_id}**: a worker picks it up and evaluates it (progress below).")
+    st.success(f"Queued run **{md_escape(printable(run.run_id))}**: a worker picks it up and evaluates it (progress below).")
 
 
 def queue_panel(store: Store) -> None:

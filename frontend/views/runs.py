@@ -13,10 +13,11 @@ from typing import Any
 
 import streamlit as st
 
-from domainbench.engine.status import run_status
+from domainbench.store.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
+from domainbench.literal import printable
 from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
@@ -303,8 +304,9 @@ def gallery_tab(s: Shown) -> None:
         with columns[k % per_row]:
             part = by_index[int(index)]
             a, b = st.columns(2)
-            a.image(data.enlarge(before), caption=f"#{int(index)} clean · true: {part['label'].iloc[0] or '?'}")
-            b.image(data.enlarge(image), caption=figures.cell_label(*cell))
+            # one width for both, so the pair compares pixel for pixel whatever the captions' lengths
+            a.image(data.enlarge(before), caption=f"#{int(index)} clean · true: {part['label'].iloc[0] or '?'}", width=112)
+            b.image(data.enlarge(image), caption=figures.cell_label(*cell), width=112)
             st.markdown("  \n".join(_prediction_line(row) for row in part.itertuples(index=False)))
 
 
@@ -380,7 +382,7 @@ TABS: dict[str, Callable[[Shown], None]] = {
 
 def run_header(view: data.RunView) -> None:
     run = view.run
-    st.subheader(f"{status_badge(view.status)} · {view.run_id}")
+    st.subheader(f"{status_badge(view.status)} · {md_escape(printable(view.run_id))}")
     literal_text("Domain", run.domain.domain)
     cfg, env = run.config, run.environment
     c1, c2, c3, c4, c5 = st.columns(5)

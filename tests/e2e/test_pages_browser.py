@@ -141,6 +141,10 @@ def test_pages_are_a_product_and_stay_on_this_machine(chromium: str, server: tup
             page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
             page.get_by_role("tab", name="Gallery").dispatch_event("click")
             wait_idle(page)
+            expect(page.get_by_text("clean (left) beside the corrupted").first).to_be_visible()
+            wait_idle(page)  # the images are re-created from the run's seed: wait for them
+            page.get_by_text("clean (left) beside the corrupted").first.scroll_into_view_if_needed()
+            page.wait_for_timeout(1000)
             page.screenshot(path=str(SHOTS / "run-gallery.png"), full_page=True)
 
             page.goto(f"{url}/compare")
@@ -157,6 +161,9 @@ def test_pages_are_a_product_and_stay_on_this_machine(chromium: str, server: tup
             wait_idle(page)
             expect(page.get_by_text("SSIM", exact=False).first).to_be_visible()
             page.screenshot(path=str(SHOTS / "new-domain.png"), full_page=True)
+            page.get_by_role("heading", name="Preview on a sample image").scroll_into_view_if_needed()
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(SHOTS / "new-domain-preview.png"))
         finally:
             browser.close()
     assert not outside, f"pages reached outside this machine: {outside[:5]}"

@@ -17,6 +17,7 @@ from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data import load_sample
 from domainbench.engine.jobs import image_seeds
 from domainbench.engine.runner import Engine
+from domainbench.engine.work import ShardWork
 from domainbench.engine.scoring import ModelOutputError
 from domainbench.engine.reports import build_report
 from domainbench.errors import UserInputError
@@ -260,18 +261,18 @@ def test_next_shard_decodes_on_a_thread_while_this_one_is_scored(home: Path, tmp
 
     loads: dict[int, tuple[float, int]] = {}  # first index of the shard -> (load started, thread)
     scored: dict[int, float] = {}  # shard -> scoring finished
-    real_load, real_consume = Dataset.load, Engine._consume
+    real_load, real_consume = Dataset.load, ShardWork.consume
 
     def load(self: Dataset, indices: np.ndarray) -> Any:
         loads[int(indices[0])] = (time.perf_counter(), threading.get_ident())
         return real_load(self, indices)
 
-    def consume(self: Engine, ctx: Any, cells: Any, done: Any, tasks: Any, shard: int, *rest: Any) -> None:
-        real_consume(self, ctx, cells, done, tasks, shard, *rest)
+    def consume(self: ShardWork, shard: int, *rest: Any) -> None:
+        real_consume(self, shard, *rest)
         scored[shard] = time.perf_counter()
 
     monkeypatch.setattr(Dataset, "load", load)
-    monkeypatch.setattr(Engine, "_consume", consume)
+    monkeypatch.setattr(ShardWork, "consume", consume)
     sharded = Engine(store)
     run = sharded.start(DOMAIN, cfg(shard_size=4, **kw))
     assert sorted(loads) == [0, 4, 8, 12] and sorted(scored) == [0, 1, 2, 3]

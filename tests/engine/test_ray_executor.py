@@ -175,3 +175,37 @@ def test_the_local_executor_never_imports_ray(home: Path, monkeypatch: pytest.Mo
     store = open_store()
     run_id = make_engine(store).start(DOMAIN, cfg(models=["fake:a"], limit=10, stability=False, threat=False))
     assert store.get_run(run_id).status == "done"
+
+
+def test_cli_ui_launch_worker_and_ray_runs_of_one_plan_store_identical_records(local_ray: Any, home: Path, tmp_path: Path,
+                                                                               one_thread: None) -> None:
+    """One run lifecycle: the CLI, the UI's launch taken by a worker, and the Ray executor store the same records."""
+    from typer.testing import CliRunner
+
+    from domainbench.cli import app
+    from domainbench.config import save
+    from domainbench.frontend import launching
+    from domainbench.worker import Worker
+
+    store = open_store()
+    plan = cfg(limit=30, shard_size=10)
+    save(DOMAIN, tmp_path / "domain.toml")
+    save(plan, tmp_path / "run.toml")
+    out = CliRunner().invoke(app, ["--quiet", "run", str(tmp_path / "domain.toml"), "--run-config", str(tmp_path / "run.toml"),
+                                   "--run-id", "cli"])
+    assert out.exit_code == 0, out.output
+    launched = launching.enqueue(store, DOMAIN, plan).run_id
+    assert store.get_run(launched).status == "queued"
+    worker = Worker(store, say=lambda _: None)
+    assert worker.run_one() and worker.executed == [launched]
+    on_ray = make_engine(store, options=RAY_GROUPS).start(DOMAIN, plan)
+
+    runs = ["cli", launched, on_ray]
+    assert [store.get_run(r).status for r in runs] == ["done"] * 3
+    assert len(_units(store, "cli")) == 3 * 4 * 2  # shards × cells (clean + 3) × models
+    for other in runs[1:]:
+        assert _units(store, other) == _units(store, "cli")
+        assert _stability(store, other) == _stability(store, "cli")
+        assert _threat(store, other) == _threat(store, "cli")
+        assert _numbers(store, other) == _numbers(store, "cli")
+    assert store.get_run(on_ray).environment["executor"] == "ray"

@@ -95,3 +95,25 @@ def test_resume_from_another_directory_refuses_a_changed_dataset(home: Path, tmp
     assert f"dataset {work / 'ds'} (6 files under {work / 'ds'}" in err and "now reads 7 files" in err
     assert "file count" in err
     assert len(open_store().find("units")) == units and open_store().get_run("r1").status == "interrupted"
+
+
+def test_a_queued_run_pins_its_dataset_when_a_worker_first_starts_it(home: Path, tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    from domainbench.config import RunConfig
+    from domainbench.engine.runner import Engine
+    from domainbench.store.queue import queue_of
+    from domainbench.store.records import RunRecord
+    from domainbench.store.repositories import domain_id
+
+    work = tmp_path / "work"
+    _folder(work / "ds")
+    monkeypatch.chdir(work)
+    domain = DomainConfig(domain="d", corruptions=[CorruptionChoice(name="brightness", severities=[1])])
+    cfg = RunConfig(models=["fake:a"], dataset="ds", stability=False, threat=False, workers=0)
+    store = open_store()
+    queue_of(store).enqueue(RunRecord(run_id="q1", domain_id=domain_id(domain), domain=domain, config=cfg,
+                                      status="queued", created_at="2026-01-01T00:00:00"))
+    Engine(store).resume("q1")
+    run = store.get_run("q1")
+    assert run.status == "done" and run.config.dataset == str(work / "ds") and run.dataset.path == str(work / "ds")
+    assert run.dataset.fingerprint == dataset_fingerprint(open_dataset(str(work / "ds")))

@@ -1,0 +1,115 @@
+"""The local executor: models in this process, corruption in a process pool (or inline, or on the models' device).
+
+One shard of look-ahead: while the models score shard k, the pool corrupts shard k+1 and a
+thread decodes shard k+2's files (PIL releases the GIL).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import platform
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import torch
+
+from domainbench.config import RunConfig
+from domainbench.data import Batch, Dataset
+from domainbench.engine.device_corruption import corruption_site, run_device_job
+from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
+from domainbench.engine.scoring import ModelState, load_models
+from domainbench.engine.tasks import RunEvents
+from domainbench.engine.timings import RUN
+from domainbench.engine.work import RunStats, ShardWork
+from domainbench.models.generative import VLMOptions
+from domainbench.store import Store
+
+
+def auto_workers() -> int:
+    # on two cores the model forward pass already uses both; extra processes only contend
+    return max(0, min(8, (os.cpu_count() or 1) - 2))
+
+
+class _InlineFuture:
+    """Runs the job when its result is asked for: no process, and no corrupted shard held early."""
+
+    def __init__(self, fn: Callable[[], Corrupted]) -> None:
+        self._fn = fn
+
+    def result(self) -> Corrupted:
+        return self._fn()
+
+
+class LocalExecutor:
+    """``Executor`` running everything on this machine; the models stay loaded in this process."""
+
+    def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents) -> list[ModelState]:
+        return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=events.message,
+                           vlm=VLMOptions.from_run_config(cfg), cache=store)
+
+    def environment(self, models: list[ModelState]) -> dict[str, Any]:
+        return local_environment(models)
+
+    def execute(self, work: ShardWork) -> None:
+        cfg = work.ctx.cfg
+        # corrupting on the device is this executor's choice: here the models run in this process
+        device = work.ctx.models[0].model.device if work.ctx.models else torch.device("cpu")
+        workers = auto_workers() if cfg.workers is None else cfg.workers
+        # spawn, not fork: forking a process whose torch/OpenMP threads are running can deadlock
+        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None
+        loader = ThreadPoolExecutor(1, thread_name_prefix="domainbench-load")
+        try:
+            pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
+            for shard, todo, loaded in _loaded_ahead(work.plan(), work.shards, work.ctx.dataset, loader):
+                with work.timer.stage(RUN, "decode"):
+                    loaded_batch = loaded.result()
+                batch = work.report_unreadable(loaded_batch)
+                jobs = [(job, _submit(pool, job, batch, cfg.seed, cfg.corrupt_on, device, work.stats)) for job in todo]
+                pending.append((shard, batch, jobs))
+                if len(pending) >= 2:
+                    work.consume(*pending.popleft())
+            while pending:
+                work.consume(*pending.popleft())
+        finally:
+            loader.shutdown(cancel_futures=True)
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+
+
+def _submit(pool: ProcessPoolExecutor | None, job: Job, batch: Batch, seed: int, corrupt_on: str, device: torch.device,
+            stats: RunStats) -> Future | _InlineFuture:
+    stats.corruption_calls += len(batch.images[: job.n_images])
+    if corruption_site(corrupt_on, device, job.corruption) == "device":
+        # runs when the shard is consumed, on the models' device: no worker, no pickled shard
+        return _InlineFuture(lambda: run_device_job(job, batch.images, batch.indices, seed, device))
+    if pool is None:
+        return _InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed))
+    return pool.submit(run_job, job, batch.images, batch.indices, seed)
+
+
+def _loaded_ahead(plan: Iterator[tuple[int, list[Job]]], shards: list[np.ndarray], ds: Dataset,
+                  loader: ThreadPoolExecutor) -> Iterator[tuple[int, list[Job], Future[Batch]]]:
+    """The plan's shards with their batches loading on ``loader``, the next one already started
+    when one is handed out: decoding shard k+1 overlaps the work done with shard k (scoring k-1)."""
+    ahead: deque[tuple[int, list[Job], Future[Batch]]] = deque()
+    for shard, todo in plan:
+        ahead.append((shard, todo, loader.submit(ds.load, shards[shard])))
+        if len(ahead) == 2:
+            yield ahead.popleft()
+    yield from ahead
+
+
+def local_environment(models: list[ModelState]) -> dict[str, Any]:
+    """Device and versions of models loaded in this process, as the run record keeps them."""
+    dev = models[0].model.device if models else torch.device("cpu")
+    return {
+        "device": str(dev),
+        "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "host_cpus": os.cpu_count(),
+    }

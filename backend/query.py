@@ -1,0 +1,227 @@
+"""Reading results: the one place `show`, `export` and the UI read runs, reports and per-image records.
+
+The frontend reads through these functions only, never the engine's internals or the store's
+collections, so a change of how results are stored or rebuilt is made here once. Everything
+here reads; nothing writes. Unit documents are loaded only where a page needs per-image values
+(a cell's predictions); progress and cache keys count keys, never documents.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from domainbench.config import DomainConfig
+from domainbench.engine.compare import paired_comparison, run_pairs
+from domainbench.engine.confidence import load_intervals
+from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json
+from domainbench.engine.reports import build_report, load_report
+from domainbench.engine.vlm_units import load_unparseable_rates
+from domainbench.errors import UserInputError
+from domainbench.metrics.comparison import Comparison
+from domainbench.metrics.confidence import RunIntervals
+from domainbench.report import RunReport
+from domainbench.store import Store
+from domainbench.store.records import DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, UnitRecord
+from domainbench.stats.intervals import DEFAULT_CONFIDENCE
+from domainbench.store.status import run_status
+
+FINISHED = "done"
+CLEAN = "clean"
+
+__all__ = [
+    "CELL_FIELDS", "FINISHED", "cell_rows", "cell_units", "comparison", "intervals", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
+    "fmr_records", "get_run", "list_runs", "recreate_images", "report", "report_of", "run_fingerprint",
+    "run_progress", "stability_records", "stored_domains",
+]
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def list_runs(store: Store) -> list[RunRecord]:
+    """Every stored run, newest first."""
+    return store.list_runs()
+
+
+def get_run(store: Store, run_id: str) -> RunRecord:
+    """The run, or a ``UserInputError`` naming the store and where to find the runs."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise UserInputError(f"no run {run_id!r} in {store.description}; pick one from the runs table or `domainbench ls`")
+    return run
+
+
+def expected_cells(run: RunRecord) -> int:
+    """Cells a finished run has: per model the clean pass plus every severity, or one FMR search."""
+    if run.fmr is not None:
+        return len(run.config.models)
+    per_model = 1 + sum(len(c.severities) for c in run.domain.corruptions)
+    return len(run.config.models) * per_model
+
+
+def done_cells(store: Store, run: RunRecord) -> int:
+    """Cells with at least one stored unit: (model, corruption, severity) of a corruption run,
+    the model of an FMR run (one search per model). Only keys are read, never documents."""
+    if run.fmr is not None:
+        return len({k[1] for k in store.fmr.keys(run_id=run.run_id)})
+    return len({(k[1], k[2], k[3]) for k in store.units.keys(run_id=run.run_id)})
+
+
+def run_progress(store: Store, run: RunRecord) -> float:
+    """Share of the run's planned cells with at least one stored unit (see ``done_cells``)."""
+    return min(1.0, done_cells(store, run) / max(expected_cells(run), 1))
+
+
+def stored_units(store: Store, run_id: str) -> int:
+    """How many units the run has stored (keys only)."""
+    return len(store.units.keys(run_id=run_id))
+
+
+def run_fingerprint(store: Store, run_id: str) -> tuple[Any, ...]:
+    """A cache key of everything derived from a run's stored results.
+
+    A run that is not running cannot change its results without changing its status (or
+    being resumed), so its status and timestamps suffice and no key is counted; a running
+    run also counts what it stored so far, so each new unit draws the page anew.
+    """
+    run = store.get_run(run_id)
+    if run is None:
+        return ("missing",)
+    status = run_status(run)
+    if status != "running":
+        return (status, run.resumed_at, run.finished_at)
+    return (
+        status,
+        run.resumed_at,
+        len(store.units.keys(run_id=run_id)),
+        len(store.threat.keys(run_id=run_id)),
+        len(store.stability.keys(run_id=run_id)),
+    )
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def report_of(store: Store, run: RunRecord, baseline: str | None = None) -> RunReport:
+    """The stored report of a finished run, re-based when asked; otherwise one built from the stored units.
+
+    Only a finished run's stored report is trusted: a resumed run still holds the report of
+    its previous finish, which its new units may already have outgrown.
+    """
+    if run_status(run) != FINISHED:
+        return build_report(store, run.run_id, baseline)
+    return load_report(store, run.run_id, baseline)
+
+
+def report(store: Store, run_id: str, baseline: str | None = None) -> RunReport:
+    """The run's report against ``baseline`` (default: the run's own), as `show` prints it."""
+    run = store.get_run(run_id)
+    if run is None:
+        raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
+    return report_of(store, run, baseline)
+
+
+def intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE) -> RunIntervals:
+    """Every interval of the report (seeded by the run: the same run gives the same intervals), as ``show`` prints them."""
+    return load_intervals(store, report, confidence)
+
+
+def pairs(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE) -> dict[str, object]:
+    """The paired tests of the run's models, as ``export --format json`` writes them."""
+    return run_pairs(store, report, confidence)
+
+
+def comparison(store: Store, run_ids: list[str], models: list[str] | None = None,
+               confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
+    """The paired comparison of the runs' models: plain verdicts and per-cell tests (``compare``, ``show``)."""
+    return paired_comparison(store, run_ids, models, confidence)
+
+
+def export_csv(report: RunReport, store: Store | None = None, confidence: float = DEFAULT_CONFIDENCE) -> str:
+    """``domainbench export --format csv``: one row per model × cell; with the store, the intervals (and a
+    generative run's unparseable rates, the breaking points of a run made with --breaking-point)."""
+    if store is None:
+        return to_csv(report)
+    run = store.get_run(report.run_id)
+    return to_csv(report, intervals(store, report, confidence), load_unparseable_rates(store, report.run_id),
+                  run.breaking_points if run is not None else [])
+
+
+def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
+                confidence: float = DEFAULT_CONFIDENCE) -> str:
+    """``domainbench export --format json``: the run and its report (intervals, pairs and verdicts need the store)."""
+    if store is None:
+        return to_json(run, report)
+    return to_json(run, report, intervals(store, report, confidence),
+                   {**pairs(store, report, confidence), **breaking_section(run.breaking_points)})
+
+
+# --------------------------------------------------------------------------- per-image records
+
+
+def cell_units(store: Store, run_id: str, corruption: str, severity: int) -> list[UnitRecord]:
+    """The units of one cell (every model and shard): per-image predictions."""
+    return store.units(run_id, corruption=corruption, severity=severity)
+
+
+def clean_units(store: Store, run_id: str, model: str | None = None) -> list[UnitRecord]:
+    """The clean pass's units (with the images' labels), of one model or all."""
+    where = {"model": model} if model is not None else {}
+    return store.units(run_id, **where, corruption=CLEAN, severity=0)
+
+
+def stability_records(store: Store, run_id: str) -> list[StabilityRecord]:
+    """Every per-image stability record of the run."""
+    return store.stability(run_id)
+
+
+def fmr_records(store: Store, run_id: str, model: str | None = None) -> list[FmrUnitRecord]:
+    """An FMR run's per-image outcomes and images, of one tested model or all."""
+    return store.fmr(run_id, **({"model": model} if model is not None else {}))
+
+
+def stored_domains(store: Store) -> list[DomainRecord]:
+    """Every stored plan, newest first."""
+    return sorted(store.domains.find(), key=lambda d: d.created_at, reverse=True)
+
+
+def recreate_images(run: RunRecord, corruption: str, severity: int, indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The corrupted images the run evaluated, made again from the run's seed (images are never stored).
+
+    Each image's seed is a function of (run seed, corruption, severity, dataset index) only
+    (``domainbench.engine.jobs.image_seeds``), so these are the pixels the models saw. Returns
+    (images, indices) of the images that decoded. ``severity`` 0 gives the clean images.
+    """
+    from domainbench.engine.jobs import Job, run_job
+
+    ds = _run_dataset(run.config.model_dump_json(include={"dataset", "classes", "image_size", "limit"}))
+    batch = ds.load(np.asarray(indices, dtype=np.int64))
+    if severity == 0 or corruption == CLEAN:
+        return batch.images, batch.indices
+    job = Job(0, corruption, severity, plan_params(run.domain, corruption, severity))
+    return run_job(job, batch.images, batch.indices, run.config.seed).images, batch.indices
+
+
+def plan_params(domain: DomainConfig, corruption: str, severity: int) -> dict[str, Any] | None:
+    """A cell's explicit parameters: a plan's params override the ladder's at every listed severity;
+    None means the ladder's own (the runner's rule, ``domainbench.engine.runner.cells_of``)."""
+    from domainbench import corruptions
+
+    for c in domain.corruptions:
+        if c.name == corruption and c.params:
+            return {**corruptions.resolve_params(c.name, severity=severity), **c.params}
+    return None
+
+
+@lru_cache(maxsize=4)
+def _run_dataset(config_json: str) -> Any:
+    from domainbench.config import RunConfig
+    from domainbench.data import open_dataset
+
+    from domainbench.models.label_sets import resolve_classes
+
+    cfg = RunConfig.model_validate_json(config_json)
+    return open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
