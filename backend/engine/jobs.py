@@ -15,6 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from domainbench import corruptions
+from domainbench.config import COMPOSITION_PREFIX
 CLEAN = "clean"
 #: stability grid point j draws from seed tag GRID_SEED_TAG + j: disjoint from severities 1..5
 GRID_SEED_TAG = 100
@@ -66,6 +67,9 @@ class Corrupted:
 def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -> Corrupted:
     images, indices = images[: job.n_images], indices[: job.n_images]
     seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
+    if job.corruption.startswith(COMPOSITION_PREFIX):
+        out, steps = corruptions.corrupt_composed(images, [(n, s) for n, s in job.params["steps"]], seeds)
+        return Corrupted(out, {"steps": steps})
     if job.params is not None:
         out, drawn = corruptions.corrupt_batch(images, job.corruption, params=job.params, seeds=seeds, return_drawn=True)
     else:

@@ -44,6 +44,10 @@ def cells_of(domain: DomainConfig) -> list[Cell]:
             ladder = corruptions.resolve_params(c.name, severity=s)
             params = {**ladder, **c.params} if c.params else None
             cells.append(Cell(c.name, s, params, params or ladder))
+    for comp in domain.compositions:
+        # one cell of severity 1 per composition; its steps are its parameters
+        steps = {"steps": [[name, severity] for name, severity in comp.pairs]}
+        cells.append(Cell(comp.cell_name, 1, steps, steps))
     return cells
 
 

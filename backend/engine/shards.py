@@ -18,6 +18,7 @@ import torch
 
 from domainbench import corruptions
 from domainbench.corruptions.kernels.frost_photos import texture_of
+from domainbench.config import COMPOSITION_PREFIX
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, Scored, classify, confusion
@@ -160,12 +161,19 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         frost_texture=texture_of(corrupted.drawn),
         elapsed_s=round(time.perf_counter() - t0, 4),
         computed_at=_now(),
-        ladder_version=1 if cell.corruption == CLEAN else corruptions.get(cell.corruption).ladder_version,
+        ladder_version=_ladder_version(cell.corruption),
         calibration=calibration,
         damage=damage,
         **vlm_unit_fields(vlm),
     )
     ctx.store.units.put(unit)
+
+
+def _ladder_version(corruption: str) -> int:
+    # the clean pass and compositions have no ladder of their own (a composition's steps keep theirs)
+    if corruption == CLEAN or corruption.startswith(COMPOSITION_PREFIX):
+        return 1
+    return corruptions.get(corruption).ladder_version
 
 
 def _now() -> str:
