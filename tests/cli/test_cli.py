@@ -166,7 +166,7 @@ def test_killed_run_resumes_without_recomputing(home: Path, tmp_path: Path) -> N
     assert 10 <= len(before) < total, "the run finished before it could be killed; slow the fake model down"
     run_id = store.list_runs()[0].run_id
     assert store.get_run(run_id).status == "running"  # SIGKILL: no chance to mark it
-    from domainbench.engine.status import run_status
+    from domainbench.store.status import run_status
 
     assert run_status(store.get_run(run_id)) == "interrupted"  # but its process is gone
     res = _cli_process(home, "run", "--resume", run_id)

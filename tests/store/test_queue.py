@@ -12,7 +12,7 @@ from domainbench.store.base import Store
 from domainbench.store.queue import MAX_ATTEMPTS, DuplicateRunError, LeaseLost, now_iso, queue_of
 from domainbench.store.records import RunRecord
 from domainbench.store.sqlite_store import SQLiteStore
-from domainbench.engine.status import run_status
+from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.worker import Lease, OwnedStore
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from domainbench.engine.status import run_status
+from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.store.base import Store
 from domainbench.store.queue import queue_of
