@@ -83,15 +83,21 @@ def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool
     while True:
         try:
             res = ms.model.classify(as_host(images), ms.batch_size)
-        except torch.OutOfMemoryError:
-            if ms.batch_size == 1:
-                raise
-            ms.batch_size //= 2
-            torch.cuda.empty_cache()
+        except torch.OutOfMemoryError as e:
+            halve_batch(ms, e)
             continue
         emb = encode(ms, images) if embeddings and not getattr(ms.model, "remote", False) else None
         conf = None if res.scores is None else softmax_confidence(res.scores).astype(np.float32)
         return Scored(res.preds, conf, emb, res, logits=res.scores)
+
+
+def halve_batch(ms: ModelState, error: torch.OutOfMemoryError) -> None:
+    """After a CUDA out-of-memory error: half the batch from now on (the caller retries the chunk);
+    at one image there is nothing left to halve, so the error stands."""
+    if ms.batch_size == 1:
+        raise error
+    ms.batch_size //= 2
+    torch.cuda.empty_cache()
 
 
 def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -111,11 +117,8 @@ def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
                 t1 = time.perf_counter()
                 emb = model.encode_image(pix).float()
                 t2 = time.perf_counter()
-        except torch.OutOfMemoryError:
-            if ms.batch_size == 1:
-                raise
-            ms.batch_size //= 2
-            torch.cuda.empty_cache()
+        except torch.OutOfMemoryError as e:
+            halve_batch(ms, e)
             continue
         out.append(emb)
         i += len(chunk)
