@@ -17,7 +17,7 @@ from domainbench.store.records import RunRecord
 
 #: backends that accept any name their library knows (a hub id, a pretrained tag, a path):
 #: only the prefix can be checked up front; the worker reports a name its library lacks
-OPEN_ENDED_PREFIXES = ("open_clip", "hf", "local")
+OPEN_ENDED_PREFIXES = ("open_clip", "hf", "local", "hf-vlm", "openai-vlm")
 
 
 def check_model_name(name: str) -> None:

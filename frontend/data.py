@@ -23,6 +23,7 @@ import pandas as pd
 from domainbench.config import DomainConfig
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric, metrics_of
+from domainbench.models.generative import kind_of
 from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
                                run_fingerprint, run_progress, stability_records, stored_domains, stored_units)
@@ -210,14 +211,14 @@ def summary_frame(report: RunReport) -> pd.DataFrame:
     """
     columns = summary_metrics()
     rows = [
-        {"model": row.model, "baseline": row.baseline,
+        {"model": row.model, "kind": kind_of(row.model), "baseline": row.baseline,
          **{m.table_header: _pct(m.read(row)) if m.percent else m.read(row) for m in columns}}
         for row in report.table()
     ]
     if not rows:
         return pd.DataFrame()
     # float64 throughout, so a column of Nones is NaN ("n/a"), not an object column
-    return pd.DataFrame(rows).astype({c: "float64" for c in rows[0] if c not in ("model", "baseline")})
+    return pd.DataFrame(rows).astype({c: "float64" for c in rows[0] if c not in ("model", "kind", "baseline")})
 
 
 def _pct(v: float | None) -> float | None:
@@ -331,8 +332,13 @@ def _stability_rows(record: StabilityRecord) -> Iterator[dict[str, Any]]:
 # --------------------------------------------------------------------------- per-image drill-down
 
 
+#: what the gallery shows for a generative model's answer that named no class
+NO_CLASS = "(no class)"
+
+
 def cell_predictions(store: Store, run: RunRecord, corruption: str, severity: int) -> pd.DataFrame:
-    """Per image × model of one cell: label, clean and corrupted prediction, flipped, correct.
+    """Per image × model of one cell: label, clean and corrupted prediction, flipped, correct, and a
+    generative model's free answer (None for other models and likelihood scoring).
 
     Reads only the units of that one cell and of the clean pass (one document per model and
     shard), never the run's other units. Class indices are turned into names.
@@ -350,16 +356,22 @@ def cell_predictions(store: Store, run: RunRecord, corruption: str, severity: in
         if u.labels is not None:
             labels.update(zip(u.indices, u.labels, strict=False))
     classes = units[0].classes
+
+    def name(p: int | None) -> str | None:  # a generative model's unparsed answer (-1) names no class
+        return None if p is None else classes[p] if p >= 0 else NO_CLASS
+
     rows = []
     for u in units:
-        for i, p in zip(u.indices, u.preds, strict=False):
+        answers = (u.vlm.answers if getattr(u, "vlm", None) is not None else None) or [None] * len(u.indices)
+        for i, p, answer in zip(u.indices, u.preds, answers, strict=False):
             c, y = clean.get((u.model, i)), labels.get(i)
             rows.append({
                 "index": int(i), "model": u.model, "label": None if y is None else classes[y],
-                "clean_pred": None if c is None else classes[c], "pred": classes[p],
-                "flipped": c is not None and c != p, "correct": None if y is None else p == y,
+                "clean_pred": name(c), "pred": name(p),
+                "flipped": c is not None and c != p, "correct": None if y is None else p == y, "answer": answer,
             })
-    frame = pd.DataFrame(rows, columns=["index", "model", "label", "clean_pred", "pred", "flipped", "correct"])
+    frame = pd.DataFrame(rows, columns=["index", "model", "label", "clean_pred", "pred", "flipped", "correct",
+                                        "answer"])
     return frame.sort_values(["index", "model"], kind="stable").reset_index(drop=True)
 
 
@@ -586,6 +598,7 @@ def ranking_frame(frame: pd.DataFrame) -> pd.DataFrame:
     mce = metric_matrix(frame, "mce")
     out = pd.DataFrame({
         "model": clean.index,
+        "kind": [kind_of(m) for m in clean.index],
         "domains": clean.notna().sum(axis=1).to_numpy(),
         "clean acc %": 100.0 * clean.mean(axis=1, skipna=True).to_numpy(),
         "corrupted acc %": 100.0 * corrupted.mean(axis=1, skipna=True).to_numpy(),

@@ -126,8 +126,17 @@ def is_remote_model(name: str) -> bool:
     return name.startswith(REMOTE_PREFIXES)
 
 
+#: prefixes of generative VLMs: they score or name the classes themselves; every other backend is contrastive
+GENERATIVE_PREFIXES = ("hf-vlm:", *REMOTE_PREFIXES)
+
+
 def model_kind(model: object) -> str:
     return "generative" if is_generative(model) else "contrastive"
+
+
+def kind_of(name: str) -> str:
+    """A model's kind from its registry name alone (what stored runs have): generative or contrastive."""
+    return "generative" if name.startswith(GENERATIVE_PREFIXES) else "contrastive"
 
 
 _PUNCT = str.maketrans({c: " " for c in string.punctuation})

@@ -314,7 +314,10 @@ def _prediction_line(row: Any) -> str:
     mark = "" if row.correct is None else ("✓ " if row.correct else "✗ ")
     flip = " :red[flipped]" if row.flipped else ""
     model = str(row.model).replace("`", "'")  # a code span shows its text literally, backticks aside
-    return f"{mark}`{model}`: {md_escape(row.clean_pred)} → **{md_escape(row.pred)}**{flip}"
+    line = f"{mark}`{model}`: {md_escape(row.clean_pred)} → **{md_escape(row.pred)}**{flip}"
+    if getattr(row, "answer", None):  # a generative model's own words, shown literally
+        line += f"  \n  answer: “{md_escape(row.answer)}”"
+    return line
 
 
 def flip_differences_tab(s: Shown) -> None:
