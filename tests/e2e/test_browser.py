@@ -10,6 +10,7 @@ playwright installed; without any the test skips with a one-line reason before t
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -89,16 +90,17 @@ def chromium() -> str:
     return path
 
 
-@pytest.fixture
-def server(chromium: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+@contextlib.contextmanager
+def ui_server(tmp_path: Path, home: Path, *flags: str) -> Iterator[int]:
+    """``domainbench ui FLAGS`` on a free port over the store in ``home``, yielding the port once its health
+    check answers; its whole process group is ended afterwards. Its output goes to ``tmp_path/ui.log``."""
     port = free_port()
-    home = tmp_path / "home"
     env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("DOMAINBENCH_MONGO_URI", None)
     log = open(tmp_path / "ui.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "ui", "--port", str(port)], cwd=tmp_path, env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "ui", *flags, "--port", str(port)], cwd=tmp_path,
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.time() + 180
         while True:
@@ -111,9 +113,7 @@ def server(chromium: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
             if proc.poll() is not None or time.time() > deadline:
                 raise AssertionError(f"the UI did not start: {(tmp_path / 'ui.log').read_text()[-3000:]}")
             time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}", home
-        # the UI listens on the loopback address only (0100007F is 127.0.0.1 in /proc's byte order)
-        assert listening_addresses(port) == {"0100007F"}, listening_addresses(port)
+        yield port
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -121,6 +121,17 @@ def server(chromium: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+
+
+@pytest.fixture
+def server(chromium: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    home = tmp_path / "home"
+    try:
+        with ui_server(tmp_path, home) as port:
+            yield f"http://127.0.0.1:{port}", home
+            # the UI listens on the loopback address only (0100007F is 127.0.0.1 in /proc's byte order)
+            assert listening_addresses(port) == {"0100007F"}, listening_addresses(port)
+    finally:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)  # the test may have failed before making it
         shutil.copy(tmp_path / "ui.log", ARTIFACTS / "ui.log")
 

@@ -9,18 +9,13 @@ PD threat) and a synthetic run of another domain, so Compare has two columns.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import FLAGS, ROOT, find_chromium, free_port, wait_idle
+from tests.e2e.test_browser import FLAGS, ROOT, find_chromium, ui_server, wait_idle
 
 pytestmark = pytest.mark.slow
 SHOTS = Path(os.environ.get("DOMAINBENCH_SHOTS") or ROOT / "test-artifacts" / "e2e" / "pages")
@@ -73,33 +68,8 @@ def _copy_as_another_domain(store, run_id: str, new_id: str, text: str) -> None:
 def server(chromium: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     home = tmp_path / "home"
     run_id = _fill(home)
-    port = free_port()
-    env = {**os.environ, "DOMAINBENCH_HOME": str(home), "NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1"}
-    env.pop("DOMAINBENCH_MONGO_URI", None)
-    log = open(tmp_path / "ui.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "ui", "--no-worker", "--port", str(port)],
-                            cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.time() + 180
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
-                    if r.read() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                raise AssertionError(f"the UI did not start: {(tmp_path / 'ui.log').read_text()[-3000:]}")
-            time.sleep(0.5)
+    with ui_server(tmp_path, home, "--no-worker") as port:
         yield f"http://127.0.0.1:{port}", run_id
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-        log.close()
 
 
 def test_pages_are_a_product_and_stay_on_this_machine(chromium: str, server: tuple[str, str]) -> None:
