@@ -189,10 +189,12 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    table.add_column("model", no_wrap=True)
+    # in a narrow terminal a model name folds and an interval wraps under its value: never cut to "…",
+    # which would make two models of one family look alike and hide the interval's ends
+    table.add_column("model", overflow="fold")
     columns = summary_columns()
     for metric in columns:
-        table.add_column(metric.cli_header, justify="right", no_wrap=True, min_width=5)
+        table.add_column(metric.cli_header, justify="right", overflow="fold", min_width=5)
     for row in report.table():
         iv = intervals.model(row.model) if intervals else None
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value

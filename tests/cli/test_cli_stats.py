@@ -162,3 +162,16 @@ def test_bad_breaking_point_is_one_line_exit_2(value: str, expect: str, home: Pa
     from domainbench.store import open_store
 
     assert open_store().list_runs() == []
+
+
+def test_show_in_a_narrow_terminal_folds_instead_of_cutting(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    from domainbench import cli as cli_module
+
+    _run(tmp_path, capsys, monkeypatch, "fake:a,fake:b", "narrow")
+    monkeypatch.setattr(cli_module.console, "width", 60)
+    code, out, err = cli(["show", "narrow"], capsys, monkeypatch)
+    assert code == 0, err
+    table = out.split("(low–high)")[0]
+    # nothing is cut to "…": every interval keeps its two ends
+    assert "…" not in table
+    assert table.count("–") == 2 * 5  # two models × the five metrics with an interval (clean, corr, mCE, rCE, mFR)
