@@ -17,20 +17,20 @@ import numpy as np
 import torch
 
 from domainbench import corruptions
-from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.config import COMPOSITION_PREFIX
+from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, Scored, classify, confusion
+from domainbench.engine.tasks import Cell, CleanPass, RunContext, RunTask
 from domainbench.engine.timings import RUN
+from domainbench.engine.vlm_units import vlm_unit_fields
 from domainbench.metrics.calibration import calibration_counts
 from domainbench.metrics.damage import SSIM_RADIUS, SsimReference, damage_sums
-from domainbench.models.hub_common import as_tensor
-from domainbench.unit_sums import CalibrationCounts, DamageSums
-from domainbench.engine.tasks import Cell, CleanPass, RunContext, RunTask
-from domainbench.engine.vlm_units import vlm_unit_fields
 from domainbench.models.generative import VLMResult
+from domainbench.models.hub_common import as_tensor
 from domainbench.store.records import UnitRecord
+from domainbench.unit_sums import CalibrationCounts, DamageSums
 
 
 class CorruptedFuture(Protocol):
