@@ -175,9 +175,7 @@ def test_a_new_file_in_defs_is_a_new_metric(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_metrics_command_lists_every_metric(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from domainbench import cli
-
-    monkeypatch.setattr(cli.console, "width", 250)
+    monkeypatch.setenv("COLUMNS", "250")
     code, out, _ = run_cli(["metrics"], capsys, monkeypatch)
     assert code == 0
     listed = [line.split()[0] for line in out.splitlines()[3:] if line.strip() and not line.startswith(" " * 10)]
