@@ -39,7 +39,7 @@ import torch
 from domainbench.errors import ModelUnavailableError, UserInputError
 from domainbench.models import register_model
 from domainbench.models.base import VisionLanguageModel
-from domainbench.models.hub_common import as_uint8_nchw, autocast_for, cached_hf_file, offline, unavailable, unit_rows
+from domainbench.models.hub_common import as_uint8_nchw, autocast_for, cached_repo, offline, unavailable, unit_rows
 
 KNOWN_MODELS: list[str] = [
     "openai/clip-vit-base-patch32",
@@ -158,15 +158,7 @@ def load_hf_model(source: str | Path, device: torch.device, name: str) -> HFDual
             raise UserInputError(f"{name}: folder {str(src)!r} has no config.json (not a save_pretrained folder)")
         where = str(src)
     else:
-        repo_id = str(source)
-        if repo_id.count("/") != 1 or repo_id.startswith(("/", ".", "~")):
-            raise UserInputError(
-                f"{name}: {repo_id!r} is neither an existing folder nor a hub id like ORG/NAME "
-                "(e.g. hf:openai/clip-vit-base-patch32)"
-            )
-        if cached_hf_file(repo_id, ["config.json"]) is None:
-            raise unavailable(name, repo_id)
-        where = repo_id
+        repo_id = where = cached_repo(name, str(source), "hf:openai/clip-vit-base-patch32")
     try:
         with offline():
             config = AutoConfig.from_pretrained(where, local_files_only=True)

@@ -32,7 +32,7 @@ from domainbench.models.generative import (
     VLMResult,
     parse_answer,
 )
-from domainbench.models.hub_common import as_uint8_nchw, cached_hf_file, cuda_autocast_dtype, offline, unavailable, unit_rows
+from domainbench.models.hub_common import as_uint8_nchw, cached_repo, cuda_autocast_dtype, offline, unavailable, unit_rows
 from domainbench.models.vlm_scoring import build_prompt, continuation_ids, hwc_images, score_shared_prefix, to_model
 
 #: hub ids of the families this backend is tested against (any AutoModelForImageTextToText one loads)
@@ -184,13 +184,7 @@ def load_hf_vlm(source: str | Path, device: torch.device, name: str) -> HFGenera
                                  "AutoProcessor.from_pretrained(ID).save_pretrained(FOLDER)")
         where = str(src)
     else:
-        repo_id = str(source)
-        if repo_id.count("/") != 1 or repo_id.startswith(("/", ".", "~")):
-            raise UserInputError(f"{name}: {repo_id!r} is neither an existing folder nor a hub id like ORG/NAME "
-                                 "(e.g. hf-vlm:llava-hf/llava-1.5-7b-hf)")
-        if cached_hf_file(repo_id, ["config.json"]) is None:
-            raise unavailable(name, repo_id)
-        where = repo_id
+        repo_id = where = cached_repo(name, str(source), "hf-vlm:llava-hf/llava-1.5-7b-hf")
     try:
         with offline():
             config = AutoConfig.from_pretrained(where, local_files_only=True)

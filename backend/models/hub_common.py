@@ -79,6 +79,17 @@ def unavailable(name: str, repo_id: str | None, extra: str = "") -> ModelUnavail
     return ModelUnavailableError(msg + ". To get them, " + "; or ".join(how) + ".")
 
 
+def cached_repo(name: str, repo_id: str, example: str) -> str:
+    """``repo_id`` when it is a hub id (ORG/NAME) whose config is in the local cache; otherwise the error
+    that says what it is not, or how to download it (``example`` shows a valid model name)."""
+    if repo_id.count("/") != 1 or repo_id.startswith(("/", ".", "~")):
+        raise UserInputError(f"{name}: {repo_id!r} is neither an existing folder nor a hub id like ORG/NAME "
+                             f"(e.g. {example})")
+    if cached_hf_file(repo_id, ["config.json"]) is None:
+        raise unavailable(name, repo_id)
+    return repo_id
+
+
 def as_tensor(images: np.ndarray | torch.Tensor) -> torch.Tensor:
     """A tensor sharing the array's memory (a tensor is returned as it is)."""
     if isinstance(images, torch.Tensor):
