@@ -451,6 +451,7 @@ def show(
     store = _store()
     report = query.report(store, run_id, baseline)
     print_report(report, query.intervals(store, report, confidence))
+    print_damage(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
@@ -458,6 +459,15 @@ def show(
     print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
         print_verdicts(query.comparison(store, [run_id], confidence=confidence))
+
+
+def print_damage(report: RunReport) -> None:
+    """The cells ordered by damage (SSIM), not by severity number: severities differ across corruptions."""
+    from domainbench.metrics.damage_report import damage_line
+
+    line = damage_line(report)
+    if line is not None:
+        console.print(line, style="dim", markup=False, highlight=False)
 
 
 def print_timings(run: Any) -> None:
