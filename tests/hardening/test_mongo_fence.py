@@ -310,3 +310,15 @@ def test_with_transactions_a_lost_lease_aborts_before_anything_is_written() -> N
     txn = _transaction_of(client.log)
     assert [e[:2] for e in txn] == [("txn", "begin"), ("runs", "find_one_and_update"), ("txn", "abort")]
     assert store.units("r1") == []
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mongo"])
+def test_the_holder_deletes_its_whole_run(backend: str, home) -> None:  # noqa: ANN001
+    from domainbench.store import open_store
+
+    store = open_store() if backend == "sqlite" else _store()
+    _enqueue(store)  # type: ignore[arg-type]
+    holder = FencedStore(store, _claim(store, "w1"))  # type: ignore[arg-type]
+    holder.units.put(_unit(0, "w1"))
+    holder.delete_run("r1")  # the run's record goes last: the fence reads it for every delete before
+    assert store.units("r1") == [] and store.get_run("r1") is None
