@@ -25,6 +25,7 @@ import numpy as np
 
 from domainbench.config import DomainConfig, RealShift, RunConfig
 from domainbench.data import Batch, Dataset
+from domainbench.data.readable import check_readable, unreadable_error
 from domainbench.data.fingerprint import DatasetFingerprint, dataset_fingerprint
 from domainbench.data.shift_folder import ShiftImages, open_shift
 from domainbench.engine.jobs import CLEAN, Corrupted
@@ -67,7 +68,11 @@ def with_shifts(domain: DomainConfig, extra: list[RealShift], plan_dir: Path | N
 
 def open_shifts(domain: DomainConfig, cfg: RunConfig, ds: Dataset) -> list[ShiftImages]:
     """The domain's shift folders, opened against the run's dataset (every error before anything is written)."""
-    return [open_shift(s.name, s.path, ds, cfg.dataset, cfg.limit) for s in domain.shift]
+    shifts = [open_shift(s.name, s.path, ds, cfg.dataset, cfg.limit) for s in domain.shift]
+    if not cfg.skip_unreadable:  # as for the dataset: an undecodable file is refused unless --skip-unreadable
+        for s in shifts:
+            check_readable(s.images.paths)
+    return shifts
 
 
 def shift_fingerprints(shifts: list[ShiftImages]) -> dict[str, DatasetFingerprint]:
@@ -115,6 +120,9 @@ def score_shifts(ctx: RunContext, shifts: list[ShiftImages], shard_size: int, do
             if not todo:
                 continue
             loaded = shift.images.load(positions)
+            if loaded.unreadable and not ctx.cfg.skip_unreadable:
+                _, path, why = loaded.unreadable[0]
+                raise unreadable_error(path, why, len(loaded.unreadable) - 1, run_id=ctx.run_id)
             for _, path, why in loaded.unreadable:
                 ctx.events.message(f"unreadable image skipped: {path} ({why})")
             batch, clean_images = loaded, None
