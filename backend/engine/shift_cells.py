@@ -25,12 +25,12 @@ import numpy as np
 
 from domainbench.config import DomainConfig, RealShift, RunConfig
 from domainbench.data import Batch, Dataset
-from domainbench.data.readable import check_readable, unreadable_error
 from domainbench.data.fingerprint import DatasetFingerprint, dataset_fingerprint
+from domainbench.data.readable import check_readable, unreadable_error
 from domainbench.data.shift_folder import ShiftImages, open_shift
 from domainbench.engine.jobs import CLEAN, Corrupted
-from domainbench.engine.shards import ShardDamage, calibration_of, write_unit
 from domainbench.engine.scoring import classify
+from domainbench.engine.shards import ShardDamage, calibration_of, write_unit
 from domainbench.engine.tasks import Cell, RunContext
 from domainbench.errors import UserInputError
 
