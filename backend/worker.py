@@ -45,6 +45,7 @@ class Lease:
         assert run.lease_until is not None
         self.queue, self.run_id, self.worker, self.lease_s = queue, run.run_id, worker, lease_s
         self.until = run.lease_until
+        self.epoch = run.lease_epoch  # this claim's fencing token (``domainbench.store.fence``)
         self.lost = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew_loop, name=f"lease-{run.run_id}", daemon=True)
@@ -86,7 +87,7 @@ class OwnedStore(FencedStore):
 
     def __init__(self, store: Store, lease: Lease) -> None:
         # the store checks the fence inside the write itself: a takeover between check and write cannot slip in
-        super().__init__(store, Fence(lease.run_id, lease.worker))
+        super().__init__(store, Fence(lease.run_id, lease.worker, lease.epoch))
         self._lease = lease
 
     def _before_write(self) -> None:

@@ -17,6 +17,7 @@ import numpy as np
 from domainbench import corruptions
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Dataset, open_dataset
+from domainbench.data.readable import check_readable
 from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards, adaptive_stopping
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
@@ -82,6 +83,8 @@ def auto_shard_size(ds: Dataset) -> int:
 def open_run_dataset(cfg: RunConfig) -> Dataset:
     ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
     check_unique(ds.classes, f"dataset {cfg.dataset}")
+    if not cfg.skip_unreadable:
+        check_readable(ds.paths)
     if len(ds.classes) < 2:
         raise UserInputError(
             f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by construction; "
@@ -118,18 +121,24 @@ class Engine:
                             ladder_versions=ladder_versions(domain))
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
 
-    def resume(self, run_id: str) -> str:
-        """Evaluate what a stored run still lacks: after an interruption, or a queued run's first start."""
+    def resume(self, run_id: str, skip_unreadable: bool = False) -> str:
+        """Evaluate what a stored run still lacks: after an interruption, or a queued run's first start.
+
+        ``skip_unreadable`` lets a run that stopped at an unreadable image go on without it (its
+        stored units hold none: the run stopped before scoring that image's shard)."""
         run = stored_run(self.store, run_id)
         if run.fmr is not None:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
         if run.dataset is None:  # a queued run's first start pins its dataset, as `start` does
             run = run.model_copy(update={"config": pinned_config(run.config)})
+        skipping = skip_unreadable and not run.config.skip_unreadable
+        if skipping:
+            run = run.model_copy(update={"config": run.config.model_copy(update={"skip_unreadable": True})})
         ds = open_run_dataset(run.config)
         check_same_dataset(run, ds)
         models = self._load_models(run.config, ds)
-        started: dict[str, Any] = {"resumed_at": now()}
+        started: dict[str, Any] = {"resumed_at": now(), **({"config": run.config} if skipping else {})}
         if run.dataset is None:  # a queued run starts here: record what `start` records
             started = {"dataset": dataset_info(ds, run.config), "environment": self.executor.environment(models),
                        "config": run.config}

@@ -197,13 +197,15 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
         device = c4.selectbox("device", ["auto", "cpu", "cuda"])
         stability = c5.checkbox("measure embedding stability", value=True, key="stability")
         threat = c6.checkbox("measure PD threat", value=True, key="threat")
+        skip_unreadable = st.checkbox("skip image files that do not decode (counted and listed in the run; "
+                                      "otherwise such a file refuses the dataset)", value=False, key="skip-unreadable")
         go = st.form_submit_button("Launch run", type="primary")
     if not go:
         return
     chosen = models + [m.strip() for m in extra.split(",") if m.strip() and m.strip() not in models]
     try:
         run_cfg = launching.run_config(chosen, dataset, int(limit) or None, baseline.strip() or None, device,
-                                       stability, threat)
+                                       stability, threat, skip_unreadable)
         with st.spinner("checking the dataset and the models…"):
             run = launching.enqueue(store, cfg, run_cfg)
     except DuplicateRunError as e:
