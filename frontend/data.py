@@ -710,18 +710,16 @@ def sample_images() -> tuple[np.ndarray, list[str], np.ndarray]:
 
 def preview_image(index: int = 0, size: int = 112) -> np.ndarray:
     """An image of the bundled sample, enlarged (nearest neighbour) so corruptions are visible."""
-    import cv2
+    from domainbench.metrics.ladder import sample_image
 
-    arrays, _, _ = sample_images()
-    if not 0 <= index < len(arrays):
-        raise UserInputError(f"sample image index {index} is out of range 0..{len(arrays) - 1}")
-    return cv2.resize(arrays[index], (size, size), interpolation=cv2.INTER_NEAREST)
+    return sample_image(index, size)
 
 
 def gallery(image: np.ndarray, name: str, severities: list[int] | tuple[int, ...] = (1, 2, 3, 4, 5), seed: int = 0) -> list[np.ndarray]:
     """The image under one corruption at each severity (the engine's seeded kernels)."""
-    from domainbench import corruptions
-    return [np.asarray(corruptions.corrupt(image, name, severity=s, seed=seed)) for s in severities]
+    from domainbench.metrics.ladder import severity_ladder
+
+    return severity_ladder(image, name, severities, seed)
 
 
 def corruption_info(name: str) -> dict[str, str]:
