@@ -50,6 +50,8 @@ class Dataset:
     arrays: np.ndarray | None = None  # in-memory images (the bundled sample)
     paths: list[Path] | None = None
     image_size: int = 224
+    #: each image's index in the dataset it was taken from (``subset``); None: the images are the whole dataset
+    origin: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.arrays) if self.arrays is not None else len(self.paths or [])
@@ -80,6 +82,7 @@ class Dataset:
             arrays=None if self.arrays is None else self.arrays[keep],
             paths=None if self.paths is None else [self.paths[i] for i in keep],
             image_size=self.image_size,
+            origin=(np.arange(len(self)) if self.origin is None else self.origin)[keep],
         )
 
     def load(self, indices: np.ndarray) -> Batch:
