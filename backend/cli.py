@@ -255,6 +255,7 @@ def plan(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the domain config TOML here.")] = None,
     samples: Annotated[int, typer.Option(help="LLM samples for the majority vote.")] = 10,
     provider: Annotated[str, typer.Option(help="auto | offline | openai (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set).")] = "auto",
+    preview: Annotated[bool, typer.Option("--preview", help="Also print the expected SSIM of each chosen severity on a sample image (1 = unchanged).")] = False,
 ) -> None:
     """Choose the corruptions a domain produces, with severities and a reason for each."""
     from domainbench.config import dumps, save
@@ -279,6 +280,23 @@ def plan(
         for c in cfg.corruptions:
             t.add_row(literal(c.name), ",".join(map(str, c.severities)), literal(c.reason))
         err_console.print(t)
+    if preview:
+        print_preview(cfg)
+
+
+def print_preview(cfg: Any) -> None:
+    """The expected damage of each planned cell on the sample image the UI's preview opens on (stderr: stdout holds the plan)."""
+    from domainbench.metrics.ladder import expected_damage, first_of_each_class, sample_image
+
+    cls, index = next(iter(first_of_each_class().items()))
+    t = Table(title=f"expected damage on a sample image (class {literal(cls)}, image {index})", box=box.SIMPLE_HEAD)
+    for col in ("cell", "severity", "SSIM"):
+        t.add_column(col, justify="left" if col == "cell" else "right")
+    for row in expected_damage(cfg, sample_image(index)):
+        t.add_row(literal(row.cell), str(row.severity), f"{row.ssim:.2f}" + (" (no effect)" if row.no_effect else ""))
+    err_console.print(t)
+    err_console.print("SSIM against the clean image: 1 = unchanged, lower = more damage; severities of different "
+                      "corruptions compare by it, not by their numbers", style="dim", highlight=False)
 
 
 @app.command()
@@ -453,6 +471,7 @@ def show(
     store = _store()
     report = query.report(store, run_id, baseline)
     print_report(report, query.intervals(store, report, confidence))
+    print_damage(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
@@ -461,6 +480,15 @@ def show(
     print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
         print_verdicts(query.comparison(store, [run_id], confidence=confidence))
+
+
+def print_damage(report: RunReport) -> None:
+    """The cells ordered by damage (SSIM), not by severity number: severities differ across corruptions."""
+    from domainbench.metrics.damage_report import damage_line
+
+    line = damage_line(report)
+    if line is not None:
+        console.print(line, style="dim", markup=False, highlight=False)
 
 
 def print_unreadable(run: Any) -> None:

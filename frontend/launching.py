@@ -116,13 +116,6 @@ def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run", "status", "domain", "models", "worker", "attempts", "queued", "resumable"])
 
 
-def progress(store: Store, run: RunRecord) -> tuple[int, int]:
-    """(cells with stored units, cells planned): a cell is a (model, corruption, severity)."""
-    from domainbench.query import done_cells, expected_cells
-
-    return done_cells(store, run), expected_cells(run)
-
-
 def resume(store: Store, run_id: str) -> RunRecord:
     """Put an interrupted or failed run back into the queue; finished units are kept."""
     return queue_of(store).requeue(run_id)
