@@ -19,9 +19,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from domainbench import heartbeat
 from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.errors import UserInputError
+from domainbench.settings import Settings
 from domainbench.store import Store
 from domainbench.store.fence import Fence
 from domainbench.store.fenced_store import FencedStore
@@ -134,12 +136,18 @@ class Worker:
         """Claim and run until stopped (Ctrl-C, SIGTERM); with ``until_idle``, until no run is
         queued or held by another live worker. Returns the number of runs taken."""
         self.say(f"worker {self.name} watching {self.store.description} (lease {self.lease_s:g} s)")
-        while max_runs is None or len(self.executed) < max_runs:
-            if self.run_one():
-                continue
-            if until_idle and not self.queue.pending():
-                break
-            time.sleep(self.poll_s)
+        home = Settings.from_env().home
+        try:
+            while max_runs is None or len(self.executed) < max_runs:
+                # idle or between runs: the UI sees this worker alive (domainbench.heartbeat)
+                heartbeat.beat(home, self.name, self.store.description, self.poll_s)
+                if self.run_one():
+                    continue
+                if until_idle and not self.queue.pending():
+                    break
+                time.sleep(self.poll_s)
+        finally:
+            heartbeat.clear(home, self.name)
         return len(self.executed)
 
     def run_one(self) -> bool:

@@ -65,6 +65,16 @@ def edited_domain(cfg: DomainConfig, rows: list[dict[str, Any]]) -> DomainConfig
     return out
 
 
+def fit_plan(cfg: DomainConfig, dataset: str) -> DomainConfig:
+    """The planned domain without the corruptions and severities that leave ``dataset``'s images unchanged
+    (``planner.image_fit``, as ``plan --dataset``); unchanged when no dataset is given."""
+    if not dataset.strip():
+        return cfg
+    from domainbench.planner.image_fit import fit_to_images, probe_images
+
+    return fit_to_images(cfg, *probe_images(dataset.strip()))
+
+
 def plan_rows(cfg: DomainConfig) -> list[dict[str, Any]]:
     return [{"name": c.name, "severities": list(c.severities), "initial": list(c.severities), "params": dict(c.params),
              "reason": c.reason} for c in cfg.corruptions]
@@ -114,13 +124,6 @@ def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:
         if len(rows) >= limit:
             break
     return pd.DataFrame(rows, columns=["run", "status", "domain", "models", "worker", "attempts", "queued", "resumable"])
-
-
-def progress(store: Store, run: RunRecord) -> tuple[int, int]:
-    """(cells with stored units, cells planned): a cell is a (model, corruption, severity)."""
-    from domainbench.query import done_cells, expected_cells
-
-    return done_cells(store, run), expected_cells(run)
 
 
 def resume(store: Store, run_id: str) -> RunRecord:
