@@ -332,4 +332,7 @@ def open_dataset(spec: str, classes: list[str] | None = None, image_size: int = 
         )
     if path.is_file():
         raise UserInputError(f"dataset file {path} is not a .csv manifest; give a manifest with columns path,label or a folder")
+    if not path.is_dir():  # a FIFO, socket or device: reading it could block or never end
+        raise UserInputError(f"dataset {path} is not a folder or a file (a FIFO, socket or device); give a folder of "
+                             "class folders, a CSV manifest or an image folder")
     raise UserInputError(f"dataset folder {path} is empty: put images in it (or one folder per class)")
