@@ -65,13 +65,23 @@ def edited_domain(cfg: DomainConfig, rows: list[dict[str, Any]]) -> DomainConfig
     return out
 
 
+def fit_plan(cfg: DomainConfig, dataset: str) -> DomainConfig:
+    """The planned domain without the corruptions and severities that leave ``dataset``'s images unchanged
+    (``planner.image_fit``, as ``plan --dataset``); unchanged when no dataset is given."""
+    if not dataset.strip():
+        return cfg
+    from domainbench.planner.image_fit import fit_to_images, probe_images
+
+    return fit_to_images(cfg, *probe_images(dataset.strip()))
+
+
 def plan_rows(cfg: DomainConfig) -> list[dict[str, Any]]:
     return [{"name": c.name, "severities": list(c.severities), "initial": list(c.severities), "params": dict(c.params),
              "reason": c.reason} for c in cfg.corruptions]
 
 
 def run_config(models: list[str], dataset: str, limit: int | None, baseline: str | None, device: str,
-               stability: bool, threat: bool) -> RunConfig:
+               stability: bool, threat: bool, skip_unreadable: bool = False) -> RunConfig:
     """The run configuration from the form, with the page's words in its errors."""
     if not models:
         raise UserInputError("choose at least one model to evaluate")
@@ -82,7 +92,7 @@ def run_config(models: list[str], dataset: str, limit: int | None, baseline: str
                              "leave it empty to use the first model")
     try:
         return RunConfig(models=models, dataset=dataset.strip(), limit=limit, baseline=baseline or None,
-                         device=device, stability=stability, threat=threat)
+                         device=device, stability=stability, threat=threat, skip_unreadable=skip_unreadable)
     except ValueError as e:
         from pydantic import ValidationError
 
@@ -114,13 +124,6 @@ def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:
         if len(rows) >= limit:
             break
     return pd.DataFrame(rows, columns=["run", "status", "domain", "models", "worker", "attempts", "queued", "resumable"])
-
-
-def progress(store: Store, run: RunRecord) -> tuple[int, int]:
-    """(cells with stored units, cells planned): a cell is a (model, corruption, severity)."""
-    from domainbench.query import done_cells, expected_cells
-
-    return done_cells(store, run), expected_cells(run)
 
 
 def resume(store: Store, run_id: str) -> RunRecord:

@@ -1,7 +1,9 @@
-"""The local executor: models in this process, corruption in a process pool (or inline, or on the models' device).
+"""The local executor: models in this process, decoding and corruption in a process pool (or inline,
+or corruption on the models' device).
 
-One shard of look-ahead: while the models score shard k, the pool corrupts shard k+1 and a
-thread decodes shard k+2's files (PIL releases the GIL).
+One shard of look-ahead: while the models score shard k, the pool corrupts shard k+1 and decodes
+shard k+2's files (``input_pipeline``); without worker processes a thread decodes and the
+corruption runs when its shard is scored.
 """
 
 from __future__ import annotations
@@ -10,16 +12,16 @@ import multiprocessing as mp
 import os
 import platform
 from collections import deque
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-import numpy as np
 import torch
 
 from domainbench.config import RunConfig
 from domainbench.data import Batch, Dataset
-from domainbench.engine.device_corruption import corruption_site, run_device_job
+from domainbench.engine.device_corruption import job_site, run_device_job
+from domainbench.engine.input_pipeline import ShardLoader, auto_workers
 from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.tasks import RunEvents
@@ -27,11 +29,6 @@ from domainbench.engine.timings import RUN
 from domainbench.engine.work import RunStats, ShardWork
 from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
-
-
-def auto_workers() -> int:
-    # on two cores the model forward pass already uses both; extra processes only contend
-    return max(0, min(8, (os.cpu_count() or 1) - 2))
 
 
 class _InlineFuture:
@@ -59,12 +56,13 @@ class LocalExecutor:
         # corrupting on the device is this executor's choice: here the models run in this process
         device = work.ctx.models[0].model.device if work.ctx.models else torch.device("cpu")
         workers = auto_workers() if cfg.workers is None else cfg.workers
-        # spawn, not fork: forking a process whose torch/OpenMP threads are running can deadlock
+        # one pool decodes and corrupts; spawn, not fork: forking a process whose torch/OpenMP threads
+        # are running can deadlock
         pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None
-        loader = ThreadPoolExecutor(1, thread_name_prefix="domainbench-load")
+        loader = ShardLoader(work.ctx.dataset, pool, workers)
         try:
             pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
-            for shard, todo, loaded in _loaded_ahead(work.plan(), work.shards, work.ctx.dataset, loader):
+            for shard, todo, loaded in loader.ahead(work.plan(), work.shards):
                 with work.timer.stage(RUN, "decode"):
                     loaded_batch = loaded.result()
                 batch = work.report_unreadable(loaded_batch)
@@ -75,7 +73,7 @@ class LocalExecutor:
             while pending:
                 work.consume(*pending.popleft())
         finally:
-            loader.shutdown(cancel_futures=True)
+            loader.close()
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
 
@@ -83,24 +81,12 @@ class LocalExecutor:
 def _submit(pool: ProcessPoolExecutor | None, job: Job, batch: Batch, seed: int, corrupt_on: str, device: torch.device,
             stats: RunStats) -> Future | _InlineFuture:
     stats.corruption_calls += len(batch.images[: job.n_images])
-    if corruption_site(corrupt_on, device, job.corruption) == "device":
+    if job_site(corrupt_on, device, job) == "device":
         # runs when the shard is consumed, on the models' device: no worker, no pickled shard
         return _InlineFuture(lambda: run_device_job(job, batch.images, batch.indices, seed, device))
     if pool is None:
         return _InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed))
     return pool.submit(run_job, job, batch.images, batch.indices, seed)
-
-
-def _loaded_ahead(plan: Iterator[tuple[int, list[Job]]], shards: list[np.ndarray], ds: Dataset,
-                  loader: ThreadPoolExecutor) -> Iterator[tuple[int, list[Job], Future[Batch]]]:
-    """The plan's shards with their batches loading on ``loader``, the next one already started
-    when one is handed out: decoding shard k+1 overlaps the work done with shard k (scoring k-1)."""
-    ahead: deque[tuple[int, list[Job], Future[Batch]]] = deque()
-    for shard, todo in plan:
-        ahead.append((shard, todo, loader.submit(ds.load, shards[shard])))
-        if len(ahead) == 2:
-            yield ahead.popleft()
-    yield from ahead
 
 
 def local_environment(models: list[ModelState]) -> dict[str, Any]:

@@ -101,10 +101,10 @@ class ShardActor:
     """Holds the run's models and its own tasks; scores shards exactly as the local engine does."""
 
     def __init__(self, store: SecretStr, cfg: dict[str, Any], modules: list[str], models: list[str],
-                 threat: bool, fence: tuple[str, str] | None = None) -> None:
+                 threat: bool, fence: tuple[str, str, int | None] | None = None) -> None:
         _import_modules(modules)
         self.store_uri = store
-        # (run id, worker) when a worker drives the run: the actor's writes carry its lease fence
+        # (run id, worker, lease epoch) when a worker drives the run: the actor's writes carry its lease fence
         self.fence = fence
         self.cfg = RunConfig.model_validate(cfg)
         self.model_names = models  # this actor's group of the run's models
@@ -243,7 +243,7 @@ class RayExecutor:
         cfg_doc = cfg.model_dump(mode="json")
         self.groups = [[g * replicas + r for r in range(replicas)] for g in range(len(groups))]
         fence = getattr(store, "fence", None)
-        fence_args = (fence.run_id, fence.worker) if fence is not None else None
+        fence_args = (fence.run_id, fence.worker, fence.epoch) if fence is not None else None
         self.actors = [actor_cls.remote(uri, cfg_doc, list(opts.modules), groups[g], g == 0, fence_args)
                        for g in range(len(groups)) for _ in range(replicas)]
         try:

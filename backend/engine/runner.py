@@ -17,6 +17,7 @@ import numpy as np
 from domainbench import corruptions
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Dataset, open_dataset
+from domainbench.data.readable import check_readable
 from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards, adaptive_stopping
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
@@ -26,6 +27,7 @@ from domainbench.engine.lifecycle import (check_new_run_id, complete_run, create
                                           stored_run)
 from domainbench.engine.local_executor import LocalExecutor
 from domainbench.engine.scoring import ModelState
+from domainbench.engine import shift_cells
 from domainbench.engine.timings import StageTimes
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.engine.work import Executor, RunStats, ShardWork
@@ -83,6 +85,8 @@ def auto_shard_size(ds: Dataset) -> int:
 def open_run_dataset(cfg: RunConfig) -> Dataset:
     ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
     check_unique(ds.classes, f"dataset {cfg.dataset}")
+    if not cfg.skip_unreadable:
+        check_readable(ds.paths)
     if len(ds.classes) < 2:
         raise UserInputError(
             f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by construction; "
@@ -101,6 +105,7 @@ class Engine:
         self.stats = RunStats()
         self.timer = StageTimes()
         self._adaptive: AdaptiveStopping | None = None  # set for a run made with --adaptive
+        self._shifts: list[shift_cells.ShiftImages] = []  # the run's real-shift folders, opened
 
     # -- public entry points ----------------------------------------------------------
     def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
@@ -112,15 +117,23 @@ class Engine:
         check_new_run_id(self.store, run_id)
         domain.check_catalogue()
         cfg = pinned_config(cfg)
+        domain = shift_cells.with_shifts(domain, [])
         ds = open_run_dataset(cfg)
+        self._shifts = self._open_shifts(domain, cfg, ds)
         models = self._load_models(cfg, ds)
         # nothing is written before every input is known to be good
-        run_id = create_run(self.store, domain, cfg, run_id, dataset_info(ds, cfg), self.executor.environment(models),
+        info = dataset_info(ds, cfg)
+        if self._shifts:
+            info = info.model_copy(update={"shifts": shift_cells.shift_fingerprints(self._shifts)})
+        run_id = create_run(self.store, domain, cfg, run_id, info, self.executor.environment(models),
                             ladder_versions=ladder_versions(domain))
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
 
-    def resume(self, run_id: str) -> str:
-        """Evaluate what a stored run still lacks: after an interruption, or a queued run's first start."""
+    def resume(self, run_id: str, skip_unreadable: bool = False) -> str:
+        """Evaluate what a stored run still lacks: after an interruption, or a queued run's first start.
+
+        ``skip_unreadable`` lets a run that stopped at an unreadable image go on without it (its
+        stored units hold none: the run stopped before scoring that image's shard)."""
         run = stored_run(self.store, run_id)
         if run.fmr is not None:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
@@ -128,15 +141,30 @@ class Engine:
         check_same_frost_texture(self.store, run)
         if run.dataset is None:  # a queued run's first start pins its dataset, as `start` does
             run = run.model_copy(update={"config": pinned_config(run.config)})
+        skipping = skip_unreadable and not run.config.skip_unreadable
+        if skipping:
+            run = run.model_copy(update={"config": run.config.model_copy(update={"skip_unreadable": True})})
         ds = open_run_dataset(run.config)
         check_same_dataset(run, ds)
+        self._shifts = self._open_shifts(run.domain, run.config, ds)
+        if run.dataset is not None:
+            shift_cells.check_same_shifts(run_id, run.dataset.shifts, self._shifts)
         models = self._load_models(run.config, ds)
-        started: dict[str, Any] = {"resumed_at": now()}
+        started: dict[str, Any] = {"resumed_at": now(), **({"config": run.config} if skipping else {})}
         if run.dataset is None:  # a queued run starts here: record what `start` records
-            started = {"dataset": dataset_info(ds, run.config), "environment": self.executor.environment(models),
-                       "config": run.config}
+            info = dataset_info(ds, run.config)
+            if self._shifts:
+                info = info.model_copy(update={"shifts": shift_cells.shift_fingerprints(self._shifts)})
+            started = {"dataset": info, "environment": self.executor.environment(models), "config": run.config}
         restart_run(self.store, run_id, ladder_versions=ladders, **started)
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
+
+    def _open_shifts(self, domain: DomainConfig, cfg: RunConfig, ds: Dataset) -> list[shift_cells.ShiftImages]:
+        if domain.shift and not isinstance(self.executor, LocalExecutor):
+            raise UserInputError("real-shift cells (--shift, [[shift]]) run on the local executor; leave out --executor ray")
+        if domain.shift and cfg.adaptive:
+            raise UserInputError("real-shift cells (--shift, [[shift]]) are evaluated on every image; leave out --adaptive")
+        return shift_cells.open_shifts(domain, cfg, ds)
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
         return self.executor.load_models(self.store, cfg, ds, self.events)
@@ -152,7 +180,8 @@ class Engine:
             shard_size = cfg.shard_size or auto_shard_size(ds)
             shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         done = self.store.units.keys(run_id=ctx.run_id)
-        total = len(shards) * len(cells) * len(ctx.models)
+        shift_shard_size = cfg.shard_size or auto_shard_size(ds)
+        total = len(shards) * len(cells) * len(ctx.models) + shift_cells.missing_units(ctx, self._shifts, shift_shard_size, set())
         self.events.start(total, len(done))
         tasks: list[RunTask] = []
         if cfg.stability:
@@ -173,6 +202,8 @@ class Engine:
 
         def compute() -> dict[str, Any]:
             self.executor.execute(work)
+            # after the clean pass is stored: a paired shift's flips compare with its clean predictions
+            shift_cells.score_shifts(ctx, self._shifts, shift_shard_size, work.done, on_unit=work.unit_written)
             if cfg.breaking_point:
                 from domainbench.engine.breaking_point import measure_breaking_points
 

@@ -52,6 +52,8 @@ class DatasetInfo(_Record):
     # the absolute spec the run evaluates and what its files were (a resume refuses a changed dataset)
     path: str | None = None
     fingerprint: DatasetFingerprint | None = None
+    #: per real shift (``[[shift]]``), what its folder's files were (a resume refuses a changed one)
+    shifts: dict[str, DatasetFingerprint] = Field(default_factory=dict, exclude_if=lambda v: not v)
 
 
 class RunRecord(_Record):
@@ -90,6 +92,9 @@ class RunRecord(_Record):
     lease_until: float | None = None
     #: how many times a worker claimed the run (a run that keeps killing its worker stops)
     attempts: int = Field(default=0, ge=0)
+    #: incremented by every claim and never reset: the fencing token of the lease's holder
+    #: (``domainbench.store.fence``); left out of a dump while 0, so runs never queued read as before
+    lease_epoch: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
     #: per model and corruption, where balanced accuracy breaks (``run --breaking-point``); left out of a dump when empty
     breaking_points: list[BreakingPoint] = Field(default_factory=list, exclude_if=lambda v: not v)
 
