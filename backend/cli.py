@@ -256,6 +256,8 @@ def plan(
     samples: Annotated[int, typer.Option(help="LLM samples for the majority vote.")] = 10,
     provider: Annotated[str, typer.Option(help="auto | offline | openai (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set).")] = "auto",
     preview: Annotated[bool, typer.Option("--preview", help="Also print the expected SSIM of each chosen severity on a sample image (1 = unchanged).")] = False,
+    dataset: Annotated[Optional[str], typer.Option(help="The images the plan will run on: corruptions that leave them unchanged (colour on grayscale) are left out, with a note.")] = None,
+    classes: Annotated[Optional[list[str]], typer.Option(help="Class names, for a --dataset folder without class folders.")] = None,
 ) -> None:
     """Choose the corruptions a domain produces, with severities and a reason for each."""
     from domainbench.config import dumps, save
@@ -266,13 +268,22 @@ def plan(
 
         output_file(output)
     _say(f"planning with provider={provider} …")
+    probe = None
+    if dataset:  # opened before the planner runs: a bad path is refused at once
+        from domainbench.planner.image_fit import fit_to_images, probe_images
+
+        probe = probe_images(dataset, _csv(classes))
     cfg = make_plan(text, provider=provider, samples=samples, llm=_settings().llm_settings())
+    if probe is not None:
+        cfg = fit_to_images(cfg, *probe)
+        for note in cfg.planner.violations:
+            err_console.print(literal(note), style="yellow", highlight=False)
     _store().domains.save(cfg, created_at=cfg.planner.created_at)
     if output:
         save(cfg, output)
         _say(f"wrote {markup_safe(output)}")
     else:
-        console.print(dumps(cfg), highlight=False, markup=False)
+        console.print(dumps(cfg), highlight=False, markup=False, soft_wrap=True)  # TOML: a folded line breaks it
     if not STATE.quiet:
         t = Table(title="chosen corruptions")
         for col in ("corruption", "severities", "reason"):
@@ -377,7 +388,9 @@ def run(
     s = engine.stats
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
-    print_report(query.report(store, run_id))  # the engine stored it as the run finished
+    report = query.report(store, run_id)  # the engine stored it as the run finished
+    print_report(report)
+    print_shift_matches(report)
     print_timings(store.get_run(run_id))
 
 
@@ -483,6 +496,7 @@ def show(
     report = query.report(store, run_id, baseline)
     print_report(report, query.intervals(store, report, confidence))
     print_damage(report)
+    print_shift_matches(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
@@ -491,6 +505,14 @@ def show(
     print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
         print_verdicts(query.comparison(store, [run_id], confidence=confidence))
+
+
+def print_shift_matches(report: RunReport) -> None:
+    """Per real-shift cell (``--shift``): which synthetic cell behaves most like the user's own images."""
+    from domainbench import query
+
+    for match in query.shift_matches_of(report):
+        console.print(literal(match.sentence), highlight=False, soft_wrap=True)
 
 
 def print_damage(report: RunReport) -> None:
