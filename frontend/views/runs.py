@@ -151,14 +151,18 @@ class Shown:
 
 def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None:
     table = verdict.with_intervals(data.summary_frame(report), report, ci)
+    # where a value has its "± 95 % CI" column, that column is shown in its place (the CSV keeps both)
+    shown = [c for c in table.columns if verdict.CI_COLUMNS.get(c) not in table.columns]
     exports.table(
-        table, f"{report.run_id}-summary", "summary",
+        table, f"{report.run_id}-summary", "summary", column_order=shown,
         column_config={
             "baseline": st.column_config.CheckboxColumn("baseline"),
             # each header hovers to its meaning and which direction is better (the registry's glossary)
             **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f",
                                                              help=GLOSSARY.get(m.table_header, m.meaning))
                for m in data.summary_metrics()},
+            **{ci: st.column_config.TextColumn(ci, help=f"{GLOSSARY.get(base, base)} ± half the width of its 95 % interval.")
+               for base, ci in verdict.CI_COLUMNS.items()},
         },
     )
     st.caption(
