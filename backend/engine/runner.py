@@ -21,6 +21,7 @@ from domainbench.data.readable import check_readable
 from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards, adaptive_stopping
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
+from domainbench.engine.frost_pin import check_same_frost_texture
 from domainbench.engine.jobs import CLEAN, Job
 from domainbench.engine.lifecycle import (check_new_run_id, complete_run, create_run, new_run_id, now, restart_run,
                                           stored_run)
@@ -137,6 +138,7 @@ class Engine:
         if run.fmr is not None:
             raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
+        check_same_frost_texture(self.store, run)
         if run.dataset is None:  # a queued run's first start pins its dataset, as `start` does
             run = run.model_copy(update={"config": pinned_config(run.config)})
         skipping = skip_unreadable and not run.config.skip_unreadable
