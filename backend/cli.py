@@ -604,6 +604,11 @@ def fmr(
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
     resume: Annotated[Optional[str], typer.Option(help="Continue FMR run RUN: stored units are not recomputed.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
+    executor: Annotated[Optional[str], typer.Option(help="local (this process) or ray (one actor call per tested model and shard); default $DOMAINBENCH_EXECUTOR or local.")] = None,
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: $DOMAINBENCH_RAY_ADDRESS, else a new local Ray instance).")] = None,
+    actors: Annotated[Optional[int], typer.Option(help="Ray actors per tested-model group, each with the oracle.")] = None,
+    gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray actor (default: 1 when the cluster has GPUs).")] = None,
+    models_per_actor: Annotated[Optional[int], typer.Option(help="Tested models one Ray actor holds (default: all).")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
     from domainbench import query
@@ -611,6 +616,9 @@ def fmr(
     from domainbench.fmr.oracle import check_oracle_names
     from domainbench.fmr.runner import FmrRunner
 
+    settings_env = _settings()
+    exec_options = _executor_options(executor or settings_env.executor, address or settings_env.ray_address, actors,
+                                     gpus_per_actor, 1.0, None, models_per_actor)
     if not resume:
         if config is None:
             raise UserInputError("fmr needs a domain config TOML (its corruptions perturb the images) or --resume RUN")
@@ -640,7 +648,7 @@ def fmr(
             raise
     store = _store()
     progress = _progress()
-    runner = FmrRunner(store, RichEvents(progress))
+    runner = FmrRunner(store, RichEvents(progress), exec_options)
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
         rid = runner.resume(resume) if resume else runner.start(domain, cfg, settings, run_id=run_id)
