@@ -7,6 +7,11 @@ per-shard code as the local engine (``domainbench.engine.shards.score_shard``) a
 unit by key as it finishes, so a lost node loses only its shards in flight and
 ``--resume`` continues on either executor. The report is built once, by the driver, at the end.
 
+An FMR run goes to ``FmrActor``s instead: each holds the oracle and a group of the tested models;
+per shard one actor scores the oracle's votes once, and each (tested model, shard) unit is one
+actor call running ``domainbench.fmr.units.fmr_unit``, the local executor's unit code. Every actor
+builds its zero-shot classifiers through the store's text-embedding cache.
+
 ``ray`` is imported only here, and this module only when ``--executor ray`` is chosen.
 """
 
