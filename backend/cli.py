@@ -185,6 +185,7 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
+    from domainbench.metrics.registry import column_notes
     from domainbench.models.generative import is_remote_model
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
@@ -208,8 +209,7 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
                       f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
                       style="dim", highlight=False)
-    console.print("clean%, corr%: balanced accuracy clean and averaged over corruption cells; safe%: averaged over cells "
-                  "whose PD threat is safe; r: Pearson(accuracy, flip probability) across cells", style="dim")
+    console.print(column_notes(columns, lambda m: m.cli_header), style="dim")
     if report.threat:
         unsafe = [f"{t.corruption}@{t.severity}" for t in report.unsafe_cells()]
         scale = report.different_class_threat
@@ -221,24 +221,24 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
 
 
 def print_fmr(report: RunReport) -> None:
-    """The FMR section: per tested model SA, PA, FMR, validation rate, steps; the oracle's reliability."""
+    """The FMR section: per tested model the registry's FMR metrics (SA, PA, FMR, ...); the oracle's reliability."""
+    from domainbench.metrics.registry import column_notes, format_value, metrics_of
     f = report.fmr
     assert f is not None
     console.print(f"[bold]FMR[/bold] — {f.search} search, budget {f.budget}, step {f.step_size:g}"
                   + (f", {f.candidates} candidates per step" if f.search == "greedy" else ""), highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
-    for col in ("n", "SA%", "PA%", "FMR", "VR%", "steps"):
+    columns = [m for m in metrics_of("fmr") if m.cli_header]
+    for col in ["n", *(m.cli_header for m in columns)]:
         table.add_column(col, justify="right", no_wrap=True)
     for m in f.models:
-        table.add_row(literal(m.model), str(m.n), _fmt(m.sa, pct=True), _fmt(m.pa, pct=True),
-                      "n/a" if m.fmr is None else f"{m.fmr:.1f}", _fmt(m.validation_rate, pct=True),
-                      "n/a" if m.mean_steps is None else f"{m.mean_steps:.2f}")
+        table.add_row(literal(m.model), str(m.n), *(format_value(metric, metric.read(m)) for metric in columns))
     console.print(table)
     members = ", ".join(f"{markup_safe(k)} {_fmt(v, pct=True)}%" for k, v in f.oracle.member_accuracy.items())
     console.print(f"oracle: majority of {len(f.oracle.members)} agrees with the labels on {_fmt(f.oracle.clean_agreement, pct=True)}% "
                   f"of clean images (members: {members})", highlight=False)
-    console.print("FMR = PA / SA × 100; VR: share of images with at least one accepted perturbation step", style="dim")
+    console.print(column_notes(columns, lambda m: m.display), style="dim")
 
 
 def _store() -> Any:
