@@ -255,6 +255,7 @@ def plan(
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the domain config TOML here.")] = None,
     samples: Annotated[int, typer.Option(help="LLM samples for the majority vote.")] = 10,
     provider: Annotated[str, typer.Option(help="auto | offline | openai (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set).")] = "auto",
+    preview: Annotated[bool, typer.Option("--preview", help="Also print the expected SSIM of each chosen severity on a sample image (1 = unchanged).")] = False,
 ) -> None:
     """Choose the corruptions a domain produces, with severities and a reason for each."""
     from domainbench.config import dumps, save
@@ -279,6 +280,23 @@ def plan(
         for c in cfg.corruptions:
             t.add_row(literal(c.name), ",".join(map(str, c.severities)), literal(c.reason))
         err_console.print(t)
+    if preview:
+        print_preview(cfg)
+
+
+def print_preview(cfg: Any) -> None:
+    """The expected damage of each planned cell on the sample image the UI's preview opens on (stderr: stdout holds the plan)."""
+    from domainbench.metrics.ladder import expected_damage, first_of_each_class, sample_image
+
+    cls, index = next(iter(first_of_each_class().items()))
+    t = Table(title=f"expected damage on a sample image (class {literal(cls)}, image {index})", box=box.SIMPLE_HEAD)
+    for col in ("cell", "severity", "SSIM"):
+        t.add_column(col, justify="left" if col == "cell" else "right")
+    for row in expected_damage(cfg, sample_image(index)):
+        t.add_row(literal(row.cell), str(row.severity), f"{row.ssim:.2f}" + (" (no effect)" if row.no_effect else ""))
+    err_console.print(t)
+    err_console.print("SSIM against the clean image: 1 = unchanged, lower = more damage; severities of different "
+                      "corruptions compare by it, not by their numbers", style="dim", highlight=False)
 
 
 @app.command()
@@ -318,6 +336,7 @@ def run(
     adaptive: Annotated[Optional[bool], typer.Option("--adaptive", help="Evaluate in random rounds; stop each cell once its anytime-valid interval is narrow enough or its model pairs are decided.")] = None,
     target_width: Annotated[Optional[float], typer.Option("--target-width", help="With --adaptive: the width a cell's top-1 accuracy interval must reach (default 0.1).")] = None,
     breaking_point: Annotated[Optional[str], typer.Option("--breaking-point", metavar="[THRESHOLD]", help="Find where each model's balanced accuracy falls below THRESHOLD on each corruption's continuous scale (default: halfway between clean and chance).")] = None,
+    skip_unreadable: Annotated[Optional[bool], typer.Option("--skip-unreadable", help="Skip image files that do not decode (counted and listed in the run) instead of refusing the dataset; with --resume, go on past the file that stopped the run.")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from domainbench.config import RunConfig, load_domain
@@ -343,6 +362,7 @@ def run(
             "request_timeout": request_timeout,
             "adaptive": adaptive, "target_width": target_width,
             "breaking_point": True if breaking_point is not None else None, "breaking_threshold": _threshold(breaking_point),
+            "skip_unreadable": skip_unreadable,
         })
         if cfg.adaptive and exec_options.kind != "local":
             raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
@@ -351,7 +371,7 @@ def run(
     engine = _make_engine(store, RichEvents(progress), exec_options)
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
-        run_id = engine.resume(resume) if resume else engine.start(domain, cfg, run_id=run_id)
+        run_id = engine.resume(resume, bool(skip_unreadable)) if resume else engine.start(domain, cfg, run_id=run_id)
     s = engine.stats
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
@@ -451,13 +471,32 @@ def show(
     store = _store()
     report = query.report(store, run_id, baseline)
     print_report(report, query.intervals(store, report, confidence))
+    print_damage(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
         print_breaking_points(run.breaking_points)
+    print_unreadable(run)
     print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
         print_verdicts(query.comparison(store, [run_id], confidence=confidence))
+
+
+def print_damage(report: RunReport) -> None:
+    """The cells ordered by damage (SSIM), not by severity number: severities differ across corruptions."""
+    from domainbench.metrics.damage_report import damage_line
+
+    line = damage_line(report)
+    if line is not None:
+        console.print(line, style="dim", markup=False, highlight=False)
+
+
+def print_unreadable(run: Any) -> None:
+    """The image files a run skipped (--skip-unreadable): how many, and the first few paths."""
+    n = run.n_unreadable if run is not None else None
+    if n:
+        shown = ", ".join(run.unreadable[:3]) + (", …" if n > 3 else "")
+        console.print(literal(f"{n} unreadable image file{'s' if n != 1 else ''} skipped: {shown}"), highlight=False)
 
 
 def print_timings(run: Any) -> None:

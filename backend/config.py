@@ -210,6 +210,9 @@ class RunConfig(_Strict):
     # model for where balanced accuracy falls below breaking_threshold (None: halfway from clean to chance)
     breaking_point: bool = _unless_default(False)
     breaking_threshold: float | None = _unless_default(None, gt=0, lt=1)
+    # an image file that does not decode stops the run (a silently smaller dataset changes every number)
+    # unless the user chose to skip such files: they are then counted and listed in the run record
+    skip_unreadable: bool = _unless_default(False)
 
     @field_validator("models")
     @classmethod

@@ -50,6 +50,10 @@ def check_dataset(cfg: RunConfig, labelled: bool = False) -> RunConfig:
 
     ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
     check_unique(ds.classes, f"dataset {cfg.dataset}")
+    if not cfg.skip_unreadable:
+        from domainbench.data.readable import check_readable
+
+        check_readable(ds.paths)
     if len(ds.classes) < 2:
         raise UserInputError(f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by "
                              "construction; give at least two classes")

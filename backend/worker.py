@@ -19,9 +19,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from domainbench import heartbeat
 from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.errors import UserInputError
+from domainbench.settings import Settings
 from domainbench.store import Store
 from domainbench.store.fence import Fence
 from domainbench.store.fenced_store import FencedStore
@@ -43,6 +45,7 @@ class Lease:
         assert run.lease_until is not None
         self.queue, self.run_id, self.worker, self.lease_s = queue, run.run_id, worker, lease_s
         self.until = run.lease_until
+        self.epoch = run.lease_epoch  # this claim's fencing token (``domainbench.store.fence``)
         self.lost = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._renew_loop, name=f"lease-{run.run_id}", daemon=True)
@@ -84,7 +87,7 @@ class OwnedStore(FencedStore):
 
     def __init__(self, store: Store, lease: Lease) -> None:
         # the store checks the fence inside the write itself: a takeover between check and write cannot slip in
-        super().__init__(store, Fence(lease.run_id, lease.worker))
+        super().__init__(store, Fence(lease.run_id, lease.worker, lease.epoch))
         self._lease = lease
 
     def _before_write(self) -> None:
@@ -133,12 +136,18 @@ class Worker:
         """Claim and run until stopped (Ctrl-C, SIGTERM); with ``until_idle``, until no run is
         queued or held by another live worker. Returns the number of runs taken."""
         self.say(f"worker {self.name} watching {self.store.description} (lease {self.lease_s:g} s)")
-        while max_runs is None or len(self.executed) < max_runs:
-            if self.run_one():
-                continue
-            if until_idle and not self.queue.pending():
-                break
-            time.sleep(self.poll_s)
+        home = Settings.from_env().home
+        try:
+            while max_runs is None or len(self.executed) < max_runs:
+                # idle or between runs: the UI sees this worker alive (domainbench.heartbeat)
+                heartbeat.beat(home, self.name, self.store.description, self.poll_s)
+                if self.run_one():
+                    continue
+                if until_idle and not self.queue.pending():
+                    break
+                time.sleep(self.poll_s)
+        finally:
+            heartbeat.clear(home, self.name)
         return len(self.executed)
 
     def run_one(self) -> bool:

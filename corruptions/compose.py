@@ -8,7 +8,7 @@ another worker count sees the same pixels.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,17 +37,19 @@ def step_seeds(seeds: Sequence[int], step: int) -> list[int]:
     return [derive_seed(int(s), step) for s in seeds]
 
 
-def corrupt_composed(images: np.ndarray, steps: Sequence[tuple[str, int]], seeds: Sequence[int]
-                     ) -> tuple[np.ndarray, list[dict[str, list[Any]]]]:
+def corrupt_composed(images: Any, steps: Sequence[tuple[str, int]], seeds: Sequence[int],
+                     corrupt: Callable[..., Any] = corrupt_batch) -> tuple[Any, list[dict[str, list[Any]]]]:
     """Apply ``steps`` ((corruption, severity) pairs) in order to an (N, H, W[, C]) uint8 batch.
 
     Returns the images and, per step, what its kernel drew (``corrupt_batch``'s ``drawn``).
+    ``corrupt``: the batch function each step runs (``corrupt_batch``'s signature): the numpy
+    kernels by default, ``corruptions.device.corrupt_composed`` passes the torch ones.
     """
     check_steps(steps)
     if len(seeds) != len(images):
         raise CorruptionError(f"one seed per image: {len(images)} images, {len(seeds)} seeds")
     out, drawn = images, []
     for k, (name, severity) in enumerate(steps):
-        out, d = corrupt_batch(out, name, severity=severity, seeds=step_seeds(seeds, k), return_drawn=True)
+        out, d = corrupt(out, name, severity=severity, seeds=step_seeds(seeds, k), return_drawn=True)
         drawn.append(d)
     return out, drawn

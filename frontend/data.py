@@ -26,7 +26,7 @@ from domainbench.metrics.registry import Metric, metrics_of
 from domainbench.models.generative import kind_of
 from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
-                               run_fingerprint, run_progress, stability_records, stored_domains, stored_units)
+                               run_fingerprint, stability_records, stored_domains, stored_units)
 from domainbench.query import intervals as intervals_of
 from domainbench.report import RunReport
 from domainbench.store import Store, home_dir
@@ -51,23 +51,28 @@ def short_text(text: str, n: int = 48) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-RUN_COLUMNS = ["run", "status", "progress", "created", "dataset", "images", "domain", "models", "domain_id"]
+RUN_COLUMNS = ["run", "status", "progress", "units", "created", "dataset", "images", "domain", "models", "domain_id"]
 
 
 def runs_frame(store: Store, runs: list[RunRecord] | None = None) -> pd.DataFrame:
-    """One row per stored run, newest first, with its live status and progress (share of cells stored).
+    """One row per stored run, newest first, with its live status and progress (share of units stored:
+    a cell with some of its shards stored is not done).
 
     Only a run that is not finished has its unit keys counted (a finished run is complete by
     definition), so the list costs one key query per unfinished run, never a unit document.
     """
+    from domainbench.frontend.progress import unit_progress
+
     runs = store.list_runs() if runs is None else runs
     rows = []
     for r in runs:
         status = run_status(r)
+        units = None if status == FINISHED else unit_progress(store, r)
         rows.append({
             "run": r.run_id,
             "status": status,
-            "progress": 1.0 if status == FINISHED else run_progress(store, r),
+            "progress": 1.0 if units is None else units.share,
+            "units": "all" if units is None else units.text(),
             "created": r.created_at,
             "dataset": r.dataset.name if r.dataset else r.config.dataset,
             "images": r.dataset.size if r.dataset else None,
@@ -646,15 +651,16 @@ def shared_models(store: Store, run_ids: list[str]) -> list[str]:
 
 
 def selection_frequencies(
-    store: Store, extra: DomainConfig | None = None, names: list[str] | None = None
+    store: Store, extra: DomainConfig | None = None, names: list[str] | None = None, only: set[str] | None = None
 ) -> pd.DataFrame:
     """Corruption × domain selection frequencies (the product paper's Figure 2).
 
     Columns are stored domains that carry planner frequencies (plus ``extra``, a plan not
     stored yet, first); rows are catalogue corruptions (``names``, default: every name seen).
-    A chosen corruption without a recorded frequency counts as 1.
+    A chosen corruption without a recorded frequency counts as 1. ``only``: the domain ids to show
+    (the Runs page's: domains that have runs).
     """
-    stored: list[DomainConfig] = list(stored_domains(store))
+    stored: list[DomainConfig] = [d for d in stored_domains(store) if only is None or d.domain_id in only]
     columns: dict[str, dict[str, float]] = {}
     seen: set[tuple[str, str]] = set()
     for plan in ([extra] if extra else []) + stored:
@@ -704,18 +710,16 @@ def sample_images() -> tuple[np.ndarray, list[str], np.ndarray]:
 
 def preview_image(index: int = 0, size: int = 112) -> np.ndarray:
     """An image of the bundled sample, enlarged (nearest neighbour) so corruptions are visible."""
-    import cv2
+    from domainbench.metrics.ladder import sample_image
 
-    arrays, _, _ = sample_images()
-    if not 0 <= index < len(arrays):
-        raise UserInputError(f"sample image index {index} is out of range 0..{len(arrays) - 1}")
-    return cv2.resize(arrays[index], (size, size), interpolation=cv2.INTER_NEAREST)
+    return sample_image(index, size)
 
 
 def gallery(image: np.ndarray, name: str, severities: list[int] | tuple[int, ...] = (1, 2, 3, 4, 5), seed: int = 0) -> list[np.ndarray]:
     """The image under one corruption at each severity (the engine's seeded kernels)."""
-    from domainbench import corruptions
-    return [np.asarray(corruptions.corrupt(image, name, severity=s, seed=seed)) for s in severities]
+    from domainbench.metrics.ladder import severity_ladder
+
+    return severity_ladder(image, name, severities, seed)
 
 
 def corruption_info(name: str) -> dict[str, str]:

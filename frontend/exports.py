@@ -18,6 +18,8 @@ import plotly.graph_objects as go
 import streamlit as st
 
 CHROMIUM = "/usr/bin/chromium"
+#: what a table shows for an undefined value (not applicable: unlabelled data, no baseline), never "None" or 0
+MISSING = "—"
 
 
 def slug(text: str) -> str:
@@ -61,8 +63,12 @@ def chart(fig: go.Figure, name: str, key: str) -> None:
 
 
 def table(frame: pd.DataFrame, name: str, key: str, **dataframe_args: Any) -> Any:
-    """The table, then its CSV download; returns what ``st.dataframe`` returns (a selection event)."""
-    shown = st.dataframe(frame, key=f"table-{key}", **{"hide_index": True, "width": "stretch", **dataframe_args})
+    """The table, then its CSV download; returns what ``st.dataframe`` returns (a selection event).
+
+    Every table of the UI is drawn here, so an undefined value reads the same everywhere (``MISSING``);
+    the CSV keeps it empty."""
+    shown = st.dataframe(frame, key=f"table-{key}",
+                         **{"hide_index": True, "width": "stretch", "placeholder": MISSING, **dataframe_args})
     csv_button(frame, name, key)
     return shown
 
@@ -70,6 +76,12 @@ def table(frame: pd.DataFrame, name: str, key: str, **dataframe_args: Any) -> An
 def csv_text(frame: pd.DataFrame) -> str:
     """The frame as CSV; its index is written only when it means something (a models × domains matrix)."""
     return frame.to_csv(index=not isinstance(frame.index, pd.RangeIndex))
+
+
+def plain_table(frame: pd.DataFrame, **dataframe_args: Any) -> Any:
+    """A table without a download (a plan preview, a view of an export offered beside it), undefined values
+    shown as ``MISSING`` like every other table."""
+    return st.dataframe(frame, **{"hide_index": True, "width": "stretch", "placeholder": MISSING, **dataframe_args})
 
 
 def csv_button(frame: pd.DataFrame, name: str, key: str, label: str = "CSV") -> None:

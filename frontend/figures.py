@@ -31,9 +31,37 @@ METRIC_LABELS = {
 }
 
 
+#: 20 distinct colours; a model's colour follows from its name, so it is the same on every page and chart
+PALETTE = list(dict.fromkeys(qualitative.Plotly + qualitative.D3))
+#: (low, high) of a rate as a fraction, per (model, corruption, severity); the clean pass is ("clean", 0)
+CellBands = dict[tuple[str, str, int], "tuple[float, float] | None"]
+
+
 def model_colors(models: Sequence[str]) -> dict[str, str]:
-    palette = qualitative.Plotly + qualitative.D3
-    return {m: palette[i % len(palette)] for i, m in enumerate(models)}
+    """Each model's colour, a function of its name (its hash picks the colour), not of its place in a list: a model
+    keeps its colour across pages and charts whichever other models are shown. Models whose names hash to the
+    same colour in one chart take the next free ones, in name order."""
+    import zlib
+
+    out: dict[str, str] = {}
+    used: set[int] = set()
+    for m in sorted(set(models)):
+        i = zlib.crc32(m.encode()) % len(PALETTE)
+        while i in used and len(used) < len(PALETTE):
+            i = (i + 1) % len(PALETTE)
+        used.add(i)
+        out[m] = PALETTE[i]
+    return {m: out[m] for m in models}
+
+
+def _error_bars(lows: Sequence[float | None], highs: Sequence[float | None], values: Sequence[float],
+                scale: float = 100.0) -> dict[str, Any] | None:
+    """Plotly ``error_y`` of intervals (fractions) around values (already scaled); None when no value has one."""
+    if all(lo is None for lo in lows):
+        return None
+    plus = [0.0 if hi is None else max(0.0, scale * hi - v) for v, hi in zip(values, highs, strict=True)]
+    minus = [0.0 if lo is None else max(0.0, v - scale * lo) for v, lo in zip(values, lows, strict=True)]
+    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "visible": True, "thickness": 1.2}
 
 
 def cell_label(corruption: str, severity: int) -> str:
@@ -47,11 +75,12 @@ def _empty(title: str, message: str) -> go.Figure:
     return fig
 
 
-def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3) -> go.Figure:
+def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3, bands: CellBands | None = None) -> go.Figure:
     """Metric vs severity, one panel per corruption, one line per model; severity 0 is clean.
 
     ``metric`` is ``accuracy`` (balanced accuracy) or ``lfp``; values are percentages.
     Cells whose value is not applicable (unlabelled data) are left out, never drawn as 0.
+    ``bands``: each cell's 95 % interval (fractions), drawn as error bars.
     """
     if metric not in ("accuracy", "lfp"):
         raise ValueError(f"metric must be 'accuracy' or 'lfp', got {metric!r}")
@@ -73,11 +102,17 @@ def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3
             pts = _severity_points(m, name, metric)
             if not pts:
                 continue
+            ivs = [(bands or {}).get((m.model, name if s else "clean", s)) for s, _ in pts]
+            err = _error_bars([None if iv is None else iv[0] for iv in ivs], [None if iv is None else iv[1] for iv in ivs],
+                              [p[1] for p in pts])
             fig.add_trace(
                 go.Scatter(
                     x=[p[0] for p in pts], y=[p[1] for p in pts], mode="lines+markers", name=m.model,
-                    legendgroup=m.model, showlegend=i == 0, line={"color": colors[m.model]},
-                    hovertemplate=f"{m.model}<br>{name} severity %{{x}}<br>{metric} %{{y:.1f}}%<extra></extra>",
+                    legendgroup=m.model, showlegend=i == 0, line={"color": colors[m.model]}, error_y=err,
+                    customdata=[["" if iv is None else f" (95 % interval {100 * iv[0]:.1f}–{100 * iv[1]:.1f} %)"]
+                                for iv in ivs],
+                    hovertemplate=f"{m.model}<br>{name} severity %{{x}}<br>{label.replace(' (%)', '')} %{{y:.1f}} %%{{customdata[0]}}"
+                                  "<extra></extra>",
                 ),
                 row=r + 1, col=c + 1,
             )
@@ -95,8 +130,8 @@ def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3
     fig.update_xaxes(title_text="severity", tick0=0, dtick=1)
     fig.update_yaxes(matches="y")  # one scale for every panel, so corruptions compare at a glance
     fig.update_yaxes(title_text=label, col=1)
-    fig.update_layout(title=f"{label} vs severity (0 = clean)", height=260 * rows + 80, margin={"t": 80},
-                      legend={"title": {"text": "model"}})
+    fig.update_layout(title=f"{label} vs severity (0 = clean)" + ("; bars: 95 % intervals" if bands else ""),
+                      height=260 * rows + 80, margin={"t": 80}, legend={"title": {"text": "model"}}, showlegend=True)
     return fig
 
 
@@ -148,7 +183,10 @@ def lfp_heatmap(report: RunReport) -> go.Figure:
     )
     fig.update_layout(title="label flip probability (%): share of predictions that change under the corruption",
                       xaxis_title="corruption, severity", yaxis_title="model",
-                      yaxis={"autorange": "reversed"}, height=max(300, 160 + 40 * len(models)))
+                      # every cell's label (Plotly thins category ticks that would crowd): dtick 1, tilted to fit
+                      xaxis={"dtick": 1, "tickangle": -45, "automargin": True},
+                      yaxis={"autorange": "reversed", "dtick": 1, "automargin": True},
+                      height=max(300, 200 + 40 * len(models)))
     return fig
 
 
@@ -299,10 +337,10 @@ def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> 
 
 
 def _grouped_bars(frame: pd.DataFrame, data: pd.DataFrame, x: str, metric: str, label: str, scale: float, baseline: bool,
-                  skip_empty: bool, **layout: Any) -> go.Figure:
+                  skip_empty: bool, bounds: tuple[str, str] | None = None, **layout: Any) -> go.Figure:
     """One bar group per value of column ``x`` (in ``frame``'s order), one bar per model (``data``:
     ``frame`` without the undefined values), in % when ``scale`` is 100; ``baseline`` draws the
-    dashed line at 1 of the baseline-relative metrics."""
+    dashed line at 1 of the baseline-relative metrics; ``bounds``: the columns of each value's interval."""
     models = list(dict.fromkeys(frame["model"]))
     colors = model_colors(models)
     fig = go.Figure()
@@ -310,8 +348,15 @@ def _grouped_bars(frame: pd.DataFrame, data: pd.DataFrame, x: str, metric: str, 
         part = data[data["model"] == m]
         if skip_empty and len(part) == 0:
             continue
-        fig.add_trace(go.Bar(x=part[x].tolist(), y=(part[metric].astype(float) * scale).tolist(), name=m,
-                             marker_color=colors[m], hovertemplate=f"{m}<br>%{{x}}<br>{label} %{{y:.3f}}<extra></extra>"))
+        ys = (part[metric].astype(float) * scale).tolist()
+        err = None
+        if bounds and bounds[0] in part.columns:
+            def col(c: str) -> list[float | None]:
+                return [None if v != v else float(v) for v in part[c].astype(float)]
+            err = _error_bars(col(bounds[0]), col(bounds[1]), ys, scale)
+        value = "%{y:.1f} %" if scale == 100.0 else "%{y:.3f}"
+        fig.add_trace(go.Bar(x=part[x].tolist(), y=ys, name=m, marker_color=colors[m], error_y=err,
+                             hovertemplate=f"{m}<br>%{{x}}<br>{label} {value}<extra></extra>"))
     fig.update_layout(barmode="group", yaxis_title=f"{label}{' (%)' if scale == 100.0 else ''}",
                       xaxis={"categoryorder": "array", "categoryarray": list(dict.fromkeys(frame[x]))}, **layout)
     if baseline:
@@ -339,10 +384,11 @@ def selection_heatmap(freq: pd.DataFrame, highlight: str | None = None) -> go.Fi
     return fig
 
 
-def per_corruption_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> go.Figure:
+def per_corruption_bars(frame: pd.DataFrame, metric: str, label: str | None = None, chance: float | None = None) -> go.Figure:
     """One bar group per corruption, one bar per model (``data.per_corruption_frame``).
 
-    CE / rCE / FR are relative to the baseline (a dashed line at 1); accuracy is drawn in %.
+    CE / rCE / FR are relative to the baseline (a dashed line at 1); accuracy is drawn in %, with error bars
+    where ``frame`` has ``accuracy_lo`` / ``accuracy_hi`` and a dotted line at ``chance`` (a fraction).
     Undefined values are left out, never drawn as 0.
     """
     if metric not in ("ce", "rce", "fr", "accuracy"):
@@ -352,8 +398,16 @@ def per_corruption_bars(frame: pd.DataFrame, metric: str, label: str | None = No
     if len(data) == 0:
         return _empty(f"{label} per corruption", f"{label} is not defined for this run")
     scale = 100.0 if metric == "accuracy" else 1.0
-    return _grouped_bars(frame, data, "corruption", metric, label, scale, baseline=metric != "accuracy", skip_empty=False,
-                         title=f"{label} per corruption", xaxis_title="corruption", legend={"title": {"text": "model"}})
+    better = "higher is better" if metric == "accuracy" else "ratio to the baseline, lower is better"
+    fig = _grouped_bars(frame, data, "corruption", metric, label, scale, baseline=metric != "accuracy", skip_empty=False,
+                        title=f"{label} per corruption ({better})", xaxis_title="corruption",
+                        legend={"title": {"text": "model"}}, showlegend=True,
+                        bounds=("accuracy_lo", "accuracy_hi") if metric == "accuracy" else None)
+    if metric == "accuracy" and chance:
+        fig.add_hline(y=100.0 * chance, line_dash="dot", line_color="#777", annotation_text=f"chance ({100 * chance:.0f} %)",
+                      annotation_position="bottom right")
+        fig.update_yaxes(range=[0, 100])
+    return fig
 
 
 def bin_fit(part: pd.DataFrame) -> tuple[float, float] | None:
@@ -369,7 +423,17 @@ def bin_fit(part: pd.DataFrame) -> tuple[float, float] | None:
     return float(slope), float(icpt)
 
 
-def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int = 3) -> go.Figure:
+def bin_interval(accuracy: float, count: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """95 % interval of a bin's accuracy: Wilson's over its images. Each image's accuracy is a share in
+    [0, 1] whose variance is at most p(1 − p), so the binomial interval does not understate the spread."""
+    from domainbench.stats.intervals import wilson_interval
+
+    if count <= 0 or accuracy != accuracy:
+        return None
+    return wilson_interval(int(round(accuracy * count)), int(count), confidence)
+
+
+def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int = 3, chance: float | None = None) -> go.Figure:
     """Accuracy under perturbation per DivergenceRadius quantile bin, one panel per corruption,
     one line per model, with the fitted regression dashed (``data.link_bins_frame`` /
     ``data.link_summary_frame``, the report's ``stability_link``). Accuracies in %."""
@@ -385,8 +449,11 @@ def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int =
         r, c = divmod(i, cols)
         for m, part in bins[bins["corruption"] == name].groupby("model", sort=False):
             part = part.sort_values("mean_radius")
+            ys = (100.0 * part["accuracy"]).tolist()
+            ivs = [bin_interval(float(a), int(n)) for a, n in zip(part["accuracy"], part["count"], strict=True)]
             fig.add_trace(go.Scatter(
-                x=part["mean_radius"].tolist(), y=(100.0 * part["accuracy"]).tolist(), mode="lines+markers", name=m,
+                x=part["mean_radius"].tolist(), y=ys, mode="lines+markers", name=m,
+                error_y=_error_bars([None if v is None else v[0] for v in ivs], [None if v is None else v[1] for v in ivs], ys),
                 legendgroup=m, showlegend=i == 0, line={"color": colors[m]}, customdata=part["count"].tolist(),
                 hovertemplate=f"{m}<br>{name}<br>mean radius %{{x:.4f}}<br>accuracy %{{y:.1f}}% of %{{customdata}} images<extra></extra>",
             ), row=r + 1, col=c + 1)
@@ -400,10 +467,14 @@ def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int =
                     hovertemplate=f"{m}: least-squares line of the plotted points, slope {slope:.1f} % per unit radius"
                                   "<extra></extra>",
                 ), row=r + 1, col=c + 1)
-    fig.update_xaxes(title_text="DivergenceRadius R_dr")
-    fig.update_yaxes(title_text="accuracy under perturbation (%)", col=1)
-    fig.update_layout(title="accuracy vs DivergenceRadius (quantile bins; dashed: least-squares line of the plotted bins)",
-                      height=280 * rows + 80, legend={"title": {"text": "model"}})
+    if chance:
+        fig.add_hline(y=100.0 * chance, line_dash="dot", line_color="#777", row="all", col="all",
+                      annotation_text=f"chance ({100 * chance:.0f} %)", annotation_position="bottom right")
+    fig.update_xaxes(title_text="DivergenceRadius R_dr (distance between normalised embeddings)")
+    fig.update_yaxes(title_text="accuracy under perturbation (%)", col=1, range=[0, 100])
+    fig.update_layout(title="accuracy vs DivergenceRadius (quantile bins, bars: 95 % intervals; dashed: least-squares "
+                            "line of the plotted bins)", height=280 * rows + 80, legend={"title": {"text": "model"}},
+                      showlegend=True)
     return fig
 
 
@@ -441,9 +512,14 @@ def rank_change(ranking: pd.DataFrame) -> go.Figure:
     colors = model_colors(list(ranking["model"]))
     fig = go.Figure()
     for m, r0, r1 in zip(data["model"], data["clean rank"].astype(int), data["corrupted rank"].astype(int), strict=True):
-        fig.add_trace(go.Scatter(x=["clean", "corrupted"], y=[r0, r1], mode="lines+markers+text", name=m,
-                                 text=["", m], textposition="middle right", line={"color": colors[m]},
-                                 hovertemplate=f"{m}<br>%{{x}} rank %{{y}}<extra></extra>"))
-    fig.update_layout(title="rank by accuracy: clean → corrupted (1 = best)", yaxis={"autorange": "reversed", "dtick": 1},
-                      yaxis_title="rank", height=max(300, 140 + 30 * len(data)), showlegend=False)
+        fig.add_trace(go.Scatter(x=[0, 1], y=[r0, r1], mode="lines+markers+text", name=m,
+                                 text=[f"{r0}", f"{r1}"], textposition=["middle left", "middle right"],
+                                 line={"color": colors[m]}, hovertemplate=f"{m}<br>rank %{{y}}<extra></extra>"))
+    # numeric x with room on both sides, so the rank labels are never cut; the model names are in the legend
+    fig.update_layout(title="rank by accuracy: clean → corrupted (1 = best)",
+                      xaxis={"tickvals": [0, 1], "ticktext": ["clean", "corrupted"], "range": [-0.3, 1.3],
+                             "title": "images"},
+                      yaxis={"autorange": "reversed", "dtick": 1, "title": "rank (1 = best)"},
+                      height=max(300, 140 + 30 * len(data)), showlegend=True,
+                      legend={"title": {"text": "model"}})
     return fig

@@ -71,7 +71,7 @@ def plan_rows(cfg: DomainConfig) -> list[dict[str, Any]]:
 
 
 def run_config(models: list[str], dataset: str, limit: int | None, baseline: str | None, device: str,
-               stability: bool, threat: bool) -> RunConfig:
+               stability: bool, threat: bool, skip_unreadable: bool = False) -> RunConfig:
     """The run configuration from the form, with the page's words in its errors."""
     if not models:
         raise UserInputError("choose at least one model to evaluate")
@@ -82,7 +82,7 @@ def run_config(models: list[str], dataset: str, limit: int | None, baseline: str
                              "leave it empty to use the first model")
     try:
         return RunConfig(models=models, dataset=dataset.strip(), limit=limit, baseline=baseline or None,
-                         device=device, stability=stability, threat=threat)
+                         device=device, stability=stability, threat=threat, skip_unreadable=skip_unreadable)
     except ValueError as e:
         from pydantic import ValidationError
 
@@ -115,13 +115,6 @@ def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:
         if len(rows) >= limit:
             break
     return pd.DataFrame(rows, columns=["run", "status", "domain", "models", "worker", "attempts", "queued", "resumable"])
-
-
-def progress(store: Store, run: RunRecord) -> tuple[int, int]:
-    """(cells with stored units, cells planned): a cell is a (model, corruption, severity)."""
-    from domainbench.query import done_cells, expected_cells
-
-    return done_cells(store, run), expected_cells(run)
 
 
 def resume(store: Store, run_id: str) -> RunRecord:

@@ -7,12 +7,14 @@ some of its shards stored is partial, whatever number of units it has.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
 from datetime import datetime
 
 from domainbench.report import RunReport
+from domainbench.store import Store
 from domainbench.store.records import RunRecord
 
 #: the environment variable through which `domainbench ui` tells the pages its built-in worker's process
@@ -55,6 +57,49 @@ def progress_of(run: RunRecord, report: RunReport | None, units: int, cells_tota
                     n_min=min(ns, default=0), n_max=max(ns, default=0))
 
 
+@dataclass(frozen=True)
+class UnitProgress:
+    """Units stored of units planned (a unit: one model × cell × shard of images), from the store's keys only."""
+
+    done: int
+    planned: int
+    #: False when the shard size was chosen automatically and no stored key shows the last shard yet:
+    #: ``planned`` is then a lower bound (the shards seen so far)
+    exact: bool
+
+    @property
+    def share(self) -> float:
+        return min(1.0, self.done / self.planned) if self.planned else 0.0
+
+    def text(self) -> str:
+        return f"{self.done:,} of {'' if self.exact else '≥ '}{self.planned:,} units"
+
+
+def unit_progress(store: Store, run: RunRecord) -> UnitProgress:
+    """Progress counted in units, never in cells: a cell with one of its shards stored is not done.
+
+    The shards per cell follow from the image count and the run's shard size; with an automatic
+    shard size (chosen from the images' pixels when the run starts) the highest stored shard tells
+    how many there are at least, and the count says so.
+    """
+    from domainbench.query import expected_cells
+
+    if run.fmr is not None:
+        keys = store.fmr.keys(run_id=run.run_id)
+        cells = len(run.config.models)
+    else:
+        keys = store.units.keys(run_id=run.run_id)
+        cells = expected_cells(run)
+    size = run.dataset.size if run.dataset else None
+    shard_size = run.fmr.shard_size if run.fmr is not None else run.config.shard_size
+    seen = max((k[-1] for k in keys), default=-1) + 1
+    if size and shard_size and not getattr(run.config, "adaptive", False):
+        shards, exact = max(1, math.ceil(size / shard_size)), True
+    else:
+        shards, exact = max(seen, 1), False
+    return UnitProgress(done=len(keys), planned=cells * shards, exact=exact)
+
+
 def _seconds_since(iso: str | None) -> float | None:
     if not iso:
         return None
@@ -78,6 +123,34 @@ def builtin_worker_alive() -> bool | None:
     except PermissionError:
         return True
     return True
+
+
+def workers_status(store: Store, now: float | None = None) -> tuple[str, str]:
+    """(level, message): which workers are alive for this store, even when nothing is queued.
+
+    Alive: a worker holding a run under a lease that has not run out, a worker whose heartbeat is
+    recent (``domainbench.heartbeat``: idle workers on this machine), or the UI's built-in worker.
+    """
+    from domainbench import heartbeat
+    from domainbench.settings import Settings
+
+    now = time.time() if now is None else now
+    runs = store.list_runs()
+    holding = {r.worker: r.run_id for r in runs
+               if r.worker and r.lease_until is not None and r.lease_until > now and r.status == "running"}
+    waiting = sum(1 for r in runs if r.status == "queued")
+    beats = {b.name for b in heartbeat.alive(Settings.from_env().home, store.description, now)}
+    builtin = builtin_worker_alive()
+    names = sorted(beats | set(holding))
+    if not names and not builtin:
+        # a warning only while a run waits for one; otherwise it is a fact to know before launching
+        text = ("the UI's built-in worker has stopped; " if builtin is False else "") + NO_WORKER
+        return ("warning", f"{text} ({waiting} run(s) are waiting)") if waiting else ("info", text)
+    code = lambda t: "`" + str(t).replace("`", "'") + "`"  # noqa: E731 - a name shown literally in Markdown
+    parts = [f"{code(n)} (working on {code(holding[n])})" if n in holding else f"{code(n)} (idle)" for n in names]
+    if builtin and not names:
+        parts.append("the UI's built-in worker (starting)")
+    return "info", f"{len(parts)} worker(s) alive: " + ", ".join(parts)
 
 
 def liveness(run: RunRecord, status: str, now: float | None = None) -> tuple[str, str] | None:

@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from domainbench.errors import UserInputError
+from domainbench.frontend.exports import MISSING
 from domainbench.settings import Settings
 from domainbench.store import Store, open_store
 
@@ -67,13 +68,13 @@ def guard(what: str) -> Iterator[None]:
 
 def fmt(v: Any, digits: int = 3) -> str:
     if v is None:
-        return "n/a"
+        return MISSING
     try:
         f = float(v)
     except (TypeError, ValueError):
         return str(v)
     if f != f:  # NaN from a frame means "not applicable"
-        return "n/a"
+        return MISSING
     return f"{f:.{digits}f}"
 
 
@@ -89,6 +90,10 @@ def status_badge(status: str) -> str:
 def sidebar_store(store: Store) -> None:
     # the description redacts passwords; raw URIs and keys are never shown
     st.sidebar.caption(redact(f"Results store: {store.description}"))
+    from domainbench.frontend.progress import workers_status
+
+    level, text = workers_status(store)
+    (st.sidebar.warning if level == "warning" else st.sidebar.caption)(redact(f"Workers: {text}"))
 
 
 #: characters of a user's text shown before the rest is folded behind "more"

@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from domainbench.report import RunReport
 from domainbench.store import Store
+from domainbench.frontend.exports import MISSING
 
 log = logging.getLogger("domainbench.ui")
 
@@ -38,24 +40,57 @@ def verdicts(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any,
 
 
 @st.cache_data(show_spinner="computing 95 % intervals…", max_entries=32)
-def intervals(_store: Store, store_key: str, _report: RunReport, run_id: str, baseline: str,
-              fingerprint: tuple[Any, ...]) -> dict[str, dict[str, tuple[float, float] | None]] | None:
-    """Per model: metric -> (low, high) of the model-level numbers; None where they cannot be computed."""
+def run_intervals(_store: Store, store_key: str, _report: RunReport, run_id: str, baseline: str,
+                  fingerprint: tuple[Any, ...]) -> Any:
+    """The report's intervals (``metrics.confidence.RunIntervals``); None where they cannot be computed."""
     from domainbench import query
 
     try:
-        ri = query.intervals(_store, _report)
+        return query.intervals(_store, _report)
     except Exception:  # no per-image outcomes stored (older runs), or partial data: the table shows values only
         log.info("intervals of run %s unavailable", run_id, exc_info=True)
+        return None
+
+
+def intervals(store: Store, store_key: str, report: RunReport, run_id: str, baseline: str,
+              fingerprint: tuple[Any, ...]) -> dict[str, dict[str, tuple[float, float] | None]] | None:
+    """Per model: metric -> (low, high) of the model-level numbers; None where they cannot be computed."""
+    ri = run_intervals(store, store_key, report, run_id, baseline, fingerprint)
+    if ri is None:
         return None
     return {m.model: {"clean": m.clean_accuracy, "corrupted": m.mean_corrupted_accuracy, "mce": m.mce,
                       "rce": m.rce, "mfr": m.mfr} for m in ri.models}
 
 
+def cell_bands(ri: Any, metric: str = "balanced_accuracy") -> dict[tuple[str, str, int], tuple[float, float] | None]:
+    """(model, corruption, severity) -> the cell's 95 % interval of ``metric`` (a ``CellIntervals`` field),
+    the clean pass under ("clean", 0); empty without intervals."""
+    if ri is None:
+        return {}
+    return {(c.model, c.corruption, c.severity): getattr(c, metric) for c in ri.cells}
+
+
+def with_accuracy_bounds(frame: pd.DataFrame, bands: dict[tuple[str, str, int], tuple[float, float] | None],
+                         report: RunReport) -> pd.DataFrame:
+    """``data.per_corruption_frame`` plus ``accuracy_lo`` / ``accuracy_hi``: the mean of the corruption's
+    severities' interval bounds (the accuracy shown is the mean of those severities' accuracies). Missing
+    where a severity has no interval."""
+    lo, hi = [], []
+    for row in frame.itertuples(index=False):
+        m = report.model(row.model)
+        ivs = [bands.get((row.model, c.corruption, c.severity)) for c in (m.cells if m else [])
+               if c.corruption == row.corruption and c.accuracy is not None]
+        ok = bool(ivs) and all(iv is not None for iv in ivs)
+        lo.append(float(np.mean([iv[0] for iv in ivs])) if ok else None)
+        hi.append(float(np.mean([iv[1] for iv in ivs])) if ok else None)
+    return frame.assign(accuracy_lo=pd.array(lo, dtype="Float64").astype("float64"),
+                        accuracy_hi=pd.array(hi, dtype="Float64").astype("float64"))
+
+
 def pm(value: float | None, interval: tuple[float, float] | None, percent: bool) -> str:
     """``61.2 % ± 3.1`` (half the interval's width; the widest side where it is not symmetric)."""
     if value is None or value != value:
-        return "n/a"
+        return MISSING
     scale = 100.0 if percent else 1.0
     text = f"{scale * value:.1f} %" if percent else f"{value:.3f}"
     if interval is None:

@@ -163,6 +163,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("domainbench", "domainbench.errors", "domainbench.literal", "domainbench.packed", "domainbench.settings",
                 "domainbench.resource_bounds", "domainbench.safe_output", "domainbench.disk_full",
                 "domainbench.host_memory", "domainbench.parent_watch", "domainbench.crash_report", "domainbench.stats",
+                "domainbench.heartbeat",
                 "domainbench.corruptions", "domainbench.data")),
     # plain typed data every floor above shares: configs, confusion counts, unit and summary results, the report
     # (models.label_sets: named class lists and prompt templates, plain data the run config checks names against)

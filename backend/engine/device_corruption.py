@@ -10,6 +10,10 @@
   worker processes are the faster path: they corrupt the next shard while the model scores
   this one).
 
+A composed cell (``compose:NAME``) runs on the device only when every one of its steps has a
+torch kernel; one CPU-only step keeps the whole composition on the CPU workers (moving the
+images between host and device mid-composition would cost more than it saves).
+
 Per-image seeds are the CPU jobs' (``jobs.image_seeds``), so deterministic corruptions give
 the same pixels either way; where each unit was corrupted is stored on it (``corrupted_on``).
 """
@@ -21,7 +25,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from domainbench.engine.jobs import Corrupted, Job, image_seeds
+from domainbench.config import COMPOSITION_PREFIX
+from domainbench.engine.jobs import Corrupted, Job, composition_steps, image_seeds
 from domainbench.engine.scoring import to_device
 from domainbench.models.hub_common import as_tensor
 
@@ -34,11 +39,22 @@ def has_device_kernel(corruption: str) -> bool:
     return device.has_kernel(corruption)
 
 
-def corruption_site(choice: str, model_device: torch.device, corruption: str) -> Site:
-    """Where a job of ``corruption`` runs under ``--corrupt-on choice`` with the models on ``model_device``."""
+def corruption_site(choice: str, model_device: torch.device, corruption: str,
+                    steps: list[tuple[str, int]] | None = None) -> Site:
+    """Where a job of ``corruption`` (a composition: with its ``steps``) runs under ``--corrupt-on choice``
+    with the models on ``model_device``."""
     if choice == "cpu" or (choice == "auto" and model_device.type != "cuda"):
         return "cpu"
+    if corruption.startswith(COMPOSITION_PREFIX):
+        from domainbench.corruptions import device
+
+        return "device" if steps and device.has_kernels(steps) else "cpu"
     return "device" if has_device_kernel(corruption) else "cpu"
+
+
+def job_site(choice: str, model_device: torch.device, job: Job) -> Site:
+    """``corruption_site`` of one job."""
+    return corruption_site(choice, model_device, job.corruption, composition_steps(job))
 
 
 def run_device_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int, device: torch.device) -> Corrupted:
@@ -48,6 +64,10 @@ def run_device_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: 
     images, indices = images[: job.n_images], indices[: job.n_images]
     seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
     x = to_device(as_tensor(images), device)
+    steps = composition_steps(job)
+    if steps is not None:
+        out, drawn_steps = device_kernels.corrupt_composed(x, steps, seeds, device=device)
+        return Corrupted(out, {"steps": drawn_steps}, on="device")
     if job.params is not None:
         out, drawn = device_kernels.corrupt_batch(x, job.corruption, params=job.params, seeds=seeds, device=device, return_drawn=True)
     else:

@@ -111,7 +111,9 @@ def to_csv(report: RunReport, intervals: RunIntervals | None = None,
 def to_json(run: RunRecord | None, report: RunReport, intervals: RunIntervals | None = None,
             extra: dict[str, Any] | None = None) -> str:
     """The run, its report, the intervals (when given) and ``extra`` sections (e.g. ``pairs``)."""
-    doc = {"run": None if run is None else run.model_dump(mode="json"), "report": report.model_dump(mode="json")}
+    doc = {"run": None if run is None else run.model_dump(mode="json"), "report": report.model_dump(mode="json"),
+           # the CSV's rows (ssim, psnr_db, ece, nll, ...): null where a value does not apply or is infinite
+           "cells": cell_rows(report, intervals)}
     if intervals is not None:
         doc["intervals"] = intervals.model_dump(mode="json")
     doc.update(extra or {})

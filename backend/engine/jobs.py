@@ -64,12 +64,20 @@ class Corrupted:
     on: Literal["cpu", "device"] = "cpu"
 
 
+def composition_steps(job: Job) -> list[tuple[str, int]] | None:
+    """The (corruption, severity) steps of a composed cell's job; None for any other job."""
+    if not job.corruption.startswith(COMPOSITION_PREFIX) or job.params is None:
+        return None
+    return [(n, s) for n, s in job.params["steps"]]
+
+
 def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -> Corrupted:
     images, indices = images[: job.n_images], indices[: job.n_images]
     seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
-    if job.corruption.startswith(COMPOSITION_PREFIX):
-        out, steps = corruptions.corrupt_composed(images, [(n, s) for n, s in job.params["steps"]], seeds)
-        return Corrupted(out, {"steps": steps})
+    steps = composition_steps(job)
+    if steps is not None:
+        out, drawn = corruptions.corrupt_composed(images, steps, seeds)
+        return Corrupted(out, {"steps": drawn})
     if job.params is not None:
         out, drawn = corruptions.corrupt_batch(images, job.corruption, params=job.params, seeds=seeds, return_drawn=True)
     else:

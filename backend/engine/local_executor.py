@@ -19,7 +19,7 @@ import torch
 
 from domainbench.config import FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
-from domainbench.engine.device_corruption import corruption_site, run_device_job
+from domainbench.engine.device_corruption import job_site, run_device_job
 from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.tasks import RunEvents
@@ -97,7 +97,7 @@ class LocalExecutor:
 def _submit(pool: ProcessPoolExecutor | None, job: Job, batch: Batch, seed: int, corrupt_on: str, device: torch.device,
             stats: RunStats) -> Future | _InlineFuture:
     stats.corruption_calls += len(batch.images[: job.n_images])
-    if corruption_site(corrupt_on, device, job.corruption) == "device":
+    if job_site(corrupt_on, device, job) == "device":
         # runs when the shard is consumed, on the models' device: no worker, no pickled shard
         return _InlineFuture(lambda: run_device_job(job, batch.images, batch.indices, seed, device))
     if pool is None:

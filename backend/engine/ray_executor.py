@@ -111,10 +111,10 @@ class ShardActor:
     """Holds the run's models and its own tasks; scores shards exactly as the local engine does."""
 
     def __init__(self, store: SecretStr, cfg: dict[str, Any], modules: list[str], models: list[str],
-                 threat: bool, fence: tuple[str, str] | None = None) -> None:
+                 threat: bool, fence: tuple[str, str, int | None] | None = None) -> None:
         _import_modules(modules)
         self.store_uri = store
-        # (run id, worker) when a worker drives the run: the actor's writes carry its lease fence
+        # (run id, worker, lease epoch) when a worker drives the run: the actor's writes carry its lease fence
         self.fence = fence
         self.cfg = RunConfig.model_validate(cfg)
         self.model_names = models  # this actor's group of the run's models
@@ -182,7 +182,7 @@ class FmrActor:
     with the same ``fmr_unit`` the local executor runs, and scores a shard's oracle votes when asked."""
 
     def __init__(self, store: SecretStr, cfg: dict[str, Any], settings: dict[str, Any], modules: list[str],
-                 models: list[str], fence: tuple[str, str] | None = None) -> None:
+                 models: list[str], fence: tuple[str, str, int | None] | None = None) -> None:
         _import_modules(modules)
         self.store_uri, self.fence = store, fence
         self.cfg = RunConfig.model_validate(cfg)
@@ -219,7 +219,7 @@ class FmrActor:
                         self.dataset.classes, self.oracle, self.tested[model], shard, batch, clean_votes)
 
 
-def _actor_store(uri: SecretStr, fence: tuple[str, str] | None) -> Store:
+def _actor_store(uri: SecretStr, fence: tuple[str, str, int | None] | None) -> Store:
     """The store as an actor writes it: the driver's, fenced by the worker's lease when a worker drives the run."""
     store = open_store(uri.get_secret_value())
     if fence is None:
@@ -308,7 +308,8 @@ class RayExecutor:
         return FmrModels(list(cfg.models))
 
     def _start_actors(self, store: Store, cfg: RunConfig, events: RunEvents, actor: type, extra: str,
-                      args: Callable[[SecretStr | None, list[str], bool, tuple[str, str] | None], tuple[Any, ...]]) -> None:
+                      args: Callable[[SecretStr | None, list[str], bool, tuple[str, str, int | None] | None],
+                                     tuple[Any, ...]]) -> None:
         """Actors of class ``actor`` over groups of the run's models (``args`` builds each one's arguments), loaded."""
         self.events = events
         self._device = cfg.device
@@ -326,7 +327,7 @@ class RayExecutor:
         self.groups = [[g * replicas + r for r in range(replicas)] for g in range(len(groups))]
         self.group_of = {name: g for g, names in enumerate(groups) for name in names}
         fence = getattr(store, "fence", None)
-        fence_args = (fence.run_id, fence.worker) if fence is not None else None
+        fence_args = (fence.run_id, fence.worker, fence.epoch) if fence is not None else None
         self.actors = [actor_cls.remote(*args(uri, groups[g], g == 0, fence_args))
                        for g in range(len(groups)) for _ in range(replicas)]
         try:

@@ -117,18 +117,24 @@ class Engine:
                             ladder_versions=ladder_versions(domain))
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
 
-    def resume(self, run_id: str, tested: Sequence[TestedModel] | None = None) -> str:
-        """Evaluate what a stored run of any kind still lacks: after an interruption, or a queued run's first start."""
+    def resume(self, run_id: str, skip_unreadable: bool = False, tested: Sequence[TestedModel] | None = None) -> str:
+        """Evaluate what a stored run of any kind still lacks: after an interruption, or a queued run's first start.
+
+        ``skip_unreadable`` lets a run that stopped at an unreadable image go on without it (its
+        stored units hold none: the run stopped before scoring that image's shard)."""
         run = stored_run(self.store, run_id)
         if run.fmr is not None:
-            return self._fmr().resume(run, tested)
+            return self._fmr().resume(run, skip_unreadable, tested)
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
         if run.dataset is None:  # a queued run's first start pins its dataset, as `start` does
             run = run.model_copy(update={"config": pinned_config(run.config)})
+        skipping = skip_unreadable and not run.config.skip_unreadable
+        if skipping:
+            run = run.model_copy(update={"config": run.config.model_copy(update={"skip_unreadable": True})})
         ds = open_run_dataset(run.config)
         check_same_dataset(run, ds)
         models = self._load_models(run.config, ds)
-        started: dict[str, Any] = {"resumed_at": now()}
+        started: dict[str, Any] = {"resumed_at": now(), **({"config": run.config} if skipping else {})}
         if run.dataset is None:  # a queued run starts here: record what `start` records
             started = {"dataset": dataset_info(ds, run.config), "environment": self.executor.environment(models),
                        "config": run.config}

@@ -18,6 +18,7 @@ import numpy as np
 
 from domainbench.config import FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
+from domainbench.data.readable import unreadable_error
 from domainbench.engine.adaptive import AdaptiveStopping
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.jobs import Job
@@ -56,6 +57,11 @@ class ShardWork:
         return self.report_unreadable(self.ctx.dataset.load(self.shards[shard]))
 
     def report_unreadable(self, batch: Batch) -> Batch:
+        """``batch``, its unreadable files counted and reported; without --skip-unreadable the
+        first one stops the run (the dataset's scan missed it) before its shard is scored."""
+        if batch.unreadable and not self.ctx.cfg.skip_unreadable:
+            _, path, why = batch.unreadable[0]
+            raise unreadable_error(path, why, len(batch.unreadable) - 1, run_id=self.ctx.run_id)
         if batch.unreadable:
             for _idx, path, why in batch.unreadable:
                 self.events.message(f"unreadable image skipped: {path} ({why})")

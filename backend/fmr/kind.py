@@ -48,15 +48,19 @@ class FmrKind:
                             fmr=settings)
         return self._evaluate(run_id, domain, cfg, settings, ds, models)
 
-    def resume(self, run: RunRecord, tested: Sequence[TestedModel] | None = None) -> str:
-        """What a stored FMR run still lacks: after an interruption, or a queued run's first start."""
+    def resume(self, run: RunRecord, skip_unreadable: bool = False, tested: Sequence[TestedModel] | None = None) -> str:
+        """What a stored FMR run still lacks: after an interruption, or a queued run's first start
+        (``skip_unreadable``: go on past an image file that does not decode, as ``Engine.resume``)."""
         assert run.fmr is not None
         cfg = run.config if run.dataset is not None else pinned_config(run.config)
+        skipping = skip_unreadable and not cfg.skip_unreadable
+        if skipping:
+            cfg = cfg.model_copy(update={"skip_unreadable": True})
         ds = open_run_dataset(cfg)
         check_fmr_inputs(run.domain, cfg, run.fmr, ds)
         check_same_dataset(run, ds)
         models = self.executor.load_fmr(self.store, cfg, run.fmr, ds, self.events, tested)
-        started: dict[str, Any] = {"resumed_at": now()}
+        started: dict[str, Any] = {"resumed_at": now(), **({"config": cfg} if skipping else {})}
         if run.dataset is None:  # a queued run starts here: record what `start` records
             started = {"dataset": dataset_info(ds, cfg), "environment": self.executor.fmr_environment(models), "config": cfg}
         restart_run(self.store, run.run_id, **started)

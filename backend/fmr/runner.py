@@ -44,7 +44,7 @@ class FmrRunner:
     def resume(self, run_id: str, tested: Sequence[TestedModel] | None = None) -> str:
         if stored_run(self.store, run_id).fmr is None:
             raise UserInputError(f"run {run_id} is not an FMR run; resume it with `domainbench run --resume {run_id}`")
-        return self.engine.resume(run_id, tested)
+        return self.engine.resume(run_id, tested=tested)
 
 
 __all__ = ["MAX_UNIT_BYTES", "FmrRunner", "ZeroShotTested", "auto_shard_size", "family_of", "unit_record"]

@@ -48,11 +48,11 @@ class FencedStore(Repositories):
         self.runs.put(doc)
 
     def delete_run(self, run_id: str) -> None:
-        from domainbench.store.collections import KEY_FIELDS
+        from domainbench.store.collections import KEY_FIELDS, Collection
 
-        for coll, fields in KEY_FIELDS.items():
-            if fields[0] == "run_id":
-                self.delete(coll, run_id=run_id)
+        # the run's record last: once it is gone, the fence (which reads it) refuses every later delete
+        for coll in sorted((c for c, f in KEY_FIELDS.items() if f[0] == "run_id"), key=lambda c: c == Collection.RUNS):
+            self.delete(coll, run_id=run_id)
 
     def update_run(self, run_id: str, **fields: Any) -> Any:
         """Through the queue's compare-and-set: only while the fence's worker holds ``run_id``."""

@@ -29,7 +29,7 @@ from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.store.collections import Collection
 from domainbench.store.records import RunRecord, upgrade
-from domainbench.store.fence import LeaseLost  # noqa: F401 - defined beside the fence, named here too
+from domainbench.store.fence import HIDDEN, LeaseLost  # noqa: F401 - defined beside the fence, named here too
 
 if TYPE_CHECKING:
     from domainbench.store.base import Store
@@ -72,9 +72,11 @@ def claimed(run: RunRecord, worker: str, now: float, lease_s: float) -> RunRecor
             "status": "failed", "lease_until": None,
             "error": f"its worker stopped without a word {run.attempts} times (last: {run.worker}); "
                      "check the workers' logs and memory, then resume it",
+            "lease_epoch": run.lease_epoch + 1,  # the vanished holder's fence no longer matches
         })
     return run.model_copy(update={"status": "running", "worker": worker, "lease_until": now + lease_s,
-                                  "attempts": run.attempts + 1, "error": None, **_here()})
+                                  "attempts": run.attempts + 1, "lease_epoch": run.lease_epoch + 1, "error": None,
+                                  **_here()})
 
 
 def _here() -> dict[str, Any]:
@@ -279,7 +281,7 @@ class MongoQueue(RunQueue):
         return self.store._db[Collection.RUNS]  # noqa: SLF001 - the queue is the store's own module
 
     def _candidates(self) -> list[RunRecord]:
-        return [self._record(d) for d in self._runs.find({"status": {"$in": ["queued", "running"]}}, {"_id": False})]
+        return [self._record(d) for d in self._runs.find({"status": {"$in": ["queued", "running"]}}, HIDDEN)]
 
     def enqueue(self, run: RunRecord) -> RunRecord:
         # check, then insert: the unique index on run_id stops a reused id; two identical
@@ -301,20 +303,21 @@ class MongoQueue(RunQueue):
         now = time.time()
         expired = {"status": "running", "worker": {"$ne": None}, "lease_until": {"$lt": now}}
         # runs that lost too many workers are failed, not claimed again (see claimed())
-        for doc in self._runs.find({**expired, "attempts": {"$gte": MAX_ATTEMPTS}}, {"_id": False}):
+        for doc in self._runs.find({**expired, "attempts": {"$gte": MAX_ATTEMPTS}}, HIDDEN):
             run = self._record(doc)
             self._runs.replace_one({"run_id": run.run_id, "worker": run.worker, "lease_until": run.lease_until},
                                    _dump(claimed(run, worker, now, lease_s)))
         doc = self._runs.find_one_and_update(
             {"$or": [{"status": "queued"}, expired]},
             {"$set": {"status": "running", "worker": worker, "lease_until": now + lease_s, "error": None, **_here()},
-             "$inc": {"attempts": 1}},
+             "$inc": {"attempts": 1, "lease_epoch": 1}},
             sort=[("queued_at", 1), ("created_at", 1)],
             return_document=ReturnDocument.AFTER,  # no projection: mongomock then returns None
         )
         if doc is None:
             return None
-        doc.pop("_id", None)
+        for field in HIDDEN:
+            doc.pop(field, None)
         return self._record(doc)
 
     def renew(self, run_id: str, worker: str, lease_s: float = DEFAULT_LEASE_S) -> float | None:
@@ -324,7 +327,7 @@ class MongoQueue(RunQueue):
         return until if res.matched_count == 1 else None
 
     def _modify(self, run_id: str, change: Callable[[RunRecord], RunRecord | None]) -> RunRecord | None:
-        doc = self._runs.find_one({"run_id": run_id}, {"_id": False})
+        doc = self._runs.find_one({"run_id": run_id}, HIDDEN)
         if doc is None:
             return None
         run = self._record(doc)

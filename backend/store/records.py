@@ -90,6 +90,9 @@ class RunRecord(_Record):
     lease_until: float | None = None
     #: how many times a worker claimed the run (a run that keeps killing its worker stops)
     attempts: int = Field(default=0, ge=0)
+    #: incremented by every claim and never reset: the fencing token of the lease's holder
+    #: (``domainbench.store.fence``); left out of a dump while 0, so runs never queued read as before
+    lease_epoch: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
     #: per model and corruption, where balanced accuracy breaks (``run --breaking-point``); left out of a dump when empty
     breaking_points: list[BreakingPoint] = Field(default_factory=list, exclude_if=lambda v: not v)
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from domainbench.corruptions import compose
 from domainbench.corruptions.api import MIN_SIDE, Drawn, _check_image, _fixed_per_image, _resolve
 from domainbench.corruptions.errors import CorruptionError
 from domainbench.corruptions.registry import get
@@ -85,4 +86,20 @@ def corrupt_batch(
     return out, {k: [record.get(k) for record in records] for k in keys}
 
 
-__all__ = ["CorruptionError", "DeviceKernel", "corrupt_batch", "get_kernel", "has_kernel", "kernels", "names"]
+def has_kernels(steps: Sequence[tuple[str, int]]) -> bool:
+    """Whether every step of a composition has a device kernel (only then does it run on the device)."""
+    return bool(steps) and all(has_kernel(name) for name, _ in steps)
+
+
+def corrupt_composed(images: np.ndarray | torch.Tensor, steps: Sequence[tuple[str, int]], seeds: Sequence[int],
+                     device: str | torch.device | None = None) -> tuple[torch.Tensor, list[Drawn]]:
+    """``corruptions.corrupt_composed`` with each step's torch kernel on ``device``: the same steps, order
+    and per-step seeds; the images stay on the device between steps."""
+    def step(x: np.ndarray | torch.Tensor, name: str, **kw: Any) -> tuple[torch.Tensor, Drawn]:
+        return corrupt_batch(x, name, device=device, **kw)  # type: ignore[return-value]
+
+    return compose.corrupt_composed(images, steps, seeds, corrupt=step)
+
+
+__all__ = ["CorruptionError", "DeviceKernel", "corrupt_batch", "corrupt_composed", "get_kernel", "has_kernel",
+           "has_kernels", "kernels", "names"]

@@ -118,7 +118,9 @@ def show(store: Store, report: RunReport) -> None:
     for m in f.models:
         if oracle_member(f, m.model):
             st.error(oracle_note(f, m.model), icon=":material/warning:")
-    st.dataframe(fmr_frame(f), hide_index=True, width="stretch", column_config={
+    from domainbench.frontend import exports
+
+    exports.plain_table(fmr_frame(f), column_config={
         **{c: st.column_config.NumberColumn(c, format="%.1f", help=COLUMN_HELP[c])
            for c in ("SA %", "PA %", "FMR", "validation rate %")},
         "images": st.column_config.NumberColumn("images", help=COLUMN_HELP["images"]),

@@ -14,7 +14,7 @@ from domainbench.config import DomainConfig
 from domainbench.store import Store
 from domainbench.store.queue import DuplicateRunError
 from domainbench.literal import printable
-from domainbench.frontend import data, figures, ladder, launching
+from domainbench.frontend import data, exports, figures, ladder, launching, progress
 from domainbench.frontend.ui import error_text, get_store, guard, md_escape, sidebar_store, status_badge
 
 EXAMPLE = ("Product photos of clothing taken with cheap phone cameras in a dim warehouse: images are noisy, "
@@ -91,9 +91,8 @@ def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
             family = "?"
         rows.append({"corruption": c.name, "family": family, "severities": ", ".join(map(str, c.severities)),
                      "selected %": 100.0 * prov.frequencies.get(c.name, 1.0), "reason": c.reason})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-                 column_config={"selected %": st.column_config.ProgressColumn("selected %", min_value=0, max_value=100,
-                                                                               format="%.0f%%")})
+    exports.plain_table(pd.DataFrame(rows), column_config={
+        "selected %": st.column_config.ProgressColumn("selected %", min_value=0, max_value=100, format="%.0f%%")})
     for v in prov.violations:
         st.warning(v)
     with guard("drawing the selection heatmap"):
@@ -198,13 +197,15 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
         device = c4.selectbox("device", ["auto", "cpu", "cuda"])
         stability = c5.checkbox("measure embedding stability", value=True, key="stability")
         threat = c6.checkbox("measure PD threat", value=True, key="threat")
+        skip_unreadable = st.checkbox("skip image files that do not decode (counted and listed in the run; "
+                                      "otherwise such a file refuses the dataset)", value=False, key="skip-unreadable")
         go = st.form_submit_button("Launch run", type="primary")
     if not go:
         return
     chosen = models + [m.strip() for m in extra.split(",") if m.strip() and m.strip() not in models]
     try:
         run_cfg = launching.run_config(chosen, dataset, int(limit) or None, baseline.strip() or None, device,
-                                       stability, threat)
+                                       stability, threat, skip_unreadable)
         with st.spinner("checking the dataset and the models…"):
             run = launching.enqueue(store, cfg, run_cfg)
     except DuplicateRunError as e:
@@ -233,9 +234,9 @@ def queue_panel(store: Store) -> None:
                 with st.container(key=f"queued-{row.run}", border=True):
                     c1, c2, c3 = st.columns([6, 2, 2], vertical_alignment="center")
                     run = store.get_run(row.run)
-                    done, total = launching.progress(store, run) if run is not None else (0, 0)
+                    done = progress.unit_progress(store, run).text() if run is not None else "no units"
                     who = f" · worker `{row.worker}`" if row.worker else ""
-                    c1.markdown(f"{status_badge(row.status)} **{md_escape(row.run)}** · cells {done}/{total}{who}  \n"
+                    c1.markdown(f"{status_badge(row.status)} **{md_escape(row.run)}** · {done}{who}  \n"
                                 f"{md_escape(data.short_text(row.domain, 90))}")
                     c2.page_link(RUNS_PAGE, label="open", icon=":material/open_in_new:", query_params={"run": row.run})
                     if row.resumable and c3.button("Resume", key=f"resume-{row.run}", icon=":material/replay:"):

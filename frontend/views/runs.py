@@ -18,7 +18,7 @@ from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 from domainbench.literal import printable
-from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, verdict
+from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, units, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
                                      status_badge)
@@ -48,7 +48,8 @@ def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
     text = dict(zip(domains["domain_id"], domains["domain"], strict=True))
     chosen = st.selectbox("domain (its plan below; filters the runs)", [None, *domains["domain_id"]],
                           format_func=lambda d: "all domains" if d is None else text[d], key="domain-filter")
-    freq = data.selection_frequencies(store)
+    # planned-but-never-run domains belong on New domain, not beside the runs
+    freq = data.selection_frequencies(store, only={r.domain_id for r in runs})
     if chosen is not None:
         plan = next(r.domain for r in runs if r.domain_id == chosen)
         literal_text("Description", plan.domain)
@@ -83,17 +84,19 @@ def runs_table(store: Store, search: str, statuses: list[str], datasets: list[st
     ids = frame["run"].tolist()
     event = exports.table(
         shown, "runs", "runs", on_select="rerun", selection_mode="single-row",
-        column_order=["status", "progress", "created", "dataset", "images", "domain", "models", "run"],
+        column_order=["status", "progress", "units", "created", "dataset", "images", "domain", "models", "run"],
         # pixel widths: at a 1,400 px window the facts (status .. images) fit before the long texts
         column_config={
             "status": st.column_config.TextColumn("status", width=85),
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
-                                                        width=100),
+                                                        width=100, help="share of the run's units stored (a unit: one "
+                                                        "model × corruption × severity × shard of images)"),
+            "units": st.column_config.TextColumn("units", width=120, help="units stored of units planned"),
             "created": st.column_config.TextColumn("created (UTC)", width=135),
             "dataset": st.column_config.TextColumn("dataset", width=110),
             "images": st.column_config.NumberColumn("images", format="%d", width=65),
-            "domain": st.column_config.TextColumn("domain", width=230),
-            "models": st.column_config.TextColumn("models", width=200),
+            "domain": st.column_config.TextColumn("domain", width=200),
+            "models": st.column_config.TextColumn("models", width=170),
             "run": st.column_config.TextColumn("run", width="medium"),
         },
     )
@@ -131,10 +134,18 @@ class Shown:
     view: data.RunView
     report: RunReport
     fingerprint: tuple[Any, ...]
+    #: the report's 95 % intervals (``metrics.confidence.RunIntervals``); None where they cannot be computed
+    ci: Any = None
 
     @property
     def run_id(self) -> str:
         return self.view.run_id
+
+    @property
+    def chance(self) -> float | None:
+        """Balanced accuracy of guessing (1 / classes), for the chance line of every accuracy chart."""
+        n = len(self.report.classification.classes)
+        return 1.0 / n if n else None
 
 
 def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None:
@@ -153,7 +164,7 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None
         "mCE / rCE / mFR are relative to the baseline (1.0 = as robust as the baseline, lower is better); "
         "corr(acc, LFP) is the Pearson correlation of balanced accuracy and label flip probability over the "
         "corruption × severity cells; safe-cell accuracy averages the cells whose PD threat is label-preserving. "
-        "Empty cells are not applicable (e.g. unlabelled data), never zero."
+        f"{exports.MISSING} = not applicable (e.g. unlabelled data), never zero."
     )
     with st.expander("what the columns mean"):
         st.markdown("\n".join(f"- **{m.table_header}** ({m.unit}, {m.direction or 'neither'} is better): {m.meaning}"
@@ -174,22 +185,31 @@ def accuracy_tab(s: Shown) -> None:
     metric = "accuracy" if any(m.labeled for m in report.models) else "lfp"
     if metric == "lfp":
         st.info("The dataset is unlabelled: accuracy does not apply. Label flips are shown instead.")
-    exports.chart(figures.severity_lines(report, metric), f"{s.run_id}-{metric}-vs-severity", "severity")
+    bands = verdict.cell_bands(s.ci, "balanced_accuracy" if metric == "accuracy" else "label_flip_probability")
+    exports.chart(figures.severity_lines(report, metric, bands=bands), f"{s.run_id}-{metric}-vs-severity", "severity")
     unsafe = [figures.cell_label(t.corruption, t.severity) for t in report.unsafe_cells()]
     st.caption("Shaded red: severities whose PD threat is above the safe threshold (the corruption may have "
                "changed the true label)." + (f" Unsafe: {', '.join(unsafe)}." if unsafe else " No cell is unsafe."))
 
 
 def per_corruption_tab(s: Shown) -> None:
-    frame = data.per_corruption_frame(s.report)
+    frame = verdict.with_accuracy_bounds(data.per_corruption_frame(s.report), verdict.cell_bands(s.ci), s.report)
     metric = st.radio("metric", list(data.PER_CORRUPTION_METRICS), horizontal=True, key=f"percorr-{s.run_id}",
                       format_func=lambda k: data.PER_CORRUPTION_METRICS[k])
-    exports.chart(figures.per_corruption_bars(frame, metric, data.PER_CORRUPTION_METRICS[metric].split(" (")[0]),
-                  f"{s.run_id}-{metric}-per-corruption", "percorr")
-    st.caption("mCE, rCE and mFR are the means of these per-corruption values; accuracy is averaged over the "
-               "corruption's severities.")
-    exports.table(frame, f"{s.run_id}-per-corruption", "percorr",
-                  column_config={c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr", "accuracy")})
+    exports.chart(figures.per_corruption_bars(frame, metric, data.PER_CORRUPTION_METRICS[metric].split(" (")[0],
+                                              chance=s.chance), f"{s.run_id}-{metric}-per-corruption", "percorr")
+    st.caption("CE, rCE and FR are ratios to the baseline (1.0 = as robust as the baseline, lower is better); mCE, "
+               "rCE and mFR are their means. Accuracy (%) is averaged over the corruption's severities; its ± and error "
+               "bars average those severities' 95 % intervals.")
+    # one unit per quantity: the ratios as ratios, the accuracy in % with its interval
+    shown = frame.assign(**{"accuracy ± 95 % CI": [verdict.pm(a, None if lo != lo else (lo, hi), True) for a, lo, hi
+                                                  in zip(frame["accuracy"], frame["accuracy_lo"], frame["accuracy_hi"],
+                                                         strict=True)]})
+    shown = units.as_percent(shown.drop(columns=["accuracy_lo", "accuracy_hi"]), {"accuracy": "accuracy %"})
+    exports.table(shown, f"{s.run_id}-per-corruption", "percorr", column_config={
+        **{c: st.column_config.NumberColumn(c, format="%.3f", help=units.PER_CORRUPTION_RATIOS[c]) for c in ("ce", "rce", "fr")},
+        "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f",
+                                                    help="balanced accuracy, mean over the severities; higher is better")})
 
 
 def flips_tab(s: Shown) -> None:
@@ -237,7 +257,7 @@ def stability_tab(s: Shown) -> None:
 
 def radius_tab(s: Shown) -> None:
     bins, summary = data.link_bins_frame(s.report), data.link_summary_frame(s.report)
-    exports.chart(figures.accuracy_vs_radius(bins, summary), f"{s.run_id}-accuracy-vs-radius", "radius")
+    exports.chart(figures.accuracy_vs_radius(bins, summary, chance=s.chance), f"{s.run_id}-accuracy-vs-radius", "radius")
     if summary.empty:
         return
     st.caption(f"{subset_line(s)}. Per image, accuracy under perturbation is the share of its evaluated severities "
@@ -245,11 +265,14 @@ def radius_tab(s: Shown) -> None:
                "least-squares line of exactly the plotted bins. The table's slope / intercept / mse are the report's "
                "regression, fitted on a random half of the images and scored on the other half (so it need not pass "
                "through the plotted points). drop_corr_r correlates each corruption's accuracy drop with its mean radius.")
-    exports.table(summary.rename(columns={"slope": "held-out slope", "intercept": "held-out intercept",
-                                          "mse": "held-out mse"}), f"{s.run_id}-stability-link", "radius",
-                  column_config={c: st.column_config.NumberColumn(c, format="%.3f")
-                                 for c in ("mean_radius", "accuracy_clean", "accuracy_perturbed", "held-out slope",
-                                           "held-out intercept", "held-out mse", "drop_corr_r", "drop_corr_p")})
+    shown = units.as_percent(summary, {"accuracy_clean": "clean accuracy %", "accuracy_perturbed": "perturbed accuracy %"})
+    exports.table(shown.rename(columns={"slope": "held-out slope", "intercept": "held-out intercept",
+                                        "mse": "held-out mse"}), f"{s.run_id}-stability-link", "radius",
+                  column_config={**{c: st.column_config.NumberColumn(c, format="%.3f")
+                                    for c in ("mean_radius", "held-out slope", "held-out intercept", "held-out mse",
+                                              "drop_corr_r", "drop_corr_p")},
+                                 **{c: st.column_config.NumberColumn(c, format="%.1f")
+                                    for c in ("clean accuracy %", "perturbed accuracy %")}})
 
 
 def subset_line(s: Shown) -> str:
@@ -365,7 +388,7 @@ def export_tab(s: Shown) -> None:
     c1.download_button("Download cells as CSV", data.export_csv(report, store), file_name=f"{suffix}.csv", mime="text/csv")
     c2.download_button("Download run + report as JSON", data.export_json(run, report, store), file_name=f"{suffix}.json",
                        mime="application/json")
-    st.dataframe(data.cells_frame(report), hide_index=True, width="stretch")
+    exports.plain_table(data.cells_frame(report))
 
 
 #: tab label -> what draws it; only the open tab is drawn
@@ -383,24 +406,56 @@ TABS: dict[str, Callable[[Shown], None]] = {
 }
 
 
+#: characters of a value a metric card shows at a 1,400 px window before it would cut it (the full value hovers)
+CARD_CHARS = 22
+
+
+def card_value(text: str, n: int = CARD_CHARS) -> str:
+    """``text`` short enough for a metric card: its head and tail kept, so ``sample[:16]`` and a path's file stay readable."""
+    text = " ".join(str(text).split())
+    if len(text) <= n:
+        return text
+    keep = n - 1
+    return text[: keep - keep // 3] + "…" + text[-(keep // 3):]
+
+
+def config_frame(run: RunRecord) -> Any:
+    """The run's configuration as (setting, value) rows: what a reader looks up, not collapsed raw JSON."""
+    import json
+
+    import pandas as pd
+
+    cfg, env = run.config, run.environment
+    rows = [("models", ", ".join(cfg.models)), ("baseline", cfg.baseline_model),
+            ("dataset", cfg.dataset), ("dataset as evaluated", run.dataset.name if run.dataset else None),
+            ("dataset path", run.dataset.path if run.dataset else None),
+            ("images", run.dataset.size if run.dataset else None), ("image limit", cfg.limit), ("seed", cfg.seed),
+            ("device", str(env.get("gpu") or env.get("device") or "?")),
+            ("created (UTC)", run.created_at), ("finished (UTC)", run.finished_at)]
+    rows += [(f"environment: {k}", v) for k, v in sorted(env.items())]
+    text = [(k, None if v is None else v if isinstance(v, str) else json.dumps(v, default=str)) for k, v in rows]
+    return pd.DataFrame(text, columns=["setting", "value"])
+
+
 def run_header(view: data.RunView) -> None:
     run = view.run
     st.subheader(f"{status_badge(view.status)} · {md_escape(printable(view.run_id))}")
     literal_text("Domain", run.domain.domain)
-    cfg, env = run.config, run.environment
-    c1, c2, c3, c4, c5 = st.columns(5)
-    c1.metric("models", len(view.models))
-    c2.metric("dataset", run.dataset.name if run.dataset else cfg.dataset,
-              help=f"{run.dataset.size if run.dataset else '?'} images")
+    cfg = run.config
+    # the dataset's card is the widest: its name (``sample[:16]``, a folder) must not be cut
+    c1, c2, c3, c4, c5 = st.columns([2, 5, 2, 2, 3])
+    c1.metric("models", len(view.models), help=", ".join(view.models))
+    dataset = run.dataset.name if run.dataset else cfg.dataset
+    c2.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)")
     c3.metric("images", run.dataset.size if run.dataset else "?")
     done = progress.progress_of(run, view.report, view.n_units, view.total_cells)
     c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
     c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
     with st.expander("corruptions of this domain and run configuration"):
         exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
-        st.json({"models": cfg.models, "baseline": cfg.baseline, "dataset": cfg.dataset, "limit": cfg.limit,
-                 "seed": cfg.seed, "created": run.created_at, "finished": run.finished_at,
-                 "device": str(env.get("gpu") or env.get("device") or "?"), "environment": env}, expanded=False)
+        exports.table(config_frame(run), f"{run.run_id}-configuration", "run-config",
+                      column_config={"setting": st.column_config.TextColumn("setting", width="medium"),
+                                     "value": st.column_config.TextColumn("value", width="large")})
 
 
 def status_notes(view: data.RunView) -> None:
@@ -448,9 +503,9 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
         fmr_section.show(store, view.report)
         return
     verdict.show(store, store_key, run_id, fingerprint)
-    ci = verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint)
-    summary_section(view.report, ci)
-    shown = Shown(store, store_key, view, view.report, fingerprint)
+    ri = verdict.run_intervals(store, store_key, view.report, run_id, baseline, fingerprint)
+    summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint))
+    shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
     for tab, (label, draw) in zip(tabs, TABS.items(), strict=True):
         with tab:

@@ -113,7 +113,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(case: str, home: Path, 
     _nothing_written()
 
 
-def test_unreadable_image_is_reported_and_counted(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+def _dataset_with_bad_jpeg(tmp_path: Path) -> Path:
     import numpy as np
     from PIL import Image
 
@@ -121,15 +121,37 @@ def test_unreadable_image_is_reported_and_counted(home: Path, tmp_path: Path, ca
         (tmp_path / "ds" / cls).mkdir(parents=True)
         for i in range(3):
             Image.fromarray(np.full((20, 20, 3), 40 * i, np.uint8)).save(tmp_path / "ds" / cls / f"{i}.png")
-    (tmp_path / "ds" / "dog" / "bad.jpg").write_bytes(b"\xff\xd8garbage")
+    bad = tmp_path / "ds" / "dog" / "bad.jpg"
+    bad.write_bytes(b"\xff\xd8garbage")
+    return bad
+
+
+def test_unreadable_image_refuses_the_dataset_by_default(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    bad = _dataset_with_bad_jpeg(tmp_path)
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    code, _, err = cli(["run", str(cfg), "--models", "fake:a", "--dataset", str(tmp_path / "ds"), "--no-stability",
+                        "--workers", "0"], capsys, monkeypatch)
+    assert code == 2, err
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad}: cannot decode (UnidentifiedImageError: "), err
+    assert lines[0].endswith("; remove or fix it, or pass --skip-unreadable"), err
+    _nothing_written()
+
+
+def test_skip_unreadable_skips_counts_and_shows_the_file(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    bad = _dataset_with_bad_jpeg(tmp_path)
     cfg = save(DOMAIN, tmp_path / "domain.toml")
     monkeypatch.setattr(sys, "argv", ["domainbench", "run", str(cfg), "--models", "fake:a", "--dataset", str(tmp_path / "ds"),
-                                      "--no-stability", "--workers", "0"])
+                                      "--no-stability", "--workers", "0", "--skip-unreadable", "--run-id", "skipping"])
     main()
     err = capsys.readouterr().err
     assert "bad.jpg" in err and "1 unreadable images" in err
     run = open_store().list_runs()[0]
-    assert run.status == "done" and run.n_unreadable == 1
+    assert run.status == "done" and run.n_unreadable == 1 and run.unreadable == [str(bad)]
+    assert run.config.skip_unreadable and all(u.n == 6 for u in open_store().units("skipping"))
+    code, out, err = cli(["show", "skipping"], capsys, monkeypatch)
+    assert code == 0, err
+    assert f"1 unreadable image file skipped: {bad}" in " ".join(out.split())
 
 
 def test_plan_show_export_ls(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:

@@ -106,3 +106,81 @@ def test_stability_and_threat_consume_device_images(home: Path) -> None:
               for run in runs]
     assert stab[0] and stab[0] == stab[1]
     assert threat[0] and threat[0] == threat[1]
+
+
+#: every step has a device kernel that reproduces the CPU pixels (up to rounding); one random step
+DEVICE_STEPS = [("rotation", 2), ("gaussian_blur", 3)]
+RANDOM_STEPS = [("rotation", 2), ("gaussian_noise", 3)]
+
+
+@pytest.mark.parametrize(
+    ("choice", "model_device", "steps", "site"),
+    [
+        ("auto", "cuda", DEVICE_STEPS, "device"),
+        ("device", "cpu", RANDOM_STEPS, "device"),
+        ("auto", "cpu", DEVICE_STEPS, "cpu"),  # CPU-only machine: the worker processes
+        ("cpu", "cuda", DEVICE_STEPS, "cpu"),
+        ("auto", "cuda", [("rotation", 2), ("webp_compression", 3)], "cpu"),  # one step without a device kernel
+    ],
+)
+def test_composition_site_needs_a_device_kernel_for_every_step(choice: str, model_device: str,
+                                                               steps: list[tuple[str, int]], site: str) -> None:
+    from domainbench.engine.device_corruption import job_site
+    from domainbench.engine.jobs import Job
+
+    job = Job(0, "compose:c", 1, {"steps": [list(s) for s in steps]})
+    assert corruption_site(choice, torch.device(model_device), "compose:c", steps) == site
+    assert job_site(choice, torch.device(model_device), job) == site
+
+
+def test_a_composition_on_the_device_is_its_device_steps_by_hand() -> None:
+    from domainbench.corruptions import derive_seed
+    from domainbench.corruptions import device as device_kernels
+    from domainbench.engine.device_corruption import run_device_job
+    from domainbench.engine.jobs import Job, image_seeds, run_job
+
+    images = np.random.default_rng(1).integers(0, 256, (4, 32, 32, 3), dtype=np.uint8)
+    indices = np.array([3, 9, 10, 17])
+    for steps in (DEVICE_STEPS, RANDOM_STEPS):
+        job = Job(0, "compose:c", 1, {"steps": [list(s) for s in steps]})
+        got = run_device_job(job, images, indices, 7, torch.device("cpu"))
+        assert isinstance(got.images, torch.Tensor) and got.on == "device" and len(got.drawn["steps"]) == 2
+        seeds = image_seeds(7, "compose:c", 1, indices)
+        by_hand = torch.from_numpy(images)
+        for k, (name, severity) in enumerate(steps):
+            by_hand, drawn = device_kernels.corrupt_batch(by_hand, name, severity=severity,
+                                                          seeds=[derive_seed(s, k) for s in seeds], return_drawn=True)
+            assert got.drawn["steps"][k] == drawn
+        assert torch.equal(got.images, by_hand)
+        # the same seeds give the same pixels (a resumed run); the steps changed the images
+        assert torch.equal(run_device_job(job, images, indices, 7, torch.device("cpu")).images, got.images)
+        assert not np.array_equal(got.images.numpy(), images)
+    # kernels that reproduce the CPU pixels: the composition matches the CPU workers' up to the kernels' rounding
+    job = Job(0, "compose:c", 1, {"steps": [list(s) for s in DEVICE_STEPS]})
+    on_cpu = run_job(job, images, indices, 7).images
+    on_device = run_device_job(job, images, indices, 7, torch.device("cpu")).images.numpy()
+    assert np.abs(on_device.astype(int) - on_cpu).max() <= 2
+
+
+def test_a_run_corrupts_a_composition_on_the_device_when_every_step_can(home: Path) -> None:
+    from domainbench.config import Composition, CompositionStep
+
+    def comp(name: str, steps: list[tuple[str, int]]) -> Composition:
+        return Composition(name=name, steps=[CompositionStep(corruption=c, severity=s) for c, s in steps])
+
+    domain = DomainConfig(domain="composed on the device", corruptions=[
+        CorruptionChoice(name="rotation", severities=[2], reason="test")],
+        compositions=[comp("tilted blur", DEVICE_STEPS), comp("tilted webp", [("rotation", 2), ("webp_compression", 3)])])
+    store = open_store()
+    runs = [Engine(store).start(domain, cfg(corrupt_on=site, limit=24)) for site in ("cpu", "device")]
+    units = [{(u.model, u.corruption, u.shard): u for u in store.units(run)} for run in runs]
+    assert units[0].keys() == units[1].keys()
+    composed = [k for k in units[1] if k[1].startswith("compose:")]
+    assert len(composed) == 2 * 2 * 2  # models x compositions x shards
+    for k in composed:
+        a, b = units[0][k], units[1][k]
+        assert a.corrupted_on == "cpu"
+        assert b.corrupted_on == ("device" if k[1] == "compose:tilted blur" else "cpu")
+        assert a.preds == b.preds and a.params == b.params, k
+        assert a.damage is not None and b.damage is not None
+        assert b.damage.ssim == pytest.approx(a.damage.ssim, abs=0.02)

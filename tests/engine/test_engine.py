@@ -159,7 +159,8 @@ def test_unlabeled_folder_reports_flips_but_no_accuracy(home: Path, tmp_path: Pa
     (tmp_path / "imgs" / "broken.png").write_bytes(b"not an image")
     store = open_store()
     engine = Engine(store)
-    run_id = engine.start(DOMAIN, cfg(dataset=str(tmp_path / "imgs"), classes=["cat", "dog"], image_size=32, limit=None))
+    run_id = engine.start(DOMAIN, cfg(dataset=str(tmp_path / "imgs"), classes=["cat", "dog"], image_size=32, limit=None,
+                                      skip_unreadable=True))
     assert len(engine.stats.unreadable) == 1 and engine.stats.unreadable[0][1].endswith("broken.png")
     s = build_report(store, run_id)
     row = s.table()[0]
@@ -254,7 +255,7 @@ def test_next_shard_decodes_on_a_thread_while_this_one_is_scored(home: Path, tmp
     for name in ("3b.png", "7b.png"):  # unreadable images in two different shards
         (tmp_path / "imgs" / name).write_bytes(b"not an image")
     kw = dict(dataset=str(tmp_path / "imgs"), classes=["cat", "dog"], image_size=32, limit=None, stability=False,
-              threat=False)
+              threat=False, skip_unreadable=True)
     store = open_store()
     one_shard = Engine(store)
     reference = one_shard.start(DOMAIN, cfg(shard_size=100, **kw))  # nothing to load ahead of

@@ -231,7 +231,7 @@ def test_accuracy_vs_radius_bins_and_the_fitted_line() -> None:
     assert np.allclose(a.x, [0.05, 0.15]) and np.allclose(a.y, [90.0, 50.0])
     assert np.allclose(fit.x, [0.05, 0.15]) and np.allclose(fit.y, [90.0, 50.0]) and fit.line.dash == "dash"
     assert np.allclose(fit_b.y, [80.0, 20.0])
-    assert fig.layout.xaxis.title.text == "DivergenceRadius R_dr"
+    assert fig.layout.xaxis.title.text.startswith("DivergenceRadius R_dr (")
     empty = figures.accuracy_vs_radius(bins.iloc[0:0], summary_frame)
     assert len(empty.data) == 0 and "stability" in empty.layout.annotations[0].text
 
@@ -254,8 +254,12 @@ def test_rank_change_slope_per_model() -> None:
     ranking = pd.DataFrame({"model": ["A", "B", "C"], "clean rank": [1, 2, 3], "corrupted rank": [3, 1, 2]})
     fig = figures.rank_change(ranking)
     assert [t.name for t in fig.data] == ["A", "B", "C"]
-    assert list(fig.data[0].x) == ["clean", "corrupted"] and list(fig.data[0].y) == [1, 3]
+    assert list(fig.data[0].x) == [0, 1] and list(fig.data[0].y) == [1, 3]
+    assert list(fig.layout.xaxis.ticktext) == ["clean", "corrupted"]
     assert fig.layout.yaxis.autorange == "reversed"  # rank 1 on top
+    # a legend names the models, and the axis leaves room left and right for the rank labels (never cut)
+    assert fig.layout.showlegend is True and fig.layout.legend.title.text == "model"
+    assert fig.layout.xaxis.range[0] < 0 and fig.layout.xaxis.range[1] > 1
 
 
 def test_radius_fit_is_the_least_squares_line_of_the_plotted_points() -> None:

@@ -47,8 +47,8 @@ def test_verdict_first_then_the_table_with_intervals(real_store: Store, real_run
 def test_pm_formats_value_and_half_width() -> None:
     assert pm(0.612, (0.581, 0.643), True) == "61.2 % ± 3.1"
     assert pm(1.05, (0.9, 1.3), False) == "1.050 ± 0.250"
-    assert pm(None, None, True) == "n/a" and pm(0.5, None, True) == "50.0 %"
-    assert pm(float("nan"), (0, 1), True) == "n/a"
+    assert pm(None, None, True) == "—" and pm(0.5, None, True) == "50.0 %"
+    assert pm(float("nan"), (0, 1), True) == "—"
     with pytest.raises(TypeError):
         pm("x", None, True)  # type: ignore[arg-type]
 

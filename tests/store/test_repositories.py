@@ -86,6 +86,7 @@ def test_domain_save_builds_the_record_once_keyed_by_its_content(store: Store) -
 class _ExpiredLease:
     run_id = "r1"
     worker = "w1"  # the store's fence names it too
+    epoch = None  # the fence then takes the stored one
 
     def check(self) -> None:
         raise LeaseLost("lease ran out")
