@@ -256,6 +256,8 @@ def plan(
     samples: Annotated[int, typer.Option(help="LLM samples for the majority vote.")] = 10,
     provider: Annotated[str, typer.Option(help="auto | offline | openai (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set).")] = "auto",
     preview: Annotated[bool, typer.Option("--preview", help="Also print the expected SSIM of each chosen severity on a sample image (1 = unchanged).")] = False,
+    dataset: Annotated[Optional[str], typer.Option(help="The images the plan will run on: corruptions that leave them unchanged (colour on grayscale) are left out, with a note.")] = None,
+    classes: Annotated[Optional[list[str]], typer.Option(help="Class names, for a --dataset folder without class folders.")] = None,
 ) -> None:
     """Choose the corruptions a domain produces, with severities and a reason for each."""
     from domainbench.config import dumps, save
@@ -266,13 +268,22 @@ def plan(
 
         output_file(output)
     _say(f"planning with provider={provider} …")
+    probe = None
+    if dataset:  # opened before the planner runs: a bad path is refused at once
+        from domainbench.planner.image_fit import fit_to_images, probe_images
+
+        probe = probe_images(dataset, _csv(classes))
     cfg = make_plan(text, provider=provider, samples=samples, llm=_settings().llm_settings())
+    if probe is not None:
+        cfg = fit_to_images(cfg, *probe)
+        for note in cfg.planner.violations:
+            err_console.print(literal(note), style="yellow", highlight=False)
     _store().domains.save(cfg, created_at=cfg.planner.created_at)
     if output:
         save(cfg, output)
         _say(f"wrote {markup_safe(output)}")
     else:
-        console.print(dumps(cfg), highlight=False, markup=False)
+        console.print(dumps(cfg), highlight=False, markup=False, soft_wrap=True)  # TOML: a folded line breaks it
     if not STATE.quiet:
         t = Table(title="chosen corruptions")
         for col in ("corruption", "severities", "reason"):
@@ -312,7 +323,7 @@ def run(
     seed: Annotated[Optional[int], typer.Option(help="Seed of every corruption's random parameters.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass (halved automatically on GPU out-of-memory).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
-    workers: Annotated[Optional[int], typer.Option(help="Corruption worker processes (0 = in-process).")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Worker processes that decode and corrupt images (default: one per core, at most 8; 0 = in this process).")] = None,
     corrupt_on: Annotated[Optional[str], typer.Option("--corrupt-on", help="auto | cpu | device: corrupt with the torch kernels on the models' device (auto: when it is a GPU).")] = None,
     corruptions_module: Annotated[Optional[list[str]], typer.Option("--corruptions-module", help="Import a module that registers extra corruptions.")] = None,
     stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,
@@ -337,6 +348,7 @@ def run(
     target_width: Annotated[Optional[float], typer.Option("--target-width", help="With --adaptive: the width a cell's top-1 accuracy interval must reach (default 0.1).")] = None,
     breaking_point: Annotated[Optional[str], typer.Option("--breaking-point", metavar="[THRESHOLD]", help="Find where each model's balanced accuracy falls below THRESHOLD on each corruption's continuous scale (default: halfway between clean and chance).")] = None,
     skip_unreadable: Annotated[Optional[bool], typer.Option("--skip-unreadable", help="Skip image files that do not decode (counted and listed in the run) instead of refusing the dataset; with --resume, go on past the file that stopped the run.")] = None,
+    shift: Annotated[Optional[list[str]], typer.Option("--shift", metavar="NAME=PATH", help="Also evaluate your own shifted images as the cell shift:NAME (repeatable): class folders named like the dataset's classes, or files named like its files.")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from domainbench.config import RunConfig, load_domain
@@ -351,6 +363,7 @@ def run(
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
         notes: list[str] = []
         domain = load_domain(config, notes=notes)
+        domain = _with_shifts(domain, shift, config)
         for note in notes:
             _say(markup_safe(note))
         cfg = RunConfig.from_sources(run_config, {
@@ -377,6 +390,15 @@ def run(
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
     print_report(query.report(store, run_id))  # the engine stored it as the run finished
     print_timings(store.get_run(run_id))
+
+
+def _with_shifts(domain: Any, options: Optional[list[str]], plan: Path) -> Any:
+    """The plan with each --shift NAME=PATH added (a plan's own relative [[shift]] paths are relative to it)."""
+    from domainbench.engine.shift_cells import parse_shift_option, with_shifts
+
+    domain = with_shifts(domain, [parse_shift_option(o) for o in options or []], plan_dir=plan.parent)
+    domain.check_catalogue()  # a shift named like a corruption
+    return domain
 
 
 def _threshold(value: Optional[str]) -> Optional[float]:

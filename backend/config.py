@@ -16,6 +16,10 @@ The domain file lists its corruptions as an array of tables::
     name = "night rain"
     steps = [{corruption = "low_light", severity = 3}, {corruption = "rain", severity = 2}]
     reason = "night driving in rain: dark, wet windscreen"
+
+    [[shift]]                 # optional (schema 3): the user's own shifted images, evaluated as cell shift:NAME
+    name = "night"
+    path = "photos/night"     # class folders named like the dataset's classes, or files named like its files
 """
 
 from __future__ import annotations
@@ -37,6 +41,10 @@ SCHEMA_VERSION = 1
 COMPOSITIONS_SCHEMA_VERSION = 2
 #: a composed cell is stored and reported under this prefix + its name
 COMPOSITION_PREFIX = "compose:"
+#: domain files that hold ``[[shift]]`` are version 3 (they need a domainbench that evaluates real shifts)
+SHIFTS_SCHEMA_VERSION = 3
+#: a real-shift cell (the user's own images, ``domainbench.engine.shift_cells``) is stored under this prefix + its name
+SHIFT_PREFIX = "shift:"
 
 
 class _Strict(BaseModel):
@@ -85,6 +93,19 @@ class Composition(_Strict):
         return [(s.corruption, s.severity) for s in self.steps]
 
 
+class RealShift(_Strict):
+    """A folder of the user's own shifted images, evaluated beside the synthetic cells as ``shift:NAME``."""
+
+    # a plain word: it is part of a cell name, a CLI argument and a file name in exports
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+    #: absolute once a run pins it (relative paths in a plan file are relative to the plan file)
+    path: str = Field(min_length=1)
+
+    @property
+    def cell_name(self) -> str:
+        return SHIFT_PREFIX + self.name
+
+
 class PlannerProvenance(_Strict):
     """How a plan was made, so a stored plan can be audited and reproduced."""
 
@@ -104,6 +125,7 @@ class DomainConfig(_Strict):
     domain: str
     corruptions: list[CorruptionChoice]
     compositions: list[Composition] = Field(default_factory=list)
+    shift: list[RealShift] = Field(default_factory=list)
     planner: PlannerProvenance = Field(default_factory=PlannerProvenance)
 
     @field_validator("corruptions")
@@ -121,11 +143,19 @@ class DomainConfig(_Strict):
         _listed_once([c.name for c in v], "composition")
         return v
 
+    @field_validator("shift")
+    @classmethod
+    def _shifts_named_once(cls, v: list[RealShift]) -> list[RealShift]:
+        _listed_once([s.name for s in v], "shift")
+        return v
+
     @model_validator(mode="after")
     def _versioned_by_content(self) -> DomainConfig:
         # a plan without compositions stays version 1, byte for byte (and so keeps its domain id)
         if self.compositions and self.schema_version < COMPOSITIONS_SCHEMA_VERSION:
             self.schema_version = COMPOSITIONS_SCHEMA_VERSION
+        if self.shift and self.schema_version < SHIFTS_SCHEMA_VERSION:
+            self.schema_version = SHIFTS_SCHEMA_VERSION
         return self
 
     def check_catalogue(self) -> None:
@@ -143,6 +173,19 @@ class DomainConfig(_Strict):
                 corruptions.check_steps(comp.pairs)
             except corruptions.CorruptionError as e:
                 raise UserInputError(f"composition {comp.name!r}: {e}") from e
+        for sh in self.shift:
+            if _is_corruption(sh.name):
+                raise UserInputError(f"shift name {sh.name!r} is also a corruption's name; rename the shift "
+                                     f"(e.g. {sh.name + '-real'!r}) so its cells cannot be mistaken for synthetic ones")
+
+
+def _is_corruption(name: str) -> bool:
+    from domainbench import corruptions
+    try:
+        corruptions.get(name)  # aliases count: `elastic` names elastic_transform
+        return True
+    except corruptions.CorruptionError:
+        return False
 
 
 def _listed_once(values: list[str], what: str) -> list[str]:
@@ -180,7 +223,7 @@ class RunConfig(_Strict):
     templates: list[str] | None = None
     # images per unit of work; None picks a size that keeps one corrupted shard near 32 MB
     shard_size: int | None = Field(default=None, ge=1, le=bounds.MAX_SHARD_SIZE)
-    # worker processes that corrupt images; None: one per core beyond the first two
+    # worker processes that decode and corrupt images; None: one per core, at most 8; 0: in this process
     workers: int | None = Field(default=None, ge=0, le=bounds.MAX_WORKERS)
     # where corruptions run: cpu (numpy, worker processes), device (torch kernels on the models' device
     # where a corruption has one), auto (device when the models run on a GPU)
@@ -309,6 +352,8 @@ def dumps(cfg: BaseModel) -> str:
     data = cfg.model_dump(mode="json")
     if isinstance(cfg, DomainConfig) and not cfg.compositions:
         del data["compositions"]  # a plan without compositions reads as it did before they existed
+    if isinstance(cfg, DomainConfig) and not cfg.shift:
+        del data["shift"]
     text = tomli_w.dumps(_drop_none(data))
     # tomli_w puts every array element on its own line; severities read better as [1, 2, 3]
     return _INT_ARRAY.sub(lambda m: "[" + ", ".join(v.strip().rstrip(",") for v in m.group(1).splitlines()) + "]", text)

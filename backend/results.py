@@ -11,9 +11,10 @@ import functools
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, model_validator
 
 from domainbench.confusion import SparseConfusion
+from domainbench.drawn_params import pack_params, unpack_params
 from domainbench.unit_sums import CalibrationCounts, DamageSums
 
 CLEAN = "clean"
@@ -45,6 +46,16 @@ _CLASS_LISTS: dict[int, tuple[Any, list[str]]] = {}
 ClassNames = Annotated[list[str], PlainValidator(_class_names)]
 
 
+def _params(v: Any) -> dict[str, Any]:
+    if not isinstance(v, Mapping):
+        raise ValueError("params must be a mapping of parameter names to values")
+    return unpack_params(v)
+
+
+#: a unit's parameters; what the corruption drew per image is stored packed (``domainbench.drawn_params``)
+UnitParams = Annotated[dict[str, Any], PlainValidator(_params), PlainSerializer(pack_params, when_used="json")]
+
+
 class UnitDocument(BaseModel):
     """One stored unit of work; extra keys written by the store (``_id`` …) are ignored."""
 
@@ -61,7 +72,7 @@ class UnitDocument(BaseModel):
     confusion: SparseConfusion | None
     flips: int = Field(ge=0)
     n_unreadable: int = Field(default=0, ge=0)
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: UnitParams = Field(default_factory=dict)
     seed: int
     classes: ClassNames
     #: ECE/NLL sums of the unit's labelled images (None: unlabelled, generative without scores, or stored before)

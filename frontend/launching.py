@@ -65,6 +65,16 @@ def edited_domain(cfg: DomainConfig, rows: list[dict[str, Any]]) -> DomainConfig
     return out
 
 
+def fit_plan(cfg: DomainConfig, dataset: str) -> DomainConfig:
+    """The planned domain without the corruptions and severities that leave ``dataset``'s images unchanged
+    (``planner.image_fit``, as ``plan --dataset``); unchanged when no dataset is given."""
+    if not dataset.strip():
+        return cfg
+    from domainbench.planner.image_fit import fit_to_images, probe_images
+
+    return fit_to_images(cfg, *probe_images(dataset.strip()))
+
+
 def plan_rows(cfg: DomainConfig) -> list[dict[str, Any]]:
     return [{"name": c.name, "severities": list(c.severities), "initial": list(c.severities), "params": dict(c.params),
              "reason": c.reason} for c in cfg.corruptions]

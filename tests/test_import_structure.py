@@ -160,7 +160,8 @@ def test_the_cycle_finder_finds_cycles(graph: dict[str, set[str]], expected: lis
 #: top-level module or package must be placed here (the test says so).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # plain helpers and leaf libraries: no domainbench import outside this floor
-    ("ground", ("domainbench", "domainbench.errors", "domainbench.literal", "domainbench.packed", "domainbench.settings",
+    ("ground", ("domainbench", "domainbench.errors", "domainbench.literal", "domainbench.packed", "domainbench.drawn_params",
+                "domainbench.settings",
                 "domainbench.resource_bounds", "domainbench.safe_output", "domainbench.disk_full",
                 "domainbench.host_memory", "domainbench.parent_watch", "domainbench.crash_report", "domainbench.stats",
                 "domainbench.heartbeat",

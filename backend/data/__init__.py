@@ -50,6 +50,8 @@ class Dataset:
     arrays: np.ndarray | None = None  # in-memory images (the bundled sample)
     paths: list[Path] | None = None
     image_size: int = 224
+    #: each image's index in the dataset it was taken from (``subset``); None: the images are the whole dataset
+    origin: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.arrays) if self.arrays is not None else len(self.paths or [])
@@ -80,6 +82,7 @@ class Dataset:
             arrays=None if self.arrays is None else self.arrays[keep],
             paths=None if self.paths is None else [self.paths[i] for i in keep],
             image_size=self.image_size,
+            origin=(np.arange(len(self)) if self.origin is None else self.origin)[keep],
         )
 
     def load(self, indices: np.ndarray) -> Batch:
@@ -88,18 +91,33 @@ class Dataset:
         if self.arrays is not None:
             return Batch(self.arrays[indices], indices, labels)
         assert self.paths is not None
-        ok, imgs, bad = [], [], []
-        for i in indices:
-            try:
-                imgs.append(_decode(self.paths[i], self.image_size))
-                ok.append(True)
-            except Exception as e:  # noqa: BLE001 - any decoder failure is reported, never fatal
-                bad.append((int(i), display_name(str(self.paths[i])), display_name(f"{type(e).__name__}: {e}")))
-                ok.append(False)
-        mask = np.array(ok, dtype=bool)
-        shape = (0, self.image_size, self.image_size, 3)
-        images = np.stack(imgs) if imgs else np.zeros(shape, np.uint8)
-        return Batch(images, indices[mask], None if labels is None else labels[mask], bad)
+        paths = [self.paths[i] for i in indices]
+        return files_batch(decode_files(paths, self.image_size), paths, indices, labels, self.image_size)
+
+
+def decode_files(paths: list[Path], size: int) -> list[np.ndarray | str]:
+    """Each file decoded to (size, size, 3) uint8, or the reason it does not decode.
+
+    The one decode of file images: ``Dataset.load`` calls it in-process, the engine's input
+    pipeline on chunks of a shard in worker processes (``domainbench.engine.input_pipeline``).
+    """
+    out: list[np.ndarray | str] = []
+    for path in paths:
+        try:
+            out.append(_decode(path, size))
+        except Exception as e:  # noqa: BLE001 - any decoder failure is reported, never fatal
+            out.append(display_name(f"{type(e).__name__}: {e}"))
+    return out
+
+
+def files_batch(decoded: list[np.ndarray | str], paths: list[Path], indices: np.ndarray, labels: np.ndarray | None,
+                size: int) -> Batch:
+    """The batch of dataset ``indices`` (files ``paths``) from their ``decode_files`` results, in order."""
+    ok = np.array([not isinstance(d, str) for d in decoded], dtype=bool)
+    bad = [(int(i), display_name(str(p)), d) for i, p, d in zip(indices, paths, decoded) if isinstance(d, str)]
+    imgs = [d for d in decoded if not isinstance(d, str)]
+    images = np.stack(imgs) if imgs else np.zeros((0, size, size, 3), np.uint8)
+    return Batch(images, indices[ok], None if labels is None else labels[ok], bad)
 
 
 def _decode(path: Path, size: int) -> np.ndarray:
@@ -314,4 +332,7 @@ def open_dataset(spec: str, classes: list[str] | None = None, image_size: int = 
         )
     if path.is_file():
         raise UserInputError(f"dataset file {path} is not a .csv manifest; give a manifest with columns path,label or a folder")
+    if not path.is_dir():  # a FIFO, socket or device: reading it could block or never end
+        raise UserInputError(f"dataset {path} is not a folder or a file (a FIFO, socket or device); give a folder of "
+                             "class folders, a CSV manifest or an image folder")
     raise UserInputError(f"dataset folder {path} is empty: put images in it (or one folder per class)")

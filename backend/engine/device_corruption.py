@@ -64,6 +64,8 @@ def run_device_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: 
     images, indices = images[: job.n_images], indices[: job.n_images]
     seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
     x = to_device(as_tensor(images), device)
+    if len(x) == 0:  # a shard whose files were all unreadable (--skip-unreadable): nothing to corrupt
+        return Corrupted(x, {}, on="device")
     steps = composition_steps(job)
     if steps is not None:
         out, drawn_steps = device_kernels.corrupt_composed(x, steps, seeds, device=device)

@@ -73,6 +73,8 @@ def composition_steps(job: Job) -> list[tuple[str, int]] | None:
 
 def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -> Corrupted:
     images, indices = images[: job.n_images], indices[: job.n_images]
+    if len(images) == 0:  # a shard whose files were all unreadable (--skip-unreadable): nothing to corrupt
+        return Corrupted(images, {})
     seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
     steps = composition_steps(job)
     if steps is not None:

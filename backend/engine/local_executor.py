@@ -1,7 +1,9 @@
-"""The local executor: models in this process, corruption in a process pool (or inline, or on the models' device).
+"""The local executor: models in this process, decoding and corruption in a process pool (or inline,
+or corruption on the models' device).
 
-One shard of look-ahead: while the models score shard k, the pool corrupts shard k+1 and a
-thread decodes shard k+2's files (PIL releases the GIL).
+One shard of look-ahead: while the models score shard k, the pool corrupts shard k+1 and decodes
+shard k+2's files (``input_pipeline``); without worker processes a thread decodes and the
+corruption runs when its shard is scored.
 """
 
 from __future__ import annotations
@@ -10,16 +12,16 @@ import multiprocessing as mp
 import os
 import platform
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-import numpy as np
 import torch
 
 from domainbench.config import FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.device_corruption import job_site, run_device_job
+from domainbench.engine.input_pipeline import ShardLoader, auto_workers
 from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.tasks import RunEvents
@@ -29,11 +31,6 @@ from domainbench.fmr.tested import TestedModel
 from domainbench.fmr.units import FmrModels, FmrWork, load_fmr_models, score_fmr_shards
 from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
-
-
-def auto_workers() -> int:
-    # on two cores the model forward pass already uses both; extra processes only contend
-    return max(0, min(8, (os.cpu_count() or 1) - 2))
 
 
 class _InlineFuture:
@@ -61,12 +58,13 @@ class LocalExecutor:
         # corrupting on the device is this executor's choice: here the models run in this process
         device = work.ctx.models[0].model.device if work.ctx.models else torch.device("cpu")
         workers = auto_workers() if cfg.workers is None else cfg.workers
-        # spawn, not fork: forking a process whose torch/OpenMP threads are running can deadlock
+        # one pool decodes and corrupts; spawn, not fork: forking a process whose torch/OpenMP threads
+        # are running can deadlock
         pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None
-        loader = ThreadPoolExecutor(1, thread_name_prefix="domainbench-load")
+        loader = ShardLoader(work.ctx.dataset, pool, workers)
         try:
             pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
-            for shard, todo, loaded in _loaded_ahead(work.plan(), work.shards, work.ctx.dataset, loader):
+            for shard, todo, loaded in loader.ahead(work.plan(), work.shards):
                 with work.timer.stage(RUN, "decode"):
                     loaded_batch = loaded.result()
                 batch = work.report_unreadable(loaded_batch)
@@ -77,7 +75,7 @@ class LocalExecutor:
             while pending:
                 work.consume(*pending.popleft())
         finally:
-            loader.shutdown(cancel_futures=True)
+            loader.close()
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
 
@@ -103,18 +101,6 @@ def _submit(pool: ProcessPoolExecutor | None, job: Job, batch: Batch, seed: int,
     if pool is None:
         return _InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed))
     return pool.submit(run_job, job, batch.images, batch.indices, seed)
-
-
-def _loaded_ahead(plan: Iterator[tuple[int, list[Job]]], shards: list[np.ndarray], ds: Dataset,
-                  loader: ThreadPoolExecutor) -> Iterator[tuple[int, list[Job], Future[Batch]]]:
-    """The plan's shards with their batches loading on ``loader``, the next one already started
-    when one is handed out: decoding shard k+1 overlaps the work done with shard k (scoring k-1)."""
-    ahead: deque[tuple[int, list[Job], Future[Batch]]] = deque()
-    for shard, todo in plan:
-        ahead.append((shard, todo, loader.submit(ds.load, shards[shard])))
-        if len(ahead) == 2:
-            yield ahead.popleft()
-    yield from ahead
 
 
 def local_environment(models: list[ModelState]) -> dict[str, Any]:

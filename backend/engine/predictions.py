@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from domainbench.config import SHIFT_PREFIX
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import RunRecord, UnitRecord
@@ -26,7 +27,7 @@ PREDICTION_COLUMNS: dict[str, str] = {
     "model": "registry name of the model",
     "corruption": "corruption name, or 'clean'",
     "severity": "severity 1..5 (0 for the clean pass)",
-    "image": "index of the image in the run's dataset",
+    "image": "index of the image in the run's dataset (a shift:NAME cell of class folders: in its folder's sorted files)",
     "path": "the image file (empty for in-memory datasets such as the sample)",
     "label": "true class name (empty when the dataset is unlabelled)",
     "prediction": "predicted class name (empty: a generative model's answer named no class)",
@@ -47,7 +48,10 @@ def prediction_rows(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
         labels = _labels(units)
         order = sorted(units, key=lambda u: (u.corruption != "clean", u.corruption, u.severity, u.shard))
         for u in order:
-            yield from _unit_rows(u, labels, paths)
+            if u.corruption.startswith(SHIFT_PREFIX):  # its own images: its own labels, paths from its folder
+                yield from _unit_rows(u, _labels([u]), _shift_paths(u, paths))
+            else:
+                yield from _unit_rows(u, labels, paths)
 
 
 def _unit_rows(u: UnitRecord, labels: dict[int, int], paths: list[str] | None) -> Iterator[dict[str, Any]]:
@@ -71,9 +75,15 @@ def _labels(units: list[UnitRecord]) -> dict[int, int]:
     """Image index -> true class, from the clean pass (the only units that store labels)."""
     out: dict[int, int] = {}
     for u in units:
-        if u.labels is not None:
+        if u.labels is not None and (u.corruption == "clean" or len(units) == 1):
             out.update(zip(np.asarray(u.indices).tolist(), np.asarray(u.labels).tolist()))
     return out
+
+
+def _shift_paths(u: UnitRecord, clean_paths: list[str] | None) -> list[str] | None:
+    """A shift unit's ``image`` indexes the dataset when the shift is paired (its clean image's path is
+    shown); otherwise the shift folder's sorted files, which are not listed again here."""
+    return clean_paths if u.params.get("paired") else None
 
 
 def _paths(run: RunRecord) -> list[str] | None:

@@ -27,6 +27,7 @@ from domainbench.engine.lifecycle import (check_new_run_id, complete_run, create
                                           stored_run)
 from domainbench.engine.local_executor import LocalExecutor
 from domainbench.engine.scoring import ModelState
+from domainbench.engine import shift_cells
 from domainbench.engine.timings import StageTimes
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.engine.work import Executor, RunStats, ShardWork
@@ -94,6 +95,7 @@ class Engine:
         self.stats = RunStats()
         self.timer = StageTimes()
         self._adaptive: AdaptiveStopping | None = None  # set for a run made with --adaptive
+        self._shifts: list[shift_cells.ShiftImages] = []  # the run's real-shift folders, opened
 
     # -- public entry points ----------------------------------------------------------
     def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None, fmr: FmrSettings | None = None,
@@ -110,10 +112,15 @@ class Engine:
         check_new_run_id(self.store, run_id)
         domain.check_catalogue()
         cfg = pinned_config(cfg)
+        domain = shift_cells.with_shifts(domain, [])
         ds = open_run_dataset(cfg)
+        self._shifts = self._open_shifts(domain, cfg, ds)
         models = self._load_models(cfg, ds)
         # nothing is written before every input is known to be good
-        run_id = create_run(self.store, domain, cfg, run_id, dataset_info(ds, cfg), self.executor.environment(models),
+        info = dataset_info(ds, cfg)
+        if self._shifts:
+            info = info.model_copy(update={"shifts": shift_cells.shift_fingerprints(self._shifts)})
+        run_id = create_run(self.store, domain, cfg, run_id, info, self.executor.environment(models),
                             ladder_versions=ladder_versions(domain))
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
 
@@ -133,11 +140,16 @@ class Engine:
             run = run.model_copy(update={"config": run.config.model_copy(update={"skip_unreadable": True})})
         ds = open_run_dataset(run.config)
         check_same_dataset(run, ds)
+        self._shifts = self._open_shifts(run.domain, run.config, ds)
+        if run.dataset is not None:
+            shift_cells.check_same_shifts(run_id, run.dataset.shifts, self._shifts)
         models = self._load_models(run.config, ds)
         started: dict[str, Any] = {"resumed_at": now(), **({"config": run.config} if skipping else {})}
         if run.dataset is None:  # a queued run starts here: record what `start` records
-            started = {"dataset": dataset_info(ds, run.config), "environment": self.executor.environment(models),
-                       "config": run.config}
+            info = dataset_info(ds, run.config)
+            if self._shifts:
+                info = info.model_copy(update={"shifts": shift_cells.shift_fingerprints(self._shifts)})
+            started = {"dataset": info, "environment": self.executor.environment(models), "config": run.config}
         restart_run(self.store, run_id, ladder_versions=ladders, **started)
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
 
@@ -145,6 +157,13 @@ class Engine:
         from domainbench.fmr.kind import FmrKind
 
         return FmrKind(self.store, self.executor, self.events, self.stats)
+
+    def _open_shifts(self, domain: DomainConfig, cfg: RunConfig, ds: Dataset) -> list[shift_cells.ShiftImages]:
+        if domain.shift and not isinstance(self.executor, LocalExecutor):
+            raise UserInputError("real-shift cells (--shift, [[shift]]) run on the local executor; leave out --executor ray")
+        if domain.shift and cfg.adaptive:
+            raise UserInputError("real-shift cells (--shift, [[shift]]) are evaluated on every image; leave out --adaptive")
+        return shift_cells.open_shifts(domain, cfg, ds)
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
         return self.executor.load_models(self.store, cfg, ds, self.events)
@@ -160,7 +179,8 @@ class Engine:
             shard_size = cfg.shard_size or auto_shard_size(ds)
             shards = [np.arange(i, min(i + shard_size, len(ds))) for i in range(0, len(ds), shard_size)]
         done = self.store.units.keys(run_id=ctx.run_id)
-        total = len(shards) * len(cells) * len(ctx.models)
+        shift_shard_size = cfg.shard_size or auto_shard_size(ds)
+        total = len(shards) * len(cells) * len(ctx.models) + shift_cells.missing_units(ctx, self._shifts, shift_shard_size, set())
         self.events.start(total, len(done))
         tasks: list[RunTask] = []
         if cfg.stability:
@@ -181,6 +201,8 @@ class Engine:
 
         def compute() -> dict[str, Any]:
             self.executor.execute(work)
+            # after the clean pass is stored: a paired shift's flips compare with its clean predictions
+            shift_cells.score_shifts(ctx, self._shifts, shift_shard_size, work.done, on_unit=work.unit_written)
             if cfg.breaking_point:
                 from domainbench.engine.breaking_point import measure_breaking_points
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from domainbench import corruptions
-from domainbench.config import COMPOSITION_PREFIX
+from domainbench.config import COMPOSITION_PREFIX, SHIFT_PREFIX
 from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
@@ -156,7 +156,8 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         seed=ctx.cfg.seed,
         classes=classes,
         # per-image labels once per shard: the stability link joins them with predictions
-        labels=batch.labels if cell.corruption == CLEAN and batch.labels is not None else None,
+        # and in a real-shift unit, whose images are its own (``shift_outcomes`` reads them there)
+        labels=batch.labels if (cell.corruption == CLEAN or cell.corruption.startswith(SHIFT_PREFIX)) else None,
         corrupted_on=None if cell.corruption == CLEAN else corrupted.on,
         frost_texture=texture_of(corrupted.drawn),
         elapsed_s=round(time.perf_counter() - t0, 4),
@@ -170,8 +171,8 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
 
 
 def _ladder_version(corruption: str) -> int:
-    # the clean pass and compositions have no ladder of their own (a composition's steps keep theirs)
-    if corruption == CLEAN or corruption.startswith(COMPOSITION_PREFIX):
+    # the clean pass, compositions and real shifts have no ladder of their own (a composition's steps keep theirs)
+    if corruption == CLEAN or corruption.startswith((COMPOSITION_PREFIX, SHIFT_PREFIX)):
         return 1
     return corruptions.get(corruption).ladder_version
 

@@ -55,7 +55,7 @@ def question_spread(store: Any, run_id: str) -> tuple[list[str], list[dict[str, 
     units = store.units(run_id)
     labels: dict[tuple[str, int], int] = {}
     for u in units:
-        if u.labels is not None:
+        if u.labels is not None and u.corruption == "clean":
             for i, y in zip(np.asarray(u.indices).tolist(), np.asarray(u.labels).tolist()):
                 labels[(u.model, i)] = y
     correct: dict[tuple[str, str, int], np.ndarray] = {}

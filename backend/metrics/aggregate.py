@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from domainbench.config import SHIFT_PREFIX
 from domainbench.confusion import SparseConfusion
 from domainbench.metrics.classification import (
     MetricInputError,
@@ -277,12 +278,14 @@ def summarize(
         )
 
     own: dict[str, dict[tuple[str, int], CellStats]] = {m: {} for m in models}
+    # real-shift cells (the user's own images) are listed but stay out of the plan's aggregates
+    real: dict[str, dict[tuple[str, int], CellStats]] = {m: {} for m in models}
     clean: dict[str, CellStats] = {}
     for (m, corr, sev), cell in cells.items():
         if corr == CLEAN:
             clean[m] = cell
         else:
-            own[m][(corr, sev)] = cell
+            (real if corr.startswith(SHIFT_PREFIX) else own)[m][(corr, sev)] = cell
 
     for m in models:
         kinds = {c.labeled for c in own[m].values()} | ({clean[m].labeled} if m in clean else set())
@@ -365,7 +368,7 @@ def summarize(
                 labeled=is_labeled,
                 clean_accuracy=clean[m].balanced_accuracy() if m in clean else None,
                 clean=_cell_summary(clean[m], True) if m in clean else None,
-                cells=[_cell_summary(own[m][k], k in common_set) for k in sorted(own[m])],
+                cells=[_cell_summary(c, k in common_set) for k, c in sorted((own[m] | real[m]).items())],
                 mean_corrupted_accuracy=mean_defined(accs) if accs else None,
                 mce=mean_defined(list(ce.values())),
                 rce=mean_defined(list(rc.values())),

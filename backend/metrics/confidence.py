@@ -187,22 +187,28 @@ def _wilson_of_rate(rate: float | None, n: int, confidence: float) -> Interval:
 
 def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequence[StabilityRecord] = (),
                   confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                  sequential: Mapping[tuple[str, str, int], dict[str, Interval]] | None = None) -> RunIntervals:
+                  sequential: Mapping[tuple[str, str, int], dict[str, Interval]] | None = None,
+                  shifts: Mapping[str, ImageOutcomes] | None = None, unpaired: frozenset[str] = frozenset()) -> RunIntervals:
     """Every interval of ``report`` at level ``confidence`` (bootstrap seeded by ``seed``).
+
+    ``shifts``: each real-shift cell's own outcomes; ``unpaired``: shift cells without paired clean
+    images (no flip rate, so no interval for it).
 
     ``sequential``: per cell, anytime-valid intervals that replace the Wilson ones (an adaptive
     run stopped its cells by looking at the data, and only those keep their coverage then).
     """
     weights = bootstrap_weights(outcomes.n, outcomes.labels, resamples, seed)
-    labelled = outcomes.labels is not None
+    # a real-shift cell's images are its own: bootstrapped on their own (``shift_outcomes``)
+    own = {cell: (o, bootstrap_weights(o.n, o.labels, resamples, seed)) for cell, o in (shifts or {}).items()}
     cells = []
     for m, c in report.all_cells():
         top1 = ba = None
-        if labelled and c.confusion is not None:
+        o, w = own.get(c.corruption, (outcomes, weights))
+        if o.labels is not None and c.confusion is not None:
             hits = int(np.trace(np.asarray(c.confusion)))
             top1 = wilson_interval(hits, c.n, confidence)
-            ba = percentile_interval(cell_balanced_accuracy(outcomes, m.model, c.corruption, c.severity, weights), confidence)
-        lfp = None if c.corruption == CLEAN else wilson_interval(c.flips, c.n, confidence)
+            ba = percentile_interval(cell_balanced_accuracy(o, m.model, c.corruption, c.severity, w), confidence)
+        lfp = None if c.corruption == CLEAN or c.corruption in unpaired else wilson_interval(c.flips, c.n, confidence)
         override = (sequential or {}).get((m.model, c.corruption, c.severity), {})
         top1 = override.get("top1_accuracy", top1)
         lfp = override.get("label_flip_probability", lfp)

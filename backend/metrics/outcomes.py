@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from domainbench.config import SHIFT_PREFIX
 from domainbench.metrics.aggregate import CLEAN, CellKey
 from domainbench.metrics.classification import MetricInputError
 
@@ -67,8 +68,8 @@ class ImageOutcomes:
 
 
 def image_outcomes(units: Iterable[UnitRecord]) -> ImageOutcomes:
-    """Align the stored units' per-image predictions by dataset index."""
-    units = list(units)
+    """Align the stored units' per-image predictions by dataset index (real-shift cells: :func:`shift_outcomes`)."""
+    units = [u for u in units if not u.corruption.startswith(SHIFT_PREFIX)]
     if not units:
         raise MetricInputError("no units: nothing was evaluated yet")
     indices = np.unique(np.concatenate([np.asarray(u.indices, dtype=np.int64) for u in units]))
@@ -93,3 +94,25 @@ def image_outcomes(units: Iterable[UnitRecord]) -> ImageOutcomes:
         row = preds.setdefault(u.cell, np.full(indices.size, MISSING, dtype=np.int64))
         row[np.searchsorted(indices, np.asarray(u.indices, dtype=np.int64))] = u.preds
     return ImageOutcomes(indices=indices, labels=labels, preds=preds)
+
+
+def shift_outcomes(units: Iterable[UnitRecord]) -> dict[str, ImageOutcomes]:
+    """Per real-shift cell (``shift:NAME``), its own images' outcomes: a shift's images are not the dataset's,
+    so they are bootstrapped on their own, with the labels their units store (None: an unlabelled shift)."""
+    by_cell: dict[str, list[UnitRecord]] = {}
+    for u in units:
+        if u.corruption.startswith(SHIFT_PREFIX):
+            by_cell.setdefault(u.corruption, []).append(u)
+    out = {}
+    for cell, members in by_cell.items():
+        indices = np.unique(np.concatenate([np.asarray(u.indices, dtype=np.int64) for u in members]))
+        labels = None
+        if all(u.labels is not None for u in members):
+            label_of = {int(i): int(y) for u in members for i, y in zip(u.indices, u.labels, strict=True)}
+            labels = np.array([label_of[int(i)] for i in indices], dtype=np.int64)
+        preds: dict[CellKey, np.ndarray] = {}
+        for u in members:
+            row = preds.setdefault(u.cell, np.full(indices.size, MISSING, dtype=np.int64))
+            row[np.searchsorted(indices, np.asarray(u.indices, dtype=np.int64))] = u.preds
+        out[cell] = ImageOutcomes(indices=indices, labels=labels, preds=preds)
+    return out

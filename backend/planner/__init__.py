@@ -20,7 +20,7 @@ from typing import Any
 
 from domainbench.config import DomainConfig
 from domainbench.errors import UserInputError
-from domainbench.planner import prompts, rules
+from domainbench.planner import compositions, prompts, rules
 from domainbench.planner.catalogue import Catalogue, load_catalogue
 from domainbench.planner.llm import PlannerError, enforce, redact
 from domainbench.planner.providers import PLANNER_PROVIDERS, PlannerProvider, check_provider_name, choose_provider, register_provider
@@ -120,10 +120,15 @@ def plan(
     if remaining:  # cannot happen when every sample obeyed the rules; corrected and reported if it does
         notes += [f"voted plan corrected: {v}" for v in remaining]
         chosen = enforce(chosen, req, cat)
+    # the same gate for every step of a proposed composition (a plug-in provider's included)
+    composed_notes = compositions.violations(req, vote.compositions)
+    notes += [f"voted plan corrected: {v}" for v in composed_notes]
+    composed = compositions.enforce(vote.compositions, req)
     key = llm_settings.key_value() if llm_settings.api_key is not None else None
     cfg = DomainConfig(
         domain=text,
         corruptions=chosen,
+        compositions=composed,
         planner=prov.model_copy(
             update={
                 "frequencies": {k: round(v, 4) for k, v in vote.frequencies.items()},

@@ -22,9 +22,9 @@ from typing import Any
 
 import openai
 
-from domainbench.config import CorruptionChoice
+from domainbench.config import Composition, CorruptionChoice
 from domainbench.errors import UserInputError
-from domainbench.planner import prompts, rules
+from domainbench.planner import compositions, prompts, rules
 from domainbench.planner.catalogue import Catalogue, CatalogueEntry
 from domainbench.planner.schema import parse_answer
 from domainbench.planner.settings import LLMSettings
@@ -41,6 +41,7 @@ class PlannerError(UserInputError):
 class SampleOutcome:
     index: int
     choices: list[CorruptionChoice] | None = None  # None: rejected
+    compositions: list[Composition] = field(default_factory=list)
     repaired: bool = False
     corrected: list[str] = field(default_factory=list)  # sanity violations fixed after the repair
     error: str = ""
@@ -121,15 +122,16 @@ class LLMPlanner:
         return resp.choices[0].message.content or ""
 
     # -- one sample ------------------------------------------------------------------------
-    def _check(self, raw: str, req: rules.Requirements) -> tuple[list[CorruptionChoice], list[str], list[str]]:
+    def _check(self, raw: str, req: rules.Requirements) -> tuple[list[CorruptionChoice], list[Composition], list[str], list[str]]:
         parsed = parse_answer(raw, self.catalogue)
-        sanity = rules.violations(req, [c.name for c in parsed.choices]) if parsed.ok else []
-        return parsed.choices, parsed.problems, sanity
+        sanity = (rules.violations(req, [c.name for c in parsed.choices])
+                  + compositions.violations(req, parsed.compositions)) if parsed.ok else []
+        return parsed.choices, parsed.compositions, parsed.problems, sanity
 
     def sample(self, index: int, domain_text: str, req: rules.Requirements) -> SampleOutcome:
         base = prompts.messages(domain_text, self.catalogue)
         raw = self._complete(base)
-        choices, problems, sanity = self._check(raw, req)
+        choices, composed, problems, sanity = self._check(raw, req)
         out = SampleOutcome(index=index)
         if problems or sanity:
             log.info("planner sample %d: repairing %d problem(s)", index, len(problems) + len(sanity))
@@ -139,7 +141,7 @@ class LLMPlanner:
                 {"role": "user", "content": prompts.repair_message(problems + sanity)},
             ]
             raw = self._complete(convo)
-            choices, problems, sanity = self._check(raw, req)
+            choices, composed, problems, sanity = self._check(raw, req)
         if problems:
             out.error = "; ".join(problems[:6]) + (f" (+{len(problems) - 6} more)" if len(problems) > 6 else "")
             log.warning("planner sample %d rejected after repair: %s", index, out.error)
@@ -147,7 +149,8 @@ class LLMPlanner:
         if sanity:
             out.corrected = sanity
             choices = enforce(choices, req, self.catalogue)
-        out.choices = choices
+            composed = compositions.enforce(composed, req)
+        out.choices, out.compositions = choices, composed
         return out
 
     # -- N samples + vote -------------------------------------------------------------------
@@ -178,6 +181,7 @@ class LLMPlanner:
                 f"even after one repair each; first problem: {first}. Try another model, or --provider offline"
             )
         vote = majority_vote([o.choices or [] for o in valid], self.catalogue.names)
+        vote.compositions = compositions.vote([o.compositions for o in valid], len(valid))
         notes: list[str] = []
         for o in rejected:
             notes.append(f"sample {o.index + 1} rejected: {o.error}")

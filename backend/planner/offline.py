@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from domainbench.config import CorruptionChoice
-from domainbench.planner import acquisition, cues, rules
+from domainbench.planner import acquisition, compositions, cues, rules
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.llm import required_choice
 from domainbench.planner.vote import VoteResult, majority_vote
@@ -344,4 +344,6 @@ class OfflinePlanner:
         vote.chosen = [
             first[c.name].model_copy(update={"severities": c.severities}) if c.name in first else c for c in vote.chosen
         ]
+        # where the text stacks factors (night + rain + a moving car), their corruptions together
+        vote.compositions = compositions.propose(domain_text, hits, [c.name for c in vote.chosen], self.catalogue)
         return vote

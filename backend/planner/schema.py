@@ -14,7 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import CorruptionChoice
+from domainbench.config import Composition, CorruptionChoice
+from domainbench.planner import compositions
 from domainbench.planner.catalogue import Catalogue
 
 MAX_ITEMS = 64
@@ -55,6 +56,7 @@ class PlanItem(BaseModel):
 @dataclass
 class Parsed:
     choices: list[CorruptionChoice] = field(default_factory=list)
+    compositions: list[Composition] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # structural: JSON, names, params, severities
 
     @property
@@ -144,4 +146,6 @@ def parse_answer(raw: str | None, catalogue: Catalogue) -> Parsed:
                 out.problems.append(f"{label}: {e}")
                 continue
         out.choices.append(CorruptionChoice(name=name, severities=list(item.severities), params=params, reason=item.reason))
+    out.compositions, problems = compositions.parse(data.get("compositions"), catalogue)
+    out.problems += problems
     return out

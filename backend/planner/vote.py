@@ -16,9 +16,9 @@ import json
 import statistics
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from domainbench.config import CorruptionChoice
+from domainbench.config import Composition, CorruptionChoice
 
 
 @dataclass
@@ -26,6 +26,8 @@ class VoteResult:
     chosen: list[CorruptionChoice]
     frequencies: dict[str, float]
     n_samples: int
+    #: composed corruptions the planner proposes (``planner.compositions``); a provider may leave them out
+    compositions: list[Composition] = field(default_factory=list)
 
 
 def _canonical(params: dict) -> str:

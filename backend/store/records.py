@@ -52,6 +52,8 @@ class DatasetInfo(_Record):
     # the absolute spec the run evaluates and what its files were (a resume refuses a changed dataset)
     path: str | None = None
     fingerprint: DatasetFingerprint | None = None
+    #: per real shift (``[[shift]]``), what its folder's files were (a resume refuses a changed one)
+    shifts: dict[str, DatasetFingerprint] = Field(default_factory=dict, exclude_if=lambda v: not v)
 
 
 class RunRecord(_Record):

@@ -13,7 +13,7 @@ from domainbench.store.status import run_status
 from domainbench.metrics.registry import metric, metrics_of
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
-from domainbench.frontend import cached, data, exports, figures
+from domainbench.frontend import cached, data, exports, figures, units, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import DEMO_HINT, get_store, guard, md_escape, sidebar_store
 
@@ -118,6 +118,43 @@ def flagged_note(comparison: data.Comparison) -> bool:
     return include
 
 
+def overall_sentence(comparison: data.Comparison) -> str | None:
+    """Across the domain columns: which model keeps the most accuracy under corruption, and the runner-up."""
+    ranking = data.ranking_frame(comparison.frame).dropna(subset=["corrupted acc %"])
+    if ranking.empty:
+        return None
+    best = ranking.iloc[0]
+    line = (f"Across {int(best['domains'])} domain(s), {best['model']} keeps the most accuracy under corruption: "
+            f"{best['corrupted acc %']:.1f} % (clean {best['clean acc %']:.1f} %)")
+    if len(ranking) > 1:
+        second = ranking.iloc[1]
+        line += f", ahead of {second['model']} ({second['corrupted acc %']:.1f} %)"
+    return line + ". Per domain, the paired test on the same images says:"
+
+
+def verdict_section(store: Store, comparison: data.Comparison) -> None:
+    """The answer first: the overall ranking in a sentence, then each domain's verdict (the run page's own,
+    the statistics' paired test with its 95 % interval), before any table or chart."""
+    runs = list(dict.fromkeys(comparison.frame["run"]))
+    groups = dict(zip(comparison.frame["run"], comparison.frame["group"], strict=True))
+    lines, missing = [], []
+    for rid in runs:
+        sentences, why = verdict.verdicts(store, store.description, rid, data.run_fingerprint(store, rid))
+        if sentences:
+            lines += [(groups[rid], s) for s in sentences]
+        else:
+            missing.append(f"{groups[rid]}: {why}")
+    overall = overall_sentence(comparison)
+    with st.container(border=True, key="compare-verdict"):
+        st.markdown("**Verdict** (95 % intervals; a difference is called only where the paired test finds it)")
+        if overall:
+            st.text(overall)
+        for group, sentence in lines:
+            st.text(f"{group}: {sentence}")
+        if missing:
+            st.caption("No verdict for " + "; ".join(missing))
+
+
 def heatmap_section(comparison: data.Comparison, metric: str) -> None:
     label, lower_better = data.COMPARE_METRICS[metric]
     pct = metric in ("acc", "mean_corrupted_acc", "safe_acc")
@@ -141,12 +178,13 @@ def ranking_section(comparison: data.Comparison) -> None:
     exports.table(ranking, "compare-ranking", "ranking", column_config={
         "clean acc %": st.column_config.NumberColumn("clean acc %", format="%.1f"),
         "corrupted acc %": st.column_config.NumberColumn("corrupted acc %", format="%.1f"),
-        "mean mCE": st.column_config.NumberColumn("mean mCE", format="%.3f"),
+        "mean mCE": st.column_config.NumberColumn("mean mCE", format="%.3f", help=units.RATIO_NOTE),
         "rank change": st.column_config.NumberColumn("rank change", format="%+d",
                                                      help="clean rank − corrupted rank: positive climbs under corruption"),
     })
     exports.chart(figures.rank_change(ranking), "compare-rank-change", "rank-change")
-    st.caption("Accuracies are averaged over the domain columns a model was evaluated in (`domains`).")
+    st.caption("Accuracies (%) are averaged over the domain columns a model was evaluated in (`domains`); mean mCE is "
+               "a ratio to the baseline (1.0 = as robust as the baseline, lower is better).")
 
 
 def family_section(comparison: data.Comparison) -> None:
@@ -158,7 +196,11 @@ def family_section(comparison: data.Comparison) -> None:
     exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, x_title="corruption family",
                                          center=1.0 if metric in RATIO_METRICS else None),
                   f"compare-family-{metric}", "family")
-    exports.table(comparison.per_corruption, "compare-per-corruption", "per-corruption")
+    exports.table(units.as_percent(comparison.per_corruption, {"accuracy": "accuracy %"}), "compare-per-corruption",
+                  "per-corruption", column_config={
+                      **{c: st.column_config.NumberColumn(c, format="%.3f", help=units.PER_CORRUPTION_RATIOS[c])
+                         for c in ("ce", "rce", "fr")},
+                      "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f")})
 
 
 def _bound(param: str, key: str) -> None:
@@ -216,12 +258,22 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
     if baseline is None and frame["baseline"].nunique() > 1:
         st.caption("The runs use different baselines, so mCE / rCE / mFR are not directly comparable across "
                    "domains; pick a shared baseline above.")
+    with guard("comparing the models image by image"):
+        verdict_section(store, comparison)
     heatmap_section(comparison, metric)
     ranking_section(comparison)
     with guard("drawing the family breakdown"):
         family_section(comparison)
     with st.expander("all numbers, one row per run and model"):
-        exports.table(frame.drop(columns=["domain_text"]), "domainbench-compare", "all")
+        headers = {m.field: m.table_header for m in metrics_of("model") if m.field}
+        shown = units.as_percent(frame.drop(columns=["domain_text"]), {f: headers[f] for f in units.rate_fields()})
+        exports.table(shown.rename(columns={f: headers[f] for f in units.ratio_fields() | {"corr"} if f in headers}),
+                      "domainbench-compare", "all",
+                      column_config={**{headers[f]: st.column_config.NumberColumn(headers[f], format="%.1f")
+                                        for f in units.rate_fields()},
+                                     **{headers[f]: st.column_config.NumberColumn(headers[f], format="%.3f",
+                                                                                  help=units.RATIO_NOTE)
+                                        for f in units.ratio_fields()}})
 
 
 def fmr_comparison(store: Store, chosen: list[str], runs: list[RunRecord]) -> None:

@@ -46,6 +46,10 @@ def plan_form(store: Store | None) -> None:
                                  "endpoint configured by DOMAINBENCH_LLM_BASE_URL / DOMAINBENCH_LLM_API_KEY. auto: openai "
                                  "when configured, else offline.")
         samples = c2.number_input("samples (majority vote over planner runs)", min_value=1, max_value=50, value=10)
+        dataset = st.text_input("dataset the plan will run on (optional)", "", key="plan-dataset",
+                                placeholder="sample, a folder of class folders or a CSV manifest",
+                                help="Given, the planner leaves out corruptions (and severities) that do not change "
+                                     "these images, e.g. colour corruptions on grayscale images, and says which.")
         go = st.form_submit_button("Plan", type="primary")
     if not go:
         return
@@ -59,7 +63,7 @@ def plan_form(store: Store | None) -> None:
         return
     with st.spinner("planning… (the first plan loads the planner's model)"):
         try:
-            cfg = data.plan_domain(text, provider=provider, samples=int(samples))
+            cfg = launching.fit_plan(data.plan_domain(text, provider=provider, samples=int(samples)), dataset)
             path = data.save_domain(store, cfg)
         except Exception as e:  # planner / network / validation: a message, not a traceback
             st.error(f"Planning failed — {error_text(e)}")

@@ -191,3 +191,18 @@ def test_no_api_key_or_database_password_is_ever_rendered(store: Store, monkeypa
         shown = everything(at)
         assert "mongodb://admin:***@db.example" in shown, shown
         assert password not in shown and key not in shown
+
+
+def test_new_domain_page_plans_for_the_given_dataset(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Given the dataset, the planner leaves out what does not change its images and the page says which."""
+    def plan(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
+        return DomainConfig(domain=text, corruptions=[CorruptionChoice(name="saturate", severities=[1, 2]),
+                                                      CorruptionChoice(name="gaussian_noise", severities=[1])])
+
+    monkeypatch.setattr(data, "plan_domain", plan)
+    at = page()
+    at.text_input(key="plan-dataset").set_value("sample")
+    next(b for b in at.button if b.label == "Plan").click().run()
+    assert not at.exception and not at.error, texts(at.error)
+    assert "left out saturate: no effect on 6 images of sample[:6]" in texts(at.warning)
+    assert [c.name for c in at.session_state["planned_domain"].corruptions] == ["gaussian_noise"]

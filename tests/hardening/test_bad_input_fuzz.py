@@ -44,10 +44,21 @@ CASES = {
     "dataset of undecodable images": lambda t, d: (_undecodable(t), ["run", d, "--dataset", str(t / "bad")])[1],
     "latin-1 manifest": lambda t, d: ["run", d, "--dataset", _write(t, "m.csv", "path,label\na.png,caf\xe9\n".encode("latin-1"))],
     "export to /dev/null": lambda t, d: ["export", "r", "-o", "/dev/null"],
+    # (in some sandboxes /dev/null is a plain file: a FIFO is refused wherever the tests run)
+    "export to a FIFO": lambda t, d: (os.mkfifo(t / "out"), ["export", "r", "-o", str(t / "out")])[1],
     "plan -o a directory": lambda t, d: ["plan", "x", "--provider", "offline", "--samples", "1", "-o", str(t)],
     "gallery -o a file": lambda t, d: ["gallery", "-o", _write(t, "f", b"x"), "-c", "fog"],
     "resume unknown run": lambda t, d: ["run", "--resume", "no[/b]such\x1b[2Jrun"],
     "show unknown run with markup": lambda t, d: ["show", "[red]x[/red]"],
+}
+
+#: what the error must say, where a case could otherwise pass by failing for another reason
+EXPECTED = {
+    "dataset is a FIFO": "is not a folder or a file (a FIFO",
+    "plan -o a directory": "is a directory, not a file",
+    "export to a FIFO": "is a FIFO, not a file",
+    "gallery -o a file": "is a file, not a folder",
+    "image_size huge": "image_size: Input should be less than or equal to 4096",
 }
 
 
@@ -70,5 +81,7 @@ def test_bad_input_is_exit_2_one_error_line_nothing_stored(case: str, home: Path
     assert code == 2, (case, code, err)
     assert len(lines) == 1 and lines[0].startswith("error: "), (case, err)
     assert "Traceback" not in err + out and "\x1b" not in err
+    if case in EXPECTED:  # refused for the reason the case is about, not a later one
+        assert EXPECTED[case] in lines[0], (case, lines[0])
     store = open_store()
     assert store.list_runs() == [] and store.find("units") == []

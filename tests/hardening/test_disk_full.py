@@ -91,3 +91,54 @@ def test_crash_report_is_whole_or_absent(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(crash_report.os, "fsync", real_fsync)
     path = crash_report.write_crash_report(RuntimeError("boom"), settings)
     assert path is not None and "RuntimeError: boom" in path.read_text()
+
+
+def test_a_size_limited_store_file_fills_mid_run_then_resume_completes(home: Path, tmp_path: Path, capsys,
+                                                                       monkeypatch) -> None:  # noqa: ANN001
+    """A real SQLITE_FULL, no injected exception: SQLite's ``max_page_count`` caps the store file, and
+    SQLite answers a write past it exactly as it answers a full disk."""
+    cfg = save(DOMAIN, tmp_path / "domain.toml")
+    (tmp_path / "run.toml").write_text("shard_size = 4\n")
+    real_conn, real_upsert = SQLiteStore._conn, SQLiteStore._upsert_many
+    cap: dict[str, int | None] = {"pages": None}
+
+    def capped_conn(self):  # noqa: ANN001, ANN202
+        conn = real_conn(self)
+        if cap["pages"] is not None:  # per connection: every connection of the run is capped alike
+            conn.execute(f"PRAGMA max_page_count = {cap['pages']}")
+        return conn
+
+    def cap_after_first_unit(self, collection, docs, fence=None):  # noqa: ANN001, ANN202
+        real_upsert(self, collection, docs, fence)
+        if collection == "units" and cap["pages"] is None:
+            # the file may grow by two pages more: a few units fit, then the "disk" is full
+            cap["pages"] = real_conn(self).execute("PRAGMA page_count").fetchone()[0] + 2
+
+    monkeypatch.setattr(SQLiteStore, "_conn", capped_conn)
+    monkeypatch.setattr(SQLiteStore, "_upsert_many", cap_after_first_unit)
+    args = ["run", str(cfg), "--models", "fake:a", "--limit", "16", "--no-stability", "--no-threat", "--workers", "0",
+            "--run-config", str(tmp_path / "run.toml"), "--run-id", "capped"]
+    code, out, err = run_cli(args, capsys, monkeypatch)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("error: the disk is full") and "database or disk is full" in lines[0]
+    assert "--resume" in lines[0] and "Traceback" not in err
+    assert not (home / "crash-reports").exists() or not list((home / "crash-reports").iterdir())
+
+    store = open_store()
+    assert isinstance(store, SQLiteStore)
+    conn = sqlite3.connect(store.path)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+    stored = {(u.corruption, u.severity, u.shard): u.computed_at for u in store.find("units")}  # every one reads whole
+    assert 0 < len(stored) < 16, len(stored)
+    assert store.get_run("capped") is not None
+
+    cap["pages"] = 1 << 30  # space is back
+    code, out, err = run_cli(["run", "--resume", "capped"], capsys, monkeypatch)
+    assert code == 0, err
+    units = store.find("units")
+    keys = [(u.corruption, u.severity, u.shard) for u in units]
+    assert len(keys) == len(set(keys)) == 4 * 4  # 4 shards x (clean + 3 cells), none twice
+    assert all(u.computed_at == stored[k] for k, u in zip(keys, units) if k in stored)  # kept, not recomputed
+    assert store.get_run("capped").status == "done"

@@ -154,9 +154,13 @@ def test_split_and_join_are_inverse(n_classes: int) -> None:
 
 
 def test_documents_stay_under_16_mb_at_10000_images_per_shard() -> None:
-    # 10 classes: the drawn polygons alone (4.6 MB) put the unit over the split threshold;
+    # 10 classes; the drawn polygons are stored packed (~17 KB: domainbench.drawn_params), so per-image
+    # strings (stored as plain lists) put the unit over the split threshold (4.6 MB);
     # mongomock is too slow for the 1000-class document, whose split is checked above
-    unit = UnitRecord.model_validate(_worst_doc(10))
+    doc = _worst_doc(10)
+    texture = [f"texture {i:05d} " + "x" * 440 for i in range(N)]
+    doc["params"] = {**doc["params"], "drawn": {**doc["params"]["drawn"], "texture": texture}}
+    unit = UnitRecord.model_validate(doc)
     whole = len(bson.encode(unit.model_dump(mode="json")))
     assert whole > mongo_parts.SPLIT_ABOVE
     client = mongomock.MongoClient()

@@ -1,0 +1,158 @@
+"""A folder of the user's own shifted images, opened against the run's clean dataset.
+
+Two layouts, told apart by what the folder holds:
+
+- **class folders** named after the dataset's classes (any subset of them; ``_`` reads as a space,
+  as for a dataset folder): the images are labelled, every metric applies;
+- **image files** directly in the folder: unlabelled, each paired with the clean image of the same
+  relative file name, so the label-free metrics (flips against the paired clean image) apply.
+
+Pairing: a shifted file pairs with the clean file of the same relative path, extension left out
+(``night/cat/001.jpg`` pairs with ``data/cat/001.png``). The bundled sample has no files: an image
+named by an integer (``42.png``, ``00042.png``, also inside class folders) pairs with the sample's
+image of that index (0-based, in the full sample, also under ``--limit``). Class folders whose
+every file pairs with an evaluated clean image are paired as well (labelled *and* flips).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from domainbench.data import IMAGE_EXTENSIONS, Dataset, _decode, _images_in
+from domainbench.data.decoding import display_name
+from domainbench.errors import UserInputError
+
+
+@dataclass
+class ShiftImages:
+    """One ``[[shift]]`` folder, ready to load in shards like a dataset."""
+
+    name: str
+    root: Path
+    #: the shifted images (their labels index the clean dataset's classes; None: unlabelled)
+    images: Dataset
+    #: per shifted image, the index of its paired clean image in the run's dataset; None: not paired
+    partner: np.ndarray | None
+    #: what the run should be told (images left out, pairing not possible)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def labelled(self) -> bool:
+        return self.images.labels is not None
+
+    @property
+    def paired(self) -> bool:
+        return self.partner is not None
+
+
+def _fix(name: str) -> str:
+    return (f"give --shift {name}=PATH a folder of class folders named like the dataset's classes, "
+            "or of images named like the dataset's files")
+
+
+def open_shift(name: str, path: str | Path, clean: Dataset, clean_spec: str, limit: int | None = None) -> ShiftImages:
+    """The shift folder ``path`` against the run's clean dataset (``clean_spec``: its path or ``sample``).
+
+    Raises ``UserInputError`` (naming the folder and the fix) for a missing folder, a folder of no
+    decodable image, class folders that are not the dataset's classes, or unlabelled files that pair
+    with no clean image.
+    """
+    root = Path(path).expanduser()
+    where = f"shift {name!r} folder {display_name(str(root))}"
+    if not root.is_dir():
+        what = "is a file, not a folder" if root.exists() else "does not exist"
+        raise UserInputError(f"{where} {what}; {_fix(name)}")
+    keys = _clean_keys(clean, clean_spec)
+    class_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    notes: list[str] = []
+    if class_dirs:
+        by_name = {c: i for i, c in enumerate(clean.classes)}
+        folder_class = {d: _class_of(d.name, by_name) for d in class_dirs}
+        unknown = [display_name(d.name) for d, c in folder_class.items() if c is None]
+        if unknown:
+            raise UserInputError(f"{where}: class folder(s) {', '.join(unknown)} are not among the dataset's classes "
+                                 f"({', '.join(clean.classes)}); rename or remove them")
+        paths, labels = [], []
+        for d in class_dirs:
+            imgs = _images_in(d)
+            paths += imgs
+            labels += [folder_class[d]] * len(imgs)
+        images = Dataset(f"shift:{name}", list(clean.classes), np.array(labels, dtype=np.int64), paths=paths,
+                         image_size=clean.image_size).subset(limit)
+        assert images.paths is not None
+        partners = [keys.get(_key(p, root, clean)) for p in images.paths]
+        partner = np.array(partners, dtype=np.int64) if partners and all(p is not None for p in partners) else None
+        if partner is None and any(p is not None for p in partners):
+            notes.append(f"{where}: only {sum(p is not None for p in partners)} of {len(partners)} images are named like "
+                         "an evaluated clean image, so none is paired (no flips); name them all like the dataset's files "
+                         "to pair them")
+    else:
+        files = _images_in(root)
+        if not files:
+            raise UserInputError(f"{where} holds no images ({', '.join(sorted(IMAGE_EXTENSIONS))}); {_fix(name)}")
+        pairs = [(p, keys.get(_key(p, root, clean))) for p in files]
+        kept = [(p, i) for p, i in pairs if i is not None]
+        if not kept:
+            example = clean.paths[0].name if clean.paths else "0.png"
+            raise UserInputError(f"{where}: none of its {len(files)} images is named like an evaluated image of the "
+                                 f"dataset (e.g. {display_name(example)}), and it has no class folders; name the files "
+                                 "like the dataset's, or sort them into class folders")
+        if len(kept) < len(files):
+            notes.append(f"{where}: {len(files) - len(kept)} of {len(files)} images pair with no evaluated clean image "
+                         "and are left out")
+        images = Dataset(f"shift:{name}", list(clean.classes), None, paths=[p for p, _ in kept],
+                         image_size=clean.image_size)
+        partner = np.array([i for _, i in kept], dtype=np.int64)
+    assert images.paths is not None
+    if not images.paths:
+        raise UserInputError(f"{where}: its class folders hold no images; {_fix(name)}")
+    _one_decodes(images.paths, where, name)
+    return ShiftImages(name, Path(os.path.abspath(root)), images, partner, notes)
+
+
+def _class_of(folder: str, by_name: dict[str, int]) -> int | None:
+    shown = display_name(folder)
+    for candidate in (shown, shown.replace("_", " ")):
+        if candidate in by_name:
+            return by_name[candidate]
+    return None
+
+
+def _key(path: Path, root: Path, clean: Dataset) -> str | None:
+    """The pairing key of a shifted file: its relative path without extension, or its index for in-memory images."""
+    if clean.paths is None:
+        stem = path.stem
+        return str(int(stem)) if stem.isdigit() else None
+    return path.relative_to(root).with_suffix("").as_posix()
+
+
+def _clean_keys(clean: Dataset, spec: str) -> dict[str, int]:
+    """Pairing key -> index in ``clean`` of every evaluated clean image."""
+    if clean.paths is None:
+        origin = np.arange(len(clean)) if clean.origin is None else clean.origin
+        return {str(int(o)): i for i, o in enumerate(origin)}
+    base = Path(spec).expanduser()
+    base = Path(os.path.abspath(base if base.is_dir() else base.parent))
+    keys = {}
+    for i, p in enumerate(clean.paths):
+        try:
+            keys[Path(os.path.abspath(p)).relative_to(base).with_suffix("").as_posix()] = i
+        except ValueError:  # a manifest row outside its folder: it cannot be named relative to it
+            continue
+    return keys
+
+
+def _one_decodes(paths: list[Path], where: str, name: str) -> None:
+    reasons = set()
+    for p in paths:
+        try:
+            _decode(p, 8)
+            return
+        except Exception as e:  # noqa: BLE001 - any decoder failure counts as unreadable
+            reasons.add(type(e).__name__)
+    raise UserInputError(f"{where}: none of its {len(paths)} image files can be decoded ({', '.join(sorted(reasons))}); "
+                         f"{_fix(name)}")

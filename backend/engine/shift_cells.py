@@ -1,0 +1,170 @@
+"""Real-shift cells: the user's own shifted images (``[[shift]]``, ``run --shift NAME=PATH``) scored beside the plan.
+
+Each shift is the cell ``shift:NAME`` at severity 1 (like a composition: one cell, no ladder). Its
+images are not made from the clean shards but read from the shift's folder
+(:mod:`domainbench.data.shift_folder`), in shards of their own, and stored as units like every
+other cell, so every per-cell metric, interval and export applies:
+
+- labelled shifts (class folders) have a confusion matrix, hits, calibration;
+- paired shifts (files named like the clean ones) have flips against the paired clean image's
+  prediction, and SSIM/PSNR against it; their unit ``indices`` are the paired clean indices;
+- an unpaired labelled shift has no flips (stored 0, ``params.paired`` false) and no damage; its
+  unit ``indices`` are positions in the shift folder's sorted file list.
+
+A shift's folder is fingerprinted like the dataset when the run starts; a resume refuses a changed one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from domainbench.config import DomainConfig, RealShift, RunConfig
+from domainbench.data import Batch, Dataset
+from domainbench.data.fingerprint import DatasetFingerprint, dataset_fingerprint
+from domainbench.data.readable import check_readable, unreadable_error
+from domainbench.data.shift_folder import ShiftImages, open_shift
+from domainbench.engine.jobs import CLEAN, Corrupted
+from domainbench.engine.scoring import classify
+from domainbench.engine.shards import ShardDamage, calibration_of, write_unit
+from domainbench.engine.tasks import Cell, RunContext
+from domainbench.errors import UserInputError
+
+#: a real shift is one cell; it is stored at severity 1 (severity 0 is the clean pass)
+SHIFT_SEVERITY = 1
+
+
+def parse_shift_option(text: str) -> RealShift:
+    """``NAME=PATH`` of ``--shift`` as a ``RealShift`` (path made absolute); a one-line error otherwise."""
+    name, sep, path = text.partition("=")
+    name, path = name.strip(), path.strip()
+    if not sep or not name or not path:
+        raise UserInputError(f"--shift {text!r}: expected NAME=PATH, e.g. --shift night=photos/night")
+    try:
+        return RealShift(name=name, path=os.path.abspath(Path(path).expanduser()))
+    except ValueError:
+        raise UserInputError(f"--shift {text!r}: the name {name!r} must be a word of letters, digits, '_', '-' or '.' "
+                             "(at most 40), e.g. night") from None
+
+
+def with_shifts(domain: DomainConfig, extra: list[RealShift], plan_dir: Path | None = None) -> DomainConfig:
+    """``domain`` with ``extra`` shifts added and every shift path absolute (a plan's relative to ``plan_dir``)."""
+    if not domain.shift and not extra:
+        return domain
+    base = plan_dir if plan_dir is not None else Path.cwd()
+    pinned = [s.model_copy(update={"path": os.path.abspath(base / Path(s.path).expanduser())}) for s in domain.shift]
+    try:
+        return DomainConfig.model_validate({**domain.model_dump(), "shift": [s.model_dump() for s in pinned + extra]})
+    except ValueError as e:  # a name given twice
+        from domainbench.errors import first_validation_error
+
+        loc, msg = first_validation_error(e)  # type: ignore[arg-type]
+        raise UserInputError(f"--shift: {msg}; give each shift its own name") from None
+
+
+def open_shifts(domain: DomainConfig, cfg: RunConfig, ds: Dataset) -> list[ShiftImages]:
+    """The domain's shift folders, opened against the run's dataset (every error before anything is written)."""
+    shifts = [open_shift(s.name, s.path, ds, cfg.dataset, cfg.limit) for s in domain.shift]
+    if not cfg.skip_unreadable:  # as for the dataset: an undecodable file is refused unless --skip-unreadable
+        for s in shifts:
+            check_readable(s.images.paths)
+    return shifts
+
+
+def shift_fingerprints(shifts: list[ShiftImages]) -> dict[str, DatasetFingerprint]:
+    return {s.name: dataset_fingerprint(s.images) for s in shifts}
+
+
+def check_same_shifts(run_id: str, stored: dict[str, DatasetFingerprint], shifts: list[ShiftImages]) -> None:
+    """Refuse to resume a run whose shift folders' content changed since it started."""
+    for s in shifts:
+        before = stored.get(s.name)
+        if before is None:
+            continue
+        changed = before.differences(dataset_fingerprint(s.images))
+        if changed:
+            raise UserInputError(f"run {run_id}: shift {s.name!r} folder {s.root} changed since the run started (the "
+                                 f"{changed}); restore it or start a new run")
+
+
+def shift_shards(shift: ShiftImages, shard_size: int) -> list[np.ndarray]:
+    n = len(shift.images)
+    return [np.arange(i, min(i + shard_size, n)) for i in range(0, n, shard_size)]
+
+
+def shift_cell(shift: ShiftImages) -> Cell:
+    applied = {"shift": shift.name, "path": str(shift.root), "labelled": shift.labelled, "paired": shift.paired}
+    return Cell("shift:" + shift.name, SHIFT_SEVERITY, None, applied)
+
+
+def missing_units(ctx: RunContext, shifts: list[ShiftImages], shard_size: int, done: set[tuple[Any, ...]]) -> int:
+    return sum(1 for s in shifts for k in range(len(shift_shards(s, shard_size))) for m in ctx.models
+               if (ctx.run_id, m.name, shift_cell(s).corruption, SHIFT_SEVERITY, k) not in done)
+
+
+def score_shifts(ctx: RunContext, shifts: list[ShiftImages], shard_size: int, done: set[tuple[Any, ...]],
+                 on_unit: Any = None) -> int:
+    """Score every shift's missing units with every model (after the clean pass is stored); returns units written."""
+    written = 0
+    clean_preds: dict[str, dict[int, int]] | None = None
+    for shift in shifts:
+        cell = shift_cell(shift)
+        for note in shift.notes:
+            ctx.events.message(note)
+        for shard, positions in enumerate(shift_shards(shift, shard_size)):
+            todo = [m for m in ctx.models if (ctx.run_id, m.name, cell.corruption, cell.severity, shard) not in done]
+            if not todo:
+                continue
+            loaded = shift.images.load(positions)
+            if loaded.unreadable and not ctx.cfg.skip_unreadable:
+                _, path, why = loaded.unreadable[0]
+                raise unreadable_error(path, why, len(loaded.unreadable) - 1, run_id=ctx.run_id)
+            for _, path, why in loaded.unreadable:
+                ctx.events.message(f"unreadable image skipped: {path} ({why})")
+            batch, clean_images = loaded, None
+            if shift.partner is not None:
+                partner = shift.partner[loaded.indices]
+                clean_batch = ctx.dataset.load(partner)
+                keep = np.isin(partner, clean_batch.indices)  # a clean partner that cannot be read pairs with nothing
+                batch = Batch(loaded.images[keep], partner[keep], None if loaded.labels is None else loaded.labels[keep],
+                              loaded.unreadable)
+                clean_images = _same_layout(clean_batch.images, batch.images)
+                if clean_preds is None:
+                    clean_preds = _clean_predictions(ctx)
+            damage = ShardDamage(clean_images) if clean_images is not None else None
+            if damage is not None:
+                damage.measure(cell, batch.images)
+            for ms in todo:
+                t0 = time.perf_counter()
+                scored = classify(ms, batch.images)
+                paired_clean = None
+                if clean_preds is not None and shift.partner is not None:
+                    paired_clean = np.array([clean_preds[ms.name][int(i)] for i in batch.indices], dtype=np.int64)
+                write_unit(ctx, ms, cell, shard, batch, scored.preds, paired_clean, Corrupted(batch.images, {}), t0,
+                           confidence=scored.confidence, vlm=scored.vlm, calibration=calibration_of(scored, batch.labels),
+                           damage=None if damage is None else damage.get(cell))
+                done.add((ctx.run_id, ms.name, cell.corruption, cell.severity, shard))
+                written += 1
+                if on_unit is not None:
+                    on_unit(len(scored.preds))
+    return written
+
+
+def _clean_predictions(ctx: RunContext) -> dict[str, dict[int, int]]:
+    """Per model, the stored clean prediction of every dataset index (the clean pass ran first)."""
+    out: dict[str, dict[int, int]] = {m.name: {} for m in ctx.models}
+    for u in ctx.store.units(ctx.run_id, corruption=CLEAN):
+        if u.model in out:
+            out[u.model].update(zip((int(i) for i in u.indices), (int(p) for p in u.preds)))
+    return out
+
+
+def _same_layout(clean: np.ndarray, shifted: np.ndarray) -> np.ndarray:
+    """Greyscale clean images as RGB when the shifted ones are RGB (decoded files): SSIM/PSNR need one shape."""
+    if clean.ndim == 3 and shifted.ndim == 4:
+        return np.repeat(clean[..., None], shifted.shape[-1], axis=-1)
+    return clean

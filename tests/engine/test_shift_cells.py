@@ -1,0 +1,159 @@
+"""Real-shift cells (``run --shift NAME=PATH``): the user's own images scored as ``shift:NAME``.
+
+The reference is independent of the shift code path: the same image files opened as the run's
+dataset itself (their clean pass), and scikit-image's SSIM on the paired pixels.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from skimage.metrics import structural_similarity
+
+from domainbench.data import open_dataset
+from tests.cli_runner import run_cli
+
+DOMAIN = 'domain = "x"\n[[corruptions]]\nname = "gaussian_noise"\nseverities = [2]\n'
+N = 30
+SAME = ("n_images", "balanced_accuracy", "top1_accuracy", "top1_accuracy_ci_low", "top1_accuracy_ci_high", "ece", "nll")
+
+
+def _inverted_sample(root: Path, class_folders: bool) -> np.ndarray:
+    """The first N images of the sample's class-interleaved subset, inverted, named by their sample index."""
+    ds = open_dataset("sample").subset(N)
+    for img, label, index in zip(ds.arrays, ds.labels, ds.origin, strict=True):
+        folder = root / ds.classes[label].replace(" ", "_") if class_folders else root
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(255 - img).save(folder / f"{index:04d}.png")
+    return ds.arrays
+
+
+def _cli_ok(args: list[str], capsys, monkeypatch) -> str:
+    code, out, err = run_cli(args, capsys, monkeypatch)
+    assert code == 0, err
+    return out
+
+
+def _export(run_id: str, tmp_path: Path, capsys, monkeypatch, predictions: bool = False) -> list[dict[str, str]]:
+    out = tmp_path / f"{run_id}-{predictions}.csv"
+    _cli_ok(["export", run_id, "-f", "csv", "-o", str(out), *(["--predictions"] if predictions else [])], capsys, monkeypatch)
+    return list(csv.DictReader(out.open()))
+
+
+def _run(args: list[str], tmp_path: Path, capsys, monkeypatch) -> None:
+    (tmp_path / "d.toml").write_text(DOMAIN)
+    _cli_ok(["run", str(tmp_path / "d.toml"), "--no-stability", "--no-threat", "--workers", "0", *args], capsys, monkeypatch)
+
+
+def test_a_shift_of_class_folders_scores_as_the_same_images_opened_as_the_dataset(home: Path, tmp_path: Path, capsys,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    clean = _inverted_sample(tmp_path / "inv", class_folders=True)
+    _run(["--limit", str(N), "--run-id", "withshift", "--shift", f"inv={tmp_path / 'inv'}"], tmp_path, capsys, monkeypatch)
+    (tmp_path / "run.toml").write_text("image_size = 28\n")  # the sample's size, which a shift is decoded at
+    _run(["--dataset", str(tmp_path / "inv"), "--run-config", str(tmp_path / "run.toml"), "--run-id", "asdataset"],
+         tmp_path, capsys, monkeypatch)
+    shifted = {r["model"]: r for r in _export("withshift", tmp_path, capsys, monkeypatch) if r["corruption"] == "shift:inv"}
+    itself = {r["model"]: r for r in _export("asdataset", tmp_path, capsys, monkeypatch) if r["corruption"] == "clean"}
+    assert len(shifted) == 2 and shifted.keys() == itself.keys()
+    for model, row in shifted.items():
+        assert row["severity"] == "1"
+        for col in SAME:
+            assert row[col] != "" and float(row[col]) == pytest.approx(float(itself[model][col]), abs=1e-6), col
+    # per image: the same prediction with the same confidence; flips count the paired clean images' changes
+    preds = _export("withshift", tmp_path, capsys, monkeypatch, predictions=True)
+    ref = {(p["model"], Path(p["path"]).stem): p for p in _export("asdataset", tmp_path, capsys, monkeypatch, predictions=True)
+           if p["corruption"] == "clean"}
+    origin = open_dataset("sample").subset(N).origin
+    clean_pred = {(p["model"], p["image"]): p["prediction"] for p in preds if p["corruption"] == "clean"}
+    for model, row in shifted.items():
+        mine = [p for p in preds if p["model"] == model and p["corruption"] == "shift:inv"]
+        assert len(mine) == N
+        for p in mine:
+            r = ref[(model, f"{origin[int(p['image'])]:04d}")]
+            assert (p["label"], p["prediction"], p["correct"]) == (r["label"], r["prediction"], r["correct"])
+            # the label set in another order (the folder's sorted names) moves float32 sums in the last bits
+            assert float(p["confidence"]) == pytest.approx(float(r["confidence"]), abs=1e-6)
+        assert int(row["label_flips"]) == sum(p["prediction"] != clean_pred[(model, p["image"])] for p in mine)
+        assert row["label_flip_probability_ci_low"] != ""
+    # paired: damage against the clean image, as scikit-image measures it (greyscale: its own luminance)
+    ssim = np.mean([structural_similarity(a.astype(float), (255 - a).astype(float), gaussian_weights=True, sigma=1.5,
+                                          use_sample_covariance=False, data_range=255) for a in clean])
+    assert float(next(iter(shifted.values()))["ssim"]) == pytest.approx(ssim, abs=1e-9)
+
+
+def test_an_unlabelled_folder_pairs_by_file_name_and_gets_label_free_metrics(home: Path, tmp_path: Path, capsys,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _inverted_sample(tmp_path / "flat", class_folders=False)
+    _run(["--limit", str(N), "--run-id", "r", "--shift", f"flat={tmp_path / 'flat'}"], tmp_path, capsys, monkeypatch)
+    rows = [r for r in _export("r", tmp_path, capsys, monkeypatch) if r["corruption"] == "shift:flat"]
+    preds = _export("r", tmp_path, capsys, monkeypatch, predictions=True)
+    clean_pred = {(p["model"], p["image"]): p["prediction"] for p in preds if p["corruption"] == "clean"}
+    for row in rows:
+        assert int(row["n_images"]) == N
+        assert row["balanced_accuracy"] == row["top1_accuracy"] == row["ece"] == ""  # label-free only
+        mine = [p for p in preds if p["model"] == row["model"] and p["corruption"] == "shift:flat"]
+        assert all(p["label"] == "" and p["correct"] == "" for p in mine)
+        flips = sum(p["prediction"] != clean_pred[(row["model"], p["image"])] for p in mine)
+        assert int(row["label_flips"]) == flips and flips > 0
+        assert float(row["label_flip_probability"]) == pytest.approx(flips / N)
+
+
+def test_resume_refuses_a_changed_shift_folder(home: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    _run(["--limit", str(N), "--run-id", "r", "--shift", f"inv={tmp_path / 'inv'}"], tmp_path, capsys, monkeypatch)
+    _cli_ok(["run", "--resume", "r"], capsys, monkeypatch)  # unchanged: nothing to do, no complaint
+    victim = next((tmp_path / "inv").rglob("*.png"))
+    Image.fromarray(np.zeros((28, 28), np.uint8)).save(victim)
+    code, _, err = run_cli(["run", "--resume", "r"], capsys, monkeypatch)
+    assert code == 2 and "shift 'inv'" in err and "changed" in err
+
+
+@pytest.mark.parametrize("option, expected", [
+    ("night", "expected NAME=PATH"),
+    ("=somewhere", "expected NAME=PATH"),
+    ("fog={tmp}/inv", "also a corruption's name"),
+    ("a b={tmp}/inv", "must be a word"),
+    ("night={tmp}/missing", "does not exist"),
+    ("night={tmp}/empty", "holds no images"),
+    ("night={tmp}/broken", "can be decoded"),
+    ("night={tmp}/wrongclass", "spaceship are not among the dataset's classes"),
+    ("night={tmp}/unnamed", "named like an evaluated image"),
+])
+def test_bad_shift_input_is_one_line_exit_2_and_nothing_written(option: str, expected: str, home: Path, tmp_path: Path,
+                                                                capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "1.png").write_bytes(b"not an image")
+    (tmp_path / "wrongclass" / "spaceship").mkdir(parents=True)
+    Image.fromarray(np.zeros((28, 28), np.uint8)).save(tmp_path / "wrongclass" / "spaceship" / "a.png")
+    (tmp_path / "unnamed").mkdir()
+    Image.fromarray(np.zeros((28, 28), np.uint8)).save(tmp_path / "unnamed" / "photo.png")
+    (tmp_path / "d.toml").write_text(DOMAIN)
+    code, out, err = run_cli(["run", str(tmp_path / "d.toml"), "--limit", str(N), "--workers", "0", "--run-id", "bad",
+                              "--shift", option.format(tmp=tmp_path)], capsys, monkeypatch)
+    assert code == 2 and expected in err, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("error:")
+    code, _, err = run_cli(["show", "bad"], capsys, monkeypatch)
+    assert code == 2 and "no run 'bad'" in err
+
+
+def test_plan_files_hold_shifts_and_older_plans_keep_their_version_and_id(tmp_path: Path) -> None:
+    from domainbench.config import DomainConfig, dumps, load_domain
+    from domainbench.engine.shift_cells import with_shifts
+    from domainbench.store.repositories import domain_id
+
+    plain = DomainConfig(domain="x", corruptions=[{"name": "fog"}])
+    assert plain.schema_version == 1 and "shift" not in dumps(plain)
+    (tmp_path / "plan.toml").write_text(dumps(plain) + '\n[[shift]]\nname = "night"\npath = "photos/night"\n')
+    loaded = load_domain(tmp_path / "plan.toml")
+    assert loaded.schema_version == 3 and loaded.shift[0].cell_name == "shift:night"
+    pinned = with_shifts(loaded, [], plan_dir=tmp_path)
+    assert pinned.shift[0].path == str(tmp_path / "photos" / "night")  # relative to the plan file
+    assert domain_id(with_shifts(plain, [])) == domain_id(plain) and domain_id(pinned) != domain_id(plain)
+    (tmp_path / "pinned.toml").write_text(dumps(pinned))
+    assert load_domain(tmp_path / "pinned.toml") == pinned
