@@ -388,7 +388,9 @@ def run(
     s = engine.stats
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
-    print_report(query.report(store, run_id))  # the engine stored it as the run finished
+    report = query.report(store, run_id)  # the engine stored it as the run finished
+    print_report(report)
+    print_shift_matches(report)
     print_timings(store.get_run(run_id))
 
 
@@ -494,6 +496,7 @@ def show(
     report = query.report(store, run_id, baseline)
     print_report(report, query.intervals(store, report, confidence))
     print_damage(report)
+    print_shift_matches(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
@@ -502,6 +505,14 @@ def show(
     print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
         print_verdicts(query.comparison(store, [run_id], confidence=confidence))
+
+
+def print_shift_matches(report: RunReport) -> None:
+    """Per real-shift cell (``--shift``): which synthetic cell behaves most like the user's own images."""
+    from domainbench import query
+
+    for match in query.shift_matches_of(report):
+        console.print(literal(match.sentence), highlight=False, soft_wrap=True)
 
 
 def print_damage(report: RunReport) -> None:

@@ -125,7 +125,8 @@ class DomainConfig(_Strict):
     domain: str
     corruptions: list[CorruptionChoice]
     compositions: list[Composition] = Field(default_factory=list)
-    shift: list[RealShift] = Field(default_factory=list)
+    # left out of a dump while empty: a plan without shifts is stored, and hashed to its id, as before
+    shift: list[RealShift] = Field(default_factory=list, exclude_if=lambda v: not v)
     planner: PlannerProvenance = Field(default_factory=PlannerProvenance)
 
     @field_validator("corruptions")
@@ -352,8 +353,6 @@ def dumps(cfg: BaseModel) -> str:
     data = cfg.model_dump(mode="json")
     if isinstance(cfg, DomainConfig) and not cfg.compositions:
         del data["compositions"]  # a plan without compositions reads as it did before they existed
-    if isinstance(cfg, DomainConfig) and not cfg.shift:
-        del data["shift"]
     text = tomli_w.dumps(_drop_none(data))
     # tomli_w puts every array element on its own line; severities read better as [1, 2, 3]
     return _INT_ARRAY.sub(lambda m: "[" + ", ".join(v.strip().rstrip(",") for v in m.group(1).splitlines()) + "]", text)

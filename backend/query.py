@@ -22,6 +22,7 @@ from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
 from domainbench.metrics.comparison import Comparison
 from domainbench.metrics.confidence import RunIntervals
+from domainbench.metrics.shift_match import ShiftMatch, shift_matches
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, UnitRecord
@@ -34,7 +35,7 @@ CLEAN = "clean"
 __all__ = [
     "CELL_FIELDS", "FINISHED", "cell_rows", "cell_units", "comparison", "intervals", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
     "fmr_records", "get_run", "list_runs", "recreate_images", "report", "report_of", "run_fingerprint",
-    "run_progress", "stability_records", "stored_domains",
+    "run_progress", "shift_matches_of", "stability_records", "stored_domains",
 ]
 
 
@@ -122,6 +123,11 @@ def report(store: Store, run_id: str, baseline: str | None = None) -> RunReport:
     if run is None:
         raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
     return report_of(store, run, baseline)
+
+
+def shift_matches_of(report: RunReport) -> list[ShiftMatch]:
+    """Per real-shift cell (``shift:NAME``), the synthetic cell that behaves most like it, with its sentence."""
+    return shift_matches(report.classification)
 
 
 def intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE) -> RunIntervals:

@@ -138,8 +138,9 @@ class CellSummary(BaseModel):
     n: int
     n_unreadable: int
     flips: int
-    #: label flip probability; 0 for the clean pass by definition
-    lfp: float
+    #: label flip probability; 0 for the clean pass by definition; None for a real-shift cell of images not
+    #: paired with clean ones (``shift:NAME`` of class folders): nothing to flip from
+    lfp: float | None
     #: balanced accuracy; ``None`` when the dataset is unlabelled
     accuracy: float | None
     #: nonzero cells of the summed confusion matrix (``np.asarray`` gives it dense)

@@ -22,6 +22,7 @@ from domainbench.data import Dataset
 from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards, adaptive_stopping
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, open_run_dataset, pinned_config
+from domainbench.engine.frost_pin import check_same_frost_texture
 from domainbench.engine.jobs import CLEAN, Job
 from domainbench.engine.lifecycle import (check_new_run_id, complete_run, create_run, new_run_id, now, restart_run,
                                           stored_run)
@@ -133,6 +134,7 @@ class Engine:
         if run.fmr is not None:
             return self._fmr().resume(run, skip_unreadable, tested)
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
+        check_same_frost_texture(self.store, run)
         if run.dataset is None:  # a queued run's first start pins its dataset, as `start` does
             run = run.model_copy(update={"config": pinned_config(run.config)})
         skipping = skip_unreadable and not run.config.skip_unreadable

@@ -101,6 +101,8 @@ class CellStats(BaseModel):
     #: summed over the shards; None when any shard lacks them
     calibration: CalibrationCounts | None = None
     damage: DamageSums | None = None
+    #: False for a real-shift cell whose images have no paired clean image: its flips mean nothing
+    paired: bool = True
 
     @property
     def labeled(self) -> bool:
@@ -188,6 +190,7 @@ def merge_units(
             run_ids=sorted({u.run_id for u in members}),
             calibration=_total([u.calibration for u in members]),
             damage=_total([u.damage for u in members]),
+            paired=all(u.params.get("paired", True) for u in members),
         )
     return cells
 
@@ -213,7 +216,7 @@ def _cell_summary(cell: CellStats, in_common: bool) -> CellSummary:
         n=cell.n,
         n_unreadable=cell.n_unreadable,
         flips=cell.flips,
-        lfp=cell.lfp(),
+        lfp=cell.lfp() if cell.paired else None,
         accuracy=cell.balanced_accuracy(),
         confusion=cell.confusion,
         in_common=in_common,

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.config import COMPOSITIONS_SCHEMA_VERSION, DomainConfig, FmrSettings, RunConfig
 from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
 from domainbench.packed import PackedArray
@@ -255,7 +255,7 @@ RECORDS: dict[Collection, type[BaseModel]] = {
 }
 
 CURRENT_VERSIONS: dict[Collection, int] = {
-    Collection.DOMAINS: 1,
+    Collection.DOMAINS: COMPOSITIONS_SCHEMA_VERSION,
     Collection.RUNS: 3,
     Collection.UNITS: UNIT_SCHEMA_VERSION,
     Collection.STABILITY: 1,
@@ -297,6 +297,11 @@ MIGRATIONS: dict[tuple[Collection, int], Any] = {
 }
 
 
+#: collections whose record type reads every version up to the current one as it is: a plan's version says what
+#: it holds (2: compositions), and a version-1 plan stays version 1 (its content, and so its domain id, unchanged)
+READ_AS_IS = frozenset({Collection.DOMAINS})
+
+
 def upgrade(collection: str, doc: dict[str, Any], where: str) -> dict[str, Any] | None:
     """The document lifted to the current version; None when it must be rebuilt (summaries)."""
     current = CURRENT_VERSIONS[collection]
@@ -306,7 +311,7 @@ def upgrade(collection: str, doc: dict[str, Any], where: str) -> dict[str, Any] 
             f"{where} holds a {collection} document of schema version {version!r}, written by a newer "
             f"domainbench (this one reads up to {current}); upgrade domainbench to read it"
         )
-    while version < current:
+    while version < current and collection not in READ_AS_IS:
         step = MIGRATIONS.get((collection, version), "missing")
         if step is None:
             return None

@@ -34,7 +34,8 @@ from domainbench.corruptions.kernels.blur import (
     GlassBlurParams,
     MotionBlurParams,
     ZoomBlurParams,
-    disk_kernel,
+    defocus_kernel,
+    supersampled_shape,
     zoom_factors,
 )
 
@@ -53,10 +54,10 @@ def gaussian_blur(images: torch.Tensor, p: GaussianBlurParams, b: DeviceBatch) -
 
 @device_kernel("defocus_blur", exact=True, cpu_chunk=4)
 def defocus_blur(images: torch.Tensor, p: DefocusParams, b: DeviceBatch) -> torch.Tensor:
-    radius = max(0.5, p.radius * size_scale(images))
-    parts = disk_parts(radius, p.alias_blur)
+    scale = size_scale(images)
+    parts = disk_parts(p.radius * scale, p.alias_blur) if scale >= 1 else None  # below 224: an area-sampled disk
     if parts is None:
-        return to_uint8(filter2d(images.float(), disk_kernel(radius, p.alias_blur)))  # the CPU kernel's disk
+        return to_uint8(filter2d(images.float(), defocus_kernel(p.radius, p.alias_blur, scale)))  # the CPU kernel's
     return to_uint8(disk_blur(images, *parts))
 
 
@@ -183,18 +184,43 @@ def zoom_taps(n: int, zoom: float, device: torch.device) -> tuple[tuple[torch.Te
 
 @device_kernel("glass_blur", exact=False, note="pixel swaps drawn from a torch generator per image")
 def glass_blur(images: torch.Tensor, p: GlassBlurParams, b: DeviceBatch) -> torch.Tensor:
-    n, h, w, c = images.shape
-    s = size_scale(images)
+    h, w = images.shape[1:3]
+    big = supersampled_shape(h, w)
+    if big is None:
+        return to_uint8(_glass_blur(images.float(), p, b))
+    # the CPU kernel's enlargement and reduction (cv2.resize), as products with cv2's own weights
+    up = resize(images.float(), resize_weights(big[0], h, cv2.INTER_LINEAR), resize_weights(big[1], w, cv2.INTER_LINEAR))
+    return to_uint8(resize(_glass_blur(up, p, b), resize_weights(h, big[0], cv2.INTER_AREA), resize_weights(w, big[1], cv2.INTER_AREA)))
+
+
+def _glass_blur(x: torch.Tensor, p: GlassBlurParams, b: DeviceBatch) -> torch.Tensor:
+    """glass_blur of (N, H, W, C) float of at least 224 pixels, float32 (the CPU kernel's ``_glass_blur``)."""
+    n, h, w, c = x.shape
+    s = size_scale(x)
     delta = max(1, int(round(p.max_delta * s)))
-    sigma = p.sigma * max(s, 0.25)
+    sigma = p.sigma * s
     r = max(1, int(4.0 * sigma + 0.5))  # gaussian_nearest: scikit-image's truncate 4
     taps = cv2.getGaussianKernel(2 * r + 1, sigma).ravel()
-    blurred = separable_filter(images.float(), taps, taps, border="replicate")
+    blurred = separable_filter(x, taps, taps, border="replicate")
     # the reference truncates the first blur to uint8 before shuffling
-    x = rint_to_uint8_(blurred.clamp_(0, 255).floor_()).reshape(n * h * w, c)  # whole numbers: the fast narrowing
+    flat = rint_to_uint8_(blurred.clamp_(0, 255).floor_()).reshape(n * h * w, c)  # whole numbers: the fast narrowing
     sources = swap_sources(h, w, delta, p.iterations, b)
-    shuffled = x.index_select(0, sources.reshape(-1)).view(n, h, w, c)
-    return to_uint8(separable_filter(shuffled.float(), taps, taps, border="replicate"))
+    shuffled = flat.index_select(0, sources.reshape(-1)).view(n, h, w, c)
+    return separable_filter(shuffled.float(), taps, taps, border="replicate")
+
+
+@lru_cache(maxsize=32)
+def resize_weights(n_out: int, n_in: int, interpolation: int) -> np.ndarray:
+    """(n_out, n_in) weights of cv2.resize along one axis of a float32 image (it is separable):
+    the resize of the identity."""
+    return cv2.resize(np.eye(n_in, dtype=np.float32), (n_in, n_out), interpolation=interpolation)
+
+
+def resize(x: torch.Tensor, rows: np.ndarray, cols: np.ndarray) -> torch.Tensor:
+    """(N, H, W, C) float resized by the per-axis weights ``rows`` (H', H) and ``cols`` (W', W)."""
+    r = torch.as_tensor(rows, device=x.device)
+    c = torch.as_tensor(cols, device=x.device)
+    return torch.einsum("jw,niwc->nijc", c, torch.einsum("ih,nhwc->niwc", r, x)).contiguous()
 
 
 def planes(images: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ from domainbench.corruptions.kernels._imagenet_c import (
     motion_trail,
     sequential_swap_sources,
 )
-from domainbench.corruptions.spec import CorruptionSpec, Params
+from domainbench.corruptions.spec import REFERENCE_SIZE, CorruptionSpec, Params, side_scale
 
 
 class GaussianBlurParams(Params):
@@ -105,8 +105,34 @@ def disk_kernel(radius: float, alias_blur: float) -> np.ndarray:
     return cv2.GaussianBlur(disk, (3, 3) if radius <= 8 else (5, 5), sigmaX=alias_blur)
 
 
+def area_overlap(n: int, scale: float, half: int) -> np.ndarray:
+    """(2n + 1, 2 half + 1) lengths by which the pixels -n..n of a grid ``scale`` times as fine
+    (scale < 1: coarser) overlap the pixels -half..half of the unit grid, both centred on 0."""
+    small = np.arange(-n, n + 1)[:, None]
+    unit = np.arange(-half, half + 1)[None, :]
+    return np.clip(np.minimum((small + 0.5) / scale, unit + 0.5) - np.maximum((small - 0.5) / scale, unit - 0.5), 0.0, None)
+
+
+@lru_cache(maxsize=64)
+def defocus_kernel(radius: float, alias_blur: float, scale: float) -> np.ndarray:
+    """The defocus kernel of an image ``scale`` times a 224-pixel one, ``radius`` given at 224 pixels.
+
+    At 224 pixels and above, ImageNet-C's disk of radius ``radius * scale``. Below, a disk of
+    whole pixels loses the ladder (radii 4 and 6 are the same single pixel at 32 px), so the
+    224-pixel kernel (its softening included) is integrated over the area of each pixel of the
+    smaller image: every radius keeps a kernel of its own, and it shrinks with the image.
+    """
+    if scale >= 1:
+        return disk_kernel(radius * scale, alias_blur)
+    fine = disk_kernel(radius, alias_blur).astype(np.float64)
+    half = fine.shape[0] // 2
+    a = area_overlap(int(np.ceil((half + 0.5) * scale - 0.5)), scale, half)
+    # each unit pixel lies wholly in the coarse ones, so the sum stays the disk's (below 1 at radius 10, as the reference's)
+    return (a @ fine @ a.T).astype(np.float32)
+
+
 def defocus_blur(img: np.ndarray, p: DefocusParams, rng: np.random.Generator) -> np.ndarray:
-    kernel = disk_kernel(max(0.5, p.radius * size_scale(img)), p.alias_blur)
+    kernel = defocus_kernel(p.radius, p.alias_blur, size_scale(img))
     return per_channel(lambda x: cv2.filter2D(x, -1, kernel, borderType=cv2.BORDER_REFLECT_101), img)
 
 
@@ -117,17 +143,41 @@ class GlassBlurParams(Params):
 
 
 def glass_blur(img: np.ndarray, p: GlassBlurParams, rng: np.random.Generator) -> np.ndarray:
-    """ImageNet-C glass_blur: Gaussian blur, sequential local pixel "swaps" (copies), Gaussian blur again."""
+    """ImageNet-C glass_blur: Gaussian blur, sequential local pixel "swaps" (copies), Gaussian blur again.
+
+    Below 224 pixels the pixels are swapped on the image enlarged to 224 (bilinear) and the result
+    shrunk back by area: a displacement of whole pixels cannot shrink with the image (one pixel at
+    32 px is seven at 224, more than severity 5's four), and the ladder trades displacement against blur.
+    """
+    h, w = img.shape[:2]
+    big = supersampled_shape(h, w)
+    if big is None:
+        return to_uint8(_glass_blur(img, p, rng))
+    up = cv2.resize(img.astype(np.float32), (big[1], big[0]), interpolation=cv2.INTER_LINEAR).reshape(*big, *img.shape[2:])
+    out = cv2.resize(_glass_blur(up, p, rng), (w, h), interpolation=cv2.INTER_AREA)
+    return to_uint8(out.reshape(img.shape))
+
+
+def supersampled_shape(h: int, w: int) -> tuple[int, int] | None:
+    """(H, W) of an image smaller than 224 pixels enlarged to a 224-pixel short side; None from 224 on."""
+    if side_scale(h, w) >= 1:
+        return None
+    f = REFERENCE_SIZE / min(h, w)
+    return (REFERENCE_SIZE, max(REFERENCE_SIZE, round(w * f))) if h <= w else (max(REFERENCE_SIZE, round(h * f)), REFERENCE_SIZE)
+
+
+def _glass_blur(img: np.ndarray, p: GlassBlurParams, rng: np.random.Generator) -> np.ndarray:
+    """glass_blur on an image of at least 224 pixels (displacements scaled up with it), float32."""
     s = size_scale(img)
     delta = max(1, int(round(p.max_delta * s)))
     h, w = img.shape[:2]
-    sigma = p.sigma * max(s, 0.25)
+    sigma = p.sigma * s
     blurred = gaussian_nearest(img, sigma)
     # the reference truncates the first blur to uint8 before shuffling
     x = np.floor(np.clip(blurred, 0, 255)).astype(np.uint8)
     sources = sequential_swap_sources(h, w, delta, p.iterations, rng)
     shuffled = x.reshape(h * w, -1)[sources].reshape(img.shape)
-    return to_uint8(gaussian_nearest(shuffled, sigma))
+    return gaussian_nearest(shuffled, sigma)
 
 
 class ZoomBlurParams(Params):
@@ -171,7 +221,7 @@ CORRUPTIONS += [
         ranges={"radius": (2.0, 12.0)},
         apply=defocus_blur,
         backend="ImageNet-C disk kernel (cached) + cv2.filter2D",
-        ladder_version=IMAGENET_C_LADDER_VERSION,
+        ladder_version=IMAGENET_C_LADDER_VERSION + 1,  # 3: below 224 px an area-sampled disk
     ),
     CorruptionSpec(
         name="glass_blur",
@@ -193,7 +243,7 @@ CORRUPTIONS += [
         ranges={"sigma": (0.7, 1.5), "max_delta": (1.0, 4.0)},
         apply=glass_blur,
         backend="ImageNet-C glass_blur: its sequential pixel copies resolved by pointer doubling, one gather, cv2 blurs",
-        ladder_version=IMAGENET_C_LADDER_VERSION,
+        ladder_version=IMAGENET_C_LADDER_VERSION + 1,  # 3: below 224 px swapped at 224 and shrunk
     ),
     CorruptionSpec(
         name="zoom_blur",

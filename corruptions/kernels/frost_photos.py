@@ -138,9 +138,11 @@ def blend_truncated(x: np.ndarray, ice: np.ndarray, image_weight: float, frost_w
 
 
 def texture_of(drawn: dict | None) -> str | None:
-    """The texture source of a batch from what its kernel drew (``drawn['texture']``): one of the two
-    sources, ``"mixed"`` where a caller fixed different ones per image, None for a corruption without one."""
-    textures = sorted({t for t in (drawn or {}).get("texture") or [] if t is not None})
+    """The texture source of a batch from what its kernel drew (``drawn['texture']``, or a composition's
+    ``drawn['steps'][k]['texture']``): one of the two sources, ``"mixed"`` where a caller fixed different
+    ones per image, None for a corruption without one."""
+    steps = (drawn or {}).get("steps") or [drawn or {}]
+    textures = sorted({t for step in steps for t in (step or {}).get("texture") or [] if t is not None})
     if not textures:
         return None
     return textures[0] if len(textures) == 1 else "mixed"

@@ -176,6 +176,14 @@ def gallery_section(cfg: DomainConfig) -> None:
                 st.image(images, width=112, caption=[
                     f"s{s} · SSIM {v:.2f}" + ("" if s in c.severities else " (not run)")
                     for s, v in zip(range(1, 6), damage, strict=True)])
+        for comp in cfg.compositions:
+            with guard(f"previewing {comp.cell_name}"), st.container(border=True, key=f"preview-{comp.cell_name}"):
+                composed = ladder.composed(clean, comp.pairs)
+                st.markdown(f"**{md_escape(comp.cell_name)}** — steps in order: "
+                            + " → ".join(f"{md_escape(c)} s{s}" for c, s in comp.pairs))
+                if comp.reason:
+                    st.text(f"why: {comp.reason}")
+                st.image(composed, width=112, caption=f"SSIM {ladder.ladder_ssim(clean, [composed])[0]:.2f}")
         st.caption("SSIM against the clean image (1 = unchanged, lower = more damage) predicts how hard each "
                    "severity is before anything is evaluated.")
 

@@ -20,6 +20,7 @@ from domainbench.store.records import RunRecord
 from domainbench.literal import printable
 from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, units, verdict
 from domainbench.frontend.views import fmr_section
+from domainbench.frontend.views.damage_tab import damage_tab
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
                                      status_badge)
 
@@ -399,6 +400,7 @@ TABS: dict[str, Callable[[Shown], None]] = {
     "PD threat": threat_tab,
     "Stability": stability_tab,
     "Accuracy vs radius": radius_tab,
+    "Damage & calibration": damage_tab,
     "Gallery": gallery_tab,
     "Flip differences": flip_differences_tab,
     "Confusion matrix": confusion_tab,

@@ -32,8 +32,9 @@ RECALIBRATED = {
     "defocus_blur", "glass_blur", "motion_blur", "zoom_blur", "snow", "frost", "fog", "brightness",
     "contrast", "saturate", "pixelate", "elastic", "lens_spatter",
 }
-#: ladders changed again since (version bumps): lens_spatter's drops scale with the image (version 3)
-RESCALED = {"lens_spatter": 1}
+#: ladders changed again since (version bumps) to scale with the image (version 3): lens_spatter's drops;
+#: defocus_blur's disk and glass_blur's swaps below 224 pixels
+RESCALED = {"lens_spatter": 1, "defocus_blur": 1, "glass_blur": 1}
 #: corruptions whose statistics vary much from draw to draw (frost: one of five very different ice
 #: photographs; spatter: a few rare bright drops; fog and snow: one random field each): with only two
 #: photographs the mean over draws is compared with this wider tolerance (SSIM, PSNR dB); the

@@ -79,6 +79,9 @@ def test_a_shift_of_class_folders_scores_as_the_same_images_opened_as_the_datase
             assert float(p["confidence"]) == pytest.approx(float(r["confidence"]), abs=1e-6)
         assert int(row["label_flips"]) == sum(p["prediction"] != clean_pred[(model, p["image"])] for p in mine)
         assert row["label_flip_probability_ci_low"] != ""
+    # show says which synthetic cell behaves like the shift (one here), in words
+    out = _cli_ok(["show", "withshift"], capsys, monkeypatch)
+    assert "Your `inv` images behave most like `gaussian_noise` at severity 2 (accuracy drop" in " ".join(out.split())
     # paired: damage against the clean image, as scikit-image measures it (greyscale: its own luminance)
     ssim = np.mean([structural_similarity(a.astype(float), (255 - a).astype(float), gaussian_weights=True, sigma=1.5,
                                           use_sample_covariance=False, data_range=255) for a in clean])
@@ -154,6 +157,11 @@ def test_plan_files_hold_shifts_and_older_plans_keep_their_version_and_id(tmp_pa
     assert loaded.schema_version == 3 and loaded.shift[0].cell_name == "shift:night"
     pinned = with_shifts(loaded, [], plan_dir=tmp_path)
     assert pinned.shift[0].path == str(tmp_path / "photos" / "night")  # relative to the plan file
-    assert domain_id(with_shifts(plain, [])) == domain_id(plain) and domain_id(pinned) != domain_id(plain)
+    assert "shift" not in plain.model_dump() and domain_id(pinned) != domain_id(plain)
+    # the id of a plan without shifts is what it was before shifts existed (the hash of its other fields)
+    import hashlib
+    import json
+    blob = json.dumps(plain.model_dump(mode="json", exclude={"planner": {"created_at"}, "compositions": True}), sort_keys=True)
+    assert domain_id(plain) == hashlib.sha256(blob.encode()).hexdigest()[:16]
     (tmp_path / "pinned.toml").write_text(dumps(pinned))
     assert load_domain(tmp_path / "pinned.toml") == pinned

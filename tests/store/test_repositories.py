@@ -106,3 +106,21 @@ def test_repositories_of_the_workers_store_are_fenced_by_its_lease(store: Store)
         owned.reports.delete(run_id="r1")
     # reads go through, and nothing was written or deleted
     assert owned.units.keys(run_id="r1") == {("r1", "m", "fog", 1, 0)}
+
+
+def test_plans_with_and_without_compositions_are_read_back(home) -> None:  # noqa: ANN001 - the home fixture
+    # a plan with compositions is version 2; one without stays version 1; both read back as stored
+    from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig
+    from domainbench.store import open_store
+
+    store = open_store()
+    old = DomainConfig(domain="plain", corruptions=[CorruptionChoice(name="fog", severities=[1])])
+    new = old.model_copy(update={"domain": "stacked"})
+    new = DomainConfig.model_validate({**new.model_dump(), "compositions": [Composition(
+        name="c", steps=[CompositionStep(corruption="fog", severity=1), CompositionStep(corruption="rain", severity=2)]).model_dump()]})
+    assert (old.schema_version, new.schema_version) == (1, 2)
+    ids = [store.domains.save(cfg, created_at="2025-01-01T00:00:00+00:00") for cfg in (old, new)]
+    got = {d.domain: d for d in store.find("domains")}
+    assert got["plain"].schema_version == 1 and got["stacked"].schema_version == 2
+    assert got["stacked"].compositions == new.compositions and len(set(ids)) == 2
+    store.close()
