@@ -291,6 +291,13 @@ def plan(
         for c in cfg.corruptions:
             t.add_row(literal(c.name), ",".join(map(str, c.severities)), literal(c.reason))
         err_console.print(t)
+        if cfg.compositions:
+            t = Table(title="proposed compositions (each one cell, its steps applied in order)")
+            for col in ("cell", "steps", "reason"):
+                t.add_column(col)
+            for comp in cfg.compositions:
+                t.add_row(literal(comp.cell_name), literal(" → ".join(f"{c} s{s}" for c, s in comp.pairs)), literal(comp.reason))
+            err_console.print(t)
     if preview:
         print_preview(cfg)
 

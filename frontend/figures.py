@@ -29,6 +29,9 @@ METRIC_LABELS = {
     **{m.field: f"{m.display} (%)" for m in map(metric, ("balanced_accuracy", "label_flip_probability"))},
     **{m.name: m.display for m in metrics_of("image")},
 }
+#: the stability metrics' axis titles, with their unit (the registry's)
+STABILITY_AXES = {m.name: f"{m.display} ({'(1 − cosine) / 2' if m.unit == 'cosine' else 'distance of L2-normalised embeddings'})"
+                  for m in metrics_of("image")}
 
 
 #: 20 distinct colours; a model's colour follows from its name, so it is the same on every page and chart
@@ -65,6 +68,8 @@ def _error_bars(lows: Sequence[float | None], highs: Sequence[float | None], val
 
 
 def cell_label(corruption: str, severity: int) -> str:
+    if corruption.startswith("shift:"):  # the user's own images: one cell, marked real wherever it is listed
+        return f"{corruption} (real)"
     return f"{corruption} s{severity}"
 
 
@@ -251,7 +256,7 @@ def threat_chart(report: RunReport) -> go.Figure:
                       annotation_text=f"different-class reference ({float(ref):.2f})", annotation_position="top right")
     fig.update_layout(title="Projected Displacement threat per corruption cell (lower = more label-preserving)",
                       xaxis_title="corruption, severity", yaxis_title="mean PD threat (1 = half-way to another class)",
-                      barmode="overlay", legend={"title": {"text": "cell"}},
+                      barmode="overlay", legend={"title": {"text": "cell"}}, showlegend=True,
                       xaxis={"categoryorder": "array", "categoryarray": order})
     return fig
 
@@ -277,8 +282,8 @@ def stability_distribution(frame: pd.DataFrame, metric: str = "divergence_radius
         else:
             fig.add_trace(go.Violin(**common, box_visible=True, meanline_visible=True, points=False))
     fig.update_layout(title=f"{METRIC_LABELS[metric]} per image (higher = less stable embedding)",
-                      xaxis_title="corruption", yaxis_title=METRIC_LABELS[metric],
-                      boxmode="group", violinmode="group")
+                      xaxis_title="corruption", yaxis_title=STABILITY_AXES[metric],
+                      boxmode="group", violinmode="group", showlegend=True, legend={"title": {"text": "model"}})
     return fig
 
 
@@ -297,8 +302,9 @@ def stability_means(means: Sequence[StabilityMean], metric: str = "divergence_ra
         by = {r.corruption: getattr(r, metric) for r in rows if r.model == m}
         fig.add_trace(go.Bar(x=names, y=[by.get(c) for c in names], name=m, marker_color=colors[m],
                              hovertemplate=f"{m}<br>%{{x}}<br>mean %{{y:.4f}}<extra></extra>"))
-    fig.update_layout(title=f"average {METRIC_LABELS[metric]} per model and corruption", barmode="group",
-                      xaxis_title="corruption", yaxis_title=f"mean {METRIC_LABELS[metric]}")
+    fig.update_layout(title=f"average {METRIC_LABELS[metric]} per model and corruption (higher = less stable)",
+                      barmode="group", xaxis_title="corruption", yaxis_title=f"mean {STABILITY_AXES[metric]}",
+                      showlegend=True, legend={"title": {"text": "model"}})
     return fig
 
 
@@ -316,6 +322,7 @@ def confusion_heatmap(matrix: np.ndarray | Sequence[Sequence[int]], classes: Seq
     fig = go.Figure(
         go.Heatmap(z=cm.tolist(), x=list(classes), y=list(classes), text=text, texttemplate="%{text}",
                    customdata=counts.tolist(), colorscale="Blues", zmin=0,
+                   colorbar={"title": "share of the class" if normalize else "images"},
                    zmax=1 if normalize else None,
                    hovertemplate="true %{y}<br>predicted %{x}<br>%{customdata} images<extra></extra>")
     )

@@ -99,17 +99,21 @@ def pm(value: float | None, interval: tuple[float, float] | None, percent: bool)
     return f"{text} ± {half:.1f}" if percent else f"{text} ± {half:.3f}"
 
 
+#: a summary column -> the column of its value with the 95 % interval (``with_intervals``)
+CI_COLUMNS = {"clean acc %": "clean acc ± 95 % CI", "corrupted acc %": "corrupted acc ± 95 % CI", "mCE": "mCE ± 95 % CI"}
+
+
 def with_intervals(table: pd.DataFrame, report: RunReport, ci: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
     """The summary table with a text column per rate holding its value ± the 95 % interval."""
     if ci is None:
         return table
     rows = {r.model: r for r in report.table()}
     out = table.copy()
-    out.insert(out.columns.get_loc("clean acc %") + 1, "clean acc ± 95 % CI",
+    out.insert(out.columns.get_loc("clean acc %") + 1, CI_COLUMNS["clean acc %"],
                [pm(rows[m].acc, ci.get(m, {}).get("clean"), True) for m in out["model"]])
-    out.insert(out.columns.get_loc("corrupted acc %") + 1, "corrupted acc ± 95 % CI",
+    out.insert(out.columns.get_loc("corrupted acc %") + 1, CI_COLUMNS["corrupted acc %"],
                [pm(rows[m].mean_corrupted_acc, ci.get(m, {}).get("corrupted"), True) for m in out["model"]])
-    out.insert(out.columns.get_loc("mCE") + 1, "mCE ± 95 % CI",
+    out.insert(out.columns.get_loc("mCE") + 1, CI_COLUMNS["mCE"],
                [pm(rows[m].mce, ci.get(m, {}).get("mce"), False) for m in out["model"]])
     return out
 

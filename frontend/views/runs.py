@@ -18,7 +18,7 @@ from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 from domainbench.literal import printable
-from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, units, verdict
+from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, shift_section, units, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.views.damage_tab import damage_tab
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
@@ -151,14 +151,18 @@ class Shown:
 
 def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None:
     table = verdict.with_intervals(data.summary_frame(report), report, ci)
+    # where a value has its "± 95 % CI" column, that column is shown in its place (the CSV keeps both)
+    shown = [c for c in table.columns if verdict.CI_COLUMNS.get(c) not in table.columns]
     exports.table(
-        table, f"{report.run_id}-summary", "summary",
+        table, f"{report.run_id}-summary", "summary", column_order=shown,
         column_config={
             "baseline": st.column_config.CheckboxColumn("baseline"),
             # each header hovers to its meaning and which direction is better (the registry's glossary)
             **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f",
                                                              help=GLOSSARY.get(m.table_header, m.meaning))
                for m in data.summary_metrics()},
+            **{ci: st.column_config.TextColumn(ci, help=f"{GLOSSARY.get(base, base)} ± half the width of its 95 % interval.")
+               for base, ci in verdict.CI_COLUMNS.items()},
         },
     )
     st.caption(
@@ -286,7 +290,9 @@ def subset_line(s: Shown) -> str:
 
 
 def _cell_choice(s: Shown, key: str) -> tuple[str, int] | None:
-    cells = sorted({(c.corruption, c.severity) for m in s.report.models for c in m.cells})
+    # a real-shift cell's images are the user's files, not re-created from the clean ones: not offered here
+    cells = sorted({(c.corruption, c.severity) for m in s.report.models for c in m.cells
+                    if not shift_section.is_real(c.corruption)})
     if not cells:
         st.info("No corrupted cell is stored yet.")
         return None
@@ -507,6 +513,7 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     verdict.show(store, store_key, run_id, fingerprint)
     ri = verdict.run_intervals(store, store_key, view.report, run_id, baseline, fingerprint)
     summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint))
+    shift_section.show(view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
     for tab, (label, draw) in zip(tabs, TABS.items(), strict=True):

@@ -64,6 +64,23 @@ def _copy_as_another_domain(store, run_id: str, new_id: str, text: str) -> None:
     store.put_report(build_report(store, new_id))
 
 
+def shot(page, path: Path) -> None:  # noqa: ANN001 - a playwright Page
+    """The whole page at 1,400 px wide: Streamlit scrolls inside its main section, so the window is made as tall
+    as that section's content for the screenshot, then put back."""
+    height = page.evaluate("() => Math.max(1000, ...[...document.querySelectorAll("
+                           "'[data-testid=stMain], [data-testid=stAppViewContainer], section.main')].map(e => e.scrollHeight))")
+    page.set_viewport_size({"width": 1400, "height": min(int(height) + 40, 12000)})
+    page.wait_for_timeout(1000)
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def cut_metric_values(page) -> list[str]:  # noqa: ANN001 - a playwright Page
+    """Metric cards whose value does not fit its card (shown cut, with an ellipsis)."""
+    return page.evaluate("() => [...document.querySelectorAll('[data-testid=stMetricValue], [data-testid=stMetricValue] *')]"
+                         ".filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText)")
+
+
 @pytest.fixture
 def server(chromium: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     home = tmp_path / "home"
@@ -108,20 +125,24 @@ def test_pages_are_a_product_and_stay_on_this_machine(chromium: str, server: tup
             assert page.locator("link[rel*='icon']").count() >= 1
             # the domain text is literal: its ** and $ are shown, not rendered
             expect(page.get_by_text("with **reflections** and $glare$", exact=False).first).to_be_visible()
-            page.screenshot(path=str(SHOTS / "run.png"), full_page=True)
+            # at 1,400 px no metric card is cut ("sample[:…" was)
+            assert page.locator("[data-testid='stMetricValue']").count() >= 5
+            assert cut_metric_values(page) == []
+            shot(page, SHOTS / "run.png")
             page.get_by_role("tab", name="Gallery").dispatch_event("click")
             wait_idle(page)
             expect(page.get_by_text("clean (left) beside the corrupted").first).to_be_visible()
             wait_idle(page)  # the images are re-created from the run's seed: wait for them
             page.get_by_text("clean (left) beside the corrupted").first.scroll_into_view_if_needed()
             page.wait_for_timeout(1000)
-            page.screenshot(path=str(SHOTS / "run-gallery.png"), full_page=True)
+            shot(page, SHOTS / "run-gallery.png")
 
             page.goto(f"{url}/compare")
             expect(page.get_by_role("heading", name="Compare models across domains")).to_be_visible()
             wait_idle(page)
             expect(page.get_by_text("Chosen by default").first).to_be_visible()
-            page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)
+            expect(page.get_by_text("keeps the most accuracy under corruption").first).to_be_visible()
+            shot(page, SHOTS / "compare.png")
 
             page.goto(f"{url}/new_domain")
             expect(page.get_by_role("heading", name="New domain")).to_be_visible()
@@ -130,7 +151,7 @@ def test_pages_are_a_product_and_stay_on_this_machine(chromium: str, server: tup
             expect(page.get_by_role("heading", name="Preview on a sample image")).to_be_visible(timeout=240_000)
             wait_idle(page)
             expect(page.get_by_text("SSIM", exact=False).first).to_be_visible()
-            page.screenshot(path=str(SHOTS / "new-domain.png"), full_page=True)
+            shot(page, SHOTS / "new-domain.png")
             page.get_by_role("heading", name="Preview on a sample image").scroll_into_view_if_needed()
             page.wait_for_timeout(500)
             page.screenshot(path=str(SHOTS / "new-domain-preview.png"))

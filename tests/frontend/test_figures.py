@@ -121,7 +121,7 @@ def test_stability_distribution_one_trace_per_model(kind: str, cls: type) -> Non
     assert b.name == "B"
     assert list(b.x) == ["blur", "blur", "noise", "noise"]
     assert np.allclose(b.y, frame[frame.model == "B"]["cosine"])
-    assert fig.layout.yaxis.title.text == "cosine radius R_cs"
+    assert fig.layout.yaxis.title.text == "cosine radius R_cs ((1 − cosine) / 2)"  # with its unit
     with pytest.raises(ValueError, match="metric"):
         figures.stability_distribution(frame, "accuracy")
     with pytest.raises(ValueError, match="kind"):

@@ -164,3 +164,15 @@ def test_run_configuration_is_a_table_and_cards_are_not_cut(populated: Store) ->
     long = "/data/warehouse-photos/2024/batch-17/manifest.csv"
     short = card_value(long)
     assert len(short) <= 22 and short.endswith("manifest.csv"[-6:]) and short.startswith("/data/")
+
+
+@pytest.mark.parametrize("tab", ["Accuracy vs severity", "Per corruption", "Label flips", "PD threat", "Stability",
+                                 "Accuracy vs radius", "Confusion matrix"])
+def test_every_chart_has_axis_titles_and_a_legend(real_run: tuple[Path, str], real_store: Store, tab: str) -> None:
+    charts = [spec(c) for c in run_page(real_run[1], tab).get("plotly_chart")]
+    assert charts, tab
+    for fig in charts:
+        layout = fig["layout"]
+        assert layout["xaxis"].get("title", {}).get("text") and layout["yaxis"].get("title", {}).get("text"), tab
+        keyed = layout.get("showlegend") is True or any("colorbar" in t for t in fig["data"])
+        assert keyed, f"{tab}: {layout.get('title')}"

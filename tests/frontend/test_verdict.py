@@ -67,3 +67,13 @@ def test_summary_headers_hover_to_the_registry_meaning_and_direction(populated: 
     assert mce.startswith(metric("mce").meaning[0].upper() + metric("mce").meaning[1:])
     assert mce.endswith("Lower is better.") and "1.0 = as robust as the baseline" in mce
     assert config["clean acc %"]["help"].endswith("Higher is better.")
+
+
+def test_a_value_with_its_interval_is_shown_once(real_store: Store, real_run: tuple[Path, str]) -> None:
+    import json
+
+    at = run_page(real_run[1])
+    table = next(d for d in at.dataframe if "mCE" in d.value.columns)
+    order = json.loads(table.proto.column_order) if isinstance(table.proto.column_order, str) else list(table.proto.column_order)
+    assert "clean acc ± 95 % CI" in order and "clean acc %" not in order and "mCE ± 95 % CI" in order
+    assert "mCE" not in order and "rCE" in order  # rCE has no interval column: its value stays
