@@ -185,6 +185,7 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
+    from domainbench.metrics.registry import column_notes
     from domainbench.models.generative import is_remote_model
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
@@ -208,8 +209,7 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
                       f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
                       style="dim", highlight=False)
-    console.print("clean%, corr%: balanced accuracy clean and averaged over corruption cells; safe%: averaged over cells "
-                  "whose PD threat is safe; r: Pearson(accuracy, flip probability) across cells", style="dim")
+    console.print(column_notes(columns, lambda m: m.cli_header), style="dim")
     if report.threat:
         unsafe = [f"{t.corruption}@{t.severity}" for t in report.unsafe_cells()]
         scale = report.different_class_threat
@@ -221,24 +221,24 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
 
 
 def print_fmr(report: RunReport) -> None:
-    """The FMR section: per tested model SA, PA, FMR, validation rate, steps; the oracle's reliability."""
+    """The FMR section: per tested model the registry's FMR metrics (SA, PA, FMR, ...); the oracle's reliability."""
+    from domainbench.metrics.registry import column_notes, format_value, metrics_of
     f = report.fmr
     assert f is not None
     console.print(f"[bold]FMR[/bold] — {f.search} search, budget {f.budget}, step {f.step_size:g}"
                   + (f", {f.candidates} candidates per step" if f.search == "greedy" else ""), highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     table.add_column("model", no_wrap=True)
-    for col in ("n", "SA%", "PA%", "FMR", "VR%", "steps"):
+    columns = [m for m in metrics_of("fmr") if m.cli_header]
+    for col in ["n", *(m.cli_header for m in columns)]:
         table.add_column(col, justify="right", no_wrap=True)
     for m in f.models:
-        table.add_row(literal(m.model), str(m.n), _fmt(m.sa, pct=True), _fmt(m.pa, pct=True),
-                      "n/a" if m.fmr is None else f"{m.fmr:.1f}", _fmt(m.validation_rate, pct=True),
-                      "n/a" if m.mean_steps is None else f"{m.mean_steps:.2f}")
+        table.add_row(literal(m.model), str(m.n), *(format_value(metric, metric.read(m)) for metric in columns))
     console.print(table)
     members = ", ".join(f"{markup_safe(k)} {_fmt(v, pct=True)}%" for k, v in f.oracle.member_accuracy.items())
     console.print(f"oracle: majority of {len(f.oracle.members)} agrees with the labels on {_fmt(f.oracle.clean_agreement, pct=True)}% "
                   f"of clean images (members: {members})", highlight=False)
-    console.print("FMR = PA / SA × 100; VR: share of images with at least one accepted perturbation step", style="dim")
+    console.print(column_notes(columns, lambda m: m.display), style="dim")
 
 
 def _store() -> Any:
@@ -291,6 +291,13 @@ def plan(
         for c in cfg.corruptions:
             t.add_row(literal(c.name), ",".join(map(str, c.severities)), literal(c.reason))
         err_console.print(t)
+        if cfg.compositions:
+            t = Table(title="proposed compositions (each one cell, its steps applied in order)")
+            for col in ("cell", "steps", "reason"):
+                t.add_column(col)
+            for comp in cfg.compositions:
+                t.add_row(literal(comp.cell_name), literal(" → ".join(f"{c} s{s}" for c, s in comp.pairs)), literal(comp.reason))
+            err_console.print(t)
     if preview:
         print_preview(cfg)
 
@@ -676,6 +683,11 @@ def fmr(
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
     resume: Annotated[Optional[str], typer.Option(help="Continue FMR run RUN: stored units are not recomputed.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
+    executor: Annotated[Optional[str], typer.Option(help="local (this process) or ray (one actor call per tested model and shard); default $DOMAINBENCH_EXECUTOR or local.")] = None,
+    address: Annotated[Optional[str], typer.Option(help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: $DOMAINBENCH_RAY_ADDRESS, else a new local Ray instance).")] = None,
+    actors: Annotated[Optional[int], typer.Option(help="Ray actors per tested-model group, each with the oracle.")] = None,
+    gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray actor (default: 1 when the cluster has GPUs).")] = None,
+    models_per_actor: Annotated[Optional[int], typer.Option(help="Tested models one Ray actor holds (default: all).")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
     from domainbench import query
@@ -683,6 +695,9 @@ def fmr(
     from domainbench.fmr.oracle import check_oracle_names
     from domainbench.fmr.runner import FmrRunner
 
+    settings_env = _settings()
+    exec_options = _executor_options(executor or settings_env.executor, address or settings_env.ray_address, actors,
+                                     gpus_per_actor, 1.0, None, models_per_actor)
     if not resume:
         if config is None:
             raise UserInputError("fmr needs a domain config TOML (its corruptions perturb the images) or --resume RUN")
@@ -712,7 +727,7 @@ def fmr(
             raise
     store = _store()
     progress = _progress()
-    runner = FmrRunner(store, RichEvents(progress))
+    runner = FmrRunner(store, RichEvents(progress), exec_options)
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
         rid = runner.resume(resume) if resume else runner.start(domain, cfg, settings, run_id=run_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
@@ -38,8 +38,9 @@ def check_model_name(name: str) -> None:
                                 f"{hint}")
 
 
-def check_dataset(cfg: RunConfig) -> RunConfig:
-    """The config with its dataset checked (it opens, and has two classes) and its path made absolute.
+def check_dataset(cfg: RunConfig, labelled: bool = False) -> RunConfig:
+    """The config with its dataset checked (it opens, has two classes, and labels where ``labelled``)
+    and its path made absolute.
 
     Absolute, because the worker that runs it may start in another directory.
     """
@@ -58,32 +59,43 @@ def check_dataset(cfg: RunConfig) -> RunConfig:
                              "construction; give at least two classes")
     if len(ds) == 0:
         raise UserInputError(f"dataset {cfg.dataset} has no images; give a folder with images or `sample`")
+    if labelled and not ds.labelled:
+        raise UserInputError(f"dataset {cfg.dataset} has no labels: FMR compares predictions with true labels")
     path = Path(cfg.dataset).expanduser()
     if path.exists():
         cfg = cfg.model_copy(update={"dataset": str(path.resolve())})
     return cfg
 
 
-def check_inputs(domain: DomainConfig, cfg: RunConfig) -> RunConfig:
+def check_inputs(domain: DomainConfig, cfg: RunConfig, fmr: FmrSettings | None = None) -> RunConfig:
     """Everything a worker would reject, checked now; returns the config as it is stored."""
     if not domain.domain.strip():
         raise UserInputError("the domain description is empty; describe where your images come from")
     if not domain.corruptions:
         raise UserInputError("the plan has no corruption; add at least one before launching")
     domain.check_catalogue()
+    if fmr is not None:
+        from domainbench.fmr.oracle import CLASSIFIER_PREFIXES, check_oracle_names
+
+        check_oracle_names(fmr.oracle)
+        for m in fmr.oracle:
+            check_model_name(m)
     for m in cfg.models:
-        check_model_name(m)
+        # an FMR run may test plain classifiers: their configs and callables are checked when a worker loads them
+        if fmr is None or m.partition(":")[0] not in CLASSIFIER_PREFIXES:
+            check_model_name(m)
     if cfg.baseline is not None and cfg.baseline not in cfg.models:  # RunConfig checks it too; say it the same way
         raise UserInputError(f"baseline {cfg.baseline!r} is not among the run's models {cfg.models}")
-    return check_dataset(cfg)
+    return check_dataset(cfg, labelled=fmr is not None)
 
 
-def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> RunRecord:
-    """Check the inputs, then store the domain and a queued run that any worker can take.
+def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None,
+                fmr: FmrSettings | None = None) -> RunRecord:
+    """Check the inputs, then store the domain and a queued run that any worker can take (an FMR
+    search with ``fmr`` settings).
 
-    ``DuplicateRunError`` (with the other run's id) when the same domain and configuration
-    is already queued or running.
+    ``DuplicateRunError`` (with the other run's id) when the same work is already queued or running.
     """
     from domainbench.engine.lifecycle import queue_run
 
-    return queue_run(store, domain, check_inputs(domain, cfg), run_id)
+    return queue_run(store, domain, check_inputs(domain, cfg, fmr), run_id, fmr=fmr)

@@ -68,6 +68,8 @@ def _error_bars(lows: Sequence[float | None], highs: Sequence[float | None], val
 
 
 def cell_label(corruption: str, severity: int) -> str:
+    if corruption.startswith("shift:"):  # the user's own images: one cell, marked real wherever it is listed
+        return f"{corruption} (real)"
     return f"{corruption} s{severity}"
 
 

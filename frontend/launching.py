@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
 from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
 from domainbench.store import Store
@@ -104,11 +104,12 @@ def run_config(models: list[str], dataset: str, limit: int | None, baseline: str
         raise
 
 
-def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig) -> RunRecord:
-    """Check every input and queue the run (``DuplicateRunError`` when the same run is queued or running)."""
+def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig, fmr: FmrSettings | None = None) -> RunRecord:
+    """Check every input and queue the run, an FMR search with ``fmr`` settings (``DuplicateRunError``
+    when the same run is queued or running)."""
     from domainbench.launch import enqueue_run
 
-    return enqueue_run(store, domain, cfg)
+    return enqueue_run(store, domain, cfg, fmr=fmr)
 
 
 def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:

@@ -10,9 +10,11 @@ import os
 from pathlib import Path
 
 from domainbench.config import RunConfig
-from domainbench.data import Dataset
+from domainbench.data import Dataset, open_dataset
 from domainbench.data.fingerprint import dataset_fingerprint
+from domainbench.data.readable import check_readable
 from domainbench.errors import UserInputError
+from domainbench.models.label_sets import check_unique, resolve_classes
 from domainbench.store.records import DatasetInfo, RunRecord
 
 
@@ -41,3 +43,16 @@ def check_same_dataset(run: RunRecord, ds: Dataset) -> None:
         raise UserInputError(
             f"run {run.run_id} was evaluated on dataset {run.config.dataset} ({stored.describe()}), but it now reads "
             f"{now.describe()}: the {changed} changed; restore the dataset or start a new run")
+
+
+def open_run_dataset(cfg: RunConfig) -> Dataset:
+    ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
+    check_unique(ds.classes, f"dataset {cfg.dataset}")
+    if not cfg.skip_unreadable:
+        check_readable(ds.paths)
+    if len(ds.classes) < 2:
+        raise UserInputError(
+            f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by construction; "
+            "give at least two classes (--classes a,b for candidate names)"
+        )
+    return ds

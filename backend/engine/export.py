@@ -65,8 +65,13 @@ def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[
 UNPARSEABLE_FIELD = "unparseable_rate"
 UNPARSEABLE_DOC = metric(UNPARSEABLE_FIELD).meaning
 
-#: an FMR run's CSV adds one row per tested model (corruption "fmr", accuracy = PA) and these columns
-FMR_FIELDS = ["sa", "fmr", "validation_rate", "mean_steps"]
+#: an FMR run's CSV adds one row per tested model (corruption "fmr") with PA as its accuracy, and a
+#: column for each other FMR metric of the registry (``fmr_fields``)
+FMR_ACCURACY = "pa"
+
+
+def fmr_fields() -> list[str]:
+    return [m.name for m in metrics_of("fmr") if m.name != FMR_ACCURACY]
 
 
 #: a run made with --breaking-point adds these columns, filled on every row of the model × corruption
@@ -87,7 +92,7 @@ def to_csv(report: RunReport, intervals: RunIntervals | None = None,
     """
     buf = io.StringIO()
     fields = (CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
-              + (FMR_FIELDS if report.fmr else []))
+              + (fmr_fields() if report.fmr else []))
     w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
     w.writeheader()
     at = {(b.model, b.corruption): b for b in breaking}
@@ -99,8 +104,7 @@ def to_csv(report: RunReport, intervals: RunIntervals | None = None,
         w.writerow({"run_id": report.run_id, **row, **extra})
     for m in report.fmr.models if report.fmr else []:
         w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n": m.n,
-                    "accuracy": m.pa, "sa": m.sa, "fmr": m.fmr, "validation_rate": m.validation_rate,
-                    "mean_steps": m.mean_steps})
+                    "accuracy": metric(FMR_ACCURACY).read(m), **{f: metric(f).read(m) for f in fmr_fields()}})
     return buf.getvalue()
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.reports import build_report
 from domainbench.errors import UserInputError
@@ -61,13 +61,14 @@ def create_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str |
     return run_id
 
 
-def queue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> RunRecord:
-    """Store the domain and a queued run that any worker can take (it starts with ``Engine.resume``);
-    ``DuplicateRunError`` when the same domain and configuration is already queued or running."""
+def queue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None,
+              fmr: FmrSettings | None = None) -> RunRecord:
+    """Store the domain and a queued run that any worker can take (it starts with ``Engine.resume``, an
+    FMR search with ``fmr`` settings); ``DuplicateRunError`` when the same work is already queued or running."""
     stamp = now()
     did = store.domains.save(domain, created_at=stamp)
     run = RunRecord(run_id=run_id or new_run_id(domain.domain), domain_id=did, domain=domain, config=cfg,
-                    status="queued", created_at=stamp, queued_at=stamp)
+                    status="queued", created_at=stamp, queued_at=stamp, fmr=fmr)
     return queue_of(store).enqueue(run)
 
 

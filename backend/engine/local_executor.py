@@ -12,13 +12,13 @@ import multiprocessing as mp
 import os
 import platform
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 import torch
 
-from domainbench.config import RunConfig
+from domainbench.config import FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.device_corruption import job_site, run_device_job
 from domainbench.engine.input_pipeline import ShardLoader, auto_workers
@@ -27,6 +27,8 @@ from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.tasks import RunEvents
 from domainbench.engine.timings import RUN
 from domainbench.engine.work import RunStats, ShardWork
+from domainbench.fmr.tested import TestedModel
+from domainbench.fmr.units import FmrModels, FmrWork, load_fmr_models, score_fmr_shards
 from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
 
@@ -76,6 +78,18 @@ class LocalExecutor:
             loader.close()
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
+
+    def load_fmr(self, store: Store, cfg: RunConfig, settings: FmrSettings, ds: Dataset, events: RunEvents,
+                 tested: Sequence[TestedModel] | None) -> FmrModels:
+        oracle, loaded = load_fmr_models(cfg, settings, ds, cfg.models, tested, cache=store)
+        return FmrModels([m.name for m in loaded], oracle, {m.name: m for m in loaded})
+
+    def fmr_environment(self, models: FmrModels) -> dict[str, Any]:
+        return local_environment(models.oracle.members if models.oracle is not None else [])
+
+    def execute_fmr(self, work: FmrWork) -> None:
+        assert work.models.oracle is not None, "load_fmr first"
+        score_fmr_shards(work, work.models.oracle, work.models.tested)
 
 
 def _submit(pool: ProcessPoolExecutor | None, job: Job, batch: Batch, seed: int, corrupt_on: str, device: torch.device,

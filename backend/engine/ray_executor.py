@@ -7,6 +7,11 @@ per-shard code as the local engine (``domainbench.engine.shards.score_shard``) a
 unit by key as it finishes, so a lost node loses only its shards in flight and
 ``--resume`` continues on either executor. The report is built once, by the driver, at the end.
 
+An FMR run goes to ``FmrActor``s instead: each holds the oracle and a group of the tested models;
+per shard one actor scores the oracle's votes once, and each (tested model, shard) unit is one
+actor call running ``domainbench.fmr.units.fmr_unit``, the local executor's unit code. Every actor
+builds its zero-shot classifiers through the store's text-embedding cache.
+
 ``ray`` is imported only here, and this module only when ``--executor ray`` is chosen.
 """
 
@@ -14,23 +19,28 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
 from pydantic import SecretStr
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
 from domainbench.engine.local_executor import local_environment
-from domainbench.engine.runner import Engine, cells_of, open_run_dataset
+from domainbench.engine.dataset_pin import open_run_dataset
+from domainbench.engine.runner import Engine, cells_of
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.models.generative import VLMOptions
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.engine.work import ShardWork
 from domainbench.errors import UserInputError
+from domainbench.fmr.oracle import Oracle
+from domainbench.fmr.tested import TestedModel
+from domainbench.fmr.units import FmrModels, FmrWork, fmr_unit, load_fmr_models
 from domainbench.settings import redact_uri
 from domainbench.store import Store, open_store
 
@@ -118,10 +128,13 @@ class ShardActor:
         self.dataset: Dataset | None = None
 
     def load(self) -> dict[str, Any]:
-        """Open the dataset and load every model; the environment as the run records it."""
+        """Open the dataset and load every model (classifiers from the store's text-embedding cache);
+        the environment as the run records it."""
         self.dataset = open_run_dataset(self.cfg)
+        if self.store is None:  # the classifiers come from the store's text-embedding cache, as the local engine's do
+            self.store = _actor_store(self.store_uri, self.fence)
         self.models = load_models(self.model_names, self.dataset.classes, self.cfg.device, self.cfg.batch_size,
-                                  self.cfg.templates, vlm=VLMOptions.from_run_config(self.cfg))
+                                  self.cfg.templates, vlm=VLMOptions.from_run_config(self.cfg), cache=self.store)
         return {**local_environment(self.models), "host": platform.node(), "pid": os.getpid()}
 
     def _begin(self, run_id: str, domain: dict[str, Any]) -> RunContext:
@@ -129,12 +142,7 @@ class ShardActor:
         if self.ctx is None or self.ctx.run_id != run_id:
             assert self.dataset is not None, "load() first"
             if self.store is None:
-                self.store = open_store(self.store_uri.get_secret_value())
-                if self.fence is not None:
-                    from domainbench.store.fence import Fence
-                    from domainbench.store.fenced_store import FencedStore
-
-                    self.store = FencedStore(self.store, Fence(*self.fence))  # type: ignore[assignment]
+                self.store = _actor_store(self.store_uri, self.fence)
             dom = DomainConfig.model_validate(domain)
             ctx = RunContext(run_id, self.cfg, dom, self.dataset, self.store, self.models, SilentEvents())
             self.cells = cells_of(dom)
@@ -169,6 +177,59 @@ class ShardActor:
         return os.getpid()
 
 
+class FmrActor:
+    """Holds an FMR run's oracle and a group of its tested models; searches (tested model, shard) units
+    with the same ``fmr_unit`` the local executor runs, and scores a shard's oracle votes when asked."""
+
+    def __init__(self, store: SecretStr, cfg: dict[str, Any], settings: dict[str, Any], modules: list[str],
+                 models: list[str], fence: tuple[str, str, int | None] | None = None) -> None:
+        _import_modules(modules)
+        self.store_uri, self.fence = store, fence
+        self.cfg = RunConfig.model_validate(cfg)
+        self.settings = FmrSettings.model_validate(settings)
+        self.model_names = models
+        self.store: Store | None = None
+        self.dataset: Dataset | None = None
+        self.oracle: Oracle | None = None
+        self.tested: dict[str, TestedModel] = {}
+
+    def load(self) -> dict[str, Any]:
+        """Open the store and the dataset, load the oracle and this actor's tested models (classifiers
+        from the store's text-embedding cache); the environment as the run records it."""
+        self.store = _actor_store(self.store_uri, self.fence)
+        self.dataset = open_run_dataset(self.cfg)
+        self.oracle, tested = load_fmr_models(self.cfg, self.settings, self.dataset, self.model_names, cache=self.store)
+        self.tested = {m.name: m for m in tested}
+        return {**local_environment(self.oracle.members), "host": platform.node(), "pid": os.getpid()}
+
+    def votes(self, batch: Batch) -> np.ndarray:
+        """The oracle's votes on a shard's clean images: once per shard, shared by its units."""
+        if self.oracle is None:
+            self.load()  # a restarted actor: Ray re-ran __init__ only
+        assert self.oracle is not None
+        return self.oracle.votes(batch.images)
+
+    def unit(self, run_id: str, domain: dict[str, Any], shard: int, batch: Batch, clean_votes: np.ndarray,
+             model: str) -> int:
+        """Search and store one (tested model, shard) unit; the images in it."""
+        if self.oracle is None:
+            self.load()
+        assert self.store is not None and self.dataset is not None and self.oracle is not None
+        return fmr_unit(self.store, run_id, DomainConfig.model_validate(domain), self.cfg, self.settings,
+                        self.dataset.classes, self.oracle, self.tested[model], shard, batch, clean_votes)
+
+
+def _actor_store(uri: SecretStr, fence: tuple[str, str, int | None] | None) -> Store:
+    """The store as an actor writes it: the driver's, fenced by the worker's lease when a worker drives the run."""
+    store = open_store(uri.get_secret_value())
+    if fence is None:
+        return store
+    from domainbench.store.fence import Fence
+    from domainbench.store.fenced_store import FencedStore
+
+    return FencedStore(store, Fence(*fence))  # type: ignore[return-value]
+
+
 class RayExecutor:
     """``Executor`` whose models live on Ray actors and whose corruption runs as Ray tasks."""
 
@@ -182,6 +243,7 @@ class RayExecutor:
         self._env: dict[str, Any] = {}
         self._owns_ray = False
         self._device = "auto"
+        self.group_of: dict[str, int] = {}  # model name -> its model group
 
     # -- connecting and loading ---------------------------------------------------------
     def _connect(self) -> None:
@@ -227,6 +289,28 @@ class RayExecutor:
 
     def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents) -> list[ModelState]:
         """Create the actors and load every model there; the driver keeps only the names."""
+        self._start_actors(store, cfg, events, ShardActor, "corruption tasks",
+                           lambda uri, group, first, fence: (uri, cfg.model_dump(mode="json"), list(self.options.modules),
+                                                             group, first, fence))
+        # the planner on this side needs only the names (ModelState's other fields stay on the actors)
+        return [cast(ModelState, _Named(name, cfg.batch_size)) for name in cfg.models]
+
+    def load_fmr(self, store: Store, cfg: RunConfig, settings: FmrSettings, ds: Dataset, events: RunEvents,
+                 tested: Sequence[TestedModel] | None) -> FmrModels:
+        """Create FMR actors, each with the oracle and a group of the tested models; the driver keeps the names."""
+        if tested is not None:
+            raise UserInputError("ready-made tested models run on the local executor only; name them in the run config "
+                                 "(py:MODULE:ATTR, torchvision:CONFIG.json) for --executor ray")
+        self._start_actors(store, cfg, events, FmrActor, "the oracle on every actor",
+                           lambda uri, group, first, fence: (uri, cfg.model_dump(mode="json"),
+                                                             settings.model_dump(mode="json"), list(self.options.modules),
+                                                             group, fence))
+        return FmrModels(list(cfg.models))
+
+    def _start_actors(self, store: Store, cfg: RunConfig, events: RunEvents, actor: type, extra: str,
+                      args: Callable[[SecretStr | None, list[str], bool, tuple[str, str, int | None] | None],
+                                     tuple[Any, ...]]) -> None:
+        """Actors of class ``actor`` over groups of the run's models (``args`` builds each one's arguments), loaded."""
         self.events = events
         self._device = cfg.device
         self._connect()
@@ -237,14 +321,14 @@ class RayExecutor:
         replicas, gpus = self._resources(len(groups))
         n = replicas * len(groups)
         self.events.message(f"Ray: {n} model actor(s) ({len(groups)} model group(s) × {replicas}) with {gpus:g} GPU and "
-                            f"{opts.cpus_per_actor:g} CPU each; corruption tasks with {opts.cpus_per_task:g} CPU; store {locator}")
-        actor_cls = ray.remote(ShardActor).options(num_gpus=gpus, num_cpus=opts.cpus_per_actor)
+                            f"{opts.cpus_per_actor:g} CPU each; {extra} with {opts.cpus_per_task:g} CPU; store {locator}")
+        actor_cls = ray.remote(actor).options(num_gpus=gpus, num_cpus=opts.cpus_per_actor)
         self._kill_actors()
-        cfg_doc = cfg.model_dump(mode="json")
         self.groups = [[g * replicas + r for r in range(replicas)] for g in range(len(groups))]
+        self.group_of = {name: g for g, names in enumerate(groups) for name in names}
         fence = getattr(store, "fence", None)
         fence_args = (fence.run_id, fence.worker, fence.epoch) if fence is not None else None
-        self.actors = [actor_cls.remote(uri, cfg_doc, list(opts.modules), groups[g], g == 0, fence_args)
+        self.actors = [actor_cls.remote(*args(uri, groups[g], g == 0, fence_args))
                        for g in range(len(groups)) for _ in range(replicas)]
         try:
             envs = self._get([a.load.remote() for a in self.actors])
@@ -254,8 +338,9 @@ class RayExecutor:
         self.actor_pids = [int(e["pid"]) for e in envs]
         self._env = {k: v for k, v in envs[0].items() if k not in ("pid", "host")}
         self._env |= {"executor": "ray", "actors": n, "hosts": sorted({e["host"] for e in envs})}
-        # the planner on this side needs only the names (ModelState's other fields stay on the actors)
-        return [cast(ModelState, _Named(name, cfg.batch_size)) for name in cfg.models]
+
+    def fmr_environment(self, models: FmrModels) -> dict[str, Any]:
+        return dict(self._env)
 
     def environment(self, models: list[ModelState]) -> dict[str, Any]:
         return dict(self._env)
@@ -300,22 +385,57 @@ class RayExecutor:
                 ray.shutdown()
                 self._owns_ray = False
 
-    def _collect(self, pending: dict[Any, int], load: list[int], work: ShardWork) -> None:
-        ray, run_id = self.ray, work.ctx.run_id
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        i = pending.pop(ready[0])
-        load[i] -= 1
+    def execute_fmr(self, work: FmrWork) -> None:
+        """Per shard: its clean images into the object store once, the oracle's votes once (on one actor,
+        round robin), then one actor call per missing (tested model, shard) unit on its model group."""
+        ray, opts = self.ray, self.options
+        domain = work.domain.model_dump(mode="json")
+        pending: dict[Any, tuple[int, str, int]] = {}  # unit result -> (actor index, model, shard)
+        load = [0] * len(self.actors)
         try:
-            units, images = self._get(ready[0])
-        except ray.exceptions.RayActorError as e:
-            raise WorkerLostError(
-                f"Ray actor {i} (pid {self.actor_pids[i] if i < len(self.actor_pids) else '?'}) was lost "
-                f"({type(e).__name__}); finished units are stored: continue with `domainbench run --resume {run_id}`"
-            ) from None
+            for shard, todo in work.plan():
+                ref = ray.put(work.load(shard))
+                votes = self.actors[shard % len(self.actors)].votes.remote(ref)
+                for name in todo:
+                    group = self.groups[self.group_of[name]]
+                    while min(load[i] for i in group) >= opts.shards_in_flight:
+                        self._collect_fmr(pending, load, work)
+                    i = min(group, key=lambda a: load[a])
+                    pending[self.actors[i].unit.remote(work.run_id, domain, shard, ref, votes, name)] = (i, name, shard)
+                    load[i] += 1
+            while pending:
+                self._collect_fmr(pending, load, work)
+        finally:
+            self._kill_actors()
+            if self._owns_ray:
+                ray.shutdown()
+                self._owns_ray = False
+
+    def _collect_fmr(self, pending: dict[Any, tuple[int, str, int]], load: list[int], work: FmrWork) -> None:
+        (_, name, shard), images = self._ready(pending, load, work.run_id, "fmr")
+        work.unit_written(name, shard, images)
+
+    def _collect(self, pending: dict[Any, int], load: list[int], work: ShardWork) -> None:
+        _, (units, images) = self._ready(pending, load, work.ctx.run_id, "run")
         work.stats.computed_units += units
         if units:
             work.events.advance(units, images)
         work.cancel.check()  # between shards: Ray's units are written in its actors
+
+    def _ready(self, pending: dict[Any, Any], load: list[int], run_id: str, command: str) -> tuple[Any, Any]:
+        """Wait for one pending actor call: (its entry in ``pending``, its result)."""
+        ray = self.ray
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        entry = pending.pop(ready[0])
+        i = entry if isinstance(entry, int) else entry[0]
+        load[i] -= 1
+        try:
+            return entry, self._get(ready[0])
+        except ray.exceptions.RayActorError as e:
+            raise WorkerLostError(
+                f"Ray actor {i} (pid {self.actor_pids[i] if i < len(self.actor_pids) else '?'}) was lost "
+                f"({type(e).__name__}); finished units are stored: continue with `domainbench {command} --resume {run_id}`"
+            ) from None
 
     def _kill_actors(self) -> None:
         for a in self.actors:
@@ -380,4 +500,4 @@ def _check_reachable(address: str, timeout_s: float) -> None:
         ) from None
 
 
-__all__ = ["RayEngine", "RayExecutor", "ShardActor", "WorkerLostError", "import_ray", "store_locator"]
+__all__ = ["FmrActor", "RayEngine", "RayExecutor", "ShardActor", "WorkerLostError", "import_ray", "store_locator"]

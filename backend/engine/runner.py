@@ -1,6 +1,8 @@
-"""The evaluation engine: corrupt once per (corruption, severity), feed every model.
+"""The evaluation engine: one lifecycle for every kind of run, on any executor.
 
-One unit of work is (run, model, corruption, severity, shard). Units are upserted as soon as
+A corruption run corrupts once per (corruption, severity) and feeds every model; an FMR run
+(``fmr=`` settings, ``domainbench.fmr.kind``) searches per (tested model, shard). For a
+corruption run one unit of work is (run, model, corruption, severity, shard). Units are upserted as soon as
 they finish, so a killed run loses at most the units in flight and ``resume`` recomputes
 nothing that is stored. Per unit we store sufficient statistics (confusion matrix, flip
 count, n, per-image predictions), never only final numbers: metrics are derived later, and
@@ -9,18 +11,17 @@ the baseline model can change after the run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from domainbench import corruptions
-from domainbench.config import DomainConfig, RunConfig
-from domainbench.data import Dataset, open_dataset
-from domainbench.data.readable import check_readable
+from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.data import Dataset
 from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards, adaptive_stopping
 from domainbench.engine.cancel import CancelWatch
-from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, pinned_config
+from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, open_run_dataset, pinned_config
 from domainbench.engine.frost_pin import check_same_frost_texture
 from domainbench.engine.jobs import CLEAN, Job
 from domainbench.engine.lifecycle import (check_new_run_id, complete_run, create_run, new_run_id, now, restart_run,
@@ -32,9 +33,12 @@ from domainbench.engine.timings import StageTimes
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.engine.work import Executor, RunStats, ShardWork
 from domainbench.errors import UserInputError
-from domainbench.models.label_sets import check_unique, resolve_classes
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
+
+if TYPE_CHECKING:
+    from domainbench.fmr.kind import FmrKind
+    from domainbench.fmr.tested import TestedModel
 
 __all__ = ["Engine", "RunStats", "auto_shard_size", "cells_of", "check_ladders", "ladder_versions", "new_run_id",
            "open_run_dataset"]
@@ -82,19 +86,6 @@ def auto_shard_size(ds: Dataset) -> int:
     return int(max(16, min(512, (32 << 20) // per_image)))
 
 
-def open_run_dataset(cfg: RunConfig) -> Dataset:
-    ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
-    check_unique(ds.classes, f"dataset {cfg.dataset}")
-    if not cfg.skip_unreadable:
-        check_readable(ds.paths)
-    if len(ds.classes) < 2:
-        raise UserInputError(
-            f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by construction; "
-            "give at least two classes (--classes a,b for candidate names)"
-        )
-    return ds
-
-
 class Engine:
     """Owns a run from its checked inputs to its report; where the work runs is the executor's choice."""
 
@@ -108,12 +99,17 @@ class Engine:
         self._shifts: list[shift_cells.ShiftImages] = []  # the run's real-shift folders, opened
 
     # -- public entry points ----------------------------------------------------------
-    def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
+    def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None, fmr: FmrSettings | None = None,
+              tested: Sequence[TestedModel] | None = None) -> str:
         """Validate everything, then create the run and evaluate it. Returns the run id.
 
         ``run_id`` lets a caller that launches the run in the background (the UI) know its
-        id up front; by default one is made from the time and the domain text.
+        id up front; by default one is made from the time and the domain text. With ``fmr``
+        settings the run is an FMR search (``domainbench.fmr.kind``; ``tested``: ready-made
+        tested models instead of ``cfg.models``).
         """
+        if fmr is not None:
+            return self._fmr().start(domain, cfg, fmr, run_id, tested)
         check_new_run_id(self.store, run_id)
         domain.check_catalogue()
         cfg = pinned_config(cfg)
@@ -129,14 +125,14 @@ class Engine:
                             ladder_versions=ladder_versions(domain))
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
 
-    def resume(self, run_id: str, skip_unreadable: bool = False) -> str:
-        """Evaluate what a stored run still lacks: after an interruption, or a queued run's first start.
+    def resume(self, run_id: str, skip_unreadable: bool = False, tested: Sequence[TestedModel] | None = None) -> str:
+        """Evaluate what a stored run of any kind still lacks: after an interruption, or a queued run's first start.
 
         ``skip_unreadable`` lets a run that stopped at an unreadable image go on without it (its
         stored units hold none: the run stopped before scoring that image's shard)."""
         run = stored_run(self.store, run_id)
         if run.fmr is not None:
-            raise UserInputError(f"run {run_id} is an FMR run; resume it with `domainbench fmr --resume {run_id}`")
+            return self._fmr().resume(run, skip_unreadable, tested)
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
         check_same_frost_texture(self.store, run)
         if run.dataset is None:  # a queued run's first start pins its dataset, as `start` does
@@ -158,6 +154,11 @@ class Engine:
             started = {"dataset": info, "environment": self.executor.environment(models), "config": run.config}
         restart_run(self.store, run_id, ladder_versions=ladders, **started)
         return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
+
+    def _fmr(self) -> FmrKind:
+        from domainbench.fmr.kind import FmrKind
+
+        return FmrKind(self.store, self.executor, self.events, self.stats)
 
     def _open_shifts(self, domain: DomainConfig, cfg: RunConfig, ds: Dataset) -> list[shift_cells.ShiftImages]:
         if domain.shift and not isinstance(self.executor, LocalExecutor):

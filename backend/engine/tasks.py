@@ -46,6 +46,16 @@ class SilentEvents:
 
 
 @dataclass
+class RunStats:
+    """What one session of a run did (any kind of run): the CLI's and the worker's closing line."""
+
+    computed_units: int = 0
+    skipped_units: int = 0
+    corruption_calls: int = 0  # images passed through a corruption kernel
+    unreadable: list[tuple[int, str, str]] = field(default_factory=list)
+
+
+@dataclass
 class Cell:
     """One (corruption, severity) of the plan, with the parameters its kernel applies."""
 

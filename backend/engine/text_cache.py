@@ -24,7 +24,6 @@ from domainbench.models.base import DEFAULT_TEMPLATES
 from domainbench.models.label_sets import resolve_templates
 from domainbench.packed import PackedArray
 from domainbench.store import Store
-from domainbench.store.collections import Collection
 from domainbench.store.records import TextEmbeddingRecord
 
 PROBE = "a photo of a domainbench cache probe."
@@ -44,12 +43,12 @@ def cached_classifier(store: Store | None, model: VisionLanguageModel, classes: 
     if store is None:
         return build_classifier(model, classes, prompts)
     key = classifier_key(model, classes, prompts)
-    hit = store.get(Collection.TEXT_EMBEDDINGS, cache_key=key)
+    hit = store.caches.text_embedding(key)
     if hit is not None:
         rows = np.stack([np.asarray(r, dtype=np.float32) for r in hit.rows])
         return torch.from_numpy(rows).to(model.device)
     clf = build_classifier(model, classes, prompts)
-    store.upsert(Collection.TEXT_EMBEDDINGS, TextEmbeddingRecord(
+    store.caches.put_text_embedding(TextEmbeddingRecord(
         cache_key=key, model=model.name, n_classes=len(classes), n_templates=len(prompts),
         rows=[PackedArray(r) for r in clf.float().cpu().numpy()],
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds")))

@@ -1,21 +1,22 @@
 """A run's remaining work as the engine planned it, and the protocol of what executes it.
 
-The engine (``domainbench.engine.runner.Engine``) owns a run from start to report: it plans
-the shards, cells and tasks, and hands the work to an ``Executor``, which only decides where
-models are loaded and where each shard is corrupted and scored: in this process
-(``LocalExecutor``) or on a Ray cluster (``RayExecutor``). Both score a shard with the same
-``ShardWork.consume`` / ``score_shard`` code, so they store identical records.
+The engine (``domainbench.engine.runner.Engine``) owns a run of any kind from start to report:
+it plans the shards and units, and hands the work to an ``Executor``, which only decides where
+models are loaded and where each shard is corrupted, searched and scored: in this process
+(``LocalExecutor``) or on a Ray cluster (``RayExecutor``). A corruption run's work is a
+``ShardWork`` (scored by ``score_shard``), an FMR run's an ``FmrWork`` (searched by
+``fmr_unit``); both executors run the same unit code, so they store identical records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from domainbench.config import RunConfig
+from domainbench.config import FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.data.readable import unreadable_error
 from domainbench.engine.adaptive import AdaptiveStopping
@@ -23,17 +24,11 @@ from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.jobs import Job
 from domainbench.engine.scoring import ModelState
 from domainbench.engine.shards import score_shard
-from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask
+from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunStats, RunTask
 from domainbench.engine.timings import StageTimes
+from domainbench.fmr.tested import TestedModel
+from domainbench.fmr.units import FmrModels, FmrWork
 from domainbench.store import Store
-
-
-@dataclass
-class RunStats:
-    computed_units: int = 0
-    skipped_units: int = 0
-    corruption_calls: int = 0  # images passed through a corruption kernel
-    unreadable: list[tuple[int, str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -101,3 +96,14 @@ class Executor(Protocol):
 
     def execute(self, work: ShardWork) -> None:
         """Compute every unit of ``work`` and store it by key as it finishes."""
+
+    def load_fmr(self, store: Store, cfg: RunConfig, settings: FmrSettings, ds: Dataset, events: RunEvents,
+                 tested: Sequence[TestedModel] | None) -> FmrModels:
+        """Load an FMR run's oracle and tested models where they will search, checked (nothing is stored yet);
+        ``tested``: ready-made tested models instead of ``cfg.models``."""
+
+    def fmr_environment(self, models: FmrModels) -> dict[str, Any]:
+        """What an FMR run's record keeps of where it ran."""
+
+    def execute_fmr(self, work: FmrWork) -> None:
+        """Compute every missing (tested model, shard) unit of ``work``, the oracle scoring each shard once."""

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from domainbench.engine.scoring import ModelState, classify
+from domainbench.engine.text_cache import cached_classifier
 from domainbench.errors import UserInputError
 from domainbench.metrics.fmr import majority
-from domainbench.models import build_classifier, create_model, resolve_device
-from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.models import create_model, resolve_device
 from domainbench.models.generative import VLMOptions, is_generative
+
+if TYPE_CHECKING:
+    from domainbench.store import Store
 
 #: prefixes of tested-model kinds that are plain classifiers: they cannot vote zero-shot
 CLASSIFIER_PREFIXES = ("torchvision", "py")
@@ -55,7 +59,8 @@ def check_oracle_names(names: Sequence[str], min_members: int = 2) -> None:
 
 
 def load_oracle(names: Sequence[str], classes: list[str], device: str, batch_size: int,
-                templates: Sequence[str] | None, min_members: int = 2) -> Oracle:
+                templates: Sequence[str] | None, min_members: int = 2, *, cache: Store | None = None) -> Oracle:
+    """The zoo loaded on ``device``; each member's classifier from ``cache``'s text embeddings when there."""
     check_oracle_names(names, min_members)
     dev = resolve_device(device)
     members = []
@@ -68,6 +73,6 @@ def load_oracle(names: Sequence[str], classes: list[str], device: str, batch_siz
         # a duck-typed registry model must still have a text tower to classify zero-shot
         if not callable(getattr(model, "encode_text", None)):
             raise UserInputError(f"oracle model {name!r} has no text encoder: it is not zero-shot capable")
-        classifier = build_classifier(model, classes, templates or DEFAULT_TEMPLATES).to(dev)
+        classifier = cached_classifier(cache, model, classes, templates).to(dev)
         members.append(ModelState(name, model, classifier, batch_size))
     return Oracle(members, len(classes))

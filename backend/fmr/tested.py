@@ -23,16 +23,19 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 
 from domainbench.engine.scoring import ModelState, classify, encode
+from domainbench.engine.text_cache import cached_classifier
 from domainbench.errors import UserInputError
-from domainbench.models import build_classifier, create_model, resolve_device
-from domainbench.models.base import DEFAULT_TEMPLATES
+from domainbench.models import create_model, resolve_device
 from domainbench.models.generative import VLMOptions, is_generative
+
+if TYPE_CHECKING:
+    from domainbench.store import Store
 
 
 class TestedModel(Protocol):
@@ -183,8 +186,9 @@ class GenerativeTested:
 
 
 def load_tested(name: str, classes: list[str], device: str, batch_size: int,
-                templates: Sequence[str] | None, probe: np.ndarray) -> TestedModel:
-    """Build the tested model and check that it classifies over exactly the dataset's classes.
+                templates: Sequence[str] | None, probe: np.ndarray, *, cache: Store | None = None) -> TestedModel:
+    """Build the tested model and check that it classifies over exactly the dataset's classes
+    (a zero-shot model's classifier from ``cache``'s text embeddings when there).
 
     ``probe`` (a few of the dataset's images) is scored once, so a callable with the wrong
     number of logits is refused before the run is created.
@@ -203,7 +207,7 @@ def load_tested(name: str, classes: list[str], device: str, batch_size: int,
             model.configure(classes, VLMOptions())
             tested = GenerativeTested(ModelState(name, model, torch.zeros((len(classes), 0)), batch_size))
         else:
-            tested = ZeroShotTested(ModelState(name, model, build_classifier(model, classes, templates or DEFAULT_TEMPLATES).to(dev), batch_size))
+            tested = ZeroShotTested(ModelState(name, model, cached_classifier(cache, model, classes, templates).to(dev), batch_size))
     if declared is not None and declared != list(classes):
         raise UserInputError(
             f"tested model {name!r} classifies over {declared} but the dataset's classes are {list(classes)}; "

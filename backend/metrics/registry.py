@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import importlib
+import itertools
 import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -63,6 +64,11 @@ class Metric:
     ui_header: str | None = None
     #: shown ×100 in the CLI and UI summaries
     percent: bool = False
+    #: decimals the CLI shows (None: one for a percent, three otherwise)
+    decimals: int | None = None
+    #: what the footer under the CLI's table says of the column ("= ..." for a formula); consecutive
+    #: columns with the same note share it (``column_notes``); None: the column needs no note
+    cli_note: str | None = None
     #: the attribute holding the value on its level's report object (CellSummary, SummaryRow, StabilityMean, …)
     field: str | None = None
     #: False: only runs that produce it have it (a generative model's answers, ``--breaking-point``), so it is an
@@ -149,6 +155,27 @@ class Registry:
         """Metrics whose name or display name matches a shell wildcard (case-insensitive)."""
         p = pattern.lower()
         return [m for m in self.all() if fnmatch.fnmatchcase(m.name.lower(), p) or fnmatch.fnmatchcase(m.display.lower(), p)]
+
+
+def format_value(metric: Metric, value: Any) -> str:
+    """A metric's value as the CLI's tables show it: ×100 for a percent, its decimals, "n/a" for None."""
+    if value is None:
+        return "n/a"
+    if not isinstance(value, float):
+        return str(value)
+    shown = 100 * value if metric.percent else value
+    return f"{shown:.{metric.decimals if metric.decimals is not None else (1 if metric.percent else 3)}f}"
+
+
+def column_notes(metrics: Iterable[Metric], label: Callable[[Metric], str | None]) -> str:
+    """The footer under a table of ``metrics``: each ``cli_note`` after the ``label`` of its columns,
+    e.g. ``clean%, corr%: balanced accuracy ...; FMR = PA / SA × 100``."""
+    noted = [m for m in metrics if m.cli_note]
+    parts = []
+    for note, group in itertools.groupby(noted, key=lambda m: m.cli_note):
+        names = ", ".join(str(label(m)) for m in group)
+        parts.append(f"{names} {note}" if str(note).startswith("= ") else f"{names}: {note}")
+    return "; ".join(parts)
 
 
 def declared_metrics() -> list[Metric]:

@@ -85,7 +85,8 @@ def _here() -> dict[str, Any]:
 
 
 def _same_work(a: RunRecord, b: RunRecord) -> bool:
-    return a.domain_id == b.domain_id and a.config == b.config
+    # an FMR search and a corruption run of one plan and configuration are different work
+    return a.domain_id == b.domain_id and a.config == b.config and a.fmr == b.fmr
 
 
 def _dump(run: RunRecord) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 ``store.units.put(unit)``, ``store.threat.keys(run_id=...)``, ``store.units(run_id)``: each
 repository validates through the store it was reached by, so a view of the store that fences
 its writes (the worker's lease, ``domainbench.worker.OwnedStore``) fences the repositories too.
-Domain records are built in one place, ``DomainRepository.save``.
+Domain records are built in one place, ``DomainRepository.save``; cached model outputs (not
+results) are read and written in one place, ``CacheRepository``.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from domainbench.store.collections import Collection
 if TYPE_CHECKING:
     from domainbench.config import DomainConfig
     from domainbench.report import RunReport
-    from domainbench.store.records import (DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, ThreatRecord,
-                                           UnitRecord)
+    from domainbench.store.records import (DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord,
+                                           TextEmbeddingRecord, ThreatRecord, UnitRecord)
 
 R = TypeVar("R")
 
@@ -84,6 +85,26 @@ class DomainRepository(Repository["DomainRecord"]):
         return did
 
 
+class CacheRepository:
+    """Cached model outputs that save work, never results: the one reader and writer of cache records.
+
+    Today the zero-shot classifiers (class-prompt embeddings, ``engine/text_cache.py``) that the
+    local engine, a Ray actor, FMR's tested models and its oracle all build through.
+    """
+
+    def __init__(self, store: Documents) -> None:
+        self._text: Repository[TextEmbeddingRecord] = Repository(store, Collection.TEXT_EMBEDDINGS)
+
+    def text_embedding(self, cache_key: str) -> TextEmbeddingRecord | None:
+        return self._text.get(cache_key=cache_key)
+
+    def put_text_embedding(self, record: TextEmbeddingRecord) -> None:
+        self._text.put(record)
+
+    def text_embeddings(self) -> list[TextEmbeddingRecord]:
+        return self._text.find()
+
+
 class Repositories:
     """The typed repositories of a store (mixed into ``Store`` and into views of it such as the worker's)."""
 
@@ -110,6 +131,10 @@ class Repositories:
     @property
     def fmr(self: Documents) -> RunRecords[FmrUnitRecord]:
         return RunRecords(self, Collection.FMR)
+
+    @property
+    def caches(self: Documents) -> CacheRepository:
+        return CacheRepository(self)
 
     @property
     def reports(self: Documents) -> RunRecords[RunReport]:

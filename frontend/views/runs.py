@@ -18,7 +18,7 @@ from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 from domainbench.literal import printable
-from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, units, verdict
+from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, shift_section, units, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.views.damage_tab import damage_tab
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
@@ -292,7 +292,9 @@ def subset_line(s: Shown) -> str:
 
 
 def _cell_choice(s: Shown, key: str) -> tuple[str, int] | None:
-    cells = sorted({(c.corruption, c.severity) for m in s.report.models for c in m.cells})
+    # a real-shift cell's images are the user's files, not re-created from the clean ones: not offered here
+    cells = sorted({(c.corruption, c.severity) for m in s.report.models for c in m.cells
+                    if not shift_section.is_real(c.corruption)})
     if not cells:
         st.info("No corrupted cell is stored yet.")
         return None
@@ -513,6 +515,7 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     verdict.show(store, store_key, run_id, fingerprint)
     ri = verdict.run_intervals(store, store_key, view.report, run_id, baseline, fingerprint)
     summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint))
+    shift_section.show(view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
     for tab, (label, draw) in zip(tabs, TABS.items(), strict=True):

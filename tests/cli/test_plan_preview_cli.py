@@ -59,6 +59,11 @@ def test_plan_preview_prints_the_expected_ssim(home: Path, tmp_path: Path, capsy
     rows = ladder.expected_damage(PLAN, ladder.sample_image(next(iter(ladder.first_of_each_class().values()))))
     lines = err.splitlines()
     assert any("expected damage on a sample image" in x for x in lines)
+    # --preview prints even with --quiet (asked for); without --quiet the plan's tables list the compositions too
+    code, _, err = run_cli(["plan", "night dash cam", "--provider", "offline", "-o", str(tmp_path / "r.toml")],
+                           capsys, monkeypatch, quiet=False)
+    assert code == 0 and "proposed compositions" in err
+    assert any("compose:dark and noisy" in x and "brightness s2 → gaussian_noise s3" in x for x in err.splitlines()), err
     for r in rows:
         text = f"{r.ssim:.2f}" + (" (no effect)" if r.no_effect else "")
         assert any(x.split() == [*r.cell.split(), str(r.severity), *text.split()] for x in lines), (r, err)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -209,3 +210,96 @@ def test_cli_ui_launch_worker_and_ray_runs_of_one_plan_store_identical_records(l
         assert _threat(store, other) == _threat(store, "cli")
         assert _numbers(store, other) == _numbers(store, "cli")
     assert store.get_run(on_ray).environment["executor"] == "ray"
+
+
+PLAIN, AUGMENTED = "embedded:fmnist-plain", "embedded:fmnist-augmented"
+FMR_DOMAIN = DomainConfig(domain="ray fmr test", corruptions=[CorruptionChoice(name=n, reason="r")
+                                                            for n in ("gaussian_noise", "contrast", "brightness")])
+
+
+def _fmr(store: Store, run_id: str) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    return {(r.model, r.shard): (r.search, r.seed, r.indices, r.labels, r.clean_preds, r.final_preds, r.validated, r.steps,
+                                 r.oracle_clean, r.oracle_final, r.ops, r.images, r.originals)
+            for r in store.fmr(run_id)}
+
+
+def _fmr_numbers(store: Store, run_id: str) -> dict[str, Any]:
+    report = build_report(store, run_id)
+    assert report.fmr is not None
+    return {"fmr": report.fmr.model_dump(), "models": [m.model_dump() for m in report.models]}
+
+
+def test_cli_ui_launch_worker_and_ray_fmr_runs_of_one_plan_store_identical_records(local_ray: Any, home: Path,
+                                                                                   tmp_path: Path, one_thread: None) -> None:
+    """FMR is a kind of run of the one lifecycle: `domainbench fmr`, a queued FMR run taken by a worker,
+    and the Ray executor (one actor call per (tested model, shard)) store the same records and report."""
+    from typer.testing import CliRunner
+
+    from domainbench.cli import app
+    from domainbench.config import save
+    from domainbench.frontend import launching
+    from domainbench.worker import Worker
+
+    store = open_store()
+    save(FMR_DOMAIN, tmp_path / "domain.toml")
+    # the embedded models, not the fakes: an oracle of fakes rarely agrees with a label, so nothing would be perturbed
+    zoo = f"{PLAIN},{AUGMENTED}"
+    out = CliRunner().invoke(app, ["--quiet", "fmr", str(tmp_path / "domain.toml"), "--models", zoo, "--oracle", zoo,
+                                   "--budget", "2", "--candidates", "2", "--limit", "12", "--shard-size", "5",
+                                   "--device", "cpu", "--run-id", "cli-fmr"])
+    assert out.exit_code == 0, out.output
+    cli = store.get_run("cli-fmr")
+    plan, settings = cli.config, cli.fmr
+    assert settings is not None and settings.oracle == [PLAIN, AUGMENTED]
+
+    launched = launching.enqueue(store, FMR_DOMAIN, plan, fmr=settings).run_id
+    assert store.get_run(launched).status == "queued" and store.get_run(launched).fmr == settings
+    worker = Worker(store, say=lambda _: None)
+    assert worker.run_one() and worker.executed == [launched]
+    engine = make_engine(store, options=RAY_GROUPS)  # one tested model per actor, the oracle on each
+    on_ray = engine.start(FMR_DOMAIN, plan, fmr=settings)
+    assert engine.stats.computed_units == 3 * 2  # shards × tested models, each one actor call
+
+    runs = ["cli-fmr", launched, on_ray]
+    assert [store.get_run(r).status for r in runs] == ["done"] * 3
+    reference = _fmr(store, "cli-fmr")
+    assert len(reference) == 3 * 2 and any(any(r[7]) for r in reference.values())  # some image was perturbed
+    for other in runs[1:]:
+        assert _fmr(store, other) == reference
+        assert _units(store, other) == _units(store, "cli-fmr")
+        assert _fmr_numbers(store, other) == _fmr_numbers(store, "cli-fmr")
+    ray_run = store.get_run(on_ray)
+    assert ray_run.environment["executor"] == "ray" and ray_run.environment["actors"] == 2
+    assert store.get_run(launched).dataset == cli.dataset  # the worker pinned the dataset, as a CLI start does
+
+
+def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_ray: Any, home: Path) -> None:
+    """A cached entry is used on the actors, corruption and FMR alike: a planted classifier whose rows
+    are all one class's row makes every prediction class 0, which the real prompts never do."""
+    from domainbench.config import FmrSettings
+    from domainbench.data import open_dataset
+    from domainbench.engine.text_cache import classifier_key
+    from domainbench.models import build_classifier, create_model
+    from domainbench.models.base import DEFAULT_TEMPLATES
+    from domainbench.packed import PackedArray
+    from domainbench.store.records import TextEmbeddingRecord
+
+    store = open_store()
+    classes = open_dataset("sample").classes
+    model = create_model("fake:a", "cpu")
+    real = build_classifier(model, classes, list(DEFAULT_TEMPLATES)).numpy()
+    planted = [PackedArray(real[0].copy()) for _ in classes]
+    store.caches.put_text_embedding(TextEmbeddingRecord(cache_key=classifier_key(model, classes, list(DEFAULT_TEMPLATES)),
+                                                        model=model.name, n_classes=len(classes), n_templates=5,
+                                                        rows=planted))
+    plain = cfg(models=["fake:a"], limit=20, stability=False, threat=False)
+    run = make_engine(store, options=RAY).start(DOMAIN, plain)
+    assert {p for u in store.units(run) for p in u.preds} == {0}
+    fmr = make_engine(store, options=RAY).start(FMR_DOMAIN, plain, fmr=FmrSettings(oracle=["fake:b", "fake:c"], budget=1,
+                                                                                     candidates=1, shard_size=10))
+    assert {p for r in store.fmr(fmr) for p in r.clean_preds} == {0}
+    assert len(store.caches.text_embeddings()) == 3  # fake:a planted, the oracle's two built once on an actor
+    images = open_dataset("sample").subset(20).load(np.arange(20)).images
+    with torch.inference_mode():
+        emb = model.encode_image(model.preprocess(images)).numpy()
+    assert len(set((emb @ real.T).argmax(axis=1).tolist())) > 1  # the real classifier predicts several classes

@@ -56,6 +56,25 @@ def test_a_rerun_reads_the_classifier_instead_of_encoding_prompts(home: Path, en
     assert ua == {(u.corruption, u.shard): list(u.preds) for u in store.units(b)}
 
 
+def test_an_fmr_run_reads_the_classifiers_a_corruption_run_cached(home: Path, encoded: list[list[str]]) -> None:
+    """FMR's tested models and its oracle build their classifiers through the same cache as the engine."""
+    from domainbench.config import FmrSettings
+
+    store = open_store()
+    cfg = RunConfig(models=["fake:a"], limit=10, workers=0, stability=False, threat=False)
+    Engine(store).start(DOMAIN, cfg)
+    encoded.clear()
+    settings = FmrSettings(oracle=["fake:a", "fake:b"], budget=1, candidates=1, shard_size=5)
+    first = Engine(store).start(DOMAIN, cfg, fmr=settings)
+    prompts = [t for batch in encoded for t in batch if t != PROBE]
+    assert len(prompts) == 10 * 5  # fake:b's prompts alone: tested fake:a and the oracle's fake:a hit the cache
+    assert len(store.find(Collection.TEXT_EMBEDDINGS)) == 2
+    encoded.clear()
+    again = Engine(store).start(DOMAIN, cfg, fmr=settings)
+    assert [t for batch in encoded for t in batch if t != PROBE] == []  # every classifier read back
+    assert [r.clean_preds for r in store.fmr(again)] == [r.clean_preds for r in store.fmr(first)]
+
+
 def test_cached_rows_equal_the_built_classifier_bit_for_bit(home: Path) -> None:
     store = open_store()
     model = create_model("fake:a", "cpu")

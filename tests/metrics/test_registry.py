@@ -85,6 +85,38 @@ def test_summary_columns_keep_their_headers_and_order() -> None:
     assert list(STABILITY_METRICS) == ["divergence_radius", "cosine", "euclidean"]
 
 
+def test_footers_and_fmr_columns_derive_from_the_registry_with_their_old_text() -> None:
+    from domainbench.cli import summary_columns
+    from domainbench.engine.export import fmr_fields
+    from domainbench.metrics.registry import column_notes
+
+    # the literal texts the CLI printed before they were derived from the declarations
+    assert column_notes(summary_columns(), lambda m: m.cli_header) == (
+        "clean%, corr%: balanced accuracy clean and averaged over corruption cells; safe%: averaged over cells "
+        "whose PD threat is safe; r: Pearson(accuracy, flip probability) across cells")
+    fmr = [m for m in metrics_of("fmr") if m.cli_header]
+    assert [m.cli_header for m in fmr] == ["SA%", "PA%", "FMR", "VR%", "steps"]
+    assert column_notes(fmr, lambda m: m.display) == (
+        "FMR = PA / SA × 100; VR: share of images with at least one accepted perturbation step")
+    assert fmr_fields() == ["sa", "fmr", "validation_rate", "mean_steps"]
+
+
+def test_a_declared_note_reaches_the_footer_and_values_keep_their_format() -> None:
+    from domainbench.metrics.registry import column_notes, format_value
+
+    def m(name: str, note: str | None, **kw: object) -> Metric:
+        return Metric(name, name, "fraction", "higher", "x", "model", ("n",), "mean", field=name, cli_header=name,
+                      cli_note=note, **kw)  # type: ignore[arg-type]
+
+    cols = [m("a", "one note"), m("b", "one note"), m("c", None), m("d", "= a / b"), m("e", "two"), m("f", "one note")]
+    assert column_notes(cols, lambda x: x.cli_header) == "a, b: one note; d = a / b; e: two; f: one note"
+    assert format_value(m("p", None, percent=True), 0.12345) == "12.3"
+    assert format_value(m("q", None, decimals=2), 1.0 / 3) == "0.33"
+    assert format_value(m("r", None), 1.0 / 3) == "0.333"
+    assert format_value(m("s", None), None) == "n/a" and format_value(m("t", None), 7) == "7"
+    assert format_value(metric("fmr"), 87.25) == "87.2" and format_value(metric("mean_steps"), 1.5) == "1.50"
+
+
 def _units(rng: np.random.Generator) -> tuple[list[dict], dict[tuple[str, str, int], tuple[np.ndarray, np.ndarray]]]:
     """Two models, a clean pass and two noise severities, from per-image predictions."""
     y = rng.integers(0, 3, 40)

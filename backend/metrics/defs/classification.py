@@ -19,6 +19,8 @@ def top1_accuracy(cell: Any, threat: Any = None) -> float | None:
 
 _CELL = "summed over the cell's shards"
 _COMMON = "mean over the cells every model has (the common cells)"
+#: the CLI footer's note on the clean and corrupted accuracy columns
+_ACC_NOTE = "balanced accuracy clean and averaged over corruption cells"
 _RELATIVE = "mean over the common corruptions of the per-corruption ratio to the baseline (undefined terms left out)"
 
 METRICS = (
@@ -58,11 +60,11 @@ METRICS = (
     # -- one model over the run: the summary table
     Metric("clean_accuracy", "clean accuracy", "fraction", "higher", "balanced accuracy on the uncorrupted images",
            "model", ("confusion",), "the clean pass's cell", interval="bootstrap", order=10, cli_header="clean%",
-           ui_header="clean acc %", percent=True, field="acc"),
+           ui_header="clean acc %", percent=True, field="acc", cli_note=_ACC_NOTE),
     Metric("mean_corrupted_accuracy", "mean corrupted accuracy", "fraction", "higher",
            "balanced accuracy averaged over the corruption × severity cells", "model", ("confusion",), _COMMON,
            interval="bootstrap", order=20, cli_header="corr%", ui_header="corrupted acc %", percent=True,
-           field="mean_corrupted_acc"),
+           field="mean_corrupted_acc", cli_note=_ACC_NOTE),
     Metric("mce", "mCE", "ratio", "lower",
            "mean corruption error relative to the baseline (1 = as robust as the baseline)", "model", ("confusion",),
            _RELATIVE, interval="bootstrap", order=40, cli_header="mCE", field="mce"),
@@ -75,5 +77,5 @@ METRICS = (
     Metric("corr_accuracy_lfp", "corr(acc, LFP)", "correlation", None,
            "Pearson correlation of balanced accuracy and label flip probability across the cells", "model",
            ("confusion", "flips", "n"), "Pearson's r over the common cells (needs 3)", order=70, cli_header="r",
-           field="corr"),
+           field="corr", cli_note="Pearson(accuracy, flip probability) across cells"),
 )

@@ -9,15 +9,17 @@ _POOLED = "per-image outcomes pooled over the model's shards"
 
 METRICS = (
     Metric("sa", "SA", "fraction", "higher", "standard accuracy: the tested model's accuracy on the clean images",
-           "fmr", _NEEDS, _POOLED, interval="wilson", order=10, percent=True, field="sa"),
+           "fmr", _NEEDS, _POOLED, interval="wilson", order=10, percent=True, field="sa", cli_header="SA%"),
     Metric("pa", "PA", "fraction", "higher",
            "perturbed accuracy: on the hardest perturbation the oracle zoo still labels correctly", "fmr", _NEEDS,
-           _POOLED, interval="wilson", order=20, percent=True, field="pa"),
+           _POOLED, interval="wilson", order=20, percent=True, field="pa", cli_header="PA%"),
     Metric("fmr", "FMR", "percent", "higher", "PA / SA × 100: the share of clean accuracy that survives the search",
-           "fmr", _NEEDS, f"{_POOLED}, then PA / SA × 100", order=30, field="fmr"),
+           "fmr", _NEEDS, f"{_POOLED}, then PA / SA × 100", order=30, field="fmr", cli_header="FMR", decimals=1,
+           cli_note="= PA / SA × 100"),
     Metric("validation_rate", "VR", "fraction", None,
            "share of images with at least one accepted perturbation step", "fmr", _NEEDS, _POOLED, order=40,
-           percent=True, field="validation_rate"),
+           percent=True, field="validation_rate", cli_header="VR%",
+           cli_note="share of images with at least one accepted perturbation step"),
     Metric("mean_steps", "steps", "steps", None, "accepted perturbation steps per image, on average", "fmr", _NEEDS,
-           _POOLED, order=50, field="mean_steps"),
+           _POOLED, order=50, field="mean_steps", cli_header="steps", decimals=2),
 )
