@@ -38,8 +38,10 @@ def stored_textures(store: Store, run: RunRecord) -> set[str]:
 def check_same_frost_texture(store: Store, run: RunRecord) -> None:
     """Refuse to resume ``run`` where frost would now overlay another texture than its stored units did."""
     stored = stored_textures(store, run)
+    if not stored:
+        return
     now = frost_photos.texture_source()
-    if not stored or stored == {now}:
+    if stored == {now}:
         return
     before = " and ".join(sorted(stored))
     (only,) = stored if len(stored) == 1 else (None,)

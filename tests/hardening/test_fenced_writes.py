@@ -126,3 +126,26 @@ def test_mongo_fence_refuses_a_stale_write(monkeypatch: pytest.MonkeyPatch) -> N
         assert _snapshot(store) == before, name
     fresh.units.put(_unit("r1", 1))
     assert len(store.find("units")) == 2
+
+
+def test_a_ray_actor_writes_under_the_workers_lease_epoch(home: Path) -> None:
+    """The worker hands its fence, epoch included, to its Ray actors: after a takeover their writes are refused."""
+    from domainbench.engine.ray_executor import ShardActor, store_locator
+
+    store = open_store()
+    _queued(store)
+    q = queue_of(store)
+    run = q.claim("w1", lease_s=60)
+    _, uri = store_locator(FencedStore(store, Fence(run.run_id, "w1", run.lease_epoch)))
+    cfg = RunConfig(models=["fake:a"], stability=False, threat=False).model_dump(mode="json")
+    actor = ShardActor(uri, cfg, [], ["fake:a"], False, (run.run_id, "w1", run.lease_epoch))
+    actor.dataset = object()  # _begin only hands it on; no model is loaded for a write
+    actor._begin("r1", run.domain.model_dump(mode="json"))
+    assert actor.store.fence == Fence("r1", "w1", 1)
+    actor.store.units.put(_unit("r1", 0))
+    store.update_run("r1", lease_until=0.0)  # w1's lease runs out
+    # a new claim under the same name (a worker restarted with `--name w1`): only the epoch tells them apart
+    assert q.claim("w1", lease_s=60).lease_epoch == 2
+    with pytest.raises(LeaseLost):
+        actor.store.units.put(_unit("r1", 1))
+    assert [u.shard for u in store.find("units")] == [0]

@@ -87,3 +87,14 @@ def test_a_run_whose_units_predate_texture_records_resumes(home: Path, tmp_path:
     monkeypatch.setenv(frost_photos.ENV, str(_photo_folder(tmp_path / "photos")))
     code, _, err = run_cli(["run", "--resume", "r3"], capsys, monkeypatch)
     assert code == 0, err
+
+
+def test_a_run_without_frost_resumes_whatever_the_frost_setting(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    domain = save(DomainConfig(domain="d", corruptions=[CorruptionChoice(name="brightness", severities=[1])]), tmp_path / "d.toml")
+    code, _, err = run_cli(["run", str(domain), "--models", "fake:a", "--limit", "8", "--no-stability", "--no-threat",
+                            "--workers", "0", "--run-id", "r4"], capsys, monkeypatch)
+    assert code == 0, err
+    open_store().update_run("r4", status="interrupted")
+    monkeypatch.setenv(frost_photos.ENV, str(tmp_path / "no-such-folder"))  # frost itself would refuse this setting
+    code, _, err = run_cli(["run", "--resume", "r4"], capsys, monkeypatch)
+    assert code == 0, err
