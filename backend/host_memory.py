@@ -35,3 +35,17 @@ def configure() -> bool:
     except (OSError, AttributeError):  # not glibc (macOS, Windows, musl): nothing to tune
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+
+
+def release_freed() -> bool:
+    """Hand the heap's freed memory back to the system now; True when glibc did so.
+
+    Loading a model frees as much as it keeps (the checkpoint read, the randomly initialised
+    weights it replaces, the text tower's prompt batches): below ``TRIM_THRESHOLD`` glibc keeps
+    that for reuse, measured 485 MB of a 2.0 GB resident set after loading ViT-B-32, held for
+    the whole run although nothing after loading asks for that much at once.
+    """
+    try:
+        return bool(ctypes.CDLL(None).malloc_trim(0))
+    except (OSError, AttributeError):  # not glibc: nothing to hand back this way
+        return False

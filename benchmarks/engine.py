@@ -11,13 +11,17 @@ Measures, in one invocation:
   the same corruptions (``domainbench.corruptions.corrupt``), ``encode_image`` in a plain batched
   loop, the same number of forward passes. Both walls include interpreter start, imports and
   loading the model, so the ratio compares whole jobs. images/s = images × cells ÷ wall.
-- **peak RSS** of the run at N and 2N images (``wait4``'s maxrss of the subprocess).
+- **peak RSS** of the run at N and 2N images (N = 600 by default, clean + one cheap cell), stage by
+  stage (``run_memory.py``: imports, loading the model, scoring the shards, the report), with the
+  model's parameter bytes and the peak of Python/numpy allocations while scoring, and with the
+  worker processes' RSS added.
 - **bytes per unit** at 1,000 images × 1,000 classes, as stored in SQLite and as BSON.
 - **report build** at ~10,000 units (``benchmarks/report_scale.py``), SQLite (and mongomock
   without ``--quick``).
 
-    python benchmarks/engine.py --quick     # N = 32, clean + 2 cheap cells: a few minutes on 2 cores
-    python benchmarks/engine.py             # N = 300 (2N = 600), clean + 6 cells
+    python benchmarks/engine.py --quick     # N = 32, clean + 2 cheap cells; memory at 32 and 64: a few minutes on 2 cores
+    python benchmarks/engine.py             # N = 300, clean + 6 cells; memory at 600 and 1,200
+    python benchmarks/engine.py --only memory   # just the memory runs (600 and 1,200 images)
     python benchmarks/engine.py --device cuda --corrupt-on device   # on a GPU machine
 """
 
@@ -129,28 +133,57 @@ def run_vs_bare(n: int, cells: list[tuple[str, list[int]]], batch: int, device: 
     domain_toml(work / "domain.toml", cells)
     flat = [("clean", 0)] + [(c, s) for c, sevs in cells for s in sevs]
     out: dict[str, float] = {"cells": len(flat)}
+    folder = work / f"photos_{n}"
+    if not folder.exists():
+        make_photos(folder, n)
+    wall, rss, _ = timed([sys.executable, "-c", "from domainbench.cli import main; import sys; sys.argv[0] = 'domainbench'; main()",
+                          *run_args(work / "domain.toml", folder, ckpt, batch, device, corrupt_on, f"bench-{n}")], env)
+    out["run_s"], out["run_peak_rss_mb"] = wall, rss
+    print(f"domainbench run, {n} images x {len(flat)} cells: {wall:.1f} s, peak RSS {rss:.0f} MB", flush=True)
+    bare_wall, bare_rss, text = timed([sys.executable, "-c", BARE, str(folder), str(ckpt), json.dumps(flat),
+                                       str(batch), "cuda" if device.startswith("cuda") else "cpu"], env)
+    forwards = json.loads(text.strip().splitlines()[-1])["forwards"]
+    assert forwards == n * len(flat), (forwards, n, len(flat))
+    out["bare_s"], out["bare_peak_rss_mb"] = bare_wall, bare_rss
+    print(f"bare forward, {n} images x {len(flat)} cells: {bare_wall:.1f} s, peak RSS {bare_rss:.0f} MB", flush=True)
+    out["run_images_per_s"] = n * len(flat) / out["run_s"]
+    out["bare_images_per_s"] = n * len(flat) / out["bare_s"]
+    out["ratio_run_over_bare"] = out["run_images_per_s"] / out["bare_images_per_s"]
+    return out
+
+
+def run_args(domain: Path, folder: Path, ckpt: Path, batch: int, device: str, corrupt_on: str, run_id: str) -> list[str]:
+    return ["--quiet", "run", str(domain), "--dataset", str(folder), "--models", f"open_clip:ViT-B-32/{ckpt}",
+            "--no-stability", "--no-threat", "--batch-size", str(batch), "--device", device, "--corrupt-on", corrupt_on,
+            "--run-id", run_id]
+
+
+def memory(n: int, batch: int, device: str, corrupt_on: str, work: Path) -> dict[str, float]:
+    """Peak RSS of ``domainbench run`` (clean + brightness 1) at n and 2n images, stage by stage
+    (``run_memory.py``): what holds the memory, and whether anything grows with the dataset."""
+    env = {**os.environ, "DOMAINBENCH_HOME": str(work / "home"), "PYTHONUNBUFFERED": "1"}
+    ckpt = work / "vit-b-32-random.pt"
+    if not ckpt.exists():
+        make_checkpoint(ckpt)
+    domain_toml(work / "memory.toml", [("brightness", [1])])
+    out: dict[str, float] = {}
     for size in (n, 2 * n):
         folder = work / f"photos_{size}"
         if not folder.exists():
             make_photos(folder, size)
-        cmd = [sys.executable, "-c", "from domainbench.cli import main; import sys; sys.argv[0] = 'domainbench'; main()",
-               "--quiet", "run", str(work / "domain.toml"), "--dataset", str(folder),
-               "--models", f"open_clip:ViT-B-32/{ckpt}", "--no-stability", "--no-threat", "--batch-size", str(batch),
-               "--device", device, "--corrupt-on", corrupt_on, "--run-id", f"bench-{size}"]
-        wall, rss, _ = timed(cmd, env)
-        out[f"run_s_{size}"], out[f"run_peak_rss_mb_{size}"] = wall, rss
-        print(f"domainbench run, {size} images x {len(flat)} cells: {wall:.1f} s, peak RSS {rss:.0f} MB", flush=True)
-        if size == n:
-            bare_wall, bare_rss, text = timed([sys.executable, "-c", BARE, str(folder), str(ckpt), json.dumps(flat),
-                                               str(batch), "cuda" if device.startswith("cuda") else "cpu"], env)
-            forwards = json.loads(text.strip().splitlines()[-1])["forwards"]
-            assert forwards == size * len(flat), (forwards, size, len(flat))
-            out["bare_s"], out["bare_peak_rss_mb"] = bare_wall, bare_rss
-            print(f"bare forward, {size} images x {len(flat)} cells: {bare_wall:.1f} s, peak RSS {bare_rss:.0f} MB", flush=True)
-    out["run_images_per_s"] = n * len(flat) / out[f"run_s_{n}"]
-    out["bare_images_per_s"] = n * len(flat) / out["bare_s"]
-    out["ratio_run_over_bare"] = out["run_images_per_s"] / out["bare_images_per_s"]
-    out["peak_rss_ratio_2n_over_n"] = out[f"run_peak_rss_mb_{2 * n}"] / out[f"run_peak_rss_mb_{n}"]
+        report = work / f"memory_{size}.json"
+        timed([sys.executable, str(HERE / "run_memory.py"), str(report),
+               *run_args(work / "memory.toml", folder, ckpt, batch, device, corrupt_on, f"memory-{size}")], env)
+        m = json.loads(report.read_text())
+        out[f"peak_rss_mb_{size}"] = m["peak_rss_mb"]
+        out[f"peak_rss_with_workers_mb_{size}"] = m["peak_rss_with_workers_mb"]
+        print(f"memory at {size} images x 2 cells: peak RSS {m['peak_rss_mb']:.0f} MB "
+              f"({m['peak_rss_with_workers_mb']:.0f} MB with the worker processes)", flush=True)
+        for stage, v in m["stages"].items():
+            print(f"  {stage:<18} RSS {v['start_mb']:6.0f} MB at start, peak {max(v['peak_mb'], v['start_mb']):6.0f} MB")
+        print(f"  model weights (parameters) {m['model_weights_mb']:.0f} MB; Python + numpy allocations while scoring "
+              f"peak at {m['traced_peak_while_scoring_mb']:.0f} MB (batches, corrupted copies, units in flight)")
+    out["peak_rss_ratio_2n_over_n"] = out[f"peak_rss_mb_{2 * n}"] / out[f"peak_rss_mb_{n}"]
     return out
 
 
@@ -186,30 +219,41 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--corrupt-on", default="cpu")
+    ap.add_argument("--memory-n", type=int, default=None, help="images at N for the memory runs (default 600; --quick: 32)")
+    ap.add_argument("--only", choices=["speed", "memory", "store"], default=None, help="run one part of the benchmark")
     args = ap.parse_args()
     n = args.n or (32 if args.quick else 300)
+    mem_n = args.memory_n or (32 if args.quick else 600)
     cells = [("brightness", [1]), ("contrast", [1])] if args.quick else CHEAP
     import platform
 
     print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; device {args.device}")
     res: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as d:
-        res |= run_vs_bare(n, cells, args.batch_size, args.device, args.corrupt_on, Path(d))
-    res |= bytes_per_unit()
-    sys.path.insert(0, str(HERE))
-    from report_scale import measure
+        if args.only in (None, "speed"):
+            res |= run_vs_bare(n, cells, args.batch_size, args.device, args.corrupt_on, Path(d))
+        if args.only in (None, "memory"):
+            res |= memory(mem_n, args.batch_size, args.device, args.corrupt_on, Path(d))
+    rep: dict[str, float] = {}
+    if args.only in (None, "store"):
+        res |= bytes_per_unit()
+        sys.path.insert(0, str(HERE))
+        from report_scale import measure
 
-    rep = measure(mongo=not args.quick)
-    res |= {k: v for k, v in rep.items() if k.endswith("_s") or k == "units"}
+        rep = measure(mongo=not args.quick)
+        res |= {k: v for k, v in rep.items() if k.endswith("_s") or k == "units"}
     print(json.dumps(res, indent=1))
-    print(f"run {res['run_images_per_s']:.1f} img/s vs bare {res['bare_images_per_s']:.1f} img/s: ratio "
-          f"{res['ratio_run_over_bare']:.2f} (target >= 0.9)")
-    print(f"peak RSS {res[f'run_peak_rss_mb_{n}']:.0f} MB at N={n}, {res[f'run_peak_rss_mb_{2 * n}']:.0f} MB at 2N: "
-          f"ratio {res['peak_rss_ratio_2n_over_n']:.2f} (target <= 1.15)")
-    print(f"unit at 1,000 images x 1,000 classes: {res['unit_bytes_sqlite'] / 1024:.1f} KB SQLite, "
-          f"{res['unit_bytes_bson'] / 1024:.1f} KB BSON (target <= 32 KB)")
-    print(f"report of {rep['units']} units: {rep['sqlite_report_s']:.2f} s wall, {rep['sqlite_report_cpu_s']:.2f} s CPU on "
-          "SQLite (target < 2 s)" + (f"; mongomock {rep['mongomock_report_s']:.2f} s" if "mongomock_report_s" in rep else ""))
+    if "ratio_run_over_bare" in res:
+        print(f"run {res['run_images_per_s']:.1f} img/s vs bare {res['bare_images_per_s']:.1f} img/s: ratio "
+              f"{res['ratio_run_over_bare']:.2f} (target >= 0.9)")
+    if "peak_rss_ratio_2n_over_n" in res:
+        print(f"peak RSS {res[f'peak_rss_mb_{mem_n}']:.0f} MB at N={mem_n}, {res[f'peak_rss_mb_{2 * mem_n}']:.0f} MB at "
+              f"2N={2 * mem_n}: ratio {res['peak_rss_ratio_2n_over_n']:.2f} (target <= 1.15)")
+    if rep:
+        print(f"unit at 1,000 images x 1,000 classes: {res['unit_bytes_sqlite'] / 1024:.1f} KB SQLite, "
+              f"{res['unit_bytes_bson'] / 1024:.1f} KB BSON (target <= 32 KB)")
+        print(f"report of {rep['units']} units: {rep['sqlite_report_s']:.2f} s wall, {rep['sqlite_report_cpu_s']:.2f} s CPU "
+              "on SQLite (target < 2 s)" + (f"; mongomock {rep['mongomock_report_s']:.2f} s" if "mongomock_report_s" in rep else ""))
 
 
 if __name__ == "__main__":

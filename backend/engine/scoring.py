@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from domainbench import host_memory
 from domainbench.confusion import SparseConfusion
 from domainbench.models import VisionLanguageModel, create_model, resolve_device
 from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative, softmax_confidence
@@ -57,6 +58,7 @@ def load_models(names: Sequence[str], classes: list[str], device: str, batch_siz
         else:
             classifier = cached_classifier(cache, model, classes, templates).to(dev)
         states.append(ModelState(name, model, classifier, batch_size))
+    host_memory.release_freed()  # what loading freed is not needed again (see the function)
     return states
 
 

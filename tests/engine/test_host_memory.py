@@ -43,3 +43,25 @@ def test_configured_process_reuses_freed_temporaries_and_importing_changes_nothi
     assert thp == "1" and plain_thp == "None" and import_thp == "None"
     # without the settings glibc maps (and faults in) fresh pages for every such temporary
     assert faults < 50 <= min(plain_faults, import_faults), (faults, plain_faults, import_faults)
+
+
+RELEASE = """
+import numpy as np
+from domainbench import host_memory
+host_memory.configure()
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096
+base = rss()
+blocks = [np.ones(1 << 17) for _ in range(300)]  # 300 x 1 MB: heap blocks under the 32 MB mmap threshold
+del blocks
+kept = rss() - base
+released = host_memory.release_freed()
+print(kept >> 20, (rss() - base) >> 20, released)
+"""
+
+
+def test_release_freed_hands_back_what_the_heap_kept() -> None:
+    out = subprocess.run([sys.executable, "-c", RELEASE], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout.split()
+    kept, after, released = int(out[0]), int(out[1]), out[2]
+    assert kept > 250 and after < 50 and released == "True", out  # freed 300 MB held until released

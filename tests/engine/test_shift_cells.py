@@ -165,3 +165,50 @@ def test_plan_files_hold_shifts_and_older_plans_keep_their_version_and_id(tmp_pa
     assert domain_id(plain) == hashlib.sha256(blob.encode()).hexdigest()[:16]
     (tmp_path / "pinned.toml").write_text(dumps(pinned))
     assert load_domain(tmp_path / "pinned.toml") == pinned
+
+
+def test_a_run_with_a_shift_and_a_composition_shows_both_in_show_and_both_exports(home: Path, tmp_path: Path, capsys,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    (tmp_path / "c.toml").write_text(DOMAIN + '[[compositions]]\nname = "dark noise"\n'
+                                     'steps = [{corruption = "brightness", severity = 2}, {corruption = "gaussian_noise", severity = 1}]\n')
+    _cli_ok(["run", str(tmp_path / "c.toml"), "--no-stability", "--no-threat", "--workers", "0", "--limit", str(N),
+             "--run-id", "both", "--shift", f"inv={tmp_path / 'inv'}"], capsys, monkeypatch)
+    shown = " ".join(_cli_ok(["show", "both"], capsys, monkeypatch).split())
+    assert "Your `inv` images behave most like `gaussian_noise` at severity 2" in shown  # compositions are no candidates
+    cells = {(r["model"], r["corruption"]) for r in _export("both", tmp_path, capsys, monkeypatch)}
+    assert {c for _, c in cells} == {"clean", "gaussian_noise", "compose:dark noise", "shift:inv"}
+    preds = {p["corruption"] for p in _export("both", tmp_path, capsys, monkeypatch, predictions=True)}
+    assert {"compose:dark noise", "shift:inv"} <= preds
+    out = tmp_path / "both.json"
+    _cli_ok(["export", "both", "-f", "json", "-o", str(out)], capsys, monkeypatch)
+    doc = json.loads(out.read_text())
+    assert {c["corruption"] for c in doc["cells"]} >= {"compose:dark noise", "shift:inv"}
+    (match,) = doc["shift_matches"]
+    assert match["shift"] == "shift:inv" and match["closest"]["corruption"] == "gaussian_noise"
+    assert match["sentence"].startswith("Your `inv` images behave most like `gaussian_noise` at severity 2")
+    assert doc["run"]["domain"]["shift"] == [{"name": "inv", "path": str(tmp_path / "inv")}]
+
+
+def test_shifts_refuse_adaptive_runs_and_other_executors(home: Path, tmp_path: Path, capsys,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from domainbench.config import DomainConfig, RunConfig
+    from domainbench.engine.runner import Engine
+    from domainbench.errors import UserInputError
+    from domainbench.store import open_store
+
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    (tmp_path / "d.toml").write_text(DOMAIN)
+    code, _, err = run_cli(["run", str(tmp_path / "d.toml"), "--limit", str(N), "--workers", "0", "--run-id", "x",
+                            "--adaptive", "--shift", f"inv={tmp_path / 'inv'}"], capsys, monkeypatch)
+    assert code == 2 and "leave out --adaptive" in err and len(err.strip().splitlines()) == 1
+    domain = DomainConfig(domain="x", corruptions=[{"name": "fog"}], shift=[{"name": "inv", "path": str(tmp_path / "inv")}])
+    store = open_store()
+    try:
+        with pytest.raises(UserInputError, match="local executor"):
+            Engine(store, executor=object()).start(domain, RunConfig(limit=N), run_id="y")  # type: ignore[arg-type]
+        assert store.get_run("y") is None
+    finally:
+        store.close()
