@@ -303,3 +303,21 @@ def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_
     with torch.inference_mode():
         emb = model.encode_image(model.preprocess(images)).numpy()
     assert len(set((emb @ real.T).argmax(axis=1).tolist())) > 1  # the real classifier predicts several classes
+
+
+def test_a_worker_on_ray_finishes_a_queued_fmr_run_through_fenced_actors(local_ray: Any, home: Path) -> None:
+    """The worker's lease fence reaches the FMR actors' writes (their store is the worker's fenced view)."""
+    from domainbench.config import FmrSettings
+    from domainbench.frontend import launching
+    from domainbench.worker import Worker
+
+    store = open_store()
+    plan = cfg(models=["fake:a"], limit=12, stability=False, threat=False)
+    settings = FmrSettings(oracle=["fake:b", "fake:c"], budget=1, candidates=1, shard_size=4)
+    queued = launching.enqueue(store, FMR_DOMAIN, plan, fmr=settings).run_id
+    worker = Worker(store, say=lambda _: None, executor=RAY)
+    assert worker.run_one() and worker.executed == [queued]
+    run = store.get_run(queued)
+    assert run.status == "done" and run.environment["executor"] == "ray" and run.lease_until is None
+    assert sorted(r.shard for r in store.fmr(queued)) == [0, 1, 2]
+    assert len(store.units(queued)) == 3 and store.get_report(queued).fmr is not None
