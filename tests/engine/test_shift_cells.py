@@ -74,6 +74,7 @@ def test_a_shift_of_class_folders_scores_as_the_same_images_opened_as_the_datase
         assert len(mine) == N
         for p in mine:
             r = ref[(model, f"{origin[int(p['image'])]:04d}")]
+            assert Path(p["path"]).stem == Path(r["path"]).stem and Path(p["path"]).parents[1] == tmp_path / "inv"
             assert (p["label"], p["prediction"], p["correct"]) == (r["label"], r["prediction"], r["correct"])
             # the label set in another order (the folder's sorted names) moves float32 sums in the last bits
             assert float(p["confidence"]) == pytest.approx(float(r["confidence"]), abs=1e-6)
@@ -100,6 +101,7 @@ def test_an_unlabelled_folder_pairs_by_file_name_and_gets_label_free_metrics(hom
         assert row["balanced_accuracy"] == row["top1_accuracy"] == row["ece"] == ""  # label-free only
         mine = [p for p in preds if p["model"] == row["model"] and p["corruption"] == "shift:flat"]
         assert all(p["label"] == "" and p["correct"] == "" for p in mine)
+        assert all(Path(p["path"]).parent == tmp_path / "flat" for p in mine)  # the shifted file, not the clean one
         flips = sum(p["prediction"] != clean_pred[(row["model"], p["image"])] for p in mine)
         assert int(row["label_flips"]) == flips and flips > 0
         assert float(row["label_flip_probability"]) == pytest.approx(flips / N)
