@@ -74,6 +74,7 @@ def test_a_shift_of_class_folders_scores_as_the_same_images_opened_as_the_datase
         assert len(mine) == N
         for p in mine:
             r = ref[(model, f"{origin[int(p['image'])]:04d}")]
+            assert Path(p["path"]).stem == Path(r["path"]).stem and Path(p["path"]).parents[1] == tmp_path / "inv"
             assert (p["label"], p["prediction"], p["correct"]) == (r["label"], r["prediction"], r["correct"])
             # the label set in another order (the folder's sorted names) moves float32 sums in the last bits
             assert float(p["confidence"]) == pytest.approx(float(r["confidence"]), abs=1e-6)
@@ -100,6 +101,7 @@ def test_an_unlabelled_folder_pairs_by_file_name_and_gets_label_free_metrics(hom
         assert row["balanced_accuracy"] == row["top1_accuracy"] == row["ece"] == ""  # label-free only
         mine = [p for p in preds if p["model"] == row["model"] and p["corruption"] == "shift:flat"]
         assert all(p["label"] == "" and p["correct"] == "" for p in mine)
+        assert all(Path(p["path"]).parent == tmp_path / "flat" for p in mine)  # the shifted file, not the clean one
         flips = sum(p["prediction"] != clean_pred[(row["model"], p["image"])] for p in mine)
         assert int(row["label_flips"]) == flips and flips > 0
         assert float(row["label_flip_probability"]) == pytest.approx(flips / N)
@@ -212,3 +214,37 @@ def test_shifts_refuse_adaptive_runs_and_other_executors(home: Path, tmp_path: P
         assert store.get_run("y") is None
     finally:
         store.close()
+
+
+def test_a_paired_shift_has_embedding_stability_against_its_clean_image(home: Path, tmp_path: Path, capsys,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from domainbench import query
+    from domainbench.engine.scoring import load_models
+    from domainbench.store import open_store
+
+    clean = _inverted_sample(tmp_path / "flat", class_folders=False)
+    (tmp_path / "d.toml").write_text(DOMAIN)
+    (tmp_path / "run.toml").write_text("stability_images = 8\nstability_points = 2\n")
+    _cli_ok(["run", str(tmp_path / "d.toml"), "--no-threat", "--workers", "0", "--limit", str(N), "--run-id", "s",
+             "--run-config", str(tmp_path / "run.toml"), "--shift", f"flat={tmp_path / 'flat'}"], capsys, monkeypatch)
+    store = open_store()
+    try:
+        records = [r for r in store.stability("s") if r.corruption == "shift:flat"]
+        means = {m.model: m for m in query.report(store, "s").stability if m.corruption == "shift:flat"}
+    finally:
+        store.close()
+    assert {r.model for r in records} == set(means) == {"embedded:fmnist-plain", "embedded:fmnist-augmented"}
+    ds = open_dataset("sample").subset(N)
+    for r in records:
+        assert r.points == 1 and len(r.indices) == 8  # the shard's first stability_images images
+        (ms,) = load_models([r.model], ds.classes, "cpu", 64, None)
+        with torch.no_grad():
+            a = ms.model.encode_image(ms.model.preprocess(clean[r.indices])).double().numpy()
+            shifted = np.repeat((255 - clean[r.indices])[..., None], 3, axis=-1)  # the PNGs decode as RGB
+            b = ms.model.encode_image(ms.model.preprocess(shifted)).double().numpy()
+        cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        # two points: cosine robustness (1 - cos) / 2 and Euclidean its square root
+        assert np.asarray(r.cosine) == pytest.approx((1 - cos) / 2, abs=1e-5)
+        assert np.asarray(r.euclidean) == pytest.approx(np.sqrt(np.asarray(r.cosine)), abs=1e-12)
