@@ -191,3 +191,14 @@ def test_label_flip_cells_carry_their_interval(real_store: Store, real_run: tupl
             lo, hi = ri.cell(model, corr, sev).label_flip_probability
             assert heat["text"][i][j] == f"{100 * lfp:.0f} ±{100 * max(lfp - lo, hi - lfp):.0f}"
             assert f"95 % interval {100 * lo:.1f}–{100 * hi:.1f} %" in heat["customdata"][i][j]
+
+
+def test_the_queue_panel_counts_units_too(store: Store) -> None:
+    from test_new_domain import page
+
+    syn.populate(store, run_id="r-stopped", status="interrupted", skip_cells=3)
+    store.update_run("r-stopped", queued_at="2025-01-01T00:00:00+00:00")
+    at = page()
+    line = next(m.value for m in at.markdown if "r\\-stopped" in m.value or "r-stopped" in m.value)
+    # 3 of 6 cells per model stored, 2 shards each: 12 units of at least 24 (automatic shard size)
+    assert "12 of ≥ 24 units" in line and "cells" not in line
