@@ -282,3 +282,19 @@ def test_with_three_models_the_match_and_rho_follow_from_the_exported_accuracies
     assert match["plan_rho"] == pytest.approx(plan)
     shown = " ".join(_cli_ok(["show", "three"], capsys, monkeypatch).split())
     assert f"(ρ = {plan:.2f})" in shown and "mean of 3 models" in shown
+
+
+def test_an_undecodable_shift_file_is_refused_unless_skipped(home: Path, tmp_path: Path, capsys,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    broken = tmp_path / "inv" / "bag" / "-broken.png"  # sorts first in its class: --limit keeps it
+    broken.write_bytes(b"\x89PNG truncated")
+    (tmp_path / "d.toml").write_text(DOMAIN)
+    args = ["run", str(tmp_path / "d.toml"), "--no-stability", "--no-threat", "--workers", "0", "--limit", str(N),
+            "--shift", f"inv={tmp_path / 'inv'}"]
+    code, _, err = run_cli([*args, "--run-id", "strict"], capsys, monkeypatch)
+    assert code == 2 and "-broken.png: cannot decode" in err and len(err.strip().splitlines()) == 1
+    _cli_ok([*args, "--run-id", "lenient", "--skip-unreadable"], capsys, monkeypatch)
+    rows = [r for r in _export("lenient", tmp_path, capsys, monkeypatch) if r["corruption"] == "shift:inv"]
+    # 31 files, --limit keeps 30 with the broken one: 29 images scored; named like no sample image, so not paired
+    assert {int(r["n_images"]) for r in rows} == {N - 1} and {r["label_flip_probability"] for r in rows} == {""}
