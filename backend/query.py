@@ -22,7 +22,7 @@ from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
 from domainbench.metrics.comparison import Comparison
 from domainbench.metrics.confidence import RunIntervals
-from domainbench.metrics.shift_match import ShiftMatch, shift_matches
+from domainbench.metrics.shift_match import ShiftMatch, matches_section, shift_matches
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, UnitRecord
@@ -159,10 +159,11 @@ def export_csv(report: RunReport, store: Store | None = None, confidence: float 
 def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
                 confidence: float = DEFAULT_CONFIDENCE) -> str:
     """``domainbench export --format json``: the run and its report (intervals, pairs and verdicts need the store)."""
+    shifts = matches_section(shift_matches_of(report))
     if store is None:
-        return to_json(run, report)
+        return to_json(run, report, extra=shifts)
     return to_json(run, report, intervals(store, report, confidence),
-                   {**pairs(store, report, confidence), **breaking_section(run.breaking_points)})
+                   {**pairs(store, report, confidence), **breaking_section(run.breaking_points), **shifts})
 
 
 # --------------------------------------------------------------------------- per-image records

@@ -168,8 +168,9 @@ def _severity_points(model: ModelSummary, corruption: str, metric: str) -> list[
     return [(s, 100.0 * v) for s, v in values if v is not None]
 
 
-def lfp_heatmap(report: RunReport) -> go.Figure:
-    """Label flip probability, models × (corruption, severity) cells; missing cells stay blank."""
+def lfp_heatmap(report: RunReport, bands: CellBands | None = None) -> go.Figure:
+    """Label flip probability, models × (corruption, severity) cells; missing cells stay blank. ``bands``: each
+    cell's 95 % interval (fractions), in the cell's text (``12 ±3``) and its hover."""
     models = report.models
     keys = sorted({(c.corruption, c.severity) for m in models for c in m.cells})
     if not keys:
@@ -178,12 +179,15 @@ def lfp_heatmap(report: RunReport) -> go.Figure:
     for m in models:
         by = {(c.corruption, c.severity): c.lfp for c in m.cells}
         z.append([None if by.get(k) is None else 100.0 * by[k] for k in keys])
-    text = [["" if v is None else f"{v:.0f}" for v in row] for row in z]
+    ivs = [[(bands or {}).get((m.model, *k)) for k in keys] for m in models]
+    text = [["" if v is None else f"{v:.0f}" + ("" if iv is None else f" ±{100 * max(v / 100 - iv[0], iv[1] - v / 100):.0f}")
+             for v, iv in zip(row, ivrow, strict=True)] for row, ivrow in zip(z, ivs, strict=True)]
+    hover = [["" if iv is None else f" (95 % interval {100 * iv[0]:.1f}–{100 * iv[1]:.1f} %)" for iv in ivrow] for ivrow in ivs]
     fig = go.Figure(
         go.Heatmap(
-            z=z, x=[cell_label(*k) for k in keys], y=report.model_names, text=text,
+            z=z, x=[cell_label(*k) for k in keys], y=report.model_names, text=text, customdata=hover,
             texttemplate="%{text}", colorscale="Reds", zmin=0, zmax=100,
-            colorbar={"title": "LFP %"}, hovertemplate="%{y}<br>%{x}<br>LFP %{z:.1f}%<extra></extra>",
+            colorbar={"title": "LFP %"}, hovertemplate="%{y}<br>%{x}<br>LFP %{z:.1f} %%{customdata}<extra></extra>",
         )
     )
     fig.update_layout(title="label flip probability (%): share of predictions that change under the corruption",

@@ -104,6 +104,25 @@ def run_config(models: list[str], dataset: str, limit: int | None, baseline: str
         raise
 
 
+def fmr_settings(oracle: str, budget: int) -> FmrSettings:
+    """An FMR search from the form: the oracle's comma-separated names and the step budget."""
+    from domainbench.fmr.oracle import check_oracle_names
+
+    names = [n.strip() for n in oracle.split(",") if n.strip()]
+    check_oracle_names(names)
+    try:
+        return FmrSettings(oracle=names, budget=budget)
+    except ValueError as e:
+        from pydantic import ValidationError
+
+        if isinstance(e, ValidationError):
+            from domainbench.errors import first_validation_error
+
+            loc, msg = first_validation_error(e)
+            raise UserInputError(f"FMR {loc}: {msg}") from None
+        raise
+
+
 def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig, fmr: FmrSettings | None = None) -> RunRecord:
     """Check every input and queue the run, an FMR search with ``fmr`` settings (``DuplicateRunError``
     when the same run is queued or running)."""

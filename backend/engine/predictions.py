@@ -28,7 +28,7 @@ PREDICTION_COLUMNS: dict[str, str] = {
     "corruption": "corruption name, or 'clean'",
     "severity": "severity 1..5 (0 for the clean pass)",
     "image": "index of the image in the run's dataset (a shift:NAME cell of class folders: in its folder's sorted files)",
-    "path": "the image file (empty for in-memory datasets such as the sample)",
+    "path": "the image file (empty for in-memory datasets such as the sample; for a shift:NAME cell, its file in the shift's folder)",
     "label": "true class name (empty when the dataset is unlabelled)",
     "prediction": "predicted class name (empty: a generative model's answer named no class)",
     "correct": "whether the prediction is the true class (empty when unlabelled)",
@@ -42,19 +42,21 @@ def prediction_rows(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
     run = store.get_run(run_id)
     if run is None:
         raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
-    paths = _paths(run)
+    ds = _dataset(run)
+    paths = None if ds is None or ds.paths is None else [str(p) for p in ds.paths]
+    shift_files = _shift_files(run, ds)
     for model in run.config.models:
         units = store.units(run_id, model=model)
         labels = _labels(units)
         order = sorted(units, key=lambda u: (u.corruption != "clean", u.corruption, u.severity, u.shard))
         for u in order:
             if u.corruption.startswith(SHIFT_PREFIX):  # its own images: its own labels, paths from its folder
-                yield from _unit_rows(u, _labels([u]), _shift_paths(u, paths))
+                yield from _unit_rows(u, _labels([u]), shift_files.get(u.corruption))
             else:
                 yield from _unit_rows(u, labels, paths)
 
 
-def _unit_rows(u: UnitRecord, labels: dict[int, int], paths: list[str] | None) -> Iterator[dict[str, Any]]:
+def _unit_rows(u: UnitRecord, labels: dict[int, int], paths: list[str] | dict[int, str] | None) -> Iterator[dict[str, Any]]:
     classes = u.classes
     idx = np.asarray(u.indices, dtype=np.int64).tolist()
     preds = np.asarray(u.preds, dtype=np.int64).tolist()
@@ -65,7 +67,7 @@ def _unit_rows(u: UnitRecord, labels: dict[int, int], paths: list[str] | None) -
         correct = None if y is None else (bool(hits[k]) if hits is not None else p == y)
         yield {
             "model": u.model, "corruption": u.corruption, "severity": u.severity, "image": i,
-            "path": paths[i] if paths is not None and i < len(paths) else "",
+            "path": _path_of(paths, i),
             "label": "" if y is None else classes[y], "prediction": classes[p] if p >= 0 else "",
             "correct": correct, "confidence": conf[k],
         }
@@ -80,21 +82,41 @@ def _labels(units: list[UnitRecord]) -> dict[int, int]:
     return out
 
 
-def _shift_paths(u: UnitRecord, clean_paths: list[str] | None) -> list[str] | None:
-    """A shift unit's ``image`` indexes the dataset when the shift is paired (its clean image's path is
-    shown); otherwise the shift folder's sorted files, which are not listed again here."""
-    return clean_paths if u.params.get("paired") else None
+def _path_of(paths: list[str] | dict[int, str] | None, i: int) -> str:
+    if paths is None:
+        return ""
+    if isinstance(paths, dict):
+        return paths.get(i, "")
+    return paths[i] if i < len(paths) else ""
 
 
-def _paths(run: RunRecord) -> list[str] | None:
-    """The dataset's file paths by index; None when it holds no files or cannot be opened any more."""
+def _dataset(run: RunRecord) -> Any:
+    """The run's dataset; None when it cannot be opened any more (moved or deleted since the run)."""
     from domainbench.engine.runner import open_run_dataset
 
     try:
-        ds = open_run_dataset(run.config)
+        return open_run_dataset(run.config)
     except UserInputError:
-        return None  # moved or deleted since the run: the rows still say everything else
-    return None if ds.paths is None else [str(p) for p in ds.paths]
+        return None  # the rows still say everything else
+
+
+def _shift_files(run: RunRecord, ds: Any) -> dict[str, dict[int, str]]:
+    """Per real-shift cell, the file in its folder of each unit index (a paired shift's units are indexed by
+    the clean images, an unpaired one's by position in the folder); a folder that cannot be read any more
+    gives no paths."""
+    if not run.domain.shift or ds is None:
+        return {}
+    from domainbench.data.shift_folder import open_shift
+
+    out = {}
+    for s in run.domain.shift:
+        try:
+            shift = open_shift(s.name, s.path, ds, run.config.dataset, run.config.limit)
+        except UserInputError:
+            continue
+        keys = range(len(shift.images)) if shift.partner is None else shift.partner.tolist()
+        out[s.cell_name] = {int(k): str(p) for k, p in zip(keys, shift.images.paths or [], strict=True)}
+    return out
 
 
 def predictions_csv(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from domainbench.config import DomainConfig, RealShift, RunConfig
 from domainbench.data import Batch, Dataset
@@ -29,10 +30,12 @@ from domainbench.data.fingerprint import DatasetFingerprint, dataset_fingerprint
 from domainbench.data.readable import check_readable, unreadable_error
 from domainbench.data.shift_folder import ShiftImages, open_shift
 from domainbench.engine.jobs import CLEAN, Corrupted
-from domainbench.engine.scoring import classify
+from domainbench.engine.scoring import ModelState, classify, encode
 from domainbench.engine.shards import ShardDamage, calibration_of, write_unit
 from domainbench.engine.tasks import Cell, RunContext
 from domainbench.errors import UserInputError
+from domainbench.models.generative import is_remote_model
+from domainbench.store.records import StabilityRecord
 
 #: a real shift is one cell; it is stored at severity 1 (severity 0 is the clean pass)
 SHIFT_SEVERITY = 1
@@ -108,41 +111,46 @@ def missing_units(ctx: RunContext, shifts: list[ShiftImages], shard_size: int, d
 
 def score_shifts(ctx: RunContext, shifts: list[ShiftImages], shard_size: int, done: set[tuple[Any, ...]],
                  on_unit: Any = None) -> int:
-    """Score every shift's missing units with every model (after the clean pass is stored); returns units written."""
+    """Score every shift's missing units with every model (after the clean pass is stored); returns units written.
+
+    A paired shift with ``cfg.stability`` also gets each model's embedding stability against the
+    paired clean image (one perturbed point: the shifted image), on the shard's first
+    ``stability_images`` images, as a stability record of the cell ``shift:NAME``.
+    """
     written = 0
     clean_preds: dict[str, dict[int, int]] | None = None
+    stable = ctx.store.stability.keys(run_id=ctx.run_id) if ctx.cfg.stability else set()
     for shift in shifts:
         cell = shift_cell(shift)
         for note in shift.notes:
             ctx.events.message(note)
         for shard, positions in enumerate(shift_shards(shift, shard_size)):
-            todo = [m for m in ctx.models if (ctx.run_id, m.name, cell.corruption, cell.severity, shard) not in done]
-            if not todo:
+            unit_todo = {m.name for m in ctx.models if (ctx.run_id, m.name, cell.corruption, cell.severity, shard) not in done}
+            stab_todo = {m.name for m in ctx.models if ctx.cfg.stability and shift.paired and not is_remote_model(m.name)
+                         and (ctx.run_id, m.name, cell.corruption, shard) not in stable}
+            if not unit_todo and not stab_todo:
                 continue
-            loaded = shift.images.load(positions)
-            if loaded.unreadable and not ctx.cfg.skip_unreadable:
-                _, path, why = loaded.unreadable[0]
-                raise unreadable_error(path, why, len(loaded.unreadable) - 1, run_id=ctx.run_id)
-            for _, path, why in loaded.unreadable:
-                ctx.events.message(f"unreadable image skipped: {path} ({why})")
-            batch, clean_images = loaded, None
-            if shift.partner is not None:
-                partner = shift.partner[loaded.indices]
-                clean_batch = ctx.dataset.load(partner)
-                keep = np.isin(partner, clean_batch.indices)  # a clean partner that cannot be read pairs with nothing
-                batch = Batch(loaded.images[keep], partner[keep], None if loaded.labels is None else loaded.labels[keep],
-                              loaded.unreadable)
-                clean_images = _same_layout(clean_batch.images, batch.images)
+            batch, clean_seen = _shift_batch(ctx, shift, positions)
+            damage = None
+            if clean_seen is not None:
+                damage = ShardDamage(_same_layout(clean_seen, batch.images))
+                damage.measure(cell, batch.images)
                 if clean_preds is None:
                     clean_preds = _clean_predictions(ctx)
-            damage = ShardDamage(clean_images) if clean_images is not None else None
-            if damage is not None:
-                damage.measure(cell, batch.images)
-            for ms in todo:
+            for ms in ctx.models:
+                if ms.name not in unit_todo | stab_todo:
+                    continue
                 t0 = time.perf_counter()
-                scored = classify(ms, batch.images)
+                scored = classify(ms, batch.images, embeddings=ms.name in stab_todo)
+                if clean_seen is not None and ms.name in stab_todo and scored.embeddings is not None:
+                    k = min(ctx.cfg.stability_images, len(batch.images))
+                    ctx.store.stability.put(_stability_record(ctx, ms, cell, shard, batch.indices[:k],
+                                                              encode(ms, clean_seen[:k]), scored.embeddings[:k]))
+                    stable.add((ctx.run_id, ms.name, cell.corruption, shard))
+                if ms.name not in unit_todo:
+                    continue
                 paired_clean = None
-                if clean_preds is not None and shift.partner is not None:
+                if clean_preds is not None:
                     paired_clean = np.array([clean_preds[ms.name][int(i)] for i in batch.indices], dtype=np.int64)
                 write_unit(ctx, ms, cell, shard, batch, scored.preds, paired_clean, Corrupted(batch.images, {}), t0,
                            confidence=scored.confidence, vlm=scored.vlm, calibration=calibration_of(scored, batch.labels),
@@ -152,6 +160,37 @@ def score_shifts(ctx: RunContext, shifts: list[ShiftImages], shard_size: int, do
                 if on_unit is not None:
                     on_unit(len(scored.preds))
     return written
+
+
+def _shift_batch(ctx: RunContext, shift: ShiftImages, positions: np.ndarray) -> tuple[Batch, np.ndarray | None]:
+    """A shard of the shift's images and, for a paired shift, the paired clean images as the clean pass saw them.
+
+    A paired shift's batch is indexed by the clean images' dataset indices; an unpaired one's by
+    position in the shift's file list.
+    """
+    loaded = shift.images.load(positions)
+    if loaded.unreadable and not ctx.cfg.skip_unreadable:
+        _, path, why = loaded.unreadable[0]
+        raise unreadable_error(path, why, len(loaded.unreadable) - 1, run_id=ctx.run_id)
+    for _, path, why in loaded.unreadable:
+        ctx.events.message(f"unreadable image skipped: {path} ({why})")
+    if shift.partner is None:
+        return loaded, None
+    partner = shift.partner[loaded.indices]
+    clean = ctx.dataset.load(partner)
+    keep = np.isin(partner, clean.indices)  # a clean partner that cannot be read pairs with nothing
+    labels = None if loaded.labels is None else loaded.labels[keep]
+    return Batch(loaded.images[keep], partner[keep], labels, loaded.unreadable), clean.images
+
+
+def _stability_record(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, indices: np.ndarray,
+                      clean: torch.Tensor, shifted: torch.Tensor) -> StabilityRecord:
+    from domainbench.metrics.stability import stability_metrics
+
+    metrics = stability_metrics(torch.stack([clean, shifted.to(clean.device)], dim=1).double().cpu().numpy())
+    return StabilityRecord(run_id=ctx.run_id, model=ms.name, corruption=cell.corruption, shard=shard,
+                           indices=[int(i) for i in indices], points=1, grid=[cell.applied],
+                           **{k: np.asarray(v, dtype=float).tolist() for k, v in metrics.items()})
 
 
 def _clean_predictions(ctx: RunContext) -> dict[str, dict[int, int]]:

@@ -1,4 +1,5 @@
-"""Per-run tasks beside the classification units: embedding stability and the PD threat (FMR next).
+"""Per-run tasks beside the classification units: embedding stability and the PD threat (an FMR
+search is a kind of run of its own, ``domainbench.fmr.kind``).
 
 Each task implements :class:`RunTask`: which corruption jobs it needs for a shard, what it does
 with a corrupted batch, and when to write. A task holds the store and a :class:`RunContext`,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.data import Dataset
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, open_run_dataset, pinned_config
 from domainbench.engine.lifecycle import check_new_run_id, complete_run, create_run, now, restart_run
@@ -66,7 +67,7 @@ class FmrKind:
         restart_run(self.store, run.run_id, **started)
         return self._evaluate(run.run_id, run.domain, cfg, run.fmr, ds, models)
 
-    def _evaluate(self, run_id: str, domain: DomainConfig, cfg: RunConfig, settings: FmrSettings, ds: Any,
+    def _evaluate(self, run_id: str, domain: DomainConfig, cfg: RunConfig, settings: FmrSettings, ds: Dataset,
                   models: FmrModels) -> str:
         size = settings.shard_size or auto_shard_size(ds)
         shards = [np.arange(i, min(i + size, len(ds))) for i in range(0, len(ds), size)]

@@ -100,6 +100,8 @@ def stability_link(units: Sequence[UnitRecord], records: Sequence[StabilityRecor
         return []
     radius: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     for d in records:
+        if d.corruption.startswith("shift:"):  # the user's own images: not a corruption of the plan
+            continue
         radius[(d.model, d.corruption)].update(zip(d.indices, d.divergence_radius))
     # only the images with a radius are joined: a unit's other images are never decoded one by one
     wanted: dict[tuple[str, str], np.ndarray] = {k: np.fromiter(v, dtype=np.int64) for k, v in radius.items()}

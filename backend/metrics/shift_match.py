@@ -135,6 +135,22 @@ def match_shift(summary: RunSummary, shift: str) -> ShiftMatch:
     return ShiftMatch(**{**match.__dict__, "sentence": sentence(match, len(models))})
 
 
+def matches_section(matches: list[ShiftMatch]) -> dict[str, object]:
+    """The JSON export's ``shift_matches`` (only for a run with real shifts)."""
+    if not matches:
+        return {}
+    return {"shift_matches": [{
+        "shift": m.shift, "measure": m.measure, "sentence": m.sentence,
+        "closest": None if m.closest is None else {"corruption": m.closest[0], "severity": m.closest[1],
+                                                    "synthetic": m.closest_synthetic, "real": m.closest_real},
+        "ranking": None if m.ranking_cell is None else {"corruption": m.ranking_cell[0], "severity": m.ranking_cell[1],
+                                                         "rho": m.ranking_rho},
+        "plan_rho": m.plan_rho,
+        "per_model": [{"model": p.model, "real": p.real, "corruption": p.cell[0], "severity": p.cell[1],
+                       "synthetic": p.synthetic} for p in m.per_model],
+    } for m in matches]}
+
+
 def _agreement(rho: float) -> str:
     if rho >= 0.7:
         return "agrees with"

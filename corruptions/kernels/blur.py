@@ -117,18 +117,24 @@ def area_overlap(n: int, scale: float, half: int) -> np.ndarray:
 def defocus_kernel(radius: float, alias_blur: float, scale: float) -> np.ndarray:
     """The defocus kernel of an image ``scale`` times a 224-pixel one, ``radius`` given at 224 pixels.
 
-    At 224 pixels and above, ImageNet-C's disk of radius ``radius * scale``. Below, a disk of
-    whole pixels loses the ladder (radii 4 and 6 are the same single pixel at 32 px), so the
-    224-pixel kernel (its softening included) is integrated over the area of each pixel of the
-    smaller image: every radius keeps a kernel of its own, and it shrinks with the image.
+    At 224 pixels and above, ImageNet-C's disk of radius ``radius * scale``. Below, the 224-pixel
+    disk blur done at 224 pixels: the image enlarged to 224 (each pixel replicated over 1 / scale
+    unit pixels), blurred with the 224-pixel disk (its softening included) and averaged back over
+    each pixel, as one kernel: the disk spread by one enlarged pixel and integrated over each pixel.
+    So every radius keeps a kernel of its own that changes the image (a disk of whole pixels made
+    radii 4 and 6 one pixel at 32 px; integrating without the spread left radii below half a pixel
+    doing nothing at all).
     """
     if scale >= 1:
         return disk_kernel(radius * scale, alias_blur)
     fine = disk_kernel(radius, alias_blur).astype(np.float64)
-    half = fine.shape[0] // 2
+    reach = int(np.ceil(0.5 / scale))
+    box = area_overlap(0, scale, reach)[0] * scale  # one enlarged pixel, in unit pixels; sums to 1
+    spread = cv2.filter2D(np.pad(fine, reach), -1, np.outer(box, box), borderType=cv2.BORDER_CONSTANT)
+    half = spread.shape[0] // 2
     a = area_overlap(int(np.ceil((half + 0.5) * scale - 0.5)), scale, half)
-    # each unit pixel lies wholly in the coarse ones, so the sum stays the disk's (below 1 at radius 10, as the reference's)
-    return (a @ fine @ a.T).astype(np.float32)
+    # every unit pixel lies wholly in the coarse ones: the sum stays the disk's (1.011 at radius 10, as the reference's)
+    return (a @ spread @ a.T).astype(np.float32)
 
 
 def defocus_blur(img: np.ndarray, p: DefocusParams, rng: np.random.Generator) -> np.ndarray:

@@ -132,13 +132,26 @@ def overall_sentence(comparison: data.Comparison) -> str | None:
     return line + ". Per domain, the paired test on the same images says:"
 
 
+VERDICTS_PARAM = "verdicts"
+#: domains whose paired verdict is computed without being asked
+VERDICT_RUNS = 3
+
+
+def _all_verdicts() -> None:
+    st.query_params[VERDICTS_PARAM] = "all" if st.session_state["compare-all-verdicts"] else "first"
+
+
 def verdict_section(store: Store, comparison: data.Comparison) -> None:
     """The answer first: the overall ranking in a sentence, then each domain's verdict (the run page's own,
     the statistics' paired test with its 95 % interval), before any table or chart."""
     runs = list(dict.fromkeys(comparison.frame["run"]))
     groups = dict(zip(comparison.frame["run"], comparison.frame["group"], strict=True))
     lines, missing = [], []
-    for rid in runs:
+    # each domain's paired test reads its run's per-image outcomes (seconds per run the first time, cached
+    # after): the first VERDICT_RUNS at once, the rest when asked (the choice lives in the link)
+    everything = st.query_params.get(VERDICTS_PARAM) == "all"
+    later = [] if everything else runs[VERDICT_RUNS:]
+    for rid in runs[: len(runs) - len(later)]:
         sentences, why = verdict.verdicts(store, store.description, rid, data.run_fingerprint(store, rid))
         if sentences:
             lines += [(groups[rid], s) for s in sentences]
@@ -153,6 +166,9 @@ def verdict_section(store: Store, comparison: data.Comparison) -> None:
             st.text(f"{group}: {sentence}")
         if missing:
             st.caption("No verdict for " + "; ".join(missing))
+        if later or everything and len(runs) > VERDICT_RUNS:
+            st.checkbox(f"the paired verdict of every domain ({len(runs)}; {len(later)} more, a few seconds each the "
+                        "first time)", value=everything, key="compare-all-verdicts", on_change=_all_verdicts)
 
 
 def heatmap_section(comparison: data.Comparison, metric: str) -> None:

@@ -211,15 +211,22 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
         threat = c6.checkbox("measure PD threat", value=True, key="threat")
         skip_unreadable = st.checkbox("skip image files that do not decode (counted and listed in the run; "
                                       "otherwise such a file refuses the dataset)", value=False, key="skip-unreadable")
+        f1, f2 = st.columns([3, 1])
+        fmr = f1.checkbox("FMR search instead: the hardest perturbations an oracle zoo still labels correctly "
+                          "(SA, PA, FMR per model)", value=False, key="fmr")
+        fmr_budget = f2.number_input("FMR budget (steps)", min_value=1, value=10, key="fmr-budget")
+        oracle = st.text_input("FMR oracle: at least two zero-shot models, comma-separated",
+                               ", ".join(defaults), key="fmr-oracle")
         go = st.form_submit_button("Launch run", type="primary")
     if not go:
         return
     chosen = models + [m.strip() for m in extra.split(",") if m.strip() and m.strip() not in models]
     try:
         run_cfg = launching.run_config(chosen, dataset, int(limit) or None, baseline.strip() or None, device,
-                                       stability, threat, skip_unreadable)
+                                       stability and not fmr, threat and not fmr, skip_unreadable)
+        settings = launching.fmr_settings(oracle, int(fmr_budget)) if fmr else None
         with st.spinner("checking the dataset and the models…"):
-            run = launching.enqueue(store, cfg, run_cfg)
+            run = launching.enqueue(store, cfg, run_cfg, fmr=settings)
     except DuplicateRunError as e:
         st.warning(f"Not queued again — {error_text(e)}. It is listed below.")
         return

@@ -218,7 +218,9 @@ def per_corruption_tab(s: Shown) -> None:
 
 
 def flips_tab(s: Shown) -> None:
-    exports.chart(figures.lfp_heatmap(s.report), f"{s.run_id}-label-flips", "lfp")
+    exports.chart(figures.lfp_heatmap(s.report, verdict.cell_bands(s.ci, "label_flip_probability")),
+                  f"{s.run_id}-label-flips", "lfp")
+    st.caption("Each cell: the share of images whose prediction changed (%), ± half its 95 % interval (Wilson).")
 
 
 def threat_tab(s: Shown) -> None:

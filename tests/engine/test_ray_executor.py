@@ -303,3 +303,59 @@ def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_
     with torch.inference_mode():
         emb = model.encode_image(model.preprocess(images)).numpy()
     assert len(set((emb @ real.T).argmax(axis=1).tolist())) > 1  # the real classifier predicts several classes
+
+
+def test_a_worker_on_ray_finishes_a_queued_fmr_run_through_fenced_actors(local_ray: Any, home: Path) -> None:
+    """The worker's lease fence reaches the FMR actors' writes (their store is the worker's fenced view)."""
+    from domainbench.config import FmrSettings
+    from domainbench.frontend import launching
+    from domainbench.worker import Worker
+
+    store = open_store()
+    plan = cfg(models=["fake:a"], limit=12, stability=False, threat=False)
+    settings = FmrSettings(oracle=["fake:b", "fake:c"], budget=1, candidates=1, shard_size=4)
+    queued = launching.enqueue(store, FMR_DOMAIN, plan, fmr=settings).run_id
+    worker = Worker(store, say=lambda _: None, executor=RAY)
+    assert worker.run_one() and worker.executed == [queued]
+    run = store.get_run(queued)
+    assert run.status == "done" and run.environment["executor"] == "ray" and run.lease_until is None
+    assert sorted(r.shard for r in store.fmr(queued)) == [0, 1, 2]
+    assert len(store.units(queued)) == 3 and store.get_report(queued).fmr is not None
+
+
+def test_a_killed_fmr_actor_resumes_to_the_local_runs_records(local_ray: Any, home: Path, one_thread: None) -> None:
+    from domainbench.config import FmrSettings
+
+    store = open_store()
+    plan = cfg(models=["fake:slow"], limit=20, stability=False, threat=False)  # 5 shards, each a slow search
+    settings = FmrSettings(oracle=["fake:b", "fake:c"], budget=2, candidates=2, shard_size=4)
+    engine = make_engine(store, options=RAY)
+    failure: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            engine.start(FMR_DOMAIN, plan, run_id="fmr-killed", fmr=settings)
+        except BaseException as e:  # noqa: BLE001 - the test inspects it
+            failure.append(e)
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    deadline = time.time() + 240
+    while time.time() < deadline and not store.keys("fmr", run_id="fmr-killed"):
+        time.sleep(0.05)
+    assert 1 <= len(store.keys("fmr", run_id="fmr-killed")) < 5, "the run finished before it could be killed"
+    os.kill(engine.actor_pids[0], signal.SIGKILL)
+    thread.join(240)
+    assert not thread.is_alive()
+    assert len(failure) == 1 and isinstance(failure[0], WorkerLostError), failure
+    assert "domainbench fmr --resume fmr-killed" in str(failure[0])
+    before = {r.shard: r for r in store.fmr("fmr-killed")}
+
+    resumed = make_engine(store, options=RAY)
+    assert resumed.resume("fmr-killed") == "fmr-killed"
+    assert resumed.stats.skipped_units == len(before) and resumed.stats.computed_units == 5 - len(before)
+    after = {r.shard: r for r in store.fmr("fmr-killed")}
+    assert sorted(after) == [0, 1, 2, 3, 4] and all(after[s] == before[s] for s in before)
+    reference = Engine(store).start(FMR_DOMAIN, plan, fmr=settings)  # uninterrupted, local
+    assert _fmr(store, "fmr-killed") == _fmr(store, reference)
+    assert store.get_run("fmr-killed").status == "done"

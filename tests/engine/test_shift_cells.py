@@ -74,6 +74,7 @@ def test_a_shift_of_class_folders_scores_as_the_same_images_opened_as_the_datase
         assert len(mine) == N
         for p in mine:
             r = ref[(model, f"{origin[int(p['image'])]:04d}")]
+            assert Path(p["path"]).stem == Path(r["path"]).stem and Path(p["path"]).parents[1] == tmp_path / "inv"
             assert (p["label"], p["prediction"], p["correct"]) == (r["label"], r["prediction"], r["correct"])
             # the label set in another order (the folder's sorted names) moves float32 sums in the last bits
             assert float(p["confidence"]) == pytest.approx(float(r["confidence"]), abs=1e-6)
@@ -100,6 +101,7 @@ def test_an_unlabelled_folder_pairs_by_file_name_and_gets_label_free_metrics(hom
         assert row["balanced_accuracy"] == row["top1_accuracy"] == row["ece"] == ""  # label-free only
         mine = [p for p in preds if p["model"] == row["model"] and p["corruption"] == "shift:flat"]
         assert all(p["label"] == "" and p["correct"] == "" for p in mine)
+        assert all(Path(p["path"]).parent == tmp_path / "flat" for p in mine)  # the shifted file, not the clean one
         flips = sum(p["prediction"] != clean_pred[(row["model"], p["image"])] for p in mine)
         assert int(row["label_flips"]) == flips and flips > 0
         assert float(row["label_flip_probability"]) == pytest.approx(flips / N)
@@ -165,3 +167,134 @@ def test_plan_files_hold_shifts_and_older_plans_keep_their_version_and_id(tmp_pa
     assert domain_id(plain) == hashlib.sha256(blob.encode()).hexdigest()[:16]
     (tmp_path / "pinned.toml").write_text(dumps(pinned))
     assert load_domain(tmp_path / "pinned.toml") == pinned
+
+
+def test_a_run_with_a_shift_and_a_composition_shows_both_in_show_and_both_exports(home: Path, tmp_path: Path, capsys,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    (tmp_path / "c.toml").write_text(DOMAIN + '[[compositions]]\nname = "dark noise"\n'
+                                     'steps = [{corruption = "brightness", severity = 2}, {corruption = "gaussian_noise", severity = 1}]\n')
+    _cli_ok(["run", str(tmp_path / "c.toml"), "--no-stability", "--no-threat", "--workers", "0", "--limit", str(N),
+             "--run-id", "both", "--shift", f"inv={tmp_path / 'inv'}"], capsys, monkeypatch)
+    shown = " ".join(_cli_ok(["show", "both"], capsys, monkeypatch).split())
+    assert "Your `inv` images behave most like `gaussian_noise` at severity 2" in shown  # compositions are no candidates
+    cells = {(r["model"], r["corruption"]) for r in _export("both", tmp_path, capsys, monkeypatch)}
+    assert {c for _, c in cells} == {"clean", "gaussian_noise", "compose:dark noise", "shift:inv"}
+    preds = {p["corruption"] for p in _export("both", tmp_path, capsys, monkeypatch, predictions=True)}
+    assert {"compose:dark noise", "shift:inv"} <= preds
+    out = tmp_path / "both.json"
+    _cli_ok(["export", "both", "-f", "json", "-o", str(out)], capsys, monkeypatch)
+    doc = json.loads(out.read_text())
+    assert {c["corruption"] for c in doc["cells"]} >= {"compose:dark noise", "shift:inv"}
+    (match,) = doc["shift_matches"]
+    assert match["shift"] == "shift:inv" and match["closest"]["corruption"] == "gaussian_noise"
+    assert match["sentence"].startswith("Your `inv` images behave most like `gaussian_noise` at severity 2")
+    assert doc["run"]["domain"]["shift"] == [{"name": "inv", "path": str(tmp_path / "inv")}]
+
+
+def test_shifts_refuse_adaptive_runs_and_other_executors(home: Path, tmp_path: Path, capsys,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from domainbench.config import DomainConfig, RunConfig
+    from domainbench.engine.runner import Engine
+    from domainbench.errors import UserInputError
+    from domainbench.store import open_store
+
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    (tmp_path / "d.toml").write_text(DOMAIN)
+    code, _, err = run_cli(["run", str(tmp_path / "d.toml"), "--limit", str(N), "--workers", "0", "--run-id", "x",
+                            "--adaptive", "--shift", f"inv={tmp_path / 'inv'}"], capsys, monkeypatch)
+    assert code == 2 and "leave out --adaptive" in err and len(err.strip().splitlines()) == 1
+    domain = DomainConfig(domain="x", corruptions=[{"name": "fog"}], shift=[{"name": "inv", "path": str(tmp_path / "inv")}])
+    store = open_store()
+    try:
+        with pytest.raises(UserInputError, match="local executor"):
+            Engine(store, executor=object()).start(domain, RunConfig(limit=N), run_id="y")  # type: ignore[arg-type]
+        assert store.get_run("y") is None
+    finally:
+        store.close()
+
+
+def test_a_paired_shift_has_embedding_stability_against_its_clean_image(home: Path, tmp_path: Path, capsys,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from domainbench import query
+    from domainbench.engine.scoring import load_models
+    from domainbench.store import open_store
+
+    clean = _inverted_sample(tmp_path / "flat", class_folders=False)
+    (tmp_path / "d.toml").write_text(DOMAIN)
+    (tmp_path / "run.toml").write_text("stability_images = 8\nstability_points = 2\n")
+    _cli_ok(["run", str(tmp_path / "d.toml"), "--no-threat", "--workers", "0", "--limit", str(N), "--run-id", "s",
+             "--run-config", str(tmp_path / "run.toml"), "--shift", f"flat={tmp_path / 'flat'}"], capsys, monkeypatch)
+    store = open_store()
+    try:
+        records = [r for r in store.stability("s") if r.corruption == "shift:flat"]
+        means = {m.model: m for m in query.report(store, "s").stability if m.corruption == "shift:flat"}
+    finally:
+        store.close()
+    assert {r.model for r in records} == set(means) == {"embedded:fmnist-plain", "embedded:fmnist-augmented"}
+    ds = open_dataset("sample").subset(N)
+    for r in records:
+        assert r.points == 1 and len(r.indices) == 8  # the shard's first stability_images images
+        (ms,) = load_models([r.model], ds.classes, "cpu", 64, None)
+        with torch.no_grad():
+            a = ms.model.encode_image(ms.model.preprocess(clean[r.indices])).double().numpy()
+            shifted = np.repeat((255 - clean[r.indices])[..., None], 3, axis=-1)  # the PNGs decode as RGB
+            b = ms.model.encode_image(ms.model.preprocess(shifted)).double().numpy()
+        cos = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        # two points: cosine robustness (1 - cos) / 2 and Euclidean its square root
+        assert np.asarray(r.cosine) == pytest.approx((1 - cos) / 2, abs=1e-5)
+        assert np.asarray(r.euclidean) == pytest.approx(np.sqrt(np.asarray(r.cosine)), abs=1e-12)
+
+
+def test_with_three_models_the_match_and_rho_follow_from_the_exported_accuracies(home: Path, tmp_path: Path, capsys,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from scipy.stats import spearmanr
+
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    (tmp_path / "p.toml").write_text('domain = "x"\n[[corruptions]]\nname = "gaussian_noise"\nseverities = [1, 3]\n'
+                                     '[[corruptions]]\nname = "brightness"\nseverities = [4]\n')
+    _cli_ok(["run", str(tmp_path / "p.toml"), "--no-stability", "--no-threat", "--workers", "0", "--limit", str(N),
+             "--run-id", "three", "-m", "embedded:fmnist-plain,embedded:fmnist-augmented,fake:a",
+             "--shift", f"inv={tmp_path / 'inv'}"], capsys, monkeypatch)
+    rows = _export("three", tmp_path, capsys, monkeypatch)
+    acc = {(r["model"], r["corruption"], int(r["severity"])): float(r["balanced_accuracy"]) for r in rows}
+    models = sorted({r["model"] for r in rows})
+    cells = sorted({(c, s) for _, c, s in acc if c not in ("clean", "shift:inv")})
+    drop = {(m, c, s): 100 * (acc[(m, "clean", 0)] - acc[(m, c, s)]) for m, c, s in acc}
+    real = [drop[(m, "shift:inv", 1)] for m in models]
+    gap = {k: np.mean([abs(drop[(m, *k)] - drop[(m, "shift:inv", 1)]) for m in models]) for k in cells}
+    out = tmp_path / "three.json"
+    _cli_ok(["export", "three", "-f", "json", "-o", str(out)], capsys, monkeypatch)
+    (match,) = json.loads(out.read_text())["shift_matches"]
+    assert (match["closest"]["corruption"], match["closest"]["severity"]) == min(cells, key=lambda k: round(gap[k], 9))
+    assert match["closest"]["real"] == pytest.approx(np.mean(real))
+    rho = {k: spearmanr([drop[(m, *k)] for m in models], real).statistic for k in cells}
+    best = match["ranking"]
+    assert best["rho"] == pytest.approx(max(r for r in rho.values() if r == r))
+    assert rho[(best["corruption"], best["severity"])] == pytest.approx(best["rho"])
+    plan = spearmanr([np.mean([drop[(m, *k)] for k in cells]) for m in models], real).statistic
+    assert match["plan_rho"] == pytest.approx(plan)
+    shown = " ".join(_cli_ok(["show", "three"], capsys, monkeypatch).split())
+    assert f"(ρ = {plan:.2f})" in shown and "mean of 3 models" in shown
+
+
+def test_an_undecodable_shift_file_is_refused_unless_skipped(home: Path, tmp_path: Path, capsys,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    broken = tmp_path / "inv" / "bag" / "-broken.png"  # sorts first in its class: --limit keeps it
+    broken.write_bytes(b"\x89PNG truncated")
+    (tmp_path / "d.toml").write_text(DOMAIN)
+    args = ["run", str(tmp_path / "d.toml"), "--no-stability", "--no-threat", "--workers", "0", "--limit", str(N),
+            "--shift", f"inv={tmp_path / 'inv'}"]
+    code, _, err = run_cli([*args, "--run-id", "strict"], capsys, monkeypatch)
+    assert code == 2 and "-broken.png: cannot decode" in err and len(err.strip().splitlines()) == 1
+    _cli_ok([*args, "--run-id", "lenient", "--skip-unreadable"], capsys, monkeypatch)
+    rows = [r for r in _export("lenient", tmp_path, capsys, monkeypatch) if r["corruption"] == "shift:inv"]
+    # 31 files, --limit keeps 30 with the broken one: 29 images scored; named like no sample image, so not paired
+    assert {int(r["n_images"]) for r in rows} == {N - 1} and {r["label_flip_probability"] for r in rows} == {""}

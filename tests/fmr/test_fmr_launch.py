@@ -54,3 +54,43 @@ def test_bad_fmr_launch_inputs_are_refused_before_anything_is_stored(case: str, 
     with pytest.raises(UserInputError, match=expect):
         enqueue_run(store, DOMAIN, cfg, fmr=settings)
     assert store.list_runs() == []
+
+
+class _StopAfter:
+    """Engine events that interrupt the run like Ctrl-C once ``n`` units are stored."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.seen = n, 0
+
+    def start(self, total_units: int, done_units: int) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    def advance(self, units: int, images: int) -> None:
+        self.seen += units
+        if self.seen >= self.n:
+            raise KeyboardInterrupt
+
+
+def test_run_resume_continues_an_fmr_run_like_fmr_resume(home: Path, capsys, monkeypatch) -> None:
+    """One lifecycle: `domainbench run --resume` of an FMR run finishes it (it used to refuse it)."""
+    from domainbench.engine.runner import Engine
+    from tests.cli_runner import run_cli
+
+    store = open_store()
+    settings = SETTINGS.model_copy(update={"shard_size": 3, "budget": 2, "candidates": 2})
+    with pytest.raises(KeyboardInterrupt):
+        Engine(store, _StopAfter(1)).start(DOMAIN, CFG, run_id="stopped", fmr=settings)
+    assert store.get_run("stopped").status == "interrupted" and len(store.fmr("stopped")) == 1
+    first = store.fmr("stopped")[0]
+    code, out, err = run_cli(["run", "--resume", "stopped"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "FMR" in out and "oracle: majority of 2" in out
+    done = {r.shard: r for r in store.fmr("stopped")}
+    assert sorted(done) == [0, 1] and done[first.shard] == first  # the stored unit is untouched
+    whole = Engine(store).start(DOMAIN, CFG, run_id="whole", fmr=settings)
+    assert [(r.final_preds, r.steps, r.images) for r in sorted(store.fmr(whole), key=lambda r: r.shard)] == \
+        [(done[s].final_preds, done[s].steps, done[s].images) for s in (0, 1)]
+    assert store.get_run("stopped").status == "done" and store.get_report("stopped").fmr is not None

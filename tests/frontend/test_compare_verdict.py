@@ -55,3 +55,21 @@ def test_compare_tables_show_rates_in_percent_and_ratios_as_ratios(populated: St
     assert "lower is better" in json.loads(every.proto.columns)["mCE"]["help"]
     per = next(d.value for d in at.dataframe if "family" in d.value.columns)
     assert "accuracy %" in per.columns and per["accuracy %"].max() > 1.0
+
+
+def test_verdicts_beyond_the_first_domains_come_when_asked_and_stay_in_the_link(populated: Store) -> None:
+    import fe_synthetic as syn
+    from test_run_pages import param
+
+    more = ["20250105-000000-fog-0005", "20250106-000000-snow-0006"]
+    for i, rid in enumerate(more):
+        syn.populate(populated, run_id=rid, domain=f"domain {i}", created_at=f"2025-01-0{5 + i}T00:00:00+00:00")
+    at = compare_page([DONE, XRAY, *more])
+    no_verdict = next(c.value for c in at.caption if c.value.startswith("No verdict for "))
+    assert "domain 0: " in no_verdict and "domain 1: " not in no_verdict  # the first three domains only
+    box = at.checkbox(key="compare-all-verdicts")
+    assert "(4; 1 more" in box.label
+    box.check().run()
+    assert param(at, "verdicts") == "all"
+    no_verdict = next(c.value for c in at.caption if c.value.startswith("No verdict for "))
+    assert "domain 0: " in no_verdict and "domain 1: " in no_verdict

@@ -102,6 +102,19 @@ def test_plan_edit_and_launch_into_the_queue(populated: Store, monkeypatch: pyte
     assert len([r for r in populated.list_runs() if r.status == "queued"]) == 1
 
 
+def test_an_fmr_search_is_launched_into_the_queue_like_any_run(populated: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = planned(monkeypatch)
+    at.checkbox(key="fmr").check()
+    launch(at, **{"fmr-oracle": "embedded:fmnist-plain", "limit": 20})
+    assert "at least 2 zero-shot models" in texts(at.error)  # refused on the page, nothing queued
+    assert [r for r in populated.list_runs() if r.status == "queued"] == []
+    launch(at, **{"fmr-oracle": "embedded:fmnist-plain, embedded:fmnist-augmented"})
+    assert not at.error, texts(at.error)
+    (run,) = [r for r in populated.list_runs() if r.status == "queued"]
+    assert run.fmr is not None and run.fmr.oracle == ["embedded:fmnist-plain", "embedded:fmnist-augmented"]
+    assert run.fmr.budget == 10 and not run.config.stability and not run.config.threat  # FMR measures neither
+
+
 def test_a_severity_less_corruption_blocks_the_launch(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     at = planned(monkeypatch)
     at.button_group(key="sev-brightness").set_value([]).run()

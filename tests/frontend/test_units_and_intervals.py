@@ -176,3 +176,29 @@ def test_every_chart_has_axis_titles_and_a_legend(real_run: tuple[Path, str], re
         assert layout["xaxis"].get("title", {}).get("text") and layout["yaxis"].get("title", {}).get("text"), tab
         keyed = layout.get("showlegend") is True or any("colorbar" in t for t in fig["data"])
         assert keyed, f"{tab}: {layout.get('title')}"
+
+
+def test_label_flip_cells_carry_their_interval(real_store: Store, real_run: tuple[Path, str]) -> None:
+    run_id = real_run[1]
+    fig = spec(run_page(run_id, "Label flips").get("plotly_chart")[0])
+    report = real_store.get_report(run_id)
+    ri = query.intervals(real_store, report)
+    heat = fig["data"][0]
+    keys = sorted({(c.corruption, c.severity) for m in report.models for c in m.cells})
+    for i, model in enumerate(report.model_names):
+        for j, (corr, sev) in enumerate(keys):
+            lfp = next(c.lfp for c in report.model(model).cells if (c.corruption, c.severity) == (corr, sev))
+            lo, hi = ri.cell(model, corr, sev).label_flip_probability
+            assert heat["text"][i][j] == f"{100 * lfp:.0f} ±{100 * max(lfp - lo, hi - lfp):.0f}"
+            assert f"95 % interval {100 * lo:.1f}–{100 * hi:.1f} %" in heat["customdata"][i][j]
+
+
+def test_the_queue_panel_counts_units_too(store: Store) -> None:
+    from test_new_domain import page
+
+    syn.populate(store, run_id="r-stopped", status="interrupted", skip_cells=3)
+    store.update_run("r-stopped", queued_at="2025-01-01T00:00:00+00:00")
+    at = page()
+    line = next(m.value for m in at.markdown if "r\\-stopped" in m.value or "r-stopped" in m.value)
+    # 3 of 6 cells per model stored, 2 shards each: 12 units of at least 24 (automatic shard size)
+    assert "12 of ≥ 24 units" in line and "cells" not in line
