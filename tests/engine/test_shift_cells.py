@@ -248,3 +248,53 @@ def test_a_paired_shift_has_embedding_stability_against_its_clean_image(home: Pa
         # two points: cosine robustness (1 - cos) / 2 and Euclidean its square root
         assert np.asarray(r.cosine) == pytest.approx((1 - cos) / 2, abs=1e-5)
         assert np.asarray(r.euclidean) == pytest.approx(np.sqrt(np.asarray(r.cosine)), abs=1e-12)
+
+
+def test_with_three_models_the_match_and_rho_follow_from_the_exported_accuracies(home: Path, tmp_path: Path, capsys,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from scipy.stats import spearmanr
+
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    (tmp_path / "p.toml").write_text('domain = "x"\n[[corruptions]]\nname = "gaussian_noise"\nseverities = [1, 3]\n'
+                                     '[[corruptions]]\nname = "brightness"\nseverities = [4]\n')
+    _cli_ok(["run", str(tmp_path / "p.toml"), "--no-stability", "--no-threat", "--workers", "0", "--limit", str(N),
+             "--run-id", "three", "-m", "embedded:fmnist-plain,embedded:fmnist-augmented,fake:a",
+             "--shift", f"inv={tmp_path / 'inv'}"], capsys, monkeypatch)
+    rows = _export("three", tmp_path, capsys, monkeypatch)
+    acc = {(r["model"], r["corruption"], int(r["severity"])): float(r["balanced_accuracy"]) for r in rows}
+    models = sorted({r["model"] for r in rows})
+    cells = sorted({(c, s) for _, c, s in acc if c not in ("clean", "shift:inv")})
+    drop = {(m, c, s): 100 * (acc[(m, "clean", 0)] - acc[(m, c, s)]) for m, c, s in acc}
+    real = [drop[(m, "shift:inv", 1)] for m in models]
+    gap = {k: np.mean([abs(drop[(m, *k)] - drop[(m, "shift:inv", 1)]) for m in models]) for k in cells}
+    out = tmp_path / "three.json"
+    _cli_ok(["export", "three", "-f", "json", "-o", str(out)], capsys, monkeypatch)
+    (match,) = json.loads(out.read_text())["shift_matches"]
+    assert (match["closest"]["corruption"], match["closest"]["severity"]) == min(cells, key=lambda k: round(gap[k], 9))
+    assert match["closest"]["real"] == pytest.approx(np.mean(real))
+    rho = {k: spearmanr([drop[(m, *k)] for m in models], real).statistic for k in cells}
+    best = match["ranking"]
+    assert best["rho"] == pytest.approx(max(r for r in rho.values() if r == r))
+    assert rho[(best["corruption"], best["severity"])] == pytest.approx(best["rho"])
+    plan = spearmanr([np.mean([drop[(m, *k)] for k in cells]) for m in models], real).statistic
+    assert match["plan_rho"] == pytest.approx(plan)
+    shown = " ".join(_cli_ok(["show", "three"], capsys, monkeypatch).split())
+    assert f"(ρ = {plan:.2f})" in shown and "mean of 3 models" in shown
+
+
+def test_an_undecodable_shift_file_is_refused_unless_skipped(home: Path, tmp_path: Path, capsys,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    broken = tmp_path / "inv" / "bag" / "-broken.png"  # sorts first in its class: --limit keeps it
+    broken.write_bytes(b"\x89PNG truncated")
+    (tmp_path / "d.toml").write_text(DOMAIN)
+    args = ["run", str(tmp_path / "d.toml"), "--no-stability", "--no-threat", "--workers", "0", "--limit", str(N),
+            "--shift", f"inv={tmp_path / 'inv'}"]
+    code, _, err = run_cli([*args, "--run-id", "strict"], capsys, monkeypatch)
+    assert code == 2 and "-broken.png: cannot decode" in err and len(err.strip().splitlines()) == 1
+    _cli_ok([*args, "--run-id", "lenient", "--skip-unreadable"], capsys, monkeypatch)
+    rows = [r for r in _export("lenient", tmp_path, capsys, monkeypatch) if r["corruption"] == "shift:inv"]
+    # 31 files, --limit keeps 30 with the broken one: 29 images scored; named like no sample image, so not paired
+    assert {int(r["n_images"]) for r in rows} == {N - 1} and {r["label_flip_probability"] for r in rows} == {""}
