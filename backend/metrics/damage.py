@@ -109,9 +109,17 @@ class SsimReference:
         self.shape = tuple(a.shape)
         self.device = a.device
         self.pixels = a
-        self.x = luminance(a)
-        self.ux, uxx = _blur(torch.cat([self.x, self.x * self.x])).split(len(self.x))
-        self.vx = uxx - self.ux * self.ux
+        # chunk by chunk: every step works image by image, and a whole shard's float64 temporaries
+        # (the RGB copy alone is 24 bytes a pixel) were the run's largest allocation
+        xs, uxs, vxs = [], [], []
+        for i in range(0, len(a), _CHUNK):
+            x = luminance(a[i : i + _CHUNK])
+            ux, uxx = _blur(torch.cat([x, x * x])).split(len(x))
+            xs.append(x)
+            uxs.append(ux)
+            vxs.append(uxx - ux * ux)
+        empty = torch.zeros((0, h, w), dtype=torch.float64, device=a.device)
+        self.x, self.ux, self.vx = (torch.cat(t) if t else empty for t in (xs, uxs, vxs))
 
     def ssim(self, corrupted: np.ndarray | torch.Tensor) -> torch.Tensor:
         """(n,) float64 mean SSIM of the first n clean images against ``corrupted`` (n images)."""
@@ -143,8 +151,11 @@ def ssim_per_image(clean: np.ndarray | torch.Tensor, corrupted: np.ndarray | tor
 def mse_per_image(clean: np.ndarray | torch.Tensor, corrupted: np.ndarray | torch.Tensor) -> torch.Tensor:
     """(N,) float64 mean squared pixel error over all pixels and channels of each image."""
     a, b = _as_nhwc(clean), _as_nhwc(corrupted)
-    d = a.to(torch.float64) - b.to(torch.float64)
-    return (d * d).mean(dim=(1, 2, 3))
+    out = []
+    for i in range(0, len(a), _CHUNK):  # image by image in effect: a shard's float64 copies were ~50 bytes a pixel
+        d = a[i : i + _CHUNK].to(torch.float64) - b[i : i + _CHUNK].to(torch.float64)
+        out.append((d * d).mean(dim=(1, 2, 3)))
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.float64, device=a.device)
 
 
 def damage_sums(clean: np.ndarray | torch.Tensor | SsimReference, corrupted: np.ndarray | torch.Tensor) -> DamageSums:

@@ -129,3 +129,18 @@ def test_a_shared_reference_scores_a_prefix_subset() -> None:
     clean, corrupted = _photo_pair(np.random.default_rng(6), 6, 24, 24, 3)
     ref = SsimReference(clean)
     assert damage_sums(ref, corrupted[:4]).ssim == pytest.approx(_skimage_ssim(clean[:4], corrupted[:4]).mean(), abs=1e-9)
+
+
+def test_damage_of_a_shard_larger_than_a_chunk_equals_image_by_image() -> None:
+    # the shard is worked through in chunks (memory); every step is per image, so the numbers are exact
+    from domainbench.metrics.damage import _CHUNK, SsimReference, mse_per_image
+
+    rng = np.random.default_rng(7)
+    n = 2 * _CHUNK + 5
+    a, b = (rng.integers(0, 256, (n, 16, 18, 3), dtype=np.uint8) for _ in range(2))
+    ref = SsimReference(a)
+    one_by_one = [SsimReference(a[i : i + 1]).ssim(b[i : i + 1]) for i in range(n)]
+    assert np.array_equal(ref.ssim(b).numpy(), np.concatenate([s.numpy() for s in one_by_one]))
+    assert np.array_equal(ref.ssim(b[:40]).numpy(), ref.ssim(b).numpy()[:40])
+    assert np.array_equal(mse_per_image(a, b).numpy(), np.concatenate([mse_per_image(a[i : i + 1], b[i : i + 1]).numpy()
+                                                                       for i in range(n)]))
