@@ -76,6 +76,12 @@ def run_progress(store: Store, run: RunRecord) -> float:
     return min(1.0, done_cells(store, run) / max(expected_cells(run), 1))
 
 
+def unit_keys(store: Store, run: RunRecord) -> set[tuple[Any, ...]]:
+    """The keys of the run's stored units (an FMR run's: its search shards); keys only, never documents.
+    The last key field is the shard."""
+    return store.fmr.keys(run_id=run.run_id) if run.fmr is not None else store.units.keys(run_id=run.run_id)
+
+
 def stored_units(store: Store, run_id: str) -> int:
     """How many units the run has stored (keys only)."""
     return len(store.units.keys(run_id=run_id))

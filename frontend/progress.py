@@ -82,14 +82,10 @@ def unit_progress(store: Store, run: RunRecord) -> UnitProgress:
     shard size (chosen from the images' pixels when the run starts) the highest stored shard tells
     how many there are at least, and the count says so.
     """
-    from domainbench.query import expected_cells
+    from domainbench.query import expected_cells, unit_keys
 
-    if run.fmr is not None:
-        keys = store.fmr.keys(run_id=run.run_id)
-        cells = len(run.config.models)
-    else:
-        keys = store.units.keys(run_id=run.run_id)
-        cells = expected_cells(run)
+    keys = unit_keys(store, run)
+    cells = expected_cells(run)  # an FMR run: one search per model
     size = run.dataset.size if run.dataset else None
     shard_size = run.fmr.shard_size if run.fmr is not None else run.config.shard_size
     seen = max((k[-1] for k in keys), default=-1) + 1
