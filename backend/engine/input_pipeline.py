@@ -56,15 +56,17 @@ class _Chunked:
         self._ds, self._indices, self._chunks = ds, indices, chunks
 
     def result(self) -> Batch:
+        done = [(paths, *fut.result()) for paths, fut in self._chunks]
+        labels = None if self._ds.labels is None else self._ds.labels[self._indices]
+        if not any(failed for _, _, failed in done):  # the usual case: one concatenation, nothing per image
+            return Batch(np.concatenate([images for _, images, _ in done]), self._indices, labels)
         decoded: list[np.ndarray | str] = []
         paths: list[Path] = []
-        for chunk_paths, fut in self._chunks:
-            images, failed = fut.result()
+        for chunk_paths, images, failed in done:
             reasons = dict(failed)
             it = iter(images)
             decoded += [reasons[k] if k in reasons else next(it) for k in range(len(chunk_paths))]
             paths += chunk_paths
-        labels = None if self._ds.labels is None else self._ds.labels[self._indices]
         return files_batch(decoded, paths, self._indices, labels, self._ds.image_size)
 
 

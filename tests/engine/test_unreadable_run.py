@@ -35,7 +35,7 @@ def _folder(tmp_path: Path, bad: str | None) -> Path:
 
 def test_a_file_the_scan_missed_fails_the_run_which_resumes_without_it(home: Path, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from domainbench.engine import runner
+    from domainbench.engine import dataset_pin
     from domainbench.engine.runner import Engine
     from domainbench.store import open_store
 
@@ -43,7 +43,7 @@ def test_a_file_the_scan_missed_fails_the_run_which_resumes_without_it(home: Pat
     cfg = RunConfig(models=["fake:a"], dataset=str(root), image_size=16, shard_size=3, workers=0, stability=False,
                     threat=False)
     store = open_store()
-    monkeypatch.setattr(runner, "check_readable", lambda paths: None)  # as if the scan had missed the file
+    monkeypatch.setattr(dataset_pin, "check_readable", lambda paths: None)  # as if the scan had missed the file
     with pytest.raises(UserInputError) as e:
         Engine(store).start(DOMAIN, cfg, run_id="stops")
     bad = root / "dog" / "9_truncated.jpg"
