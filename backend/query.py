@@ -56,10 +56,12 @@ def get_run(store: Store, run_id: str) -> RunRecord:
 
 
 def expected_cells(run: RunRecord) -> int:
-    """Cells a finished run has: per model the clean pass plus every severity, or one FMR search."""
+    """Cells a finished run has: per model the clean pass, every severity, every composition and every real
+    shift (one cell each, as ``engine.runner`` evaluates them), or one FMR search."""
     if run.fmr is not None:
         return len(run.config.models)
-    per_model = 1 + sum(len(c.severities) for c in run.domain.corruptions)
+    per_model = (1 + sum(len(c.severities) for c in run.domain.corruptions) + len(run.domain.compositions)
+                 + len(run.domain.shift))
     return len(run.config.models) * per_model
 
 

@@ -89,7 +89,8 @@ def unit_progress(store: Store, run: RunRecord) -> UnitProgress:
     size = run.dataset.size if run.dataset else None
     shard_size = run.fmr.shard_size if run.fmr is not None else run.config.shard_size
     seen = max((k[-1] for k in keys), default=-1) + 1
-    if size and shard_size and not getattr(run.config, "adaptive", False):
+    # a real shift's cell has its own images (their own shards): the count is then a bound, not exact
+    if size and shard_size and not getattr(run.config, "adaptive", False) and not run.domain.shift:
         shards, exact = max(1, math.ceil(size / shard_size)), True
     else:
         shards, exact = max(seen, 1), False

@@ -127,8 +127,9 @@ def show(store: Store, report: RunReport) -> None:
         "mean steps": st.column_config.NumberColumn("mean steps", format="%.2f", help=COLUMN_HELP["mean steps"]),
         "note": st.column_config.TextColumn("note", help=COLUMN_HELP["note"]),
     })
-    agreement = "n/a" if f.oracle.clean_agreement is None else f"{100 * f.oracle.clean_agreement:.1f}%"
-    members = ", ".join(f"{m} ({'n/a' if a is None else f'{100 * a:.1f}%'})" for m, a in f.oracle.member_accuracy.items())
+    agreement = exports.MISSING if f.oracle.clean_agreement is None else f"{100 * f.oracle.clean_agreement:.1f} %"
+    members = ", ".join(f"{m} ({exports.MISSING if a is None else f'{100 * a:.1f} %'})"
+                        for m, a in f.oracle.member_accuracy.items())
     st.caption(
         f"{f.search} search, budget {f.budget} steps, step size {f.step_size:g}. FMR = PA / SA × 100: accuracy on the "
         "hardest perturbations the oracle still labels correctly, relative to clean accuracy. The oracle's majority "

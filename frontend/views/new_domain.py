@@ -253,7 +253,9 @@ def queue_panel(store: Store) -> None:
                 with st.container(key=f"queued-{row.run}", border=True):
                     c1, c2, c3 = st.columns([6, 2, 2], vertical_alignment="center")
                     run = store.get_run(row.run)
-                    done = progress.unit_progress(store, run).text() if run is not None else "no units"
+                    units = progress.unit_progress(store, run) if run is not None else None
+                    done = ("no units" if units is None else f"all {units.done:,} units" if row.status == "done"
+                            else units.text())
                     who = f" · worker `{row.worker}`" if row.worker else ""
                     c1.markdown(f"{status_badge(row.status)} **{md_escape(row.run)}** · {done}{who}  \n"
                                 f"{md_escape(data.short_text(row.domain, 90))}")

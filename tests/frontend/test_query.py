@@ -81,3 +81,14 @@ def test_exports_are_the_clis(store: Store) -> None:
     assert len(plain.splitlines()) == 1 + 2 * 6
     with_ci = query.export_csv(report, store)
     assert "_ci_low" in with_ci.splitlines()[0] and len(with_ci.splitlines()) == len(plain.splitlines())
+
+
+def test_expected_cells_count_compositions(store: Store) -> None:
+    from domainbench.config import Composition, CompositionStep
+
+    run = synthetic.populate(store, run_id="composed", status="running")
+    assert query.expected_cells(run) == 2 * 6
+    comp = Composition(name="dark and noisy", steps=[CompositionStep(corruption="brightness", severity=2),
+                                                     CompositionStep(corruption="gaussian_noise", severity=3)])
+    composed = run.model_copy(update={"domain": run.domain.model_copy(update={"compositions": [comp]})})
+    assert query.expected_cells(composed) == 2 * 7  # one composed cell per model, as the engine evaluates it
