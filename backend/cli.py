@@ -330,7 +330,7 @@ def run(
     seed: Annotated[Optional[int], typer.Option(help="Seed of every corruption's random parameters.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass (halved automatically on GPU out-of-memory).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
-    workers: Annotated[Optional[int], typer.Option(help="Worker processes that decode and corrupt images (default: one per core, at most 8; 0 = in this process).")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Worker processes that decode and corrupt images (default: one per core, at most 8; models on a CPU: two cores fewer; 0 = in this process).")] = None,
     corrupt_on: Annotated[Optional[str], typer.Option("--corrupt-on", help="auto | cpu | device: corrupt with the torch kernels on the models' device (auto: when it is a GPU).")] = None,
     corruptions_module: Annotated[Optional[list[str]], typer.Option("--corruptions-module", help="Import a module that registers extra corruptions.")] = None,
     stability: Annotated[Optional[bool], typer.Option("--stability/--no-stability", help="Measure embedding stability.")] = None,

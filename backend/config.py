@@ -224,7 +224,8 @@ class RunConfig(_Strict):
     templates: list[str] | None = None
     # images per unit of work; None picks a size that keeps one corrupted shard near 32 MB
     shard_size: int | None = Field(default=None, ge=1, le=bounds.MAX_SHARD_SIZE)
-    # worker processes that decode and corrupt images; None: one per core, at most 8; 0: in this process
+    # worker processes that decode and corrupt images; None: one per core, at most 8 (models on a CPU: two
+    # cores fewer, the forward pass's); 0: in this process
     workers: int | None = Field(default=None, ge=0, le=bounds.MAX_WORKERS)
     # where corruptions run: cpu (numpy, worker processes), device (torch kernels on the models' device
     # where a corruption has one), auto (device when the models run on a GPU)

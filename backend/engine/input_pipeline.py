@@ -28,9 +28,15 @@ from domainbench.data import Batch, Dataset, decode_files, files_batch
 AHEAD = 1
 
 
-def auto_workers() -> int:
-    """Worker processes of a run by default: one per core, at most 8 (decoding scales no further here)."""
-    return min(8, os.cpu_count() or 1)
+def auto_workers(models_on_gpu: bool = True) -> int:
+    """Worker processes of a run by default: one per core, at most 8, when a GPU runs the models;
+    on a CPU, one per core beyond the two the forward pass keeps busy.
+
+    Measured on 2 cores (ViT-B-32, 150 photos x 7 cells, docs/scale.md): 2 workers made the run
+    1.6x slower than none, the forward pass's threads waiting on cores the workers held.
+    """
+    cores = os.cpu_count() or 1
+    return min(8, cores if models_on_gpu else max(0, cores - 2))
 
 
 def decode_chunk(paths: list[Path], size: int) -> tuple[np.ndarray, list[tuple[int, str]]]:

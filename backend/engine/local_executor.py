@@ -57,7 +57,7 @@ class LocalExecutor:
         cfg = work.ctx.cfg
         # corrupting on the device is this executor's choice: here the models run in this process
         device = work.ctx.models[0].model.device if work.ctx.models else torch.device("cpu")
-        workers = auto_workers() if cfg.workers is None else cfg.workers
+        workers = auto_workers(device.type == "cuda") if cfg.workers is None else cfg.workers
         # one pool decodes and corrupts; spawn, not fork: forking a process whose torch/OpenMP threads
         # are running can deadlock
         pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None

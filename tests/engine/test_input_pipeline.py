@@ -91,10 +91,10 @@ def test_ahead_starts_one_shard_beyond_the_one_handed_out(tmp_path: Path) -> Non
     assert seen == [(0, 2), (1, 3), (2, 4), (3, 4)]
 
 
-def test_auto_workers_is_one_per_core_at_most_8(monkeypatch: pytest.MonkeyPatch) -> None:
-    for cores, want in ((1, 1), (2, 2), (6, 6), (64, 8)):
+def test_auto_workers_is_one_per_core_at_most_8_leaving_two_to_a_cpu_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    for cores, gpu, cpu in ((1, 1, 0), (2, 2, 0), (6, 6, 4), (64, 8, 8)):
         monkeypatch.setattr("os.cpu_count", lambda c=cores: c)
-        assert auto_workers() == want
+        assert (auto_workers(True), auto_workers(False)) == (gpu, cpu)
 
 
 def test_a_run_with_worker_processes_stores_what_an_in_process_run_stores(home: Path, tmp_path: Path) -> None:
