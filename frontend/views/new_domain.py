@@ -183,7 +183,7 @@ def gallery_section(cfg: DomainConfig) -> None:
                 if flat:
                     run_flat = [s for s in flat if s in c.severities]
                     st.warning(f"{c.name} has no effect on this image at severit{'y' if len(flat) == 1 else 'ies'} "
-                               f"{', '.join(map(str, flat))} (mean pixel change < {ladder.NO_EFFECT_PIXELS} of 255, e.g. "
+                               f"{', '.join(map(str, flat))} (mean pixel change < {ladder.NO_EFFECT_PIXELS} of 255, SSIM ≥ {ladder.NO_EFFECT_SSIM}; e.g. "
                                "a colour corruption on grayscale images)"
                                + (f"; the plan evaluates {', '.join(map(str, run_flat))}, cells that measure nothing."
                                   if run_flat else "."))
