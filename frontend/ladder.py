@@ -3,6 +3,6 @@ they live in :mod:`domainbench.metrics.ladder`, below the UI, so the CLI and the
 
 from __future__ import annotations
 
-from domainbench.metrics.ladder import NO_EFFECT_PIXELS, composed, ladder_ssim, no_effect, no_effect_severities, pixel_change
+from domainbench.metrics.ladder import NO_EFFECT_PIXELS, NO_EFFECT_SSIM, composed, ladder_ssim, no_effect, no_effect_severities, pixel_change
 
-__all__ = ["NO_EFFECT_PIXELS", "composed", "ladder_ssim", "no_effect", "no_effect_severities", "pixel_change"]
+__all__ = ["NO_EFFECT_PIXELS", "NO_EFFECT_SSIM", "composed", "ladder_ssim", "no_effect", "no_effect_severities", "pixel_change"]

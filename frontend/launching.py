@@ -50,8 +50,9 @@ def catalogue_names() -> list[str]:
     return sorted(corruptions.names())
 
 
-def edited_domain(cfg: DomainConfig, rows: list[dict[str, Any]]) -> DomainConfig:
-    """The planned domain with the user's corruptions and severities; errors name the corruption."""
+def edited_domain(cfg: DomainConfig, rows: list[dict[str, Any]], compositions: list[str] | None = None) -> DomainConfig:
+    """The planned domain with the user's corruptions and severities and, of its compositions, those named in
+    ``compositions`` (all when None); errors name the corruption."""
     choices = []
     for row in rows:
         if not row["severities"]:
@@ -60,7 +61,8 @@ def edited_domain(cfg: DomainConfig, rows: list[dict[str, Any]]) -> DomainConfig
                                         params=row.get("params") or {}, reason=row.get("reason") or "added by hand"))
     if not choices:
         raise UserInputError("the plan has no corruption left; add one before launching")
-    out = cfg.model_copy(update={"corruptions": choices})
+    kept = cfg.compositions if compositions is None else [c for c in cfg.compositions if c.name in compositions]
+    out = cfg.model_copy(update={"corruptions": choices, "compositions": kept})
     out.check_catalogue()
     return out
 

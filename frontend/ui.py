@@ -1,4 +1,4 @@
-"""Streamlit glue shared by the pages: the cached store, error display, number formatting."""
+"""Streamlit glue shared by the pages: the cached store, error display, status badges."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import streamlit as st
 
 from domainbench.errors import UserInputError
-from domainbench.frontend.exports import MISSING
 from domainbench.settings import Settings
 from domainbench.store import Store, open_store
 
@@ -64,18 +62,6 @@ def guard(what: str) -> Iterator[None]:
     except Exception as e:  # the UI must survive anything a store or a metric raises
         log.warning("%s failed", what, exc_info=True)
         st.error(f"{what} failed — {error_text(e)}")
-
-
-def fmt(v: Any, digits: int = 3) -> str:
-    if v is None:
-        return MISSING
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    if f != f:  # NaN from a frame means "not applicable"
-        return MISSING
-    return f"{f:.{digits}f}"
 
 
 STATUS_COLOR = {"queued": "blue", "running": "orange", "done": "green", "failed": "red", "interrupted": "violet",

@@ -17,8 +17,10 @@ import numpy as np
 from domainbench.config import DomainConfig
 from domainbench.errors import UserInputError
 
-#: a corrupted image this close to its clean one (mean absolute difference on the 0-255 scale) is unchanged
+#: a corrupted image this close to its clean one (mean absolute difference on the 0-255 scale) and ...
 NO_EFFECT_PIXELS = 0.5
+#: ... this similar in structure (mean SSIM) is unchanged (``looks_unchanged``)
+NO_EFFECT_SSIM = 0.99
 #: the preview's image side: the bundled sample's 28-pixel images enlarged so corruptions are visible
 PREVIEW_SIZE = 112
 
@@ -31,8 +33,24 @@ def pixel_change(clean: np.ndarray | Sequence[np.ndarray], corrupted: np.ndarray
     return float(np.mean(np.abs(b - a))) if a.size else 0.0
 
 
+def looks_unchanged(change: float, ssim: float) -> bool:
+    """Whether a corruption that moved pixels by ``change`` on average (``pixel_change``) to a mean SSIM of ``ssim``
+    left the images as they were: both measures must say so. A few pixels changed a lot in one place (spatter
+    drops, sparse sensor noise) keep the mean difference under half a grey level but are visible, and SSIM sees them."""
+    return change < NO_EFFECT_PIXELS and ssim >= NO_EFFECT_SSIM
+
+
 def no_effect(clean: np.ndarray | Sequence[np.ndarray], corrupted: np.ndarray | Sequence[np.ndarray]) -> bool:
-    return len(clean) > 0 and pixel_change(clean, corrupted) < NO_EFFECT_PIXELS
+    """Whether the corrupted images (a batch, one per clean image) look like the clean ones (``looks_unchanged``)."""
+    if len(clean) == 0:
+        return False
+    change = pixel_change(clean, corrupted)
+    if change >= NO_EFFECT_PIXELS:
+        return False  # SSIM is not needed to say so
+    from domainbench.metrics.damage import ssim_per_image
+
+    a, b = (np.stack([np.asarray(x, dtype=np.uint8) for x in images]) for images in (clean, corrupted))
+    return looks_unchanged(change, float(ssim_per_image(a, b).mean()))
 
 
 def ladder_ssim(clean: np.ndarray, ladder: Sequence[np.ndarray]) -> list[float]:
@@ -47,7 +65,7 @@ def ladder_ssim(clean: np.ndarray, ladder: Sequence[np.ndarray]) -> list[float]:
 
 def no_effect_severities(clean: np.ndarray, ladder: Sequence[np.ndarray], severities: Sequence[int]) -> list[int]:
     """The severities whose image does not differ from the clean one (``NO_EFFECT_PIXELS``)."""
-    return [s for s, x in zip(severities, ladder, strict=True) if pixel_change(clean, x) < NO_EFFECT_PIXELS]
+    return [s for s, x in zip(severities, ladder, strict=True) if no_effect([clean], [x])]
 
 
 def sample_image(index: int = 0, size: int = PREVIEW_SIZE) -> np.ndarray:
@@ -104,8 +122,9 @@ def expected_damage(cfg: DomainConfig, image: np.ndarray, seed: int = 0) -> list
     for c in cfg.corruptions:
         images = severity_ladder(image, c.name, c.severities, seed)
         for s, v, x in zip(c.severities, ladder_ssim(image, images), images, strict=True):
-            out.append(ExpectedDamage(c.name, s, v, pixel_change(image, x) < NO_EFFECT_PIXELS))
+            out.append(ExpectedDamage(c.name, s, v, looks_unchanged(pixel_change(image, x), v)))
     for comp in cfg.compositions:
         x = composed(image, comp.pairs, seed)
-        out.append(ExpectedDamage(comp.cell_name, 1, ladder_ssim(image, [x])[0], pixel_change(image, x) < NO_EFFECT_PIXELS))
+        v = ladder_ssim(image, [x])[0]
+        out.append(ExpectedDamage(comp.cell_name, 1, v, looks_unchanged(pixel_change(image, x), v)))
     return out

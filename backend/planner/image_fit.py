@@ -3,20 +3,20 @@ corruption on grayscale images) measures nothing, so the planner, when it is giv
 propose it, and says so in the plan's notes.
 
 "Unchanged" is the plan preview's and the run page's measure (:mod:`domainbench.metrics.ladder`): mean
-absolute pixel difference below ``NO_EFFECT_PIXELS`` (0-255 scale), here over a few of the dataset's
-images at each chosen severity: a severity that changes nothing is left out, and a corruption none of whose
+absolute pixel difference below ``NO_EFFECT_PIXELS`` (0-255 scale) and mean SSIM at least ``NO_EFFECT_SSIM``,
+here over a few of the dataset's images at each chosen severity: a severity that changes nothing is left out, and a corruption none of whose
 severities changes anything. A plan given by hand is never changed: this runs
 only where the planner proposes (``plan --dataset``, the New domain page's dataset field).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from domainbench.config import DomainConfig
-from domainbench.metrics.ladder import NO_EFFECT_PIXELS, pixel_change
+from domainbench.metrics.ladder import NO_EFFECT_PIXELS, NO_EFFECT_SSIM, no_effect, pixel_change
 
 #: images of the dataset a corruption is tried on (the first of each class first: ``Dataset.subset``)
 PROBE_IMAGES = 6
@@ -32,17 +32,24 @@ def probe_images(spec: str, classes: list[str] | None = None, n: int = PROBE_IMA
     return batch.images, ds.name
 
 
-def pixel_changes(cfg: DomainConfig, images: Sequence[np.ndarray] | np.ndarray, seed: int = 0) -> dict[tuple[str, int], float]:
-    """Per chosen (corruption, severity), the mean absolute pixel change of ``images`` (0-255 scale)."""
+def _corrupted(cfg: DomainConfig, clean: np.ndarray, seed: int) -> Iterator[tuple[tuple[str, int], np.ndarray]]:
     from domainbench import corruptions
 
-    clean = np.asarray(images)
-    out = {}
     for c in cfg.corruptions:
         for s in c.severities:
-            corrupted = np.stack([np.asarray(corruptions.corrupt(x, c.name, severity=s, seed=seed)) for x in clean])
-            out[(c.name, s)] = pixel_change(clean, corrupted)
-    return out
+            yield (c.name, s), np.stack([np.asarray(corruptions.corrupt(x, c.name, severity=s, seed=seed)) for x in clean])
+
+
+def pixel_changes(cfg: DomainConfig, images: Sequence[np.ndarray] | np.ndarray, seed: int = 0) -> dict[tuple[str, int], float]:
+    """Per chosen (corruption, severity), the mean absolute pixel change of ``images`` (0-255 scale)."""
+    clean = np.asarray(images)
+    return {cell: pixel_change(clean, corrupted) for cell, corrupted in _corrupted(cfg, clean, seed)}
+
+
+def unchanged_cells(cfg: DomainConfig, images: Sequence[np.ndarray] | np.ndarray, seed: int = 0) -> set[tuple[str, int]]:
+    """The chosen (corruption, severity) pairs that leave ``images`` as they were (``ladder.no_effect``)."""
+    clean = np.asarray(images)
+    return {cell for cell, corrupted in _corrupted(cfg, clean, seed) if no_effect(clean, corrupted)}
 
 
 def fit_to_images(cfg: DomainConfig, images: Sequence[np.ndarray] | np.ndarray, dataset: str, seed: int = 0) -> DomainConfig:
@@ -52,12 +59,11 @@ def fit_to_images(cfg: DomainConfig, images: Sequence[np.ndarray] | np.ndarray, 
     says so (an empty plan cannot run)."""
     if len(images) == 0:
         return cfg
-    changes = pixel_changes(cfg, images, seed)
-    flat = {k for k, v in changes.items() if v < NO_EFFECT_PIXELS}
+    flat = unchanged_cells(cfg, images, seed)
     if not flat:
         return cfg
     why = (f"no effect on {len(images)} images of {dataset} (mean absolute pixel change below {NO_EFFECT_PIXELS} of "
-           "255; e.g. a colour corruption on grayscale images)")
+           f"255 and SSIM at least {NO_EFFECT_SSIM}; e.g. a colour corruption on grayscale images)")
     keep, notes = [], []
     for c in cfg.corruptions:
         gone = [s for s in c.severities if (c.name, s) in flat]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import COMPOSITIONS_SCHEMA_VERSION, DomainConfig, FmrSettings, RunConfig
+from domainbench.config import SHIFTS_SCHEMA_VERSION, DomainConfig, FmrSettings, RunConfig
 from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
 from domainbench.packed import PackedArray
@@ -255,7 +255,7 @@ RECORDS: dict[Collection, type[BaseModel]] = {
 }
 
 CURRENT_VERSIONS: dict[Collection, int] = {
-    Collection.DOMAINS: COMPOSITIONS_SCHEMA_VERSION,
+    Collection.DOMAINS: SHIFTS_SCHEMA_VERSION,
     Collection.RUNS: 3,
     Collection.UNITS: UNIT_SCHEMA_VERSION,
     Collection.STABILITY: 1,
@@ -298,7 +298,7 @@ MIGRATIONS: dict[tuple[Collection, int], Any] = {
 
 
 #: collections whose record type reads every version up to the current one as it is: a plan's version says what
-#: it holds (2: compositions), and a version-1 plan stays version 1 (its content, and so its domain id, unchanged)
+#: it holds (2: compositions, 3: real shifts), and a version-1 plan stays version 1 (its content, and so its domain id, unchanged)
 READ_AS_IS = frozenset({Collection.DOMAINS})
 
 

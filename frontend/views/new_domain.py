@@ -78,6 +78,7 @@ def _reset_editor(cfg: DomainConfig) -> None:
     for key in [k for k in st.session_state if isinstance(k, str) and k.startswith("sev-")]:
         del st.session_state[key]
     st.session_state["plan_rows"] = launching.plan_rows(cfg)
+    st.session_state["plan_compositions"] = [c.name for c in cfg.compositions]
 
 
 def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
@@ -112,6 +113,10 @@ def _remove(name: str) -> None:
     st.session_state.pop(f"sev-{name}", None)
 
 
+def _remove_composition(name: str) -> None:
+    st.session_state["plan_compositions"] = [n for n in st.session_state["plan_compositions"] if n != name]
+
+
 def _add() -> None:
     name = st.session_state.get("add-corruption")
     rows = st.session_state["plan_rows"]
@@ -137,13 +142,22 @@ def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
                               key=f"sev-{name}")
             row["severities"] = sorted(chosen or [])
             c3.button("Remove", key=f"rm-{name}", on_click=_remove, args=(name,))
+    kept: list[str] = st.session_state.setdefault("plan_compositions", [c.name for c in cfg.compositions])
+    for i, comp in enumerate(c for c in cfg.compositions if c.name in kept):
+        # keyed by position: a composition's name is free text, not a CSS class
+        with st.container(key=f"composition-{i}", border=True):
+            c1, c3 = st.columns([7, 1], vertical_alignment="center")
+            c1.markdown(f"**{md_escape(comp.cell_name)}** (one cell, steps in order): "
+                        + " → ".join(f"{md_escape(c)} s{s}" for c, s in comp.pairs)
+                        + (f"  \n{md_escape(comp.reason)}" if comp.reason else ""))
+            c3.button("Remove", key=f"rm-composition-{i}", on_click=_remove_composition, args=(comp.name,))
     names = [n for n in launching.catalogue_names() if n not in {r["name"] for r in rows}]
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
     c1.selectbox("add a corruption", names, index=None, placeholder="choose a corruption from the catalogue",
                  key="add-corruption")
     c2.button("Add corruption", on_click=_add, disabled=not names)
     try:
-        return launching.edited_domain(cfg, rows)
+        return launching.edited_domain(cfg, rows, kept)
     except Exception as e:
         st.error(f"The plan cannot be launched yet — {error_text(e)}")
         return None
@@ -169,7 +183,7 @@ def gallery_section(cfg: DomainConfig) -> None:
                 if flat:
                     run_flat = [s for s in flat if s in c.severities]
                     st.warning(f"{c.name} has no effect on this image at severit{'y' if len(flat) == 1 else 'ies'} "
-                               f"{', '.join(map(str, flat))} (mean pixel change < {ladder.NO_EFFECT_PIXELS} of 255, e.g. "
+                               f"{', '.join(map(str, flat))} (mean pixel change < {ladder.NO_EFFECT_PIXELS} of 255, SSIM ≥ {ladder.NO_EFFECT_SSIM}; e.g. "
                                "a colour corruption on grayscale images)"
                                + (f"; the plan evaluates {', '.join(map(str, run_flat))}, cells that measure nothing."
                                   if run_flat else "."))

@@ -323,7 +323,8 @@ def gallery_tab(s: Shown) -> None:
     clean, _ = cached.recreated_images(s.store, s.store_key, s.run_id, "clean", 0, tuple(int(i) for i in kept))
     if ladder.no_effect(clean, images):
         st.warning(f"{figures.cell_label(*cell)} has no effect on these images (mean absolute pixel difference "
-                   f"{ladder.pixel_change(clean, images):.2f} < {ladder.NO_EFFECT_PIXELS} of 255): e.g. a colour corruption on "
+                   f"{ladder.pixel_change(clean, images):.2f} < {ladder.NO_EFFECT_PIXELS} of 255, SSIM ≥ "
+                   f"{ladder.NO_EFFECT_SSIM}): e.g. a colour corruption on "
                    "grayscale images. Its cells count in the averages as published, but they measure nothing.")
     st.caption(f"{figures.cell_label(*cell)}: each image clean (left) beside the corrupted version the models saw "
                f"(right), re-created from the run's seed ({s.view.run.config.seed}); per model the clean prediction → "

@@ -115,6 +115,33 @@ def test_an_fmr_search_is_launched_into_the_queue_like_any_run(populated: Store,
     assert run.fmr.budget == 10 and not run.config.stability and not run.config.threat  # FMR measures neither
 
 
+def test_planned_compositions_are_launched_unless_removed(populated: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from domainbench.config import Composition, CompositionStep
+
+    def with_compositions(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
+        steps = [CompositionStep(corruption="brightness", severity=2), CompositionStep(corruption="gaussian_noise", severity=1)]
+        return fake_plan(text, provider, samples).model_copy(update={"compositions": [
+            Composition(name="glare + noise", steps=steps, reason="night glare"),
+            Composition(name="noise then glare", steps=steps[::-1])]})
+
+    monkeypatch.setattr(data, "plan_domain", with_compositions)
+    at = page()
+    at.text_area(key="domain-text").set_value("dash-cam footage at night")
+    next(b for b in at.button if b.label == "Plan").click().run()
+    def editor_rows() -> str:
+        return texts([m for m in at.markdown if "(one cell, steps in order)" in str(m.value)])
+
+    assert "glare + noise**" in editor_rows() and "noise then glare**" in editor_rows()
+    assert "brightness s2 → gaussian\\_noise s1" in editor_rows()
+    at.button(key="rm-composition-0").click().run()  # the first one
+    assert "glare + noise**" not in editor_rows() and "noise then glare**" in editor_rows()
+    launch(at, limit=20)
+    assert not at.error, texts(at.error)
+    (run,) = [r for r in populated.list_runs() if r.status == "queued"]
+    assert [c.name for c in run.domain.compositions] == ["noise then glare"]
+    assert [(c.name, c.severities) for c in run.domain.corruptions] == [("brightness", [1, 2]), ("gaussian_noise", [1, 2, 3, 4, 5])]
+
+
 def test_a_severity_less_corruption_blocks_the_launch(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     at = planned(monkeypatch)
     at.button_group(key="sev-brightness").set_value([]).run()

@@ -26,6 +26,13 @@ def test_ladder_ssim_equals_scikit_image_and_no_effect_is_measured() -> None:
     assert ladder.pixel_change(clean, almost) == pytest.approx(10 / 1600)
     assert ladder.no_effect([clean], [almost]) and not ladder.no_effect([clean], [noisy[0]])
     assert ladder.no_effect_severities(clean, [almost, noisy[0]], [1, 2]) == [1]
+    # one bright drop on a flat background: under half a grey level on average, but visible, and SSIM says so
+    flat = np.full((40, 40), 30, dtype=np.uint8)
+    drop = flat.copy()
+    drop[18:21, 18:21] += 60
+    assert ladder.pixel_change(flat, drop) == pytest.approx(9 * 60 / 1600) and 9 * 60 / 1600 < ladder.NO_EFFECT_PIXELS
+    assert ladder.ladder_ssim(flat, [drop])[0] < ladder.NO_EFFECT_SSIM
+    assert not ladder.no_effect([flat], [drop]) and ladder.no_effect([flat], [flat.copy()])
 
 
 def test_saturate_does_nothing_to_the_grayscale_sample_at_low_severities() -> None:

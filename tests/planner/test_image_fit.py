@@ -8,11 +8,12 @@ import tomllib
 
 import numpy as np
 import pytest
+from skimage.metrics import structural_similarity
 
 from domainbench import corruptions
 from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
-from domainbench.metrics.ladder import NO_EFFECT_PIXELS
-from domainbench.planner.image_fit import PROBE_IMAGES, fit_to_images, pixel_changes, probe_images
+from domainbench.metrics.ladder import NO_EFFECT_PIXELS, NO_EFFECT_SSIM
+from domainbench.planner.image_fit import PROBE_IMAGES, fit_to_images, pixel_changes, probe_images, unchanged_cells
 from tests.cli_runner import run_cli
 
 LONG = ("supermarket shelf photos under flickering colour-tinted lights, oversaturated phone camera colours and "
@@ -41,7 +42,12 @@ def test_grayscale_sample_loses_the_colour_severities_that_change_nothing() -> N
     changes = pixel_changes(cfg, images)
     for (n, s), v in changes.items():
         assert v == pytest.approx(by_hand(images, n, s))
-    flat = {k for k, v in changes.items() if v < NO_EFFECT_PIXELS}
+    flat = unchanged_cells(cfg, images)
+    for (n, s), v in changes.items():  # both measures, by hand: mean pixel change and SSIM
+        corrupted = [corruptions.corrupt(x, n, severity=s, seed=0) for x in images]
+        ssim = np.mean([structural_similarity(x, np.asarray(y), data_range=255, gaussian_weights=True, sigma=1.5,
+                                              use_sample_covariance=False) for x, y in zip(images, corrupted, strict=True)])
+        assert ((n, s) in flat) == (v < NO_EFFECT_PIXELS and ssim >= NO_EFFECT_SSIM), (n, s, v, ssim)
     assert ("saturate", 1) in flat and ("gaussian_noise", 1) not in flat
     fitted = fit_to_images(cfg, images, name)
     kept = {c.name: c.severities for c in fitted.corruptions}

@@ -109,8 +109,8 @@ def test_repositories_of_the_workers_store_are_fenced_by_its_lease(store: Store)
 
 
 def test_plans_with_and_without_compositions_are_read_back(home) -> None:  # noqa: ANN001 - the home fixture
-    # a plan with compositions is version 2; one without stays version 1; both read back as stored
-    from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig
+    # a plan with compositions is version 2, one with real shifts 3; one without stays version 1; all read back as stored
+    from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RealShift
     from domainbench.store import open_store
 
     store = open_store()
@@ -118,9 +118,12 @@ def test_plans_with_and_without_compositions_are_read_back(home) -> None:  # noq
     new = old.model_copy(update={"domain": "stacked"})
     new = DomainConfig.model_validate({**new.model_dump(), "compositions": [Composition(
         name="c", steps=[CompositionStep(corruption="fog", severity=1), CompositionStep(corruption="rain", severity=2)]).model_dump()]})
-    assert (old.schema_version, new.schema_version) == (1, 2)
-    ids = [store.domains.save(cfg, created_at="2025-01-01T00:00:00+00:00") for cfg in (old, new)]
+    shifted = DomainConfig.model_validate({**old.model_dump(), "domain": "shifted",
+                                           "shift": [RealShift(name="night", path="/data/night").model_dump()]})
+    assert (old.schema_version, new.schema_version, shifted.schema_version) == (1, 2, 3)
+    ids = [store.domains.save(cfg, created_at="2025-01-01T00:00:00+00:00") for cfg in (old, new, shifted)]
     got = {d.domain: d for d in store.find("domains")}
-    assert got["plain"].schema_version == 1 and got["stacked"].schema_version == 2
-    assert got["stacked"].compositions == new.compositions and len(set(ids)) == 2
+    assert [got[d].schema_version for d in ("plain", "stacked", "shifted")] == [1, 2, 3]
+    assert got["stacked"].compositions == new.compositions and len(set(ids)) == 3
+    assert got["shifted"].shift == shifted.shift
     store.close()
