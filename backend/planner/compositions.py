@@ -63,18 +63,20 @@ class ProposedComposition(BaseModel):
     @field_validator("name")
     @classmethod
     def _norm_name(cls, v: str) -> str:
-        v = " ".join(v.split())
-        if not v:
-            raise ValueError("name must not be blank")
-        return v
+        return one_line(v, "name")
 
     @field_validator("reason")
     @classmethod
     def _clip_reason(cls, v: str) -> str:
-        v = " ".join(v.split())
-        if not v:
-            raise ValueError("reason must not be blank")
-        return v[:MAX_REASON_CHARS]
+        return one_line(v, "reason", MAX_REASON_CHARS)
+
+
+def one_line(v: str, what: str, limit: int | None = None) -> str:
+    """An answer's text on one line with single spaces (at most ``limit`` characters); blank is refused."""
+    v = " ".join(v.split())
+    if not v:
+        raise ValueError(f"{what} must not be blank")
+    return v[:limit]
 
 
 def _loc(prefix: str, err: Mapping[str, Any]) -> str:

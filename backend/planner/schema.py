@@ -19,7 +19,7 @@ from domainbench.planner import compositions
 from domainbench.planner.catalogue import Catalogue
 
 MAX_ITEMS = 64
-MAX_REASON_CHARS = 600
+MAX_REASON_CHARS = compositions.MAX_REASON_CHARS
 
 Severity = Annotated[int, Field(ge=1, le=5, strict=True)]
 
@@ -47,10 +47,7 @@ class PlanItem(BaseModel):
     @field_validator("reason")
     @classmethod
     def _clip_reason(cls, v: str) -> str:
-        v = " ".join(v.split())
-        if not v:
-            raise ValueError("reason must not be blank")
-        return v[:MAX_REASON_CHARS]
+        return compositions.one_line(v, "reason", MAX_REASON_CHARS)
 
 
 @dataclass
