@@ -124,10 +124,17 @@ def domain_toml(path: Path, cells: list[tuple[str, list[int]]]) -> None:
     path.write_text(text)
 
 
+CLI = "from domainbench.cli import main; import sys; sys.argv[0] = 'domainbench'; main()"
+
+
+def ckpt_path(work: Path) -> Path:
+    return work / "vit-b-32-random.pt"
+
+
 def run_vs_bare(n: int, cells: list[tuple[str, list[int]]], batch: int, device: str, corrupt_on: str,
-                work: Path) -> dict[str, float]:
+                work: Path, defaults: bool = False) -> dict[str, float]:
     env = {**os.environ, "DOMAINBENCH_HOME": str(work / "home"), "PYTHONUNBUFFERED": "1"}
-    ckpt = work / "vit-b-32-random.pt"
+    ckpt = ckpt_path(work)
     if not ckpt.exists():
         make_checkpoint(ckpt)
     domain_toml(work / "domain.toml", cells)
@@ -136,7 +143,7 @@ def run_vs_bare(n: int, cells: list[tuple[str, list[int]]], batch: int, device: 
     folder = work / f"photos_{n}"
     if not folder.exists():
         make_photos(folder, n)
-    wall, rss, _ = timed([sys.executable, "-c", "from domainbench.cli import main; import sys; sys.argv[0] = 'domainbench'; main()",
+    wall, rss, _ = timed([sys.executable, "-c", CLI,
                           *run_args(work / "domain.toml", folder, ckpt, batch, device, corrupt_on, f"bench-{n}")], env)
     out["run_s"], out["run_peak_rss_mb"] = wall, rss
     print(f"domainbench run, {n} images x {len(flat)} cells: {wall:.1f} s, peak RSS {rss:.0f} MB", flush=True)
@@ -149,7 +156,30 @@ def run_vs_bare(n: int, cells: list[tuple[str, list[int]]], batch: int, device: 
     out["run_images_per_s"] = n * len(flat) / out["run_s"]
     out["bare_images_per_s"] = n * len(flat) / out["bare_s"]
     out["ratio_run_over_bare"] = out["run_images_per_s"] / out["bare_images_per_s"]
+    if defaults:
+        out |= with_defaults(n, flat, batch, device, corrupt_on, work, env, out["bare_images_per_s"])
     return out
+
+
+def with_defaults(n: int, flat: list[tuple[str, int]], batch: int, device: str, corrupt_on: str, work: Path,
+                  env: dict[str, str], bare_rate: float) -> dict[str, float]:
+    """The same run with stability and threat on (the defaults): its wall against the time its forward passes
+    (the images every model scored, as the run's own timings count them) take at the bare loop's rate."""
+    from domainbench.store import open_store
+
+    run_id = f"bench-defaults-{n}"
+    args = [a for a in run_args(work / "domain.toml", work / f"photos_{n}", ckpt_path(work), batch, device, corrupt_on,
+                                run_id) if a not in ("--no-stability", "--no-threat")]
+    wall, rss, _ = timed([sys.executable, "-c", CLI, *args], env)
+    store = open_store(None, work / "home")
+    timings = store.get_run(run_id).timings  # type: ignore[union-attr]
+    store.close()
+    forwards = sum(row.get("images", 0) for owner, row in timings.items() if owner != "run")
+    floor = forwards / bare_rate
+    print(f"domainbench run with stability and threat, {n} images x {len(flat)} cells: {wall:.1f} s, peak RSS {rss:.0f} MB; "
+          f"{forwards:,.0f} forward passes take {floor:.1f} s at the bare rate: ratio {wall / floor:.2f} (target <= 1.25)",
+          flush=True)
+    return {"defaults_run_s": wall, "defaults_forward_passes": forwards, "defaults_wall_over_forward_time": wall / floor}
 
 
 def run_args(domain: Path, folder: Path, ckpt: Path, batch: int, device: str, corrupt_on: str, run_id: str) -> list[str]:
@@ -162,7 +192,7 @@ def memory(n: int, batch: int, device: str, corrupt_on: str, work: Path) -> dict
     """Peak RSS of ``domainbench run`` (clean + brightness 1) at n and 2n images, stage by stage
     (``run_memory.py``): what holds the memory, and whether anything grows with the dataset."""
     env = {**os.environ, "DOMAINBENCH_HOME": str(work / "home"), "PYTHONUNBUFFERED": "1"}
-    ckpt = work / "vit-b-32-random.pt"
+    ckpt = ckpt_path(work)
     if not ckpt.exists():
         make_checkpoint(ckpt)
     domain_toml(work / "memory.toml", [("brightness", [1])])
@@ -221,6 +251,8 @@ def main() -> None:
     ap.add_argument("--corrupt-on", default="cpu")
     ap.add_argument("--memory-n", type=int, default=None, help="images at N for the memory runs (default 600; --quick: 32)")
     ap.add_argument("--only", choices=["speed", "memory", "store"], default=None, help="run one part of the benchmark")
+    ap.add_argument("--defaults", action="store_true",
+                    help="also time the run with stability and threat on against its forward passes at the bare rate")
     args = ap.parse_args()
     n = args.n or (32 if args.quick else 300)
     mem_n = args.memory_n or (32 if args.quick else 600)
@@ -231,7 +263,7 @@ def main() -> None:
     res: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as d:
         if args.only in (None, "speed"):
-            res |= run_vs_bare(n, cells, args.batch_size, args.device, args.corrupt_on, Path(d))
+            res |= run_vs_bare(n, cells, args.batch_size, args.device, args.corrupt_on, Path(d), args.defaults)
         if args.only in (None, "memory"):
             res |= memory(mem_n, args.batch_size, args.device, args.corrupt_on, Path(d))
     rep: dict[str, float] = {}
