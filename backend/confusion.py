@@ -16,12 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from pydantic_core import core_schema
 
-from domainbench.packed import PackedArray
+from domainbench.packed import JsonValue, PackedArray
 
 
-class SparseConfusion:
+class SparseConfusion(JsonValue):
     """Nonzero cells of a C×C confusion matrix (rows: true class, columns: predicted class)."""
 
     __slots__ = ("n_classes", "_index", "_count")
@@ -146,14 +145,6 @@ class SparseConfusion:
             raise ValueError(f"expected a confusion matrix (rows or sparse cells), got {type(value).__name__}")
         out.check()
         return out
-
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            cls.coerce,
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda v: cls.coerce(v).to_json(), when_used="json"),  # model_copy(update=...) skips validation
-        )
 
     @classmethod
     def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:

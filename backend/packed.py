@@ -27,7 +27,29 @@ PLAIN_MAX = 64
 _INT_DTYPES = (np.dtype("<i1"), np.dtype("<i2"), np.dtype("<i4"), np.dtype("<i8"))
 
 
-class PackedArray:
+class JsonValue:
+    """A value type that pydantic fields hold as itself: read through ``cls.coerce`` (its stored JSON form, or an
+    older plain one), written as ``to_json()``."""
+
+    __slots__ = ()
+
+    @classmethod
+    def coerce(cls, value: Any) -> Any:
+        raise NotImplementedError
+
+    def to_json(self) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls.coerce,
+            serialization=core_schema.plain_serializer_function_ser_schema(
+                lambda v: cls.coerce(v).to_json(), when_used="json"),  # model_copy(update=...) skips validation
+        )
+
+
+class PackedArray(JsonValue):
     """An immutable 1-D int or float array with a compact JSON form (``{"dtype", "n", "zlib"}``)."""
 
     __slots__ = ("_array", "_packed")
@@ -107,14 +129,6 @@ class PackedArray:
         if isinstance(value, (list, tuple, np.ndarray)):
             return cls(value)
         raise ValueError(f"expected a list of numbers or a packed array, got {type(value).__name__}")
-
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> core_schema.CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            cls.coerce,
-            serialization=core_schema.plain_serializer_function_ser_schema(
-                lambda v: cls.coerce(v).to_json(), when_used="json"),  # model_copy(update=...) skips validation
-        )
 
     @classmethod
     def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> dict[str, Any]:
