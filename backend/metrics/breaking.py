@@ -71,22 +71,20 @@ def bisect_breaking_point(model: str, corruption: str, correct_at: Callable[[flo
     ci_high = min([t for t in below if t >= ci_low], default=None)
     if estimate is not None:
         # refine each end by bisecting its own predicate between it and the estimate
-        lo, hi = ci_low, estimate
-        for _ in range(steps - 2):
-            if hi - lo <= 1 / 2**steps:
-                break
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if clearly_above(mid) else (lo, mid)
-        ci_low = lo
+        ci_low = _bisect(ci_low, estimate, clearly_above, steps)[0]
         if ci_high is not None:
-            lo, hi = estimate, ci_high
-            for _ in range(steps - 2):
-                if hi - lo <= 1 / 2**steps:
-                    break
-                mid = (lo + hi) / 2
-                lo, hi = (lo, mid) if clearly_below(mid) else (mid, hi)
-            ci_high = hi
+            ci_high = _bisect(estimate, ci_high, lambda t: not clearly_below(t), steps)[1]
     return BreakingPoint(
         model=model, corruption=corruption, threshold=threshold, breaking_point=estimate,
         breaking_point_ci_low=ci_low if estimate is not None or ci_high is not None else None,
         breaking_point_ci_high=ci_high, evaluated=sorted((t, v[0]) for t, v in seen.items()), n_images=int(labels.size))
+
+
+def _bisect(lo: float, hi: float, low_side: Callable[[float], bool], steps: int) -> tuple[float, float]:
+    """``[lo, hi]`` narrowed to where ``low_side`` turns false, to 2^-steps or ``steps - 2`` halvings."""
+    for _ in range(steps - 2):
+        if hi - lo <= 1 / 2**steps:
+            break
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if low_side(mid) else (lo, mid)
+    return lo, hi
