@@ -15,19 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_browser import FLAGS, ROOT, find_chromium, ui_server, wait_idle
+from tests.e2e.test_browser import FLAGS, ROOT, chromium, ui_server, wait_idle  # noqa: F401 - chromium: the fixture
 
 pytestmark = pytest.mark.slow
 SHOTS = Path(os.environ.get("DOMAINBENCH_SHOTS") or ROOT / "test-artifacts" / "e2e" / "pages")
-
-
-@pytest.fixture
-def chromium() -> str:
-    path, reason = find_chromium()
-    if path is None:
-        pytest.skip(reason)
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install -e '.[test]'")
-    return path
 
 
 def _fill(home: Path) -> str:
