@@ -79,8 +79,10 @@ def one_line(v: str, what: str, limit: int | None = None) -> str:
     return v[:limit]
 
 
-def _loc(prefix: str, err: Mapping[str, Any]) -> str:
-    return prefix + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+def error_lines(where: str, error: ValidationError) -> list[str]:
+    """Each problem pydantic found in the answer's item at ``where``, as ``where.field[i]: message``."""
+    return [where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]) + f": {err['msg']}"
+            for err in error.errors()]
 
 
 def parse(items: Any, catalogue: Catalogue) -> tuple[list[Composition], list[str]]:
@@ -99,7 +101,7 @@ def parse(items: Any, catalogue: Catalogue) -> tuple[list[Composition], list[str
         try:
             item = ProposedComposition.model_validate(raw)
         except ValidationError as e:
-            problems += [f"{_loc(where, err)}: {err['msg']}" for err in e.errors()]
+            problems += error_lines(where, e)
             continue
         bad = False
         for k, step in enumerate(item.steps):

@@ -82,11 +82,6 @@ def _extract_json(raw: str) -> Any:
         raise first
 
 
-def _loc(prefix: str, err: dict[str, Any]) -> str:
-    parts = [prefix] + [f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]]
-    return "".join(parts)
-
-
 def parse_answer(raw: str | None, catalogue: Catalogue) -> Parsed:
     out = Parsed()
     if raw is None or not raw.strip():
@@ -115,8 +110,7 @@ def parse_answer(raw: str | None, catalogue: Catalogue) -> Parsed:
         try:
             item = PlanItem.model_validate(raw_item)
         except ValidationError as e:
-            for err in e.errors():
-                out.problems.append(f"{_loc(where, err)}: {err['msg']}")
+            out.problems += compositions.error_lines(where, e)
             continue
         name = item.name
         label = f"{where} ({name!r})"
