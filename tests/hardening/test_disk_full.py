@@ -24,6 +24,18 @@ DOMAIN = DomainConfig(domain="d", corruptions=[CorruptionChoice(name="brightness
                                                CorruptionChoice(name="contrast", severities=[2])])
 
 
+def run_until_full(cfg: Path, tmp_path: Path, home: Path, run_id: str, capsys, monkeypatch) -> str:  # noqa: ANN001
+    """Run ``cfg`` into a disk that fills; the one error line it ends with (exit 2, no traceback, no crash file)."""
+    args = ["run", str(cfg), "--models", "fake:a", "--limit", "16", "--no-stability", "--no-threat", "--workers", "0",
+            "--run-config", str(tmp_path / "run.toml"), "--run-id", run_id]
+    code, out, err = run_cli(args, capsys, monkeypatch)
+    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("error: the disk is full") and "--resume" in lines[0] and "Traceback" not in err
+    assert not (home / "crash-reports").exists() or not list((home / "crash-reports").iterdir())
+    return lines[0]
+
+
 def test_disk_full_is_found_in_causes_and_contexts() -> None:
     full = sqlite3.OperationalError("database or disk is full")
     try:
@@ -53,13 +65,7 @@ def test_disk_full_mid_run_then_resume_completes(home: Path, tmp_path: Path, cap
         return real(self, collection, docs, fence)
 
     monkeypatch.setattr(SQLiteStore, "_upsert_many", filling)
-    args = ["run", str(cfg), "--models", "fake:a", "--limit", "16", "--no-stability", "--no-threat", "--workers", "0",
-            "--run-config", str(tmp_path / "run.toml"), "--run-id", "full"]
-    code, out, err = run_cli(args, capsys, monkeypatch)
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert code == 2 and len(lines) == 1, err
-    assert lines[0].startswith("error: the disk is full") and "--resume" in lines[0] and "Traceback" not in err
-    assert not (home / "crash-reports").exists() or not list((home / "crash-reports").iterdir())
+    run_until_full(cfg, tmp_path, home, "full", capsys, monkeypatch)
     store = open_store()
     stored = {(u.corruption, u.severity, u.shard) for u in store.find("units")}
     assert 0 < len(stored) <= 6  # whole units only: the failed write left nothing half-written
@@ -116,14 +122,8 @@ def test_a_size_limited_store_file_fills_mid_run_then_resume_completes(home: Pat
 
     monkeypatch.setattr(SQLiteStore, "_conn", capped_conn)
     monkeypatch.setattr(SQLiteStore, "_upsert_many", cap_after_first_unit)
-    args = ["run", str(cfg), "--models", "fake:a", "--limit", "16", "--no-stability", "--no-threat", "--workers", "0",
-            "--run-config", str(tmp_path / "run.toml"), "--run-id", "capped"]
-    code, out, err = run_cli(args, capsys, monkeypatch)
-    lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-    assert code == 2 and len(lines) == 1, err
-    assert lines[0].startswith("error: the disk is full") and "database or disk is full" in lines[0]
-    assert "--resume" in lines[0] and "Traceback" not in err
-    assert not (home / "crash-reports").exists() or not list((home / "crash-reports").iterdir())
+    line = run_until_full(cfg, tmp_path, home, "capped", capsys, monkeypatch)
+    assert "database or disk is full" in line
 
     store = open_store()
     assert isinstance(store, SQLiteStore)
