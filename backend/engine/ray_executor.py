@@ -357,6 +357,20 @@ class RayExecutor:
             raise
 
     # -- the loop -----------------------------------------------------------------------
+    def _least_loaded(self, group: list[int], load: list[int], collect: Callable[[], None]) -> int:
+        """The actor of ``group`` with the fewest calls in flight, once one is under the bound
+        (``collect`` takes a finished call's result until then)."""
+        while min(load[i] for i in group) >= self.options.shards_in_flight:
+            collect()
+        return min(group, key=lambda a: load[a])
+
+    def _release(self) -> None:
+        """The run's actors gone, and Ray too where this executor started it."""
+        self._kill_actors()
+        if self._owns_ray:
+            self.ray.shutdown()
+            self._owns_ray = False
+
     def execute(self, work: ShardWork) -> None:
         ray, opts, ctx = self.ray, self.options, work.ctx
         cfg = ctx.cfg
@@ -372,23 +386,18 @@ class RayExecutor:
                 jobs = [(job, corrupt.remote(job, ref, cfg.seed, modules)) for job in todo]
                 work.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
                 for group in self.groups:  # every group scores the shard with its models
-                    while min(load[i] for i in group) >= opts.shards_in_flight:
-                        self._collect(pending, load, work)
-                    i = min(group, key=lambda a: load[a])
+                    i = self._least_loaded(group, load, lambda: self._collect(pending, load, work))
                     pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
                     load[i] += 1
             while pending:
                 self._collect(pending, load, work)
         finally:
-            self._kill_actors()
-            if self._owns_ray:
-                ray.shutdown()
-                self._owns_ray = False
+            self._release()
 
     def execute_fmr(self, work: FmrWork) -> None:
         """Per shard: its clean images into the object store once, the oracle's votes once (on one actor,
         round robin), then one actor call per missing (tested model, shard) unit on its model group."""
-        ray, opts = self.ray, self.options
+        ray = self.ray
         domain = work.domain.model_dump(mode="json")
         pending: dict[Any, tuple[int, str, int]] = {}  # unit result -> (actor index, model, shard)
         load = [0] * len(self.actors)
@@ -398,18 +407,13 @@ class RayExecutor:
                 votes = self.actors[shard % len(self.actors)].votes.remote(ref)
                 for name in todo:
                     group = self.groups[self.group_of[name]]
-                    while min(load[i] for i in group) >= opts.shards_in_flight:
-                        self._collect_fmr(pending, load, work)
-                    i = min(group, key=lambda a: load[a])
+                    i = self._least_loaded(group, load, lambda: self._collect_fmr(pending, load, work))
                     pending[self.actors[i].unit.remote(work.run_id, domain, shard, ref, votes, name)] = (i, name, shard)
                     load[i] += 1
             while pending:
                 self._collect_fmr(pending, load, work)
         finally:
-            self._kill_actors()
-            if self._owns_ray:
-                ray.shutdown()
-                self._owns_ray = False
+            self._release()
 
     def _collect_fmr(self, pending: dict[Any, tuple[int, str, int]], load: list[int], work: FmrWork) -> None:
         (_, name, shard), images = self._ready(pending, load, work.run_id, "fmr")
