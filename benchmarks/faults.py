@@ -124,6 +124,14 @@ def _changed(before: dict[tuple, str | None], after: dict[tuple, str | None]) ->
     return sum(1 for k, v in before.items() if k in after and after[k] != v)
 
 
+def _resumed(b: Bench, run_id: str, total: int, before: dict[tuple, str | None]) -> tuple[int, int]:
+    """``--resume`` run to the end: units lost (never stored) and units stored in ``before`` then computed again."""
+    code, err = b.cli("run", "--resume", run_id)
+    assert code == 0, err
+    after = b.units(run_id)
+    return total - len(after), _changed(before, after)
+
+
 def kill_and_resume(b: Bench, points: int, total: int, rng: random.Random) -> tuple[int, int, int]:
     """One run killed with SIGKILL at ``points`` random unit counts; each next start resumes it.
 
@@ -158,11 +166,7 @@ def sigterm(b: Bench, total: int) -> tuple[int, int, str]:
     proc.terminate()
     proc.wait(60)
     status = b.store().get_run(run_id).status
-    before = b.units(run_id)
-    code, err = b.cli("run", "--resume", run_id)
-    assert code == 0, err
-    after = b.units(run_id)
-    return total - len(after), _changed(before, after), f"exit {proc.returncode}, status {status}"
+    return *_resumed(b, run_id, total, b.units(run_id)), f"exit {proc.returncode}, status {status}"
 
 
 def full_disk(b: Bench, total: int) -> tuple[int, int, str]:
@@ -170,11 +174,7 @@ def full_disk(b: Bench, total: int) -> tuple[int, int, str]:
     code, err = b.cli(*b.new_run(run_id), boot=FULL_DISK_BOOT, env={"FAULTS_FULL_AFTER": str(total // 2)})
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     one_line = code == 2 and len(lines) == 1 and lines[0].startswith("error: the disk is full")
-    before = b.units(run_id)
-    code, err = b.cli("run", "--resume", run_id)
-    assert code == 0, err
-    after = b.units(run_id)
-    return total - len(after), _changed(before, after), f"exit 2 with one error line: {one_line}"
+    return *_resumed(b, run_id, total, b.units(run_id)), f"exit 2 with one error line: {one_line}"
 
 
 def takeover(b: Bench, total: int) -> tuple[int, int, str]:
