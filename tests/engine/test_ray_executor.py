@@ -274,8 +274,10 @@ def test_cli_ui_launch_worker_and_ray_fmr_runs_of_one_plan_store_identical_recor
 
 
 def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_ray: Any, home: Path) -> None:
-    """A cached entry is used on the actors, corruption and FMR alike: a planted classifier whose rows
-    are all one class's row makes every prediction class 0, which the real prompts never do."""
+    """A cached entry is used on the actors, corruption and FMR alike: a planted classifier whose row 0 points
+    along the images' mean embedding and whose other rows point against it makes every prediction class 0,
+    which the real prompts never do. (Identical rows would tie every class, and which column of a float32
+    matrix product rounds highest differs between CPUs: an AVX-512 EPYC gave class 8 for some images.)"""
     from domainbench.config import FmrSettings
     from domainbench.data import open_dataset
     from domainbench.engine.text_cache import classifier_key
@@ -288,7 +290,12 @@ def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_
     classes = open_dataset("sample").classes
     model = create_model("fake:a", "cpu")
     real = build_classifier(model, classes, list(DEFAULT_TEMPLATES)).numpy()
-    planted = [PackedArray(real[0].copy()) for _ in classes]
+    images = open_dataset("sample").subset(20).load(np.arange(20)).images
+    with torch.inference_mode():
+        emb = model.encode_image(model.preprocess(images)).numpy()
+    toward = emb.mean(axis=0) / np.linalg.norm(emb.mean(axis=0))
+    assert (emb @ toward).min() > 0.1 * np.linalg.norm(emb, axis=1).max()  # every image is clearly on class 0's side
+    planted = [PackedArray((toward if k == 0 else -toward).astype(real.dtype)) for k in range(len(classes))]
     store.caches.put_text_embedding(TextEmbeddingRecord(cache_key=classifier_key(model, classes, list(DEFAULT_TEMPLATES)),
                                                         model=model.name, n_classes=len(classes), n_templates=5,
                                                         rows=planted))
@@ -299,9 +306,6 @@ def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_
                                                                                      candidates=1, shard_size=10))
     assert {p for r in store.fmr(fmr) for p in r.clean_preds} == {0}
     assert len(store.caches.text_embeddings()) == 3  # fake:a planted, the oracle's two built once on an actor
-    images = open_dataset("sample").subset(20).load(np.arange(20)).images
-    with torch.inference_mode():
-        emb = model.encode_image(model.preprocess(images)).numpy()
     assert len(set((emb @ real.T).argmax(axis=1).tolist())) > 1  # the real classifier predicts several classes
 
 
