@@ -53,8 +53,8 @@ class ShardWork:
     timer: StageTimes = field(default_factory=StageTimes)
 
     def report_unreadable(self, batch: Batch) -> Batch:
-        """``batch`` (a shard from the input pipeline), its unreadable files counted and reported; without --skip-unreadable the
-        first one stops the run (the dataset's scan missed it) before its shard is scored."""
+        """``batch`` (a shard from the input pipeline), its unreadable files counted and reported;
+        without --skip-unreadable the first one stops the run (the dataset's scan missed it) before its shard is scored."""
         if batch.unreadable and not self.ctx.cfg.skip_unreadable:
             _, path, why = batch.unreadable[0]
             raise unreadable_error(path, why, len(batch.unreadable) - 1, run_id=self.ctx.run_id)
