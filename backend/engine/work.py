@@ -54,7 +54,8 @@ class ShardWork:
 
     def report_unreadable(self, batch: Batch) -> Batch:
         """``batch`` (a shard from the input pipeline), its unreadable files counted and reported;
-        without --skip-unreadable the first one stops the run (the dataset's scan missed it) before its shard is scored."""
+        without --skip-unreadable the first one stops the run (the dataset's scan missed it) before
+        its shard is scored."""
         if batch.unreadable and not self.ctx.cfg.skip_unreadable:
             _, path, why = batch.unreadable[0]
             raise unreadable_error(path, why, len(batch.unreadable) - 1, run_id=self.ctx.run_id)
