@@ -681,6 +681,7 @@ def fmr(
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass.")] = None,
     shard_size: Annotated[Optional[int], typer.Option("--shard-size", help="Images per stored unit (default: as many as keep a unit under 8 MB, at most 50).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Worker processes that decode images, as for `run` (default: one per core, at most 8; models on a CPU: two cores fewer; 0 = in this process).")] = None,
     resume: Annotated[Optional[str], typer.Option(help="Continue FMR run RUN: stored units are not recomputed.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
     executor: Annotated[Optional[str], typer.Option(help="local (this process) or ray (one actor call per tested model and shard); default $DOMAINBENCH_EXECUTOR or local.")] = None,
@@ -711,7 +712,7 @@ def fmr(
             _say(markup_safe(note))
         cfg = RunConfig.from_sources(None, {
             "models": _csv(models), "dataset": dataset, "limit": limit, "seed": seed, "batch_size": batch_size,
-            "device": device, "stability": False, "threat": False,
+            "device": device, "workers": workers, "stability": False, "threat": False,
         })
         try:
             settings = FmrSettings(oracle=oracle_names, search=search, budget=budget, candidates=candidates,  # type: ignore[arg-type]

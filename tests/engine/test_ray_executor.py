@@ -363,3 +363,32 @@ def test_a_killed_fmr_actor_resumes_to_the_local_runs_records(local_ray: Any, ho
     reference = Engine(store).start(FMR_DOMAIN, plan, fmr=settings)  # uninterrupted, local
     assert _fmr(store, "fmr-killed") == _fmr(store, reference)
     assert store.get_run("fmr-killed").status == "done"
+
+
+def test_the_ray_driver_decodes_through_the_input_pipelines_workers_to_the_local_runs_records(
+        local_ray: Any, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread: None) -> None:
+    """On a JPEG folder, the driver of a corruption run and of an FMR run takes its shards from the input
+    pipeline's worker processes (``--workers 2``; the driver itself never decodes a file) and the actors
+    store what the local executor, decoding in this process, stores."""
+    from test_input_pipeline import SIZE, _jpeg_folder
+
+    from domainbench.config import FmrSettings
+    from domainbench.data import Dataset
+
+    _jpeg_folder(tmp_path / "ds", broken=False)
+    plan = cfg(models=["fake:a"], limit=None, dataset=str(tmp_path / "ds"), image_size=SIZE, shard_size=5,
+               stability=False, threat=False)
+    settings = FmrSettings(oracle=["fake:b", "fake:c"], budget=1, candidates=2, shard_size=5)
+    store = open_store()
+    local = Engine(store).start(DOMAIN, plan), Engine(store).start(FMR_DOMAIN, plan, fmr=settings)
+
+    def decoded_inline(self: Dataset, indices: Any) -> Any:
+        raise AssertionError(f"the driver decoded images {list(indices)} itself")
+
+    monkeypatch.setattr(Dataset, "load", decoded_inline)  # this process only: the actors and workers import their own
+    pooled = plan.model_copy(update={"workers": 2})
+    on_ray = make_engine(store, options=RAY).start(DOMAIN, pooled)
+    fmr_on_ray = make_engine(store, options=RAY).start(FMR_DOMAIN, pooled, fmr=settings)
+    assert _units(store, on_ray) == _units(store, local[0]) and len(_units(store, on_ray)) == 3 * 4
+    assert _fmr(store, fmr_on_ray) == _fmr(store, local[1]) and len(_fmr(store, fmr_on_ray)) == 3
+    assert _units(store, fmr_on_ray) == _units(store, local[1])
