@@ -182,7 +182,8 @@ def heatmap_section(comparison: data.Comparison, metric: str) -> None:
     # the metric's meaning from the registry; a ratio's colour scale is centred on the baseline's 1.0
     st.caption(units.metric_line(units.model_metric(metric))
                + (" 1.0 (as robust as the baseline) is the neutral colour." if center is not None else ""))
-    shown = matrix * 100.0 if pct else matrix
+    # the CSV's corner cell names the metric and its unit (the columns are domains)
+    shown = (matrix * 100.0 if pct else matrix).rename_axis(f"model · {units.model_metric(metric).table_header}")
     exports.table(shown, f"compare-{metric}-models-x-domains", "heatmap", hide_index=False,
                   column_config={c: st.column_config.NumberColumn(c, format="%.1f %%" if pct else "%.3f")
                                  for c in shown.columns})

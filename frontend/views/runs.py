@@ -26,6 +26,8 @@ from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, lite
 from domainbench.metrics.registry import metric as declared
 
 REFRESH_S = 5
+#: the Runs list's progress column: the share of the run's units stored, in %
+PROGRESS = "progress %"
 #: statuses in which a run may change without the user doing anything
 LIVE_STATUSES = ("queued", "running", "interrupted")
 RUN_PARAM = "run"
@@ -81,17 +83,19 @@ def runs_table(store: Store, search: str, statuses: list[str], datasets: list[st
     if frame.empty:
         st.info("No run matches these filters.")
         return
-    shown = frame.assign(created=frame["created"].str.slice(0, 16).str.replace("T", " "))
+    # a share in %, under a name that says so (the CSV is the table as shown)
+    shown = frame.assign(created=frame["created"].str.slice(0, 16).str.replace("T", " "),
+                         progress=100.0 * frame["progress"]).rename(columns={"progress": PROGRESS})
     ids = frame["run"].tolist()
     event = exports.table(
         shown, "runs", "runs", on_select="rerun", selection_mode="single-row",
-        column_order=["status", "progress", "units", "created", "dataset", "images", "domain", "models", "run"],
+        column_order=["status", PROGRESS, "units", "created", "dataset", "images", "domain", "models", "run"],
         # pixel widths: at a 1,400 px window the facts (status .. images) fit before the long texts
         column_config={
             "status": st.column_config.TextColumn("status", width=85),
-            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
-                                                        width=100, help="share of the run's units stored (a unit: one "
-                                                        "model × corruption × severity × shard of images)"),
+            PROGRESS: st.column_config.ProgressColumn(PROGRESS, min_value=0.0, max_value=100.0, format="%.0f%%",
+                                                      width=100, help="share of the run's units stored (a unit: one "
+                                                      "model × corruption × severity × shard of images)"),
             "units": st.column_config.TextColumn("units", width=120, help="units stored of units planned"),
             "created": st.column_config.TextColumn("created (UTC)", width=135),
             "dataset": st.column_config.TextColumn("dataset", width=110),

@@ -1,18 +1,22 @@
 """A glossary where numbers are (issue 27, item 3): every column, selector and caption that names a metric
 shows the metric registry's help, the Glossary page lists every metric, and `domainbench metrics` prints
-the very same paragraph."""
+the very same paragraph. And one unit per quantity in the downloads (item 2): a table's CSV is the table as
+shown, every rate in % under a name that ends in "%"."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
 import fe_synthetic as syn
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import APP, app, run_page, texts
 
+from domainbench.frontend import exports
 from domainbench.frontend.data import COMPARE_METRICS, PER_CORRUPTION_METRICS, STABILITY_METRICS
 from domainbench.frontend.ui import md_escape
 from domainbench.frontend.views.runs import TABS
@@ -131,3 +135,39 @@ def test_glossary_page_and_cli_say_the_same_for_every_metric(store: Store, capsy
         # the page's line for the metric: its header, its export name, its help (Markdown-escaped, shown literally)
         assert f"- **{md_escape(m.table_header)}** (`{m.name}`): {md_escape(printed[m.name])}" in page, m.name
         assert printed[m.name] == m.help
+
+
+def test_every_download_names_the_unit_of_its_rates(both_runs: tuple[str, Store],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each table's CSV (what its button writes) holds rates in %, under names ending in "%"."""
+    run_id, store = both_runs
+    downloads: dict[str, pd.DataFrame] = {}
+    monkeypatch.setattr(exports, "csv_button", lambda frame, name, key, label="CSV": downloads.setdefault(name, frame))
+    for tab in TABS:
+        run_page(run_id, tab)
+    run_page(FMR_RUN)
+    compare_page([run_id, FMR_RUN])
+    app()  # the Runs list
+    rates = 0
+    for name, frame in downloads.items():
+        columns = list(frame.columns)
+        for c in columns:
+            m = expected_metric(c, per_corruption="rce" in columns)
+            if m is not None and m.percent:
+                values = frame[c].dropna()
+                assert c.endswith(" %") and values.between(0, 100).all(), (name, c)
+                rates += 1
+    assert rates >= 10
+    # the values are the registry's fractions × 100, under the names the page shows
+    report = store.get_report(run_id)
+    summary = pd.read_csv(io.StringIO(exports.csv_text(downloads[f"{run_id}-summary"]))).set_index("model")
+    for row in report.table():
+        assert summary.loc[row.model, "clean acc %"] == pytest.approx(100 * metric("clean_accuracy").read(row))
+        assert summary.loc[row.model, "mCE"] == pytest.approx(metric("mce").read(row))  # a ratio stays a ratio
+    runs = pd.read_csv(io.StringIO(exports.csv_text(downloads["runs"]))).set_index("run")
+    assert "progress" not in runs.columns and runs.loc[run_id, "progress %"] == pytest.approx(100.0)
+    # a models × domains matrix names its metric and unit in its corner cell (its columns are domains)
+    heatmap = exports.csv_text(downloads["compare-mce-models-x-domains"])
+    assert heatmap.startswith("model · mCE,")
+    fmr = downloads["compare-fmr"].set_index("model")
+    assert fmr.loc["embedded:good", "SA %"] == pytest.approx(100 * 5 / 6)

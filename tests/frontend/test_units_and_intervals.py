@@ -138,7 +138,7 @@ def test_runs_list_counts_units_not_cells(store: Store) -> None:
     assert (p.done, p.planned, p.exact) == (20, 24, True) and p.text() == "20 of 24 units"
     at = app()
     runs = next(d.value for d in at.dataframe if "units" in d.value.columns).set_index("run")
-    assert runs.loc[LIVE, "units"] == "20 of 24 units" and runs.loc[LIVE, "progress"] == pytest.approx(20 / 24)
+    assert runs.loc[LIVE, "units"] == "20 of 24 units" and runs.loc[LIVE, "progress %"] == pytest.approx(100 * 20 / 24)
     # without a set shard size the stored shards give a lower bound, and the text says so
     store.update_run(LIVE, config=run.config.model_copy(update={"shard_size": None}))
     assert progress.unit_progress(store, store.get_run(LIVE)).text() == "20 of ≥ 24 units"
