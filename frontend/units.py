@@ -81,6 +81,7 @@ def model_metric(field: str) -> Metric:
     """The model metric held in a report's ``SummaryRow.field`` (Compare's metric choices)."""
     return next(m for m in metrics_of("model") if m.field == field)
 
+
 def rate_fields() -> set[str]:
     """The model-level fields that are rates (shown in %), from the metric registry."""
     return {m.field for m in metrics_of("model") if m.percent and m.field}

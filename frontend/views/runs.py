@@ -199,7 +199,6 @@ def accuracy_tab(s: Shown) -> None:
                + (f" Unsafe: {', '.join(unsafe)}." if unsafe else " No cell is unsafe."))
 
 
-
 def per_corruption_tab(s: Shown) -> None:
     frame = verdict.with_accuracy_bounds(data.per_corruption_frame(s.report), verdict.cell_bands(s.ci), s.report)
     metrics = data.PER_CORRUPTION_METRICS
@@ -251,7 +250,8 @@ def stability_tab(s: Shown) -> None:
         return
     c1, c2 = st.columns(2)
     metric = c1.selectbox("stability metric", list(data.STABILITY_METRICS), format_func=data.STABILITY_METRICS.get,
-                          key=f"stab-metric-{s.run_id}", help=units.options_help(declared(k) for k in data.STABILITY_METRICS))
+                          key=f"stab-metric-{s.run_id}",
+                          help=units.options_help(declared(k) for k in data.STABILITY_METRICS))
     kind = c2.radio("distribution as", ["box", "violin"], horizontal=True, key=f"stab-kind-{s.run_id}")
     exports.chart(figures.stability_distribution(frame, metric, kind), f"{s.run_id}-{metric}-per-image", "stab-dist")
     exports.chart(figures.stability_means(s.report.stability, metric), f"{s.run_id}-{metric}-means", "stab-means")
