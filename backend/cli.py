@@ -791,7 +791,7 @@ def list_metrics_cmd(
     pattern: Annotated[str, typer.Argument(help="Shell wildcard on the name or display name, e.g. '*accuracy*'.")] = "*",
     format: Annotated[str, typer.Option("--format", "-f", help="table or json (every declared field).")] = "table",
 ) -> None:
-    """List the metrics domainbench reports: name, unit, which direction is better, what it means."""
+    """List the metrics domainbench reports: name, unit, which direction is better, what it means (the UI's glossary)."""
     import json
 
     from domainbench.metrics.registry import registry
@@ -808,7 +808,8 @@ def list_metrics_cmd(
     for col in ("name", "level", "unit", "better", "meaning"):
         table.add_column(col, no_wrap=col != "meaning")
     for m in found:
-        table.add_row(m.name, m.level, m.unit, m.direction or "-", literal(m.meaning))
+        # the paragraph the UI's hovers and glossary show (meaning, unit, which direction is better)
+        table.add_row(m.name, m.level, m.unit, m.direction or "-", literal(m.help))
     console.print(table)
 
 

@@ -179,10 +179,11 @@ def heatmap_section(comparison: data.Comparison, metric: str) -> None:
     center = 1.0 if metric in RATIO_METRICS else None
     exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, per_group, center=center),
                   f"compare-{metric}", "heatmap")
-    if center is not None:
-        st.caption(f"{label} is a ratio to the baseline: 1.0 = as robust as the baseline (neutral colour), "
-                   "lower is better.")
-    shown = matrix * 100.0 if pct else matrix
+    # the metric's meaning from the registry; a ratio's colour scale is centred on the baseline's 1.0
+    st.caption(units.metric_line(units.model_metric(metric))
+               + (" 1.0 (as robust as the baseline) is the neutral colour." if center is not None else ""))
+    # the CSV's corner cell names the metric and its unit (the columns are domains)
+    shown = (matrix * 100.0 if pct else matrix).rename_axis(f"model · {units.model_metric(metric).table_header}")
     exports.table(shown, f"compare-{metric}-models-x-domains", "heatmap", hide_index=False,
                   column_config={c: st.column_config.NumberColumn(c, format="%.1f %%" if pct else "%.3f")
                                  for c in shown.columns})
@@ -194,7 +195,8 @@ def ranking_section(comparison: data.Comparison) -> None:
     exports.table(ranking, "compare-ranking", "ranking", column_config={
         "clean acc %": st.column_config.NumberColumn("clean acc %", format="%.1f"),
         "corrupted acc %": st.column_config.NumberColumn("corrupted acc %", format="%.1f"),
-        "mean mCE": st.column_config.NumberColumn("mean mCE", format="%.3f", help=units.RATIO_NOTE),
+        "mean mCE": st.column_config.NumberColumn("mean mCE", format="%.3f",
+                                                  help=f"{metric('mce').help} Averaged over the domain columns."),
         "rank change": st.column_config.NumberColumn("rank change", format="%+d",
                                                      help="clean rank − corrupted rank: positive climbs under corruption"),
     })
@@ -206,7 +208,8 @@ def ranking_section(comparison: data.Comparison) -> None:
 def family_section(comparison: data.Comparison) -> None:
     st.subheader("Per corruption family")
     metric = st.radio("family metric", list(FAMILY_METRICS), format_func=lambda k: FAMILY_METRICS[k][0],
-                      horizontal=True, key="compare-family-metric")
+                      horizontal=True, key="compare-family-metric",
+                      help=units.options_help(data.PER_CORRUPTION_METRICS[k] for k in FAMILY_METRICS))
     label, lower_better, pct = FAMILY_METRICS[metric]
     matrix = data.family_matrix(comparison.per_corruption, metric)
     exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, x_title="corruption family",
@@ -214,8 +217,7 @@ def family_section(comparison: data.Comparison) -> None:
                   f"compare-family-{metric}", "family")
     exports.table(units.as_percent(comparison.per_corruption, {"accuracy": "accuracy %"}), "compare-per-corruption",
                   "per-corruption", column_config={
-                      **{c: st.column_config.NumberColumn(c, format="%.3f", help=units.PER_CORRUPTION_RATIOS[c])
-                         for c in ("ce", "rce", "fr")},
+                      **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
                       "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f")})
 
 
@@ -240,7 +242,8 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
     metrics = list(data.COMPARE_METRICS)
     metric = c1.selectbox("metric", metrics, index=_url_choice(METRIC_PARAM, metrics, "mce"),
                           format_func=lambda k: data.COMPARE_METRICS[k][0], key="compare-metric",
-                          on_change=_bound, args=(METRIC_PARAM, "compare-metric"))
+                          on_change=_bound, args=(METRIC_PARAM, "compare-metric"),
+                          help=units.options_help(units.model_metric(k) for k in metrics))
     shared = data.shared_models(store, chosen)
     options = [*shared, OWN_BASELINE]
     base = c2.selectbox(
@@ -287,8 +290,7 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
                       "domainbench-compare", "all",
                       column_config={**{headers[f]: st.column_config.NumberColumn(headers[f], format="%.1f")
                                         for f in units.rate_fields()},
-                                     **{headers[f]: st.column_config.NumberColumn(headers[f], format="%.3f",
-                                                                                  help=units.RATIO_NOTE)
+                                     **{headers[f]: st.column_config.NumberColumn(headers[f], format="%.3f")
                                         for f in units.ratio_fields()}})
 
 
@@ -306,11 +308,7 @@ def fmr_comparison(store: Store, chosen: list[str], runs: list[RunRecord]) -> No
     reports = [(rid, by_id[rid].domain.domain, v.report) for rid in chosen if (v := load(rid, None)).report is not None]
     frame = fmr_section.compare_frame(reports)
     exports.table(frame, "compare-fmr", "fmr", column_config={
-        **{c: st.column_config.NumberColumn(c, format="%.1f", help=fmr_section.COLUMN_HELP[c])
-           for c in ("SA %", "PA %", "FMR", "validation rate %")},
-        "domain": st.column_config.TextColumn("domain", width="medium"),
-        "note": st.column_config.TextColumn("note", help=fmr_section.COLUMN_HELP["note"]),
-    })
+        **fmr_section.column_config(), "domain": st.column_config.TextColumn("domain", width="medium")})
     if frame["note"].astype(bool).any():
         st.warning("A tested model that is also an oracle member gets FMR near 100 by construction; those rows are "
                    "marked in the note column.")
