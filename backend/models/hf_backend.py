@@ -18,8 +18,14 @@ align     ``max_length`` 64 (AlignProcessor's        the setting ALIGN's process
           default), with attention mask
 ========  =========================================  ===========================================
 
-Images go through the checkpoint's own image processor (transformers' torchvision backend,
-batched on uint8 tensors), so resize/crop/normalisation are the family's and the checkpoint's.
+Images are preprocessed with the checkpoint's own image processor settings (resize, centre
+crop, rescale, normalise, EfficientNet's offset and ``include_top``), reproduced by
+:class:`HFImagePreprocess` as batched torch ops on the batch's device with PIL's resize
+rounding and pass order: within one grey level of transformers' PIL-backend processor
+(tests/models/test_hub_backends.py). transformers' own torchvision backend resizes in float
+off the CPU (up to ~15 levels away) and always resizes the width first (up to 6 levels
+measured where Pillow 13 resizes the height first); it still runs processors with settings that are not
+reproduced (a resample filter other than bilinear or bicubic, other size rules, padding).
 
 Logit scale: CLIP ``exp(logit_scale)``; SigLIP ``exp(logit_scale)`` plus ``logit_bias`` (its
 probabilities are ``sigmoid(scale * cos + bias)``; the argmax over classes does not depend on
@@ -35,11 +41,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from torchvision.transforms import InterpolationMode
 
 from domainbench.errors import ModelUnavailableError, UserInputError
 from domainbench.models import register_model
 from domainbench.models.base import VisionLanguageModel
 from domainbench.models.hub_common import as_uint8_nchw, autocast_for, cached_repo, offline, unavailable, unit_rows
+from domainbench.models.open_clip_backend import BatchPreprocess, _resize_crop_sizes
 
 KNOWN_MODELS: list[str] = [
     "openai/clip-vit-base-patch32",
@@ -73,6 +81,83 @@ TEXT_RULES: dict[str, TextRule] = {
 }
 
 
+#: transformers' image processors whose settings HFImagePreprocess reproduces (torchvision
+#: backends and their "...Pil" twins); EfficientNet's is ALIGN's
+_PROCESSORS = ("CLIPImageProcessor", "SiglipImageProcessor", "EfficientNetImageProcessor")
+#: PILImageResampling values -> torch filters with PIL's antialiasing
+_FILTERS = {2: InterpolationMode.BILINEAR, 3: InterpolationMode.BICUBIC}
+
+
+class HFImagePreprocess(BatchPreprocess):
+    """A CLIP, SigLIP or EfficientNet (ALIGN) image processor's transform on uint8 batches.
+
+    As transformers' PIL backend: resize (``shortest_edge``: the short side, the long one
+    truncated; ``height``/``width``: squashed), centre crop at offsets rounded down (padding
+    with zeros, the larger half first), then ``x * rescale_factor`` (minus 1 with
+    ``rescale_offset``), ``(x - mean) / std`` and, with ``include_top``, ``/ std`` again.
+    """
+
+    floor_offsets = True
+
+    def __init__(
+        self,
+        name: str,
+        resize: tuple[tuple[int, int], str] | None,
+        crop: tuple[int, int] | None,
+        interpolation: InterpolationMode,
+        scale: torch.Tensor,
+        shift: torch.Tensor,
+    ) -> None:
+        #: ((h, w), open_clip resize mode: "shortest" or "squash") or None: no resize
+        self.resize = resize
+        self.crop = crop
+        self.interpolation = interpolation
+        super().__init__(name, scale, shift)
+
+    @classmethod
+    def from_processor(cls, processor: Any, name: str) -> HFImagePreprocess | None:
+        """The processor's transform; None where its settings are not ones reproduced here."""
+
+        def get(key: str, default: Any = None) -> Any:
+            value = getattr(processor, key, None)
+            return default if value is None else value
+
+        resample = get("resample", 2)  # the PIL backend's default: bilinear (PILImageResampling is an int)
+        if (type(processor).__name__.removesuffix("Pil") not in _PROCESSORS or not isinstance(resample, int)
+                or resample not in _FILTERS or get("do_pad")):
+            return None
+        resize = None
+        if get("do_resize", False):  # transformers' order of the size rules
+            size = processor.size
+            if size.shortest_edge and not size.longest_edge:
+                resize = ((size.shortest_edge, size.shortest_edge), "shortest")
+            elif size.height and size.width and not size.shortest_edge and not (size.max_height and size.max_width):
+                resize = ((size.height, size.width), "squash")
+            else:
+                return None
+        crop = None
+        if get("do_center_crop", False):
+            crop_size = processor.crop_size
+            if not (crop_size and crop_size.height and crop_size.width):
+                return None
+            crop = (crop_size.height, crop_size.width)
+        mean = torch.as_tensor(get("image_mean", 0.0), dtype=torch.float64).expand(3)
+        std = torch.as_tensor(get("image_std", 1.0), dtype=torch.float64).expand(3)
+        # x * scale - shift, composed step by step
+        rescale = get("do_rescale", False)
+        scale = torch.full((3,), float(get("rescale_factor", 1.0)) if rescale else 1.0, dtype=torch.float64)
+        shift = torch.full((3,), 1.0 if rescale and get("rescale_offset", False) else 0.0, dtype=torch.float64)
+        if get("do_normalize", False):
+            scale, shift = scale / std, (shift + mean) / std
+        if get("include_top", False):
+            scale, shift = scale / std, shift / std
+        return cls(name, resize, crop, _FILTERS[int(resample)], scale, shift)
+
+    def plan(self, h: int, w: int) -> tuple[tuple[int, int], tuple[int, int] | None]:
+        resized = (h, w) if self.resize is None else _resize_crop_sizes(h, w, *self.resize)[0]
+        return resized, self.crop
+
+
 class HFDualEncoder(VisionLanguageModel):
     """A transformers CLIPModel / SiglipModel / AlignModel with its processor and text rule."""
 
@@ -84,6 +169,8 @@ class HFDualEncoder(VisionLanguageModel):
         self.model = model.eval()
         self.family: str = model.config.model_type
         self.image_processor = image_processor
+        #: None: the processor's settings are not reproduced, so the processor itself runs
+        self._preprocess = HFImagePreprocess.from_processor(image_processor, name)
         self.tokenizer = tokenizer
         rule = TEXT_RULES[self.family]
         self.text_rule = rule
@@ -103,8 +190,9 @@ class HFDualEncoder(VisionLanguageModel):
         return self.preprocess_tensor(images)
 
     def preprocess_tensor(self, images: np.ndarray | torch.Tensor) -> torch.Tensor:
-        # the torchvision backend works on the tensors' device; off the CPU it resizes in
-        # float, without PIL's rounding between the passes (see open_clip_backend.resize_uint8)
+        if self._preprocess is not None:
+            return self._preprocess(images)
+        # transformers' torchvision backend, on the tensors' device (see the module doc)
         x = as_uint8_nchw(images, self.name)
         out = self.image_processor(images=x, return_tensors="pt")["pixel_values"]
         return out.float().contiguous()
@@ -193,4 +281,4 @@ def create_hf(spec: str, device: torch.device) -> VisionLanguageModel:
     return load_hf_model(spec, device, f"hf:{spec}")
 
 
-__all__ = ["KNOWN_MODELS", "TEXT_RULES", "HFDualEncoder", "TextRule", "load_hf_model"]
+__all__ = ["KNOWN_MODELS", "TEXT_RULES", "HFDualEncoder", "HFImagePreprocess", "TextRule", "load_hf_model"]

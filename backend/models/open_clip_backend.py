@@ -19,14 +19,17 @@ hold) contains ``open_clip_config.json`` = ``{"model_cfg": {embed_dim, vision_cf
 (``open_clip_model.safetensors``, ``open_clip_pytorch_model.bin``, ...); a text tower with
 ``hf_tokenizer_name`` needs the tokenizer files in the same folder.
 
-Preprocessing is reimplemented on uint8 batches with torch (one antialiased resize call for
-the whole batch) instead of open_clip's per-image PIL pipeline; it reproduces PIL's bicubic
-resize to within one grey level before normalisation (tests/models/test_hub_backends.py).
+Preprocessing is reimplemented on uint8 batches with torch (antialiased resize calls for the
+whole batch, :class:`BatchPreprocess`, shared with the hf: backend) instead of open_clip's
+per-image PIL pipeline; it reproduces PIL's resize to within one grey level before
+normalisation (tests/models/test_hub_backends.py).
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib.metadata
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,64 +93,96 @@ def _resize_crop_sizes(
     return (round(h / ratio), round(w / ratio)), size
 
 
-def _center_crop_or_pad(x: torch.Tensor, size: tuple[int, int], fill: int) -> torch.Tensor:
-    """Same offsets as torchvision's CenterCrop and open_clip's center_crop_or_pad."""
+def _center_crop_or_pad(x: torch.Tensor, size: tuple[int, int], fill: int, floor_offsets: bool = False) -> torch.Tensor:
+    """Centre crop to ``size``, padding with ``fill`` where the batch is smaller.
+
+    Offsets as torchvision's CenterCrop and open_clip's center_crop_or_pad (the smaller half of
+    the padding first, crop offsets rounded), or with ``floor_offsets`` as transformers'
+    ``center_crop`` (the larger half first, offsets rounded down).
+    """
     th, tw = size
     h, w = x.shape[-2:]
     if th > h or tw > w:
-        pad_l, pad_t = max(tw - w, 0) // 2, max(th - h, 0) // 2
-        pad_r, pad_b = (max(tw - w, 0) + 1) // 2, (max(th - h, 0) + 1) // 2
-        x = torch.nn.functional.pad(x, (pad_l, pad_r, pad_t, pad_b), value=fill)
+        dh, dw = max(th - h, 0), max(tw - w, 0)
+        pad_t, pad_l = ((dh + 1) // 2, (dw + 1) // 2) if floor_offsets else (dh // 2, dw // 2)
+        x = torch.nn.functional.pad(x, (pad_l, dw - pad_l, pad_t, dh - pad_t), value=fill)
         h, w = x.shape[-2:]
-    top, left = int(round((h - th) / 2.0)), int(round((w - tw) / 2.0))
+    if floor_offsets:
+        top, left = (h - th) // 2, (w - tw) // 2
+    else:
+        top, left = int(round((h - th) / 2.0)), int(round((w - tw) / 2.0))
     return x[..., top : top + th, left : left + tw]
 
 
-def resize_uint8(x: torch.Tensor, size: tuple[int, int], interpolation: InterpolationMode) -> torch.Tensor:
-    """Antialiased resize of a uint8 (N, C, H, W) batch with PIL's rounding, on the batch's device.
+@functools.cache
+def _pil_vertical_first_rule() -> bool:
+    """Whether the installed Pillow (13 on, python-pillow/Pillow#9549) may resize vertically first."""
+    try:
+        return int(importlib.metadata.version("pillow").split(".")[0]) >= 13
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return True
 
-    torchvision's native uint8 kernel exists on the CPU only; elsewhere it would resize in
-    float in one go (no rounding between the passes: up to ~15 grey levels from the CPU
-    result), so other devices run :func:`resize_uint8_in_float`.
+
+def resize_passes(h: int, w: int, size: tuple[int, int]) -> list[tuple[int, int]]:
+    """The (h, w) after each of PIL's two resize passes, in PIL's order.
+
+    PIL resizes width then height, rounding to uint8 in between; Pillow 13 runs the height
+    first when it shrinks by more than twice what the width does (``h - th > 2 * (w - tw)``,
+    measured on Pillow 13.0). The order changes results by up to ~8 grey levels.
     """
-    if x.device.type == "cpu":
-        return TF.resize(x, list(size), interpolation=interpolation, antialias=True)
-    return resize_uint8_in_float(x, size, interpolation)
+    th, tw = size
+    if _pil_vertical_first_rule() and h > th and h - th > 2 * (w - tw):
+        return [(th, w), (th, tw)]
+    return [(h, tw), (th, tw)]
+
+
+def resize_uint8(x: torch.Tensor, size: tuple[int, int], interpolation: InterpolationMode) -> torch.Tensor:
+    """Antialiased resize of a uint8 (N, C, H, W) batch as PIL does it, on the batch's device.
+
+    torchvision's native uint8 kernel (the CPU only) rounds between its passes but always runs
+    the width first; a height-first resize is then two one-axis calls. Elsewhere torchvision would
+    resize in float in one go (no rounding between the passes: up to ~15 grey levels from PIL),
+    so other devices run :func:`resize_uint8_in_float`.
+    """
+    if x.device.type != "cpu":
+        return resize_uint8_in_float(x, size, interpolation)
+    first = resize_passes(*x.shape[-2:], size)[0]
+    if first[0] != x.shape[-2]:  # height first
+        x = TF.resize(x, list(first), interpolation=interpolation, antialias=True)
+    return TF.resize(x, list(size), interpolation=interpolation, antialias=True)
 
 
 def resize_uint8_in_float(x: torch.Tensor, size: tuple[int, int], interpolation: InterpolationMode) -> torch.Tensor:
-    """The separable resize in float with uint8 rounding and clamping after each pass, width first (as PIL)."""
+    """The separable resize in float with uint8 rounding and clamping after each pass, in PIL's order."""
     y = x.to(torch.float32)
-    h, w = y.shape[-2:]
-    for step in ((h, size[1]), tuple(size)):
+    for step in resize_passes(*y.shape[-2:], size):
         if step != tuple(y.shape[-2:]):
             y = torch.nn.functional.interpolate(y, size=step, mode=interpolation.value, antialias=True, align_corners=False)
             y = y.add_(0.5).floor_().clamp_(0, 255)  # half up, as the fixed-point kernels round
     return y.to(torch.uint8)
 
 
-class TorchImagePreprocess:
-    """open_clip's inference transform on a uint8 batch: resize, crop/pad, scale, normalise.
+class BatchPreprocess:
+    """A model's inference transform on a uint8 batch: resize, crop/pad, then ``x * scale - shift``.
 
-    The resize runs on uint8 in channels-last layout, where torchvision's antialiased kernels
-    round between the horizontal and vertical pass like PIL does; resizing float images
-    instead differs from PIL by up to ~15 grey levels on high-frequency content.
+    The resize runs on uint8 with PIL's rounding between the passes and PIL's pass order
+    (:func:`resize_uint8`); resizing float images instead differs from PIL by up to ~15 grey
+    levels on high-frequency content. Subclasses say what to resize and crop to (:meth:`plan`).
     """
 
-    def __init__(self, cfg: dict[str, Any], name: str = "model") -> None:
-        size = cfg.get("size", 224)
-        self.size: tuple[int, int] = (size, size) if isinstance(size, int) else (int(size[0]), int(size[-1]))
-        self.resize_mode = cfg.get("resize_mode", "shortest")
-        if self.resize_mode not in ("shortest", "longest", "squash"):
-            raise UserInputError(f"{name}: unknown resize_mode {self.resize_mode!r}; use shortest, longest or squash")
-        interp = cfg.get("interpolation", "bicubic")
-        self.interpolation = InterpolationMode.BILINEAR if interp == "bilinear" else InterpolationMode.BICUBIC
-        self.fill = int(cfg.get("fill_color", 0))
-        mean = torch.tensor(_triple(cfg.get("mean", (0.48145466, 0.4578275, 0.40821073))), dtype=torch.float32)
-        std = torch.tensor(_triple(cfg.get("std", (0.26862954, 0.26130258, 0.27577711))), dtype=torch.float32)
-        # (x / 255 - mean) / std == x * scale - shift, one fused pass over the float batch
-        self._affine = {torch.device("cpu"): ((1.0 / (255.0 * std)).view(1, 3, 1, 1), (mean / std).view(1, 3, 1, 1))}
+    interpolation: InterpolationMode = InterpolationMode.BICUBIC
+    fill: int = 0
+    #: transformers' centre crop offsets rather than torchvision's (see _center_crop_or_pad)
+    floor_offsets: bool = False
+
+    def __init__(self, name: str, scale: torch.Tensor, shift: torch.Tensor) -> None:
         self.name = name
+        # one fused multiply-subtract over the float batch, per channel
+        self._affine = {torch.device("cpu"): (scale.float().view(1, 3, 1, 1), shift.float().view(1, 3, 1, 1))}
+
+    def plan(self, h: int, w: int) -> tuple[tuple[int, int], tuple[int, int] | None]:
+        """(resized h, w) and the final (h, w) crop-or-pad (None: none) of an h x w batch."""
+        raise NotImplementedError
 
     def affine(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """(scale, shift) on ``device``, copied there once rather than with every batch."""
@@ -159,11 +194,11 @@ class TorchImagePreprocess:
     def __call__(self, images: np.ndarray | torch.Tensor) -> torch.Tensor:
         x = as_uint8_nchw(images, self.name)
         h, w = x.shape[-2:]
-        resized, crop = _resize_crop_sizes(h, w, self.size, self.resize_mode)
+        resized, crop = self.plan(h, w)
         if resized != (h, w):
             x = resize_uint8(x, resized, self.interpolation)
         if crop is not None and crop != tuple(x.shape[-2:]):
-            x = _center_crop_or_pad(x, crop, self.fill)
+            x = _center_crop_or_pad(x, crop, self.fill, self.floor_offsets)
         out = torch.empty(x.shape, dtype=torch.float32, device=x.device)  # contiguous NCHW
         out.copy_(x)
         scale, shift = self.affine(x.device)
@@ -178,16 +213,37 @@ class TorchImagePreprocess:
         x = x.permute(0, 3, 1, 2)
         x = x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x[:, :3]  # grey as RGB, alpha dropped (as_uint8_nchw)
         h, w = x.shape[-2:]
-        resized, crop = _resize_crop_sizes(h, w, self.size, self.resize_mode)
+        resized, crop = self.plan(h, w)
         if resized != (h, w):
             x = torch.nn.functional.interpolate(x * 255.0, size=resized, mode=self.interpolation.value, antialias=True,
                                                 align_corners=False).clamp(0.0, 255.0)
         else:
             x = x * 255.0
         if crop is not None and crop != tuple(x.shape[-2:]):
-            x = _center_crop_or_pad(x, crop, self.fill)
+            x = _center_crop_or_pad(x, crop, self.fill, self.floor_offsets)
         scale, shift = self.affine(x.device)
         return x * scale - shift
+
+
+class TorchImagePreprocess(BatchPreprocess):
+    """open_clip's inference transform (its preprocess config) as a :class:`BatchPreprocess`."""
+
+    def __init__(self, cfg: dict[str, Any], name: str = "model") -> None:
+        size = cfg.get("size", 224)
+        self.size: tuple[int, int] = (size, size) if isinstance(size, int) else (int(size[0]), int(size[-1]))
+        self.resize_mode = cfg.get("resize_mode", "shortest")
+        if self.resize_mode not in ("shortest", "longest", "squash"):
+            raise UserInputError(f"{name}: unknown resize_mode {self.resize_mode!r}; use shortest, longest or squash")
+        interp = cfg.get("interpolation", "bicubic")
+        self.interpolation = InterpolationMode.BILINEAR if interp == "bilinear" else InterpolationMode.BICUBIC
+        self.fill = int(cfg.get("fill_color", 0))
+        mean = torch.tensor(_triple(cfg.get("mean", (0.48145466, 0.4578275, 0.40821073))), dtype=torch.float32)
+        std = torch.tensor(_triple(cfg.get("std", (0.26862954, 0.26130258, 0.27577711))), dtype=torch.float32)
+        # (x / 255 - mean) / std == x * scale - shift
+        super().__init__(name, 1.0 / (255.0 * std), mean / std)
+
+    def plan(self, h: int, w: int) -> tuple[tuple[int, int], tuple[int, int] | None]:
+        return _resize_crop_sizes(h, w, self.size, self.resize_mode)
 
 
 def _triple(v: Any) -> tuple[float, float, float]:
@@ -377,4 +433,4 @@ def create_open_clip(spec: str, device: torch.device) -> VisionLanguageModel:
     return load_open_clip(spec, device)
 
 
-__all__ = ["KNOWN_MODELS", "OpenClipModel", "TorchImagePreprocess", "load_open_clip", "load_open_clip_dir"]
+__all__ = ["KNOWN_MODELS", "BatchPreprocess", "OpenClipModel", "TorchImagePreprocess", "load_open_clip", "load_open_clip_dir"]
