@@ -551,8 +551,9 @@ def rank_change(ranking: pd.DataFrame) -> go.Figure:
                                              for iv in ivs],
                                  hovertemplate=f"{m}<br>rank %{{y}}%{{customdata}}<extra></extra>"))
     # numeric x with room on both sides, so the rank labels are never cut; the model names are in the legend
-    fig.update_layout(title="rank by accuracy: clean → corrupted (1 = best"
-                            + ("; bars: 95 % intervals of the rank)" if bounded else ")"),
+    bars = any(t.error_y.array is not None for t in fig.data)
+    fig.update_layout(title="rank by accuracy: clean → corrupted (1 = best" + ("; bars: 95 % intervals of the rank)"
+                                                                              if bars else ")"),
                       xaxis={"tickvals": [0, 1], "ticktext": ["clean", "corrupted"], "range": [-0.3, 1.3],
                              "title": "images"},
                       yaxis={"autorange": "reversed", "dtick": 1, "title": "rank (1 = best)"},

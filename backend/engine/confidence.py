@@ -32,7 +32,6 @@ def load_intervals(store: Store, report: RunReport, confidence: float = DEFAULT_
                          shifts=shift_outcomes(units), unpaired=unpaired)
 
 
-
 def load_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPLES, seed: int | None = None) -> RunDraws:
     """The report's numbers under each bootstrap resample of its images (``metrics.compare_intervals``): by
     default the same resamples as :func:`load_intervals` (seeded by the run); ``seed`` draws others, e.g. the

@@ -160,3 +160,24 @@ def test_a_run_without_per_image_outcomes_has_no_draws() -> None:
     with pytest.raises(MetricInputError, match="no per-image outcomes"):
         run_draws(report, empty, "sample", 10, 0)
     assert isinstance(run_draws(report, _run("r")[1], "sample", 10, 0), RunDraws)
+
+
+def test_query_draws_resamples_runs_on_the_same_images_with_the_first_ones_seed() -> None:
+    """Runs made with other --seed values on the same images are drawn again with the first one's seed (their
+    rows must be the same images); a run without draws passes its reason through."""
+    from domainbench import query
+
+    runs = {"a": (_run("a"), 0), "c": (_run("c", skill={"m1": 0.6, "m2": 0.7}), 5), "b": (_run("b", seed=1), 5)}
+    calls = []
+
+    def load(store, report, resamples, seed):
+        calls.append((report.run_id, seed))
+        if report.run_id == "x":
+            return "no per-image outcomes"
+        run, own = runs[report.run_id]
+        return run_draws(*run, "sample", resamples, own if seed is None else seed)
+
+    none = _run("x")[0].model_copy(update={"run_id": "x"})
+    out = query.draws(None, [runs["a"][0][0], runs["c"][0][0], runs["b"][0][0], none], resamples=50, load=load)
+    assert calls == [("a", None), ("c", None), ("c", 0), ("b", None), ("x", None)]
+    assert (out["a"].seed, out["c"].seed, out["b"].seed) == (0, 0, 5) and out["x"] == "no per-image outcomes"
