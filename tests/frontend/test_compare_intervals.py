@@ -121,3 +121,33 @@ def test_runs_without_per_image_outcomes_show_values_and_say_why_no_interval(pop
     assert ranking["clean acc ± 95 % CI"].tolist() == ["90.0 %", "80.0 %"]
     assert "No interval on the averages that include " in texts(at.caption)
     assert "no per-image outcomes" in texts(at.caption)
+
+
+def test_a_column_of_two_runs_and_an_included_run_on_other_images(two_domains: Store) -> None:
+    """A third run of the night domain (same images, same results) makes a column of 2 runs, resampled jointly: its
+    interval is the single run's. A run on 30 other images, flagged and then included, keeps its own run page's
+    interval in its column (its resamples are paired independently with the others')."""
+    from streamlit.testing.v1 import AppTest
+    from test_app import APP
+
+    again = "20250103-000000-night-abce"
+    syn.populate(two_domains, run_id=again, per_image=True, created_at="2025-01-03T00:00:00+00:00")
+    two_domains.update_run(again, domain_id="d" + NIGHT[-4:])
+    small = "20250104-000000-small-0030"
+    syn.populate(two_domains, run_id=small, domain="a smaller set", shards=1, per_image=True,
+                 created_at="2025-01-04T00:00:00+00:00")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["runs"], at.query_params["metric"] = f"{NIGHT},{again},{XRAY},{small}", "acc"
+    at.query_params["flagged"] = "1"
+    at.run()
+    at.switch_page("views/compare.py").run()
+    assert not at.exception and not at.error, texts(at.error)
+    assert "Not comparable" in texts(at.warning) and at.checkbox(key="compare-include-flagged").value
+    heat = _chart(at, "heatmap")["data"][0]
+    row = heat["y"].index("embedded:good")
+    two = next(i for i, x in enumerate(heat["x"]) if x.endswith("(2 runs)"))
+    lo, hi = _own(two_domains, "embedded:good").clean_accuracy
+    assert heat["customdata"][row][two].endswith(f"(95 % interval {100 * lo:.1f}–{100 * hi:.1f} %)")
+    own = query.intervals(two_domains, two_domains.get_report(small)).model("embedded:good").clean_accuracy
+    col = heat["x"].index(next(x for x in heat["x"] if x.startswith("a smaller set")))
+    assert heat["customdata"][row][col].endswith(f"(95 % interval {100 * own[0]:.1f}–{100 * own[1]:.1f} %)")
