@@ -681,6 +681,7 @@ def fmr(
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass.")] = None,
     shard_size: Annotated[Optional[int], typer.Option("--shard-size", help="Images per stored unit (default: as many as keep a unit under 8 MB, at most 50).")] = None,
     device: Annotated[Optional[str], typer.Option(help="auto | cpu | cuda | cuda:N")] = None,
+    workers: Annotated[Optional[int], typer.Option(help="Worker processes that decode images, as for `run` (default: one per core, at most 8; models on a CPU: two cores fewer; 0 = in this process).")] = None,
     resume: Annotated[Optional[str], typer.Option(help="Continue FMR run RUN: stored units are not recomputed.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run.")] = None,
     executor: Annotated[Optional[str], typer.Option(help="local (this process) or ray (one actor call per tested model and shard); default $DOMAINBENCH_EXECUTOR or local.")] = None,
@@ -711,7 +712,7 @@ def fmr(
             _say(markup_safe(note))
         cfg = RunConfig.from_sources(None, {
             "models": _csv(models), "dataset": dataset, "limit": limit, "seed": seed, "batch_size": batch_size,
-            "device": device, "stability": False, "threat": False,
+            "device": device, "workers": workers, "stability": False, "threat": False,
         })
         try:
             settings = FmrSettings(oracle=oracle_names, search=search, budget=budget, candidates=candidates,  # type: ignore[arg-type]
@@ -790,7 +791,7 @@ def list_metrics_cmd(
     pattern: Annotated[str, typer.Argument(help="Shell wildcard on the name or display name, e.g. '*accuracy*'.")] = "*",
     format: Annotated[str, typer.Option("--format", "-f", help="table or json (every declared field).")] = "table",
 ) -> None:
-    """List the metrics domainbench reports: name, unit, which direction is better, what it means."""
+    """List the metrics domainbench reports: name, unit, which direction is better, what it means (the UI's glossary)."""
     import json
 
     from domainbench.metrics.registry import registry
@@ -807,7 +808,8 @@ def list_metrics_cmd(
     for col in ("name", "level", "unit", "better", "meaning"):
         table.add_column(col, no_wrap=col != "meaning")
     for m in found:
-        table.add_row(m.name, m.level, m.unit, m.direction or "-", literal(m.meaning))
+        # the paragraph the UI's hovers and glossary show (meaning, unit, which direction is better)
+        table.add_row(m.name, m.level, m.unit, m.direction or "-", literal(m.help))
     console.print(table)
 
 

@@ -1,6 +1,7 @@
 """domainbench browser UI — the entry point of ``streamlit run frontend/app.py`` (``domainbench ui``).
 
-Pages: Runs (one run in depth), Compare (models across domains), New domain (plan and launch).
+Pages: Runs (one run in depth), Compare (models across domains), New domain (plan and launch), Glossary
+(every metric's meaning).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ nav = st.navigation(
         st.Page(str(_VIEWS / "runs.py"), title="Runs", icon=":material/list:", default=True),
         st.Page(str(_VIEWS / "compare.py"), title="Compare", icon=":material/bar_chart:"),
         st.Page(str(_VIEWS / "new_domain.py"), title="New domain", icon=":material/add_circle:"),
+        st.Page(str(_VIEWS / "glossary.py"), title="Glossary", icon=":material/menu_book:"),
     ]
 )
 nav.run()

@@ -22,7 +22,7 @@ import pandas as pd
 
 from domainbench.config import DomainConfig
 from domainbench.errors import UserInputError
-from domainbench.metrics.registry import Metric, metrics_of
+from domainbench.metrics.registry import Metric, metric, metrics_of
 from domainbench.models.generative import kind_of
 from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
@@ -244,11 +244,9 @@ def model_notes(report: RunReport) -> dict[str, list[str]]:
     return {m.model: list(m.notes) for m in report.models if m.notes}
 
 
-PER_CORRUPTION_METRICS: dict[str, str] = {
-    "ce": "CE (corruption error vs baseline)",
-    "rce": "rCE (relative CE vs baseline)",
-    "fr": "FR (flip rate vs baseline)",
-    "accuracy": "balanced accuracy",
+#: the per-corruption frame's metric columns -> their metric (the accuracy: the mean of the severities' cells')
+PER_CORRUPTION_METRICS: dict[str, Metric] = {
+    **{m.field: m for m in metrics_of("corruption") if m.field}, "accuracy": metric("balanced_accuracy"),
 }
 
 

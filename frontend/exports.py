@@ -3,6 +3,9 @@
 The files are made only when a button is clicked (Streamlit calls the callable then), so a
 page pays nothing for them while it renders: a PNG starts a headless Chromium through
 kaleido and takes seconds.
+
+Every table is drawn here, so every column named for a metric hovers to the metric registry's help
+(``units.column_help``), and a table's CSV is the table as shown: a rate in % under a name ending in "%".
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
+
+from domainbench.frontend.units import column_help
 
 CHROMIUM = "/usr/bin/chromium"
 #: what a table shows for an undefined value (not applicable: unlabelled data, no baseline), never "None" or 0
@@ -67,8 +72,7 @@ def table(frame: pd.DataFrame, name: str, key: str, **dataframe_args: Any) -> An
 
     Every table of the UI is drawn here, so an undefined value reads the same everywhere (``MISSING``);
     the CSV keeps it empty."""
-    shown = st.dataframe(frame, key=f"table-{key}",
-                         **{"hide_index": True, "width": "stretch", "placeholder": MISSING, **dataframe_args})
+    shown = plain_table(frame, key=f"table-{key}", **dataframe_args)
     csv_button(frame, name, key)
     return shown
 
@@ -80,7 +84,8 @@ def csv_text(frame: pd.DataFrame) -> str:
 
 def plain_table(frame: pd.DataFrame, **dataframe_args: Any) -> Any:
     """A table without a download (a plan preview, a view of an export offered beside it), undefined values
-    shown as ``MISSING`` like every other table."""
+    shown as ``MISSING`` like every other table, each metric's column hovering to its meaning."""
+    dataframe_args["column_config"] = column_help(frame.columns, dataframe_args.get("column_config"))
     return st.dataframe(frame, **{"hide_index": True, "width": "stretch", "placeholder": MISSING, **dataframe_args})
 
 

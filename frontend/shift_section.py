@@ -10,6 +10,7 @@ import streamlit as st
 
 from domainbench import query
 from domainbench.config import SHIFT_PREFIX
+from domainbench.frontend import exports
 from domainbench.frontend.ui import md_escape
 from domainbench.report import RunReport
 
@@ -31,10 +32,10 @@ def shift_frame(report: RunReport) -> pd.DataFrame:
             drop = None if c.accuracy is None or m.clean_accuracy is None else 100 * (m.clean_accuracy - c.accuracy)
             rows.append({"model": m.model, "cell": c.corruption, "kind": REAL_BADGE, "images": c.n,
                          "accuracy %": None if c.accuracy is None else 100 * c.accuracy, "drop (points)": drop,
-                         "flip rate %": None if c.lfp is None else 100 * c.lfp,
+                         "flip probability %": None if c.lfp is None else 100 * c.lfp,
                          "ssim": None if c.damage is None else c.damage.ssim})
-    return pd.DataFrame(rows, columns=["model", "cell", "kind", "images", "accuracy %", "drop (points)", "flip rate %",
-                                       "ssim"])
+    return pd.DataFrame(rows, columns=["model", "cell", "kind", "images", "accuracy %", "drop (points)",
+                                       "flip probability %", "ssim"])
 
 
 def match_frame(report: RunReport) -> pd.DataFrame:
@@ -55,12 +56,13 @@ def show(report: RunReport) -> None:
         st.badge(REAL_BADGE, icon=":material/photo_camera:", color="green")
         st.markdown(_markdown_safe(match.sentence))
     with st.expander("real-shift cells and the closest synthetic cell per model"):
-        st.dataframe(shift_frame(report), hide_index=True, column_config={
+        # each metric's column hovers to the registry's help
+        exports.plain_table(shift_frame(report), column_config={
             "accuracy %": st.column_config.NumberColumn(format="%.1f"),
             "drop (points)": st.column_config.NumberColumn(format="%.1f"),
-            "flip rate %": st.column_config.NumberColumn(format="%.1f"),
+            "flip probability %": st.column_config.NumberColumn(format="%.1f"),
             "ssim": st.column_config.NumberColumn(format="%.3f")})
-        st.dataframe(match_frame(report), hide_index=True, column_config={
+        exports.plain_table(match_frame(report), column_config={
             "on your images": st.column_config.NumberColumn(format="%.1f"),
             "there": st.column_config.NumberColumn(format="%.1f")})
         st.caption("A real-shift cell (shift:NAME) is measured on your own images, not synthesised: it stays out of the "

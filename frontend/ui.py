@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import streamlit as st
 
 from domainbench.errors import UserInputError
+from domainbench.metrics.registry import Metric
 from domainbench.settings import Settings
 from domainbench.store import Store, open_store
 
@@ -112,14 +113,7 @@ def literal_text(label: str, text: str, fold: int = FOLD_CHARS) -> None:
         st.text(text)
 
 
-def glossary() -> dict[str, str]:
-    """Column header -> its plain meaning and which direction is better, from the metric registry
-    (the one source the CLI's `domainbench metrics` and the exports read too)."""
-    from domainbench.metrics.registry import metrics_of
-
-    out = {}
-    for m in metrics_of("model"):
-        better = {"higher": " Higher is better.", "lower": " Lower is better."}.get(m.direction or "", "")
-        unit = " A ratio to the baseline model: 1.0 = as robust as the baseline." if m.unit == "ratio" else ""
-        out[m.ui_header or m.display] = f"{m.meaning[0].upper()}{m.meaning[1:]}.{unit}{better}"
-    return out
+def glossary(metrics: Iterable[Metric]) -> None:
+    """The metrics' glossary: each one's name as the pages show it, its export name, and the registry's help
+    (the paragraph its column hovers to and `domainbench metrics` prints)."""
+    st.markdown("\n".join(f"- **{md_escape(m.table_header)}** (`{m.name}`): {md_escape(m.help)}" for m in metrics))

@@ -103,6 +103,13 @@ def pm(value: float | None, interval: tuple[float, float] | None, percent: bool)
 CI_COLUMNS = {"clean acc %": "clean acc ± 95 % CI", "corrupted acc %": "corrupted acc ± 95 % CI", "mCE": "mCE ± 95 % CI"}
 
 
+def ci_help(header: str) -> str:
+    """The hover of the "± 95 % CI" column of ``header``'s metric: the metric's help, then what the ± is."""
+    from domainbench.frontend.units import metric_columns
+
+    return f"{metric_columns()[header].help} Shown ± half the width of its 95 % interval."
+
+
 def with_intervals(table: pd.DataFrame, report: RunReport, ci: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
     """The summary table with a text column per rate holding its value ± the 95 % interval."""
     if ci is None:

@@ -4,6 +4,11 @@ Shared by ``domainbench export`` and the UI's download buttons, so both give the
 Columns are named for what they hold, since a CSV travels without its documentation: the
 stored ``CellSummary.accuracy`` is *balanced* accuracy (mean per-class recall), so the column
 says so, and top-1 accuracy (the fraction correct, CLIP_benchmark's ``acc1``) sits next to it.
+
+Units: rates are fractions from 0 to 1 (the UI shows them in %), under the metric registry's names.
+Those names are kept as they are, since scripts and the statistics' ``*_ci_low``/``*_ci_high``
+columns depend on them; the unit of every column is said instead by the registry (``domainbench
+metrics``) and in the JSON export's ``units`` section (``column_units``), which also covers the CSV's columns.
 """
 
 from __future__ import annotations
@@ -108,12 +113,22 @@ def to_csv(report: RunReport, intervals: RunIntervals | None = None,
     return buf.getvalue()
 
 
+def column_units() -> dict[str, str]:
+    """Every metric column the exports can hold (the cells' fixed columns, then the optional ones) -> its unit
+    in the registry ("fraction": 0 to 1, "ratio": to the baseline, ...); an interval column has its metric's."""
+    names = [*CELL_FIELDS, UNPARSEABLE_FIELD, *BREAKING_FIELDS, *fmr_fields()]
+    interval_of = {c: c.rsplit("_ci_", 1)[0] for c in (*INTERVAL_COLUMNS, *BREAKING_FIELDS) if "_ci_" in c}
+    return {c: metric(interval_of.get(c, c)).unit for c in names if c not in CELL_KEY_COLUMNS}
+
+
 def to_json(run: RunRecord | None, report: RunReport, intervals: RunIntervals | None = None,
             extra: dict[str, Any] | None = None) -> str:
     """The run, its report, the intervals (when given) and ``extra`` sections (e.g. ``pairs``)."""
     doc = {"run": None if run is None else run.model_dump(mode="json"), "report": report.model_dump(mode="json"),
            # the CSV's rows (ssim, psnr_db, ece, nll, ...): null where a value does not apply or is infinite
-           "cells": cell_rows(report, intervals)}
+           "cells": cell_rows(report, intervals),
+           # the unit of each of those columns and of the CSV's (rates are fractions from 0 to 1)
+           "units": column_units()}
     if intervals is not None:
         doc["intervals"] = intervals.model_dump(mode="json")
     doc.update(extra or {})

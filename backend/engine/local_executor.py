@@ -3,17 +3,16 @@ or corruption on the models' device).
 
 One shard of look-ahead: while the models score shard k, the pool corrupts shard k+1 and decodes
 shard k+2's files (``input_pipeline``); without worker processes a thread decodes and the
-corruption runs when its shard is scored.
+corruption runs when its shard is scored. An FMR run's shards come through the same pipeline
+(decode only: its search perturbs in this process).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import platform
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 import torch
@@ -21,11 +20,11 @@ import torch
 from domainbench.config import FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.device_corruption import job_site, run_device_job
-from domainbench.engine.input_pipeline import ShardLoader, auto_workers
-from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
+from domainbench.engine.input_pipeline import InputPipeline
+from domainbench.engine.jobs import Corrupted, Job, run_job
 from domainbench.engine.scoring import ModelState, load_models
+from domainbench.engine.shards import CorruptedFuture
 from domainbench.engine.tasks import RunEvents
-from domainbench.engine.timings import RUN
 from domainbench.engine.work import RunStats, ShardWork
 from domainbench.fmr.tested import TestedModel
 from domainbench.fmr.units import FmrModels, FmrWork, load_fmr_models, score_fmr_shards
@@ -56,28 +55,17 @@ class LocalExecutor:
     def execute(self, work: ShardWork) -> None:
         cfg = work.ctx.cfg
         # corrupting on the device is this executor's choice: here the models run in this process
-        device = work.ctx.models[0].model.device if work.ctx.models else torch.device("cpu")
-        workers = auto_workers(device.type == "cuda") if cfg.workers is None else cfg.workers
-        # one pool decodes and corrupts; spawn, not fork: forking a process whose torch/OpenMP threads
-        # are running can deadlock
-        pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=init_worker) if workers > 0 else None
-        loader = ShardLoader(work.ctx.dataset, pool, workers)
-        try:
+        device = models_device(work.ctx.models)
+        # one pool decodes and corrupts
+        with InputPipeline.for_models(work.ctx.dataset, cfg.workers, device, corrupts=True) as inputs:
             pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
-            for shard, todo, loaded in loader.ahead(work.plan(), work.shards):
-                with work.timer.stage(RUN, "decode"):
-                    loaded_batch = loaded.result()
-                batch = work.report_unreadable(loaded_batch)
-                jobs = [(job, _submit(pool, job, batch, cfg.seed, cfg.corrupt_on, device, work.stats)) for job in todo]
+            for shard, todo, batch in inputs.batches(work.plan(), work.shards, work.report_unreadable, work.timer):
+                jobs = [(job, _submit(inputs, job, batch, cfg.seed, cfg.corrupt_on, device, work.stats)) for job in todo]
                 pending.append((shard, batch, jobs))
                 if len(pending) >= 2:
                     work.consume(*pending.popleft())
             while pending:
                 work.consume(*pending.popleft())
-        finally:
-            loader.close()
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
 
     def load_fmr(self, store: Store, cfg: RunConfig, settings: FmrSettings, ds: Dataset, events: RunEvents,
                  tested: Sequence[TestedModel] | None) -> FmrModels:
@@ -88,24 +76,33 @@ class LocalExecutor:
         return local_environment(models.oracle.members if models.oracle is not None else [])
 
     def execute_fmr(self, work: FmrWork) -> None:
-        assert work.models.oracle is not None, "load_fmr first"
-        score_fmr_shards(work, work.models.oracle, work.models.tested)
+        oracle = work.models.oracle
+        assert oracle is not None, "load_fmr first"
+        device = models_device(oracle.members)
+        with InputPipeline.for_models(work.dataset, work.cfg.workers, device) as inputs:
+            score_fmr_shards(work, oracle, work.models.tested,
+                             inputs.batches(work.plan(), work.shards, work.report_unreadable))
 
 
-def _submit(pool: ProcessPoolExecutor | None, job: Job, batch: Batch, seed: int, corrupt_on: str, device: torch.device,
-            stats: RunStats) -> Future | _InlineFuture:
+def _submit(inputs: InputPipeline, job: Job, batch: Batch, seed: int, corrupt_on: str, device: torch.device,
+            stats: RunStats) -> CorruptedFuture:
     stats.corruption_calls += len(batch.images[: job.n_images])
     if job_site(corrupt_on, device, job) == "device":
         # runs when the shard is consumed, on the models' device: no worker, no pickled shard
         return _InlineFuture(lambda: run_device_job(job, batch.images, batch.indices, seed, device))
-    if pool is None:
-        return _InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed))
-    return pool.submit(run_job, job, batch.images, batch.indices, seed)
+    if inputs.pool is None:
+        return inputs.pinning.corrupted(_InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed)))
+    return inputs.pinning.corrupted(inputs.pool.submit(run_job, job, batch.images, batch.indices, seed))
+
+
+def models_device(models: Sequence[ModelState]) -> torch.device:
+    """Where models loaded in this process run (the CPU when there are none)."""
+    return models[0].model.device if models else torch.device("cpu")
 
 
 def local_environment(models: list[ModelState]) -> dict[str, Any]:
     """Device and versions of models loaded in this process, as the run record keeps them."""
-    dev = models[0].model.device if models else torch.device("cpu")
+    dev = models_device(models)
     return {
         "device": str(dev),
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,

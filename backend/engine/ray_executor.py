@@ -1,8 +1,9 @@
 """The Ray executor: corruption as Ray tasks, scoring on actors that keep the models loaded.
 
-The driver (this process) plans exactly as the local engine does (``Engine._plan``), loads
-each shard's clean images once into the object store, submits one corruption task per job,
-and hands the shard with the task references to a model actor. The actor runs the same
+The driver (this process) plans exactly as the local engine does (``Engine._plan``), takes
+each shard's clean images from the local executor's input pipeline (``InputPipeline``: decoded
+ahead in ``--workers`` processes), puts them once into the object store, submits one corruption
+task per job, and hands the shard with the task references to a model actor. The actor runs the same
 per-shard code as the local engine (``domainbench.engine.shards.score_shard``) and upserts each
 unit by key as it finishes, so a lost node loses only its shards in flight and
 ``--resume`` continues on either executor. The report is built once, by the driver, at the end.
@@ -10,7 +11,8 @@ unit by key as it finishes, so a lost node loses only its shards in flight and
 An FMR run goes to ``FmrActor``s instead: each holds the oracle and a group of the tested models;
 per shard one actor scores the oracle's votes once, and each (tested model, shard) unit is one
 actor call running ``domainbench.fmr.units.fmr_unit``, the local executor's unit code. Every actor
-builds its zero-shot classifiers through the store's text-embedding cache.
+builds its zero-shot classifiers through the store's text-embedding cache. Actors whose models run
+on CUDA pin the shards they get, as the local pipeline does.
 
 ``ray`` is imported only here, and this module only when ``--executor ray`` is chosen.
 """
@@ -28,8 +30,9 @@ from pydantic import SecretStr
 from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.executor_options import ExecutorOptions
+from domainbench.engine.input_pipeline import InputPipeline, Pinning, run_workers
 from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
-from domainbench.engine.local_executor import local_environment
+from domainbench.engine.local_executor import local_environment, models_device
 from domainbench.engine.dataset_pin import open_run_dataset
 from domainbench.engine.runner import Engine, cells_of
 from domainbench.engine.scoring import ModelState, load_models
@@ -169,7 +172,9 @@ class ShardActor:
             nonlocal images
             images += n
 
-        futures = [(job, _RefFuture(ray, ref)) for job, ref in jobs]
+        pinning = Pinning.for_device(models_device(self.models))
+        futures = [(job, pinning.corrupted(_RefFuture(ray, ref))) for job, ref in jobs]
+        batch = pinning.batch(batch)
         units = score_shard(ctx, self.cells, self.done, self.tasks, shard, batch, futures, on_unit=counted)
         return units, images
 
@@ -207,7 +212,7 @@ class FmrActor:
         if self.oracle is None:
             self.load()  # a restarted actor: Ray re-ran __init__ only
         assert self.oracle is not None
-        return self.oracle.votes(batch.images)
+        return self.oracle.votes(self._pinned(batch).images)
 
     def unit(self, run_id: str, domain: dict[str, Any], shard: int, batch: Batch, clean_votes: np.ndarray,
              model: str) -> int:
@@ -216,7 +221,12 @@ class FmrActor:
             self.load()
         assert self.store is not None and self.dataset is not None and self.oracle is not None
         return fmr_unit(self.store, run_id, DomainConfig.model_validate(domain), self.cfg, self.settings,
-                        self.dataset.classes, self.oracle, self.tested[model], shard, batch, clean_votes)
+                        self.dataset.classes, self.oracle, self.tested[model], shard, self._pinned(batch), clean_votes)
+
+    def _pinned(self, batch: Batch) -> Batch:
+        """The shard as the models take it: pinned when they run on CUDA."""
+        assert self.oracle is not None
+        return Pinning.for_device(models_device(self.oracle.members)).batch(batch)
 
 
 def _actor_store(uri: SecretStr, fence: tuple[str, str, int | None] | None) -> Store:
@@ -243,6 +253,7 @@ class RayExecutor:
         self._env: dict[str, Any] = {}
         self._owns_ray = False
         self._device = "auto"
+        self._gpus_per_actor = 0.0
         self.group_of: dict[str, int] = {}  # model name -> its model group
 
     # -- connecting and loading ---------------------------------------------------------
@@ -319,6 +330,7 @@ class RayExecutor:
         size = opts.models_per_actor or len(cfg.models)
         groups = [cfg.models[i : i + size] for i in range(0, len(cfg.models), size)]
         replicas, gpus = self._resources(len(groups))
+        self._gpus_per_actor = gpus
         n = replicas * len(groups)
         self.events.message(f"Ray: {n} model actor(s) ({len(groups)} model group(s) × {replicas}) with {gpus:g} GPU and "
                             f"{opts.cpus_per_actor:g} CPU each; {extra} with {opts.cpus_per_task:g} CPU; store {locator}")
@@ -371,6 +383,12 @@ class RayExecutor:
             self.ray.shutdown()
             self._owns_ray = False
 
+    def _inputs(self, ds: Dataset, cfg: RunConfig) -> InputPipeline:
+        """The run's clean shards, decoded ahead on the driver as the local executor decodes them (worker
+        processes by ``--workers``, their default by where the actors' models run); not pinned here:
+        ``ray.put`` copies them into the object store."""
+        return InputPipeline(ds, run_workers(cfg.workers, self._gpus_per_actor > 0))
+
     def execute(self, work: ShardWork) -> None:
         ray, opts, ctx = self.ray, self.options, work.ctx
         cfg = ctx.cfg
@@ -380,36 +398,38 @@ class RayExecutor:
         pending: dict[Any, int] = {}  # shard result -> actor index
         load = [0] * len(self.actors)
         try:
-            for shard, todo in work.plan():
-                batch = work.load(shard)
-                ref = ray.put(batch)  # one copy of the clean shard, read by its tasks and its actor
-                jobs = [(job, corrupt.remote(job, ref, cfg.seed, modules)) for job in todo]
-                work.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
-                for group in self.groups:  # every group scores the shard with its models
-                    i = self._least_loaded(group, load, lambda: self._collect(pending, load, work))
-                    pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
-                    load[i] += 1
+            with self._inputs(ctx.dataset, cfg) as inputs:
+                for shard, todo, batch in inputs.batches(work.plan(), work.shards, work.report_unreadable, work.timer):
+                    ref = ray.put(batch)  # one copy of the clean shard, read by its tasks and its actor
+                    jobs = [(job, corrupt.remote(job, ref, cfg.seed, modules)) for job in todo]
+                    work.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
+                    for group in self.groups:  # every group scores the shard with its models
+                        i = self._least_loaded(group, load, lambda: self._collect(pending, load, work))
+                        pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
+                        load[i] += 1
             while pending:
                 self._collect(pending, load, work)
         finally:
             self._release()
 
     def execute_fmr(self, work: FmrWork) -> None:
-        """Per shard: its clean images into the object store once, the oracle's votes once (on one actor,
-        round robin), then one actor call per missing (tested model, shard) unit on its model group."""
+        """Per shard: its clean images (from the input pipeline) into the object store once, the oracle's
+        votes once (on one actor, round robin), then one actor call per missing (tested model, shard) unit
+        on its model group."""
         ray = self.ray
         domain = work.domain.model_dump(mode="json")
         pending: dict[Any, tuple[int, str, int]] = {}  # unit result -> (actor index, model, shard)
         load = [0] * len(self.actors)
         try:
-            for shard, todo in work.plan():
-                ref = ray.put(work.load(shard))
-                votes = self.actors[shard % len(self.actors)].votes.remote(ref)
-                for name in todo:
-                    group = self.groups[self.group_of[name]]
-                    i = self._least_loaded(group, load, lambda: self._collect_fmr(pending, load, work))
-                    pending[self.actors[i].unit.remote(work.run_id, domain, shard, ref, votes, name)] = (i, name, shard)
-                    load[i] += 1
+            with self._inputs(work.dataset, work.cfg) as inputs:
+                for shard, todo, batch in inputs.batches(work.plan(), work.shards, work.report_unreadable):
+                    ref = ray.put(batch)
+                    votes = self.actors[shard % len(self.actors)].votes.remote(ref)
+                    for name in todo:
+                        group = self.groups[self.group_of[name]]
+                        i = self._least_loaded(group, load, lambda: self._collect_fmr(pending, load, work))
+                        pending[self.actors[i].unit.remote(work.run_id, domain, shard, ref, votes, name)] = (i, name, shard)
+                        load[i] += 1
             while pending:
                 self._collect_fmr(pending, load, work)
         finally:

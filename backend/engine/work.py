@@ -52,13 +52,10 @@ class ShardWork:
     #: seconds per stage (decoding and corrupting here, each model's stages on the models)
     timer: StageTimes = field(default_factory=StageTimes)
 
-    def load(self, shard: int) -> Batch:
-        """The shard's clean images, decoded here (unreadable files reported)."""
-        return self.report_unreadable(self.ctx.dataset.load(self.shards[shard]))
-
     def report_unreadable(self, batch: Batch) -> Batch:
-        """``batch``, its unreadable files counted and reported; without --skip-unreadable the
-        first one stops the run (the dataset's scan missed it) before its shard is scored."""
+        """``batch`` (a shard from the input pipeline), its unreadable files counted and reported;
+        without --skip-unreadable the first one stops the run (the dataset's scan missed it) before
+        its shard is scored."""
         if batch.unreadable and not self.ctx.cfg.skip_unreadable:
             _, path, why = batch.unreadable[0]
             raise unreadable_error(path, why, len(batch.unreadable) - 1, run_id=self.ctx.run_id)

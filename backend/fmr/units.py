@@ -12,7 +12,7 @@ process and what a Ray actor calls on its node, so both store identical records.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -119,8 +119,8 @@ class FmrWork:
             if todo:
                 yield shard, todo
 
-    def load(self, shard: int) -> Batch:
-        batch = self.dataset.load(self.shards[shard])
+    def report_unreadable(self, batch: Batch) -> Batch:
+        """``batch``, its unreadable files reported (the input pipeline hands each decoded shard here)."""
         for _, path, why in batch.unreadable:
             self.events.message(f"unreadable image skipped: {path} ({why})")
         return batch
@@ -157,10 +157,11 @@ def fmr_unit(store: Store, run_id: str, domain: DomainConfig, cfg: RunConfig, se
     return len(labels)
 
 
-def score_fmr_shards(work: FmrWork, oracle: Oracle, tested: dict[str, TestedModel]) -> None:
-    """The in-process loop: per shard the oracle's clean votes once, then each missing tested model's unit."""
-    for shard, todo in work.plan():
-        batch = work.load(shard)
+def score_fmr_shards(work: FmrWork, oracle: Oracle, tested: dict[str, TestedModel],
+                     batches: Iterable[tuple[int, list[str], Batch]]) -> None:
+    """The in-process loop over the plan's ``batches`` (shard, missing tested models, clean images; from the
+    input pipeline): per shard the oracle's clean votes once, then each missing tested model's unit."""
+    for shard, todo, batch in batches:
         clean_votes = oracle.votes(batch.images)
         for name in todo:
             n = fmr_unit(work.store, work.run_id, work.domain, work.cfg, work.settings, work.dataset.classes, oracle,

@@ -33,6 +33,18 @@ Interval = Literal["wilson", "bootstrap"]
 LEVELS: tuple[str, ...] = get_args(Level)
 UNITS: tuple[str, ...] = get_args(Unit)
 
+#: what a metric's unit means for a reader, said after its meaning in ``Metric.help`` (none: the meaning says it)
+UNIT_NOTES = {
+    "ratio": "A ratio to the baseline model: 1.0 = as robust as the baseline.",
+    "correlation": "A correlation, from −1 to 1.",
+    "decibel": "In decibels.",
+    "nats": "In nats.",
+}
+#: a rate (``percent``): how the pages and the files write it
+PERCENT_NOTE = "A share from 0 to 1, shown in % (export files keep the fraction)."
+FRACTION_NOTE = "A fraction from 0 to 1."
+DIRECTION_NOTES = {"higher": "Higher is better.", "lower": "Lower is better.", None: "Neither higher nor lower is better."}
+
 
 class MetricRegistryError(ValueError):
     """A metric declaration that contradicts the registry (a duplicate name, an unknown unit, …)."""
@@ -82,6 +94,16 @@ class Metric:
         return self.ui_header or self.display
 
     @property
+    def help(self) -> str:
+        """The metric in one plain paragraph: its meaning, its unit and which direction is better.
+
+        The one text every reader gets: the UI's column hovers, selectors, captions and glossary, and
+        ``domainbench metrics`` (its table and its JSON ``help``) all show exactly this."""
+        unit = PERCENT_NOTE if self.percent else FRACTION_NOTE if self.unit == "fraction" else UNIT_NOTES.get(self.unit)
+        parts = [f"{self.meaning[0].upper()}{self.meaning[1:]}.", unit, DIRECTION_NOTES[self.direction]]
+        return " ".join(p for p in parts if p)
+
+    @property
     def lower_is_better(self) -> bool:
         return self.direction == "lower"
 
@@ -97,7 +119,7 @@ class Metric:
         """The declaration as plain data (``domainbench metrics --format json``)."""
         return {"name": self.name, "display": self.display, "unit": self.unit, "direction": self.direction,
                 "meaning": self.meaning, "level": self.level, "needs": list(self.needs),
-                "aggregation": self.aggregation, "interval": self.interval}
+                "aggregation": self.aggregation, "interval": self.interval, "help": self.help}
 
     def check(self) -> None:
         if not self.name.isidentifier():
@@ -112,6 +134,9 @@ class Metric:
             raise MetricRegistryError(f"metric {self.name!r}: interval must be 'wilson', 'bootstrap' or None")
         if not self.meaning or "\n" in self.meaning:
             raise MetricRegistryError(f"metric {self.name!r}: meaning must be one line")
+        if self.percent and self.ui_header and not self.ui_header.endswith(" %"):
+            # a page shows a rate in %, and its header (and the table's download) says so
+            raise MetricRegistryError(f"metric {self.name!r} is shown in %: its ui_header must end in ' %'")
         # an optional metric's value may come from where it is produced (e.g. the units' generative answers)
         if self.field is None and self.compute is None and self.always:
             raise MetricRegistryError(f"metric {self.name!r} declares neither a field nor a compute function")

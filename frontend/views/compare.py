@@ -121,9 +121,11 @@ def flagged_note(comparison: data.Comparison) -> bool:
     return include
 
 
-#: the ranking's averages shown with their interval -> the column of that text (the run page's names)
-RANKING_CI = {"clean acc %": verdict.CI_COLUMNS["clean acc %"], "corrupted acc %": verdict.CI_COLUMNS["corrupted acc %"],
-              "mean mCE": "mean mCE ± 95 % CI"}
+#: the ranking's averages shown with their interval -> (the column of that text, the header of the metric averaged);
+#: the run page's names
+RANKING_CI = {"clean acc %": (verdict.CI_COLUMNS["clean acc %"], "clean acc %"),
+              "corrupted acc %": (verdict.CI_COLUMNS["corrupted acc %"], "corrupted acc %"),
+              "mean mCE": ("mean mCE ± 95 % CI", "mCE")}
 
 
 def ranking_with_intervals(comparison: data.Comparison, draws: data.Draws) -> pd.DataFrame:
@@ -132,7 +134,7 @@ def ranking_with_intervals(comparison: data.Comparison, draws: data.Draws) -> pd
     ranking = data.ranking_frame(comparison.frame)
     bounds = data.ranking_intervals(comparison.frame, draws)
     out = ranking.join(bounds, on="model")
-    for column, ci in RANKING_CI.items():
+    for column, (ci, _) in RANKING_CI.items():
         _, low, high = data.RANKING_INTERVALS[column]
         scale = 100.0 if column.endswith("%") else 1.0
         text = [verdict.pm(v / scale, None if np.isnan(lo) else (lo / scale, hi / scale), scale == 100.0)
@@ -234,10 +236,12 @@ def heatmap_section(comparison: data.Comparison, metric: str, draws: data.Draws)
     center = 1.0 if metric in RATIO_METRICS else None
     exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, per_group, center=center, bounds=bounds),
                   f"compare-{metric}", "heatmap")
-    if center is not None:
-        st.caption(f"{label} is a ratio to the baseline: 1.0 = as robust as the baseline (neutral colour), "
-                   "lower is better.")
-    exports.table(interval_table(matrix, bounds, pct), f"compare-{metric}-models-x-domains", "heatmap", hide_index=False)
+    # the metric's meaning from the registry; a ratio's colour scale is centred on the baseline's 1.0
+    st.caption(units.metric_line(units.model_metric(metric))
+               + (" 1.0 (as robust as the baseline) is the neutral colour." if center is not None else ""))
+    # each value with its interval; the CSV's corner cell names the metric and its unit (the columns are domains)
+    shown = interval_table(matrix, bounds, pct).rename_axis(f"model · {units.model_metric(metric).table_header}")
+    exports.table(shown, f"compare-{metric}-models-x-domains", "heatmap", hide_index=False)
     if metric not in data.DRAWN_METRICS:
         st.caption(f"{label} has no interval here (no per-resample value is computed for it).")
     draws_note(draws)
@@ -246,12 +250,14 @@ def heatmap_section(comparison: data.Comparison, metric: str, draws: data.Draws)
 def ranking_section(ranking: pd.DataFrame) -> None:
     st.subheader("Ranking: clean → corrupted")
     shown = ranking.drop(columns=[c for _, low, high in data.RANKING_INTERVALS.values() for c in (low, high)])
-    ci_help = "95 % interval of the average over domains (bootstrap, see above)"
+    ci_note = "The interval is of the average over the domain columns (bootstrap, see above)."
     exports.table(shown, "compare-ranking", "ranking", column_config={
         "clean acc %": st.column_config.NumberColumn("clean acc %", format="%.1f"),
         "corrupted acc %": st.column_config.NumberColumn("corrupted acc %", format="%.1f"),
-        **{c: st.column_config.TextColumn(c, help=ci_help) for c in RANKING_CI.values()},
-        "mean mCE": st.column_config.NumberColumn("mean mCE", format="%.3f", help=units.RATIO_NOTE),
+        **{ci: st.column_config.TextColumn(ci, help=f"{verdict.ci_help(header)} {ci_note}")
+           for ci, header in RANKING_CI.values()},
+        "mean mCE": st.column_config.NumberColumn("mean mCE", format="%.3f",
+                                                  help=f"{metric('mce').help} Averaged over the domain columns."),
         "rank change": st.column_config.NumberColumn("rank change", format="%+d",
                                                      help="clean rank − corrupted rank: positive climbs under corruption"),
     })
@@ -264,7 +270,8 @@ def ranking_section(ranking: pd.DataFrame) -> None:
 def family_section(comparison: data.Comparison, draws: data.Draws) -> None:
     st.subheader("Per corruption family")
     metric = st.radio("family metric", list(FAMILY_METRICS), format_func=lambda k: FAMILY_METRICS[k][0],
-                      horizontal=True, key="compare-family-metric")
+                      horizontal=True, key="compare-family-metric",
+                      help=units.options_help(data.PER_CORRUPTION_METRICS[k] for k in FAMILY_METRICS))
     label, lower_better, pct = FAMILY_METRICS[metric]
     matrix = data.family_matrix(comparison.per_corruption, metric)
     bounds = data.family_intervals(comparison.per_corruption, draws, metric)
@@ -277,8 +284,7 @@ def family_section(comparison: data.Comparison, draws: data.Draws) -> None:
                    "each run's images once for all of that run's cells (see the note above).")
     exports.table(units.as_percent(comparison.per_corruption, {"accuracy": "accuracy %"}), "compare-per-corruption",
                   "per-corruption", column_config={
-                      **{c: st.column_config.NumberColumn(c, format="%.3f", help=units.PER_CORRUPTION_RATIOS[c])
-                         for c in ("ce", "rce", "fr")},
+                      **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
                       "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f")})
 
 
@@ -303,7 +309,8 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
     metrics = list(data.COMPARE_METRICS)
     metric = c1.selectbox("metric", metrics, index=_url_choice(METRIC_PARAM, metrics, "mce"),
                           format_func=lambda k: data.COMPARE_METRICS[k][0], key="compare-metric",
-                          on_change=_bound, args=(METRIC_PARAM, "compare-metric"))
+                          on_change=_bound, args=(METRIC_PARAM, "compare-metric"),
+                          help=units.options_help(units.model_metric(k) for k in metrics))
     shared = data.shared_models(store, chosen)
     options = [*shared, OWN_BASELINE]
     base = c2.selectbox(
@@ -352,8 +359,7 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
                       "domainbench-compare", "all",
                       column_config={**{headers[f]: st.column_config.NumberColumn(headers[f], format="%.1f")
                                         for f in units.rate_fields()},
-                                     **{headers[f]: st.column_config.NumberColumn(headers[f], format="%.3f",
-                                                                                  help=units.RATIO_NOTE)
+                                     **{headers[f]: st.column_config.NumberColumn(headers[f], format="%.3f")
                                         for f in units.ratio_fields()}})
 
 
@@ -371,11 +377,7 @@ def fmr_comparison(store: Store, chosen: list[str], runs: list[RunRecord]) -> No
     reports = [(rid, by_id[rid].domain.domain, v.report) for rid in chosen if (v := load(rid, None)).report is not None]
     frame = fmr_section.compare_frame(reports)
     exports.table(frame, "compare-fmr", "fmr", column_config={
-        **{c: st.column_config.NumberColumn(c, format="%.1f", help=fmr_section.COLUMN_HELP[c])
-           for c in ("SA %", "PA %", "FMR", "validation rate %")},
-        "domain": st.column_config.TextColumn("domain", width="medium"),
-        "note": st.column_config.TextColumn("note", help=fmr_section.COLUMN_HELP["note"]),
-    })
+        **fmr_section.column_config(), "domain": st.column_config.TextColumn("domain", width="medium")})
     if frame["note"].astype(bool).any():
         st.warning("A tested model that is also an oracle member gets FMR near 100 by construction; those rows are "
                    "marked in the note column.")

@@ -8,8 +8,9 @@ from typing import Any
 import streamlit as st
 
 from domainbench.frontend import damage_calibration as dc
-from domainbench.frontend import exports, figures
+from domainbench.frontend import exports, figures, units
 from domainbench.frontend.ui import md_escape
+from domainbench.metrics.registry import metric
 
 
 def damage_tab(s: Any) -> None:
@@ -21,7 +22,8 @@ def damage_tab(s: Any) -> None:
         return
     colors = figures.model_colors(report.model_names)
     x = st.radio("x axis", list(dc.X_AXES), horizontal=True, key=f"damage-x-{run_id}",
-                 format_func=lambda k: "damage (SSIM)" if k == "ssim" else "severity number")
+                 format_func=lambda k: "damage (SSIM)" if k == "ssim" else "severity number",
+                 help=units.options_help([metric("ssim")]))
     exports.chart(dc.accuracy_vs_damage(frame, x, colors), f"{run_id}-accuracy-vs-{x}", f"damage-{x}")
     st.caption("Severity numbers are not comparable across corruptions (severity 3 of one corruption can leave far "
                "less of the image than severity 3 of another); SSIM is: 1 = the pixels the models saw were the clean "
@@ -29,11 +31,12 @@ def damage_tab(s: Any) -> None:
     shown = frame.assign(psnr_db=[dc.psnr_label(v) for v in frame["psnr_db"]],
                          accuracy=100 * frame["accuracy"].astype(float)).rename(
         columns={"psnr_db": "PSNR dB", "accuracy": "accuracy %", "ssim": "SSIM", "ece": "ECE", "nll": "NLL"})
+    # each column hovers to its metric's help (exports.table adds the registry's)
     exports.table(shown.sort_values(["SSIM", "model"]), f"{run_id}-damage", "damage", column_config={
-        "SSIM": st.column_config.NumberColumn("SSIM", format="%.3f", help="mean SSIM against the clean images (1 = untouched)"),
+        "SSIM": st.column_config.NumberColumn("SSIM", format="%.3f"),
         "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f"),
-        "ECE": st.column_config.NumberColumn("ECE", format="%.3f", help="expected calibration error, 15 bins (lower is better)"),
-        "NLL": st.column_config.NumberColumn("NLL", format="%.3f", help="negative log-likelihood of the true class (lower is better)")})
+        "ECE": st.column_config.NumberColumn("ECE", format="%.3f"),
+        "NLL": st.column_config.NumberColumn("NLL", format="%.3f")})
     run = getattr(s.view, "run", None)
     composed = dc.composed_frame(report, getattr(run, "domain", None))
     if not composed.empty:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from domainbench.fmr.images import from_png_b64
+from domainbench.metrics.registry import Metric, metric, metrics_of
 from domainbench.query import fmr_records
 from domainbench.report import FmrOracleReport, FmrReport, RunReport
 from domainbench.store import Store
@@ -24,16 +25,23 @@ PAGE = 12
 _NO_ORACLE = FmrOracleReport(members=[], clean_agreement=None, member_accuracy={})
 
 
-#: what every column of the FMR table means (shown as the column's help)
+#: the FMR table's columns that are not metrics -> their help (each metric's column hovers to the registry's help)
 COLUMN_HELP = {
     "images": "labelled images the search started from",
-    "SA %": "standard accuracy: the tested model's accuracy on the clean images",
-    "PA %": "perturbed accuracy: its accuracy on the generated images that the oracle zoo still labels correctly",
-    "FMR": "PA / SA × 100 (higher is better; 100 = no loss under the search's perturbations)",
-    "validation rate %": "share of images with at least one perturbation step the oracle accepted",
-    "mean steps": "accepted perturbation steps per image, on average (the search's budget is the most)",
     "note": "why a value cannot be read at face value",
 }
+
+
+def column_config() -> dict[str, Any]:
+    """The FMR table's formats; each metric's column hovers to the registry's help (``exports`` adds it)."""
+    import streamlit as st
+
+    return {
+        **{m.table_header: st.column_config.NumberColumn(m.table_header, format=f"%.{m.decimals or 1}f")
+           for m in metrics_of("fmr")},
+        "images": st.column_config.NumberColumn("images", help=COLUMN_HELP["images"]),
+        "note": st.column_config.TextColumn("note", help=COLUMN_HELP["note"]),
+    }
 
 
 def oracle_member(f: FmrReport, model: str) -> bool:
@@ -51,14 +59,16 @@ def oracle_note(f: FmrReport, model: str) -> str:
 
 
 def fmr_frame(f: FmrReport) -> pd.DataFrame:
-    def pct(v: float | None) -> float | None:
-        return None if v is None else 100.0 * v
+    """One row per tested model: the registry's FMR metrics under their UI headers (rates in %)."""
+    def shown(metric: Metric, m: Any) -> float | None:
+        v = metric.read(m)
+        return 100.0 * v if metric.percent and v is not None else v
 
+    metrics = metrics_of("fmr")
     return pd.DataFrame(
-        [{"model": m.model, "images": m.n, "SA %": pct(m.sa), "PA %": pct(m.pa), "FMR": m.fmr,
-          "validation rate %": pct(m.validation_rate), "mean steps": m.mean_steps,
+        [{"model": m.model, "images": m.n, **{x.table_header: shown(x, m) for x in metrics},
           "note": "oracle member: FMR by construction" if oracle_member(f, m.model) else ""} for m in f.models],
-        columns=["model", "images", "SA %", "PA %", "FMR", "validation rate %", "mean steps", "note"],
+        columns=["model", "images", *(x.table_header for x in metrics), "note"],
     )
 
 
@@ -118,22 +128,15 @@ def show(store: Store, report: RunReport) -> None:
     for m in f.models:
         if oracle_member(f, m.model):
             st.error(oracle_note(f, m.model), icon=":material/warning:")
-    from domainbench.frontend import exports
+    from domainbench.frontend import exports, units
 
-    exports.plain_table(fmr_frame(f), column_config={
-        **{c: st.column_config.NumberColumn(c, format="%.1f", help=COLUMN_HELP[c])
-           for c in ("SA %", "PA %", "FMR", "validation rate %")},
-        "images": st.column_config.NumberColumn("images", help=COLUMN_HELP["images"]),
-        "mean steps": st.column_config.NumberColumn("mean steps", format="%.2f", help=COLUMN_HELP["mean steps"]),
-        "note": st.column_config.TextColumn("note", help=COLUMN_HELP["note"]),
-    })
+    exports.plain_table(fmr_frame(f), column_config=column_config())
     agreement = exports.MISSING if f.oracle.clean_agreement is None else f"{100 * f.oracle.clean_agreement:.1f} %"
     members = ", ".join(f"{m} ({exports.MISSING if a is None else f'{100 * a:.1f} %'})"
                         for m, a in f.oracle.member_accuracy.items())
     st.caption(
-        f"{f.search} search, budget {f.budget} steps, step size {f.step_size:g}. FMR = PA / SA × 100: accuracy on the "
-        "hardest perturbations the oracle still labels correctly, relative to clean accuracy. The oracle's majority "
-        f"vote agrees with the labels on {agreement} of clean images (members: {members}); a low value means "
+        f"{f.search} search, budget {f.budget} steps, step size {f.step_size:g}. {units.metric_line(metric('fmr'))} "
+        f"The oracle's majority vote agrees with the labels on {agreement} of clean images (members: {members}); a low value means "
         "the oracle itself is unreliable for this domain."
     )
     models = [m.model for m in f.models]

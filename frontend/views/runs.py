@@ -23,9 +23,11 @@ from domainbench.frontend.views import fmr_section
 from domainbench.frontend.views.damage_tab import damage_tab
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
                                      status_badge)
+from domainbench.metrics.registry import metric as declared
 
 REFRESH_S = 5
-GLOSSARY = glossary()
+#: the Runs list's progress column: the share of the run's units stored, in %
+PROGRESS = "progress %"
 #: statuses in which a run may change without the user doing anything
 LIVE_STATUSES = ("queued", "running", "interrupted")
 RUN_PARAM = "run"
@@ -81,17 +83,19 @@ def runs_table(store: Store, search: str, statuses: list[str], datasets: list[st
     if frame.empty:
         st.info("No run matches these filters.")
         return
-    shown = frame.assign(created=frame["created"].str.slice(0, 16).str.replace("T", " "))
+    # a share in %, under a name that says so (the CSV is the table as shown)
+    shown = frame.assign(created=frame["created"].str.slice(0, 16).str.replace("T", " "),
+                         progress=100.0 * frame["progress"]).rename(columns={"progress": PROGRESS})
     ids = frame["run"].tolist()
     event = exports.table(
         shown, "runs", "runs", on_select="rerun", selection_mode="single-row",
-        column_order=["status", "progress", "units", "created", "dataset", "images", "domain", "models", "run"],
+        column_order=["status", PROGRESS, "units", "created", "dataset", "images", "domain", "models", "run"],
         # pixel widths: at a 1,400 px window the facts (status .. images) fit before the long texts
         column_config={
             "status": st.column_config.TextColumn("status", width=85),
-            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent",
-                                                        width=100, help="share of the run's units stored (a unit: one "
-                                                        "model × corruption × severity × shard of images)"),
+            PROGRESS: st.column_config.ProgressColumn(PROGRESS, min_value=0.0, max_value=100.0, format="%.0f%%",
+                                                      width=100, help="share of the run's units stored (a unit: one "
+                                                      "model × corruption × severity × shard of images)"),
             "units": st.column_config.TextColumn("units", width=120, help="units stored of units planned"),
             "created": st.column_config.TextColumn("created (UTC)", width=135),
             "dataset": st.column_config.TextColumn("dataset", width=110),
@@ -157,23 +161,19 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None
         table, f"{report.run_id}-summary", "summary", column_order=shown,
         column_config={
             "baseline": st.column_config.CheckboxColumn("baseline"),
-            # each header hovers to its meaning and which direction is better (the registry's glossary)
-            **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f",
-                                                             help=GLOSSARY.get(m.table_header, m.meaning))
+            # each metric's header hovers to the registry's help (exports.table adds it)
+            **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f")
                for m in data.summary_metrics()},
-            **{ci: st.column_config.TextColumn(ci, help=f"{GLOSSARY.get(base, base)} ± half the width of its 95 % interval.")
-               for base, ci in verdict.CI_COLUMNS.items()},
+            **{ci: st.column_config.TextColumn(ci, help=verdict.ci_help(base)) for base, ci in verdict.CI_COLUMNS.items()},
         },
     )
     st.caption(
-        "mCE / rCE / mFR are relative to the baseline (1.0 = as robust as the baseline, lower is better); "
-        "corr(acc, LFP) is the Pearson correlation of balanced accuracy and label flip probability over the "
-        "corruption × severity cells; safe-cell accuracy averages the cells whose PD threat is label-preserving. "
+        "mCE / rCE / mFR are relative to the baseline (1.0 = as robust as the baseline, lower is better). Hover a "
+        "column's name for what it means, or open the glossary below (every metric: the Glossary page). "
         f"{exports.MISSING} = not applicable (e.g. unlabelled data), never zero."
     )
     with st.expander("what the columns mean"):
-        st.markdown("\n".join(f"- **{m.table_header}** ({m.unit}, {m.direction or 'neither'} is better): {m.meaning}"
-                               for m in data.summary_metrics()))
+        glossary(data.summary_metrics())
     notes = data.model_notes(report)
     dropped = report.classification.dropped_cells
     if notes or dropped:
@@ -190,19 +190,22 @@ def accuracy_tab(s: Shown) -> None:
     metric = "accuracy" if any(m.labeled for m in report.models) else "lfp"
     if metric == "lfp":
         st.info("The dataset is unlabelled: accuracy does not apply. Label flips are shown instead.")
-    bands = verdict.cell_bands(s.ci, "balanced_accuracy" if metric == "accuracy" else "label_flip_probability")
+    shown = "balanced_accuracy" if metric == "accuracy" else "label_flip_probability"
+    bands = verdict.cell_bands(s.ci, shown)
     exports.chart(figures.severity_lines(report, metric, bands=bands), f"{s.run_id}-{metric}-vs-severity", "severity")
     unsafe = [figures.cell_label(t.corruption, t.severity) for t in report.unsafe_cells()]
-    st.caption("Shaded red: severities whose PD threat is above the safe threshold (the corruption may have "
-               "changed the true label)." + (f" Unsafe: {', '.join(unsafe)}." if unsafe else " No cell is unsafe."))
+    st.caption(f"{units.metric_line(declared(shown))} Shaded red: severities whose PD threat is above the safe "
+               "threshold (the corruption may have changed the true label)."
+               + (f" Unsafe: {', '.join(unsafe)}." if unsafe else " No cell is unsafe."))
 
 
 def per_corruption_tab(s: Shown) -> None:
     frame = verdict.with_accuracy_bounds(data.per_corruption_frame(s.report), verdict.cell_bands(s.ci), s.report)
-    metric = st.radio("metric", list(data.PER_CORRUPTION_METRICS), horizontal=True, key=f"percorr-{s.run_id}",
-                      format_func=lambda k: data.PER_CORRUPTION_METRICS[k])
-    exports.chart(figures.per_corruption_bars(frame, metric, data.PER_CORRUPTION_METRICS[metric].split(" (")[0],
-                                              chance=s.chance), f"{s.run_id}-{metric}-per-corruption", "percorr")
+    metrics = data.PER_CORRUPTION_METRICS
+    metric = st.radio("metric", list(metrics), horizontal=True, key=f"percorr-{s.run_id}",
+                      format_func=lambda k: metrics[k].display, help=units.options_help(metrics.values()))
+    exports.chart(figures.per_corruption_bars(frame, metric, metrics[metric].display, chance=s.chance),
+                  f"{s.run_id}-{metric}-per-corruption", "percorr")
     st.caption("CE, rCE and FR are ratios to the baseline (1.0 = as robust as the baseline, lower is better); mCE, "
                "rCE and mFR are their means. Accuracy (%) is averaged over the corruption's severities; its ± and error "
                "bars average those severities' 95 % intervals.")
@@ -212,15 +215,15 @@ def per_corruption_tab(s: Shown) -> None:
                                                          strict=True)]})
     shown = units.as_percent(shown.drop(columns=["accuracy_lo", "accuracy_hi"]), {"accuracy": "accuracy %"})
     exports.table(shown, f"{s.run_id}-per-corruption", "percorr", column_config={
-        **{c: st.column_config.NumberColumn(c, format="%.3f", help=units.PER_CORRUPTION_RATIOS[c]) for c in ("ce", "rce", "fr")},
-        "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f",
-                                                    help="balanced accuracy, mean over the severities; higher is better")})
+        **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
+        "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f")})
 
 
 def flips_tab(s: Shown) -> None:
     exports.chart(figures.lfp_heatmap(s.report, verdict.cell_bands(s.ci, "label_flip_probability")),
                   f"{s.run_id}-label-flips", "lfp")
-    st.caption("Each cell: the share of images whose prediction changed (%), ± half its 95 % interval (Wilson).")
+    st.caption(f"{units.metric_line(declared('label_flip_probability'))} Each cell: the value in %, ± half its 95 % "
+               "interval (Wilson).")
 
 
 def threat_tab(s: Shown) -> None:
@@ -232,10 +235,8 @@ def threat_tab(s: Shown) -> None:
     kinds = {k: [figures.cell_label(t.corruption, t.severity) for t in report.threat if figures.threat_class(t) == k]
              for k in ("unsafe", "borderline")}
     st.caption(
-        "Projected Displacement: how far the corruption moves an image towards images of *other* classes "
-        "(1 = half-way). Cells above 1 are unsafe: the corruption may have changed the true label, so an "
-        "error there is not necessarily the model's fault. Error bars: the 95 % interval of the mean; a cell whose "
-        "interval crosses 1 is borderline, not unsafe."
+        f"{units.metric_line(declared('mean_pd_threat'))} Cells above 1 are unsafe. Error bars: the 95 % interval of "
+        "the mean; a cell whose interval crosses 1 is borderline, not unsafe."
         + (f" Unsafe cells: {', '.join(kinds['unsafe'])}." if kinds["unsafe"] else " No cell is clearly unsafe.")
         + (f" Borderline: {', '.join(kinds['borderline'])}." if kinds["borderline"] else "")
     )
@@ -249,14 +250,15 @@ def stability_tab(s: Shown) -> None:
         return
     c1, c2 = st.columns(2)
     metric = c1.selectbox("stability metric", list(data.STABILITY_METRICS), format_func=data.STABILITY_METRICS.get,
-                          key=f"stab-metric-{s.run_id}")
+                          key=f"stab-metric-{s.run_id}",
+                          help=units.options_help(declared(k) for k in data.STABILITY_METRICS))
     kind = c2.radio("distribution as", ["box", "violin"], horizontal=True, key=f"stab-kind-{s.run_id}")
     exports.chart(figures.stability_distribution(frame, metric, kind), f"{s.run_id}-{metric}-per-image", "stab-dist")
     exports.chart(figures.stability_means(s.report.stability, metric), f"{s.run_id}-{metric}-means", "stab-means")
     st.caption(
-        f"{subset_line(s)}. DivergenceRadius: radius of the smallest ball enclosing an image's clean and perturbed "
-        "embeddings (equally spaced parameters of each corruption); the cosine and Euclidean radii are its two "
-        "closed forms. For all three, larger = the embedding moves more = less stable. A corruption can lower "
+        f"{subset_line(s)}. {units.metric_line(declared(metric))} The cosine and Euclidean radii are "
+        "DivergenceRadius's two closed forms; for all three, larger = the embedding moves more = less stable. "
+        "A corruption can lower "
         "accuracy a lot while barely moving the embeddings (the radius measures movement, not which side of a "
         "class boundary the image lands on)."
     )
@@ -273,10 +275,12 @@ def radius_tab(s: Shown) -> None:
                "regression, fitted on a random half of the images and scored on the other half (so it need not pass "
                "through the plotted points). drop_corr_r correlates each corruption's accuracy drop with its mean radius.")
     shown = units.as_percent(summary, {"accuracy_clean": "clean accuracy %", "accuracy_perturbed": "perturbed accuracy %"})
+    radius = declared("divergence_radius").table_header  # the mean over the images: it hovers to the metric's help
     exports.table(shown.rename(columns={"slope": "held-out slope", "intercept": "held-out intercept",
-                                        "mse": "held-out mse"}), f"{s.run_id}-stability-link", "radius",
+                                        "mse": "held-out mse", "mean_radius": radius}), f"{s.run_id}-stability-link",
+                  "radius",
                   column_config={**{c: st.column_config.NumberColumn(c, format="%.3f")
-                                    for c in ("mean_radius", "held-out slope", "held-out intercept", "held-out mse",
+                                    for c in (radius, "held-out slope", "held-out intercept", "held-out mse",
                                               "drop_corr_r", "drop_corr_p")},
                                  **{c: st.column_config.NumberColumn(c, format="%.1f")
                                     for c in ("clean accuracy %", "perturbed accuracy %")}})

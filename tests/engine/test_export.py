@@ -29,3 +29,32 @@ def test_top1_differs_from_balanced_on_unbalanced_classes() -> None:
     assert top1_accuracy(c) == pytest.approx(0.8)
     assert c.accuracy == pytest.approx(0.5)
     assert top1_accuracy(cell(None)) is None
+
+
+def test_json_export_names_the_unit_of_every_column_and_keeps_the_csv_names() -> None:
+    """The columns keep their names (scripts and the statistics' *_ci_* columns depend on them); the JSON says
+    each one's unit, rates being fractions from 0 to 1 (the UI shows them in %)."""
+    import csv
+    import io
+    import json
+
+    from domainbench.engine.export import BREAKING_FIELDS, UNPARSEABLE_FIELD, column_units, to_csv, to_json
+    from domainbench.metrics.aggregate import summarize
+    from domainbench.report import RunReport, Versions
+
+    units = [{"schema_version": 1, "run_id": "r", "model": "m", "corruption": c, "severity": s, "shard": 0, "n": 4,
+              "confusion": [[2, 0], [1, 1]], "flips": 0 if s == 0 else 1, "seed": 0, "classes": ["a", "b"]}
+             for c, s in (("clean", 0), ("fog", 2))]
+    report = RunReport(run_id="r", baseline="m", seed=0, classification=summarize(units, "m"),
+                       versions=Versions(domainbench="test"))
+    doc = json.loads(to_json(None, report))
+    csv_columns = next(csv.reader(io.StringIO(to_csv(report))))
+    assert csv_columns == CSV_FIELDS  # unchanged names
+    assert doc["units"] == column_units()
+    assert set(doc["units"]) == {c for c in CELL_FIELDS if c not in ("model", "corruption", "severity")} | {
+        UNPARSEABLE_FIELD, *BREAKING_FIELDS, "sa", "fmr", "validation_rate", "mean_steps"}
+    assert {doc["units"][c] for c in ("balanced_accuracy", "top1_accuracy_ci_low", "label_flip_probability",
+                                      "breaking_point_ci_high", "sa")} == {"fraction"}
+    assert (doc["units"]["n_images"], doc["units"]["psnr_db"], doc["units"]["fmr"]) == ("count", "decibel", "percent")
+    clean = next(r for r in doc["cells"] if r["corruption"] == "clean")
+    assert clean["balanced_accuracy"] == pytest.approx(0.75) and clean["top1_accuracy"] == pytest.approx(0.75)

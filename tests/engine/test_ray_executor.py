@@ -274,8 +274,10 @@ def test_cli_ui_launch_worker_and_ray_fmr_runs_of_one_plan_store_identical_recor
 
 
 def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_ray: Any, home: Path) -> None:
-    """A cached entry is used on the actors, corruption and FMR alike: a planted classifier whose rows
-    are all one class's row makes every prediction class 0, which the real prompts never do."""
+    """A cached entry is used on the actors, corruption and FMR alike: a planted classifier whose row 0 points
+    along the images' mean embedding and whose other rows point against it makes every prediction class 0,
+    which the real prompts never do. (Identical rows would tie every class, and which column of a float32
+    matrix product rounds highest differs between CPUs: an AVX-512 EPYC gave class 8 for some images.)"""
     from domainbench.config import FmrSettings
     from domainbench.data import open_dataset
     from domainbench.engine.text_cache import classifier_key
@@ -288,7 +290,12 @@ def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_
     classes = open_dataset("sample").classes
     model = create_model("fake:a", "cpu")
     real = build_classifier(model, classes, list(DEFAULT_TEMPLATES)).numpy()
-    planted = [PackedArray(real[0].copy()) for _ in classes]
+    images = open_dataset("sample").subset(20).load(np.arange(20)).images
+    with torch.inference_mode():
+        emb = model.encode_image(model.preprocess(images)).numpy()
+    toward = emb.mean(axis=0) / np.linalg.norm(emb.mean(axis=0))
+    assert (emb @ toward).min() > 0.1 * np.linalg.norm(emb, axis=1).max()  # every image is clearly on class 0's side
+    planted = [PackedArray((toward if k == 0 else -toward).astype(real.dtype)) for k in range(len(classes))]
     store.caches.put_text_embedding(TextEmbeddingRecord(cache_key=classifier_key(model, classes, list(DEFAULT_TEMPLATES)),
                                                         model=model.name, n_classes=len(classes), n_templates=5,
                                                         rows=planted))
@@ -299,9 +306,6 @@ def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_
                                                                                      candidates=1, shard_size=10))
     assert {p for r in store.fmr(fmr) for p in r.clean_preds} == {0}
     assert len(store.caches.text_embeddings()) == 3  # fake:a planted, the oracle's two built once on an actor
-    images = open_dataset("sample").subset(20).load(np.arange(20)).images
-    with torch.inference_mode():
-        emb = model.encode_image(model.preprocess(images)).numpy()
     assert len(set((emb @ real.T).argmax(axis=1).tolist())) > 1  # the real classifier predicts several classes
 
 
@@ -359,3 +363,32 @@ def test_a_killed_fmr_actor_resumes_to_the_local_runs_records(local_ray: Any, ho
     reference = Engine(store).start(FMR_DOMAIN, plan, fmr=settings)  # uninterrupted, local
     assert _fmr(store, "fmr-killed") == _fmr(store, reference)
     assert store.get_run("fmr-killed").status == "done"
+
+
+def test_the_ray_driver_decodes_through_the_input_pipelines_workers_to_the_local_runs_records(
+        local_ray: Any, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread: None) -> None:
+    """On a JPEG folder, the driver of a corruption run and of an FMR run takes its shards from the input
+    pipeline's worker processes (``--workers 2``; the driver itself never decodes a file) and the actors
+    store what the local executor, decoding in this process, stores."""
+    from test_input_pipeline import SIZE, _jpeg_folder
+
+    from domainbench.config import FmrSettings
+    from domainbench.data import Dataset
+
+    _jpeg_folder(tmp_path / "ds", broken=False)
+    plan = cfg(models=["fake:a"], limit=None, dataset=str(tmp_path / "ds"), image_size=SIZE, shard_size=5,
+               stability=False, threat=False)
+    settings = FmrSettings(oracle=["fake:b", "fake:c"], budget=1, candidates=2, shard_size=5)
+    store = open_store()
+    local = Engine(store).start(DOMAIN, plan), Engine(store).start(FMR_DOMAIN, plan, fmr=settings)
+
+    def decoded_inline(self: Dataset, indices: Any) -> Any:
+        raise AssertionError(f"the driver decoded images {list(indices)} itself")
+
+    monkeypatch.setattr(Dataset, "load", decoded_inline)  # this process only: the actors and workers import their own
+    pooled = plan.model_copy(update={"workers": 2})
+    on_ray = make_engine(store, options=RAY).start(DOMAIN, pooled)
+    fmr_on_ray = make_engine(store, options=RAY).start(FMR_DOMAIN, pooled, fmr=settings)
+    assert _units(store, on_ray) == _units(store, local[0]) and len(_units(store, on_ray)) == 3 * 4
+    assert _fmr(store, fmr_on_ray) == _fmr(store, local[1]) and len(_fmr(store, fmr_on_ray)) == 3
+    assert _units(store, fmr_on_ray) == _units(store, local[1])

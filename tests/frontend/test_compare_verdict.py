@@ -52,7 +52,7 @@ def test_compare_tables_show_rates_in_percent_and_ratios_as_ratios(populated: St
     assert "acc" not in every.value.columns and "mCE" in every.value.columns
     import json
 
-    assert "lower is better" in json.loads(every.proto.columns)["mCE"]["help"]
+    assert json.loads(every.proto.columns)["mCE"]["help"].endswith("Lower is better.")
     per = next(d.value for d in at.dataframe if "family" in d.value.columns)
     assert "accuracy %" in per.columns and per["accuracy %"].max() > 1.0
 

@@ -36,4 +36,4 @@ def test_delete_asks_naming_the_run_and_deletes_only_it(populated: Store) -> Non
     assert populated.get_run(DONE) is None and populated.units(DONE) == []
     assert len(populated.list_runs()) == 2 and populated.units(LIVE)
     assert "run" not in at.query_params  # back on the list
-    assert DONE not in next(d.value for d in at.dataframe if "progress" in d.value.columns)["run"].tolist()
+    assert DONE not in next(d.value for d in at.dataframe if "progress %" in d.value.columns)["run"].tolist()

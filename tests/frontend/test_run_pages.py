@@ -42,9 +42,9 @@ def test_runs_list_shows_domains_plans_and_every_run(populated: Store) -> None:
     assert not at.error
     domains = next(d.value for d in at.dataframe if "corruptions" in d.value.columns)
     assert len(domains) == 3 and "gaussian_noise (1,2,3)" in domains["corruptions"].iloc[0]
-    runs = next(d.value for d in at.dataframe if "progress" in d.value.columns)
+    runs = next(d.value for d in at.dataframe if "progress %" in d.value.columns)
     assert runs["run"].tolist() == [LIVE, XRAY, DONE]
-    assert runs.set_index("run").loc[LIVE, "progress"] == pytest.approx(8 / 12)
+    assert runs.set_index("run").loc[LIVE, "progress %"] == pytest.approx(100 * 8 / 12)  # in %, as its name says
     assert {"dataset", "images", "created"} <= set(runs.columns)
     assert "live" in texts(at.caption)  # a running run refreshes the list in place
     # choosing a domain shows its plan with the planner's reasons and filters the runs
@@ -52,17 +52,17 @@ def test_runs_list_shows_domains_plans_and_every_run(populated: Store) -> None:
     plan = next(d.value for d in at.dataframe if "reason" in d.value.columns)
     assert plan["selected in %"].tolist() == [100.0, 75.0]
     assert "chest x-rays" in texts(at.text)
-    runs = next(d.value for d in at.dataframe if "progress" in d.value.columns)
+    runs = next(d.value for d in at.dataframe if "progress %" in d.value.columns)
     assert runs["run"].tolist() == [XRAY]
 
 
 def test_runs_list_search_and_status_filter(populated: Store) -> None:
     at = app()
     at.text_input(key="runs-search").set_value("x-rays").run()
-    assert next(d.value for d in at.dataframe if "progress" in d.value.columns)["run"].tolist() == [XRAY]
+    assert next(d.value for d in at.dataframe if "progress %" in d.value.columns)["run"].tolist() == [XRAY]
     at.text_input(key="runs-search").set_value("").run()
     at.multiselect(key="runs-status").set_value(["running"]).run()
-    assert next(d.value for d in at.dataframe if "progress" in d.value.columns)["run"].tolist() == [LIVE]
+    assert next(d.value for d in at.dataframe if "progress %" in d.value.columns)["run"].tolist() == [LIVE]
     at.text_input(key="runs-search").set_value("no such words").run()
     assert "No run matches" in texts(at.info)
 
@@ -71,7 +71,7 @@ def test_unknown_run_id_in_the_url_says_so_and_opens_nothing(populated: Store) -
     at = run_page("20990101-000000-nope-0000")
     assert "no run '20990101-000000-nope-0000'" in texts(at.error)
     assert not [d for d in at.dataframe if "mCE" in d.value.columns]  # never silently the newest run
-    assert next(d.value for d in at.dataframe if "progress" in d.value.columns)["run"].tolist() == [LIVE, XRAY, DONE]
+    assert next(d.value for d in at.dataframe if "progress %" in d.value.columns)["run"].tolist() == [LIVE, XRAY, DONE]
 
 
 @pytest.mark.parametrize("page", ["runs", "compare"])

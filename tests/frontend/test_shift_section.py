@@ -74,7 +74,7 @@ def test_the_run_page_says_which_cell_behaves_like_the_shift_and_marks_it_real(s
         cell = next(c for c in m.cells if c.corruption == "shift:night")
         assert row["images"] == N and row["accuracy %"] == pytest.approx(100 * cell.accuracy)
         assert row["drop (points)"] == pytest.approx(100 * (m.clean_accuracy - cell.accuracy))
-        assert pd.isna(row["flip rate %"])  # missing, never 0
+        assert pd.isna(row["flip probability %"])  # missing, never 0
     assert figures.cell_label("shift:night", 1) == "shift:night (real)"
 
 

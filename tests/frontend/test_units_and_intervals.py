@@ -17,6 +17,7 @@ from domainbench import query
 from domainbench.frontend import data, figures, progress, verdict
 from domainbench.frontend.exports import MISSING
 from domainbench.frontend.views.runs import card_value
+from domainbench.metrics.registry import metric
 from domainbench.stats.intervals import wilson_interval
 from domainbench.store import Store
 
@@ -55,7 +56,9 @@ def test_per_corruption_accuracy_is_a_percentage_with_its_interval(real_store: S
             hi = np.mean([ri.cell(m.model, name, c.severity).balanced_accuracy[1] for c in cells])
             assert shown.loc[(m.model, name), "accuracy ± 95 % CI"] == verdict.pm(acc, (lo, hi), True)
     config = json.loads(next(d for d in at.dataframe if "rce" in d.value.columns).proto.columns)
-    assert "lower is better" in config["ce"]["help"] and "ratio to the baseline" in config["ce"]["help"]
+    # the registry's help on the per-corruption ratio, which says it is a ratio and that lower is better
+    assert config["ce"]["help"] == metric("ce_per_corruption").help
+    assert "ratio to the baseline" in config["ce"]["help"] and config["ce"]["help"].endswith("Lower is better.")
 
 
 def test_accuracy_chart_has_the_cells_intervals_and_a_chance_line(real_store: Store, real_run: tuple[Path, str]) -> None:
@@ -135,7 +138,7 @@ def test_runs_list_counts_units_not_cells(store: Store) -> None:
     assert (p.done, p.planned, p.exact) == (20, 24, True) and p.text() == "20 of 24 units"
     at = app()
     runs = next(d.value for d in at.dataframe if "units" in d.value.columns).set_index("run")
-    assert runs.loc[LIVE, "units"] == "20 of 24 units" and runs.loc[LIVE, "progress"] == pytest.approx(20 / 24)
+    assert runs.loc[LIVE, "units"] == "20 of 24 units" and runs.loc[LIVE, "progress %"] == pytest.approx(100 * 20 / 24)
     # without a set shard size the stored shards give a lower bound, and the text says so
     store.update_run(LIVE, config=run.config.model_copy(update={"shard_size": None}))
     assert progress.unit_progress(store, store.get_run(LIVE)).text() == "20 of ≥ 24 units"

@@ -218,6 +218,42 @@ def test_metrics_command_lists_every_metric(capsys: pytest.CaptureFixture[str], 
     assert json.loads(out)[0]["interval"] == "wilson" and json.loads(out)[0]["direction"] == "lower"
 
 
+def test_help_is_one_paragraph_of_meaning_unit_and_direction() -> None:
+    rate = Metric("r", "R", "fraction", "higher", "share of images kept", "model", ("n",), "mean", field="r",
+                  percent=True, ui_header="R %")
+    assert rate.help == ("Share of images kept. A share from 0 to 1, shown in % (export files keep the fraction). "
+                         "Higher is better.")
+    ratio = Metric("q", "Q", "ratio", "lower", "errors relative to the baseline's", "model", ("n",), "mean", field="q")
+    assert ratio.help == ("Errors relative to the baseline's. A ratio to the baseline model: 1.0 = as robust as the "
+                          "baseline. Lower is better.")
+    count = Metric("c", "C", "count", None, "images (x)", "cell", ("n",), "sum", field="n")
+    assert count.help == "Images (x). Neither higher nor lower is better."
+    # a rate is shown in %, and the header a page gives it says so
+    with pytest.raises(MetricRegistryError, match="must end in ' %'"):
+        Metric("r", "R", "fraction", "higher", "x", "model", ("n",), "mean", field="r", percent=True,
+               ui_header="R").check()
+    better = {"higher": "Higher is better.", "lower": "Lower is better.", None: "Neither higher nor lower is better."}
+    for m in registry().all():
+        assert m.help.startswith(m.meaning[0].upper() + m.meaning[1:] + ".") and m.help.endswith(better[m.direction])
+        assert "\n" not in m.help
+
+
+def test_metrics_command_prints_the_help_the_ui_shows(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """`domainbench metrics` prints, for every metric, the paragraph the UI's hovers and glossary show."""
+    monkeypatch.setenv("COLUMNS", "600")  # one line per metric: its whole paragraph, unwrapped
+    code, out, _ = run_cli(["metrics"], capsys, monkeypatch)
+    assert code == 0
+    rows = {line.split()[0]: line.rstrip() for line in out.splitlines()[3:] if line.strip()}
+    for m in registry().all():
+        assert rows[m.name].endswith("   " + m.help), m.name
+        assert rows[m.name].split()[3] == (m.direction or "-")
+    code, out, _ = run_cli(["metrics", "--format", "json"], capsys, monkeypatch)
+    listed = json.loads(out)
+    assert [e["help"] for e in listed] == [m.help for m in registry().all()]
+    assert next(e for e in listed if e["name"] == "mce")["help"].endswith("Lower is better.")
+
+
 @pytest.mark.parametrize(("args", "expect"), [(["metrics", "nothing*"], "no metric matches 'nothing*'"),
                                               (["metrics", "--format", "xml"], "--format 'xml' is not supported")])
 def test_metrics_command_bad_input(args: list[str], expect: str, capsys: pytest.CaptureFixture[str],

@@ -12,5 +12,6 @@ METRICS = (
     Metric("psnr_db", "PSNR", "decibel", "higher",
            "peak signal-to-noise ratio of the corrupted pixels against the clean ones (empty: identical pixels, ∞)",
            "cell", ("damage",), "per-image MSE summed over the cell's shards, then 10·log10(255² / mean MSE)",
-           order=88, compute=lambda cell, threat: None if cell.damage is None else cell.damage.psnr_db),
+           order=88, ui_header="PSNR dB",
+           compute=lambda cell, threat: None if cell.damage is None else cell.damage.psnr_db),
 )

@@ -9,7 +9,8 @@ _MEAN = "per image over the corruption's parameter grid, then the mean over the 
 
 METRICS = (
     Metric("divergence_radius", "DivergenceRadius R_dr", "distance", "lower",
-           "radius of the smallest ball holding an image's L2-normalised embeddings, clean and perturbed", "image",
+           "radius of the smallest ball holding an image's L2-normalised embeddings, clean and perturbed (equally "
+           "spaced parameters of each corruption): larger = the embedding moves more", "image",
            _NEEDS, _MEAN, interval="bootstrap", order=10, field="divergence_radius"),
     Metric("cosine", "cosine radius R_cs", "cosine", "lower",
            "(1 − the smallest cosine between an image's embeddings, clean and perturbed) / 2", "image", _NEEDS, _MEAN,

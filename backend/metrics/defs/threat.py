@@ -8,7 +8,9 @@ _POOLED = "threat sums pooled over the cell's shards (model-independent)"
 
 METRICS = (
     Metric("mean_pd_threat", "mean PD threat", "threat", "lower",
-           "mean Projected Displacement threat of the corruption cell (empty: not computed)", "cell",
+           "mean Projected Displacement threat of the corruption cell: how far it moves an image towards images of "
+           "other classes (1 = half-way; above 1 the corruption may have changed the true label, so an error there is "
+           "not necessarily the model's fault; empty: not computed)", "cell",
            ("threat: sum, n",), f"{_POOLED}, then the mean over images", order=70,
            compute=lambda cell, threat: None if threat is None else threat.mean_threat),
     Metric("pd_safe", "PD-safe", "flag", None,
