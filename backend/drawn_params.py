@@ -1,10 +1,12 @@
-"""What a corruption drew per image (a unit's ``params["drawn"]``), stored packed like the per-image arrays.
+"""What a corruption drew per image (a unit's ``params["drawn"]``), as units stored it until they stopped.
 
 A corruption records its random draws per image: an angle, a crop, a shadow's polygons (lists of
-[x, y] vertices, a different number per image). As JSON lists they took ~460 bytes an image for
-shadow, more than the rest of a unit. Stored, each numeric value list becomes its leaves as one
-``PackedArray`` (``domainbench.packed``) plus one packed array of list lengths per nesting level,
-so ragged nesting comes back exactly:
+[x, y] vertices, a different number per image). Units no longer store them (they are the same for
+every model of a cell, and ``query.drawn_of`` makes them again from the run's seed); this module
+reads the units that did, and still packs a record that carries them. As JSON lists they took
+~460 bytes an image for shadow, more than the rest of a unit; packed, each numeric value list
+becomes its leaves as one ``PackedArray`` (``domainbench.packed``) plus one packed array of list
+lengths per nesting level, so ragged nesting comes back exactly:
 
     [[[1, 2], [3, 4]], [[5, 6]]]  ->  {"packed_lists": {"values": [1..6], "lengths": [[2, 1], [2, 2, 2]]}}
 

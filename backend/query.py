@@ -8,13 +8,13 @@ here reads; nothing writes. Unit documents are loaded only where a page needs pe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from domainbench.config import DomainConfig
+from domainbench.config import SHIFT_PREFIX, DomainConfig
 from domainbench.engine.compare import paired_comparison, run_pairs
 from domainbench.engine.confidence import load_draws, load_intervals
 from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json
@@ -32,12 +32,16 @@ from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.stats.intervals import DEFAULT_CONFIDENCE
 from domainbench.store.status import run_status
 
+if TYPE_CHECKING:
+    from domainbench.engine.jobs import Corrupted
+    from domainbench.engine.tasks import Cell
+
 FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "FINISHED", "cell_rows", "cell_units", "comparison", "draws", "intervals", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
-    "fmr_records", "get_run", "list_runs", "recreate_images", "report", "report_of", "run_fingerprint",
+    "CELL_FIELDS", "FINISHED", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
+    "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domains",
 ]
 
@@ -235,32 +239,76 @@ def stored_domains(store: Store) -> list[DomainRecord]:
     return sorted(store.domains.find(), key=lambda d: d.created_at, reverse=True)
 
 
-def recreate_images(run: RunRecord, corruption: str, severity: int, indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The corrupted images the run evaluated, made again from the run's seed (images are never stored).
+def recreate(run: RunRecord, corruption: str, severity: int, indices: Sequence[int]) -> tuple[Corrupted, np.ndarray]:
+    """A cell's corrupted images and what its corruption drew for each, made again from the run's seed
+    (neither is stored).
 
     Each image's seed is a function of (run seed, corruption, severity, dataset index) only
-    (``domainbench.engine.jobs.image_seeds``), so these are the pixels the models saw. Returns
-    (images, indices) of the images that decoded. ``severity`` 0 gives the clean images.
+    (``domainbench.engine.jobs.image_seeds``) and the cell's job is the runner's own
+    (``engine.runner.cells_of``: ladder, plan parameters or a composition's steps), so these are the
+    pixels the models saw and the values the kernel drew. Returns the images that decoded and their
+    indices; severity 0 gives the clean images.
     """
-    from domainbench.engine.jobs import Job, run_job
+    from domainbench.engine.jobs import Corrupted, run_job
 
     ds = _run_dataset(run.config.model_dump_json(include={"dataset", "classes", "image_size", "limit"}))
     batch = ds.load(np.asarray(indices, dtype=np.int64))
     if severity == 0 or corruption == CLEAN:
-        return batch.images, batch.indices
-    job = Job(0, corruption, severity, plan_params(run.domain, corruption, severity))
-    return run_job(job, batch.images, batch.indices, run.config.seed).images, batch.indices
+        return Corrupted(batch.images, {}), batch.indices
+    return run_job(_cell(run, corruption, severity).job(0), batch.images, batch.indices, run.config.seed), batch.indices
 
 
-def plan_params(domain: DomainConfig, corruption: str, severity: int) -> dict[str, Any] | None:
-    """A cell's explicit parameters: a plan's params override the ladder's at every listed severity;
-    None means the ladder's own (the runner's rule, ``domainbench.engine.runner.cells_of``)."""
+def _cell(run: RunRecord, corruption: str, severity: int) -> Cell:
+    from domainbench.engine.runner import cells_of
+
+    cell = next((c for c in cells_of(run.domain) if (c.corruption, c.severity) == (corruption, severity)), None)
+    if cell is None:
+        raise UserInputError(f"run {run.run_id} has no cell {corruption} at severity {severity}")
+    return cell
+
+
+def recreate_images(run: RunRecord, corruption: str, severity: int, indices: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The corrupted images the run evaluated (``recreate``), and the indices of those that decoded."""
+    corrupted, kept = recreate(run, corruption, severity, indices)
+    return corrupted.images, kept
+
+
+def drawn_of(run: RunRecord, unit: UnitRecord) -> dict[str, list[Any]]:
+    """What the unit's corruption drew per image (a blur angle, shadow polygons, a composition's
+    ``steps``), one entry per image of ``unit.indices``, as ``corruptions.corrupt_batch`` returns it.
+
+    Units stored before these were made again hold them in ``params["drawn"]`` (plain lists or
+    packed): those are returned as stored. Later units leave them out: they are the same for every
+    model of a cell and a pure function of the run's seed, the cell and the images, so they are made
+    again here by re-running the cell's corruption on the unit's images (a device-corrupted unit
+    drew the same values: its torch kernels draw from the same generators). Refused where that
+    could differ from what the run drew: a changed severity ladder, another frost texture, an
+    image that no longer decodes.
+    """
+    if "drawn" in unit.params:
+        return unit.params["drawn"]
+    if unit.corruption == CLEAN or unit.corruption.startswith(SHIFT_PREFIX):
+        return {}
     from domainbench import corruptions
+    from domainbench.corruptions.kernels.frost_photos import texture_source
+    from domainbench.engine.jobs import composition_steps
 
-    for c in domain.corruptions:
-        if c.name == corruption and c.params:
-            return {**corruptions.resolve_params(c.name, severity=severity), **c.params}
-    return None
+    what = f"the draws of {unit.corruption} (severity {unit.severity}, shard {unit.shard}) of run {run.run_id}"
+    steps = composition_steps(_cell(run, unit.corruption, unit.severity).job(0))
+    # the ladders the cell's kernels used: the unit's own, or its steps' as the run recorded them
+    used = {n: run.ladder_versions.get(n) for n, _ in steps} if steps else {unit.corruption: unit.ladder_version}
+    changed = sorted(n for n, v in used.items() if v is not None and v != corruptions.get(n).ladder_version)
+    if changed:
+        raise UserInputError(f"{what} cannot be made again: this domainbench has another severity ladder for "
+                             f"{', '.join(changed)} than the run used")
+    if unit.frost_texture not in (None, texture_source()):
+        raise UserInputError(f"{what} cannot be made again: the run overlaid the {unit.frost_texture} frost texture, "
+                             f"this environment uses {texture_source()}")
+    corrupted, kept = recreate(run, unit.corruption, unit.severity, list(unit.indices))
+    if not np.array_equal(kept, np.asarray(unit.indices)):
+        raise UserInputError(f"{what} cannot be made again: images {sorted(set(unit.indices) - set(kept.tolist()))} "
+                             "of the run's dataset no longer decode")
+    return corrupted.drawn
 
 
 @lru_cache(maxsize=4)

@@ -52,7 +52,8 @@ def _params(v: Any) -> dict[str, Any]:
     return unpack_params(v)
 
 
-#: a unit's parameters; what the corruption drew per image is stored packed (``domainbench.drawn_params``)
+#: a unit's parameters; units stored before draws were left out also hold what the corruption drew per image
+#: (``params["drawn"]``, plain or packed: ``domainbench.drawn_params``; ``query.drawn_of`` reads either kind)
 UnitParams = Annotated[dict[str, Any], PlainValidator(_params), PlainSerializer(pack_params, when_used="json")]
 
 

@@ -15,7 +15,9 @@ Measures, in one invocation:
   stage (``run_memory.py``: imports, loading the model, scoring the shards, the report), with the
   model's parameter bytes and the peak of Python/numpy allocations while scoring, and with the
   worker processes' RSS added.
-- **bytes per unit** at 1,000 images × 1,000 classes, as stored in SQLite and as BSON.
+- **bytes per (model, cell)** at 1,000 images × 1,000 classes, as the engine stores the unit in SQLite
+  and as BSON, for the clean pass, a plain cell and a shadow cell (per-image draws are not stored:
+  0 bytes per cell, made again by ``query.drawn_of``; what they would add is printed beside).
 - **report build** at ~10,000 units (``benchmarks/report_scale.py``), SQLite (and mongomock
   without ``--quick``).
 
@@ -217,13 +219,31 @@ def memory(n: int, batch: int, device: str, corrupt_on: str, work: Path) -> dict
     return out
 
 
+#: the cells whose stored bytes are measured: the clean pass (it also stores the labels), a cell whose
+#: corruption draws nothing per image, and one that draws the most (shadow's polygons)
+STORE_CELLS = [("clean", 0), ("gaussian_noise", 3), ("shadow", 5)]
+
+
 def bytes_per_unit() -> dict[str, float]:
-    """A unit of 1,000 images at 1,000 classes as the engine writes it, stored in SQLite and as BSON."""
+    """Bytes per (model, cell) at 1,000 images x 1,000 classes, as the engine's ``write_unit`` stores the unit,
+    in SQLite (the JSON document) and as BSON (the document plus any split parts), for each of ``STORE_CELLS``.
+
+    A unit is one (model, cell, shard); here one shard holds the cell's 1,000 images, so a unit is the whole
+    (model, cell). What a corruption draws per image is not stored (0 B per cell; ``query.drawn_of`` makes it
+    again): for shadow at 224 px, the time that takes per image and what storing the draws packed in each
+    unit, as before, would add (``draws_*``).
+    """
     import sqlite3
+    from types import SimpleNamespace
 
     import bson
     import mongomock
 
+    from domainbench import corruptions
+    from domainbench.drawn_params import pack_params
+    from domainbench.engine.jobs import CLEAN, Corrupted
+    from domainbench.engine.shards import write_unit
+    from domainbench.engine.tasks import Cell
     from domainbench.store.indexes import PARTS
     from domainbench.store.mongo_store import MongoStore
     from domainbench.store.sqlite_store import SQLiteStore
@@ -231,15 +251,37 @@ def bytes_per_unit() -> dict[str, float]:
     sys.path.insert(0, str(HERE))
     from report_scale import CLASSES, units
 
-    unit = units(1, 1000)[0]
-    assert len(CLASSES) == 1000 and unit.n == 1000
-    with tempfile.TemporaryDirectory() as d:
-        SQLiteStore(Path(d) / "u.sqlite").upsert("units", unit)
-        (doc,) = sqlite3.connect(Path(d) / "u.sqlite").execute("SELECT doc FROM units").fetchone()
-    client = mongomock.MongoClient()
-    MongoStore("mongodb://localhost/u", client=client).upsert("units", unit)
-    docs = list(client["u"]["units"].find()) + list(client["u"][PARTS].find())
-    return {"unit_bytes_sqlite": len(doc.encode()), "unit_bytes_bson": sum(len(bson.encode(x)) for x in docs)}
+    made = units(1, 1000)
+    clean, corrupted = made[0], made[5]  # the first model's clean pass and a severity-5 cell
+    assert len(CLASSES) == 1000 and clean.n == 1000 and clean.corruption == CLEAN
+    # shadow's draws for 1,000 224-px images: what drawn_of computes again (on the dataset's images) and
+    # what units stored before (packed)
+    t0, drawn = time.perf_counter(), {}
+    for start in range(0, 1000, 100):
+        _, part = corruptions.corrupt_batch(np.zeros((100, 224, 224, 3), np.uint8), "shadow", severity=5,
+                                            seeds=list(range(start, start + 100)), return_drawn=True)
+        for k, v in part.items():
+            drawn.setdefault(k, []).extend(v)
+    out = {"draws_shadow_remake_ms_per_image": (time.perf_counter() - t0) * 1e3 / 1000,
+           "draws_shadow_packed_bytes_if_stored": len(json.dumps(pack_params({"drawn": drawn})["drawn"]))}
+    batch = SimpleNamespace(labels=np.asarray(clean.labels), indices=np.asarray(clean.indices), unreadable=[])
+    for name, severity in STORE_CELLS:
+        ref = clean if name == CLEAN else corrupted
+        cell = Cell(name, severity, None, {} if name == CLEAN else corruptions.resolve_params(name, severity=severity))
+        images = Corrupted(np.zeros((0,)), drawn if name == "shadow" else {})
+        with tempfile.TemporaryDirectory() as d:
+            client = mongomock.MongoClient()
+            for store in (SQLiteStore(Path(d) / "u.sqlite"), MongoStore("mongodb://localhost/u", client=client)):
+                ctx = SimpleNamespace(run_id=ref.run_id, cfg=SimpleNamespace(seed=0), store=store,
+                                      dataset=SimpleNamespace(classes=CLASSES))
+                write_unit(ctx, SimpleNamespace(name=ref.model), cell, 0, batch, np.asarray(ref.preds),
+                           None if name == CLEAN else np.asarray(clean.preds), images, 0.0,
+                           confidence=np.asarray(ref.confidence))
+            (doc,) = sqlite3.connect(Path(d) / "u.sqlite").execute("SELECT doc FROM units").fetchone()
+        docs = list(client["u"]["units"].find()) + list(client["u"][PARTS].find())
+        out[f"unit_bytes_sqlite_{name}"] = len(doc.encode())
+        out[f"unit_bytes_bson_{name}"] = sum(len(bson.encode(x)) for x in docs)
+    return out
 
 
 def main() -> None:
@@ -282,8 +324,14 @@ def main() -> None:
         print(f"peak RSS {res[f'peak_rss_mb_{mem_n}']:.0f} MB at N={mem_n}, {res[f'peak_rss_mb_{2 * mem_n}']:.0f} MB at "
               f"2N={2 * mem_n}: ratio {res['peak_rss_ratio_2n_over_n']:.2f} (target <= 1.15)")
     if rep:
-        print(f"unit at 1,000 images x 1,000 classes: {res['unit_bytes_sqlite'] / 1024:.1f} KB SQLite, "
-              f"{res['unit_bytes_bson'] / 1024:.1f} KB BSON (target <= 32 KB)")
+        print("bytes per (model, cell) at 1,000 images x 1,000 classes (one unit: the cell's images in one shard; "
+              "target <= 32 KB, all shards together):")
+        for name, severity in STORE_CELLS:
+            print(f"  {name} {severity}: {res[f'unit_bytes_sqlite_{name}'] / 1024:.1f} KB SQLite, "
+                  f"{res[f'unit_bytes_bson_{name}'] / 1024:.1f} KB BSON")
+        print(f"draw bytes per cell: 0 (not stored; query.drawn_of makes them again: shadow at 224 px took "
+              f"{res['draws_shadow_remake_ms_per_image']:.1f} ms/image here; stored packed in every model's unit, "
+              f"as before, they added {res['draws_shadow_packed_bytes_if_stored'] / 1024:.1f} KB per (model, cell))")
         print(f"report of {rep['units']} units: {rep['sqlite_report_s']:.2f} s wall, {rep['sqlite_report_cpu_s']:.2f} s CPU "
               "on SQLite (target < 2 s)" + (f"; mongomock {rep['mongomock_report_s']:.2f} s" if "mongomock_report_s" in rep else ""))
 

@@ -1,7 +1,7 @@
 """How long does a run's report take to build from its stored units, at 10,000 units?
 
-A synthetic run: 2 models × (clean + 19 corruptions × 5 severities) cells × 50 shards (9,600
-units, plus clean), 1,000 classes, 200 images a unit, written through the store as the engine
+A synthetic run: 2 models × (clean + 20 corruptions × 5 severities) cells × 50 shards (10,100
+units), 1,000 classes, 200 images a unit, written through the store as the engine
 writes units (packed predictions, correctness bits, confidences, sparse confusion). Times
 ``build_report`` (what ``show``, ``export`` and the UI call) on embedded SQLite and on the
 pymongo code over mongomock, and prints the stored bytes per unit. Target: < 2 s.
@@ -27,7 +27,7 @@ from domainbench.engine.reports import build_report
 from domainbench.store.base import Store
 from domainbench.store.records import RunRecord, UnitRecord
 
-CORRUPTIONS = [f"corruption_{i:02d}" for i in range(19)]
+CORRUPTIONS = [f"corruption_{i:02d}" for i in range(20)]
 MODELS = ["open_clip:ViT-B-32/openai", "open_clip:ViT-L-14/openai"]
 CLASSES = [f"imagenet class {i}" for i in range(1000)]
 RUN = "20261125-000000-report-scale-0001"

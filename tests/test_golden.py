@@ -170,11 +170,22 @@ def _records(home: Path) -> dict[str, list[Any]]:
     for collection in COLLECTIONS:
         if str(collection) in CACHES:
             continue
-        docs = [d.model_dump(mode="json") for d in store.find(collection)]
+        docs = [_unit_content(store, d) if collection == "units" else d.model_dump(mode="json")
+                for d in store.find(collection)]
         key = COLLECTIONS[collection]
         out[str(collection)] = sorted((_strip(d) for d in docs), key=lambda d: tuple(str(d.get(f)) for f in key))
     store.close()
     return out
+
+
+def _unit_content(store: Any, unit: Any) -> dict[str, Any]:
+    """A unit with what its corruption drew per image, which the store no longer keeps: it is made again from
+    the run's seed (``query.drawn_of``), a storage change like the encodings ``_decoded`` reads."""
+    from domainbench.query import drawn_of
+
+    doc = unit.model_dump(mode="json")
+    drawn = drawn_of(store.get_run(unit.run_id), unit)
+    return {**doc, "params": {**doc["params"], "drawn": drawn}} if drawn else doc
 
 
 def _differences(expected: Any, actual: Any, path: str = "$") -> list[str]:

@@ -70,8 +70,9 @@ def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[
 UNPARSEABLE_FIELD = "unparseable_rate"
 UNPARSEABLE_DOC = metric(UNPARSEABLE_FIELD).meaning
 
-#: an FMR run's CSV adds one row per tested model (corruption "fmr") with PA as its accuracy, and a
-#: column for each other FMR metric of the registry (``fmr_fields``)
+#: an FMR run's CSV adds one row per tested model (corruption "fmr", severity 0) with its images in
+#: n_images, PA (top-1 accuracy on the perturbed images) as its top1_accuracy, and a column for each
+#: other FMR metric of the registry (``fmr_fields``)
 FMR_ACCURACY = "pa"
 
 
@@ -98,7 +99,7 @@ def to_csv(report: RunReport, intervals: RunIntervals | None = None,
     buf = io.StringIO()
     fields = (CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
               + (fmr_fields() if report.fmr else []))
-    w = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
+    w = csv.DictWriter(buf, fieldnames=fields)  # a key with no column raises: nothing is dropped silently
     w.writeheader()
     at = {(b.model, b.corruption): b for b in breaking}
     for row in cell_rows(report, intervals):
@@ -108,8 +109,8 @@ def to_csv(report: RunReport, intervals: RunIntervals | None = None,
         extra = {k: getattr(b, k) for k in BREAKING_FIELDS} if b is not None else {}
         w.writerow({"run_id": report.run_id, **row, **extra})
     for m in report.fmr.models if report.fmr else []:
-        w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n": m.n,
-                    "accuracy": metric(FMR_ACCURACY).read(m), **{f: metric(f).read(m) for f in fmr_fields()}})
+        w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n_images": m.n,
+                    "top1_accuracy": metric(FMR_ACCURACY).read(m), **{f: metric(f).read(m) for f in fmr_fields()}})
     return buf.getvalue()
 
 

@@ -137,7 +137,6 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
                vlm: VLMResult | None = None, calibration: CalibrationCounts | None = None,
                damage: DamageSums | None = None) -> None:
     classes = ctx.dataset.classes
-    params = {**cell.applied, "drawn": corrupted.drawn} if corrupted.drawn else cell.applied
     unit = UnitRecord(
         run_id=ctx.run_id,
         model=ms.name,
@@ -152,7 +151,9 @@ def write_unit(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, batch: B
         hits=None if batch.labels is None else (preds == batch.labels).astype(np.int8),
         confidence=confidence,
         n_unreadable=len(batch.unreadable),
-        params=params,
+        # what the corruption drew per image (corrupted.drawn) is not stored: it is the same for every model of the
+        # cell and a pure function of the run's seed, the cell and the images, so ``query.drawn_of`` makes it again
+        params=cell.applied,
         seed=ctx.cfg.seed,
         classes=classes,
         # per-image labels once per shard: the stability link joins them with predictions

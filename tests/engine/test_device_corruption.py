@@ -73,10 +73,20 @@ def test_results_do_not_depend_on_where_units_were_corrupted(home: Path) -> None
         else:
             assert unit.corrupted_on == "device"
         if corruption != "gaussian_noise":
-            # same pixels (up to a grey level of rounding), same predictions, same drawn values
+            # same pixels (up to a grey level of rounding), same predictions
             assert (unit.preds, unit.confusion, unit.flips, unit.params) == (a[k].preds, a[k].confusion, a[k].flips, a[k].params), k
         else:
             assert unit.n == a[k].n and unit.params == a[k].params
+    # same drawn values: units do not store them, ``query.drawn_of`` makes them again on the CPU for either
+    from domainbench.data import load_sample
+    from domainbench.engine.device_corruption import run_device_job
+    from domainbench.engine.jobs import Job, run_job
+
+    images, indices = load_sample().subset(40).arrays[:16], np.arange(16)
+    for corruption, severity in {(k[1], k[2]) for k in b if k[1] not in ("clean", "webp_compression")}:
+        job = Job(0, corruption, severity)
+        drawn = run_device_job(job, images, indices, 0, torch.device("cpu")).drawn
+        assert drawn == run_job(job, images, indices, 0).drawn and (drawn or corruption != "occluder"), corruption
     # the random kernel draws its noise from torch generators: other pixels, so (almost surely) other predictions somewhere
     assert any(b[k].preds != a[k].preds for k in b if k[1] == "gaussian_noise")
 

@@ -74,11 +74,37 @@ def test_units_match_a_per_image_brute_force(home: Path) -> None:
     assert run.status == "done" and store.get_report(run_id) is not None
 
 
+#: sums of float32 confidences (fixed-point integers, ``unit_sums.CalibrationSums``): the forward pass of a
+#: batch of 7 and one of 60 may round differently (measured on an AVX-512 EPYC: the sums moved by ~1e-7
+#: relative), so they are compared to float32 precision while everything else must be equal
+CONFIDENCE_SUMS = ("confidence_sum", "nll_sum")
+
+
+def _without_confidence_sums(value: Any, sums: list[int]) -> Any:
+    """``value`` (a dumped report) with every confidence sum moved into ``sums``."""
+    if isinstance(value, dict):
+        kept = {}
+        for k, v in value.items():
+            if k in CONFIDENCE_SUMS:
+                sums.extend(np.ravel(v).tolist())
+            else:
+                kept[k] = _without_confidence_sums(v, sums)
+        return kept
+    if isinstance(value, list):
+        return [_without_confidence_sums(v, sums) for v in value]
+    return value
+
+
 def test_shard_size_does_not_change_results(home: Path) -> None:
     store = open_store()
     a = build_report(store, Engine(store).start(DOMAIN, cfg(shard_size=7, stability=False)))
     b = build_report(store, Engine(store).start(DOMAIN, cfg(shard_size=60, stability=False)))
-    assert a.models == b.models
+    sums_a: list[int] = []
+    sums_b: list[int] = []
+    dumped_a = [_without_confidence_sums(m.model_dump(), sums_a) for m in a.models]
+    dumped_b = [_without_confidence_sums(m.model_dump(), sums_b) for m in b.models]
+    assert dumped_a == dumped_b  # predictions, counts, flips, every accuracy: exactly
+    assert len(sums_a) == len(sums_b) > 0 and sums_a == pytest.approx(sums_b, rel=1e-5)
     ta = {(t.corruption, t.severity): t.mean_threat for t in a.threat}
     tb = {(t.corruption, t.severity): t.mean_threat for t in b.threat}
     assert ta.keys() == tb.keys() and all(ta[k] == pytest.approx(tb[k], rel=1e-5) for k in ta)

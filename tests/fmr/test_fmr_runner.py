@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import io
+import json
 from pathlib import Path
 
 import numpy as np
@@ -99,7 +102,13 @@ def test_cli_fmr_then_show_and_export(home: Path, tmp_path: Path, capsys, monkey
     code, out, _ = _cli(["export", "cli-fmr"], capsys, monkeypatch)
     rows = [ln.split(",") for ln in out.strip().splitlines()]
     assert rows[0][-4:] == ["sa", "fmr", "validation_rate", "mean_steps"]
-    assert any(r[2] == "fmr" for r in rows[1:])
+    fmr_rows = list(csv.DictReader(io.StringIO(out)))
+    code, js, _ = _cli(["export", "cli-fmr", "--format", "json"], capsys, monkeypatch)
+    (model,) = json.loads(js)["report"]["fmr"]["models"]
+    (row,) = [r for r in fmr_rows if r["corruption"] == "fmr"]
+    # the row carries the model's image count and PA (they were written under names the CSV does not have, and lost)
+    assert (row["model"], row["severity"]) == (PLAIN, "0") and int(row["n_images"]) == model["n"] == 6
+    assert float(row["top1_accuracy"]) == model["pa"] and float(row["sa"]) == model["sa"]
 
 
 

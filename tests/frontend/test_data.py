@@ -316,17 +316,6 @@ def test_recreated_images_are_the_pixels_the_models_saw(real_store: Store, real_
         assert predict(ms, encode(ms, images)).tolist() == [stored[i] for i in indices]
 
 
-def test_plan_params_follow_the_runner(real_store: Store, real_run: tuple[Path, str]) -> None:
-    from domainbench.engine.runner import cells_of
-    from domainbench.query import plan_params
-
-    run = real_store.get_run(real_run[1])
-    plan = run.domain.model_copy(update={"corruptions": [
-        run.domain.corruptions[0].model_copy(update={"params": {"sigma": 0.2}}), run.domain.corruptions[1]]})
-    for cell in cells_of(plan)[1:]:
-        assert plan_params(plan, cell.corruption, cell.severity) == cell.params
-
-
 # --------------------------------------------------------------------------- comparison
 
 

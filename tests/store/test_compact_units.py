@@ -130,6 +130,54 @@ def test_a_1000_class_unit_takes_under_32_kb_in_bson() -> None:
     assert_same_unit(store.units(unit.run_id)[0], unit)
 
 
+def engine_unit(store: Any, corruption: str, severity: int) -> tuple[UnitRecord, dict[str, list[Any]]]:
+    """``big_unit``'s images as the engine's own ``write_unit`` stores them for a cell of ``corruption``, with
+    what its kernel drew for the 1,000 images in hand as a shard has them (64 px: shadow's polygons take 45 KB
+    packed); returns the stored unit and the draws."""
+    from types import SimpleNamespace
+
+    from domainbench import corruptions
+    from domainbench.engine.jobs import Corrupted
+    from domainbench.engine.shards import write_unit
+    from domainbench.engine.tasks import Cell
+
+    ref = big_unit()
+    images = np.zeros((ref.n, 64, 64, 3), dtype=np.uint8)
+    _, drawn = corruptions.corrupt_batch(images, corruption, severity=severity, seeds=list(range(ref.n)),
+                                         return_drawn=True)
+    ctx = SimpleNamespace(run_id=ref.run_id, cfg=SimpleNamespace(seed=0), dataset=SimpleNamespace(classes=ref.classes),
+                          store=store)
+    batch = SimpleNamespace(labels=np.asarray(ref.labels), indices=np.asarray(ref.indices), unreadable=[])
+    cell = Cell(corruption, severity, None, corruptions.resolve_params(corruption, severity=severity))
+    clean = np.asarray(ref.labels)
+    write_unit(ctx, SimpleNamespace(name=ref.model), cell, ref.shard, batch, np.asarray(ref.preds), clean,
+               Corrupted(images, drawn), 0.0, confidence=np.asarray(ref.confidence))
+    (unit,) = store.units(ref.run_id)
+    assert unit.params == cell.applied and np.array_equal(np.asarray(unit.preds), np.asarray(ref.preds))
+    return unit, drawn
+
+
+@pytest.mark.parametrize("corruption, severity", [("gaussian_noise", 3), ("shadow", 5)])
+def test_a_1000_class_unit_of_any_cell_takes_under_32_kb_as_the_engine_writes_it(corruption: str, severity: int,
+                                                                                   tmp_path: Path) -> None:
+    """Per-image draws (shadow's polygons) are not stored in units (``query.drawn_of`` makes them again): the
+    engine's unit of a shadow cell takes what a plain cell's does, where its draws alone took more than 32 KB."""
+    from domainbench.drawn_params import pack_params
+
+    client = mongomock.MongoClient()
+    mongo = MongoStore("mongodb://localhost/compact", client=client)
+    sqlite = SQLiteStore(tmp_path / "s.sqlite")
+    (unit, drawn), (again, _) = engine_unit(sqlite, corruption, severity), engine_unit(mongo, corruption, severity)
+    (doc,) = sqlite3.connect(tmp_path / "s.sqlite").execute("SELECT doc FROM units").fetchone()
+    docs = list(client["compact"]["units"].find()) + list(client["compact"][PARTS].find())
+    assert len(doc.encode()) <= LIMIT and sum(len(bson.encode(d)) for d in docs) <= LIMIT
+    assert "drawn" not in json.loads(doc)["params"]
+    when = {"computed_at", "elapsed_s"}
+    assert unit.model_dump(mode="json", exclude=when) == again.model_dump(mode="json", exclude=when)
+    if corruption == "shadow":
+        assert len(json.dumps(pack_params({"drawn": drawn})["drawn"])) > LIMIT  # what storing them would have cost
+
+
 # --------------------------------------------------------------------------- counts vs arrays
 
 @st.composite

@@ -1,6 +1,14 @@
-"""Stores written by earlier versions stay readable: a real run of the bundled sample, stored by the
-domainbench of 2026-11-25 (unit schema 1: dense confusion matrices, per-image lists), is read through
-today's store on SQLite and mongomock, and gives the report it stored then."""
+"""Stores written by earlier versions stay readable: real runs of the bundled sample, stored by earlier
+versions, are read through today's store on SQLite and mongomock and give the reports they stored then.
+
+- ``store_v1_units.json``: the domainbench of 2026-11-25 (unit schema 1: dense confusion matrices,
+  per-image lists).
+- ``store_v2_drawn_units.json``: domainbench 472076e, when units still held what their corruption drew
+  per image (``params["drawn"]``): 40 images in shards of 20, one model, shadow, occluder,
+  perspective, grid_distortion, motion_blur and a composition (shadow, then motion_blur). Run
+  ``fixture-v2-packed`` is as 472076e stored it (draws packed); ``fixture-v2-plain`` is the same run
+  with its draws as plain lists, as units were stored before they were packed.
+"""
 
 from __future__ import annotations
 
@@ -14,15 +22,16 @@ from domainbench.engine.reports import build_report
 from domainbench.store.base import Store
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_v1_units.json"
+DRAWS_FIXTURE = FIXTURE.with_name("store_v2_drawn_units.json")
 
 
-def old_docs() -> dict[str, list[dict[str, Any]]]:
-    return json.loads(FIXTURE.read_text())
+def old_docs(fixture: Path = FIXTURE) -> dict[str, list[dict[str, Any]]]:
+    return json.loads(fixture.read_text())
 
 
-def load_raw(store: Store) -> dict[str, list[dict[str, Any]]]:
+def load_raw(store: Store, fixture: Path = FIXTURE) -> dict[str, list[dict[str, Any]]]:
     """The fixture's documents written as they were (no validation, no migration)."""
-    docs = old_docs()
+    docs = old_docs(fixture)
     for coll, rows in docs.items():
         store._upsert_many(coll, rows)
     return docs
@@ -64,3 +73,35 @@ def test_old_store_rebuilds_its_threat_and_stability_sections(store: Store) -> N
     for key in ("threat", "safe_accuracy", "stability", "stability_link", "different_class_threat"):
         assert new[key] == old[key], key
     assert old["stability_link"]  # the fixture exercises the per-image join
+
+
+def test_old_units_keep_the_draws_they_stored_and_those_are_the_ones_made_again(store: Store) -> None:
+    from domainbench.drawn_params import unpack_params
+    from domainbench.query import drawn_of, recreate
+
+    docs = load_raw(store, DRAWS_FIXTURE)
+    stored = {(d["run_id"], d["corruption"], d["shard"]): d for d in docs["units"]}
+    made_again: dict[tuple[str, int], Any] = {}
+    for run_id in ("fixture-v2-packed", "fixture-v2-plain"):
+        run, units = store.get_run(run_id), store.units(run_id)
+        assert run is not None and len(units) == 14
+        for u in units:
+            raw = stored[(run_id, u.corruption, u.shard)]
+            if u.corruption == "clean":
+                assert drawn_of(run, u) == {}
+                continue
+            drawn = drawn_of(run, u)
+            assert drawn == unpack_params(raw["params"])["drawn"] and drawn, (run_id, u.corruption)
+            # what the earlier version stored is exactly what today's code draws again from the run's seed
+            key = (u.corruption, u.shard)
+            made_again.setdefault(key, recreate(run, u.corruption, u.severity, list(u.indices))[0].drawn)
+            assert drawn == made_again[key], key
+    # the fixture holds both encodings of the draws: packed (472076e) and plain lists (before)
+    assert {type(d["params"].get("drawn", {}).get("polygons")) for d in docs["units"]} == {type(None), dict, list}
+
+
+def test_old_units_with_draws_rebuild_the_report_they_stored(store: Store) -> None:
+    docs = load_raw(store, DRAWS_FIXTURE)
+    for old in docs["summaries"]:
+        new = build_report(store, old["run_id"]).model_dump(mode="json")
+        assert new["classification"] == old["classification"]
