@@ -130,7 +130,7 @@ RANKING_CI = {"clean acc %": (verdict.CI_COLUMNS["clean acc %"], "clean acc %"),
 
 def ranking_with_intervals(comparison: data.Comparison, draws: data.Draws) -> pd.DataFrame:
     """The ranking (``data.ranking_frame``) with the 95 % intervals of its averages and ranks (``data.RANKING_INTERVALS``'
-    columns) and, beside each averaged accuracy, its "61.2 % ± 3.1" column (``verdict.CI_COLUMNS``' names)."""
+    columns) and, beside each average of ``RANKING_CI``, its "61.2 % ± 3.1" column."""
     ranking = data.ranking_frame(comparison.frame)
     bounds = data.ranking_intervals(comparison.frame, draws)
     out = ranking.join(bounds, on="model")
@@ -221,10 +221,12 @@ def draws_note(draws: data.Draws) -> None:
     """The method of the page's intervals, and the runs that have none (and why)."""
     resamples = next((d.resamples for d in draws.values() if not isinstance(d, str)), DEFAULT_RESAMPLES)
     st.caption(INTERVAL_NOTE.format(resamples=resamples))
-    missing = data.draws_problems(draws)
-    if missing:
+    by_reason: dict[str, list[str]] = {}
+    for rid, why in data.draws_problems(draws).items():
+        by_reason.setdefault(why, []).append(rid)
+    if by_reason:
         st.caption("No interval on the averages that include " + "; ".join(
-            f"{rid} ({why})" for rid, why in missing.items()))
+            f"{', '.join(rids)} ({why})" for why, rids in by_reason.items()))
 
 
 def heatmap_section(comparison: data.Comparison, metric: str, draws: data.Draws) -> None:
@@ -279,7 +281,8 @@ def family_section(comparison: data.Comparison, draws: data.Draws) -> None:
                                          center=1.0 if metric in RATIO_METRICS else None, bounds=bounds),
                   f"compare-family-{metric}", "family")
     if not matrix.empty:
-        exports.table(interval_table(matrix, bounds, pct), f"compare-family-{metric}", "family-table", hide_index=False)
+        shown = interval_table(matrix, bounds, pct).rename_axis(f"model · {label}{' %' if pct else ''}")
+        exports.table(shown, f"compare-family-{metric}-models-x-families", "family-table", hide_index=False)
         st.caption("A family's value averages its corruptions' values over every chosen run; its interval resamples "
                    "each run's images once for all of that run's cells (see the note above).")
     exports.table(units.as_percent(comparison.per_corruption, {"accuracy": "accuracy %"}), "compare-per-corruption",
