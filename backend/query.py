@@ -8,7 +8,7 @@ here reads; nothing writes. Unit documents are loaded only where a page needs pe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -16,17 +16,19 @@ import numpy as np
 
 from domainbench.config import SHIFT_PREFIX, DomainConfig
 from domainbench.engine.compare import paired_comparison, run_pairs
-from domainbench.engine.confidence import load_intervals
+from domainbench.engine.confidence import load_draws, load_intervals
 from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
 from domainbench.metrics.comparison import Comparison
+from domainbench.metrics.compare_intervals import RunDraws, aligned
 from domainbench.metrics.confidence import RunIntervals
 from domainbench.metrics.shift_match import ShiftMatch, matches_section, shift_matches
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, UnitRecord
+from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.stats.intervals import DEFAULT_CONFIDENCE
 from domainbench.store.status import run_status
 
@@ -38,7 +40,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "FINISHED", "cell_rows", "cell_units", "comparison", "drawn_of", "intervals", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
+    "CELL_FIELDS", "FINISHED", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domains",
 ]
@@ -146,6 +148,35 @@ def shift_matches_of(report: RunReport) -> list[ShiftMatch]:
 def intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE) -> RunIntervals:
     """Every interval of the report (seeded by the run: the same run gives the same intervals), as ``show`` prints them."""
     return load_intervals(store, report, confidence)
+
+
+def run_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPLES, seed: int | None = None) -> RunDraws | str:
+    """One run's numbers under each bootstrap resample of its images (seeded by the run, or by ``seed``), or why
+    there are none (no per-image outcomes stored, a partial clean pass)."""
+    try:
+        return load_draws(store, report, resamples, seed)
+    except ValueError as e:  # MetricInputError
+        return str(e)
+
+
+#: :func:`run_draws`' shape: (store, report, resamples, seed or None for the run's own) -> draws or why none
+DrawsLoader = Callable[[Store, RunReport, int, "int | None"], "RunDraws | str"]
+
+
+def draws(store: Store, reports: list[RunReport], resamples: int = DEFAULT_RESAMPLES,
+          load: DrawsLoader = run_draws) -> dict[str, RunDraws | str]:
+    """Per run, :func:`run_draws` paired across the runs for averaging (``metrics.compare_intervals``): runs on
+    the same images are resampled jointly (with the first such run's seed), runs on other images independently;
+    a run alone keeps the resamples of its own intervals. ``load``: a cached :func:`run_draws`."""
+    found: dict[str, RunDraws | str] = {}
+    seed_of: dict[str, int] = {}
+    for r in reports:
+        d = load(store, r, resamples, None)
+        if isinstance(d, RunDraws) and d.seed != seed_of.setdefault(d.images, d.seed):
+            d = load(store, r, resamples, seed_of[d.images])
+        found[r.run_id] = d
+    paired = iter(aligned([d for d in found.values() if isinstance(d, RunDraws)]))
+    return {rid: next(paired) if isinstance(d, RunDraws) else d for rid, d in found.items()}
 
 
 def pairs(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE) -> dict[str, object]:

@@ -9,14 +9,19 @@ stored something new.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from domainbench import query
+from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.frontend import data
+
+log = logging.getLogger("domainbench.ui")
 
 
 @st.cache_data(show_spinner="reading the run's report…", max_entries=64)
@@ -38,6 +43,29 @@ def view_loader(store: Store) -> data.ViewLoader:
         return run_view(store, store.description, run_id, baseline, data.run_fingerprint(store, run_id))
 
     return load
+
+
+@st.cache_data(show_spinner="resampling the run's images for the 95 % intervals…", max_entries=64)
+def run_draws(_store: Store, store_key: str, _report: RunReport, run_id: str, baseline: str, resamples: int,
+              seed: int | None, fingerprint: tuple[Any, ...]) -> Any:
+    """``query.run_draws`` (``RunDraws``, or why there are none), once per run state, baseline and seed."""
+    try:
+        return query.run_draws(_store, _report, resamples, seed)
+    except Exception as e:  # the statistics cannot use this run's stored data: its aggregates show no interval
+        log.warning("bootstrap draws of run %s failed", run_id, exc_info=True)
+        return f"resampling failed on this run's stored data ({type(e).__name__})"
+
+
+def compare_draws(store: Store, comparison: data.Comparison) -> data.Draws:
+    """Per run of the comparison, its numbers under each bootstrap resample, paired across the runs
+    (``query.draws``), each run's read through the cache above."""
+
+    def load(s: Store, report: RunReport, resamples: int, seed: int | None) -> Any:
+        return run_draws(s, s.description, report, report.run_id, report.baseline, resamples, seed,
+                         data.run_fingerprint(s, report.run_id))
+
+    runs = dict.fromkeys(comparison.frame["run"])
+    return query.draws(store, [comparison.reports[r] for r in runs if r in comparison.reports], load=load)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -28,7 +28,9 @@ from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, cle
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
                                run_fingerprint, stability_records, stored_domains, stored_units)
 from domainbench.query import intervals as intervals_of
+from domainbench.metrics.compare_intervals import RunDraws
 from domainbench.report import RunReport
+from domainbench.stats import mean_draws, percentile_interval
 from domainbench.store import Store, home_dir
 from domainbench.store.records import RunRecord, StabilityRecord
 from domainbench.store.status import run_status
@@ -444,6 +446,8 @@ class Comparison:
     problems: list[str]
     #: per run that differs from the majority's dataset, image count or model set: how
     flagged: dict[str, str]
+    #: per run, the report its rows come from (against the chosen baseline)
+    reports: dict[str, RunReport] = field(default_factory=dict)
 
 
 COMPARE_COLUMNS = ["run", "group", "domain", "domain_text", "domain_id", "dataset", "images", "status", "partial",
@@ -487,7 +491,7 @@ def compare_runs(
     per_corruption = pd.concat(per_corr, ignore_index=True) if per_corr else pd.DataFrame(
         columns=["run", "group", "model", "corruption", "family", "ce", "rce", "fr", "accuracy"])
     return Comparison(pd.DataFrame(rows, columns=COMPARE_COLUMNS), per_corruption, problems,
-                      comparability([v.run for v in views]))
+                      comparability([v.run for v in views]), {v.run_id: v.report for v in views if v.report is not None})
 
 
 def compare_frame(
@@ -620,6 +624,130 @@ def family_matrix(per_corruption: pd.DataFrame, metric: str = "accuracy") -> pd.
     models = list(dict.fromkeys(per_corruption["model"]))
     values = per_corruption.astype({metric: "float64"}).groupby(["model", "family"])[metric].mean()
     return values.unstack("family").reindex(index=models)
+
+
+# --------------------------------------------------------------------------- compare: intervals
+
+#: per run, its numbers under each bootstrap resample, paired across the runs (``query.draws``), or why none
+Draws = dict[str, "RunDraws | str"]
+#: Compare's model-level fields that have per-resample values -> their names there (``confidence.MODEL_METRICS``)
+DRAWN_METRICS = {"acc": "clean_accuracy", "mean_corrupted_acc": "mean_corrupted_accuracy", "mce": "mce", "rce": "rce",
+                 "mfr": "mfr"}
+
+
+def _mean_draws(parts: list[np.ndarray | None]) -> np.ndarray | None:
+    """The per-resample mean of ``parts`` (see ``stats.mean_draws``); None when one part has no draws."""
+    if not parts or any(p is None for p in parts):
+        return None
+    return mean_draws(parts)  # type: ignore[arg-type]
+
+
+def _model_draws(draws: Draws, run: str, model: str, metric: str) -> np.ndarray | None:
+    d = draws.get(run)
+    return None if not isinstance(d, RunDraws) or model not in d.models else d.models[model][DRAWN_METRICS[metric]]
+
+
+def group_draws(frame: pd.DataFrame, draws: Draws, metric: str) -> dict[tuple[str, str], np.ndarray | None]:
+    """(model, group) -> the metric of :func:`metric_matrix` (the mean over the group's runs) under each resample;
+    None where a run of the mean has no draws. Cells whose value is undefined are left out."""
+    if metric not in DRAWN_METRICS:
+        return {}
+    defined = frame[frame[metric].notna()]
+    return {(m, g): _mean_draws([_model_draws(draws, r, m, metric) for r in part["run"]])
+            for (m, g), part in defined.groupby(["model", "group"], sort=False)}
+
+
+def _bounds(values: dict[Any, np.ndarray | None], confidence: float) -> dict[Any, tuple[float, float] | None]:
+    return {k: None if v is None else percentile_interval(v, confidence) for k, v in values.items()}
+
+
+def _matrix(bounds: dict[tuple[str, str], tuple[float, float] | None], like: pd.DataFrame, side: int) -> pd.DataFrame:
+    out = pd.DataFrame(np.nan, index=like.index, columns=like.columns)
+    for (row, col), iv in bounds.items():
+        if iv is not None and row in out.index and col in out.columns:
+            out.loc[row, col] = iv[side]
+    return out
+
+
+def metric_intervals(frame: pd.DataFrame, draws: Draws, metric: str,
+                     confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Models × groups, as :func:`metric_matrix`: the low and the high end of each mean's percentile bootstrap
+    interval (NaN where it has none: the metric has no draws, or a run of the mean has none)."""
+    like = metric_matrix(frame, metric)
+    bounds = _bounds(group_draws(frame, draws, metric), confidence)
+    return _matrix(bounds, like, 0), _matrix(bounds, like, 1)
+
+
+def _over_groups(frame: pd.DataFrame, draws: Draws, metric: str) -> dict[str, np.ndarray | None]:
+    """Model -> the mean over its groups of :func:`group_draws` (the ranking's average), under each resample."""
+    per: dict[str, list[np.ndarray | None]] = {}
+    for (model, _), v in group_draws(frame, draws, metric).items():
+        per.setdefault(model, []).append(v)
+    return {m: _mean_draws(parts) for m, parts in per.items()}
+
+
+def _rank_bounds(values: dict[str, np.ndarray | None], confidence: float) -> dict[str, tuple[float, float] | None]:
+    """Per model, the interval of its rank (1 = highest value; ties share the best rank) over the resamples,
+    where every model has draws; the ends rounded outwards to whole ranks."""
+    if not values or any(v is None for v in values.values()):
+        return {m: None for m in values}
+    v = np.stack(list(values.values()))  # (models, resamples)
+    above = (v[None, :, :] > v[:, None, :]).sum(axis=1)  # per model and resample: models strictly higher
+    ranks = np.where(np.isnan(v), np.nan, 1.0 + above)
+    out = {}
+    for m, r in zip(values, ranks, strict=True):
+        iv = percentile_interval(r, confidence)
+        out[m] = None if iv is None else (float(np.floor(iv[0])), float(np.ceil(iv[1])))
+    return out
+
+
+#: ``ranking_intervals``' columns: ranking column -> (the Compare field it averages, its low and high column)
+RANKING_INTERVALS = {"clean acc %": ("acc", "clean acc low %", "clean acc high %"),
+                     "corrupted acc %": ("mean_corrupted_acc", "corrupted acc low %", "corrupted acc high %"),
+                     "mean mCE": ("mce", "mean mCE low", "mean mCE high"),
+                     "clean rank": ("acc", "clean rank low", "clean rank high"),
+                     "corrupted rank": ("mean_corrupted_acc", "corrupted rank low", "corrupted rank high")}
+
+
+def ranking_intervals(frame: pd.DataFrame, draws: Draws, confidence: float = 0.95) -> pd.DataFrame:
+    """Per model (the index), the 95 % intervals of :func:`ranking_frame`'s averages over the groups (accuracies
+    in %) and of its ranks: ``RANKING_INTERVALS``' low and high columns, NaN where there is none."""
+    models = list(dict.fromkeys(frame["model"]))
+    out = pd.DataFrame(index=pd.Index(models, name="model"))
+    for column, (metric, low, high) in RANKING_INTERVALS.items():
+        values = _over_groups(frame, draws, metric)
+        bounds = _rank_bounds(values, confidence) if column.endswith("rank") else _bounds(values, confidence)
+        scale = 100.0 if column.endswith("%") else 1.0
+        for name, side in ((low, 0), (high, 1)):
+            out[name] = [np.nan if (iv := bounds.get(m)) is None else scale * iv[side] for m in models]
+    return out
+
+
+def family_intervals(per_corruption: pd.DataFrame, draws: Draws, metric: str = "accuracy",
+                     confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Models × families, as :func:`family_matrix`: the low and high end of each mean's 95 % interval. A family's
+    mean averages its corruptions' values over every chosen run; under each resample the same mean is taken of
+    each (run, corruption)'s value under that resample (cells of one run share the resample's images)."""
+    like = family_matrix(per_corruption, metric)
+    if like.empty:
+        return like, like
+
+    def drawn(run: str, model: str, corruption: str) -> np.ndarray | None:
+        d = draws.get(run)
+        if not isinstance(d, RunDraws):
+            return None
+        return d.corruptions.get(model, {}).get(corruption, {}).get(metric)
+
+    defined = per_corruption[per_corruption[metric].notna()]
+    values = {(m, f): _mean_draws([drawn(r, m, c) for r, c in zip(part["run"], part["corruption"], strict=True)])
+              for (m, f), part in defined.groupby(["model", "family"], sort=False)}
+    bounds = _bounds(values, confidence)
+    return _matrix(bounds, like, 0), _matrix(bounds, like, 1)
+
+
+def draws_problems(draws: Draws) -> dict[str, str]:
+    """Runs whose numbers have no per-resample values, and why (their aggregates show no interval)."""
+    return {rid: d for rid, d in draws.items() if isinstance(d, str)}
 
 
 def _baseline_for(store: Store, run_id: str, wanted: str | None) -> str | None:

@@ -491,43 +491,69 @@ def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int =
 
 def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, percent: bool = False,
                    runs_per_column: dict[str, int] | None = None, x_title: str = "domain",
-                   center: float | None = None) -> go.Figure:
+                   center: float | None = None, bounds: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> go.Figure:
     """Models (rows) × columns (domains or families): one value per cell, the better end green.
 
     A missing value (model not evaluated there, or undefined) stays blank, never 0. ``center``
     (1.0 for a ratio to the baseline) is the neutral colour: the baseline itself is neither red nor green.
+    ``bounds``: (low, high) matrices shaped like ``matrix``, each value's 95 % interval (NaN: none), written
+    in each cell as "value ±half-width" and in its hover.
     """
     if matrix.empty or matrix.notna().sum().sum() == 0:
         return _empty(f"{label} per model and {x_title}", f"{label} is not available for the chosen runs")
-    z = matrix.to_numpy(dtype=float) * (100.0 if percent else 1.0)
-    text = [["" if np.isnan(v) else (f"{v:.1f}" if percent else f"{v:.3f}") for v in row] for row in z]
+    scale = 100.0 if percent else 1.0
+    z = matrix.to_numpy(dtype=float) * scale
+    digits = 1 if percent else 3
+    low, high = ((b.reindex(index=matrix.index, columns=matrix.columns).to_numpy(dtype=float) * scale for b in bounds)
+                 if bounds is not None else (np.full_like(z, np.nan), np.full_like(z, np.nan)))
+    half = np.fmax(z - low, high - z)  # the wider side, as "±" states it
+    text = [["" if np.isnan(v) else f"{v:.{digits}f}" + ("" if np.isnan(h) else f" ±{h:.{digits}f}")
+             for v, h in zip(row, hrow, strict=True)] for row, hrow in zip(z, half, strict=True)]
+    unit = " %" if percent else ""
+    hover = [["" if np.isnan(lo) else f" ± {h:.{digits}f} (95 % interval {lo:.{digits}f}–{hi:.{digits}f}{unit})"
+              for lo, hi, h in zip(lrow, hrow, halfrow, strict=True)]
+             for lrow, hrow, halfrow in zip(low, high, half, strict=True)]
     runs = runs_per_column or {}
     x = [f"{c} ({runs[c]} runs)" if runs.get(c, 1) > 1 else str(c) for c in matrix.columns]
     fig = go.Figure(go.Heatmap(
         z=[[None if np.isnan(v) else float(v) for v in row] for row in z], x=x, y=list(matrix.index), text=text,
-        texttemplate="%{text}", colorscale="RdYlGn_r" if lower_is_better else "RdYlGn",
-        colorbar={"title": label + (" %" if percent else "")}, zmid=center,
-        hovertemplate="%{y}<br>%{x}<br>" + label + (" %{z:.1f} %" if percent else " %{z:.3f}") + "<extra></extra>",
+        customdata=hover, texttemplate="%{text}", colorscale="RdYlGn_r" if lower_is_better else "RdYlGn",
+        colorbar={"title": label + unit}, zmid=center,
+        hovertemplate="%{y}<br>%{x}<br>" + label + f" %{{z:.{digits}f}}{unit}%{{customdata}}<extra></extra>",
     ))
-    fig.update_layout(title=f"{label} per model and {x_title} ({'lower' if lower_is_better else 'higher'} is better)",
+    fig.update_layout(title=f"{label} per model and {x_title} ({'lower' if lower_is_better else 'higher'} is better)"
+                            + ("; ± 95 % interval" if bounds is not None and not np.isnan(low).all() else ""),
                       xaxis_title=x_title, yaxis_title="model", yaxis={"autorange": "reversed"},
                       height=max(320, 180 + 36 * len(matrix.index)))
     return fig
 
 
 def rank_change(ranking: pd.DataFrame) -> go.Figure:
-    """Slope chart: each model's rank on clean images (left) and under corruption (right)."""
+    """Slope chart: each model's rank on clean images (left) and under corruption (right); with the ranking's
+    ``clean rank low/high`` and ``corrupted rank low/high`` columns, each rank's 95 % interval as an error bar."""
     data = ranking.dropna(subset=["clean rank", "corrupted rank"]) if len(ranking) else ranking
     if len(data) == 0:
         return _empty("rank change clean → corrupted", "no model has both accuracies")
     colors = model_colors(list(ranking["model"]))
+    bounded = all(f"{side} rank {end}" in data.columns for side in ("clean", "corrupted") for end in ("low", "high"))
     fig = go.Figure()
-    for m, r0, r1 in zip(data["model"], data["clean rank"].astype(int), data["corrupted rank"].astype(int), strict=True):
-        fig.add_trace(go.Scatter(x=[0, 1], y=[r0, r1], mode="lines+markers+text", name=m,
-                                 text=[f"{r0}", f"{r1}"], textposition=["middle left", "middle right"],
-                                 line={"color": colors[m]}, hovertemplate=f"{m}<br>rank %{{y}}<extra></extra>"))
+    for _, row in data.iterrows():
+        m, ranks = row["model"], [int(row["clean rank"]), int(row["corrupted rank"])]
+        ivs = [(row[f"{side} rank low"], row[f"{side} rank high"]) if bounded else (np.nan, np.nan)
+               for side in ("clean", "corrupted")]
+        ivs = [None if np.isnan(lo) else (float(lo), float(hi)) for lo, hi in ivs]
+        err = _error_bars([None if iv is None else iv[0] for iv in ivs], [None if iv is None else iv[1] for iv in ivs],
+                          ranks, scale=1.0)
+        fig.add_trace(go.Scatter(x=[0, 1], y=ranks, mode="lines+markers+text", name=m,
+                                 text=[f"{r}" for r in ranks], textposition=["middle left", "middle right"],
+                                 line={"color": colors[m]}, error_y=err,
+                                 customdata=["" if iv is None else f" (95 % interval {iv[0]:.0f}–{iv[1]:.0f})"
+                                             for iv in ivs],
+                                 hovertemplate=f"{m}<br>rank %{{y}}%{{customdata}}<extra></extra>"))
     # numeric x with room on both sides, so the rank labels are never cut; the model names are in the legend
-    fig.update_layout(title="rank by accuracy: clean → corrupted (1 = best)",
+    bars = any(t.error_y.array is not None for t in fig.data)
+    fig.update_layout(title="rank by accuracy: clean → corrupted (1 = best" + ("; bars: 95 % intervals of the rank)"
+                                                                              if bars else ")"),
                       xaxis={"tickvals": [0, 1], "ticktext": ["clean", "corrupted"], "range": [-0.3, 1.3],
                              "title": "images"},
                       yaxis={"autorange": "reversed", "dtick": 1, "title": "rank (1 = best)"},

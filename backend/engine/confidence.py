@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from domainbench.engine.adaptive import sequential_intervals
+from domainbench.metrics.compare_intervals import RunDraws, run_draws
 from domainbench.metrics.confidence import RunIntervals, run_intervals
 from domainbench.config import SHIFT_PREFIX
 from domainbench.metrics.outcomes import ImageOutcomes, image_outcomes, shift_outcomes
@@ -30,3 +31,12 @@ def load_intervals(store: Store, report: RunReport, confidence: float = DEFAULT_
                          confidence=confidence, resamples=resamples, seed=report.seed, sequential=sequential,
                          shifts=shift_outcomes(units), unpaired=unpaired)
 
+
+def load_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPLES, seed: int | None = None) -> RunDraws:
+    """The report's numbers under each bootstrap resample of its images (``metrics.compare_intervals``): by
+    default the same resamples as :func:`load_intervals` (seeded by the run); ``seed`` draws others, e.g. the
+    seed of another run on the same images, so that the two are resampled jointly."""
+    run = store.get_run(report.run_id)
+    dataset = run.config.dataset if run is not None else ""
+    return run_draws(report, load_outcomes(store, report.run_id), dataset, resamples,
+                     report.seed if seed is None else seed)

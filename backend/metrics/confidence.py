@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from domainbench.metrics.aggregate import CLEAN
+from domainbench.config import SHIFT_PREFIX
+from domainbench.metrics.aggregate import CLEAN, CellKey
 from domainbench.metrics.classification import DEGRADATION_EPS
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.metrics.run_report import STABILITY_METRICS
-from domainbench.stats import balanced_accuracy_weighted, bootstrap_weights, percentile_interval, wilson_interval
+from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, wilson_interval
+from domainbench.stats.bootstrap import balanced_accuracies_weighted
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 
 if TYPE_CHECKING:
@@ -106,30 +108,47 @@ def interval_columns(cell: CellIntervals | None) -> dict[str, float | None]:
 def cell_balanced_accuracy(outcomes: ImageOutcomes, model: str, corruption: str, severity: int,
                            weights: np.ndarray) -> np.ndarray:
     """Balanced accuracy of one cell under each row of draw counts (images it did not evaluate weigh 0)."""
+    return cells_balanced_accuracy(outcomes, [(model, corruption, severity)], weights)[(model, corruption, severity)]
+
+
+def cells_balanced_accuracy(outcomes: ImageOutcomes, cells: Sequence[CellKey], weights: np.ndarray
+                            ) -> dict[CellKey, np.ndarray]:
+    """:func:`cell_balanced_accuracy` of many cells at once (a few matrix products, whatever their number)."""
     assert outcomes.labels is not None
-    present = outcomes.present(model, corruption, severity)
-    return balanced_accuracy_weighted(outcomes.correct(model, corruption, severity), outcomes.labels, weights * present)
+    if not cells:
+        return {}
+    correct = np.stack([outcomes.correct(*k) for k in cells], axis=1)
+    present = np.stack([outcomes.present(*k) for k in cells], axis=1)
+    values = balanced_accuracies_weighted(correct, present, outcomes.labels, weights)
+    return {k: values[:, i] for i, k in enumerate(cells)}
 
 
-def cell_flip_rate(outcomes: ImageOutcomes, model: str, corruption: str, severity: int, weights: np.ndarray) -> np.ndarray:
-    present = outcomes.present(model, corruption, severity)
-    w = weights * present
-    return (w @ outcomes.flipped(model, corruption, severity)) / w.sum(axis=1)
+def cells_flip_rate(outcomes: ImageOutcomes, cells: Sequence[CellKey], weights: np.ndarray) -> dict[CellKey, np.ndarray]:
+    """The label flip rate of each cell under each row of draw counts (images it did not evaluate weigh 0)."""
+    if not cells:
+        return {}
+    present = np.stack([outcomes.present(*k) for k in cells], axis=1).astype(float)
+    flipped = np.stack([outcomes.flipped(*k) for k in cells], axis=1).astype(float)
+    values = (weights @ flipped) / (weights @ present)
+    return {k: values[:, i] for i, k in enumerate(cells)}
 
 
-def _ratio_mean(num: dict[str, np.ndarray], den: dict[str, np.ndarray]) -> np.ndarray:
-    """Mean over corruptions of num_c / den_c, leaving out (per resample) the terms whose
-    denominator does not exceed DEGRADATION_EPS, as the point estimate does; nan if none is left."""
-    terms = np.stack([np.where(den[c] > DEGRADATION_EPS, num[c] / np.where(den[c] > DEGRADATION_EPS, den[c], 1.0), np.nan)
-                      for c in num])
-    defined = ~np.isnan(terms)
-    count = defined.sum(axis=0)
-    total = np.where(defined, terms, 0.0).sum(axis=0)
-    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+def _ratio_terms(num: dict[str, np.ndarray], den: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per corruption, num_c / den_c under each resample; nan where the denominator does not exceed
+    DEGRADATION_EPS (the point estimate leaves such a term out)."""
+    return {c: np.where(den[c] > DEGRADATION_EPS, num[c] / np.where(den[c] > DEGRADATION_EPS, den[c], 1.0), np.nan)
+            for c in num}
 
 
-def model_metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
-    """Per model, each of MODEL_METRICS under each row of ``weights`` (nan: not applicable)."""
+#: the per-corruption numbers that get per-resample values: what mCE / rCE / mFR average, and the accuracy
+#: (mean balanced accuracy over the corruption's severities), as ``data.per_corruption_frame`` names them
+CORRUPTION_METRICS = ("accuracy", "ce", "rce", "fr")
+
+
+def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
+                 ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, dict[str, np.ndarray]]]]:
+    """Under each row of ``weights``: per model, each of MODEL_METRICS; per model and corruption, each of
+    CORRUPTION_METRICS (nan: not applicable). Real-shift cells (their own images) have no per-corruption values."""
     summary = report.classification
     common = [tuple(c) for c in summary.common_cells]
     by_corruption: dict[str, list[int]] = {}
@@ -141,39 +160,62 @@ def model_metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.n
     acc: dict[str, dict[tuple[str, int], np.ndarray]] = {}
     lfp: dict[str, dict[tuple[str, int], np.ndarray]] = {}
     clean: dict[str, np.ndarray] = {}
+    flips = cells_flip_rate(outcomes, [(m.model, *k) for m in report.models for k in common], weights)
+    wanted: list[CellKey] = []
     for m in report.models:
-        lfp[m.model] = {k: cell_flip_rate(outcomes, m.model, k[0], k[1], weights) for k in common}
+        lfp[m.model] = {k: flips[(m.model, *k)] for k in common}
         if labelled:
-            acc[m.model] = {k: cell_balanced_accuracy(outcomes, m.model, k[0], k[1], weights) for k in common}
-            if m.clean is not None:
-                clean[m.model] = cell_balanced_accuracy(outcomes, m.model, CLEAN, 0, weights)
+            # every cell with an accuracy (the per-corruption means take the model's own cells, common or not)
+            cells = {*common, *((c.corruption, c.severity) for c in m.cells if c.accuracy is not None
+                                and not c.corruption.startswith(SHIFT_PREFIX))}
+            wanted += [(m.model, *k) for k in sorted(cells)] + ([(m.model, CLEAN, 0)] if m.clean is not None else [])
+    accuracies = cells_balanced_accuracy(outcomes, wanted, weights) if labelled else {}
+    for (model, corr, sev), v in accuracies.items():
+        if corr == CLEAN:
+            clean[model] = v
+        else:
+            acc.setdefault(model, {})[(corr, sev)] = v
     base = report.baseline
 
     def summed(values: dict[tuple[str, int], np.ndarray], corr: str, shift: np.ndarray | float = 0.0) -> np.ndarray:
         return np.sum([values[(corr, s)] - shift for s in by_corruption[corr]], axis=0)
 
-    out: dict[str, dict[str, np.ndarray]] = {}
+    models: dict[str, dict[str, np.ndarray]] = {}
+    corruptions: dict[str, dict[str, dict[str, np.ndarray]]] = {}
     for m in report.models:
         name = m.model
         d = {k: nan for k in MODEL_METRICS}
+        terms: dict[str, dict[str, np.ndarray]] = {k: {} for k in CORRUPTION_METRICS}
         if by_corruption:
-            d["mfr"] = _ratio_mean({c: summed(lfp[name], c) for c in by_corruption},
-                                   {c: summed(lfp[base], c) for c in by_corruption})
+            terms["fr"] = _ratio_terms({c: summed(lfp[name], c) for c in by_corruption},
+                                       {c: summed(lfp[base], c) for c in by_corruption})
         if labelled:
+            terms["accuracy"] = {c: mean_draws([v for (corr, _), v in acc[name].items() if corr == c])
+                                 for c in {corr for corr, _ in acc[name]}}
             if name in clean:
                 d["clean_accuracy"] = clean[name]
             if common:
                 d["mean_corrupted_accuracy"] = np.mean([acc[name][k] for k in common], axis=0)
                 err = {c: summed({k: 1 - v for k, v in acc[name].items()}, c) for c in by_corruption}
                 base_err = {c: summed({k: 1 - v for k, v in acc[base].items()}, c) for c in by_corruption}
-                d["mce"] = _ratio_mean(err, base_err)
+                terms["ce"] = _ratio_terms(err, base_err)
                 if name in clean and base in clean:
-                    d["rce"] = _ratio_mean(
+                    terms["rce"] = _ratio_terms(
                         {c: summed({k: 1 - v for k, v in acc[name].items()}, c, 1 - clean[name]) for c in by_corruption},
                         {c: summed({k: 1 - v for k, v in acc[base].items()}, c, 1 - clean[base]) for c in by_corruption},
                     )
-        out[name] = d
-    return out
+        for ratio, mean in (("ce", "mce"), ("rce", "rce"), ("fr", "mfr")):
+            if terms[ratio]:
+                d[mean] = mean_draws(list(terms[ratio].values()))
+        models[name] = d
+        corruptions[name] = {c: {k: terms[k].get(c, nan) for k in CORRUPTION_METRICS}
+                             for c in sorted({c for t in terms.values() for c in t})}
+    return models, corruptions
+
+
+def model_metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
+    """Per model, each of MODEL_METRICS under each row of ``weights`` (nan: not applicable)."""
+    return metric_draws(report, outcomes, weights)[0]
 
 
 # --------------------------------------------------------------------------- the intervals
@@ -200,6 +242,10 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
     weights = bootstrap_weights(outcomes.n, outcomes.labels, resamples, seed)
     # a real-shift cell's images are its own: bootstrapped on their own (``shift_outcomes``)
     own = {cell: (o, bootstrap_weights(o.n, o.labels, resamples, seed)) for cell, o in (shifts or {}).items()}
+    # the balanced accuracy of every cell on the run's images, at once
+    accuracies = cells_balanced_accuracy(outcomes, [(m.model, c.corruption, c.severity) for m, c in report.all_cells()
+                                                    if c.corruption not in own and c.confusion is not None],
+                                         weights) if outcomes.labels is not None else {}
     cells = []
     for m, c in report.all_cells():
         top1 = ba = None
@@ -207,7 +253,10 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
         if o.labels is not None and c.confusion is not None:
             hits = int(np.trace(np.asarray(c.confusion)))
             top1 = wilson_interval(hits, c.n, confidence)
-            ba = percentile_interval(cell_balanced_accuracy(o, m.model, c.corruption, c.severity, w), confidence)
+            drawn = accuracies.get((m.model, c.corruption, c.severity))
+            if drawn is None:  # a real-shift cell, on its own images
+                drawn = cell_balanced_accuracy(o, m.model, c.corruption, c.severity, w)
+            ba = percentile_interval(drawn, confidence)
         lfp = None if c.corruption == CLEAN or c.corruption in unpaired else wilson_interval(c.flips, c.n, confidence)
         override = (sequential or {}).get((m.model, c.corruption, c.severity), {})
         top1 = override.get("top1_accuracy", top1)

@@ -73,6 +73,17 @@ def percentile_interval(values: np.ndarray, confidence: float = DEFAULT_CONFIDEN
     return float(low), float(high)
 
 
+def mean_draws(parts: list[np.ndarray] | tuple[np.ndarray, ...]) -> np.ndarray:
+    """Per resample, the mean of the parts defined there: ``parts`` are (resamples,) values of the numbers a
+    mean averages (nan where one is undefined in a resample, which leaves it out of that resample's mean, as
+    the point estimate leaves an undefined term out); nan where none is defined."""
+    terms = np.stack([np.asarray(p, dtype=float) for p in parts])
+    defined = ~np.isnan(terms)
+    count = defined.sum(axis=0)
+    total = np.where(defined, terms, 0.0).sum(axis=0)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
 def class_indicator(labels: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
     """Sparse (n, classes present) one-hot of ``labels`` and the class sizes."""
     y = np.asarray(labels)
@@ -93,6 +104,29 @@ def balanced_accuracy_weighted(correct: np.ndarray, labels: np.ndarray, weights:
         recall = hits / support
     # a class drawn zero times (possible only without stratification) is not in the mean
     return np.nanmean(np.where(support > 0, recall, np.nan), axis=1)
+
+
+def balanced_accuracies_weighted(correct: np.ndarray, present: np.ndarray, labels: np.ndarray,
+                                 weights: np.ndarray) -> np.ndarray:
+    """:func:`balanced_accuracy_weighted` of K cells on the same images at once: ``correct`` and ``present``
+    are (n, K) (an image a cell did not evaluate is not present there and weighs 0), ``weights`` (resamples, n);
+    returns (resamples, K). One dense product per class (draw counts of its images × its images' cells), so
+    no Python loop runs per cell or resample and no (n, classes) matrix is formed per cell."""
+    y = np.asarray(labels)
+    w = np.atleast_2d(weights)
+    ok = np.asarray(correct, dtype=float) * np.asarray(present, dtype=float)
+    shown = np.asarray(present, dtype=float)
+    total = np.zeros((w.shape[0], ok.shape[1]))
+    count = np.zeros_like(total)
+    for value in np.unique(y):
+        members = np.flatnonzero(y == value)
+        wc = w[:, members]
+        support = wc @ shown[members]
+        defined = support > 0  # a class none of whose images was drawn (or evaluated) is not in the mean
+        total += np.where(defined, (wc @ ok[members]) / np.where(defined, support, 1.0), 0.0)
+        count += defined
+    with np.errstate(invalid="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
 
 
 def paired_balanced_accuracy_difference(

@@ -7,10 +7,13 @@ differ from the rest in dataset, image count or models are flagged, never silent
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 
 from domainbench.store.status import run_status
 from domainbench.metrics.registry import metric, metrics_of
+from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 from domainbench.frontend import cached, data, exports, figures, units, verdict
@@ -118,17 +121,41 @@ def flagged_note(comparison: data.Comparison) -> bool:
     return include
 
 
-def overall_sentence(comparison: data.Comparison) -> str | None:
-    """Across the domain columns: which model keeps the most accuracy under corruption, and the runner-up."""
-    ranking = data.ranking_frame(comparison.frame).dropna(subset=["corrupted acc %"])
+#: the ranking's averages shown with their interval -> (the column of that text, the header of the metric averaged);
+#: the run page's names
+RANKING_CI = {"clean acc %": (verdict.CI_COLUMNS["clean acc %"], "clean acc %"),
+              "corrupted acc %": (verdict.CI_COLUMNS["corrupted acc %"], "corrupted acc %"),
+              "mean mCE": ("mean mCE ± 95 % CI", "mCE")}
+
+
+def ranking_with_intervals(comparison: data.Comparison, draws: data.Draws) -> pd.DataFrame:
+    """The ranking (``data.ranking_frame``) with the 95 % intervals of its averages and ranks (``data.RANKING_INTERVALS``'
+    columns) and, beside each average of ``RANKING_CI``, its "61.2 % ± 3.1" column."""
+    ranking = data.ranking_frame(comparison.frame)
+    bounds = data.ranking_intervals(comparison.frame, draws)
+    out = ranking.join(bounds, on="model")
+    for column, (ci, _) in RANKING_CI.items():
+        _, low, high = data.RANKING_INTERVALS[column]
+        scale = 100.0 if column.endswith("%") else 1.0
+        text = [verdict.pm(v / scale, None if np.isnan(lo) else (lo / scale, hi / scale), scale == 100.0)
+                for v, lo, hi in zip(out[column], out[low], out[high], strict=True)]
+        out.insert(out.columns.get_loc(column) + 1, ci, text)
+    return out
+
+
+def overall_sentence(ranking: pd.DataFrame) -> str | None:
+    """Across the domain columns: which model keeps the most accuracy under corruption (with its 95 % interval),
+    and the runner-up."""
+    ranking = ranking.dropna(subset=["corrupted acc %"])
     if ranking.empty:
         return None
     best = ranking.iloc[0]
+    corrupted = verdict.CI_COLUMNS["corrupted acc %"]
     line = (f"Across {int(best['domains'])} domain(s), {best['model']} keeps the most accuracy under corruption: "
-            f"{best['corrupted acc %']:.1f} % (clean {best['clean acc %']:.1f} %)")
+            f"{best[corrupted]} (clean {best[verdict.CI_COLUMNS['clean acc %']]})")
     if len(ranking) > 1:
         second = ranking.iloc[1]
-        line += f", ahead of {second['model']} ({second['corrupted acc %']:.1f} %)"
+        line += f", ahead of {second['model']} ({second[corrupted]})"
     return line + ". Per domain, the paired test on the same images says:"
 
 
@@ -141,7 +168,7 @@ def _all_verdicts() -> None:
     st.query_params[VERDICTS_PARAM] = "all" if st.session_state["compare-all-verdicts"] else "first"
 
 
-def verdict_section(store: Store, comparison: data.Comparison) -> None:
+def verdict_section(store: Store, comparison: data.Comparison, ranking: pd.DataFrame) -> None:
     """The answer first: the overall ranking in a sentence, then each domain's verdict (the run page's own,
     the statistics' paired test with its 95 % interval), before any table or chart."""
     runs = list(dict.fromkeys(comparison.frame["run"]))
@@ -157,7 +184,7 @@ def verdict_section(store: Store, comparison: data.Comparison) -> None:
             lines += [(groups[rid], s) for s in sentences]
         else:
             missing.append(f"{groups[rid]}: {why}")
-    overall = overall_sentence(comparison)
+    overall = overall_sentence(ranking)
     with st.container(border=True, key="compare-verdict"):
         st.markdown("**Verdict** (95 % intervals; a difference is called only where the paired test finds it)")
         if overall:
@@ -171,30 +198,66 @@ def verdict_section(store: Store, comparison: data.Comparison) -> None:
                         "first time)", value=everything, key="compare-all-verdicts", on_change=_all_verdicts)
 
 
-def heatmap_section(comparison: data.Comparison, metric: str) -> None:
+#: what every interval of this page is, said once under the heatmap and referred to below it
+INTERVAL_NOTE = ("± and bars: 95 % percentile bootstrap intervals, {resamples:,} resamples of each run's images "
+                 "(stratified by class). The cells of a run are the same images, so a mean over them (the corrupted "
+                 "average, a family) is resampled jointly; runs on the same images are resampled jointly, runs on "
+                 "other images independently, and a mean over runs averages their values resample by resample.")
+
+
+def interval_table(matrix: pd.DataFrame, bounds: tuple[pd.DataFrame, pd.DataFrame], pct: bool) -> pd.DataFrame:
+    """The matrix as text, each value with its interval: "61.2 % ± 3.1" (a value without one: "61.2 %")."""
+    low, high = (b.reindex(index=matrix.index, columns=matrix.columns) for b in bounds)
+
+    def cell(r: str, c: str) -> str:
+        v, lo, hi = matrix.loc[r, c], low.loc[r, c], high.loc[r, c]
+        return verdict.pm(None if np.isnan(v) else float(v), None if np.isnan(lo) else (float(lo), float(hi)), pct)
+
+    return pd.DataFrame([[cell(r, c) for c in matrix.columns] for r in matrix.index], index=matrix.index,
+                        columns=matrix.columns)
+
+
+def draws_note(draws: data.Draws) -> None:
+    """The method of the page's intervals, and the runs that have none (and why)."""
+    resamples = next((d.resamples for d in draws.values() if not isinstance(d, str)), DEFAULT_RESAMPLES)
+    st.caption(INTERVAL_NOTE.format(resamples=resamples))
+    by_reason: dict[str, list[str]] = {}
+    for rid, why in data.draws_problems(draws).items():
+        by_reason.setdefault(why, []).append(rid)
+    if by_reason:
+        st.caption("No interval on the averages that include " + "; ".join(
+            f"{', '.join(rids)} ({why})" for why, rids in by_reason.items()))
+
+
+def heatmap_section(comparison: data.Comparison, metric: str, draws: data.Draws) -> None:
     label, lower_better = data.COMPARE_METRICS[metric]
     pct = metric in ("acc", "mean_corrupted_acc", "safe_acc")
     matrix = data.metric_matrix(comparison.frame, metric)
+    bounds = data.metric_intervals(comparison.frame, draws, metric)
     per_group = {g: len(r) for g, r in data.group_runs(comparison.frame).items()}
     center = 1.0 if metric in RATIO_METRICS else None
-    exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, per_group, center=center),
+    exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, per_group, center=center, bounds=bounds),
                   f"compare-{metric}", "heatmap")
     # the metric's meaning from the registry; a ratio's colour scale is centred on the baseline's 1.0
     st.caption(units.metric_line(units.model_metric(metric))
                + (" 1.0 (as robust as the baseline) is the neutral colour." if center is not None else ""))
-    # the CSV's corner cell names the metric and its unit (the columns are domains)
-    shown = (matrix * 100.0 if pct else matrix).rename_axis(f"model · {units.model_metric(metric).table_header}")
-    exports.table(shown, f"compare-{metric}-models-x-domains", "heatmap", hide_index=False,
-                  column_config={c: st.column_config.NumberColumn(c, format="%.1f %%" if pct else "%.3f")
-                                 for c in shown.columns})
+    # each value with its interval; the CSV's corner cell names the metric and its unit (the columns are domains)
+    shown = interval_table(matrix, bounds, pct).rename_axis(f"model · {units.model_metric(metric).table_header}")
+    exports.table(shown, f"compare-{metric}-models-x-domains", "heatmap", hide_index=False)
+    if metric not in data.DRAWN_METRICS:
+        st.caption(f"{label} has no interval here (no per-resample value is computed for it).")
+    draws_note(draws)
 
 
-def ranking_section(comparison: data.Comparison) -> None:
+def ranking_section(ranking: pd.DataFrame) -> None:
     st.subheader("Ranking: clean → corrupted")
-    ranking = data.ranking_frame(comparison.frame)
-    exports.table(ranking, "compare-ranking", "ranking", column_config={
+    shown = ranking.drop(columns=[c for _, low, high in data.RANKING_INTERVALS.values() for c in (low, high)])
+    ci_note = "The interval is of the average over the domain columns (bootstrap, see above)."
+    exports.table(shown, "compare-ranking", "ranking", column_config={
         "clean acc %": st.column_config.NumberColumn("clean acc %", format="%.1f"),
         "corrupted acc %": st.column_config.NumberColumn("corrupted acc %", format="%.1f"),
+        **{ci: st.column_config.TextColumn(ci, help=f"{verdict.ci_help(header)} {ci_note}")
+           for ci, header in RANKING_CI.values()},
         "mean mCE": st.column_config.NumberColumn("mean mCE", format="%.3f",
                                                   help=f"{metric('mce').help} Averaged over the domain columns."),
         "rank change": st.column_config.NumberColumn("rank change", format="%+d",
@@ -202,19 +265,26 @@ def ranking_section(comparison: data.Comparison) -> None:
     })
     exports.chart(figures.rank_change(ranking), "compare-rank-change", "rank-change")
     st.caption("Accuracies (%) are averaged over the domain columns a model was evaluated in (`domains`); mean mCE is "
-               "a ratio to the baseline (1.0 = as robust as the baseline, lower is better).")
+               "a ratio to the baseline (1.0 = as robust as the baseline, lower is better). A rank's bar is the 95 % "
+               "interval of the model's rank over the same resamples as the accuracies' intervals.")
 
 
-def family_section(comparison: data.Comparison) -> None:
+def family_section(comparison: data.Comparison, draws: data.Draws) -> None:
     st.subheader("Per corruption family")
     metric = st.radio("family metric", list(FAMILY_METRICS), format_func=lambda k: FAMILY_METRICS[k][0],
                       horizontal=True, key="compare-family-metric",
                       help=units.options_help(data.PER_CORRUPTION_METRICS[k] for k in FAMILY_METRICS))
     label, lower_better, pct = FAMILY_METRICS[metric]
     matrix = data.family_matrix(comparison.per_corruption, metric)
+    bounds = data.family_intervals(comparison.per_corruption, draws, metric)
     exports.chart(figures.metric_heatmap(matrix, label, lower_better, pct, x_title="corruption family",
-                                         center=1.0 if metric in RATIO_METRICS else None),
+                                         center=1.0 if metric in RATIO_METRICS else None, bounds=bounds),
                   f"compare-family-{metric}", "family")
+    if not matrix.empty:
+        shown = interval_table(matrix, bounds, pct).rename_axis(f"model · {label}{' %' if pct else ''}")
+        exports.table(shown, f"compare-family-{metric}-models-x-families", "family-table", hide_index=False)
+        st.caption("A family's value averages its corruptions' values over every chosen run; its interval resamples "
+                   "each run's images once for all of that run's cells (see the note above).")
     exports.table(units.as_percent(comparison.per_corruption, {"accuracy": "accuracy %"}), "compare-per-corruption",
                   "per-corruption", column_config={
                       **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
@@ -265,7 +335,7 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
         out = set(comparison.flagged)
         comparison = data.Comparison(comparison.frame[~comparison.frame["run"].isin(out)],
                                      comparison.per_corruption[~comparison.per_corruption["run"].isin(out)],
-                                     comparison.problems, comparison.flagged)
+                                     comparison.problems, comparison.flagged, comparison.reports)
     frame = comparison.frame
     if frame.empty:
         st.info("Every chosen run is flagged as not comparable; include them above to see their numbers.")
@@ -277,12 +347,14 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
     if baseline is None and frame["baseline"].nunique() > 1:
         st.caption("The runs use different baselines, so mCE / rCE / mFR are not directly comparable across "
                    "domains; pick a shared baseline above.")
+    draws = cached.compare_draws(store, comparison)
+    ranking = ranking_with_intervals(comparison, draws)
     with guard("comparing the models image by image"):
-        verdict_section(store, comparison)
-    heatmap_section(comparison, metric)
-    ranking_section(comparison)
+        verdict_section(store, comparison, ranking)
+    heatmap_section(comparison, metric, draws)
+    ranking_section(ranking)
     with guard("drawing the family breakdown"):
-        family_section(comparison)
+        family_section(comparison, draws)
     with st.expander("all numbers, one row per run and model"):
         headers = {m.field: m.table_header for m in metrics_of("model") if m.field}
         shown = units.as_percent(frame.drop(columns=["domain_text"]), {f: headers[f] for f in units.rate_fields()})

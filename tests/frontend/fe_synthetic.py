@@ -51,13 +51,26 @@ def domain_doc(text: str = "night-time dash-cam footage in the rain") -> dict[st
     }
 
 
+def image_preds(shard: int, k: int, with_labels: bool) -> dict[str, list[int]]:
+    """A shard's images (indices shard * 30 ...), class by class, and predictions with the first k of each class right
+    (the others predicted as the next class): the per-image form of :func:`confusion`."""
+    n = len(CLASSES)
+    labels = [c for c in range(n) for _ in range(PER_CLASS)]
+    preds = [c if j < k else (c + 1) % n for c in range(n) for j in range(PER_CLASS)]
+    start = shard * PER_CLASS * n
+    return {"indices": list(range(start, start + PER_CLASS * n)), "preds": preds,
+            **({"labels": labels} if with_labels else {})}
+
+
 def populate(
     store: Store, run_id: str = "20250101-000000-night-abcd", status: str = "done", shards: int = 2,
     models: list[str] | None = None, created_at: str = "2025-01-01T00:00:00+00:00",
     domain: str = "night-time dash-cam footage in the rain", skip_cells: int = 0, labelled: bool = True,
-    error: str | None = None,
+    error: str | None = None, per_image: bool = False,
 ) -> RunRecord:
     """Write run, units, threat and stability records; ``skip_cells`` leaves the last cells out (a partial run).
+    ``per_image``: the units also store per-image predictions (as the engine writes them), matching their
+    confusion matrices: of each class's PER_CLASS images in a shard the first k are right (see :func:`image_preds`).
 
     A finished run also gets its stored report, as the engine writes it when a run finishes.
     """
@@ -88,6 +101,7 @@ def populate(
                     "run_id": run_id, "model": m, "corruption": corr, "severity": sev, "shard": shard, "n": n,
                     "confusion": confusion(k) if labelled else None, "flips": 0 if corr == "clean" else (CLEAN_CORRECT[m] - k) * len(CLASSES),
                     "n_unreadable": 0, "params": {}, "seed": 0, "classes": CLASSES,
+                    **(image_preds(shard, k, labelled and corr == "clean") if per_image else {}),
                 })
     store.upsert_many("units", units)
     # threat: noise is safe up to severity 2, brightness always safe

@@ -262,6 +262,31 @@ def test_rank_change_slope_per_model() -> None:
     assert fig.layout.xaxis.range[0] < 0 and fig.layout.xaxis.range[1] > 1
 
 
+def test_metric_heatmap_writes_each_interval_in_its_cell_and_hover() -> None:
+    matrix = pd.DataFrame({"night": [0.9, 0.7], "xray": [0.8, float("nan")]}, index=["A", "B"])
+    low = pd.DataFrame({"night": [0.87, float("nan")], "xray": [0.75, float("nan")]}, index=["A", "B"])
+    high = pd.DataFrame({"night": [0.92, float("nan")], "xray": [0.84, float("nan")]}, index=["A", "B"])
+    hm = figures.metric_heatmap(matrix, "clean accuracy", False, percent=True, bounds=(low, high)).data[0]
+    assert list(hm.text[0]) == ["90.0 ±3.0", "80.0 ±5.0"] and list(hm.text[1]) == ["70.0", ""]  # the wider side
+    assert hm.customdata[0][0] == " ± 3.0 (95 % interval 87.0–92.0 %)" and hm.customdata[1][0] == ""
+    assert "%{customdata}" in hm.hovertemplate
+    ratio = figures.metric_heatmap(matrix, "mCE", True, bounds=(low, high)).data[0]
+    assert ratio.text[0][0] == "0.900 ±0.030" and ratio.customdata[0][0] == " ± 0.030 (95 % interval 0.870–0.920)"
+
+
+def test_rank_change_draws_each_ranks_interval_as_an_error_bar() -> None:
+    ranking = pd.DataFrame({"model": ["A", "B"], "clean rank": [1, 2], "corrupted rank": [2, 1],
+                            "clean rank low": [1.0, 1.0], "clean rank high": [2.0, 2.0],
+                            "corrupted rank low": [1.0, float("nan")], "corrupted rank high": [2.0, float("nan")]})
+    fig = figures.rank_change(ranking)
+    a, b = fig.data
+    assert list(a.error_y.array) == [1.0, 0.0] and list(a.error_y.arrayminus) == [0.0, 1.0]
+    assert list(b.error_y.arrayminus) == [1.0, 0.0] and a.customdata[0] == " (95 % interval 1–2)" and b.customdata[1] == ""
+    assert "95 % intervals of the rank" in fig.layout.title.text
+    plain = figures.rank_change(ranking[["model", "clean rank", "corrupted rank"]])
+    assert plain.data[0].error_y.array is None and "intervals" not in plain.layout.title.text
+
+
 def test_radius_fit_is_the_least_squares_line_of_the_plotted_points() -> None:
     import numpy as np
     import pandas as pd

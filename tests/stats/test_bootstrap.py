@@ -82,3 +82,20 @@ def test_paired_difference_reproducible_and_sensible() -> None:
     assert hi - lo < 0.8 * (uhi - ulo)
     # identical models: zero difference, degenerate interval
     assert paired_balanced_accuracy_difference(a, a, y) == (0.0, 0.0, 0.0)
+
+
+def test_many_cells_at_once_equal_one_cell_at_a_time() -> None:
+    """``balanced_accuracies_weighted`` over K cells (some images not evaluated by a cell, a class no image of
+    which a cell evaluated) equals ``balanced_accuracy_weighted`` of each cell with its absent images weighing 0."""
+    from domainbench.stats.bootstrap import balanced_accuracies_weighted
+
+    rng = np.random.default_rng(4)
+    y = rng.integers(0, 4, size=60)
+    correct = rng.random((60, 5)) < 0.7
+    present = rng.random((60, 5)) < 0.9
+    present[y == 2, 3] = False  # cell 3 evaluated no image of class 2
+    w = bootstrap_weights(60, y, 300, seed=1)
+    many = balanced_accuracies_weighted(correct, present, y, w)
+    for k in range(5):
+        one = balanced_accuracy_weighted(correct[:, k] & present[:, k], y, w * present[:, k])
+        assert many[:, k] == pytest.approx(one, abs=1e-12)
