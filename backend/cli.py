@@ -501,7 +501,8 @@ def show(
     check_confidence(confidence)
     store = _store()
     report = query.report(store, run_id, baseline)
-    print_report(report, query.intervals(store, report, confidence))
+    read = query.outcomes_once()  # the intervals and the verdicts: the run's units read once
+    print_report(report, query.intervals(store, report, confidence, read))
     print_damage(report)
     print_shift_matches(report)
     print_question_spread(store, run_id)
@@ -511,7 +512,7 @@ def show(
     print_unreadable(run)
     print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
-        print_verdicts(query.comparison(store, [run_id], confidence=confidence))
+        print_verdicts(query.comparison(store, [run_id], confidence=confidence, read=read))
 
 
 def print_shift_matches(report: RunReport) -> None:

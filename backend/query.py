@@ -9,14 +9,14 @@ here reads; nothing writes. Unit documents are loaded only where a page needs pe
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from domainbench.config import SHIFT_PREFIX, DomainConfig
 from domainbench.engine.compare import paired_comparison, run_pairs
-from domainbench.engine.confidence import load_draws, load_intervals
+from domainbench.engine.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
 from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
@@ -40,7 +40,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "FINISHED", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
+    "CELL_FIELDS", "FINISHED", "OutcomesReader", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domains",
 ]
@@ -145,16 +145,31 @@ def shift_matches_of(report: RunReport) -> list[ShiftMatch]:
     return shift_matches(report.classification)
 
 
-def intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE) -> RunIntervals:
+def outcomes(store: Store, run_id: str) -> RunOutcomes:
+    """The run's per-image outcomes (hits, predictions, indices, labels), read from its unit documents: what its
+    intervals, resamples and paired tests start from. Each call reads the documents again; the functions below
+    take a reader (``read``) that keeps them, e.g. the UI's, once per run state, or :func:`outcomes_once`."""
+    return read_outcomes(store, run_id)
+
+
+def outcomes_once() -> OutcomesReader:
+    """A reader of :func:`outcomes` that reads each (store, run) once: for one command that shows several things
+    of the same runs (``show``, ``export``: intervals and verdicts)."""
+    return cache(read_outcomes)
+
+
+def intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
+              read: OutcomesReader = read_outcomes) -> RunIntervals:
     """Every interval of the report (seeded by the run: the same run gives the same intervals), as ``show`` prints them."""
-    return load_intervals(store, report, confidence)
+    return load_intervals(store, report, confidence, read=read)
 
 
-def run_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPLES, seed: int | None = None) -> RunDraws | str:
+def run_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPLES, seed: int | None = None,
+              read: OutcomesReader = read_outcomes) -> RunDraws | str:
     """One run's numbers under each bootstrap resample of its images (seeded by the run, or by ``seed``), or why
     there are none (no per-image outcomes stored, a partial clean pass)."""
     try:
-        return load_draws(store, report, resamples, seed)
+        return load_draws(store, report, resamples, seed, read)
     except ValueError as e:  # MetricInputError
         return str(e)
 
@@ -179,15 +194,16 @@ def draws(store: Store, reports: list[RunReport], resamples: int = DEFAULT_RESAM
     return {rid: next(paired) if isinstance(d, RunDraws) else d for rid, d in found.items()}
 
 
-def pairs(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE) -> dict[str, object]:
+def pairs(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
+          read: OutcomesReader = read_outcomes) -> dict[str, object]:
     """The paired tests of the run's models, as ``export --format json`` writes them."""
-    return run_pairs(store, report, confidence)
+    return run_pairs(store, report, confidence, read)
 
 
 def comparison(store: Store, run_ids: list[str], models: list[str] | None = None,
-               confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
+               confidence: float = DEFAULT_CONFIDENCE, read: OutcomesReader = read_outcomes) -> Comparison:
     """The paired comparison of the runs' models: plain verdicts and per-cell tests (``compare``, ``show``)."""
-    return paired_comparison(store, run_ids, models, confidence)
+    return paired_comparison(store, run_ids, models, confidence, read=read)
 
 
 def export_csv(report: RunReport, store: Store | None = None, confidence: float = DEFAULT_CONFIDENCE) -> str:
@@ -206,8 +222,9 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
     shifts = matches_section(shift_matches_of(report))
     if store is None:
         return to_json(run, report, extra=shifts)
-    return to_json(run, report, intervals(store, report, confidence),
-                   {**pairs(store, report, confidence), **breaking_section(run.breaking_points), **shifts})
+    read = outcomes_once()  # the intervals and the pairs of one run: its units read once
+    return to_json(run, report, intervals(store, report, confidence, read),
+                   {**pairs(store, report, confidence, read), **breaking_section(run.breaking_points), **shifts})
 
 
 # --------------------------------------------------------------------------- per-image records

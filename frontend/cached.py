@@ -45,12 +45,24 @@ def view_loader(store: Store) -> data.ViewLoader:
     return load
 
 
+@st.cache_resource(show_spinner="reading the run's per-image outcomes…", max_entries=16)
+def run_outcomes(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> query.RunOutcomes:
+    """``query.outcomes``: a run's per-image outcomes, read from its unit documents once per run state and shared
+    (read-only, not copied) by its intervals, its resamples and its paired tests, on every page and session."""
+    return query.outcomes(_store, run_id)
+
+
+def read_outcomes(store: Store, run_id: str) -> query.RunOutcomes:
+    """The ``read`` of the query functions: a run's outcomes through the cache above."""
+    return run_outcomes(store, store.description, run_id, data.run_fingerprint(store, run_id))
+
+
 @st.cache_data(show_spinner="resampling the run's images for the 95 % intervals…", max_entries=64)
 def run_draws(_store: Store, store_key: str, _report: RunReport, run_id: str, baseline: str, resamples: int,
               seed: int | None, fingerprint: tuple[Any, ...]) -> Any:
     """``query.run_draws`` (``RunDraws``, or why there are none), once per run state, baseline and seed."""
     try:
-        return query.run_draws(_store, _report, resamples, seed)
+        return query.run_draws(_store, _report, resamples, seed, read_outcomes)
     except Exception as e:  # the statistics cannot use this run's stored data: its aggregates show no interval
         log.warning("bootstrap draws of run %s failed", run_id, exc_info=True)
         return f"resampling failed on this run's stored data ({type(e).__name__})"

@@ -25,12 +25,13 @@ log = logging.getLogger("domainbench.ui")
 def verdicts(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> tuple[list[str], str]:
     """(verdict sentences, why there are none)."""
     from domainbench import query
+    from domainbench.frontend.cached import read_outcomes
 
     run = _store.get_run(run_id)
     if run is None or len(run.config.models) < 2:
         return [], "one model: there is nothing to compare it with"
     try:
-        c = query.comparison(_store, [run_id])
+        c = query.comparison(_store, [run_id], read=read_outcomes)
     except ValueError as e:  # unlabelled, or no per-image outcomes stored
         return [], str(e)
     except Exception as e:  # the statistics cannot use this run's data yet (a partial run): say so, draw the rest
@@ -44,9 +45,10 @@ def run_intervals(_store: Store, store_key: str, _report: RunReport, run_id: str
                   fingerprint: tuple[Any, ...]) -> Any:
     """The report's intervals (``metrics.confidence.RunIntervals``); None where they cannot be computed."""
     from domainbench import query
+    from domainbench.frontend.cached import read_outcomes
 
     try:
-        return query.intervals(_store, _report)
+        return query.intervals(_store, _report, read=read_outcomes)
     except Exception:  # no per-image outcomes stored (older runs), or partial data: the table shows values only
         log.info("intervals of run %s unavailable", run_id, exc_info=True)
         return None

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from domainbench.engine.confidence import load_outcomes
+from domainbench.engine.confidence import OutcomesReader, load_outcomes, read_outcomes
 from domainbench.errors import UserInputError
 from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.comparison import Comparison, compare_models
@@ -28,10 +28,11 @@ def _dataset_key(run: RunRecord) -> tuple[object, ...]:
     return (run.config.dataset, None if run.dataset is None else tuple(run.dataset.classes))
 
 
-def merged_outcomes(store: Store, run_ids: Sequence[str]) -> ImageOutcomes:
+def merged_outcomes(store: Store, run_ids: Sequence[str], read: OutcomesReader = read_outcomes) -> ImageOutcomes:
     """The runs' per-image outcomes as one, after checking they are on the same images.
 
-    A model evaluated by several of the runs is taken from the first run that has it.
+    A model evaluated by several of the runs is taken from the first run that has it. ``read``: how a run's
+    outcomes are read (a cached reader shares them with the run's intervals).
     """
     if not run_ids:
         raise UserInputError("compare needs at least one RUN; see `domainbench ls`")
@@ -56,7 +57,7 @@ def merged_outcomes(store: Store, run_ids: Sequence[str]) -> ImageOutcomes:
             raise UserInputError(f"runs {first.run_id} and {run.run_id} used different seeds ({first.config.seed} vs "
                                  f"{run.config.seed}), so their corrupted images differ; compare runs made with the same --seed")
         try:
-            out = load_outcomes(store, run.run_id)
+            out = load_outcomes(store, run.run_id, read)
         except MetricInputError as e:
             raise UserInputError(f"run {run.run_id}: {e}") from None
         if merged is None:
@@ -75,10 +76,11 @@ def merged_outcomes(store: Store, run_ids: Sequence[str]) -> ImageOutcomes:
 
 
 def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str] | None = None,
-                      confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES) -> Comparison:
+                      confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
+                      read: OutcomesReader = read_outcomes) -> Comparison:
     """McNemar per pair and cell, paired bootstrap differences, Holm, and the verdicts; seeded by the first run's seed."""
     confidence = check_confidence(confidence)
-    outcomes = merged_outcomes(store, run_ids)
+    outcomes = merged_outcomes(store, run_ids, read)
     evaluated = set(outcomes.models())
     # in the order the runs list them (A, B of each pair as the user wrote them)
     configured = [m for rid in run_ids for m in store.get_run(rid).config.models]  # type: ignore[union-attr]
@@ -104,9 +106,10 @@ def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str
         raise UserInputError(str(e)) from None
 
 
-def run_pairs(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE) -> dict[str, object]:
+def run_pairs(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
+              read: OutcomesReader = read_outcomes) -> dict[str, object]:
     """The JSON export's ``pairs`` and ``verdicts`` of a run: empty for one model or an unlabelled dataset."""
     if len(report.model_names) < 2 or not report.models[0].labeled:
         return {"pairs": [], "verdicts": []}
-    c = paired_comparison(store, [report.run_id], confidence=confidence)
+    c = paired_comparison(store, [report.run_id], confidence=confidence, read=read)
     return {"pairs": [p.model_dump(mode="json") for p in c.pairs], "verdicts": [v.model_dump(mode="json") for v in c.verdicts]}
