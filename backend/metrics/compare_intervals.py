@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,7 +25,7 @@ import numpy as np
 from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.confidence import metric_draws
 from domainbench.metrics.outcomes import ImageOutcomes
-from domainbench.stats import bootstrap_weights
+from domainbench.stats import shared_bootstrap_weights
 
 if TYPE_CHECKING:
     from domainbench.report import RunReport
@@ -67,18 +66,10 @@ def run_draws(report: RunReport, outcomes: ImageOutcomes, dataset: str, resample
     stratified bootstrap of ``confidence.run_intervals`` with the same ``seed``, so the same rows."""
     if outcomes.n == 0:
         raise MetricInputError("its units store no per-image outcomes (written by an older domainbench)")
-    labels = b"" if outcomes.labels is None else np.ascontiguousarray(outcomes.labels, dtype=np.int64).tobytes()
-    models, corruptions = metric_draws(report, outcomes, _weights(outcomes.n, labels, resamples, seed))
+    # the draw counts of the run page's intervals and paired tests, made once for all (Compare's runs often share them)
+    models, corruptions = metric_draws(report, outcomes, shared_bootstrap_weights(outcomes.n, outcomes.labels, resamples, seed))
     return RunDraws(run_id=report.run_id, images=image_set(dataset, outcomes), seed=seed, resamples=resamples,
                     models=models, corruptions=corruptions)
-
-
-@lru_cache(maxsize=4)
-def _weights(n: int, labels: bytes, resamples: int, seed: int) -> np.ndarray:
-    """The draw counts of runs on the same images, made once for all of them (Compare's runs often share them)."""
-    w = bootstrap_weights(n, np.frombuffer(labels, dtype=np.int64) if labels else None, resamples, seed)
-    w.flags.writeable = False
-    return w
 
 
 def aligned(draws: Sequence[RunDraws]) -> list[RunDraws]:

@@ -23,11 +23,11 @@ from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.stats import (
     balanced_accuracy_weighted,
-    bootstrap_weights,
     holm,
     mcnemar_exact,
     paired_sample_size,
     percentile_interval,
+    shared_bootstrap_weights,
 )
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 
@@ -145,7 +145,7 @@ def compare_models(outcomes: ImageOutcomes, models: Sequence[str] | None = None,
         raise MetricInputError(f"a comparison needs at least two models, got {names}; "
                                "pass --models A,B or compare runs with more models")
     y = outcomes.labels
-    weights = bootstrap_weights(outcomes.n, y, resamples, seed)
+    weights = shared_bootstrap_weights(outcomes.n, y, resamples, seed)  # the run's intervals' own rows
     ones = np.ones((1, outcomes.n))
     raw: list[dict] = []
     per_pair: dict[tuple[str, str], list[int]] = {}

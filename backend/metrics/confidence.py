@@ -22,7 +22,7 @@ from domainbench.metrics.aggregate import CLEAN, CellKey
 from domainbench.metrics.classification import DEGRADATION_EPS
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.metrics.run_report import STABILITY_METRICS
-from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, wilson_interval
+from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, shared_bootstrap_weights, wilson_interval
 from domainbench.stats.bootstrap import balanced_accuracies_weighted
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 
@@ -239,7 +239,7 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
     ``sequential``: per cell, anytime-valid intervals that replace the Wilson ones (an adaptive
     run stopped its cells by looking at the data, and only those keep their coverage then).
     """
-    weights = bootstrap_weights(outcomes.n, outcomes.labels, resamples, seed)
+    weights = shared_bootstrap_weights(outcomes.n, outcomes.labels, resamples, seed)  # Compare's and the tests' too
     # a real-shift cell's images are its own: bootstrapped on their own (``shift_outcomes``)
     own = {cell: (o, bootstrap_weights(o.n, o.labels, resamples, seed)) for cell, o in (shifts or {}).items()}
     # the balanced accuracy of every cell on the run's images, at once

@@ -13,6 +13,7 @@ from domainbench.stats.bootstrap import (
     mean_draws,
     paired_balanced_accuracy_difference,
     percentile_interval,
+    shared_bootstrap_weights,
     stratified_bootstrap,
 )
 from domainbench.stats.intervals import check_confidence, normal_quantile, wilson_interval
@@ -30,6 +31,7 @@ __all__ = [
     "paired_balanced_accuracy_difference",
     "paired_sample_size",
     "percentile_interval",
+    "shared_bootstrap_weights",
     "stratified_bootstrap",
     "wilson_interval",
 ]

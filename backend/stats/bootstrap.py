@@ -12,6 +12,7 @@ images of a resample are the same images for every model.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,6 +49,22 @@ def bootstrap_weights(n: int, strata: np.ndarray | None = None, resamples: int =
         members = np.flatnonzero(s == value)
         k = members.size
         w[:, members] = rng.multinomial(k, np.full(k, 1.0 / k), size=resamples)
+    return w
+
+
+def shared_bootstrap_weights(n: int, strata: np.ndarray | None = None, resamples: int = DEFAULT_RESAMPLES,
+                             seed: int = DEFAULT_SEED) -> np.ndarray:
+    """:func:`bootstrap_weights`, made once for the callers that ask for the same ones and returned read-only: a
+    run's intervals, its resamples on Compare and its paired tests draw the same rows of the same images, and
+    runs on the same images share them."""
+    key = None if strata is None else np.ascontiguousarray(strata, dtype=np.int64).tobytes()
+    return _shared_weights(n, key, resamples, seed)
+
+
+@lru_cache(maxsize=4)
+def _shared_weights(n: int, strata: bytes | None, resamples: int, seed: int) -> np.ndarray:
+    w = bootstrap_weights(n, None if strata is None else np.frombuffer(strata, dtype=np.int64), resamples, seed)
+    w.flags.writeable = False
     return w
 
 

@@ -99,3 +99,15 @@ def test_many_cells_at_once_equal_one_cell_at_a_time() -> None:
     for k in range(5):
         one = balanced_accuracy_weighted(correct[:, k] & present[:, k], y, w * present[:, k])
         assert many[:, k] == pytest.approx(one, abs=1e-12)
+
+
+def test_shared_weights_are_the_same_rows_made_once_and_read_only() -> None:
+    from domainbench.stats import shared_bootstrap_weights
+
+    labels = np.array([0, 1, 1, 2, 2, 2, 0], dtype=np.int64)
+    w = shared_bootstrap_weights(labels.size, labels, 300, 5)
+    np.testing.assert_array_equal(w, bootstrap_weights(labels.size, labels, 300, 5))
+    assert shared_bootstrap_weights(labels.size, labels.copy(), 300, 5) is w  # the same images: one matrix
+    assert not w.flags.writeable
+    np.testing.assert_array_equal(shared_bootstrap_weights(labels.size, None, 300, 5),
+                                  bootstrap_weights(labels.size, None, 300, 5))
