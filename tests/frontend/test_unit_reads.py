@@ -7,17 +7,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-import fe_synthetic as syn
 import pytest
 from test_app import run_page, texts
+from test_compare_intervals import NIGHT, XRAY, two_domains  # noqa: F401 - two finished runs, per-image predictions
 from test_run_pages import compare_page
 
 from domainbench import query
 from domainbench.store import Store
 from domainbench.store.base import Store as BaseStore
 from domainbench.store.collections import Collection
-
-NIGHT, XRAY = "20250101-000000-night-abcd", "20250102-000000-xray-ef01"
 
 
 @pytest.fixture
@@ -33,15 +31,6 @@ def unit_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
 
     monkeypatch.setattr(BaseStore, "find", counting)
     yield reads
-
-
-@pytest.fixture
-def two_domains(store: Store) -> Store:
-    """Two finished two-model runs in two domains on the same images, with per-image predictions."""
-    syn.populate(store, run_id=NIGHT, per_image=True)
-    syn.populate(store, run_id=XRAY, domain="chest x-rays from portable scanners", created_at="2025-01-02T00:00:00+00:00",
-                 per_image=True)
-    return store
 
 
 def test_compare_first_open_reads_each_runs_units_once(two_domains: Store, unit_reads: Counter[str]) -> None:
