@@ -11,7 +11,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -85,6 +84,22 @@ def with_ci_text(frame: pd.DataFrame, columns: Mapping[str, tuple[str, bool]]) -
         out = out.drop(columns=[f"{c}_lo", f"{c}_hi"])
         out.insert(out.columns.get_loc(c) + 1, name, text)
     return out
+
+
+def per_corruption_table(frame: pd.DataFrame, file: str, key: str) -> None:
+    """A per-corruption frame with its bounds (``data.corruption_bounds``) as a table: the ratios as ratios, the
+    accuracy in %, each value shown once, with its 95 % interval (the CSV keeps the value's column as well)."""
+    from domainbench.frontend import exports, units
+    from domainbench.frontend.data import PER_CORRUPTION_METRICS
+
+    ci = {m: f"{m} ± 95 % CI" for m in PER_CORRUPTION_METRICS}
+    shown = units.as_percent(with_ci_text(frame, {m: (ci[m], m == "accuracy") for m in PER_CORRUPTION_METRICS}),
+                             {"accuracy": "accuracy %"})
+    valued = {"accuracy %" if m == "accuracy" else m: c for m, c in ci.items()}
+    exports.table(shown, file, key, column_order=[c for c in shown.columns if valued.get(c) not in shown.columns],
+                  column_config={**{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
+                                 "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f"),
+                                 **{c: st.column_config.TextColumn(c, help=ci_help(value)) for value, c in valued.items()}})
 
 
 def pm(value: float | None, interval: tuple[float, float] | None, percent: bool) -> str:

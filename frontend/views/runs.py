@@ -216,16 +216,7 @@ def per_corruption_tab(s: Shown) -> None:
                "bars: 95 % percentile bootstrap intervals over the run's images (stratified by class; a corruption's "
                "severities are the same images, so their mean is resampled jointly)."
                + (f" No interval: {draws}." if isinstance(draws, str) else ""))
-    # one unit per quantity: the ratios as ratios, the accuracy in %; each value with its interval, shown once
-    ci = {m: f"{m} ± 95 % CI" for m in metrics}
-    shown = units.as_percent(verdict.with_ci_text(frame, {m: (ci[m], m == "accuracy") for m in metrics}),
-                             {"accuracy": "accuracy %"})
-    valued = {"accuracy %" if m == "accuracy" else m: c for m, c in ci.items()}
-    exports.table(shown, f"{s.run_id}-per-corruption", "percorr",
-                  column_order=[c for c in shown.columns if valued.get(c) not in shown.columns], column_config={
-                      **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
-                      "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f"),
-                      **{c: st.column_config.TextColumn(c, help=verdict.ci_help(value)) for value, c in valued.items()}})
+    verdict.per_corruption_table(frame, f"{s.run_id}-per-corruption", "percorr")
 
 
 def flips_tab(s: Shown) -> None:
