@@ -238,3 +238,15 @@ def test_the_queue_panel_counts_units_too(store: Store) -> None:
     line = next(m.value for m in at.markdown if "r\\-stopped" in m.value or "r-stopped" in m.value)
     # 3 of 6 cells per model stored, 2 shards each: 12 units of at least 24 (automatic shard size)
     assert "12 of ≥ 24 units" in line and "cells" not in line
+
+
+def test_a_corruption_of_one_cell_without_draws_takes_its_cells_interval() -> None:
+    """A real shift (its own images: no per-corruption draws) has one cell, whose interval is its accuracy's; a
+    corruption of several severities without draws gets none (the mean's interval is not the cells')."""
+    frame = pd.DataFrame([{"model": "A", "corruption": "shift:rain", "ce": None, "rce": None, "fr": None, "accuracy": 0.6},
+                          {"model": "A", "corruption": "noise", "ce": 1.1, "rce": None, "fr": 0.9, "accuracy": 0.5}])
+    cells = {("A", "clean", 0): (0.8, 0.9), ("A", "shift:rain", 1): (0.5, 0.7),
+             ("A", "noise", 1): (0.5, 0.6), ("A", "noise", 2): (0.4, 0.5)}
+    out = data.corruption_bounds(frame.astype({c: "float64" for c in ("ce", "rce", "fr")}), {}, "r", cells=cells)
+    assert out[["accuracy_lo", "accuracy_hi"]].iloc[0].tolist() == [0.5, 0.7]
+    assert out[["accuracy_lo", "accuracy_hi", "ce_lo", "fr_hi"]].iloc[1].isna().all()
