@@ -632,7 +632,7 @@ def family_matrix(per_corruption: pd.DataFrame, metric: str = "accuracy") -> pd.
 Draws = dict[str, "RunDraws | str"]
 #: Compare's model-level fields that have per-resample values -> their names there (``confidence.MODEL_METRICS``)
 DRAWN_METRICS = {"acc": "clean_accuracy", "mean_corrupted_acc": "mean_corrupted_accuracy", "mce": "mce", "rce": "rce",
-                 "mfr": "mfr"}
+                 "mfr": "mfr", "safe_acc": "safe_accuracy"}
 
 
 def _mean_draws(parts: list[np.ndarray | None]) -> np.ndarray | None:
@@ -732,17 +732,63 @@ def family_intervals(per_corruption: pd.DataFrame, draws: Draws, metric: str = "
     if like.empty:
         return like, like
 
-    def drawn(run: str, model: str, corruption: str) -> np.ndarray | None:
-        d = draws.get(run)
-        if not isinstance(d, RunDraws):
-            return None
-        return d.corruptions.get(model, {}).get(corruption, {}).get(metric)
-
     defined = per_corruption[per_corruption[metric].notna()]
-    values = {(m, f): _mean_draws([drawn(r, m, c) for r, c in zip(part["run"], part["corruption"], strict=True)])
+    values = {(m, f): _mean_draws([_corruption_draws(draws, r, m, c, metric)
+                                   for r, c in zip(part["run"], part["corruption"], strict=True)])
               for (m, f), part in defined.groupby(["model", "family"], sort=False)}
     bounds = _bounds(values, confidence)
     return _matrix(bounds, like, 0), _matrix(bounds, like, 1)
+
+
+def _corruption_draws(draws: Draws, run: str, model: str, corruption: str, metric: str) -> np.ndarray | None:
+    d = draws.get(run)
+    return d.corruptions.get(model, {}).get(corruption, {}).get(metric) if isinstance(d, RunDraws) else None
+
+
+Bound = Callable[[Any, str], "tuple[float, float] | None"]
+
+
+def _with_bounds(frame: pd.DataFrame, columns: list[str], bound: Bound) -> pd.DataFrame:
+    """``frame`` plus ``{c}_lo`` / ``{c}_hi`` for each column ``c``: ``bound(row, c)`` where the row's value is
+    defined, NaN elsewhere (a value without an interval, an undefined value)."""
+    out = frame.copy()
+    for c in columns:
+        ivs = [None if v != v or v is None else bound(row, c)
+               for row, v in zip(frame.itertuples(index=False), frame[c], strict=True)]
+        out[f"{c}_lo"] = [np.nan if iv is None else iv[0] for iv in ivs]
+        out[f"{c}_hi"] = [np.nan if iv is None else iv[1] for iv in ivs]
+    return out
+
+
+def run_bounds(frame: pd.DataFrame, draws: Draws, confidence: float = 0.95) -> pd.DataFrame:
+    """Compare's per run × model ``frame`` plus ``{field}_lo`` / ``{field}_hi`` of each field with per-resample values
+    (``DRAWN_METRICS``): the run's own percentile interval, from its draws."""
+
+    def bound(row: Any, field: str) -> tuple[float, float] | None:
+        v = _model_draws(draws, row.run, row.model, field)
+        return None if v is None else percentile_interval(v, confidence)
+
+    return _with_bounds(frame, [f for f in DRAWN_METRICS if f in frame.columns], bound)
+
+
+def corruption_bounds(per_corruption: pd.DataFrame, draws: Draws, run: str | None = None, confidence: float = 0.95,
+                      cells: dict[tuple[str, str, int], tuple[float, float] | None] | None = None) -> pd.DataFrame:
+    """A per-corruption frame (:func:`per_corruption_frame`, or Compare's with a ``run`` column; else each row is
+    ``run``'s) plus ``{metric}_lo`` / ``{metric}_hi`` of each metric of ``PER_CORRUPTION_METRICS``: the percentile
+    interval of the row's value under its run's resamples (``RunDraws.corruptions``: the accuracy is the mean over
+    the severities in each resample, so its interval is the mean's). A corruption of one cell without draws (a real
+    shift, on its own images) takes that cell's interval from ``cells`` (the run page's cell intervals)."""
+    single: dict[tuple[str, str], tuple[float, float] | None] = {}
+    for (model, corruption, _), iv in (cells or {}).items():
+        single[(model, corruption)] = None if (model, corruption) in single else iv  # a second severity: not one cell
+
+    def bound(row: Any, metric: str) -> tuple[float, float] | None:
+        v = _corruption_draws(draws, getattr(row, "run", run), row.model, row.corruption, metric)
+        if v is not None and not np.isnan(v).all():
+            return percentile_interval(v, confidence)
+        return single.get((row.model, row.corruption)) if metric == "accuracy" else None
+
+    return _with_bounds(per_corruption, list(PER_CORRUPTION_METRICS), bound)
 
 
 def draws_problems(draws: Draws) -> dict[str, str]:

@@ -398,8 +398,8 @@ def selection_heatmap(freq: pd.DataFrame, highlight: str | None = None) -> go.Fi
 def per_corruption_bars(frame: pd.DataFrame, metric: str, label: str | None = None, chance: float | None = None) -> go.Figure:
     """One bar group per corruption, one bar per model (``data.per_corruption_frame``).
 
-    CE / rCE / FR are relative to the baseline (a dashed line at 1); accuracy is drawn in %, with error bars
-    where ``frame`` has ``accuracy_lo`` / ``accuracy_hi`` and a dotted line at ``chance`` (a fraction).
+    CE / rCE / FR are relative to the baseline (a dashed line at 1); accuracy is drawn in %, with a dotted line at
+    ``chance`` (a fraction). Error bars where ``frame`` has ``{metric}_lo`` / ``{metric}_hi`` (``data.corruption_bounds``).
     Undefined values are left out, never drawn as 0.
     """
     if metric not in ("ce", "rce", "fr", "accuracy"):
@@ -413,7 +413,7 @@ def per_corruption_bars(frame: pd.DataFrame, metric: str, label: str | None = No
     fig = _grouped_bars(frame, data, "corruption", metric, label, scale, baseline=metric != "accuracy", skip_empty=False,
                         title=f"{label} per corruption ({better})", xaxis_title="corruption",
                         legend={"title": {"text": "model"}}, showlegend=True,
-                        bounds=("accuracy_lo", "accuracy_hi") if metric == "accuracy" else None)
+                        bounds=(f"{metric}_lo", f"{metric}_hi"))
     if metric == "accuracy" and chance:
         fig.add_hline(y=100.0 * chance, line_dash="dot", line_color="#777", annotation_text=f"chance ({100 * chance:.0f} %)",
                       annotation_position="bottom right")

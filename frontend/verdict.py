@@ -8,12 +8,13 @@ hold no per-image outcomes (or one model, or no labels) gets no verdict, said in
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
+from domainbench.metrics.registry import Metric, metrics_of
 from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.frontend.exports import MISSING
@@ -56,12 +57,12 @@ def run_intervals(_store: Store, store_key: str, _report: RunReport, run_id: str
 
 def intervals(store: Store, store_key: str, report: RunReport, run_id: str, baseline: str,
               fingerprint: tuple[Any, ...]) -> dict[str, dict[str, tuple[float, float] | None]] | None:
-    """Per model: metric -> (low, high) of the model-level numbers; None where they cannot be computed."""
+    """Per model: metric (a ``ModelIntervals`` field, the registry's name) -> (low, high) of the model-level numbers;
+    None where they cannot be computed."""
     ri = run_intervals(store, store_key, report, run_id, baseline, fingerprint)
     if ri is None:
         return None
-    return {m.model: {"clean": m.clean_accuracy, "corrupted": m.mean_corrupted_accuracy, "mce": m.mce,
-                      "rce": m.rce, "mfr": m.mfr} for m in ri.models}
+    return {m.model: m.model_dump(exclude={"model"}) for m in ri.models}
 
 
 def cell_bands(ri: Any, metric: str = "balanced_accuracy") -> dict[tuple[str, str, int], tuple[float, float] | None]:
@@ -72,21 +73,35 @@ def cell_bands(ri: Any, metric: str = "balanced_accuracy") -> dict[tuple[str, st
     return {(c.model, c.corruption, c.severity): getattr(c, metric) for c in ri.cells}
 
 
-def with_accuracy_bounds(frame: pd.DataFrame, bands: dict[tuple[str, str, int], tuple[float, float] | None],
-                         report: RunReport) -> pd.DataFrame:
-    """``data.per_corruption_frame`` plus ``accuracy_lo`` / ``accuracy_hi``: the mean of the corruption's
-    severities' interval bounds (the accuracy shown is the mean of those severities' accuracies). Missing
-    where a severity has no interval."""
-    lo, hi = [], []
-    for row in frame.itertuples(index=False):
-        m = report.model(row.model)
-        ivs = [bands.get((row.model, c.corruption, c.severity)) for c in (m.cells if m else [])
-               if c.corruption == row.corruption and c.accuracy is not None]
-        ok = bool(ivs) and all(iv is not None for iv in ivs)
-        lo.append(float(np.mean([iv[0] for iv in ivs])) if ok else None)
-        hi.append(float(np.mean([iv[1] for iv in ivs])) if ok else None)
-    return frame.assign(accuracy_lo=pd.array(lo, dtype="Float64").astype("float64"),
-                        accuracy_hi=pd.array(hi, dtype="Float64").astype("float64"))
+def with_ci_text(frame: pd.DataFrame, columns: Mapping[str, tuple[str, bool]]) -> pd.DataFrame:
+    """``frame`` with, after each value column ``c`` of ``columns`` (a fraction where ``columns[c][1]`` says it is a
+    rate) that has ``c_lo`` / ``c_hi`` (``data.corruption_bounds``, ``data.run_bounds``), the text column
+    ``columns[c][0]`` holding "61.2 % ± 3.1" ("0.894 ± 0.518" for a ratio); the ``_lo`` / ``_hi`` columns dropped."""
+    out = frame.copy()
+    for c, (name, percent) in columns.items():
+        if f"{c}_lo" not in out.columns:
+            continue
+        text = [pm(None if v != v else float(v), None if lo != lo else (float(lo), float(hi)), percent)
+                for v, lo, hi in zip(out[c], out[f"{c}_lo"], out[f"{c}_hi"], strict=True)]
+        out = out.drop(columns=[f"{c}_lo", f"{c}_hi"])
+        out.insert(out.columns.get_loc(c) + 1, name, text)
+    return out
+
+
+def per_corruption_table(frame: pd.DataFrame, file: str, key: str) -> None:
+    """A per-corruption frame with its bounds (``data.corruption_bounds``) as a table: the ratios as ratios, the
+    accuracy in %, each value shown once, with its 95 % interval (the CSV keeps the value's column as well)."""
+    from domainbench.frontend import exports, units
+    from domainbench.frontend.data import PER_CORRUPTION_METRICS
+
+    ci = {m: f"{m} ± 95 % CI" for m in PER_CORRUPTION_METRICS}
+    shown = units.as_percent(with_ci_text(frame, {m: (ci[m], m == "accuracy") for m in PER_CORRUPTION_METRICS}),
+                             {"accuracy": "accuracy %"})
+    valued = {"accuracy %" if m == "accuracy" else m: c for m, c in ci.items()}
+    exports.table(shown, file, key, column_order=[c for c in shown.columns if valued.get(c) not in shown.columns],
+                  column_config={**{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
+                                 "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f"),
+                                 **{c: st.column_config.TextColumn(c, help=ci_help(value)) for value, c in valued.items()}})
 
 
 def pm(value: float | None, interval: tuple[float, float] | None, percent: bool) -> str:
@@ -101,8 +116,14 @@ def pm(value: float | None, interval: tuple[float, float] | None, percent: bool)
     return f"{text} ± {half:.1f}" if percent else f"{text} ± {half:.3f}"
 
 
-#: a summary column -> the column of its value with the 95 % interval (``with_intervals``)
-CI_COLUMNS = {"clean acc %": "clean acc ± 95 % CI", "corrupted acc %": "corrupted acc ± 95 % CI", "mCE": "mCE ± 95 % CI"}
+def _with_interval() -> list[Metric]:
+    """The summary's metrics the statistics give an interval (the registry's), in the table's order."""
+    return [m for m in metrics_of("model") if m.cli_header and m.interval]
+
+
+#: a summary column -> the column of its value with the 95 % interval (``with_intervals``): "clean acc %" ->
+#: "clean acc ± 95 % CI", "mCE" -> "mCE ± 95 % CI"
+CI_COLUMNS = {m.table_header: f"{m.table_header.removesuffix(' %')} ± 95 % CI" for m in _with_interval()}
 
 
 def ci_help(header: str) -> str:
@@ -113,17 +134,15 @@ def ci_help(header: str) -> str:
 
 
 def with_intervals(table: pd.DataFrame, report: RunReport, ci: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
-    """The summary table with a text column per rate holding its value ± the 95 % interval."""
+    """The summary table with, beside each value that has an interval, a text column holding it ± the 95 % interval."""
     if ci is None:
         return table
     rows = {r.model: r for r in report.table()}
     out = table.copy()
-    out.insert(out.columns.get_loc("clean acc %") + 1, CI_COLUMNS["clean acc %"],
-               [pm(rows[m].acc, ci.get(m, {}).get("clean"), True) for m in out["model"]])
-    out.insert(out.columns.get_loc("corrupted acc %") + 1, CI_COLUMNS["corrupted acc %"],
-               [pm(rows[m].mean_corrupted_acc, ci.get(m, {}).get("corrupted"), True) for m in out["model"]])
-    out.insert(out.columns.get_loc("mCE") + 1, CI_COLUMNS["mCE"],
-               [pm(rows[m].mce, ci.get(m, {}).get("mce"), False) for m in out["model"]])
+    for m in _with_interval():
+        if m.table_header in out.columns:
+            out.insert(out.columns.get_loc(m.table_header) + 1, CI_COLUMNS[m.table_header],
+                       [pm(m.read(rows[model]), ci.get(model, {}).get(m.name), m.percent) for model in out["model"]])
     return out
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 Interval = tuple[float, float] | None
 #: the model-level numbers of a report that get a bootstrap interval
-MODEL_METRICS = ("clean_accuracy", "mean_corrupted_accuracy", "mce", "rce", "mfr")
+MODEL_METRICS = ("clean_accuracy", "mean_corrupted_accuracy", "mce", "rce", "mfr", "safe_accuracy")
 
 
 class _Frozen(BaseModel):
@@ -55,6 +55,8 @@ class ModelIntervals(_Frozen):
     mce: Interval = None
     rce: Interval = None
     mfr: Interval = None
+    #: the mean balanced accuracy over the PD-safe cells (the report's ``safe_accuracy``)
+    safe_accuracy: Interval = None
 
 
 class StabilityIntervals(_Frozen):
@@ -148,8 +150,13 @@ CORRUPTION_METRICS = ("accuracy", "ce", "rce", "fr")
 def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
                  ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, dict[str, np.ndarray]]]]:
     """Under each row of ``weights``: per model, each of MODEL_METRICS; per model and corruption, each of
-    CORRUPTION_METRICS (nan: not applicable). Real-shift cells (their own images) have no per-corruption values."""
+    CORRUPTION_METRICS (nan: not applicable). Real-shift cells (their own images) have no per-corruption values.
+
+    The safe-cell accuracy averages, resample by resample, the balanced accuracies of the model's PD-safe cells
+    (as ``run_report.build_report`` averages their point values): the cells share the images, so it is resampled
+    jointly over them. The safety flags are the report's (the PD threat's own uncertainty is not resampled)."""
     summary = report.classification
+    safety = {(t.corruption, t.severity): t.safe for t in report.threat}
     common = [tuple(c) for c in summary.common_cells]
     by_corruption: dict[str, list[int]] = {}
     for corr, sev in common:
@@ -194,6 +201,9 @@ def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
                                  for c in {corr for corr, _ in acc[name]}}
             if name in clean:
                 d["clean_accuracy"] = clean[name]
+            safe = [v for k, v in acc.get(name, {}).items() if safety.get(k)]
+            if safe:
+                d["safe_accuracy"] = np.mean(safe, axis=0)
             if common:
                 d["mean_corrupted_accuracy"] = np.mean([acc[name][k] for k in common], axis=0)
                 err = {c: summed({k: 1 - v for k, v in acc[name].items()}, c) for c in by_corruption}

@@ -285,10 +285,9 @@ def family_section(comparison: data.Comparison, draws: data.Draws) -> None:
         exports.table(shown, f"compare-family-{metric}-models-x-families", "family-table", hide_index=False)
         st.caption("A family's value averages its corruptions' values over every chosen run; its interval resamples "
                    "each run's images once for all of that run's cells (see the note above).")
-    exports.table(units.as_percent(comparison.per_corruption, {"accuracy": "accuracy %"}), "compare-per-corruption",
-                  "per-corruption", column_config={
-                      **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
-                      "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f")})
+    # per run × model × corruption, each value with the run's own interval
+    verdict.per_corruption_table(data.corruption_bounds(comparison.per_corruption, draws), "compare-per-corruption",
+                                 "per-corruption")
 
 
 def _bound(param: str, key: str) -> None:
@@ -356,14 +355,25 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
     with guard("drawing the family breakdown"):
         family_section(comparison, draws)
     with st.expander("all numbers, one row per run and model"):
-        headers = {m.field: m.table_header for m in metrics_of("model") if m.field}
-        shown = units.as_percent(frame.drop(columns=["domain_text"]), {f: headers[f] for f in units.rate_fields()})
-        exports.table(shown.rename(columns={f: headers[f] for f in units.ratio_fields() | {"corr"} if f in headers}),
-                      "domainbench-compare", "all",
-                      column_config={**{headers[f]: st.column_config.NumberColumn(headers[f], format="%.1f")
-                                        for f in units.rate_fields()},
-                                     **{headers[f]: st.column_config.NumberColumn(headers[f], format="%.3f")
-                                        for f in units.ratio_fields()}})
+        all_numbers(frame, draws)
+
+
+def all_numbers(frame: pd.DataFrame, draws: data.Draws) -> None:
+    """Per run × model, every number of the run's summary; each value with its interval (the run's own, from
+    its draws) shown in its place, as on the run page (the CSV keeps both)."""
+    headers = {m.field: m.table_header for m in metrics_of("model") if m.field}
+    ci = {f: (verdict.CI_COLUMNS[headers[f]], f in units.rate_fields()) for f in data.DRAWN_METRICS}
+    shown = units.as_percent(verdict.with_ci_text(data.run_bounds(frame, draws), ci).drop(columns=["domain_text"]),
+                             {f: headers[f] for f in units.rate_fields()})
+    shown = shown.rename(columns={f: headers[f] for f in units.ratio_fields() | {"corr"} if f in headers})
+    exports.table(shown, "domainbench-compare", "all",
+                  column_order=[c for c in shown.columns if verdict.CI_COLUMNS.get(c) not in shown.columns],
+                  column_config={**{headers[f]: st.column_config.NumberColumn(headers[f], format="%.1f")
+                                    for f in units.rate_fields()},
+                                 **{headers[f]: st.column_config.NumberColumn(headers[f], format="%.3f")
+                                    for f in units.ratio_fields()},
+                                 **{c: st.column_config.TextColumn(c, help=verdict.ci_help(h))
+                                    for h, c in verdict.CI_COLUMNS.items()}})
 
 
 def fmr_comparison(store: Store, chosen: list[str], runs: list[RunRecord]) -> None:

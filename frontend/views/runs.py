@@ -24,6 +24,7 @@ from domainbench.frontend.views.damage_tab import damage_tab
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
                                      status_badge)
 from domainbench.metrics.registry import metric as declared
+from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 
 REFRESH_S = 5
 #: the Runs list's progress column: the share of the run's units stored, in %
@@ -200,23 +201,22 @@ def accuracy_tab(s: Shown) -> None:
 
 
 def per_corruption_tab(s: Shown) -> None:
-    frame = verdict.with_accuracy_bounds(data.per_corruption_frame(s.report), verdict.cell_bands(s.ci), s.report)
+    # the run's numbers under each of its resamples (the summary's intervals' rows), cached with Compare's
+    draws = cached.run_draws(s.store, s.store_key, s.report, s.run_id, s.report.baseline, DEFAULT_RESAMPLES, None,
+                             s.fingerprint)
+    frame = data.corruption_bounds(data.per_corruption_frame(s.report), {s.run_id: draws}, s.run_id,
+                                   cells=verdict.cell_bands(s.ci))
     metrics = data.PER_CORRUPTION_METRICS
     metric = st.radio("metric", list(metrics), horizontal=True, key=f"percorr-{s.run_id}",
                       format_func=lambda k: metrics[k].display, help=units.options_help(metrics.values()))
     exports.chart(figures.per_corruption_bars(frame, metric, metrics[metric].display, chance=s.chance),
                   f"{s.run_id}-{metric}-per-corruption", "percorr")
     st.caption("CE, rCE and FR are ratios to the baseline (1.0 = as robust as the baseline, lower is better); mCE, "
-               "rCE and mFR are their means. Accuracy (%) is averaged over the corruption's severities; its ± and error "
-               "bars average those severities' 95 % intervals.")
-    # one unit per quantity: the ratios as ratios, the accuracy in % with its interval
-    shown = frame.assign(**{"accuracy ± 95 % CI": [verdict.pm(a, None if lo != lo else (lo, hi), True) for a, lo, hi
-                                                  in zip(frame["accuracy"], frame["accuracy_lo"], frame["accuracy_hi"],
-                                                         strict=True)]})
-    shown = units.as_percent(shown.drop(columns=["accuracy_lo", "accuracy_hi"]), {"accuracy": "accuracy %"})
-    exports.table(shown, f"{s.run_id}-per-corruption", "percorr", column_config={
-        **{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
-        "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f")})
+               "rCE and mFR are their means. Accuracy (%) is averaged over the corruption's severities. ± and error "
+               "bars: 95 % percentile bootstrap intervals over the run's images (stratified by class; a corruption's "
+               "severities are the same images, so their mean is resampled jointly)."
+               + (f" No interval: {draws}." if isinstance(draws, str) else ""))
+    verdict.per_corruption_table(frame, f"{s.run_id}-per-corruption", "percorr")
 
 
 def flips_tab(s: Shown) -> None:

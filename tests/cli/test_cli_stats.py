@@ -173,3 +173,21 @@ def test_show_in_a_narrow_terminal_folds_instead_of_cutting(home: Path, tmp_path
     # nothing is cut to "…": every interval keeps its two ends
     assert "…" not in table
     assert table.count("–") == 2 * 5  # two models × the five metrics with an interval (clean, corr, mCE, rCE, mFR)
+
+
+def test_show_prints_the_safe_cell_accuracy_with_its_interval(capsys, monkeypatch) -> None:
+    """``show``'s safe% column carries its bootstrap interval, as clean% and corr% do."""
+    from domainbench.cli import print_report
+    from domainbench.metrics.confidence import run_intervals
+    from domainbench.metrics.outcomes import image_outcomes
+    from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units
+
+    monkeypatch.setenv("COLUMNS", "250")
+    units = synthetic_units()
+    report = synthetic_report(units)
+    iv = run_intervals(report, image_outcomes(units), resamples=1000)
+    print_report(report, iv)
+    out = capsys.readouterr().out
+    for model in ("m1", "m2"):
+        lo, hi = iv.model(model).safe_accuracy
+        assert f"{100 * report.safe_accuracy[model]:.1f} ({100 * lo:.1f}–{100 * hi:.1f})" in out

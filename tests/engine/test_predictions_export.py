@@ -46,6 +46,8 @@ def test_rows_are_images_times_cells_times_models_and_match_the_model(run_id: st
     assert len(rows) == N * len(cells) * 2
     assert list(rows[0]) == ["model", "corruption", "severity", "image", "path", "label", "prediction", "correct", "confidence"]
 
+    stored = {(u.model, u.corruption, u.severity, int(i)): float(c)
+              for u in open_store().units(run_id) for i, c in zip(u.indices, u.confidence)}
     ds = load_sample().subset(N)
     for name in ("fake:a", "fake:b"):
         model = create_model(name, "cpu")
@@ -64,7 +66,11 @@ def test_rows_are_images_times_cells_times_models_and_match_the_model(run_id: st
             for r, s, pr, y in zip(mine, sims, prob, ds.labels):
                 p = int(s.argmax())
                 assert (r["label"], r["prediction"], r["correct"]) == (ds.classes[y], ds.classes[p], str(p == y))
-                assert float(r["confidence"]) == float(pr[p])  # written at full precision
+                # written at full precision: the stored float32 exactly; the independent forward pass (a batch
+                # of 30, the run's shards hold 12) to float32 precision, since float32 kernels may round another
+                # batch size differently (measured on an AVX-512 EPYC: 2e-7 relative)
+                assert float(r["confidence"]) == stored[(name, corr, sev, int(r["image"]))]
+                assert float(r["confidence"]) == pytest.approx(float(pr[p]), rel=1e-5)
                 assert r["path"] == ""  # the sample is in memory
 
 

@@ -14,7 +14,7 @@ from test_run_pages import compare_page
 from domainbench import query
 from domainbench.frontend import data
 from domainbench.frontend.verdict import pm
-from domainbench.stats import bootstrap_weights
+from domainbench.stats import bootstrap_weights, percentile_interval
 from domainbench.store import Store
 
 NIGHT, XRAY = "20250101-000000-night-abcd", "20250102-000000-xray-ef01"
@@ -151,3 +151,43 @@ def test_a_column_of_two_runs_and_an_included_run_on_other_images(two_domains: S
     own = query.intervals(two_domains, two_domains.get_report(small)).model("embedded:good").clean_accuracy
     col = heat["x"].index(next(x for x in heat["x"] if x.startswith("a smaller set")))
     assert heat["customdata"][row][col].endswith(f"(95 % interval {100 * own[0]:.1f}–{100 * own[1]:.1f} %)")
+
+
+def test_all_numbers_and_per_corruption_tables_carry_each_runs_own_intervals(two_domains: Store) -> None:
+    """The per run × model table (rCE, mFR and safe-cell accuracy included) and the per run × corruption table show
+    each value with the interval of its run, from the draws the aggregates use (the run page's for NIGHT)."""
+    at = compare_page([NIGHT, XRAY])
+    assert not at.error, texts(at.error)
+    base = at.selectbox(key="compare-baseline").value
+    report = query.report(two_domains, NIGHT, base)
+    iv = query.intervals(two_domains, report)
+    everything = next(d for d in at.dataframe if "rCE ± 95 % CI" in d.value.columns)
+    rows = everything.value[everything.value["run"] == NIGHT].set_index("model")
+    assert any(v is not None for v in report.safe_accuracy.values())
+    for row in report.table():
+        mi = iv.model(row.model)
+        expected = {"clean acc ± 95 % CI": pm(row.acc, mi.clean_accuracy, True),
+                    "corrupted acc ± 95 % CI": pm(row.mean_corrupted_acc, mi.mean_corrupted_accuracy, True),
+                    "safe-cell acc ± 95 % CI": pm(row.safe_acc, mi.safe_accuracy, True),
+                    "mCE ± 95 % CI": pm(row.mce, mi.mce, False), "rCE ± 95 % CI": pm(row.rce, mi.rce, False),
+                    "mFR ± 95 % CI": pm(row.mfr, mi.mfr, False)}
+        assert rows.loc[row.model, list(expected)].tolist() == list(expected.values()), row.model
+        assert " ± " in expected["safe-cell acc ± 95 % CI"] and " ± " in expected["mFR ± 95 % CI"]
+    order = list(everything.proto.column_order)
+    assert "rCE ± 95 % CI" in order and "rCE" not in order and "safe-cell acc %" not in order
+    # per run × corruption: accuracy (the severities' mean, resample by resample), CE, rCE, FR
+    draws = query.run_draws(two_domains, report)
+    per = next(d.value for d in at.dataframe if "fr ± 95 % CI" in d.value.columns)
+    per = per[per["run"] == NIGHT].set_index(["model", "corruption"])
+    checked = 0
+    for m in report.models:
+        for name in report.corruption_names():
+            got = per.loc[(m.model, name)]
+            assert got["accuracy ± 95 % CI"] == pm(got["accuracy %"] / 100,
+                                                   percentile_interval(draws.corruptions[m.model][name]["accuracy"]), True)
+            for ratio, values in (("ce", m.ce_per_corruption), ("rce", m.rce_per_corruption), ("fr", m.fr_per_corruption)):
+                if values.get(name) is not None:
+                    ci = percentile_interval(draws.corruptions[m.model][name][ratio])
+                    assert got[f"{ratio} ± 95 % CI"] == pm(values[name], ci, False), (m.model, name, ratio)
+                    checked += 1
+    assert checked

@@ -18,6 +18,7 @@ from domainbench.frontend import data, figures, progress, verdict
 from domainbench.frontend.exports import MISSING
 from domainbench.frontend.views.runs import card_value
 from domainbench.metrics.registry import metric
+from domainbench.stats import percentile_interval
 from domainbench.stats.intervals import wilson_interval
 from domainbench.store import Store
 
@@ -42,23 +43,55 @@ def test_no_table_shows_none_for_an_undefined_value(store: Store) -> None:
 def test_per_corruption_accuracy_is_a_percentage_with_its_interval(real_store: Store, real_run: tuple[Path, str]) -> None:
     run_id = real_run[1]
     at = run_page(run_id, "Per corruption")
-    shown = next(d.value for d in at.dataframe if "rce" in d.value.columns).set_index(["model", "corruption"])
+    table = next(d for d in at.dataframe if "rce" in d.value.columns)
+    shown = table.value.set_index(["model", "corruption"])
     assert "accuracy" not in shown.columns and "accuracy %" in shown.columns
     report = real_store.get_report(run_id)
-    ri = query.intervals(real_store, report)
+    draws = query.run_draws(real_store, report)  # the run's numbers under each resample of its intervals
     for m in report.models:
         for name in report.corruption_names():
             cells = [c for c in m.cells if c.corruption == name]
             acc = np.mean([c.accuracy for c in cells])
             assert shown.loc[(m.model, name), "accuracy %"] == pytest.approx(100 * acc)
-            # the ± is half the width of the severities' mean interval, computed here from the statistics
-            lo = np.mean([ri.cell(m.model, name, c.severity).balanced_accuracy[0] for c in cells])
-            hi = np.mean([ri.cell(m.model, name, c.severity).balanced_accuracy[1] for c in cells])
-            assert shown.loc[(m.model, name), "accuracy ± 95 % CI"] == verdict.pm(acc, (lo, hi), True)
-    config = json.loads(next(d for d in at.dataframe if "rce" in d.value.columns).proto.columns)
+            # the ± is half the width of the percentile interval of the severities' mean, resample by resample
+            iv = percentile_interval(draws.corruptions[m.model][name]["accuracy"])
+            assert shown.loc[(m.model, name), "accuracy ± 95 % CI"] == verdict.pm(acc, iv, True)
+            assert " ± " in shown.loc[(m.model, name), "accuracy ± 95 % CI"]
+            # and every ratio with its own interval, under the same resamples
+            for ratio, value in (("ce", m.ce_per_corruption), ("rce", m.rce_per_corruption), ("fr", m.fr_per_corruption)):
+                if value.get(name) is None:
+                    assert shown.loc[(m.model, name), f"{ratio} ± 95 % CI"] == MISSING
+                else:
+                    iv = percentile_interval(draws.corruptions[m.model][name][ratio])
+                    assert shown.loc[(m.model, name), f"{ratio} ± 95 % CI"] == verdict.pm(value[name], iv, False)
+    config = json.loads(table.proto.columns)
     # the registry's help on the per-corruption ratio, which says it is a ratio and that lower is better
     assert config["ce"]["help"] == metric("ce_per_corruption").help
     assert "ratio to the baseline" in config["ce"]["help"] and config["ce"]["help"].endswith("Lower is better.")
+    assert config["rce ± 95 % CI"]["help"].startswith(metric("rce_per_corruption").help)
+    # each value is shown once: with its interval
+    order = list(table.proto.column_order)
+    assert {"accuracy ± 95 % CI", "ce ± 95 % CI", "rce ± 95 % CI", "fr ± 95 % CI"} <= set(order)
+    assert not {"accuracy %", "ce", "rce", "fr"} & set(order)
+
+
+def test_per_corruption_chart_draws_each_metrics_interval(real_store: Store, real_run: tuple[Path, str]) -> None:
+    run_id = real_run[1]
+    report = real_store.get_report(run_id)
+    draws = query.run_draws(real_store, report)
+    for label, key in (("CE", "ce"), ("FR", "fr")):
+        at = run_page(run_id, "Per corruption")
+        at.radio(key=f"percorr-{run_id}").set_value(key).run()
+        fig = spec(at.get("plotly_chart")[0])
+        checked = 0
+        for trace in fig["data"]:
+            m = report.model(trace["name"])
+            for x, y, up, down in zip(trace["x"], trace["y"], trace["error_y"]["array"], trace["error_y"]["arrayminus"],
+                                      strict=True):
+                lo, hi = percentile_interval(draws.corruptions[m.model][x][key])
+                assert (y + up, y - down) == pytest.approx((hi, lo)), (label, m.model, x)
+                checked += 1
+        assert checked, label
 
 
 def test_accuracy_chart_has_the_cells_intervals_and_a_chance_line(real_store: Store, real_run: tuple[Path, str]) -> None:
@@ -205,3 +238,15 @@ def test_the_queue_panel_counts_units_too(store: Store) -> None:
     line = next(m.value for m in at.markdown if "r\\-stopped" in m.value or "r-stopped" in m.value)
     # 3 of 6 cells per model stored, 2 shards each: 12 units of at least 24 (automatic shard size)
     assert "12 of ≥ 24 units" in line and "cells" not in line
+
+
+def test_a_corruption_of_one_cell_without_draws_takes_its_cells_interval() -> None:
+    """A real shift (its own images: no per-corruption draws) has one cell, whose interval is its accuracy's; a
+    corruption of several severities without draws gets none (the mean's interval is not the cells')."""
+    frame = pd.DataFrame([{"model": "A", "corruption": "shift:rain", "ce": None, "rce": None, "fr": None, "accuracy": 0.6},
+                          {"model": "A", "corruption": "noise", "ce": 1.1, "rce": None, "fr": 0.9, "accuracy": 0.5}])
+    cells = {("A", "clean", 0): (0.8, 0.9), ("A", "shift:rain", 1): (0.5, 0.7),
+             ("A", "noise", 1): (0.5, 0.6), ("A", "noise", 2): (0.4, 0.5)}
+    out = data.corruption_bounds(frame.astype({c: "float64" for c in ("ce", "rce", "fr")}), {}, "r", cells=cells)
+    assert out[["accuracy_lo", "accuracy_hi"]].iloc[0].tolist() == [0.5, 0.7]
+    assert out[["accuracy_lo", "accuracy_hi", "ce_lo", "fr_hi"]].iloc[1].isna().all()

@@ -5,11 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from domainbench.metrics.aggregate import summarize
-from domainbench.report import RunReport, Versions
+from domainbench.metrics.threat import safe_accuracy
+from domainbench.report import RunReport, ThreatCell, Versions
 from domainbench.store.records import UnitRecord
 
 CLASSES = ["a", "b", "c"]
 CELLS = [("clean", 0), ("blur", 1), ("blur", 3), ("noise", 2), ("noise", 4)]
+#: the cells whose PD threat calls them label-preserving (the others are unsafe)
+SAFE = {("blur", 1), ("blur", 3), ("noise", 2)}
 
 
 def synthetic_units(n: int = 90, skill: dict[str, float] | None = None, seed: int = 0, shards: int = 2,
@@ -40,5 +43,12 @@ def synthetic_units(n: int = 90, skill: dict[str, float] | None = None, seed: in
 
 
 def synthetic_report(units: list[UnitRecord], baseline: str = "m2", run_id: str = "r") -> RunReport:
-    return RunReport(run_id=run_id, baseline=baseline, seed=0, classification=summarize(units, baseline),
+    """The report of ``units``, with a PD threat that calls the ``SAFE`` cells safe (and its safe-cell accuracy)."""
+    summary = summarize(units, baseline)
+    threat = [ThreatCell(corruption=c, severity=s, n=1, mean_threat=0.5 if (c, s) in SAFE else 1.5, std_threat=0.0,
+                         frac_unsafe_images=0.0, max_threat=1.5, safe=(c, s) in SAFE) for c, s in CELLS if c != "clean"]
+    safety = {(t.corruption, t.severity): t.safe for t in threat}
+    return RunReport(run_id=run_id, baseline=baseline, seed=0, classification=summary, threat=threat,
+                     safe_accuracy={m.model: safe_accuracy({(c.corruption, c.severity): c.accuracy for c in m.cells}, safety)
+                                    for m in summary.models},
                      versions=Versions(domainbench="test"))
