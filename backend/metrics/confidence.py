@@ -197,11 +197,12 @@ def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
             terms["fr"] = _ratio_terms({c: summed(lfp[name], c) for c in by_corruption},
                                        {c: summed(lfp[base], c) for c in by_corruption})
         if labelled:
-            terms["accuracy"] = {c: mean_draws([v for (corr, _), v in acc[name].items() if corr == c])
-                                 for c in {corr for corr, _ in acc[name]}}
+            own = acc.get(name, {})  # empty for a run with no corruption cell (an FMR run: clean images only)
+            terms["accuracy"] = {c: mean_draws([v for (corr, _), v in own.items() if corr == c])
+                                 for c in {corr for corr, _ in own}}
             if name in clean:
                 d["clean_accuracy"] = clean[name]
-            safe = [v for k, v in acc.get(name, {}).items() if safety.get(k)]
+            safe = [v for k, v in own.items() if safety.get(k)]
             if safe:
                 d["safe_accuracy"] = np.mean(safe, axis=0)
             if common:
