@@ -1,5 +1,10 @@
 """New domain: describe a setting, let the planner choose corruptions, edit the plan, preview it,
-and queue a run that a worker evaluates; interrupted runs can be resumed from here."""
+and queue a run that a worker evaluates; interrupted runs can be resumed from here.
+
+The planned domain lives in the URL (``?plan=ID``, its id in the store's domains) with the page's edits
+(``&drop=…`` planned corruptions removed, ``&add=…`` added, ``&sev=NAME:1,3`` severities changed,
+``&dropcomp=…`` compositions removed), so a reload or a shared link opens the same plan.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +19,16 @@ from domainbench.config import DomainConfig
 from domainbench.store import Store
 from domainbench.store.queue import DuplicateRunError
 from domainbench.literal import printable
-from domainbench.frontend import data, exports, figures, ladder, launching, progress
-from domainbench.frontend.ui import error_text, get_store, guard, md_escape, sidebar_store, status_badge
+from domainbench.frontend import data, exports, figures, ladder, launching, progress, url_state
+from domainbench.frontend.ui import error_text, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
 
 EXAMPLE = ("Product photos of clothing taken with cheap phone cameras in a dim warehouse: images are noisy, "
            "blurred by hand shake and heavily JPEG-compressed.")
 RUNS_PAGE = str(Path(__file__).resolve().parent / "runs.py")
 SEVERITIES = [1, 2, 3, 4, 5]
+#: the URL's plan and its edits (see the module's text)
+PLAN_PARAM, DROP_PARAM, ADD_PARAM, SEV_PARAM, DROP_COMP_PARAM = "plan", "drop", "add", "sev", "dropcomp"
+EDIT_PARAMS = (DROP_PARAM, ADD_PARAM, SEV_PARAM, DROP_COMP_PARAM)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -64,14 +72,67 @@ def plan_form(store: Store | None) -> None:
     with st.spinner("planning… (the first plan loads the planner's model)"):
         try:
             cfg = launching.fit_plan(data.plan_domain(text, provider=provider, samples=int(samples)), dataset)
-            path = data.save_domain(store, cfg)
+            did, path = data.save_domain(store, cfg)
         except Exception as e:  # planner / network / validation: a message, not a traceback
             st.error(f"Planning failed — {error_text(e)}")
             return
+    _planned(did, cfg, path, check.message() if check.truncated else None)
+    for param in EDIT_PARAMS:  # a new plan, not yet edited
+        st.query_params.pop(param, None)
+
+
+def _planned(did: str, cfg: DomainConfig, path: Path | None, note: str | None = None, restored: bool = False) -> None:
+    """The page's plan from now on, named in the URL."""
     st.session_state["planned_domain"] = cfg
-    st.session_state["plan_path"] = str(path)
-    st.session_state["plan_note"] = check.message() if check.truncated else None
+    st.session_state["plan_id"] = did
+    st.session_state["plan_path"] = None if path is None else str(path)
+    st.session_state["plan_note"] = note
+    st.session_state["plan_restored"] = restored
+    st.query_params[PLAN_PARAM] = did
     _reset_editor(cfg)
+
+
+def restore_plan(store: Store) -> None:
+    """The plan a link names (``?plan=ID``) with its edits, unless it is the session's already."""
+    did = st.query_params.get(PLAN_PARAM)
+    if not did or did == st.session_state.get("plan_id"):
+        return
+    found = data.stored_plan(store, did)
+    if found is None:
+        for param in (PLAN_PARAM, *EDIT_PARAMS):
+            st.query_params.pop(param, None)
+        shown = f"“{did}”" if data.PLAN_ID.fullmatch(did) else "the link's plan id (not 16 hexadecimal characters)"
+        st.warning(f"There is no planned domain {shown} in this store: the link may be mistyped or from another "
+                   "store. Plan one below.")
+        return
+    _planned(did, *found, restored=True)
+    _url_edits()
+
+
+def _url_edits() -> None:
+    """Apply the URL's edits to the plan just restored; names the plan does not know are ignored."""
+    rows = [r for r in st.session_state["plan_rows"] if r["name"] not in set(st.query_params.get_all(DROP_PARAM))]
+    rows += [_hand_row(n) for n in url_state.chosen(ADD_PARAM, launching.catalogue_names())
+             if all(r["name"] != n for r in rows)]
+    for item in st.query_params.get_all(SEV_PARAM):
+        name, _, levels = item.rpartition(":")
+        row = next((r for r in rows if r["name"] == name), None)
+        chosen = [int(v) for v in levels.split(",") if v.isdigit() and int(v) in SEVERITIES]
+        if row is not None:
+            row["initial"] = row["severities"] = sorted(set(chosen))
+    st.session_state["plan_rows"] = rows
+    dropped = set(st.query_params.get_all(DROP_COMP_PARAM))
+    st.session_state["plan_compositions"] = [n for n in st.session_state["plan_compositions"] if n not in dropped]
+
+
+def _hand_row(name: str) -> dict[str, Any]:
+    return {"name": name, "severities": list(SEVERITIES), "initial": list(SEVERITIES), "params": {},
+            "reason": "added by hand"}
+
+
+def _url_list(param: str, add: str | None = None, remove: str | None = None) -> None:
+    values = [v for v in st.query_params.get_all(param) if v != remove]
+    url_state.write(param, values + ([add] if add is not None and add not in values else []))
 
 
 def _reset_editor(cfg: DomainConfig) -> None:
@@ -84,8 +145,11 @@ def _reset_editor(cfg: DomainConfig) -> None:
 def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
     st.subheader(f"Chosen corruptions ({len(cfg.corruptions)})")
     prov = cfg.planner
+    if st.session_state.get("plan_restored"):
+        literal_text("The plan of this link, for", cfg.domain)
+    saved = f"config saved to `{path}`" if path else f"stored as domain {st.session_state.get('plan_id')}"
     st.caption(f"planner {prov.provider} · {prov.model or 'no model'} · {prov.samples} sample(s) · prompt "
-               f"{prov.prompt_version or '?'} · config saved to `{path}`")
+               f"{prov.prompt_version or '?'} · {saved}")
     if st.session_state.get("plan_note"):
         st.warning(st.session_state["plan_note"])
     rows = []
@@ -111,19 +175,36 @@ def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
 def _remove(name: str) -> None:
     st.session_state["plan_rows"] = [r for r in st.session_state["plan_rows"] if r["name"] != name]
     st.session_state.pop(f"sev-{name}", None)
+    # a corruption added by hand leaves the URL's additions; a planned one joins its removals
+    if name in st.query_params.get_all(ADD_PARAM):
+        _url_list(ADD_PARAM, remove=name)
+    else:
+        _url_list(DROP_PARAM, add=name)
+    url_state.write(SEV_PARAM, _sev_items(but=name))
 
 
 def _remove_composition(name: str) -> None:
     st.session_state["plan_compositions"] = [n for n in st.session_state["plan_compositions"] if n != name]
+    _url_list(DROP_COMP_PARAM, add=name)
 
 
 def _add() -> None:
     name = st.session_state.get("add-corruption")
     rows = st.session_state["plan_rows"]
     if name and all(r["name"] != name for r in rows):
-        rows.append({"name": name, "severities": list(SEVERITIES), "initial": list(SEVERITIES), "params": {},
-                     "reason": "added by hand"})
+        rows.append(_hand_row(name))
+        _url_list(ADD_PARAM, add=name)
     st.session_state["add-corruption"] = None
+
+
+def _sev_items(but: str) -> list[str]:
+    return [v for v in st.query_params.get_all(SEV_PARAM) if v.rpartition(":")[0] != but]
+
+
+def _severities_changed(name: str) -> None:
+    """Keep a corruption's chosen severities in the URL (one ``sev=NAME:1,3`` item per corruption)."""
+    chosen = sorted(st.session_state[f"sev-{name}"] or [])
+    url_state.write(SEV_PARAM, [*_sev_items(but=name), f"{name}:{','.join(map(str, chosen))}"])
 
 
 def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
@@ -139,7 +220,7 @@ def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
             c1.markdown(f"**{name}**  \n{md_escape(row['reason'] or '')}")
             # the default is the plan's, never the edited value: a changing default would reset the widget
             chosen = c2.pills(f"severities of {name}", SEVERITIES, selection_mode="multi", default=row["initial"],
-                              key=f"sev-{name}")
+                              key=f"sev-{name}", on_change=_severities_changed, args=(name,))
             row["severities"] = sorted(chosen or [])
             c3.button("Remove", key=f"rm-{name}", on_click=_remove, args=(name,))
     kept: list[str] = st.session_state.setdefault("plan_compositions", [c.name for c in cfg.compositions])
@@ -294,6 +375,9 @@ def main() -> None:
         store = get_store()
         sidebar_store(store)
     plan_form(store)
+    if store is not None:
+        with guard("opening the plan of the link"):
+            restore_plan(store)
     cfg, path = st.session_state.get("planned_domain"), st.session_state.get("plan_path")
     if cfg is None:
         st.info("Describe a deployment setting and press **Plan**: the planner picks the corruptions it produces, "
