@@ -27,7 +27,7 @@ from domainbench.metrics.registry import Metric, metric, metrics_of
 from domainbench.models.generative import kind_of
 from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
-                               run_fingerprint, stability_records, stored_domains, stored_units)
+                               run_fingerprint, stability_records, stored_domain, stored_domains, stored_units)
 from domainbench.query import intervals as intervals_of
 from domainbench.metrics.compare_intervals import RunDraws
 from domainbench.report import RunReport
@@ -886,7 +886,7 @@ def stored_plan(store: Store, domain_id: str) -> tuple[DomainConfig, Path | None
     for an id that is not one or names no stored plan (the id is checked before it names a file)."""
     if not PLAN_ID.fullmatch(domain_id):
         return None
-    record = store.domains.get(domain_id=domain_id)
+    record = stored_domain(store, domain_id)
     if record is None:
         return None
     cfg = DomainConfig.model_validate(record.model_dump(exclude={"domain_id", "created_at"}))
