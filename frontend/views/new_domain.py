@@ -77,8 +77,6 @@ def plan_form(store: Store | None) -> None:
             st.error(f"Planning failed — {error_text(e)}")
             return
     _planned(did, cfg, path, check.message() if check.truncated else None)
-    for param in EDIT_PARAMS:  # a new plan, not yet edited
-        st.query_params.pop(param, None)
 
 
 def _planned(did: str, cfg: DomainConfig, path: Path | None, note: str | None = None, restored: bool = False) -> None:
@@ -88,7 +86,7 @@ def _planned(did: str, cfg: DomainConfig, path: Path | None, note: str | None = 
     st.session_state["plan_path"] = None if path is None else str(path)
     st.session_state["plan_note"] = note
     st.session_state["plan_restored"] = restored
-    st.query_params[PLAN_PARAM] = did
+    st.query_params[PLAN_PARAM] = did  # at once: the link's plan, if any, is no longer the page's
     _reset_editor(cfg)
 
 
@@ -111,7 +109,8 @@ def restore_plan(store: Store) -> None:
 
 def _url_edits() -> None:
     """Apply the URL's edits to the plan just restored; names the plan does not know are ignored."""
-    rows = [r for r in st.session_state["plan_rows"] if r["name"] not in set(st.query_params.get_all(DROP_PARAM))]
+    dropped = set(st.query_params.get_all(DROP_PARAM))
+    rows = [r for r in st.session_state["plan_rows"] if r["name"] not in dropped]
     rows += [_hand_row(n) for n in url_state.chosen(ADD_PARAM, launching.catalogue_names())
              if all(r["name"] != n for r in rows)]
     for item in st.query_params.get_all(SEV_PARAM):
@@ -127,12 +126,20 @@ def _url_edits() -> None:
 
 def _hand_row(name: str) -> dict[str, Any]:
     return {"name": name, "severities": list(SEVERITIES), "initial": list(SEVERITIES), "params": {},
-            "reason": "added by hand"}
+            "reason": "added by hand", "by_hand": True}
 
 
-def _url_list(param: str, add: str | None = None, remove: str | None = None) -> None:
-    values = [v for v in st.query_params.get_all(param) if v != remove]
-    url_state.write(param, values + ([add] if add is not None and add not in values else []))
+def plan_url(cfg: DomainConfig, rows: list[dict[str, Any]], kept: list[str]) -> None:
+    """The page's plan and its edits into the URL (see the module's text), from what the page shows: rewritten
+    on every draw, so it holds the plan again after a visit to another page."""
+    planned = {c.name: sorted(c.severities) for c in cfg.corruptions}
+    by_plan = {r["name"] for r in rows if not r.get("by_hand")}
+    url_state.write(PLAN_PARAM, st.session_state.get("plan_id"))
+    url_state.write(DROP_PARAM, [n for n in planned if n not in by_plan])
+    url_state.write(ADD_PARAM, [r["name"] for r in rows if r.get("by_hand")])
+    url_state.write(SEV_PARAM, [f"{r['name']}:{','.join(map(str, r['severities']))}" for r in rows
+                                if r["severities"] != (SEVERITIES if r.get("by_hand") else planned.get(r["name"]))])
+    url_state.write(DROP_COMP_PARAM, [c.name for c in cfg.compositions if c.name not in kept])
 
 
 def _reset_editor(cfg: DomainConfig) -> None:
@@ -146,7 +153,7 @@ def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
     st.subheader(f"Chosen corruptions ({len(cfg.corruptions)})")
     prov = cfg.planner
     if st.session_state.get("plan_restored"):
-        literal_text("The plan of this link, for", cfg.domain)
+        literal_text("Planned for (the plan of this link)", cfg.domain)
     saved = f"config saved to `{path}`" if path else f"stored as domain {st.session_state.get('plan_id')}"
     st.caption(f"planner {prov.provider} · {prov.model or 'no model'} · {prov.samples} sample(s) · prompt "
                f"{prov.prompt_version or '?'} · {saved}")
@@ -175,17 +182,10 @@ def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
 def _remove(name: str) -> None:
     st.session_state["plan_rows"] = [r for r in st.session_state["plan_rows"] if r["name"] != name]
     st.session_state.pop(f"sev-{name}", None)
-    # a corruption added by hand leaves the URL's additions; a planned one joins its removals
-    if name in st.query_params.get_all(ADD_PARAM):
-        _url_list(ADD_PARAM, remove=name)
-    else:
-        _url_list(DROP_PARAM, add=name)
-    url_state.write(SEV_PARAM, _sev_items(but=name))
 
 
 def _remove_composition(name: str) -> None:
     st.session_state["plan_compositions"] = [n for n in st.session_state["plan_compositions"] if n != name]
-    _url_list(DROP_COMP_PARAM, add=name)
 
 
 def _add() -> None:
@@ -193,18 +193,7 @@ def _add() -> None:
     rows = st.session_state["plan_rows"]
     if name and all(r["name"] != name for r in rows):
         rows.append(_hand_row(name))
-        _url_list(ADD_PARAM, add=name)
     st.session_state["add-corruption"] = None
-
-
-def _sev_items(but: str) -> list[str]:
-    return [v for v in st.query_params.get_all(SEV_PARAM) if v.rpartition(":")[0] != but]
-
-
-def _severities_changed(name: str) -> None:
-    """Keep a corruption's chosen severities in the URL (one ``sev=NAME:1,3`` item per corruption)."""
-    chosen = sorted(st.session_state[f"sev-{name}"] or [])
-    url_state.write(SEV_PARAM, [*_sev_items(but=name), f"{name}:{','.join(map(str, chosen))}"])
 
 
 def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
@@ -220,7 +209,7 @@ def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
             c1.markdown(f"**{name}**  \n{md_escape(row['reason'] or '')}")
             # the default is the plan's, never the edited value: a changing default would reset the widget
             chosen = c2.pills(f"severities of {name}", SEVERITIES, selection_mode="multi", default=row["initial"],
-                              key=f"sev-{name}", on_change=_severities_changed, args=(name,))
+                              key=f"sev-{name}")
             row["severities"] = sorted(chosen or [])
             c3.button("Remove", key=f"rm-{name}", on_click=_remove, args=(name,))
     kept: list[str] = st.session_state.setdefault("plan_compositions", [c.name for c in cfg.compositions])
@@ -237,6 +226,7 @@ def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
     c1.selectbox("add a corruption", names, index=None, placeholder="choose a corruption from the catalogue",
                  key="add-corruption")
     c2.button("Add corruption", on_click=_add, disabled=not names)
+    plan_url(cfg, rows, kept)
     try:
         return launching.edited_domain(cfg, rows, kept)
     except Exception as e:
