@@ -42,7 +42,7 @@ CLEAN = "clean"
 __all__ = [
     "CELL_FIELDS", "FINISHED", "OutcomesReader", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
-    "run_progress", "shift_matches_of", "stability_records", "stored_domains",
+    "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
 
 
@@ -254,6 +254,11 @@ def fmr_records(store: Store, run_id: str, model: str | None = None) -> list[Fmr
 def stored_domains(store: Store) -> list[DomainRecord]:
     """Every stored plan, newest first."""
     return sorted(store.domains.find(), key=lambda d: d.created_at, reverse=True)
+
+
+def stored_domain(store: Store, domain_id: str) -> DomainRecord | None:
+    """The plan stored under ``domain_id``; None when there is none."""
+    return store.domains.get(domain_id=domain_id)
 
 
 def recreate(run: RunRecord, corruption: str, severity: int, indices: Sequence[int]) -> tuple[Corrupted, np.ndarray]:

@@ -10,6 +10,7 @@ finished gets a report built from the units stored so far, and :class:`RunView` 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,7 +27,7 @@ from domainbench.metrics.registry import Metric, metric, metrics_of
 from domainbench.models.generative import kind_of
 from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
-                               run_fingerprint, stability_records, stored_domains, stored_units)
+                               run_fingerprint, stability_records, stored_domain, stored_domains, stored_units)
 from domainbench.query import intervals as intervals_of
 from domainbench.metrics.compare_intervals import RunDraws
 from domainbench.report import RunReport
@@ -865,11 +866,32 @@ def plan_domain(text: str, provider: str = "offline", samples: int = 10) -> Doma
     return plan(text, provider=provider, samples=samples)
 
 
-def save_domain(store: Store, cfg: DomainConfig) -> Path:
-    """Store the plan (for the selection heatmap) and write its TOML under $DOMAINBENCH_HOME/domains."""
+def save_domain(store: Store, cfg: DomainConfig) -> tuple[str, Path]:
+    """Store the plan (for the selection heatmap) and write its TOML under $DOMAINBENCH_HOME/domains; its id and file."""
     from domainbench.config import save
     did = store.domains.save(cfg, created_at=cfg.planner.created_at or _now())
-    return save(cfg, home_dir().resolve() / "domains" / f"{did}.toml")
+    return did, save(cfg, _plan_file(did))
+
+
+def _plan_file(domain_id: str) -> Path:
+    return home_dir().resolve() / "domains" / f"{domain_id}.toml"
+
+
+#: a stored plan's id (``DomainRepository.save``: 16 hexadecimal characters of its content hash)
+PLAN_ID = re.compile(r"[0-9a-f]{16}")
+
+
+def stored_plan(store: Store, domain_id: str) -> tuple[DomainConfig, Path | None] | None:
+    """The plan stored under ``domain_id`` (a shared link's ``?plan=``) and its TOML file where that exists; None
+    for an id that is not one or names no stored plan (the id is checked before it names a file)."""
+    if not PLAN_ID.fullmatch(domain_id):
+        return None
+    record = stored_domain(store, domain_id)
+    if record is None:
+        return None
+    cfg = DomainConfig.model_validate(record.model_dump(exclude={"domain_id", "created_at"}))
+    path = _plan_file(domain_id)
+    return cfg, path if path.is_file() else None
 
 
 def sample_images() -> tuple[np.ndarray, list[str], np.ndarray]:

@@ -16,7 +16,7 @@ from domainbench.metrics.registry import metric, metrics_of
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
-from domainbench.frontend import cached, data, exports, figures, units, verdict
+from domainbench.frontend import cached, data, exports, figures, units, url_state, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import DEMO_HINT, get_store, guard, md_escape, sidebar_store
 
@@ -56,13 +56,6 @@ def default_baseline(runs: list[RunRecord], shared: list[str]) -> str | None:
         return None
     votes = [r.config.baseline_model for r in runs if r.config.baseline_model in shared]
     return max(shared, key=lambda m: (votes.count(m), -shared.index(m)))
-
-
-def _url_choice(param: str, options: list[str], fallback: str | None) -> int | None:
-    wanted = st.query_params.get(param)
-    if wanted in options:
-        return options.index(wanted)
-    return options.index(fallback) if fallback in options else (0 if options else None)
 
 
 def _add_domain_runs(by_domain: dict[str, list[str]]) -> None:
@@ -290,11 +283,6 @@ def family_section(comparison: data.Comparison, draws: data.Draws) -> None:
                                  "per-corruption")
 
 
-def _bound(param: str, key: str) -> None:
-    """Write a widget's value into the URL, so a reload or a shared link keeps it."""
-    st.query_params[param] = str(st.session_state[key])
-
-
 def show_comparison(store: Store, chosen: list[str], runs: list[RunRecord]) -> None:
     by_id = {r.run_id: r for r in runs}
     fmr_runs = [r for r in chosen if by_id[r].fmr is not None]
@@ -309,17 +297,17 @@ def show_comparison(store: Store, chosen: list[str], runs: list[RunRecord]) -> N
 def corruption_comparison(store: Store, chosen: list[str], records: list[RunRecord]) -> None:
     c1, c2 = st.columns(2)
     metrics = list(data.COMPARE_METRICS)
-    metric = c1.selectbox("metric", metrics, index=_url_choice(METRIC_PARAM, metrics, "mce"),
+    metric = c1.selectbox("metric", metrics, index=url_state.index(METRIC_PARAM, metrics, "mce"),
                           format_func=lambda k: data.COMPARE_METRICS[k][0], key="compare-metric",
-                          on_change=_bound, args=(METRIC_PARAM, "compare-metric"),
+                          on_change=url_state.bound, args=(METRIC_PARAM, "compare-metric"),
                           help=units.options_help(units.model_metric(k) for k in metrics))
     shared = data.shared_models(store, chosen)
     options = [*shared, OWN_BASELINE]
     base = c2.selectbox(
         "baseline for mCE / rCE / mFR", options,
-        index=_url_choice(BASELINE_PARAM, options, default_baseline(records, shared) or OWN_BASELINE),
+        index=url_state.index(BASELINE_PARAM, options, default_baseline(records, shared) or OWN_BASELINE),
         help="One model evaluated in every chosen run, so the ratios of every domain share a reference.",
-        key="compare-baseline", on_change=_bound, args=(BASELINE_PARAM, "compare-baseline"),
+        key="compare-baseline", on_change=url_state.bound, args=(BASELINE_PARAM, "compare-baseline"),
     )
     baseline = None if base == OWN_BASELINE else base
     # one cached report per run and baseline, shared with the Runs page

@@ -1,5 +1,10 @@
 """New domain: describe a setting, let the planner choose corruptions, edit the plan, preview it,
-and queue a run that a worker evaluates; interrupted runs can be resumed from here."""
+and queue a run that a worker evaluates; interrupted runs can be resumed from here.
+
+The planned domain lives in the URL (``?plan=ID``, its id in the store's domains) with the page's edits
+(``&drop=…`` planned corruptions removed, ``&add=…`` added, ``&sev=NAME:1,3`` severities changed,
+``&dropcomp=…`` compositions removed), so a reload or a shared link opens the same plan.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +19,16 @@ from domainbench.config import DomainConfig
 from domainbench.store import Store
 from domainbench.store.queue import DuplicateRunError
 from domainbench.literal import printable
-from domainbench.frontend import data, exports, figures, ladder, launching, progress
-from domainbench.frontend.ui import error_text, get_store, guard, md_escape, sidebar_store, status_badge
+from domainbench.frontend import data, exports, figures, ladder, launching, progress, url_state
+from domainbench.frontend.ui import error_text, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
 
 EXAMPLE = ("Product photos of clothing taken with cheap phone cameras in a dim warehouse: images are noisy, "
            "blurred by hand shake and heavily JPEG-compressed.")
 RUNS_PAGE = str(Path(__file__).resolve().parent / "runs.py")
 SEVERITIES = [1, 2, 3, 4, 5]
+#: the URL's plan and its edits (see the module's text)
+PLAN_PARAM, DROP_PARAM, ADD_PARAM, SEV_PARAM, DROP_COMP_PARAM = "plan", "drop", "add", "sev", "dropcomp"
+EDIT_PARAMS = (DROP_PARAM, ADD_PARAM, SEV_PARAM, DROP_COMP_PARAM)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -64,14 +72,74 @@ def plan_form(store: Store | None) -> None:
     with st.spinner("planning… (the first plan loads the planner's model)"):
         try:
             cfg = launching.fit_plan(data.plan_domain(text, provider=provider, samples=int(samples)), dataset)
-            path = data.save_domain(store, cfg)
+            did, path = data.save_domain(store, cfg)
         except Exception as e:  # planner / network / validation: a message, not a traceback
             st.error(f"Planning failed — {error_text(e)}")
             return
+    _planned(did, cfg, path, check.message() if check.truncated else None)
+
+
+def _planned(did: str, cfg: DomainConfig, path: Path | None, note: str | None = None, restored: bool = False) -> None:
+    """The page's plan from now on, named in the URL."""
     st.session_state["planned_domain"] = cfg
-    st.session_state["plan_path"] = str(path)
-    st.session_state["plan_note"] = check.message() if check.truncated else None
+    st.session_state["plan_id"] = did
+    st.session_state["plan_path"] = None if path is None else str(path)
+    st.session_state["plan_note"] = note
+    st.session_state["plan_restored"] = restored
+    st.query_params[PLAN_PARAM] = did  # at once: the link's plan, if any, is no longer the page's
     _reset_editor(cfg)
+
+
+def restore_plan(store: Store) -> None:
+    """The plan a link names (``?plan=ID``) with its edits, unless it is the session's already."""
+    did = st.query_params.get(PLAN_PARAM)
+    if not did or did == st.session_state.get("plan_id"):
+        return
+    found = data.stored_plan(store, did)
+    if found is None:
+        for param in (PLAN_PARAM, *EDIT_PARAMS):
+            st.query_params.pop(param, None)
+        shown = f"“{did}”" if data.PLAN_ID.fullmatch(did) else "the link's plan id (not 16 hexadecimal characters)"
+        st.warning(f"There is no planned domain {shown} in this store: the link may be mistyped or from another "
+                   "store. Plan one below.")
+        return
+    _planned(did, *found, restored=True)
+    _url_edits()
+
+
+def _url_edits() -> None:
+    """Apply the URL's edits to the plan just restored; names the plan does not know are ignored."""
+    dropped = set(st.query_params.get_all(DROP_PARAM))
+    rows = [r for r in st.session_state["plan_rows"] if r["name"] not in dropped]
+    rows += [_hand_row(n) for n in url_state.chosen(ADD_PARAM, launching.catalogue_names())
+             if all(r["name"] != n for r in rows)]
+    for item in st.query_params.get_all(SEV_PARAM):
+        name, _, levels = item.rpartition(":")
+        row = next((r for r in rows if r["name"] == name), None)
+        chosen = [int(v) for v in levels.split(",") if v.isdigit() and int(v) in SEVERITIES]
+        if row is not None:
+            row["initial"] = row["severities"] = sorted(set(chosen))
+    st.session_state["plan_rows"] = rows
+    dropped = set(st.query_params.get_all(DROP_COMP_PARAM))
+    st.session_state["plan_compositions"] = [n for n in st.session_state["plan_compositions"] if n not in dropped]
+
+
+def _hand_row(name: str) -> dict[str, Any]:
+    return {"name": name, "severities": list(SEVERITIES), "initial": list(SEVERITIES), "params": {},
+            "reason": "added by hand", "by_hand": True}
+
+
+def plan_url(cfg: DomainConfig, rows: list[dict[str, Any]], kept: list[str]) -> None:
+    """The page's plan and its edits into the URL (see the module's text), from what the page shows: rewritten
+    on every draw, so it holds the plan again after a visit to another page."""
+    planned = {c.name: sorted(c.severities) for c in cfg.corruptions}
+    by_plan = {r["name"] for r in rows if not r.get("by_hand")}
+    url_state.write(PLAN_PARAM, st.session_state.get("plan_id"))
+    url_state.write(DROP_PARAM, [n for n in planned if n not in by_plan])
+    url_state.write(ADD_PARAM, [r["name"] for r in rows if r.get("by_hand")])
+    url_state.write(SEV_PARAM, [f"{r['name']}:{','.join(map(str, r['severities']))}" for r in rows
+                                if r["severities"] != (SEVERITIES if r.get("by_hand") else planned.get(r["name"]))])
+    url_state.write(DROP_COMP_PARAM, [c.name for c in cfg.compositions if c.name not in kept])
 
 
 def _reset_editor(cfg: DomainConfig) -> None:
@@ -84,8 +152,11 @@ def _reset_editor(cfg: DomainConfig) -> None:
 def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
     st.subheader(f"Chosen corruptions ({len(cfg.corruptions)})")
     prov = cfg.planner
+    if st.session_state.get("plan_restored"):
+        literal_text("Planned for (the plan of this link)", cfg.domain)
+    saved = f"config saved to `{path}`" if path else f"stored as domain {st.session_state.get('plan_id')}"
     st.caption(f"planner {prov.provider} · {prov.model or 'no model'} · {prov.samples} sample(s) · prompt "
-               f"{prov.prompt_version or '?'} · config saved to `{path}`")
+               f"{prov.prompt_version or '?'} · {saved}")
     if st.session_state.get("plan_note"):
         st.warning(st.session_state["plan_note"])
     rows = []
@@ -121,8 +192,7 @@ def _add() -> None:
     name = st.session_state.get("add-corruption")
     rows = st.session_state["plan_rows"]
     if name and all(r["name"] != name for r in rows):
-        rows.append({"name": name, "severities": list(SEVERITIES), "initial": list(SEVERITIES), "params": {},
-                     "reason": "added by hand"})
+        rows.append(_hand_row(name))
     st.session_state["add-corruption"] = None
 
 
@@ -156,6 +226,7 @@ def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
     c1.selectbox("add a corruption", names, index=None, placeholder="choose a corruption from the catalogue",
                  key="add-corruption")
     c2.button("Add corruption", on_click=_add, disabled=not names)
+    plan_url(cfg, rows, kept)
     try:
         return launching.edited_domain(cfg, rows, kept)
     except Exception as e:
@@ -294,6 +365,9 @@ def main() -> None:
         store = get_store()
         sidebar_store(store)
     plan_form(store)
+    if store is not None:
+        with guard("opening the plan of the link"):
+            restore_plan(store)
     cfg, path = st.session_state.get("planned_domain"), st.session_state.get("plan_path")
     if cfg is None:
         st.info("Describe a deployment setting and press **Plan**: the planner picks the corruptions it produces, "

@@ -1,8 +1,9 @@
 """Runs: every domain and run (filter, search, live progress), and one run in depth at ``?run=ID``.
 
 The run view reads the run's stored report (cached per baseline and progress) and draws only
-the open tab; the open tab lives in the URL (``&tab=…``), so a link shares it and a refresh of
-a running run's numbers (a fragment re-run every few seconds) never resets it.
+the open tab; the open tab and the baseline live in the URL (``&tab=…&baseline=…``), so a link
+shares them and a refresh of a running run's numbers (a fragment re-run every few seconds) never
+resets them. The list's filters live in the URL too (``?search=…&status=…&dataset=…&domain=…``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 from domainbench.literal import printable
-from domainbench.frontend import cached, data, exports, figures, ladder, progress, run_actions, shift_section, units, verdict
+from domainbench.frontend import (cached, data, exports, figures, ladder, progress, run_actions, shift_section, units,
+                                  url_state, verdict)
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.views.damage_tab import damage_tab
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
@@ -33,6 +35,10 @@ PROGRESS = "progress %"
 LIVE_STATUSES = ("queued", "running", "interrupted")
 RUN_PARAM = "run"
 TAB_KEY = "tab"  # also the query parameter holding the open tab
+#: the run page's baseline; the list's filters
+BASELINE_PARAM = "baseline"
+SEARCH_PARAM, STATUS_PARAM, DATASET_PARAM, DOMAIN_PARAM = "search", "status", "dataset", "domain"
+STATUSES = ["queued", "running", "done", "failed", "interrupted", "cancelled"]
 
 
 # --------------------------------------------------------------------------- the list
@@ -50,8 +56,11 @@ def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
                   column_config={"domain": st.column_config.TextColumn("domain", width="large"),
                                  "runs": st.column_config.NumberColumn("runs", width="small")})
     text = dict(zip(domains["domain_id"], domains["domain"], strict=True))
-    chosen = st.selectbox("domain (its plan below; filters the runs)", [None, *domains["domain_id"]],
-                          format_func=lambda d: "all domains" if d is None else text[d], key="domain-filter")
+    options = [None, *domains["domain_id"]]
+    chosen = st.selectbox("domain (its plan below; filters the runs)", options,
+                          index=url_state.index(DOMAIN_PARAM, options, None),
+                          format_func=lambda d: "all domains" if d is None else text[d], key="domain-filter",
+                          on_change=url_state.bound, args=(DOMAIN_PARAM, "domain-filter"))
     # planned-but-never-run domains belong on New domain, not beside the runs
     freq = data.selection_frequencies(store, only={r.domain_id for r in runs})
     if chosen is not None:
@@ -69,10 +78,13 @@ def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
 def runs_section(store: Store, runs: list[RunRecord], domain_id: str | None) -> None:
     st.subheader("Runs")
     c1, c2, c3 = st.columns([3, 2, 2])
-    search = c1.text_input("search", placeholder="run id, domain, model or dataset words", key="runs-search")
-    statuses = c2.multiselect("status", ["queued", "running", "done", "failed", "interrupted", "cancelled"], key="runs-status")
-    datasets = c3.multiselect("dataset", sorted({r.dataset.name if r.dataset else r.config.dataset
-                                                 for r in runs}), key="runs-dataset")
+    search = c1.text_input("search", url_state.text(SEARCH_PARAM), placeholder="run id, domain, model or dataset words",
+                           key="runs-search", on_change=url_state.bound, args=(SEARCH_PARAM, "runs-search"))
+    statuses = c2.multiselect("status", STATUSES, url_state.chosen(STATUS_PARAM, STATUSES), key="runs-status",
+                              on_change=url_state.bound, args=(STATUS_PARAM, "runs-status"))
+    names = sorted({r.dataset.name if r.dataset else r.config.dataset for r in runs})
+    datasets = c3.multiselect("dataset", names, url_state.chosen(DATASET_PARAM, names), key="runs-dataset",
+                              on_change=url_state.bound, args=(DATASET_PARAM, "runs-dataset"))
     # a running run's status and progress refresh in place, without redrawing the page
     live = any(r.status == "running" for r in runs)
     st.fragment(runs_table, run_every=REFRESH_S if live else None)(store, search, statuses, datasets, domain_id, live)
@@ -531,7 +543,8 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
 
 
 def _back_to_list() -> None:
-    del st.query_params[RUN_PARAM]
+    for param in (RUN_PARAM, BASELINE_PARAM):  # the list's filters stay
+        st.query_params.pop(param, None)
     for key in ("open-run", "table-runs"):  # else the list would open the same run again at once
         st.session_state.pop(key, None)
 
@@ -545,7 +558,8 @@ def show_run(store: Store, store_key: str, run_id: str) -> None:
     models = run.config.models
     baseline = st.selectbox(
         "baseline model for mCE / rCE / mFR (recomputed from stored statistics, no re-evaluation)",
-        models, index=models.index(run.config.baseline_model), key=f"baseline-{run_id}",
+        models, index=url_state.index(BASELINE_PARAM, models, run.config.baseline_model), key=f"baseline-{run_id}",
+        on_change=url_state.bound, args=(BASELINE_PARAM, f"baseline-{run_id}"),
     )
     status = run_status(run)
     run_actions.actions(store, run_id, status, on_deleted=_back_to_list)

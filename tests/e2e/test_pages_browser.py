@@ -128,6 +128,18 @@ def test_pages_are_a_product_and_stay_on_this_machine(chromium: str, server: tup
             page.wait_for_timeout(1000)
             shot(page, SHOTS / "run-gallery.png")
 
+            # the Runs list keeps its filters in the link: a reload keeps them
+            page.goto(f"{url}/")
+            wait_idle(page)
+            search = page.get_by_label("search", exact=True)
+            search.fill("x-rays")
+            search.press("Enter")
+            wait_idle(page)
+            page.wait_for_function("() => location.search.includes('search=x-rays')")
+            page.reload()
+            wait_idle(page)
+            expect(page.get_by_label("search", exact=True)).to_have_value("x-rays")
+
             page.goto(f"{url}/compare")
             expect(page.get_by_role("heading", name="Compare models across domains")).to_be_visible()
             wait_idle(page)
@@ -146,6 +158,11 @@ def test_pages_are_a_product_and_stay_on_this_machine(chromium: str, server: tup
             page.get_by_role("heading", name="Preview on a sample image").scroll_into_view_if_needed()
             page.wait_for_timeout(500)
             page.screenshot(path=str(SHOTS / "new-domain-preview.png"))
+            # the plan lives in the link: a reload opens it again
+            assert "plan=" in page.url, page.url
+            page.reload()
+            expect(page.get_by_role("heading", name="Preview on a sample image")).to_be_visible(timeout=240_000)
+            expect(page.get_by_text("the plan of this link").first).to_be_visible()
         finally:
             browser.close()
     assert not outside, f"pages reached outside this machine: {outside[:5]}"
