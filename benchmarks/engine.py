@@ -20,10 +20,17 @@ Measures, in one invocation:
   0 bytes per cell, made again by ``query.drawn_of``; what they would add is printed beside).
 - **report build** at ~10,000 units (``benchmarks/report_scale.py``), SQLite (and mongomock
   without ``--quick``).
+- **class-prompt embeddings**: ``--classes imagenet1k --template openai80`` (1,000 classes × 80
+  templates on a GPU; on a CPU, where ViT-B-32's text tower embeds ~10–20 prompts/s on 2 cores, the
+  first ``--text-classes`` classes, default 25, ``--quick`` 4) encoded by the run's own path
+  (``text_cache.cached_classifier``: all prompts in batches of 256) against one text forward per
+  class (CLIP's notebook loop), same model, same prompts, with the rows checked equal; then the
+  same call again, answered from the store's cache.
 
     python benchmarks/engine.py --quick     # N = 32, clean + 2 cheap cells; memory at 32 and 64: a few minutes on 2 cores
     python benchmarks/engine.py             # N = 300, clean + 6 cells; memory at 600 and 1,200
     python benchmarks/engine.py --only memory   # just the memory runs (600 and 1,200 images)
+    python benchmarks/engine.py --only text     # just the class-prompt embeddings
     python benchmarks/engine.py --device cuda --corrupt-on device   # on a GPU machine
 """
 
@@ -284,6 +291,41 @@ def bytes_per_unit() -> dict[str, float]:
     return out
 
 
+def text_embeddings(n_classes: int, device: str, work: Path) -> dict[str, float]:
+    """Seconds to embed ``n_classes`` ImageNet classes × CLIP's 80 templates: the run's batched, cached path
+    against one forward per class (see the module docstring)."""
+    import torch
+
+    from domainbench.engine.text_cache import cached_classifier
+    from domainbench.models import create_model
+    from domainbench.models.label_sets import imagenet1k, resolve_templates
+    from domainbench.store import open_store
+
+    ckpt = ckpt_path(work)
+    if not ckpt.exists():
+        make_checkpoint(ckpt)
+    model = create_model(f"open_clip:ViT-B-32/{ckpt}", device)
+    classes, templates = imagenet1k()[:n_classes], resolve_templates(["openai80"])
+    store = open_store(None, work / "text-home")
+    t0 = time.perf_counter()
+    batched = cached_classifier(store, model, classes, templates)
+    batched_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        rows = [torch.nn.functional.normalize(model.encode_text([t.format(c) for t in templates]).float(), dim=-1).mean(0)
+                for c in classes]
+    per_class = torch.nn.functional.normalize(torch.stack(rows), dim=-1)
+    per_class_s = time.perf_counter() - t0
+    torch.testing.assert_close(batched.float().cpu(), per_class.cpu(), atol=1e-4, rtol=0)  # the same classifier
+    t0 = time.perf_counter()
+    cached_classifier(store, model, classes, templates)
+    hit_s = time.perf_counter() - t0
+    store.close()
+    prompts = len(classes) * len(templates)
+    return {"text_prompts": prompts, "text_batched_s": batched_s, "text_per_class_s": per_class_s,
+            "text_cache_hit_s": hit_s, "text_batched_over_per_class": per_class_s / batched_s}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="N = 32, 2 cheap cells, report build on SQLite only")
@@ -292,7 +334,10 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--corrupt-on", default="cpu")
     ap.add_argument("--memory-n", type=int, default=None, help="images at N for the memory runs (default 600; --quick: 32)")
-    ap.add_argument("--only", choices=["speed", "memory", "store"], default=None, help="run one part of the benchmark")
+    ap.add_argument("--only", choices=["speed", "memory", "store", "text"], default=None,
+                    help="run one part of the benchmark")
+    ap.add_argument("--text-classes", type=int, default=None,
+                    help="ImageNet classes (x 80 templates) to embed (default: 1000 on a GPU, 25 on a CPU; --quick: 4)")
     ap.add_argument("--defaults", action="store_true",
                     help="also time the run with stability and threat on against its forward passes at the bare rate")
     args = ap.parse_args()
@@ -308,6 +353,9 @@ def main() -> None:
             res |= run_vs_bare(n, cells, args.batch_size, args.device, args.corrupt_on, Path(d), args.defaults)
         if args.only in (None, "memory"):
             res |= memory(mem_n, args.batch_size, args.device, args.corrupt_on, Path(d))
+        if args.only in (None, "text"):
+            on_gpu = args.device.startswith("cuda")
+            res |= text_embeddings(args.text_classes or (4 if args.quick else 1000 if on_gpu else 25), args.device, Path(d))
     rep: dict[str, float] = {}
     if args.only in (None, "store"):
         res |= bytes_per_unit()
@@ -323,6 +371,11 @@ def main() -> None:
     if "peak_rss_ratio_2n_over_n" in res:
         print(f"peak RSS {res[f'peak_rss_mb_{mem_n}']:.0f} MB at N={mem_n}, {res[f'peak_rss_mb_{2 * mem_n}']:.0f} MB at "
               f"2N={2 * mem_n}: ratio {res['peak_rss_ratio_2n_over_n']:.2f} (target <= 1.15)")
+    if "text_prompts" in res:
+        print(f"class prompts: {res['text_prompts']:,} embedded in {res['text_batched_s']:.1f} s by the run's batched path "
+              f"({res['text_prompts'] / res['text_batched_s']:.0f} prompts/s) vs {res['text_per_class_s']:.1f} s one "
+              f"forward per class: {res['text_batched_over_per_class']:.2f}x; again from the store's cache: "
+              f"{res['text_cache_hit_s']:.2f} s")
     if rep:
         print("bytes per (model, cell) at 1,000 images x 1,000 classes (one unit: the cell's images in one shard; "
               "target <= 32 KB, all shards together):")
