@@ -648,14 +648,20 @@ def _model_draws(draws: Draws, run: str, model: str, metric: str) -> np.ndarray 
     return None if not isinstance(d, RunDraws) or model not in d.models else d.models[model][DRAWN_METRICS[metric]]
 
 
+def _grouped_draws(frame: pd.DataFrame, metric: str, by: str,
+                   parts: Callable[[str, pd.DataFrame], list[np.ndarray | None]]) -> dict[tuple[str, str], np.ndarray | None]:
+    """(model, ``by``) -> the mean of ``parts(model, rows)`` under each resample, over the rows whose ``metric`` is
+    defined; None where a part has no draws."""
+    defined = frame[frame[metric].notna()]
+    return {(m, g): _mean_draws(parts(m, part)) for (m, g), part in defined.groupby(["model", by], sort=False)}
+
+
 def group_draws(frame: pd.DataFrame, draws: Draws, metric: str) -> dict[tuple[str, str], np.ndarray | None]:
     """(model, group) -> the metric of :func:`metric_matrix` (the mean over the group's runs) under each resample;
     None where a run of the mean has no draws. Cells whose value is undefined are left out."""
     if metric not in DRAWN_METRICS:
         return {}
-    defined = frame[frame[metric].notna()]
-    return {(m, g): _mean_draws([_model_draws(draws, r, m, metric) for r in part["run"]])
-            for (m, g), part in defined.groupby(["model", "group"], sort=False)}
+    return _grouped_draws(frame, metric, "group", lambda m, part: [_model_draws(draws, r, m, metric) for r in part["run"]])
 
 
 def _bounds(values: dict[Any, np.ndarray | None], confidence: float) -> dict[Any, tuple[float, float] | None]:
@@ -670,13 +676,18 @@ def _matrix(bounds: dict[tuple[str, str], tuple[float, float] | None], like: pd.
     return out
 
 
+def _low_high(values: dict[tuple[str, str], np.ndarray | None], like: pd.DataFrame,
+              confidence: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``like``'s shape: the low and the high end of each (row, column)'s percentile interval of ``values``."""
+    bounds = _bounds(values, confidence)
+    return _matrix(bounds, like, 0), _matrix(bounds, like, 1)
+
+
 def metric_intervals(frame: pd.DataFrame, draws: Draws, metric: str,
                      confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Models × groups, as :func:`metric_matrix`: the low and the high end of each mean's percentile bootstrap
     interval (NaN where it has none: the metric has no draws, or a run of the mean has none)."""
-    like = metric_matrix(frame, metric)
-    bounds = _bounds(group_draws(frame, draws, metric), confidence)
-    return _matrix(bounds, like, 0), _matrix(bounds, like, 1)
+    return _low_high(group_draws(frame, draws, metric), metric_matrix(frame, metric), confidence)
 
 
 def _over_groups(frame: pd.DataFrame, draws: Draws, metric: str) -> dict[str, np.ndarray | None]:
@@ -732,13 +743,9 @@ def family_intervals(per_corruption: pd.DataFrame, draws: Draws, metric: str = "
     like = family_matrix(per_corruption, metric)
     if like.empty:
         return like, like
-
-    defined = per_corruption[per_corruption[metric].notna()]
-    values = {(m, f): _mean_draws([_corruption_draws(draws, r, m, c, metric)
-                                   for r, c in zip(part["run"], part["corruption"], strict=True)])
-              for (m, f), part in defined.groupby(["model", "family"], sort=False)}
-    bounds = _bounds(values, confidence)
-    return _matrix(bounds, like, 0), _matrix(bounds, like, 1)
+    values = _grouped_draws(per_corruption, metric, "family", lambda m, part: [
+        _corruption_draws(draws, r, m, c, metric) for r, c in zip(part["run"], part["corruption"], strict=True)])
+    return _low_high(values, like, confidence)
 
 
 def _corruption_draws(draws: Draws, run: str, model: str, corruption: str, metric: str) -> np.ndarray | None:
