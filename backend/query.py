@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from domainbench.config import SHIFT_PREFIX, DomainConfig
+from domainbench.config import SHIFT_PREFIX
 from domainbench.engine.compare import paired_comparison, run_pairs
 from domainbench.engine.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
 from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json

@@ -4,7 +4,6 @@ baseline by default, ratio colours centred on 1.0, the whole state in the URL, F
 from __future__ import annotations
 
 import fe_synthetic as syn
-import pytest
 from test_app import DONE, texts
 from test_run_pages import XRAY, compare_page, param
 
