@@ -149,8 +149,8 @@ class Run:
 
         fields, rows = query.export_rows(self.report, self.store if confidence is not None else None,
                                          confidence if confidence is not None else 0.95)
-        frame = pd.DataFrame(rows, columns=fields)
-        return frame.astype({c: float for c in fields if frame[c].isna().all()}) if len(frame) else frame
+        nan = float("nan")
+        return pd.DataFrame([{k: nan if v is None else v for k, v in row.items()} for row in rows], columns=fields)
 
     def to_csv(self, confidence: float = 0.95) -> str:
         """``domainbench export --format csv``, as text."""
