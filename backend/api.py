@@ -42,16 +42,16 @@ def _store(store: Store | str | Path | None) -> Store:
     """An open store as it is; a ``mongodb://`` or ``sqlite:///`` URI; a folder holding the embedded SQLite
     store (like ``$DOMAINBENCH_HOME``); or, for None, the store the CLI opens (``$DOMAINBENCH_MONGO_URI``,
     else ``$DOMAINBENCH_HOME``)."""
-    from domainbench.store import Store as _Store, open_store
+    from domainbench.store import open_store
 
-    if isinstance(store, _Store):
-        return store
     if store is None:
         from domainbench.settings import Settings
 
         settings = Settings.from_env()
         return open_store(settings.store_uri, settings.home)
-    text = str(store)
+    if not isinstance(store, (str, os.PathLike)):  # a store, or a store seen through a worker's lease fence
+        return store
+    text = os.fspath(store)
     if text.startswith(("mongodb://", "mongodb+srv://", "sqlite:///")):
         return open_store(text)
     return open_store(None, Path(text))
