@@ -137,18 +137,19 @@ class Run:
         # None (a metric that does not apply) becomes NaN, so every metric column is numeric
         return frame.astype({c: float for c in frame.columns if c not in ("model", "baseline")})
 
-    def to_pandas(self, confidence: float | None = 0.95) -> pd.DataFrame:
+    def to_pandas(self, confidence: float = 0.95) -> pd.DataFrame:
         """One row per model × cell (clean pass first): the rows and columns of ``domainbench export --format csv``.
 
         Same values as the CSV (fractions 0 to 1, ratios to the baseline, the ``*_ci_low``/``*_ci_high``
-        columns at ``confidence``; ``None`` leaves them empty); an empty CSV field is NaN here.
+        columns at ``confidence``); an empty CSV field is NaN here.
         """
         import pandas as pd
 
         from domainbench import query
+        from domainbench.stats.intervals import check_confidence
 
-        fields, rows = query.export_rows(self.report, self.store if confidence is not None else None,
-                                         confidence if confidence is not None else 0.95)
+        check_confidence(confidence)
+        fields, rows = query.export_rows(self.report, self.store, confidence)
         nan = float("nan")
         return pd.DataFrame([{k: nan if v is None else v for k, v in row.items()} for row in rows], columns=fields)
 
@@ -271,12 +272,17 @@ def load_plan(path: str | Path, *, shifts: Mapping[str, str | Path] | Sequence[s
     in the plan file is relative to it. Notes about the file (an alias evaluated once) go to ``notes``.
     """
     from domainbench.config import load_domain
-    from domainbench.engine.shift_cells import parse_shift_option, with_shifts
 
     path = Path(path)
-    domain = load_domain(path, notes=notes)
+    return _with_shifts(load_domain(path, notes=notes), shifts, path.parent)
+
+
+def _with_shifts(domain: DomainConfig, shifts: Mapping[str, str | Path] | Sequence[str] | None, plan_dir: Path) -> DomainConfig:
+    """The domain with each shift folder added as a ``shift:NAME`` cell (relative paths: to ``plan_dir``)."""
+    from domainbench.engine.shift_cells import parse_shift_option, with_shifts
+
     options = [f"{k}={v}" for k, v in shifts.items()] if isinstance(shifts, Mapping) else list(shifts or [])
-    domain = with_shifts(domain, [parse_shift_option(o) for o in options], plan_dir=path.parent)
+    domain = with_shifts(domain, [parse_shift_option(o) for o in options], plan_dir=plan_dir)
     domain.check_catalogue()  # a shift named like a corruption
     return domain
 
@@ -356,15 +362,8 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     """
     from domainbench.config import DomainConfig
 
-    if isinstance(domain, DomainConfig):
-        if shifts:
-            from domainbench.engine.shift_cells import parse_shift_option, with_shifts
-
-            options = [f"{k}={v}" for k, v in shifts.items()] if isinstance(shifts, Mapping) else list(shifts)
-            domain = with_shifts(domain, [parse_shift_option(o) for o in options], plan_dir=Path.cwd())
-            domain.check_catalogue()
-    else:
-        domain = load_plan(domain, shifts=shifts)
+    # a plan's relative shift paths are relative to its file; those given with a DomainConfig to the working directory
+    domain = _with_shifts(domain, shifts, Path.cwd()) if isinstance(domain, DomainConfig) else load_plan(domain, shifts=shifts)
     names = [m.strip() for m in models.split(",")] if isinstance(models, str) else (list(models) if models else None)
     cfg = build_run_config(run_config, models=names, dataset=str(dataset) if dataset is not None else None,
                            baseline=baseline, limit=limit, seed=seed, device=device, **settings)
