@@ -238,12 +238,11 @@ def threat_chart(report: RunReport) -> go.Figure:
         if not part:
             continue
         share = [100.0 * float(t.frac_unsafe_images or 0.0) for t in part]
-        low = [None if t.frac_unsafe_ci_low is None else 100.0 * t.frac_unsafe_ci_low for t in part]
-        high = [None if t.frac_unsafe_ci_high is None else 100.0 * t.frac_unsafe_ci_high for t in part]
         fig.add_trace(
             go.Bar(
                 x=[cell_label(t.corruption, t.severity) for t in part], y=share,
-                error_y=_error_bars(low, high, share), name=name, marker_color=color,
+                error_y=_error_bars([t.frac_unsafe_ci_low for t in part], [t.frac_unsafe_ci_high for t in part], share),
+                name=name, marker_color=color,
                 customdata=[[interval_text(None if t.frac_unsafe_images is None else float(t.frac_unsafe_images),
                                            _ends(t.frac_unsafe_ci_low, t.frac_unsafe_ci_high), percent=True),
                              t.n, "—" if t.mean_threat is None else f"{t.mean_threat:.3f}"] for t in part],
