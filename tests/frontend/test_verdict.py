@@ -70,8 +70,8 @@ def test_the_summary_gives_rce_mfr_and_safe_cell_accuracy_their_intervals(real_s
     from domainbench.metrics.registry import metric
 
     for header, name in (("rCE (95 % CI)", "rce"), ("mFR (95 % CI)", "mfr"), ("safe-cell acc (95 % CI)", "safe_accuracy")):
-        assert config[header]["help"] == f"{metric(name).help} Shown as value (low–high): the two ends of its 95 % interval, "
-                                          "which need not be symmetric around the value."
+        assert config[header]["help"] == (f"{metric(name).help} Shown as value (low–high): the two ends of its 95 % "
+                                          "interval, which need not be symmetric around the value.")
 
 
 def test_pm_writes_the_value_and_its_interval_s_two_ends() -> None:
