@@ -117,3 +117,15 @@ def test_old_units_with_draws_rebuild_the_report_they_stored(store: Store) -> No
     for old in docs["summaries"]:
         new = build_report(store, old["run_id"]).model_dump(mode="json")
         assert new["classification"] == old["classification"]
+
+
+def test_a_report_stored_before_the_three_way_pd_verdict_is_rebuilt_not_read(store: Store) -> None:
+    """Schema 2 called a PD cell safe by its mean threat: such a stored report is never served as it is."""
+    from domainbench.engine.reports import load_report
+
+    docs = load_raw(store, DRAWS_FIXTURE)
+    for old in docs["summaries"]:
+        assert old["schema_version"] == 2
+        assert store.get_report(old["run_id"]) is None  # the stored one is stale: not read
+        fresh = load_report(store, old["run_id"])
+        assert fresh.schema_version == 3 and fresh.model_dump(mode="json")["classification"] == old["classification"]
