@@ -46,7 +46,8 @@ class ThreatCell(_Frozen):
         # one verdict: the flag is derived from the three-way safety, never set against it
         if isinstance(data, dict) and "safety" in data:
             safe = data["safety"] == "safe"
-            if data.setdefault("safe", safe) != safe:
+            data = {"safe": safe, **data}
+            if data["safe"] != safe:
                 raise ValueError(f"safe={data['safe']!r} contradicts safety={data['safety']!r}")
         return data
 
