@@ -178,10 +178,12 @@ def summary_columns() -> list[Any]:
 
 
 def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
-    """A value with its interval beside it: ``61.2 (55.0–67.1)``."""
-    if v is None or interval is None:
+    """A value with its interval's ends beside it, as the UI writes it: ``61.2 (55.0–67.1)`` (the header says %)."""
+    from domainbench.stats.written import interval_text
+
+    if not isinstance(v, float) or interval is None:
         return _fmt(v, pct)
-    return f"{_fmt(v, pct)} ({_fmt(interval[0], pct)}–{_fmt(interval[1], pct)})"
+    return interval_text(v, interval, pct, unit=False, missing="n/a")
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
@@ -211,13 +213,26 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
                       style="dim", highlight=False)
     console.print(column_notes(columns, lambda m: m.cli_header), style="dim")
     if report.threat:
-        unsafe = [f"{t.corruption}@{t.severity}" for t in report.unsafe_cells()]
-        scale = report.different_class_threat
-        note = f" (different-class pairs average {scale:.2f})" if scale else ""
-        console.print(f"PD threat: {len(report.threat) - len(unsafe)} of {len(report.threat)} corruption cells safe{note}"
-                      + (f"; unsafe: {printable(', '.join(unsafe[:12]))}" if unsafe else ""), markup=False)
+        print_threat(report)
     if report.fmr is not None:
         print_fmr(report)
+
+
+def print_threat(report: RunReport) -> None:
+    """The PD verdict of every cell, by the report's one definition: every unsafe and borderline cell named."""
+    from domainbench.metrics.threat import UNSAFE_SHARE_CUT
+
+    by = {k: [f"{t.corruption}@{t.severity}" for t in report.cells_by_safety(k)] for k in ("safe", "borderline", "unsafe")}
+    scale = report.different_class_threat
+    note = f" (different-class pairs average {scale:.2f})" if scale else ""
+    console.print(f"PD threat: {len(by['safe'])} of {len(report.threat)} corruption cells safe, {len(by['borderline'])} "
+                  f"borderline, {len(by['unsafe'])} unsafe{note}", markup=False, highlight=False)
+    for kind in ("unsafe", "borderline"):
+        if by[kind]:
+            console.print(f"  {kind}: {printable(', '.join(by[kind]))}", markup=False, highlight=False)
+    console.print(f"safe: the 95 % interval (Clopper–Pearson) of the share of a cell's images with PD threat above 1 lies "
+                  f"below {100 * UNSAFE_SHARE_CUT:g} %; unsafe: above it; borderline: across it", style="dim",
+                  highlight=False)
 
 
 def print_fmr(report: RunReport) -> None:
@@ -545,8 +560,10 @@ def print_question_spread(store: Any, run_id: str) -> None:
 
 def print_breaking_points(points: list[Any]) -> None:
     """Per model and corruption: where on the continuous scale (0 weakest, 1 strongest) accuracy breaks."""
+    levels = sorted({b.confidence for b in points})
+    level = f"{100 * levels[0]:g} % interval" if len(levels) == 1 else "interval"
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    for col in ("model", "corruption", "below", "breaks at", "interval"):
+    for col in ("model", "corruption", "below", "breaks at", level):
         table.add_column(col, justify="left" if col in ("model", "corruption") else "right", no_wrap=True)
     for b in points:
         where = "never" if b.breaking_point is None else f"{b.breaking_point:.3f}"
@@ -554,8 +571,21 @@ def print_breaking_points(points: list[Any]) -> None:
               f"{b.breaking_point_ci_low:.3f}–{'>1' if b.breaking_point_ci_high is None else f'{b.breaking_point_ci_high:.3f}'}")
         table.add_row(literal(b.model), literal(b.corruption), f"{100 * b.threshold:.1f}%", where, iv)
     console.print(table)
-    console.print("breaking point: where balanced accuracy falls below the threshold on the corruption's continuous "
-                  "scale (0 weakest, 1 strongest), by bisection; see docs/reading-the-numbers.md", style="dim")
+    sources = {(b.threshold_model, b.threshold) for b in points}
+    if len(sources) == 1:
+        source, threshold = next(iter(sources))
+        rule = (f"one threshold for every model, {100 * threshold:.1f} %: "
+                + (f"halfway from the baseline {source}'s clean balanced accuracy to chance" if source else "as given"))
+    else:
+        rule = "thresholds differ between models (a run from before the threshold was shared)"
+    first = points[0] if points else None
+    sample = (f"{first.n_images} images of {first.n_classes} classes, a seeded sample stratified by class"
+              if first is not None and first.n_classes is not None else "")
+    console.print(markup_safe(
+        f"breaking point: where balanced accuracy falls below the threshold on the corruption's continuous scale (0 weakest, "
+        f"1 strongest), by bisection; {rule}" + (f"; {sample}" if sample else "")
+        + "; interval: from the strongest point whose accuracy interval (bootstrap, stratified by class) lies above the "
+        "threshold to the weakest whose interval lies below it; see docs/reading-the-numbers.md"), style="dim")
 
 
 def print_verdicts(comparison: Comparison) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import fe_synthetic as syn
+from fe_synthetic import REAL_IMAGES
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import APP, DONE, LIVE, app, run_page, summary_table, texts
@@ -113,7 +114,7 @@ def test_run_page_numbers_equal_the_stored_report(real_store: Store, real_run: t
         assert table.loc[row.model, "mCE"] == pytest.approx(row.mce)
         assert table.loc[row.model, "clean acc %"] == pytest.approx(100 * row.acc)
         assert table.loc[row.model, "corrupted acc %"] == pytest.approx(100 * row.mean_corrupted_acc)
-    assert "16" in [str(m.value) for m in at.metric]  # images
+    assert str(REAL_IMAGES) in [str(m.value) for m in at.metric]  # images
     assert len(at.get("plotly_chart")) == 1
 
 

@@ -46,7 +46,8 @@ def synthetic_report(units: list[UnitRecord], baseline: str = "m2", run_id: str 
     """The report of ``units``, with a PD threat that calls the ``SAFE`` cells safe (and its safe-cell accuracy)."""
     summary = summarize(units, baseline)
     threat = [ThreatCell(corruption=c, severity=s, n=1, mean_threat=0.5 if (c, s) in SAFE else 1.5, std_threat=0.0,
-                         frac_unsafe_images=0.0, max_threat=1.5, safe=(c, s) in SAFE) for c, s in CELLS if c != "clean"]
+                         frac_unsafe_images=0.0, max_threat=1.5, safety="safe" if (c, s) in SAFE else "unsafe")
+              for c, s in CELLS if c != "clean"]
     safety = {(t.corruption, t.severity): t.safe for t in threat}
     return RunReport(run_id=run_id, baseline=baseline, seed=0, classification=summary, threat=threat,
                      safe_accuracy={m.model: safe_accuracy({(c.corruption, c.severity): c.accuracy for c in m.cells}, safety)

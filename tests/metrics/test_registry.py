@@ -138,9 +138,9 @@ def _units(rng: np.random.Generator) -> tuple[list[dict], dict[tuple[str, str, i
 def test_cell_metrics_read_the_values_an_independent_computation_gives() -> None:
     units, truth = _units(np.random.default_rng(3))
     threat = [ThreatCell(corruption="noise", severity=1, n=40, mean_threat=0.4, std_threat=0.1, frac_unsafe_images=0.0,
-                         max_threat=0.9, safe=True),
+                         max_threat=0.9, safety="safe"),
               ThreatCell(corruption="noise", severity=3, n=40, mean_threat=1.7, std_threat=0.3, frac_unsafe_images=0.8,
-                         max_threat=2.5, safe=False)]
+                         max_threat=2.5, safety="unsafe")]
     report = RunReport(run_id="r", baseline="m1", seed=0, classification=summarize(units, "m1"), threat=threat,
                        versions=Versions(domainbench="test"))
     rows = cell_rows(report)
