@@ -62,6 +62,8 @@ class Hit:
     keyword: str  # the matched text
     quote: str  # the clause of the description around it
     start: int  # position in the description, for ordering
+    #: severity levels the evidence makes plausible; empty: the whole ladder
+    severities: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

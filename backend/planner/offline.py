@@ -282,7 +282,8 @@ class OfflinePlanner:
                 choice = choice.model_copy(update={"severities": full})
             elif hit is not None:
                 reason = self._says(hit)
-                choice = CorruptionChoice(name=e.name, severities=full, reason=reason[0].upper() + reason[1:] + ".")
+                levels = [s for s in hit.severities if e.ordinal] or full
+                choice = CorruptionChoice(name=e.name, severities=levels, reason=reason[0].upper() + reason[1:] + ".")
             else:
                 choice = CorruptionChoice(
                     name=e.name,

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from domainbench.errors import UserInputError
 
@@ -31,9 +31,20 @@ class DomainKind(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     label: str
-    keywords: list[str] = Field(min_length=1)
+    keywords: list[str] = Field(default_factory=list)
+    #: acquisition factors (acquisition.toml) that show this kind: read in context, so "vehicle" in
+    #: "remotely operated vehicle" is no road
+    factors: list[str] = Field(default_factory=list)
+    #: factors that rule the kind out (a satellite domain that is also aerial: aircraft do blur)
+    unless_factors: list[str] = Field(default_factory=list)
     forbidden: list[str] = Field(default_factory=list)
     required: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _evidence(self) -> DomainKind:
+        if not self.keywords and not self.factors:
+            raise ValueError(f"kind {self.label!r} needs keywords or factors to be detected by")
+        return self
 
 
 class RuleBook(BaseModel):
@@ -104,7 +115,7 @@ def keyword_pattern(keywords: list[str]) -> re.Pattern[str]:
 @lru_cache(maxsize=4)
 def _compile(path: str) -> _Compiled:
     book, raw = load_book(Path(path), RuleBook, "sanity rules", "backend/planner/rules.toml")
-    patterns = {name: keyword_pattern(kind.keywords) for name, kind in book.kinds.items()}
+    patterns = {name: keyword_pattern(kind.keywords) for name, kind in book.kinds.items() if kind.keywords}
     return _Compiled(book, patterns, hashlib.sha256(raw).hexdigest()[:12])
 
 
@@ -121,18 +132,28 @@ def _normalise(text: str) -> str:
 
 
 def detect_kinds(text: str, path: str | Path | None = None) -> list[DetectedKind]:
+    from domainbench.planner import acquisition  # it imports this module's keyword syntax
+
     comp = _compile(str(path or RULES_PATH))
     norm = _normalise(text)
     # reasons quote the keyword as written ("X-rays", not "x-rays"), when case folding kept
     # every position (it does except for a few letters such as "İ")
     written = unicodedata.normalize("NFKC", text)
     same_positions = len(written) == len(norm)
+    factors = {f.factor: f for f in acquisition.read(text)} if any(k.factors or k.unless_factors for k in comp.book.kinds.values()) else {}
     found = []
-    for name, pattern in comp.patterns.items():
-        m = pattern.search(norm)
+    for name, kind in comp.book.kinds.items():
+        if set(kind.unless_factors) & set(factors):
+            continue
+        shown = next((factors[f] for f in kind.factors if f in factors), None)
+        if shown is not None:  # the factor's own evidence, as the description writes it
+            found.append(DetectedKind(name, kind.label, shown.keyword))
+            continue
+        pattern = comp.patterns.get(name)
+        m = pattern.search(norm) if pattern is not None else None
         if m:
             keyword = written[m.start() : m.end()] if same_positions else m.group(0)
-            found.append(DetectedKind(name, comp.book.kinds[name].label, keyword))
+            found.append(DetectedKind(name, kind.label, keyword))
     return found
 
 
