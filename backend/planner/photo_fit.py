@@ -161,11 +161,8 @@ def jpeg_quality(path: Path) -> float | None:
             q = np.asarray(tables[0], dtype=np.float64)
     except OSError:
         return None
-    # PIL gives the table in zig-zag order, as the file stores it; the IJG base table in zig-zag order
-    zz = np.array([0, 1, 8, 16, 9, 2, 3, 10, 17, 24, 32, 25, 18, 11, 4, 5, 12, 19, 26, 33, 40, 48, 41, 34, 27, 20, 13, 6,
-                   7, 14, 21, 28, 35, 42, 49, 56, 57, 50, 43, 36, 29, 22, 15, 23, 30, 37, 44, 51, 58, 59, 52, 45, 38, 31,
-                   39, 46, 53, 60, 61, 54, 47, 55, 62, 63])
-    base = std[zz]
+    # Pillow gives the table in natural (row-major) order, as the IJG base table is written above
+    base = std
     # IJG: table = floor((base * scale + 50) / 100), scale = 5000/Q (Q < 50) or 200 - 2Q; invert by least squares
     scale = float(np.clip(np.sum(q * base) / np.sum(base * base) * 100.0, 1e-6, None))
     quality = 5000.0 / scale if scale > 100 else (200.0 - scale) / 2.0
@@ -263,13 +260,17 @@ def fit(photo_stats: dict[str, float], ref: Reference) -> tuple[list[Fit], float
 
 
 def _changed(photo: dict[str, float], ref: Reference, name: str, severity: float) -> str:
-    """The measurement that most separates the photos from the clean images, in words, for the reason."""
-    target, base = _vec(photo), _vec(ref.clean)
-    z = np.abs((target - base) / ref.scale)
-    k = STATS[int(np.nanargmax(np.where(np.isfinite(z), z, -1)))]
-    fmt = (lambda v: f"{v:.3g}") if k in LOG_STATS else (lambda v: f"{v:.3f}")
-    return (f"measured {LABELS[k]} {fmt(photo[k])} vs {fmt(ref.clean[k])} in the clean images -> "
-            f"{name} {severity:.1f}")
+    """The measurement this corruption moves most (at its fitted severity), in words, for the reason."""
+    base = _vec(ref.clean)
+    rows = ref.table[name]
+    at = np.array([np.interp(severity, GRID, rows[:, k]) for k in range(len(STATS))])
+    z = np.abs((at - base) / ref.scale)
+    z = np.where(np.isfinite(z), z, -1.0)
+    parts = []
+    for k in (STATS[i] for i in np.argsort(-z)[:2] if z[i] > 0):
+        fmt = (lambda v: f"{v:.3g}") if k in LOG_STATS else (lambda v: f"{v:.3f}")
+        parts.append(f"{LABELS[k]} {fmt(photo[k])} vs {fmt(ref.clean[k])}")
+    return f"measured {' and '.join(parts)} in the clean images -> {name} {severity:.1f}"
 
 
 # ---------------------------------------------------------------------------- photos
