@@ -46,8 +46,8 @@ def parse_member(spec: str, base: LLMSettings) -> Member:
     if not isinstance(spec, str) or not spec.strip():
         raise UserInputError("--provider needs a value: offline, openai, openai:MODEL or openai:MODEL@BASE_URL")
     spec = spec.strip()
-    name, _, rest = spec.partition(":")
-    if not rest:
+    name, colon, rest = spec.partition(":")
+    if not colon:
         return Member(spec, check_provider_name(name), base)
     if name != "openai":
         raise UserInputError(f"--provider {spec!r}: only openai takes a model (openai:MODEL or openai:MODEL@BASE_URL)")
