@@ -157,15 +157,17 @@ def paper_and_new(provider: str, samples: int, which: str, only: list[str] | Non
 def photos(images: int) -> bool:
     from domainbench.planner import photo_fit
 
-    clean, name = photo_fit.probe_clean("sample", n=images)
-    print(f"== deployment photos: known corruptions on {len(clean)} images of {name} ==")
-    result = photo_fit.recovery(clean, severities=(1.5, 2.6, 3.7), seed=1)
+    clean, name = photo_fit.probe_clean("sample", n=photo_fit.REFERENCE_IMAGES)
+    shots, shots_name = photo_fit.probe_clean("sample", n=images, offset=500)
+    print(f"== deployment photos: {len(shots)} other images ({shots_name}) with one known corruption, "
+          f"fitted against {len(clean)} clean images ({name}) ==")
+    result = photo_fit.recovery(clean, shots, severities=(1.5, 2.6, 3.7), seed=1)
     for r in result.trials:
         print(f"{r.name:18s} true {r.severity:.2f}  top-3 {r.top3}  fitted {r.fitted}  "
               f"{'recovered' if r.recovered else 'MISSED'}")
     print(f"recovery rate over measurable single corruptions: {result.rate:.3f} ({result.hits}/{len(result.trials)}, "
           f"target >= {PHOTO_RECOVERY}) -> {'MET' if result.rate >= PHOTO_RECOVERY else 'NOT MET'}")
-    print(f"not measurable from unlabelled photos: {', '.join(result.unmeasurable)}")
+    print("not measurable from unlabelled photos: " + "; ".join(result.unmeasurable))
     return result.rate >= PHOTO_RECOVERY
 
 
@@ -196,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--provider", default="offline", choices=["offline", "openai"], help="the planner scored")
     ap.add_argument("--vs-llm", action="store_true", help="compare the offline and the LLM planner on the expert domains")
     ap.add_argument("--only", nargs="*", default=None, help="domain keys to run (default: all)")
-    ap.add_argument("--photo-images", type=int, default=6, help="clean images of the bundled sample for --set photos")
+    ap.add_argument("--photo-images", type=int, default=24, help="images of the bundled sample corrupted as photos (--set photos)")
     args = ap.parse_args(argv)
     if args.vs_llm:
         return offline_vs_llm(args.samples, args.only)
