@@ -6,7 +6,9 @@ placed by hand, a patient positioned for each image, a digital detector, a sunli
 factor found carries the clause of the description that shows it and the corruptions it
 produces, each with its mechanism ("the camera rides on a moving vehicle ... -> motion blur: the
 platform moves during each exposure"). Matching is by keyword, like the cues and the sanity
-rules, so every inference quotes its evidence and the same text always reads the same way.
+rules, so every inference quotes its evidence and the same text always reads the same way; a
+keyword is read in context (a clause holding one of the factor's ``unless`` words is no evidence,
+and a factor another one rules out is dropped), and the sanity rules fire on these factors.
 """
 
 from __future__ import annotations

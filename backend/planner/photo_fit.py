@@ -217,9 +217,22 @@ def candidates(colour: bool) -> list[str]:
     return [c for c in CANDIDATES if colour or c != "color_shift"]
 
 
+_REFERENCES: dict[tuple, Reference] = {}
+
+
 def reference(clean: np.ndarray, seed: int = 0, names: Sequence[str] | None = None) -> Reference:
-    """Measure the clean images and each candidate corruption at every grid severity on them."""
+    """Measure the clean images and each candidate corruption at every grid severity on them (kept per
+    process: the same clean images give the same table)."""
     clean = np.asarray(clean)
+    import hashlib
+
+    key = (hashlib.sha256(clean.tobytes()).hexdigest(), clean.shape, seed, tuple(names or ()), CANDIDATES)
+    if key not in _REFERENCES:
+        _REFERENCES[key] = _reference(clean, seed, names)
+    return _REFERENCES[key]
+
+
+def _reference(clean: np.ndarray, seed: int, names: Sequence[str] | None) -> Reference:
     colour = clean.ndim == 4 and clean.shape[-1] == 3
     names = list(names or candidates(colour))
     table = {}

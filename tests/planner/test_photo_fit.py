@@ -117,11 +117,24 @@ def test_plan_photos_on_the_command_line(home, tmp_path: Path, capsys, monkeypat
     assert "skipped broken.jpg: not a decodable image" in err
     assert any(v.startswith("measured 12 photos against 24 clean images") for v in planned["planner"]["violations"])
     # with a description: the text's plan and the photos' measurement combined, disagreements stated
-    code, out, err = run_cli(["plan", "Studio photos of shoes under soft light.", "--photos", str(folder),
-                              "--provider", "offline"], capsys, monkeypatch)
+    import domainbench.planner
+    from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
+
+    text_plan = DomainConfig(domain="Studio photos of shoes.", planner=PlannerProvenance(provider="offline", model="m"),
+                             corruptions=[CorruptionChoice(name=n, severities=[1, 2], reason=f"{n} by the text.")
+                                          for n in ("brightness", "contrast", "gaussian_blur")])
+    monkeypatch.setattr(domainbench.planner, "plan", lambda *a, **k: text_plan)
+    code, out, err = run_cli(["plan", "Studio photos of shoes.", "--photos", str(folder), "--provider", "offline"],
+                             capsys, monkeypatch)
     assert code == 0, err
-    notes = tomllib.loads(out)["planner"]["violations"]
-    assert any("the photos measure" in n and "which the description does not call for; added" in n for n in notes), notes
+    planned = tomllib.loads(out)
+    notes = planned["planner"]["violations"]
+    assert any(n.startswith("disagreement: the photos measure gaussian_noise 2.") and n.endswith("does not call for; added")
+               for n in notes), notes
+    assert ("disagreement: the description calls for gaussian_blur but the photos show no sign of it (it is not among "
+            "the corruptions that explain them); kept") in notes
+    assert [c["name"] for c in planned["corruptions"]][:3] == ["brightness", "contrast", "gaussian_blur"]
+    assert planned["planner"]["model"] == "m+photo-fit"
 
 
 def test_photos_of_another_size_and_bad_folders(home, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch, clean) -> None:  # noqa: ANN001

@@ -91,3 +91,16 @@ def test_repeated_provider_on_the_command_line(home, fakes: dict[str, FakeLLM], 
     assert "agreement model-a@" in err and "Jaccard 0.67" in err and "left out of the vote" in err
     # two of two that answered: motion_blur (both) is in, rotation and jpeg (one each) are not
     assert 'name = "motion_blur"' in out and 'name = "rotation"' not in out and 'name = "jpeg_compression"' not in out
+
+
+def test_an_endpoint_answering_invalid_plans_is_left_out(fakes: dict[str, FakeLLM]) -> None:
+    fakes["down"].script = lambda req, n: Reply(content="I would rather not answer in JSON.")
+    specs = [f"openai:model-a@{fakes['a'].base_url}", f"openai:model-b@{fakes['b'].base_url}",
+             f"openai:bad@{fakes['down'].base_url}"]
+    cfg = plan(TEXT, provider=specs, samples=1, llm=settings())
+    notes = cfg.planner.violations
+    bad = next(n for n in notes if n.startswith("bad@"))
+    assert "left out of the vote" in bad and "usable plan in only 0 of 1 samples" in bad
+    assert len(fakes["down"].requests) == 2  # the answer and its one repair
+    # two planners left: a corruption needs both (more than half)
+    assert {c.name for c in cfg.corruptions} == {"brightness", "contrast", "gaussian_noise", "motion_blur"}
