@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from domainbench.planner.cues import Hit, _clause, _normalise, quote_around
-from domainbench.planner.rules import keyword_pattern, load_book
+from domainbench.planner.keywords import keyword_pattern, load_book
 
 ACQUISITION_PATH = Path(__file__).with_name("acquisition.toml")
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domainbench.planner.rules import keyword_pattern, load_book
+from domainbench.planner.keywords import keyword_pattern, load_book
 
 CUES_PATH = Path(__file__).with_name("cues.toml")
 # a quoted clause longer than this is cut to a window around the keyword: a few words before

@@ -28,8 +28,6 @@ Statistics are size-normalised: photos are resized to the clean images' size bef
 
 from __future__ import annotations
 
-import io
-import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -40,7 +38,6 @@ from scipy import ndimage
 
 from domainbench.errors import UserInputError
 
-log = logging.getLogger(__name__)
 
 #: corruptions whose look one of the statistics measures
 CANDIDATES = (

@@ -10,17 +10,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import tomllib
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from domainbench.errors import UserInputError
+from domainbench.planner import acquisition
+from domainbench.planner.keywords import keyword_pattern, load_book
 
 log = logging.getLogger(__name__)
 
@@ -78,38 +77,11 @@ class Requirements:
     required: dict[str, str] = field(default_factory=dict)  # name -> why
 
 
-def _keyword_regex(keyword: str) -> str:
-    kw = keyword.strip().lower()
-    star = kw.endswith("*")
-    kw = kw.rstrip("*")
-    parts = [re.escape(p) for p in re.split(r"[\s\-]+", kw) if p]
-    body = r"[\s\-]?".join(parts)
-    return r"(?<!\w)" + body + (r"\w*" if star else r"(?!\w)")
-
-
 @dataclass(frozen=True)
 class _Compiled:
     book: RuleBook
     patterns: dict[str, re.Pattern[str]]
     fingerprint: str
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def load_book(path: Path, model: type[M], what: str, shipped: str) -> tuple[M, bytes]:
-    """A planner data file validated by ``model``, and its raw bytes (for a content fingerprint)."""
-    try:
-        raw = path.read_bytes()
-        return model.model_validate(tomllib.loads(raw.decode("utf-8"))), raw
-    except FileNotFoundError as e:
-        raise UserInputError(f"{what} file {path} is missing; restore {shipped}") from e
-    except (tomllib.TOMLDecodeError, ValidationError) as e:
-        raise UserInputError(f"{what} file {path} is invalid ({e}); fix it") from e
-
-
-def keyword_pattern(keywords: list[str]) -> re.Pattern[str]:
-    return re.compile("|".join(_keyword_regex(k) for k in keywords), re.IGNORECASE)
 
 
 @lru_cache(maxsize=4)
@@ -132,8 +104,6 @@ def _normalise(text: str) -> str:
 
 
 def detect_kinds(text: str, path: str | Path | None = None) -> list[DetectedKind]:
-    from domainbench.planner import acquisition  # it imports this module's keyword syntax
-
     comp = _compile(str(path or RULES_PATH))
     norm = _normalise(text)
     # reasons quote the keyword as written ("X-rays", not "x-rays"), when case folding kept
