@@ -266,10 +266,11 @@ def _store() -> Any:
 # --------------------------------------------------------------------------- commands
 @app.command()
 def plan(
-    text: Annotated[str, typer.Argument(help="The deployment domain in plain words.")],
+    text: Annotated[Optional[str], typer.Argument(help="The deployment domain in plain words (optional with --photos).")] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the domain config TOML here.")] = None,
-    samples: Annotated[int, typer.Option(help="LLM samples for the majority vote.")] = 10,
-    provider: Annotated[str, typer.Option(help="auto | offline | openai (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set).")] = "auto",
+    samples: Annotated[int, typer.Option(help="LLM samples for the majority vote (the offline planner runs once).")] = 10,
+    provider: Annotated[Optional[list[str]], typer.Option(help="auto | offline | openai | openai:MODEL[@BASE_URL] (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set). Repeat it to let several LLMs vote.")] = None,
+    photos: Annotated[Optional[Path], typer.Option("--photos", help="A folder of unlabelled deployment photos: their noise, blur, JPEG quality, exposure, contrast, haze and colour cast are measured and matched by corruptions at fitted severities on the clean --dataset (default: the bundled sample).")] = None,
     preview: Annotated[bool, typer.Option("--preview", help="Also print the expected SSIM of each chosen severity on a sample image (1 = unchanged).")] = False,
     dataset: Annotated[Optional[str], typer.Option(help="The images the plan will run on: corruptions that leave them unchanged (colour on grayscale) are left out, with a note.")] = None,
     classes: Annotated[Optional[list[str]], typer.Option(help="Class names, for a --dataset folder without class folders.")] = None,
@@ -282,15 +283,35 @@ def plan(
         from domainbench.safe_output import output_file
 
         output_file(output)
-    _say(f"planning with provider={provider} …")
+    providers = provider or ["auto"]
+    if text is None and photos is None:
+        raise UserInputError("plan needs a domain description, --photos DIR, or both; e.g. "
+                             'domainbench plan "dash-cam footage at night" --photos ./my_photos')
     probe = None
     if dataset:  # opened before the planner runs: a bad path is refused at once
         from domainbench.planner.image_fit import fit_to_images, probe_images
 
         probe = probe_images(dataset, _csv(classes))
-    cfg = make_plan(text, provider=provider, samples=samples, llm=_settings().llm_settings())
+    fitted = None
+    if photos is not None:  # measured before the planner runs: a folder with no image is refused at once
+        from domainbench.planner import photo_fit
+
+        clean, _ = photo_fit.probe_clean(dataset or "sample", n=photo_fit.REFERENCE_IMAGES)
+        shots, warnings, files = photo_fit.load_photos(photos, like=clean)
+        for w in warnings:
+            err_console.print(f"warning: {literal(w)}", style="yellow", highlight=False)
+        _say(f"measuring {len(shots)} deployment photos against {len(clean)} clean images …")
+        ref = photo_fit.reference(clean)
+        fitted = (photo_fit.plan_photos(shots, ref, files), ref)
+    cfg = None
+    if text is not None:
+        _say(f"planning with provider={', '.join(providers)} …")
+        cfg = make_plan(text, provider=providers, samples=samples, llm=_settings().llm_settings())
+    if fitted is not None:
+        cfg = photo_fit.to_plan(*fitted, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
     if probe is not None:
         cfg = fit_to_images(cfg, *probe)
+    if probe is not None or fitted is not None or cfg.planner.provider == "council":
         for note in cfg.planner.violations:
             err_console.print(literal(note), style="yellow", highlight=False)
     _store().domains.save(cfg, created_at=cfg.planner.created_at)
@@ -883,7 +904,7 @@ def worker_cmd(
 
 def _say_always(text: str) -> None:
     # a worker's log is its only output: it prints even with --quiet, without markup
-    err_console.print(printable(text), highlight=False, markup=False)
+    err_console.print(printable(cfg.domain if text is None else text), highlight=False, markup=False)
 
 
 @app.command()
