@@ -62,12 +62,13 @@ def test_the_declared_intervals_are_the_ones_the_statistics_compute() -> None:
     from domainbench.metrics import confidence
 
     declared = {level: {m.name: m.interval for m in metrics_of(level) if m.interval} for level in LEVELS}
-    assert declared["cell"] == {"balanced_accuracy": "bootstrap", "top1_accuracy": "wilson",
+    assert declared["cell"] == {"balanced_accuracy": "smoothed", "top1_accuracy": "wilson",
                                 "label_flip_probability": "wilson"}
     assert set(declared["cell"]) == set(confidence.CELL_INTERVAL_METRICS) == set(confidence.CellIntervals.model_fields) - {
-        "model", "corruption", "severity"}
-    assert set(declared["model"]) == set(confidence.MODEL_METRICS) == set(confidence.ModelIntervals.model_fields) - {"model"}
-    assert set(declared["model"].values()) == {"bootstrap"}
+        "model", "corruption", "severity", "approximate"}
+    assert set(declared["model"]) == set(confidence.MODEL_METRICS) == set(confidence.ModelIntervals.model_fields) - {
+        "model", "approximate"}
+    assert set(declared["model"].values()) == {"smoothed"}
     assert declared["image"] == dict.fromkeys(confidence.StabilityIntervals.model_fields.keys() - {"model", "corruption"},
                                               "bootstrap")
     assert declared["fmr"] == {"sa": "wilson", "pa": "wilson"} and declared["corruption"] == {}
