@@ -192,10 +192,11 @@ def verdict_section(store: Store, comparison: data.Comparison, ranking: pd.DataF
 
 
 #: what every interval of this page is, said once under the heatmap and referred to below it
-INTERVAL_NOTE = ("± and bars: 95 % percentile bootstrap intervals, {resamples:,} resamples of each run's images "
-                 "(stratified by class). The cells of a run are the same images, so a mean over them (the corrupted "
-                 "average, a family) is resampled jointly; runs on the same images are resampled jointly, runs on "
-                 "other images independently, and a mean over runs averages their values resample by resample.")
+INTERVAL_NOTE = ("± and bars: 95 % intervals, normal with a smoothed per-class variance, drawn {resamples:,} times "
+                 "with one multiplier per image of each run (docs/reading-the-numbers.md). The cells of a run are the "
+                 "same images, so a mean over them (the corrupted average, a family) is drawn jointly; runs on the "
+                 "same images are drawn jointly, runs on other images independently, and a mean over runs averages "
+                 "their values draw by draw.")
 
 
 def interval_table(matrix: pd.DataFrame, bounds: tuple[pd.DataFrame, pd.DataFrame], pct: bool) -> pd.DataFrame:
