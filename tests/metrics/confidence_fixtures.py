@@ -55,18 +55,23 @@ def synthetic_report(units: list[UnitRecord], baseline: str = "m2", run_id: str 
 
 
 def textbook_loadings(out, model: str, corruption: str, severity: int) -> np.ndarray:  # noqa: ANN001 - ImageOutcomes
-    """Per image, how far its multiplier moves the cell's balanced accuracy (``stats.smoothed``), written out with a
+    """:func:`textbook_loadings_of` one cell of ``out``."""
+    return textbook_loadings_of(out.correct(model, corruption, severity), out.labels)
+
+
+def textbook_loadings_of(correct: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per image, how far its multiplier moves the balanced accuracy (``stats.smoothed``), written out with a
     loop over classes: the class's residuals x − p̃ (p̃ = (k + 2)/(n_c + 4)) scaled so that their squares sum to
     p̃(1 − p̃)/n_c, over the number of classes, then widened by the continuity correction (half a step of balanced
     accuracy, (1/C)·mean(1/n_c)/2, over z at 95 %)."""
     from scipy.stats import norm
 
-    correct = out.correct(model, corruption, severity).astype(float)
-    g = np.zeros(out.n)
+    correct = np.asarray(correct, dtype=float)
+    g = np.zeros(correct.size)
     variance = inverse = 0.0
-    classes = np.unique(out.labels)
+    classes = np.unique(labels)
     for k in classes:
-        idx = np.flatnonzero(out.labels == k)
+        idx = np.flatnonzero(labels == k)
         p = (correct[idx].sum() + 2) / (idx.size + 4)
         r = correct[idx] - p
         g[idx] = r * np.sqrt(p * (1 - p) / idx.size / np.sum(r * r)) / classes.size
