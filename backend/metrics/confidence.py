@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from domainbench.store.records import StabilityRecord
 
 Interval = tuple[float, float] | None
-#: the model-level numbers of a report that get a bootstrap interval
+#: the model-level numbers of a report that get an interval (the smoothed normal of ``stats.smoothed``, drawn)
 MODEL_METRICS = ("clean_accuracy", "mean_corrupted_accuracy", "mce", "rce", "mfr", "safe_accuracy")
 #: an rCE interval wider than this carries a caution: the baseline's drop from clean is too small to divide by
 RCE_WIDE = 1.0
@@ -272,7 +272,7 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
                   confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
                   sequential: Mapping[tuple[str, str, int], dict[str, Interval]] | None = None,
                   shifts: Mapping[str, ImageOutcomes] | None = None, unpaired: frozenset[str] = frozenset()) -> RunIntervals:
-    """Every interval of ``report`` at level ``confidence`` (bootstrap seeded by ``seed``).
+    """Every interval of ``report`` at level ``confidence`` (the draws seeded by ``seed``).
 
     ``shifts``: each real-shift cell's own outcomes; ``unpaired``: shift cells without paired clean
     images (no flip rate, so no interval for it).

@@ -246,7 +246,7 @@ def heatmap_section(comparison: data.Comparison, metric: str, draws: data.Draws)
 def ranking_section(ranking: pd.DataFrame) -> None:
     st.subheader("Ranking: clean → corrupted")
     shown = ranking.drop(columns=[c for _, low, high in data.RANKING_INTERVALS.values() for c in (low, high)])
-    ci_note = "The interval is of the average over the domain columns (bootstrap, see above)."
+    ci_note = "The interval is of the average over the domain columns (drawn, see above)."
     exports.table(shown, "compare-ranking", "ranking", column_config={
         "clean acc %": st.column_config.NumberColumn("clean acc %", format="%.1f"),
         "corrupted acc %": st.column_config.NumberColumn("corrupted acc %", format="%.1f"),
