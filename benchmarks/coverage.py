@@ -315,13 +315,16 @@ def lenient(target: float, n: int) -> float:
 
 
 def passes(r: dict, quick: bool = False) -> bool:
-    """A coverage row passes at or above its target; a rate row (``what`` says "false") at or below it. Rows of the
-    method used before issue 34 are shown for comparison, not held to the target."""
+    """A coverage row passes at or above its target (less its Monte Carlo error, see below); a rate row (``what``
+    says "false") at or below it. Rows of the method used before issue 34 are shown for comparison, not held to the
+    target."""
     if r["target"] is None or r["method"].endswith("(before)"):
         return True
     if "false" in r["what"]:
         return r["share"] <= (r["target"] + 3 * math.sqrt(0.05 * 0.95 / r["n"]) if quick else r["target"])
-    return r["share"] >= (lenient(r["target"], r["n"]) if quick else r["target"])
+    # a full run's row fails when it is below the target by more than two of its Monte Carlo errors: the "worst of"
+    # rows take the least of five shares, which sits about one error below their common value by selection alone
+    return r["share"] >= (lenient(r["target"], r["n"]) if quick else r["target"] - 2 * r["mc_se"])
 
 
 def main() -> None:

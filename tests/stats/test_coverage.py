@@ -41,7 +41,8 @@ def test_the_percentile_bootstrap_fails_the_same_check_at_one_image_per_class(ro
 def test_rows_and_thresholds() -> None:
     r = row("cell x", "s", "smoothed", 188, 200)
     assert r["share"] == 0.94 and r["mc_se"] == pytest.approx(np.sqrt(0.94 * 0.06 / 200))
-    assert passes(r) and not passes(row("cell x", "s", "smoothed", 187, 200))
+    assert passes(r) and passes(row("cell x", "s", "smoothed", 930, 1000))  # 0.930 + 2 x 0.008 >= 0.94
+    assert not passes(row("cell x", "s", "smoothed", 920, 1000))  # 0.920 + 2 x 0.0086 < 0.94
     assert passes(row("cell x", "s", "smoothed", 179, 200), quick=True)  # 0.895 >= 0.894
     assert not passes(row("cell x", "s", "smoothed", 178, 200), quick=True)
     assert passes(row("false beats", "s", "v", 10, 200, target=0.05)) and not passes(row("false beats", "s", "v", 11, 200,
