@@ -177,18 +177,20 @@ def summary_columns() -> list[Any]:
     return [m for m in metrics_of("model") if m.cli_header]
 
 
-def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
-    """A value with its interval's ends beside it, as the UI writes it: ``61.2 (55.0–67.1)`` (the header says %)."""
+def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approximate: bool = False) -> str:
+    """A value with its interval's ends beside it, as the UI writes it: ``61.2 (55.0–67.1)`` (the header says %);
+    ``*`` after it where the interval is approximate (few images per class, explained under the table)."""
     from domainbench.stats.written import interval_text
 
     if not isinstance(v, float) or interval is None:
         return _fmt(v, pct)
-    return interval_text(v, interval, pct, unit=False, missing="n/a")
+    return interval_text(v, interval, pct, unit=False, missing="n/a") + ("*" if approximate else "")
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
     from domainbench.metrics.registry import column_notes
     from domainbench.models.generative import is_remote_model
+    from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
@@ -201,16 +203,21 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
     for row in report.table():
         iv = intervals.model(row.model) if intervals else None
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
-        table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent) for m in columns))
+        table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent,
+                                                approximate=bool(iv and iv.approximate and m.interval == "smoothed"))
+                                            for m in columns))
     console.print(table)
     remote = [row.model for row in report.table() if is_remote_model(row.model)]
     if remote and report.stability:
         console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
                       style="dim", markup=False, highlight=False)
     if intervals is not None:
-        console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
-                      f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
-                      style="dim", highlight=False)
+        console.print(f"(low–high): {100 * intervals.confidence:g} % intervals; accuracies and mCE/rCE/mFR: normal with a "
+                      f"smoothed per-class variance ({intervals.resamples} multiplier draws, seed {intervals.seed}); "
+                      "see docs/reading-the-numbers.md", style="dim", highlight=False)
+        for note in intervals.notes:
+            mark = "* " if note.startswith(FEW_IMAGES_NOTE) else ""
+            console.print(f"{mark}{note}", markup=False, highlight=False)
     console.print(column_notes(columns, lambda m: m.cli_header), style="dim")
     if report.threat:
         print_threat(report)
@@ -359,7 +366,7 @@ def run(
     models: Annotated[Optional[list[str]], typer.Option("--models", "-m", help="Model names, comma-separated or repeated (e.g. embedded:fmnist-plain, open_clip:ViT-B-32/openai).")] = None,
     dataset: Annotated[Optional[str], typer.Option(help="`sample`, a folder of class folders, a CSV manifest or an image folder.")] = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline model for mCE/rCE/mFR (default: the first model).")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Evaluate only the first N images (smoke runs).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Evaluate N images taken class by class in turn (each class's 1st image, then each class's 2nd, ...), so every class is seen once N reaches the number of classes; fewer than 5 per class makes balanced-accuracy intervals approximate.")] = None,
     resume: Annotated[Optional[str], typer.Option(help="Continue run RUN: finished units are not recomputed.")] = None,
     run_config: Annotated[Optional[Path], typer.Option("--run-config", help="Run config TOML; flags override it.")] = None,
     classes: Annotated[Optional[list[str]], typer.Option(help="Class names (needed for an unlabeled folder), or imagenet1k: the 1,000 ImageNet names of CLIP's zero-shot evaluation.")] = None,
@@ -702,7 +709,7 @@ def fmr(
     candidates: Annotated[int, typer.Option(help="Candidate perturbations per step (greedy search).")] = 4,
     step_size: Annotated[float, typer.Option("--step-size", help="One step's change of a parameter, as a fraction of its range.")] = 0.2,
     search: Annotated[str, typer.Option(help="greedy (the domain's corruptions) or gradient (differentiable brightness, contrast, blur, noise, colour).")] = "greedy",
-    limit: Annotated[Optional[int], typer.Option(help="Use only the first N images.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Use N images taken class by class in turn (each class's 1st image, then each class's 2nd, ...).")] = None,
     dataset: Annotated[Optional[str], typer.Option(help="`sample`, a folder of class folders or a CSV manifest (labels needed).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of every random choice of the search.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass.")] = None,

@@ -166,7 +166,7 @@ def intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFI
 
 def run_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPLES, seed: int | None = None,
               read: OutcomesReader = read_outcomes) -> RunDraws | str:
-    """One run's numbers under each bootstrap resample of its images (seeded by the run, or by ``seed``), or why
+    """One run's numbers under each draw of its images' multipliers (seeded by the run, or by ``seed``), or why
     there are none (no per-image outcomes stored, a partial clean pass)."""
     try:
         return load_draws(store, report, resamples, seed, read)

@@ -145,8 +145,12 @@ def with_intervals(table: pd.DataFrame, report: RunReport, ci: dict[str, dict[st
     out = table.copy()
     for m in _with_interval():
         if m.table_header in out.columns:
+            # "*": few images per class made the model's interval approximate (the note under the table says so)
             out.insert(out.columns.get_loc(m.table_header) + 1, CI_COLUMNS[m.table_header],
-                       [pm(m.read(rows[model]), ci.get(model, {}).get(m.name), m.percent) for model in out["model"]])
+                       [pm(m.read(rows[model]), ci.get(model, {}).get(m.name), m.percent)
+                        + ("*" if ci.get(model, {}).get("approximate") and m.interval == "smoothed"
+                           and ci.get(model, {}).get(m.name) is not None else "")
+                        for model in out["model"]])
     return out
 
 

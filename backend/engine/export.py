@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from domainbench.metrics.breaking import BreakingPoint
-from domainbench.metrics.confidence import CELL_INTERVAL_METRICS, RunIntervals, interval_columns
+from domainbench.metrics.confidence import APPROXIMATE_COLUMN, CELL_INTERVAL_METRICS, RunIntervals, interval_columns
+from domainbench.stats.smoothed import FEW_IMAGES_NOTE, FEW_IMAGES_PER_CLASS
 from domainbench.metrics.defs.classification import top1_accuracy as top1_accuracy  # where readers found it
 from domainbench.metrics.registry import metric, metrics_of
 from domainbench.report import RunReport
@@ -34,13 +35,14 @@ CELL_KEY_COLUMNS: dict[str, str] = {
 }
 #: the interval columns sit between the classification metrics and the PD threat's (registry order < 65 / > 65)
 INTERVAL_COLUMNS_AT = 65
-_INTERVAL_NAMES = {"wilson": "Wilson score", "bootstrap": "stratified bootstrap"}
+_INTERVAL_NAMES = {"wilson": "Wilson score", "smoothed": "smoothed per-class normal", "bootstrap": "stratified bootstrap"}
 _END = {"low": "lower", "high": "upper"}
 INTERVAL_COLUMNS: dict[str, str] = {
     f"{name}_ci_{end}": f"{_END[end]} end of the {_INTERVAL_NAMES[str(metric(name).interval)]} interval of {name} at the "
                         "export's --confidence (empty without it, or where the metric does not apply)"
     for name in CELL_INTERVAL_METRICS for end in ("low", "high")
-}
+} | {APPROXIMATE_COLUMN: f"True where the cell's median class has fewer than {FEW_IMAGES_PER_CLASS} images ({FEW_IMAGES_NOTE}), else False; "
+                         "empty without a balanced-accuracy interval"}
 #: one row per model × cell, in this order; what each column holds
 CELL_COLUMNS: dict[str, str] = {
     **CELL_KEY_COLUMNS,
@@ -129,7 +131,8 @@ def column_units() -> dict[str, str]:
     in the registry ("fraction": 0 to 1, "ratio": to the baseline, ...); an interval column has its metric's."""
     names = [*CELL_FIELDS, UNPARSEABLE_FIELD, *BREAKING_FIELDS, *fmr_fields()]
     interval_of = {c: c.rsplit("_ci_", 1)[0] for c in (*INTERVAL_COLUMNS, *BREAKING_FIELDS) if "_ci_" in c}
-    return {c: metric(interval_of.get(c, c)).unit for c in names if c not in CELL_KEY_COLUMNS}
+    return {c: "flag" if c == APPROXIMATE_COLUMN else metric(interval_of.get(c, c)).unit
+            for c in names if c not in CELL_KEY_COLUMNS}
 
 
 def to_json(run: RunRecord | None, report: RunReport, intervals: RunIntervals | None = None,

@@ -192,10 +192,11 @@ def verdict_section(store: Store, comparison: data.Comparison, ranking: pd.DataF
 
 
 #: what every interval of this page is, said once under the heatmap and referred to below it
-INTERVAL_NOTE = ("(low–high) and bars: 95 % percentile bootstrap intervals, {resamples:,} resamples of each run's images "
-                 "(stratified by class). The cells of a run are the same images, so a mean over them (the corrupted "
-                 "average, a family) is resampled jointly; runs on the same images are resampled jointly, runs on "
-                 "other images independently, and a mean over runs averages their values resample by resample.")
+INTERVAL_NOTE = ("(low–high) and bars: 95 % intervals, normal with a smoothed per-class variance, drawn {resamples:,} times "
+                 "with one multiplier per image of each run (docs/reading-the-numbers.md). The cells of a run are the "
+                 "same images, so a mean over them (the corrupted average, a family) is drawn jointly; runs on the "
+                 "same images are drawn jointly, runs on other images independently, and a mean over runs averages "
+                 "their values draw by draw.")
 
 
 def interval_table(matrix: pd.DataFrame, bounds: tuple[pd.DataFrame, pd.DataFrame], pct: bool) -> pd.DataFrame:
@@ -245,7 +246,7 @@ def heatmap_section(comparison: data.Comparison, metric: str, draws: data.Draws)
 def ranking_section(ranking: pd.DataFrame) -> None:
     st.subheader("Ranking: clean → corrupted")
     shown = ranking.drop(columns=[c for _, low, high in data.RANKING_INTERVALS.values() for c in (low, high)])
-    ci_note = "The interval is of the average over the domain columns (bootstrap, see above)."
+    ci_note = "The interval is of the average over the domain columns (drawn, see above)."
     exports.table(shown, "compare-ranking", "ranking", column_config={
         "clean acc %": st.column_config.NumberColumn("clean acc %", format="%.1f"),
         "corrupted acc %": st.column_config.NumberColumn("corrupted acc %", format="%.1f"),

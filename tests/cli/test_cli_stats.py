@@ -216,3 +216,38 @@ def test_show_names_every_unsafe_and_borderline_cell_by_the_report_s_verdict(cap
     assert unsafe.split(":", 1)[1].strip().split(", ") == [f"c{i:02d}@5" for i in range(14)]
     assert borderline.split(":", 1)[1].strip().split(", ") == [f"c{i:02d}@5" for i in range(14, 17)]
     assert "Clopper–Pearson" in out and "below 10 %" in out
+
+
+def test_show_marks_intervals_resting_on_few_images_per_class(capsys, monkeypatch) -> None:
+    """Three images per class: every balanced-accuracy interval is approximate, ``show`` puts ``*`` beside the
+    model-level ones built on it (not beside a Wilson one) and says why under the table; the CSV flags each cell."""
+    import numpy as np
+
+    from domainbench.cli import print_report
+    from domainbench.engine.export import to_csv
+    from domainbench.metrics.confidence import run_intervals
+    from domainbench.metrics.outcomes import image_outcomes
+    from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units
+
+    monkeypatch.setenv("COLUMNS", "250")
+    units = synthetic_units(n=9, seed=3)
+    report = synthetic_report(units)
+    out_ = image_outcomes(units)
+    iv = run_intervals(report, out_, resamples=500)
+    median = float(np.median(np.bincount(out_.labels)))
+    assert median < 5 and iv.median_images_per_class == median
+    assert all(c.approximate for c in iv.cells) and all(m.approximate for m in iv.models)
+    assert iv.notes[0].startswith(f"few images per class: interval approximate (median {median:g} images per class")
+    print_report(report, iv)
+    out = capsys.readouterr().out
+    lo, hi = iv.model("m1").clean_accuracy
+    assert f"{100 * report.model('m1').clean_accuracy:.1f} ({100 * lo:.1f}–{100 * hi:.1f})*" in out
+    assert "* few images per class: interval approximate" in out
+    rows = list(csv.DictReader(io.StringIO(to_csv(report, iv))))
+    assert {r["balanced_accuracy_ci_approximate"] for r in rows} == {"True"}
+    # thirty images per class: nothing is marked
+    many = synthetic_units()
+    plenty = run_intervals(synthetic_report(many), image_outcomes(many), resamples=500)
+    assert not any(c.approximate for c in plenty.cells) and not any(n.startswith("few images") for n in plenty.notes)
+    rows = list(csv.DictReader(io.StringIO(to_csv(synthetic_report(many), plenty))))
+    assert {r["balanced_accuracy_ci_approximate"] for r in rows} == {"False"}

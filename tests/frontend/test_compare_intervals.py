@@ -14,7 +14,9 @@ from test_run_pages import compare_page
 from domainbench import query
 from domainbench.frontend import data
 from domainbench.frontend.verdict import pm
-from domainbench.stats import bootstrap_weights, percentile_interval
+from domainbench.stats import percentile_interval
+from domainbench.stats.smoothed import multipliers
+from tests.metrics.confidence_fixtures import textbook_loadings_of
 from domainbench.store import Store
 
 NIGHT, XRAY = "20250101-000000-night-abcd", "20250102-000000-xray-ef01"
@@ -69,8 +71,8 @@ def test_the_ranking_shows_each_averaged_accuracy_with_its_interval(two_domains:
     rank = _chart(at, "scatter")
     assert all(t["error_y"]["array"] is not None for t in rank["data"]) and "95 % intervals" in rank["layout"]["title"]["text"]
     note = texts(at.caption)
-    assert "95 % percentile bootstrap intervals, 2,000 resamples of each run's images" in note
-    assert "resampled jointly" in note and "runs on other images independently" in note
+    assert "95 % intervals, normal with a smoothed per-class variance, drawn 2,000 times" in note
+    assert "drawn jointly" in note and "runs on other images independently" in note
 
 
 def test_heatmap_cells_hover_and_table_carry_the_interval(two_domains: Store) -> None:
@@ -92,21 +94,21 @@ def test_heatmap_cells_hover_and_table_carry_the_interval(two_domains: Store) ->
     assert table.loc["embedded:good"].tolist() == [f"{100 * value:.1f} % ({100 * lo:.1f}–{100 * hi:.1f})"] * 2
 
 
-def test_the_family_heatmap_and_its_table_match_a_textbook_bootstrap(two_domains: Store) -> None:
-    """The noise family (gaussian_noise, severities 1-3) of embedded:weak, recomputed by a loop over the run's
-    resamples (its seed): per resample, the balanced accuracy of each severity on the drawn images, averaged."""
+def test_the_family_heatmap_and_its_table_match_the_textbook_draws(two_domains: Store) -> None:
+    """The noise family (gaussian_noise, severities 1-3) of embedded:weak, recomputed from the run's multipliers (its
+    seed) and the textbook loadings: per draw, the balanced accuracy of each severity moved by the draw, averaged."""
     at = compare_page([NIGHT, XRAY])
     family = data.family_of("gaussian_noise")
     table = next(d.value for d in at.dataframe if family in d.value.columns)
     units = {(u.severity, u.shard): u for u in two_domains.units(NIGHT, model="embedded:weak")}
     labels = np.concatenate([units[(0, s)].labels for s in (0, 1)])
     preds = {sev: np.concatenate([units[(sev, s)].preds for s in (0, 1)]) for sev in (1, 2, 3)}
-    values = []
-    for row in bootstrap_weights(labels.size, labels, 2000, seed=0):
-        idx = np.repeat(np.arange(labels.size), row.astype(int))
-        y = labels[idx]
-        values.append(np.mean([np.mean([np.mean(preds[s][idx][y == k] == k) for k in range(3)]) for s in (1, 2, 3)]))
+    e = multipliers(labels.size, 2000, seed=0)
+    accuracy = {s: np.mean([np.mean(preds[s][labels == k] == k) for k in range(3)]) for s in (1, 2, 3)}
+    values = np.mean([np.clip(accuracy[s] + e @ textbook_loadings_of(preds[s] == labels, labels), 0, 1) for s in (1, 2, 3)],
+                     axis=0)
     point = np.mean([syn.correct("embedded:weak", s) / syn.PER_CLASS for s in (1, 2, 3)])
+    assert point == pytest.approx(np.mean(list(accuracy.values())), abs=1e-12)
     lo, hi = np.quantile(values, [0.025, 0.975])
     assert table.loc["embedded:weak", family] == pm(point, (lo, hi), True)
     heat = next(c for c in (json.loads(p.proto.spec) for p in at.get("plotly_chart"))

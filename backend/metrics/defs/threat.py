@@ -21,7 +21,7 @@ METRICS = (
            compute=lambda cell, threat: None if threat is None else threat.safe),
     Metric("safe_accuracy", "safe-cell accuracy", "fraction", "higher",
            "balanced accuracy averaged over the cells the PD threat shows label-preserving (PD-safe)", "model",
-           ("confusion", "threat: sum, n"), "mean over the PD-safe common cells", interval="bootstrap", order=30,
+           ("confusion", "threat: sum, n"), "mean over the PD-safe common cells", interval="smoothed", order=30,
            cli_header="safe%", ui_header="safe-cell acc %", percent=True, field="safe_acc",
            cli_note="averaged over cells whose PD threat is safe"),
 )
