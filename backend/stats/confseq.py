@@ -94,3 +94,18 @@ def coverage_simulation(rates: list[float], streams: int = 2000, length: int = 5
         never_rejected = log_capital(x, p, alpha)[..., 0] < math.log(1 / alpha)
         out[p] = float(never_rejected.mean())
     return out
+
+
+def anytime_p_value(x: np.ndarray, confidence: float = DEFAULT_CONFIDENCE) -> float:
+    """Anytime-valid two-sided p-value that a stream in [0, 1] (in arrival order) has mean 1/2.
+
+    The hedged betting capital at m = 1/2 is a nonnegative martingale with initial value 1 under the null, so by
+    Ville's inequality P(sup_t K_t >= 1/p) <= p for every p: 1 / sup_t K_t is a p-value that stays valid whenever
+    the stream was stopped, however the stop was chosen. It is the test behind :func:`paired_difference_cs`:
+    p < 1 - confidence exactly when that sequence has excluded 0 (the bets are tuned to ``confidence``).
+    """
+    alpha = 1 - check_confidence(confidence)
+    x = np.asarray(x, dtype=float).ravel()
+    if x.size == 0:
+        return 1.0
+    return float(min(1.0, math.exp(-float(log_capital(x, 0.5, alpha)[0]))))
