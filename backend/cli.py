@@ -205,7 +205,13 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
     if remote and report.stability:
         console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
                       style="dim", markup=False, highlight=False)
-    if intervals is not None:
+    if intervals is not None and intervals.anytime_valid:
+        console.print(f"(low–high): {100 * intervals.confidence:g} % anytime-valid confidence sequences (this run stopped its "
+                      "cells adaptively): per cell top-1, balanced accuracy and flips by betting sequences over the images "
+                      "in evaluation order; clean and mean accuracies from the cells' sequences (jointly, Bonferroni); "
+                      "mCE, rCE and mFR are shown without one (no sequence bounds a ratio); see docs/reading-the-numbers.md",
+                      style="dim", highlight=False)
+    elif intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
                       f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
                       style="dim", highlight=False)

@@ -27,6 +27,7 @@ from domainbench.stats.confseq import betting_cs, log_capital
 
 if TYPE_CHECKING:
     from domainbench.engine.tasks import Cell, RunContext
+    from domainbench.report import RunReport
     from domainbench.store import Store
     from domainbench.store.records import UnitRecord
 
@@ -110,9 +111,35 @@ def adaptive_stopping(store: Store, ctx: RunContext, cells: Sequence[Cell]) -> A
     return state
 
 
-def sequential_intervals(units: Sequence[UnitRecord], confidence: float) -> dict[tuple[str, str, int], dict[str, tuple[float, float]]]:
-    """Per cell of an adaptive run, the betting confidence sequences of top-1 accuracy and flip
-    probability over its images in the order they were evaluated (round by round)."""
+def arrival_ranks(units: Sequence[UnitRecord], indices: np.ndarray, seed: int) -> np.ndarray:
+    """Each of ``indices``' images' position in an adaptive run's evaluation stream: by round (its units' shard),
+    and within a round in a seeded random order (a round stores its images sorted, often class by class, and a
+    betting sequence needs its stream in random order). The order depends on the seed and the rounds alone, never
+    on an outcome, so a test run along it stays valid at any round the run stopped at."""
+    shard_of: dict[int, int] = {}
+    for u in units:
+        for i in u.indices:
+            shard_of[int(i)] = min(shard_of.get(int(i), u.shard), u.shard)
+    order = np.asarray(indices)
+    shards = np.array([shard_of.get(int(i), np.iinfo(np.int64).max) for i in order], dtype=np.int64)
+    within = np.zeros(order.size)
+    for s in np.unique(shards):
+        members = np.flatnonzero(shards == s)
+        within[members] = np.random.default_rng([seed, 0xADA, int(s) % (2 ** 32)]).permutation(members.size)
+    ranks = np.empty(order.size, dtype=np.int64)
+    ranks[np.lexsort((within, shards))] = np.arange(order.size)
+    return ranks
+
+
+def sequential_intervals(units: Sequence[UnitRecord], confidence: float,
+                         seed: int = 0) -> dict[tuple[str, str, int], dict[str, tuple[float, float]]]:
+    """Per cell of an adaptive run, the betting confidence sequences of top-1 accuracy, balanced accuracy and flip
+    probability over its images in the order they were evaluated (``arrival_ranks``).
+
+    Balanced accuracy is the mean of a stream too: an image of class c, drawn in random order from a run whose
+    images are n_c of n in class c, counts n / (classes x n_c) times its correctness, whose expectation is the
+    mean of the per-class accuracies; scaled by the largest such factor into [0, 1], its betting sequence is
+    anytime-valid like top-1's (with balanced classes the two streams are the same)."""
     labels: dict[int, int] = {}
     clean: dict[tuple[str, int], int] = {}
     for u in units:
@@ -120,18 +147,59 @@ def sequential_intervals(units: Sequence[UnitRecord], confidence: float) -> dict
             labels.update(zip(u.indices, u.labels, strict=True))
         if u.corruption == CLEAN:
             clean.update({(u.model, i): p for i, p in zip(u.indices, u.preds, strict=True)})
+    every = np.array(sorted({int(i) for u in units for i in u.indices}), dtype=np.int64)
+    rank = dict(zip(every.tolist(), arrival_ranks(units, every, seed).tolist(), strict=True))
+    factor: dict[int, float] = {}
+    if labels:
+        classes, counts = np.unique(list(labels.values()), return_counts=True)
+        size = dict(zip(classes.tolist(), counts.tolist(), strict=True))
+        factor = {i: len(labels) / (classes.size * size[c]) for i, c in labels.items()}
+    bound = max(factor.values(), default=1.0)
     streams: dict[tuple[str, str, int], list[UnitRecord]] = {}
     for u in units:
         streams.setdefault(u.cell, []).append(u)
     out: dict[tuple[str, str, int], dict[str, tuple[float, float]]] = {}
     for cell, parts in streams.items():
-        parts.sort(key=lambda u: u.shard)
-        idx = [i for u in parts for i in u.indices]
-        preds = np.array([p for u in parts for p in u.preds])
+        pairs = sorted(((rank[int(i)], int(i), p) for u in parts for i, p in zip(u.indices, u.preds, strict=True)))
+        idx = [i for _, i, _ in pairs]
+        preds = np.array([p for _, _, p in pairs])
         found: dict[str, tuple[float, float]] = {}
         if labels:
-            found["top1_accuracy"] = betting_cs(preds == np.array([labels[i] for i in idx]), confidence)
+            right = preds == np.array([labels[i] for i in idx])
+            found["top1_accuracy"] = betting_cs(right, confidence)
+            low, high = betting_cs(right * np.array([factor[i] for i in idx]) / bound, confidence)
+            found["balanced_accuracy"] = (max(0.0, bound * low), min(1.0, bound * high))
         if cell[1] != CLEAN:
             found["label_flip_probability"] = betting_cs(preds != np.array([clean[(cell[0], i)] for i in idx]), confidence)
         out[cell] = found
     return out
+
+
+def sequential_model_intervals(units: Sequence[UnitRecord], report: RunReport, confidence: float,
+                               seed: int = 0) -> dict[str, dict[str, tuple[float, float] | None]]:
+    """Per model of an adaptive run, anytime-valid intervals of its model-level numbers where one exists.
+
+    The clean accuracy is the clean cell's balanced-accuracy sequence. A mean over k cells (the mean corrupted
+    accuracy, the PD-safe cells' accuracy) is the mean of the cells' sequences at level 1 - alpha / k each: all k
+    hold at once with probability >= 1 - alpha (Bonferroni), so the means of their ends hold the mean. mCE, rCE
+    and mFR are ratios to the baseline's errors, which no such sequence bounds: they get no interval (None)."""
+    alpha = 1 - confidence
+    common = [tuple(k) for k in report.classification.common_cells]
+    safety = {(t.corruption, t.severity): t.safe for t in report.threat}
+    plain = sequential_intervals(units, confidence, seed)
+    # the PD-safe cells each model has (the report's safe-cell accuracy averages the model's own)
+    safe = {m.model: [k for k in safety if safety[k] and (m.model, *k) in plain] for m in report.models}
+    joint = {k: sequential_intervals(units, 1 - alpha / k, seed)
+             for k in {len(common), *(len(v) for v in safe.values())} if k}
+
+    def mean_of(model: str, cells: list[tuple[str, int]]) -> tuple[float, float] | None:
+        ends = [joint[len(cells)].get((model, *c), {}).get("balanced_accuracy") for c in cells]
+        if not cells or any(e is None for e in ends):
+            return None
+        return float(np.mean([e[0] for e in ends])), float(np.mean([e[1] for e in ends]))  # type: ignore[index]
+
+    return {m.model: {"clean_accuracy": plain.get((m.model, CLEAN, 0), {}).get("balanced_accuracy"),
+                      "mean_corrupted_accuracy": mean_of(m.model, common),
+                      "safe_accuracy": mean_of(m.model, safe[m.model]),
+                      "mce": None, "rce": None, "mfr": None}
+            for m in report.models}

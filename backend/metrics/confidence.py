@@ -83,6 +83,9 @@ class RunIntervals(_Frozen):
     models: list[ModelIntervals]
     stability: list[StabilityIntervals] = []
     fmr: list[FmrIntervals] = []
+    #: True for an adaptive run: its cells' intervals are anytime-valid confidence sequences, its model-level ones
+    #: built from them, and a number no sequence bounds (mCE, rCE, mFR) has none (``engine.adaptive``)
+    anytime_valid: bool = False
 
     def cell(self, model: str, corruption: str, severity: int) -> CellIntervals | None:
         return next((c for c in self.cells if (c.model, c.corruption, c.severity) == (model, corruption, severity)), None)
