@@ -151,7 +151,7 @@ def verdict_sentence(v: PairVerdict | dict, confidence: float) -> str:
     level = f"{100 * confidence:g} %"
     alpha = f"{1 - confidence:.3g}"
     m = d["pairs_compared"]
-    over = f"Holm-adjusted over {m} model pairs" if m > 1 else "one model pair"
+    over = f" Holm-adjusted over {m} model pairs" if m > 1 else ""
     how = "anytime-valid, " if d.get("sequential") else ""
     a_wins = d["winner"] != "b"
     win, lose = (d["model_a"], d["model_b"]) if a_wins else (d["model_b"], d["model_a"])
@@ -159,7 +159,7 @@ def verdict_sentence(v: PairVerdict | dict, confidence: float) -> str:
     diff, lo, hi = (d["difference"], d["ci_low"], d["ci_high"]) if a_wins else (-d["difference"], -d["ci_high"], -d["ci_low"])
     better, worse = (d["better"], d["worse"]) if a_wins else (d["worse"], d["better"])
     numbers = (f"{_pct(acc_w)} vs {_pct(acc_l)} ({_points(diff)} points, {how}{level} CI {100 * lo:.1f} to {100 * hi:.1f}, "
-               f"p {_p(d['p_holm'])} {over})")
+               f"p {_p(d['p_holm'])}{over})")
     cells = (f"by the same measure better in {better} of {d['cells']} cells, worse in {'none' if worse == 0 else worse} "
              f"(Holm-adjusted over cells and pairs, p < {alpha})")
     if d["winner"] is None:
