@@ -13,7 +13,6 @@ The clean pass runs as long as any corrupted cell does: it is every flip's refer
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -23,7 +22,7 @@ import numpy as np
 
 from domainbench.errors import UserInputError
 from domainbench.metrics.aggregate import CLEAN
-from domainbench.stats.confseq import betting_cs, log_capital
+from domainbench.stats.confseq import anytime_p_value, betting_cs, class_balance_weights, weighted_difference_stream
 
 if TYPE_CHECKING:
     from domainbench.engine.tasks import Cell, RunContext
@@ -45,6 +44,14 @@ def adaptive_shards(n_images: int, shard_size: int | None, seed: int) -> list[np
     return [np.sort(order[i:i + size]) for i in range(0, n_images, size)]
 
 
+def _round_order(indices: Sequence[int], shard: int, seed: int) -> np.ndarray:
+    """Positions of a round's images in the order its streams take them: a seeded permutation of the round's images
+    by index (the same order :func:`arrival_ranks` gives them)."""
+    by_index = np.argsort(np.asarray(indices), kind="stable")
+    perm = np.random.default_rng([seed, 0xADA, int(shard) % (2 ** 32)]).permutation(by_index.size)
+    return by_index[np.argsort(perm, kind="stable")]
+
+
 @dataclass
 class AdaptiveStopping:
     """Which cells are still evaluated; fed each finished round's stored units."""
@@ -53,9 +60,12 @@ class AdaptiveStopping:
     cells: list[tuple[str, int]]
     confidence: float = 0.95
     target_width: float = DEFAULT_TARGET_WIDTH
+    #: the run's seed: it orders the images within a round (``arrival_ranks``)
+    seed: int = 0
     stopped: dict[tuple[str, int], int] = field(default_factory=dict)
-    #: per (model, corruption, severity): correctness bits in arrival order
+    #: per (model, corruption, severity): correctness bits and image indices in arrival order
     _bits: dict[tuple[str, str, int], list[np.ndarray]] = field(default_factory=dict)
+    _indices: dict[tuple[str, str, int], list[np.ndarray]] = field(default_factory=dict)
     _labels: dict[int, int] = field(default_factory=dict)
 
     def active(self, corruption: str, severity: int) -> bool:
@@ -72,8 +82,11 @@ class AdaptiveStopping:
             if u.labels is not None:
                 self._labels.update(zip(u.indices, u.labels, strict=True))
         for u in sorted(units, key=lambda u: (u.shard, u.model, u.corruption, u.severity)):
-            labels = np.array([self._labels[i] for i in u.indices])
-            self._bits.setdefault((u.model, u.corruption, u.severity), []).append(np.asarray(u.preds) == labels)
+            order = _round_order(u.indices, u.shard, self.seed)
+            idx = np.asarray(u.indices)[order]
+            labels = np.array([self._labels[i] for i in idx])
+            self._bits.setdefault((u.model, u.corruption, u.severity), []).append(np.asarray(u.preds)[order] == labels)
+            self._indices.setdefault((u.model, u.corruption, u.severity), []).append(idx)
         for cell in self.cells:
             if cell[0] != CLEAN and cell not in self.stopped and self._settled(cell):
                 self.stopped[cell] = len(self._stream(self.models[0], cell))
@@ -86,15 +99,18 @@ class AdaptiveStopping:
         streams = [self._stream(m, cell) for m in self.models]
         if not streams[0].size or len({s.size for s in streams}) > 1:
             return False  # some model has not scored this round's images yet
-        alpha = 1 - self.confidence
         narrow = all(np.subtract(*reversed(betting_cs(s, self.confidence, STOP_GRID))) <= self.target_width
                      for s in streams)
         if narrow:
             return True
         if len(streams) < 2:
             return False
-        # decided: for every pair, mean(a - b) = 0 (i.e. (a - b + 1) / 2 = 1/2) rejected at some time
-        return all(log_capital((a - b + 1) / 2, 0.5, alpha)[0] >= math.log(1 / alpha)
+        # decided: for every pair, the verdict's own anytime-valid test (metrics.comparison) rejects "no difference"
+        # in class-balanced accuracy: the paired differences weighted by the class balance of the images seen so far
+        seen = np.array(list(self._labels))
+        weight = dict(zip(seen.tolist(), class_balance_weights(np.array(list(self._labels.values()))).tolist(), strict=True))
+        w = np.array([weight[i] for i in np.concatenate(self._indices[(self.models[0], *cell)])])
+        return all(anytime_p_value(weighted_difference_stream(a - b, w), self.confidence) < 1 - self.confidence
                    for a, b in combinations(streams, 2))
 
 
@@ -104,7 +120,7 @@ def adaptive_stopping(store: Store, ctx: RunContext, cells: Sequence[Cell]) -> A
     if not ctx.dataset.labelled:
         raise UserInputError("--adaptive needs a labelled dataset: it stops a cell by its accuracy")
     state = AdaptiveStopping(models=[m.name for m in ctx.models], cells=[(c.corruption, c.severity) for c in cells],
-                             target_width=cfg.target_width or DEFAULT_TARGET_WIDTH)
+                             target_width=cfg.target_width or DEFAULT_TARGET_WIDTH, seed=cfg.seed)
     units = store.units(ctx.run_id)
     for shard in sorted({u.shard for u in units}):
         state.observe([u for u in units if u.shard == shard])
@@ -122,24 +138,31 @@ def arrival_ranks(units: Sequence[UnitRecord], indices: np.ndarray, seed: int) -
             shard_of[int(i)] = min(shard_of.get(int(i), u.shard), u.shard)
     order = np.asarray(indices)
     shards = np.array([shard_of.get(int(i), np.iinfo(np.int64).max) for i in order], dtype=np.int64)
-    within = np.zeros(order.size)
+    within = np.zeros(order.size, dtype=np.int64)
     for s in np.unique(shards):
         members = np.flatnonzero(shards == s)
-        within[members] = np.random.default_rng([seed, 0xADA, int(s) % (2 ** 32)]).permutation(members.size)
+        within[members[_round_order(order[members], int(s), seed)]] = np.arange(members.size)
     ranks = np.empty(order.size, dtype=np.int64)
     ranks[np.lexsort((within, shards))] = np.arange(order.size)
     return ranks
 
 
+def _balanced_sequence(right: np.ndarray, labels: np.ndarray, classes: np.ndarray,
+                       confidence: float) -> tuple[float, float]:
+    """Balanced accuracy's anytime-valid interval: each class's betting sequence at level 1 - alpha / classes (a
+    class's images arrive in random order too, so each is a valid stream), all of which hold at once with probability
+    >= 1 - alpha (union bound); the mean of their ends then holds the mean of the per-class accuracies. A class the
+    cell has not seen yet contributes [0, 1]. Wide with few images per class, and valid at any stop."""
+    level = 1 - (1 - confidence) / classes.size
+    ends = [betting_cs(right[labels == c], level, STOP_GRID) if np.any(labels == c) else (0.0, 1.0) for c in classes]
+    return float(np.mean([e[0] for e in ends])), float(np.mean([e[1] for e in ends]))
+
+
 def sequential_intervals(units: Sequence[UnitRecord], confidence: float,
                          seed: int = 0) -> dict[tuple[str, str, int], dict[str, tuple[float, float]]]:
-    """Per cell of an adaptive run, the betting confidence sequences of top-1 accuracy, balanced accuracy and flip
-    probability over its images in the order they were evaluated (``arrival_ranks``).
-
-    Balanced accuracy is the mean of a stream too: an image of class c, drawn in random order from a run whose
-    images are n_c of n in class c, counts n / (classes x n_c) times its correctness, whose expectation is the
-    mean of the per-class accuracies; scaled by the largest such factor into [0, 1], its betting sequence is
-    anytime-valid like top-1's (with balanced classes the two streams are the same)."""
+    """Per cell of an adaptive run, the anytime-valid intervals of top-1 accuracy, balanced accuracy and flip
+    probability over its images in the order they were evaluated (``arrival_ranks``): betting confidence sequences,
+    balanced accuracy's combined over the classes (:func:`_balanced_sequence`)."""
     labels: dict[int, int] = {}
     clean: dict[tuple[str, int], int] = {}
     for u in units:
@@ -149,12 +172,7 @@ def sequential_intervals(units: Sequence[UnitRecord], confidence: float,
             clean.update({(u.model, i): p for i, p in zip(u.indices, u.preds, strict=True)})
     every = np.array(sorted({int(i) for u in units for i in u.indices}), dtype=np.int64)
     rank = dict(zip(every.tolist(), arrival_ranks(units, every, seed).tolist(), strict=True))
-    factor: dict[int, float] = {}
-    if labels:
-        classes, counts = np.unique(list(labels.values()), return_counts=True)
-        size = dict(zip(classes.tolist(), counts.tolist(), strict=True))
-        factor = {i: len(labels) / (classes.size * size[c]) for i, c in labels.items()}
-    bound = max(factor.values(), default=1.0)
+    classes = np.unique(list(labels.values()))
     streams: dict[tuple[str, str, int], list[UnitRecord]] = {}
     for u in units:
         streams.setdefault(u.cell, []).append(u)
@@ -165,10 +183,9 @@ def sequential_intervals(units: Sequence[UnitRecord], confidence: float,
         preds = np.array([p for _, _, p in pairs])
         found: dict[str, tuple[float, float]] = {}
         if labels:
-            right = preds == np.array([labels[i] for i in idx])
-            found["top1_accuracy"] = betting_cs(right, confidence)
-            low, high = betting_cs(right * np.array([factor[i] for i in idx]) / bound, confidence)
-            found["balanced_accuracy"] = (max(0.0, bound * low), min(1.0, bound * high))
+            truth = np.array([labels[i] for i in idx])
+            found["top1_accuracy"] = betting_cs(preds == truth, confidence)
+            found["balanced_accuracy"] = _balanced_sequence(preds == truth, truth, classes, confidence)
         if cell[1] != CLEAN:
             found["label_flip_probability"] = betting_cs(preds != np.array([clean[(cell[0], i)] for i in idx]), confidence)
         out[cell] = found

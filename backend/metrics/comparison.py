@@ -33,7 +33,7 @@ from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.stats import holm, mcnemar_exact, normal_quantile
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
-from domainbench.stats.confseq import anytime_p_value, betting_cs
+from domainbench.stats.confseq import anytime_p_value, betting_cs, class_balance_weights, weighted_difference_stream
 from domainbench.stats.paired import sign_flip_sample_size, sign_flip_test
 
 #: the difference (in balanced accuracy) the sample-size estimate of a tie is for
@@ -192,33 +192,29 @@ def _fixed_interval(contributions: np.ndarray, confidence: float) -> tuple[float
 
 
 class _Stream:
-    """An adaptive run's tests: the per-image differences in the order the images were evaluated, importance-weighted
-    by class so that their mean is the balanced-accuracy difference, scaled into [0, 1] for the betting sequences."""
+    """An adaptive run's tests: the per-image differences in the order the images were evaluated, weighted towards
+    class balance (``stats.confseq.class_balance_weights``) and scaled into [0, 1] for the betting sequences."""
 
     def __init__(self, labels: np.ndarray, arrival: np.ndarray, confidence: float) -> None:
-        _, codes = np.unique(labels, return_inverse=True)
-        counts = np.bincount(codes).astype(float)
-        # an image of class c stands for n / (classes * n_c) images' worth of the class-balanced mean
-        self.scale = labels.size / (counts.size * counts[codes])
-        self.bound = float(self.scale.max())
+        self.weights = class_balance_weights(labels)
+        self.bound = float(self.weights.max())
         self.arrival = arrival
         self.confidence = confidence
 
-    def _unit(self, diff: np.ndarray, where: np.ndarray) -> np.ndarray:
+    def _order(self, where: np.ndarray) -> np.ndarray:
         pos = np.flatnonzero(where)
-        pos = pos[np.argsort(self.arrival[pos], kind="stable")]
-        return (diff[pos] * self.scale[pos] / self.bound + 1) / 2
+        return pos[np.argsort(self.arrival[pos], kind="stable")]
 
     def test(self, diff: np.ndarray, where: np.ndarray) -> tuple[float, float, float]:
-        """(anytime-valid p-value, confidence-sequence low, high) of the balanced-accuracy difference."""
-        y = self._unit(diff, where)
+        """(anytime-valid p-value, confidence-sequence low, high) of the class-balanced difference."""
+        pos = self._order(where)
+        y = weighted_difference_stream(diff[pos], self.weights[pos])
         low, high = betting_cs(y, self.confidence)
-        return anytime_p_value(y, self.confidence), self.bound * (2 * low - 1), self.bound * (2 * high - 1)
+        return (anytime_p_value(y, self.confidence), max(-1.0, self.bound * (2 * low - 1)),
+                min(1.0, self.bound * (2 * high - 1)))
 
     def top1_p(self, diff: np.ndarray, where: np.ndarray) -> float:
-        pos = np.flatnonzero(where)
-        pos = pos[np.argsort(self.arrival[pos], kind="stable")]
-        return anytime_p_value((diff[pos] + 1) / 2, self.confidence)
+        return anytime_p_value((diff[self._order(where)] + 1) / 2, self.confidence)
 
 
 def compare_models(outcomes: ImageOutcomes, models: Sequence[str] | None = None, confidence: float = 0.95,

@@ -109,3 +109,25 @@ def anytime_p_value(x: np.ndarray, confidence: float = DEFAULT_CONFIDENCE) -> fl
     if x.size == 0:
         return 1.0
     return float(min(1.0, math.exp(-float(log_capital(x, 0.5, alpha)[0]))))
+
+
+def class_balance_weights(labels: np.ndarray) -> np.ndarray:
+    """Per image, how many images' worth of a class-balanced mean it stands for: 1 / (classes x its class's share),
+    the shares smoothed by one image per class, (n_c + 1) / (n + classes), so that a class seen once early in a
+    stream does not dominate it. A stream of correctness (or of a paired difference) times these weights has the
+    class-balanced mean as its mean when the shares are the population's; under "the two models are equally good on
+    every class" any weights that depend on the labels alone keep a paired difference's mean at 0, which is what the
+    anytime-valid tests need."""
+    y = np.asarray(labels)
+    if y.size == 0:
+        return np.zeros(0)
+    _, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+    share = (counts + 1.0) / (y.size + counts.size)
+    return 1.0 / (counts.size * share[codes])
+
+
+def weighted_difference_stream(diff: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """A paired difference (A right - B right, in [-1, 1]) times class-balance weights, scaled into [0, 1] with 1/2
+    meaning "no difference": the stream :func:`anytime_p_value` tests."""
+    bound = float(np.max(weights)) if np.size(weights) else 1.0
+    return (np.asarray(diff, dtype=float) * np.asarray(weights, dtype=float) / bound + 1) / 2
