@@ -271,6 +271,9 @@ def compare_models(outcomes: ImageOutcomes, models: Sequence[str] | None = None,
                 point_a.append(pa)
                 point_b.append(pb)
                 n_images = max(n_images, int(both.sum()))
+        if n_images == 0:  # e.g. units stored without per-image predictions
+            raise MetricInputError(f"models {a!r} and {b!r} have no image both evaluated with per-image outcomes stored: "
+                                   "nothing to compare")
         share = np.mean(shares, axis=0)  # each image's share of the mean difference over the corrupted cells
         per_image = np.mean(diffs, axis=0)
         if stream is None:

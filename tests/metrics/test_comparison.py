@@ -105,3 +105,36 @@ def test_needs_two_models_and_labels() -> None:
 
     with pytest.raises(MetricInputError, match="at least two models"):
         compare_models(out, ["m1"])
+
+
+def test_no_image_with_per_image_outcomes_is_refused_not_a_tie() -> None:
+    from domainbench.metrics.classification import MetricInputError
+    from domainbench.metrics.outcomes import MISSING, ImageOutcomes
+
+    labels = np.array([0, 1, 0, 1])
+    missing = np.full(4, MISSING)
+    out = ImageOutcomes(indices=np.arange(4), labels=labels,
+                        preds={(m, c, s): missing for m in ("a", "b") for c, s in (("clean", 0), ("blur", 1))})
+    with pytest.raises(MetricInputError, match="no image both evaluated"):
+        compare_models(out, ["a", "b"])
+
+
+def test_adaptive_comparison_is_anytime_valid_along_the_arrival_order() -> None:
+    from domainbench.stats.confseq import anytime_p_value, class_balance_weights, weighted_difference_stream
+
+    units = synthetic_units(n=120, skill={"m1": 0.9, "m2": 0.6})
+    out = image_outcomes(units)
+    arrival = np.random.default_rng(4).permutation(out.n)
+    c = compare_models(out, ["m1", "m2"], arrival=arrival)
+    assert c.method.startswith("anytime-valid") and all(v.sequential for v in c.verdicts)
+    order = np.argsort(arrival)
+    w = class_balance_weights(out.labels)
+    for p in c.pairs:
+        d = out.correct("m1", p.corruption, p.severity).astype(float) - out.correct("m2", p.corruption, p.severity)
+        assert p.p_balanced == pytest.approx(anytime_p_value(weighted_difference_stream(d[order], w[order])), abs=1e-12)
+        assert p.p_value == pytest.approx(anytime_p_value((d[order] + 1) / 2), abs=1e-12)
+        assert -1 <= p.ci_low <= p.ci_high <= 1
+    # anytime-valid tests are more cautious than the fixed-sample one on the same images
+    fixed = compare_models(out, ["m1", "m2"])
+    assert all(a.p_balanced >= b.p_balanced for a, b in zip(c.pairs, fixed.pairs, strict=True))
+    assert "anytime-valid" in c.verdicts[0].sentence
