@@ -91,7 +91,9 @@ def _adaptive(rng: np.random.Generator, classes: int, n: int, gap: float = 0.0) 
 
 def _row(what: str, scenario: str, hits: int, reps: int, target: str) -> dict:
     rate = hits / reps
-    return {"what": what, "scenario": scenario, "rate": rate, "mc_se": math.sqrt(max(rate * (1 - rate), 1e-12) / reps),
+    # the standard error of a rate at (hits + 1) / (reps + 2), so that 0 of 300 still states its uncertainty
+    shrunk = (hits + 1) / (reps + 2)
+    return {"what": what, "scenario": scenario, "rate": rate, "mc_se": math.sqrt(shrunk * (1 - shrunk) / reps),
             "target": target}
 
 
