@@ -243,7 +243,7 @@ def compare_models(outcomes: ImageOutcomes, models: Sequence[str] | None = None,
         if not cells:
             raise MetricInputError(f"models {a!r} and {b!r} share no evaluated cell: nothing to compare")
         corrupted = [k for k in cells if k[0] != CLEAN] or cells
-        shares, diffs, everywhere = [], [], np.ones(outcomes.n, dtype=bool)
+        shares, diffs, seen, everywhere = [], [], [], np.ones(outcomes.n, dtype=bool)
         point_a, point_b = [], []
         n_images = 0
         for corr, sev in cells:
@@ -267,6 +267,7 @@ def compare_models(outcomes: ImageOutcomes, models: Sequence[str] | None = None,
             if (corr, sev) in corrupted:
                 shares.append(w * d)
                 diffs.append(d)
+                seen.append(both)
                 everywhere &= both
                 point_a.append(pa)
                 point_b.append(pb)
@@ -279,8 +280,13 @@ def compare_models(outcomes: ImageOutcomes, models: Sequence[str] | None = None,
         if stream is None:
             p_domain = sign_flip_test(share)
             low, high = _fixed_interval(share, confidence)
-        else:  # the images every corrupted cell evaluated: a prefix of the arrival order, one stream
-            p_domain, low, high = stream.test(per_image, everywhere)
+        else:
+            # one stream over every image a corrupted cell evaluated: its difference averaged over the cells still
+            # running when it came (which cells those are was decided by the images before it, so under "equally
+            # good in every cell and class" each term has mean 0 given the past and the betting test holds)
+            count = np.sum(seen, axis=0)
+            running = np.sum(diffs, axis=0) / np.maximum(count, 1)
+            p_domain, low, high = stream.test(running, count > 0)
         # the test's null variance per image, balanced over classes (over the images every corrupted cell has):
         # what the sample size scales
         counts = np.bincount(codes[everywhere], minlength=n_classes)
