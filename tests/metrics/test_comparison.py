@@ -138,3 +138,28 @@ def test_adaptive_comparison_is_anytime_valid_along_the_arrival_order() -> None:
     fixed = compare_models(out, ["m1", "m2"])
     assert all(a.p_balanced >= b.p_balanced for a, b in zip(c.pairs, fixed.pairs, strict=True))
     assert "anytime-valid" in c.verdicts[0].sentence
+
+
+def test_adaptive_domain_test_averages_each_image_over_the_cells_still_running() -> None:
+    from domainbench.metrics.outcomes import MISSING, ImageOutcomes
+    from domainbench.stats.confseq import anytime_p_value, class_balance_weights, weighted_difference_stream
+
+    out = image_outcomes(synthetic_units(n=120, skill={"m1": 0.85, "m2": 0.7}))
+    arrival = np.random.default_rng(5).permutation(out.n)
+    # blur@3 stopped after the first 40 images of the stream, noise@4 after 80: later images are missing there
+    preds = dict(out.preds)
+    for (corr, sev), stop in ((("blur", 3), 40), (("noise", 4), 80)):
+        for m in ("m1", "m2"):
+            preds[(m, corr, sev)] = np.where(arrival < stop, preds[(m, corr, sev)], MISSING)
+    out = ImageOutcomes(indices=out.indices, labels=out.labels, preds=preds)
+    v = compare_models(out, ["m1", "m2"], arrival=arrival).verdicts[0]
+    order = np.argsort(arrival)
+    cells = [("blur", 1), ("blur", 3), ("noise", 2), ("noise", 4)]
+    total, count = np.zeros(out.n), np.zeros(out.n)
+    for k in cells:  # by a loop: each image's difference over the cells that evaluated it
+        here = out.present("m1", *k)
+        total += np.where(here, out.correct("m1", *k).astype(float) - out.correct("m2", *k), 0.0)
+        count += here
+    w = class_balance_weights(out.labels)
+    expected = anytime_p_value(weighted_difference_stream((total / count)[order], w[order]))
+    assert v.p_value == pytest.approx(expected, abs=1e-12) and v.sequential
