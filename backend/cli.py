@@ -211,10 +211,17 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
     if remote and report.stability:
         console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
                       style="dim", markup=False, highlight=False)
-    if intervals is not None:
+    if intervals is not None and intervals.anytime_valid:
+        console.print(f"(low–high): {100 * intervals.confidence:g} % anytime-valid confidence sequences (this run stopped its "
+                      "cells adaptively): per cell top-1, balanced accuracy and flips by betting sequences over the images "
+                      "in evaluation order; clean and mean accuracies from the cells' sequences (jointly, Bonferroni); "
+                      "mCE, rCE and mFR are shown without one (no sequence bounds a ratio); see docs/reading-the-numbers.md",
+                      style="dim", highlight=False)
+    elif intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals; accuracies and mCE/rCE/mFR: normal with a "
                       f"smoothed per-class variance ({intervals.resamples} multiplier draws, seed {intervals.seed}); "
                       "see docs/reading-the-numbers.md", style="dim", highlight=False)
+    if intervals is not None:
         for note in intervals.notes:
             mark = "* " if note.startswith(FEW_IMAGES_NOTE) else ""
             console.print(f"{mark}{note}", markup=False, highlight=False)
@@ -625,15 +632,20 @@ def print_pairs(comparison: Comparison) -> None:
     """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
     level = f"{100 * comparison.confidence:g}% CI"
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level):
+    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level, "p bal", "p bal Holm"):
         table.add_column(col, justify="left" if col in ("A", "B", "cell") else "right", no_wrap=True)
     for p in comparison.pairs:
         table.add_row(literal(p.model_a), literal(p.model_b), literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only),
                       f"{p.p_value:.3g}", f"{p.p_holm:.3g}", f"{100 * p.difference:+.1f}",
-                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}")
+                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}", f"{p.p_balanced:.3g}", f"{p.p_balanced_holm:.3g}")
     console.print(table)
-    console.print("A only / B only: images only that model gets right (top-1); p: exact McNemar test; p Holm: adjusted over "
-                  "all cells and pairs; diff: balanced accuracy A − B with its paired bootstrap interval", style="dim")
+    from domainbench.metrics.comparison import FIXED_METHOD
+
+    test = "exact McNemar test" if comparison.method == FIXED_METHOD else "anytime-valid betting test (adaptive run)"
+    console.print(f"A only / B only: images only that model gets right (top-1); p: {test} of top-1; p Holm: adjusted over "
+                  "all cells and pairs; diff: balanced accuracy A − B with the interval of the verdict's test; p bal: "
+                  "the verdict's test of that difference (p bal Holm: adjusted over all cells and pairs; the verdict "
+                  "counts a cell when it is below 1 − confidence); see docs/reading-the-numbers.md", style="dim")
 
 
 @app.command()
@@ -683,7 +695,7 @@ def compare(
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
     format: Annotated[str, typer.Option("--format", "-f", help="text (verdicts and a table) or json (pairs and verdicts).")] = "text",
 ) -> None:
-    """Which model is better on these images? Exact McNemar per pair and cell, paired bootstrap, Holm, a verdict."""
+    """Which model is better on these images? One rule: balanced accuracy's paired test, Holm over pairs and cells, a verdict."""
     import json
 
     from domainbench import query

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from domainbench.engine.adaptive import arrival_ranks
 from domainbench.engine.confidence import OutcomesReader, load_outcomes, read_outcomes
 from domainbench.errors import UserInputError
 from domainbench.metrics.classification import MetricInputError
@@ -78,7 +79,7 @@ def merged_outcomes(store: Store, run_ids: Sequence[str], read: OutcomesReader =
 def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str] | None = None,
                       confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
                       read: OutcomesReader = read_outcomes) -> Comparison:
-    """McNemar per pair and cell, paired bootstrap differences, Holm, and the verdicts; seeded by the first run's seed."""
+    """The models' paired tests per pair and cell, Holm, and the verdicts (``metrics.comparison``: one rule for "beats")."""
     confidence = check_confidence(confidence)
     outcomes = merged_outcomes(store, run_ids, read)
     evaluated = set(outcomes.models())
@@ -100,8 +101,13 @@ def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str
                              "on labelled images")
     first = store.get_run(run_ids[0])
     assert first is not None
+    # an adaptive run stopped its cells by looking at the outcomes: its comparison is made of anytime-valid tests
+    # along the order its images were evaluated in (any run merged with it is read along the same order)
+    adaptive = next((u for u in (read(store, rid).adaptive_units for rid in run_ids) if u is not None), None)
+    arrival = None if adaptive is None else arrival_ranks(adaptive, outcomes.indices, first.config.seed)
     try:
-        return compare_models(outcomes, list(models) if models else available, confidence, resamples, first.config.seed)
+        return compare_models(outcomes, list(models) if models else available, confidence, resamples, first.config.seed,
+                              arrival=arrival)
     except MetricInputError as e:
         raise UserInputError(str(e)) from None
 

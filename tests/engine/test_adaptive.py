@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from domainbench.config import CorruptionChoice, DomainConfig, save
 from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards
@@ -66,8 +67,31 @@ def test_adaptive_run_stops_early_with_the_same_verdict(home: Path, tmp_path: Pa
     assert verdicts[0]["winner"] == verdicts[1]["winner"] == "b"  # augmented beats plain under low contrast
     # the adaptive run's top-1 interval is its confidence sequence, wider than Wilson's on as many images
     code, out, _ = cli(["export", "ad", "--format", "json"], capsys, monkeypatch)
-    cell = next(c for c in json.loads(out)["intervals"]["cells"] if c["corruption"] == "contrast")
+    doc = json.loads(out)
+    cell = next(c for c in doc["intervals"]["cells"] if c["corruption"] == "contrast")
     assert cell["top1_accuracy"][1] - cell["top1_accuracy"][0] > 0.05
+    # every interval is anytime-valid and says so; balanced accuracy's is the union of per-class sequences at
+    # alpha / classes, over the cell's images in arrival order (recomputed here by a loop over the classes)
+    assert doc["intervals"]["anytime_valid"] is True
+    assert all(m["mce"] is None and m["rce"] is None and m["mfr"] is None for m in doc["intervals"]["models"])
+    from domainbench.engine.adaptive import arrival_ranks
+    from domainbench.stats.confseq import betting_cs
+
+    units = store.units("ad")
+    labels = {i: y for u in units if u.labels is not None for i, y in zip(u.indices, u.labels, strict=True)}
+    every = np.array(sorted(labels))
+    rank = dict(zip(every.tolist(), arrival_ranks(units, every, 0).tolist(), strict=True))
+    mine = sorted(((rank[i], i, p) for u in units if u.cell == (cell["model"], "contrast", 4)
+                   for i, p in zip(u.indices, u.preds, strict=True)))
+    truth = np.array([labels[i] for _, i, _ in mine])
+    right = np.array([p for _, _, p in mine]) == truth
+    classes = sorted(set(labels.values()))
+    ends = [betting_cs(right[truth == c], 1 - 0.05 / len(classes), 401) if np.any(truth == c) else (0.0, 1.0)
+            for c in classes]
+    assert cell["balanced_accuracy"] == pytest.approx([np.mean([e[0] for e in ends]), np.mean([e[1] for e in ends])])
+    code, out, _ = cli(["show", "ad"], capsys, monkeypatch)
+    text = " ".join(out.split())
+    assert "95 % anytime-valid confidence sequences" in text and "points, anytime-valid, 95 % CI" in text  # the verdict too
 
 
 def test_bad_target_width_is_one_line_exit_2(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
