@@ -246,7 +246,10 @@ class RunConfig(_Strict):
     concurrency: int = _unless_default(8, ge=1)
     max_requests: int | None = _unless_default(None, ge=1)
     api_key_env: str = _unless_default("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    request_timeout: float = _unless_default(60.0, gt=0)
+    # seconds one request may take in total (a server trickling bytes included); at most an hour
+    request_timeout: float = _unless_default(60.0, gt=0, le=3600, allow_inf_nan=False)
+    # seconds one request may keep retrying 429 / 5xx / timeouts before the run stops resumably (a week at most)
+    retry_budget: float = _unless_default(1800.0, gt=0, le=604800, allow_inf_nan=False)
     # adaptive evaluation (domainbench.engine.adaptive): images in seeded random rounds, each cell
     # stops once its anytime-valid interval is narrower than target_width or its pairs are decided
     adaptive: bool = _unless_default(False)
