@@ -138,7 +138,11 @@ class RichEvents:
         self.images += images
         if self.progress is not None and self.task is not None:
             rate = self.images / max(time.perf_counter() - self.t0, 1e-9)
-            self.progress.update(self.task, advance=units, rate=f"{rate:,.0f} img/s")
+            # a throttling endpoint's lowered concurrency (openai-vlm:), e.g. "endpoint 2/8 in flight"
+            from domainbench.models.endpoint_transport import concurrency_note
+
+            note = concurrency_note()
+            self.progress.update(self.task, advance=units, rate=f"{rate:,.0f} img/s" + (f" · {note}" if note else ""))
 
     def message(self, text: str) -> None:
         if self.progress is not None:
@@ -387,12 +391,23 @@ def run(
         })
         if cfg.adaptive and exec_options.kind != "local":
             raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
+    else:
+        _refuse_ignored_on_resume(resume, {
+            "a domain config": config, "--models": models, "--dataset": dataset, "--baseline": baseline,
+            "--limit": limit, "--run-config": run_config, "--classes": classes, "--seed": seed,
+            "--batch-size": batch_size, "--device": device, "--workers": workers, "--corrupt-on": corrupt_on,
+            "--stability/--no-stability": stability, "--threat/--no-threat": threat, "--run-id": run_id,
+            "--template": template, "--question": question, "--vlm-mode": vlm_mode, "--vlm-score": vlm_score,
+            "--dtype": dtype, "--adaptive": adaptive, "--target-width": target_width,
+            "--breaking-point": breaking_point, "--shift": shift})
+        endpoint = _endpoint_overrides(concurrency, max_requests, api_key_env, request_timeout, retry_budget)
     store = _store()
     progress = _progress()
     engine = _make_engine(store, RichEvents(progress), exec_options)
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
-        run_id = engine.resume(resume, bool(skip_unreadable)) if resume else engine.start(domain, cfg, run_id=run_id)
+        run_id = (engine.resume(resume, bool(skip_unreadable), endpoint=endpoint) if resume
+                  else engine.start(domain, cfg, run_id=run_id))
     s = engine.stats
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
@@ -400,6 +415,33 @@ def run(
     print_report(report)
     print_shift_matches(report)
     print_timings(store.get_run(run_id))
+
+
+def _refuse_ignored_on_resume(run_id: str, given: dict[str, Any]) -> None:
+    """A resume evaluates the run as it was stored: a flag that would change it is refused, not ignored."""
+    named = [name for name, value in given.items() if value not in (None, [], ())]
+    if named:
+        raise UserInputError(
+            f"--resume {literal(run_id)} continues the run with its stored plan, dataset, models and settings; "
+            f"leave out {', '.join(named)} (or start a new run with them)")
+
+
+def _endpoint_overrides(concurrency: Optional[int], max_requests: Optional[int], api_key_env: Optional[str],
+                        request_timeout: Optional[float], retry_budget: Optional[float]) -> dict[str, Any]:
+    """openai-vlm transport flags given with --resume: they change how requests travel, never a result."""
+    from pydantic import ValidationError
+
+    from domainbench.config import RunConfig
+    from domainbench.errors import first_validation_error
+
+    given = {k: v for k, v in {"concurrency": concurrency, "max_requests": max_requests, "api_key_env": api_key_env,
+                               "request_timeout": request_timeout, "retry_budget": retry_budget}.items() if v is not None}
+    try:
+        RunConfig(**given)
+    except ValidationError as e:
+        loc, msg = first_validation_error(e)
+        raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
+    return given
 
 
 def _with_shifts(domain: Any, options: Optional[list[str]], plan: Path) -> Any:

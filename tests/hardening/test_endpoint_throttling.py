@@ -276,6 +276,10 @@ def test_cli_outage_stops_resumably_then_recovers(serve: Any, home: Path, tmp_pa
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error:"), err
     assert server.url in err and "HTTP 503" in err and "domainbench run --resume remote" in err
+    # the transport flags apply to a resumed session (they change no result)
+    code, _, err = run_cli(["run", "--resume", "remote", "--retry-budget", "0.2", "--concurrency", "2"], capsys,
+                           monkeypatch)
+    assert code == 2 and "--retry-budget 0.2 s" in err and "domainbench run --resume remote" in err, err
     down["on"] = False
     code, _, err = run_cli(["run", "--resume", "remote"], capsys, monkeypatch)
     assert code == 0, err
