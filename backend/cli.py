@@ -908,6 +908,9 @@ def worker_cmd(
     """Run queued runs from the store (launched from the UI), resuming runs whose worker died."""
     from domainbench.worker import Worker
 
+    for flag, value, most in (("--lease", lease, 86400.0), ("--poll", poll, 3600.0)):
+        if not 0 < value <= most:  # nan fails both comparisons
+            raise UserInputError(f"{flag} {value:g}: give seconds above 0 and at most {most:g}")
 
     # a long-running worker takes its executor from the environment (the compose file sets it)
     w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always, executor=_settings().executor_options())
@@ -1010,7 +1013,30 @@ def main() -> None:
             err_console.print(f"error: {printable(_settings().redact(disk_full_message(full, str(where))))}",
                               highlight=False, markup=False, soft_wrap=True)
             sys.exit(2)
+        damaged = _damaged_store(e)
+        if damaged is not None:
+            err_console.print(f"error: {printable(_settings().redact(damaged))}", highlight=False, markup=False,
+                              soft_wrap=True)
+            sys.exit(2)
         _internal_error(e)
+
+
+def _damaged_store(e: BaseException) -> str | None:
+    """The one line for an embedded store whose file is damaged (a torn page), else None."""
+    import sqlite3
+
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        text = str(cause)
+        if isinstance(cause, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text):
+            home = _settings().home
+            return (f"a database in {home} is damaged ({text}): the store domainbench.sqlite or the answer cache "
+                    "vlm-answers.sqlite; move the file aside (`sqlite3 FILE .recover | sqlite3 NEW` saves what it "
+                    "holds) or point DOMAINBENCH_HOME at another folder")
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _internal_error(e: Exception) -> None:
