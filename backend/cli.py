@@ -87,8 +87,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)  # paths in messages must stay greppable
+# emoji=False: a run id `run:cat:1` or a model `openai-vlm:m:` must not print as `run🐱1` / `openai-vlmⓂ`
+console = Console(emoji=False)
+err_console = Console(stderr=True, soft_wrap=True, emoji=False)  # paths in messages must stay greppable
 
 DEMO_DOMAIN = (
     "Product photos of clothing and shoes taken with cheap phone cameras in a dim warehouse: "
@@ -207,7 +208,7 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
     console.print(table)
     remote = [row.model for row in report.table() if is_remote_model(row.model)]
     if remote and report.stability:
-        console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
+        console.print(f"stability: n/a (remote model) for {printable(', '.join(remote))}: an endpoint returns no image embeddings",
                       style="dim", markup=False, highlight=False)
     if intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
@@ -527,7 +528,7 @@ def remove_runs(
 
     for run_id, counts in delete_runs(_store(), run_ids, force).items():
         if not STATE.quiet:  # run ids are shown literally, never as markup
-            err_console.print(f"deleted run {run_id} ({counts.get('units', 0)} units, {sum(counts.values())} records)",
+            err_console.print(f"deleted run {printable(run_id)} ({counts.get('units', 0)} units, {sum(counts.values())} records)",
                               highlight=False, markup=False)
 
 
@@ -572,7 +573,7 @@ def print_damage(report: RunReport) -> None:
 
     line = damage_line(report)
     if line is not None:
-        console.print(line, style="dim", markup=False, highlight=False)
+        console.print(printable(line), style="dim", markup=False, highlight=False)  # cell names: ESC, newlines
 
 
 def print_unreadable(run: Any) -> None:
@@ -606,7 +607,7 @@ def print_question_spread(store: Any, run_id: str) -> None:
                       *[_fmt(a, pct=True) for a in r["accuracy"]], _fmt(r["spread"], pct=True))
     console.print(table)
     for k, q in enumerate(questions):
-        console.print(f"Q{k + 1}: {q}", style="dim", markup=False, highlight=False)
+        console.print(f"Q{k + 1}: {printable(q)}", style="dim", markup=False, highlight=False)
     console.print("prompt sensitivity: top-1 accuracy under each question alone; spread = max - min (points)",
                   style="dim")
 
