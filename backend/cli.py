@@ -799,12 +799,20 @@ def gallery(
     if image is not None:
         from PIL import Image
 
+        from domainbench.corruptions.api import MIN_SIDE
+
+        if image.exists() and not image.is_file():
+            raise UserInputError(f"--image {image} is {'a folder' if image.is_dir() else 'not a regular file'}; "
+                                 "give an image file")
         if not image.is_file():
             raise UserInputError(f"--image {image} does not exist; give an image file")
         try:
             img = np.asarray(Image.open(image).convert("RGB"))
         except Exception as e:
             raise UserInputError(f"--image {image} cannot be read as an image ({e})") from e
+        if min(img.shape[:2]) < MIN_SIDE:  # refused before -o's folder is made
+            raise UserInputError(f"--image {image} is {img.shape[1]}x{img.shape[0]}; corruptions need at least "
+                                 f"{MIN_SIDE}x{MIN_SIDE} pixels: give a larger image")
     else:
         from domainbench.data import load_sample
 
