@@ -253,11 +253,11 @@ class RunConfig(_Strict):
     # adaptive evaluation (domainbench.engine.adaptive): images in seeded random rounds, each cell
     # stops once its anytime-valid interval is narrower than target_width or its pairs are decided
     adaptive: bool = _unless_default(False)
-    target_width: float | None = _unless_default(None, gt=0, lt=1)
+    target_width: float | None = _unless_default(None, gt=0, lt=1, allow_inf_nan=False)
     # breaking points (domainbench.engine.breaking_point): bisect each corruption's continuous scale per
     # model for where balanced accuracy falls below breaking_threshold (None: halfway from clean to chance)
     breaking_point: bool = _unless_default(False)
-    breaking_threshold: float | None = _unless_default(None, gt=0, lt=1)
+    breaking_threshold: float | None = _unless_default(None, gt=0, lt=1, allow_inf_nan=False)
     # an image file that does not decode stops the run (a silently smaller dataset changes every number)
     # unless the user chose to skip such files: they are then counted and listed in the run record
     skip_unreadable: bool = _unless_default(False)
