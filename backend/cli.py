@@ -364,8 +364,7 @@ def run(
     shift: Annotated[Optional[list[str]], typer.Option("--shift", metavar="NAME=PATH", help="Also evaluate your own shifted images as the cell shift:NAME (repeatable): class folders named like the dataset's classes, or files named like its files.")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
-    from domainbench.config import RunConfig, load_domain
-    from domainbench import query
+    from domainbench import api, query
 
     _load_plugins(corruptions_module)
     settings = _settings()
@@ -375,11 +374,10 @@ def run(
         if config is None:
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
         notes: list[str] = []
-        domain = load_domain(config, notes=notes)
-        domain = _with_shifts(domain, shift, config)
+        domain = api.load_plan(config, shifts=shift, notes=notes)
         for note in notes:
             _say(markup_safe(note))
-        cfg = RunConfig.from_sources(run_config, {
+        cfg = api.build_run_config(run_config, **{
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
             "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
@@ -404,14 +402,15 @@ def run(
         endpoint = _endpoint_overrides(concurrency, max_requests, api_key_env, request_timeout, retry_budget)
     store = _store()
     progress = _progress()
-    engine = _make_engine(store, RichEvents(progress), exec_options)
-    t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
-        run_id = (engine.resume(resume, bool(skip_unreadable), endpoint=endpoint) if resume
-                  else engine.start(domain, cfg, run_id=run_id))
-    s = engine.stats
+        # the Python API's path (domainbench.run / resume), with this command's progress bar
+        done = api.run_plan(store, (lambda engine: engine.resume(resume, bool(skip_unreadable), endpoint=endpoint))
+                            if resume else (lambda engine: engine.start(domain, cfg, run_id=run_id)),
+                            executor=exec_options, events=RichEvents(progress))
+    run_id, s = done.id, done.stats
+    assert s is not None
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
-         f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
+         f"{len(s.unreadable)} unreadable images, {done.seconds:.1f} s")
     report = query.report(store, run_id)  # the engine stored it as the run finished
     print_report(report)
     print_shift_matches(report)
@@ -445,15 +444,6 @@ def _endpoint_overrides(concurrency: Optional[int], max_requests: Optional[int],
     return given
 
 
-def _with_shifts(domain: Any, options: Optional[list[str]], plan: Path) -> Any:
-    """The plan with each --shift NAME=PATH added (a plan's own relative [[shift]] paths are relative to it)."""
-    from domainbench.engine.shift_cells import parse_shift_option, with_shifts
-
-    domain = with_shifts(domain, [parse_shift_option(o) for o in options or []], plan_dir=plan.parent)
-    domain.check_catalogue()  # a shift named like a corruption
-    return domain
-
-
 def _threshold(value: Optional[str]) -> Optional[float]:
     """--breaking-point's THRESHOLD: None for the default (the flag alone), else a number in (0, 1)."""
     if value is None or value == "auto":
@@ -467,26 +457,10 @@ def _threshold(value: Optional[str]) -> Optional[float]:
 def _executor_options(kind: str, address: Optional[str], actors: Optional[int], gpus_per_actor: Optional[float],
                       cpus_per_task: float, modules: Optional[list[str]], models_per_actor: Optional[int] = None) -> Any:
     """The run's executor options, checked before anything is opened (errors name the flag)."""
-    from pydantic import ValidationError
+    from domainbench import api
 
-    from domainbench.engine.executors import ExecutorOptions
-    from domainbench.errors import first_validation_error
-
-    address = address or None  # an empty DOMAINBENCH_RAY_ADDRESS means "not set"
-    if kind not in ("local", "ray"):
-        raise UserInputError(f"--executor {kind!r} is not known; use local or ray")
-    try:
-        return ExecutorOptions(kind=kind, address=address, actors=actors, gpus_per_actor=gpus_per_actor,  # type: ignore[arg-type]
-                               cpus_per_task=cpus_per_task, modules=modules or [], models_per_actor=models_per_actor)
-    except ValidationError as e:
-        loc, msg = first_validation_error(e)
-        raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
-
-
-def _make_engine(store: Any, events: Any, options: Any) -> Any:
-    from domainbench.engine.executors import make_engine
-
-    return make_engine(store, events, options)
+    return api.executor_options(kind, address=address, actors=actors, gpus_per_actor=gpus_per_actor,
+                                cpus_per_task=cpus_per_task, modules=modules, models_per_actor=models_per_actor)
 
 
 def _load_plugins(modules: Optional[list[str]]) -> None:
@@ -941,21 +915,18 @@ def demo(
     limit: Annotated[Optional[int], typer.Option(help="Images of the bundled sample to use (default: all 1,000).")] = None,
 ) -> None:
     """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
-    from domainbench.config import RunConfig, save
-    from domainbench import query
-    from domainbench.engine.runner import Engine
-    from domainbench.planner import plan as make_plan
+    from domainbench import api, query
+    from domainbench.config import save
 
-    run_cfg = RunConfig.from_sources(None, {"limit": limit})
+    run_cfg = api.build_run_config(None, limit=limit)
     store = _store()  # first: a bad DOMAINBENCH_HOME is reported before anything is written there
     _say(f"domain: {DEMO_DOMAIN}")
-    cfg = make_plan(DEMO_DOMAIN, provider="offline")
+    cfg = api.plan(DEMO_DOMAIN, provider="offline")
     path = save(cfg, _settings().home / "demo-domain.toml")
     _say(f"planned {len(cfg.corruptions)} corruptions ({', '.join(c.name for c in cfg.corruptions)}); config in {markup_safe(path)}")
     progress = _progress()
-    engine = Engine(store, RichEvents(progress))
     with progress or contextlib.nullcontext():
-        run_id = engine.start(cfg, run_cfg)
+        run_id = api.run(cfg, run_config=run_cfg, store=store, events=RichEvents(progress)).id
     print_report(query.report(store, run_id))
     console.print(f"\nResults are stored in {markup_safe(store.description)}. Browse them with [bold]make ui[/bold] "
                   f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {markup_safe(run_id)}` prints this table again.")

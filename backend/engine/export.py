@@ -96,22 +96,32 @@ def to_csv(report: RunReport, intervals: RunIntervals | None = None,
     ``unparseable`` (from ``engine.vlm_units.unparseable_rates``) adds the unparseable_rate column;
     ``breaking`` (a --breaking-point run's) the breaking_point columns.
     """
+    fields, rows = csv_rows(report, intervals, unparseable, breaking)
     buf = io.StringIO()
-    fields = (CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
-              + (fmr_fields() if report.fmr else []))
     w = csv.DictWriter(buf, fieldnames=fields)  # a key with no column raises: nothing is dropped silently
     w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def csv_rows(report: RunReport, intervals: RunIntervals | None = None,
+             unparseable: dict[tuple[str, str, int], float] | None = None,
+             breaking: Sequence[BreakingPoint] = ()) -> tuple[list[str], list[dict[str, Any]]]:
+    """The CSV export's columns and rows (``to_csv``; ``domainbench.Run.to_pandas`` reads the same rows)."""
+    fields = (CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
+              + (fmr_fields() if report.fmr else []))
+    rows = []
     at = {(b.model, b.corruption): b for b in breaking}
     for row in cell_rows(report, intervals):
         b = at.get((row["model"], row["corruption"]))
         if unparseable:
             row[UNPARSEABLE_FIELD] = unparseable.get((row["model"], row["corruption"], row["severity"]))
         extra = {k: getattr(b, k) for k in BREAKING_FIELDS} if b is not None else {}
-        w.writerow({"run_id": report.run_id, **row, **extra})
+        rows.append({"run_id": report.run_id, **row, **extra})
     for m in report.fmr.models if report.fmr else []:
-        w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n_images": m.n,
-                    "top1_accuracy": metric(FMR_ACCURACY).read(m), **{f: metric(f).read(m) for f in fmr_fields()}})
-    return buf.getvalue()
+        rows.append({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n_images": m.n,
+                     "top1_accuracy": metric(FMR_ACCURACY).read(m), **{f: metric(f).read(m) for f in fmr_fields()}})
+    return fields, rows
 
 
 def column_units() -> dict[str, str]:

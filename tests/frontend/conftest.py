@@ -53,8 +53,8 @@ REAL_DOMAIN = "grainy night photos of clothing in a shop window"
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A real small run, built once per session: both embedded models on 16 bundled sample images,
     with stability and PD threat on a small scale. Returns ($DOMAINBENCH_HOME, run id)."""
+    import domainbench
     from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-    from domainbench.engine.runner import Engine
 
     home = tmp_path_factory.mktemp("real-run") / "home"
     domain = DomainConfig(domain=REAL_DOMAIN, corruptions=[
@@ -65,7 +65,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
                     threat_anchors=4)
     store = open_store(None, home)
     try:
-        run_id = Engine(store).start(domain, cfg)
+        run_id = domainbench.run(domain, run_config=cfg, store=store).id
     finally:
         store.close()
     return home, run_id
