@@ -1,4 +1,5 @@
-"""Faults a run survives: kill -9 at random points and resume, a worker takeover, SIGTERM, a full disk.
+"""Faults a run survives: kill -9 at random points and resume, a worker takeover, SIGTERM, a full disk,
+and an ``openai-vlm:`` endpoint that throttles, goes down or recovers (``benchmarks/endpoint_faults.py``).
 
 Every scenario evaluates the same domain and config as one uninterrupted reference run, through
 the real CLI in subprocesses (the embedded SQLite store in a temporary $DOMAINBENCH_HOME), and
@@ -242,6 +243,12 @@ def main() -> None:
             results.append((lost, dup, equal))
             print(f"{name:<26} {lost:>5} {dup:>5}  {str(equal):<12}  {note} ({time.perf_counter() - t1:.0f} s)",
                   flush=True)
+        from endpoint_faults import endpoint_scenarios
+
+        print(f"{'endpoint scenario':<28} {'lost req':>8} {'dup req':>8} {'lost':>5} {'dup':>5}  report equal  notes")
+        for name, lost_req, dup_req, lost, dup, equal, note in endpoint_scenarios(Bench, Path(tmp), images):
+            results.append((lost + lost_req, dup + dup_req, equal))
+            print(f"{name:<28} {lost_req:>8} {dup_req:>8} {lost:>5} {dup:>5}  {str(equal):<12}  {note}", flush=True)
         ok = all(lost == 0 and dup == 0 and equal for lost, dup, equal in results)
         print(f"all scenarios: lost 0, duplicated 0, reports equal the reference: {ok} "
               f"({time.perf_counter() - t0:.0f} s in all)")

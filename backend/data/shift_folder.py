@@ -126,7 +126,7 @@ def _key(path: Path, root: Path, clean: Dataset) -> str | None:
     """The pairing key of a shifted file: its relative path without extension, or its index for in-memory images."""
     if clean.paths is None:
         stem = path.stem
-        return str(int(stem)) if stem.isdigit() else None
+        return str(int(stem)) if stem.isascii() and stem.isdigit() else None  # "².png" is a digit, not a number
     return path.relative_to(root).with_suffix("").as_posix()
 
 

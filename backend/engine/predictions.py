@@ -145,12 +145,14 @@ def write_predictions(store: Store, run_id: str, fmt: str, output: Path | None) 
     """The CLI's ``export --predictions``: to ``output`` (written whole or not at all) or stdout."""
     if store.get_run(run_id) is None:
         raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
+    from domainbench.literal import SafeWriter, data_safe
+
     write = predictions_json if fmt == "json" else predictions_csv
-    if output is None:
-        return write(store, run_id, sys.stdout)
+    if output is None:  # a terminal must not run the ESC or bidi characters of class and file names
+        return write(store, run_id, SafeWriter(sys.stdout, terminal=True))
     from domainbench.safe_output import write_atomically
 
     buf = io.StringIO()
     n = write(store, run_id, buf)
-    write_atomically(output, buf.getvalue())
+    write_atomically(output, data_safe(buf.getvalue(), terminal=False))  # undecodable name bytes: UTF-8 has no form
     return n

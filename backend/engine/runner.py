@@ -125,12 +125,16 @@ class Engine:
                             ladder_versions=ladder_versions(domain))
         return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
 
-    def resume(self, run_id: str, skip_unreadable: bool = False, tested: Sequence[TestedModel] | None = None) -> str:
+    def resume(self, run_id: str, skip_unreadable: bool = False, tested: Sequence[TestedModel] | None = None,
+               endpoint: dict[str, Any] | None = None) -> str:
         """Evaluate what a stored run of any kind still lacks: after an interruption, or a queued run's first start.
 
         ``skip_unreadable`` lets a run that stopped at an unreadable image go on without it (its
-        stored units hold none: the run stopped before scoring that image's shard)."""
+        stored units hold none: the run stopped before scoring that image's shard). ``endpoint``:
+        openai-vlm transport settings for this session (concurrency, retry_budget, ...; never stored)."""
         run = stored_run(self.store, run_id)
+        if endpoint:
+            run = run.model_copy(update={"config": run.config.model_copy(update=endpoint)})
         if run.fmr is not None:
             return self._fmr().resume(run, skip_unreadable, tested)
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))

@@ -54,6 +54,8 @@ def load_models(names: Sequence[str], classes: list[str], device: str, batch_siz
         model = create_model(name, dev)
         if is_generative(model):  # it classifies itself: no text classifier (an empty one keeps shapes)
             model.configure(classes, vlm or VLMOptions())
+            if hasattr(model, "preflight"):  # an endpoint nobody listens at: refused before the run stores anything
+                model.preflight()
             classifier = torch.zeros((len(classes), 0), device=dev)
         else:
             classifier = cached_classifier(cache, model, classes, templates).to(dev)

@@ -95,10 +95,10 @@ def test_a_slow_answer_times_out_and_is_retried(serve: Any, tmp_path: Path, monk
     server = serve(lambda req, n: Answer(content="cat", delay=2.0 if n == 0 else 0.0))
     assert model(server, tmp_path, request_timeout=0.5).classify(images([0]), 1).preds.tolist() == [0]
     assert len(server.requests) == 2
-    monkeypatch.setattr(backend, "MAX_RETRIES", 1)
+    monkeypatch.setenv("DOMAINBENCH_RETRY_BACKOFF", "0.01")
     slow = serve(lambda req, n: Answer(content="cat", delay=2.0))
-    with pytest.raises(EndpointError, match="did not answer within 0.3 s"):
-        model(slow, tmp_path / "other", request_timeout=0.3).classify(images([0]), 1)
+    with pytest.raises(EndpointError, match=r"no whole answer within 0.3 s .*--retry-budget 1 s.*--resume"):
+        model(slow, tmp_path / "other", request_timeout=0.3, retry_budget=1.0).classify(images([0]), 1)
 
 
 def test_malformed_json_is_a_clear_error(serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
