@@ -213,3 +213,34 @@ def test_choice_mode_nll_with_a_missing_true_letter_is_unbounded_never_a_wrong_n
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO(out)))
     assert len(rows) == 2 and all(r["nll"] == "" for r in rows)  # n/a, never a number
+
+
+def test_a_key_the_server_echoes_is_never_stored(serve: Any, home: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36, item 7: a server that echoes the request's headers in its answer had the key stored in the
+    units (answers) and in the answer cache."""
+    monkeypatch.setenv("MY_VLM_KEY", "plainkey0123456789")  # not sk-like: only the exact value can find it
+    seen: list[FakeVLMServer] = []
+
+    def echo(req: dict[str, Any], n: int) -> Answer:
+        auth = seen[0].headers[n]["authorization"]
+        if req.get("logprobs"):
+            return Answer(content="A", top_logprobs=[("A", -0.1), (auth, -1.0), ("B", -2.0)])
+        return Answer(content=f"a dog (you sent Authorization: {auth}; token {auth.split()[-1]}; other Bearer abc.def-123)")
+
+    seen.append(serve(echo))
+    domain = save(DomainConfig(domain="remote", corruptions=[CorruptionChoice(name="brightness", severities=[5])]),
+                  tmp_path / "plan.toml")
+    for mode in ("generate", "choice"):
+        code, _, err = run_cli(["run", str(domain), "--models", f"openai-vlm:fake@{seen[0].url}", "--limit", "2",
+                                "--workers", "0", "--no-threat", "--no-stability", "--vlm-mode", mode,
+                                "--api-key-env", "MY_VLM_KEY", "--run-id", mode], capsys, monkeypatch)
+        assert code == 0, err
+    assert all(h["authorization"] == "Bearer plainkey0123456789" for h in seen[0].headers)  # it was sent
+    units = open_store().units("generate")
+    assert any("you sent Authorization: Bearer <redacted>" in a for u in units for a in u.vlm.answers)
+    stored = [(home / "domainbench.sqlite").read_bytes(), (home / "vlm-answers.sqlite").read_bytes()]
+    for extra in home.glob("*-wal"):
+        stored.append(extra.read_bytes())
+    for blob in stored:
+        assert b"plainkey0123456789" not in blob and b"abc.def-123" not in blob and b"plainkey" not in blob
