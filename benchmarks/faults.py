@@ -281,11 +281,13 @@ def rm_force_during_run(b: Bench, total: int) -> tuple[int, int, str]:
     orphans = _records_of(b, run_id)
     code, err = b.cli(*b.new_run(run_id))
     assert code == 0, err
-    after = b.units(run_id)
+    after, reference = b.units(run_id), b.units("reference")
+    adopted = len(set(after) - set(reference))  # units of the deleted run's larger --limit the new run kept
     lines = [ln for ln in live_err.decode().strip().splitlines() if ln.strip()]
     said = "finished before the rm" if proc.returncode == 0 else (
         f"exit {proc.returncode}, one line: {lines[-1][:60] if len(lines) == 1 else lines[-3:]}")
-    return total - len(after), orphans, f"{orphans} orphan records; the live run: {said}"
+    return (len(set(reference) - set(after)), orphans + adopted,
+            f"{orphans} orphan records, {adopted} adopted units; the live run: {said}")
 
 
 def main() -> None:

@@ -117,7 +117,7 @@ def fence_out(store: Any, run_id: str) -> None:
     lease no longer match the record (a write in flight lands before this or is refused)."""
     run = store.get_run(run_id)
     if run is not None:
-        # "failed", not "running": should the delete be cut short, the run is not shown running by nobody
+        # "failed", not "running": should the delete be cut short, the run is not left "running" with nobody running it
         store.update_run(run_id, pid=None, host=None, worker=None, lease_until=None, lease_epoch=run.lease_epoch + 1,
                          **({"status": "failed", "error": "deleted while it ran"} if run.status == "running" else {}))
 
