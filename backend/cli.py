@@ -751,6 +751,9 @@ def compare(
     if format == "json":
         sys.stdout.write(json.dumps(comparison.model_dump(mode="json"), indent=2) + "\n")
         return
+    if comparison.differing_cells:
+        console.print(literal(f"not paired across the runs (each run made them differently: parameters, ladder, steps or "
+                              f"shift folder): {', '.join(comparison.differing_cells)}"), highlight=False)
     print_verdicts(comparison)
     print_pairs(comparison)
 

@@ -67,6 +67,9 @@ class AdaptiveStopping:
     _bits: dict[tuple[str, str, int], list[np.ndarray]] = field(default_factory=dict)
     _indices: dict[tuple[str, str, int], list[np.ndarray]] = field(default_factory=dict)
     _labels: dict[int, int] = field(default_factory=dict)
+    #: the units already counted: a resumed run's plan may hand a replayed round over again, and
+    #: counting its evidence twice would stop cells early (different results from an uninterrupted run)
+    _seen: set[tuple[str, str, int, int]] = field(default_factory=set)
 
     def active(self, corruption: str, severity: int) -> bool:
         if corruption == CLEAN:
@@ -77,7 +80,10 @@ class AdaptiveStopping:
         return all(c in self.stopped for c in self.cells if c[0] != CLEAN)
 
     def observe(self, units: Sequence[UnitRecord]) -> None:
-        """Add one round's stored units (any order), then stop the cells that are settled."""
+        """Add one round's stored units (any order; units already added are skipped), then stop the
+        cells that are settled."""
+        units = [u for u in units if (u.model, u.corruption, u.severity, u.shard) not in self._seen]
+        self._seen.update((u.model, u.corruption, u.severity, u.shard) for u in units)
         for u in units:
             if u.labels is not None:
                 self._labels.update(zip(u.indices, u.labels, strict=True))

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from domainbench.metrics.aggregate import CLEAN
 from domainbench.metrics.classification import MetricInputError
@@ -116,6 +116,9 @@ class Comparison(_Frozen):
     method: str = FIXED_METHOD
     pairs: list[PairCell]
     verdicts: list[PairVerdict]
+    #: cells of one name that the compared runs made differently (parameters, ladder, steps, shift folder):
+    #: not paired across the runs; left out of a dump when none
+    differing_cells: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 def _cells_of(outcomes: ImageOutcomes, model: str) -> set[tuple[str, int]]:

@@ -28,6 +28,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import sqlite3
 import socket
 import string
@@ -149,6 +150,16 @@ def letter_scores(top: list[dict[str, Any]], n_classes: int) -> np.ndarray:
             k = LETTERS.index(token)
             scores[k] = max(scores[k], float(entry["logprob"]))
     return scores
+
+
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-*]+")
+
+
+def scrub_secrets(text: str, secret: str | None) -> str:
+    """``text`` with the key (whole or its visible ends), key-like strings and bearer tokens replaced."""
+    from domainbench.planner.llm import redact
+
+    return _BEARER.sub(lambda m: f"{m.group(1)} <redacted>", redact(text, secret))
 
 
 class AnswerCache:
@@ -344,7 +355,7 @@ class OpenAIVLM(GenerativeVLM):
         key = AnswerCache.key(self.model_id, self.base_url, self.mode, digest, text)
         cached = self.cache().get(key)
         if cached is not None:
-            return cached
+            return self._scrub(cached)  # a cache written before answers were scrubbed
         body: dict[str, Any] = {
             "model": self.model_id,
             "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
@@ -359,7 +370,19 @@ class OpenAIVLM(GenerativeVLM):
             value: Any = str(choice["message"].get("content") or "").strip()[:CACHED_ANSWER_CHARS]
         else:
             value = self._top_logprobs(choice)
+        value = self._scrub(value)
         self.cache().put(key, value)
+        return value
+
+    def _scrub(self, value: Any) -> Any:
+        """``value`` (an answer, or choice-mode tokens) without the API key or any bearer token: a server that echoes
+        the request's Authorization header would otherwise have it stored in the answer cache and the run's units."""
+        secret = os.environ.get(self.options.api_key_env)
+        if isinstance(value, str):
+            return scrub_secrets(value, secret)
+        if isinstance(value, list):
+            return [{**t, "token": scrub_secrets(str(t.get("token", "")), secret)} if isinstance(t, dict) else t
+                    for t in value]
         return value
 
     def _top_logprobs(self, choice: dict[str, Any]) -> list[dict[str, Any]]:
