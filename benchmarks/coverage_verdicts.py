@@ -13,7 +13,7 @@ per-class accuracies run from 0.3 to 0.98, and asks ``metrics.comparison.compare
   gives the verdict's "about N images per class would settle a 3-point difference"; the share of replications
   at N images per class whose verdict is "A beats B" (target 70-90 %, i.e. 80 % +- 10 points).
 
-``benchmarks/coverage.py`` imports ``SCENARIOS``; standalone:
+``benchmarks/interval_coverage.py`` imports ``SCENARIOS``; standalone:
 
     python benchmarks/coverage_verdicts.py --quick      # ~1-2 min on a 2-core CPU
     python benchmarks/coverage_verdicts.py              # 1,000 replications (300 for adaptive)

@@ -5,7 +5,7 @@ Balanced accuracy is the mean over the C classes present of each class's recall 
 variance is (1/C²) Σ_c p_c(1 − p_c) / n_c. The stratified percentile bootstrap estimates p_c(1 − p_c)
 by the observed p̂_c(1 − p̂_c), which is 0 for a class with one image, or with all its images right or
 all wrong: with one image per class (100 classes, 100 images) every resample is the sample itself and
-the interval has zero width (measured coverage 50 %, 13 % at 1,000 classes; ``benchmarks/coverage.py``).
+the interval has zero width (measured coverage 50 %, 13 % at 1,000 classes; ``benchmarks/interval_coverage.py``).
 Here each class's variance uses p̃_c = (k_c + 2) / (n_c + 4) (two right and two wrong pseudo-images per
 class, Agresti and Coull's "plus four"), which is never 0 and, for n_c = 1, is 0.24 whatever the image
 says (the largest possible p(1 − p) is 0.25). The discrete steps balanced accuracy moves in are then

@@ -1,4 +1,4 @@
-"""The quick version of benchmarks/coverage.py: the product's intervals hold a known truth as often as their level
+"""The quick version of benchmarks/interval_coverage.py: the product's intervals hold a known truth as often as their level
 says, where the percentile bootstrap did not (100 classes, 100 images: one image per class)."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.coverage import CELL_METHODS, lenient, passes, row, table
+from benchmarks.interval_coverage import CELL_METHODS, lenient, passes, row, table
 
 REPS = 120
 
 
 @pytest.fixture(scope="module")
 def rows() -> list[dict]:
-    """``benchmarks/coverage.py --quick`` with fewer replications (its own table function)."""
+    """``benchmarks/interval_coverage.py --quick`` with fewer replications (its own table function)."""
     return table(REPS, quick=True, extra=False)  # the verdicts' rows: tests/stats/test_coverage_verdicts.py
 
 

@@ -15,11 +15,14 @@ differ). A wrong image is predicted as the next class, so a label flips exactly 
 changes. Truth of balanced accuracy: the mean of the true recalls of the classes in the sample (the
 intervals are about re-drawing images of those classes).
 
-    python benchmarks/coverage.py --quick     # < 1 min on a 2-core CPU (the tests run it)
-    python benchmarks/coverage.py             # 1,000 replications per scenario (about 30 min on 2 cores)
+    python benchmarks/interval_coverage.py --quick     # < 1 min on a 2-core CPU (the tests run it)
+    python benchmarks/interval_coverage.py             # 1,000 replications per scenario (about 30 min on 2 cores)
 
-Other engineers add scenarios: a module ``benchmarks/coverage_verdicts.py`` exposing ``SCENARIOS``, a list
-of callables ``(reps, rng) -> list[dict]`` returning rows like :func:`row` makes, runs in the same table.
+The verdicts' scenarios (false "beats", adaptive runs, power) live in ``benchmarks/coverage_verdicts.py``
+(``SCENARIOS``: callables ``(reps, rng) -> list[dict]``) and run in the same table.
+
+Not named ``coverage.py``: with benchmarks/ on ``sys.path`` (a script's own folder is) that name shadows the
+``coverage`` package, which numba imports.
 """
 
 from __future__ import annotations
