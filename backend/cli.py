@@ -931,7 +931,6 @@ def main() -> None:
 
     from domainbench import host_memory
     host_memory.configure()  # huge pages for torch, heap reuse for temporaries: before anything imports torch
-    from domainbench import corruptions
     signal.signal(signal.SIGTERM, _terminate)
     STATE.quiet, STATE.settings = False, None  # nothing carries over from an earlier call in this process
     try:
@@ -941,7 +940,7 @@ def main() -> None:
             raise KeyboardInterrupt
         if isinstance(rv, int) and not isinstance(rv, bool):
             sys.exit(rv)
-    except (UserInputError, corruptions.CorruptionError) as e:
+    except (UserInputError, _corruption_error()) as e:
         err_console.print(f"error: {printable(_settings().redact(str(e)))}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
@@ -968,6 +967,17 @@ def main() -> None:
                               highlight=False, markup=False, soft_wrap=True)
             sys.exit(2)
         _internal_error(e)
+
+
+def _corruption_error() -> type[Exception]:
+    """The corruption library's error class, or UserInputError again when the command never loaded it.
+
+    An ``except`` clause's classes are looked up when an exception reaches it: a command that
+    never imported ``domainbench.corruptions`` (cv2, albumentations' kernels) cannot have raised its
+    error, and read commands such as ``ls`` must not import it just to name the class.
+    """
+    errors = sys.modules.get("domainbench.corruptions.errors")
+    return errors.CorruptionError if errors is not None else UserInputError
 
 
 def _internal_error(e: Exception) -> None:

@@ -92,7 +92,7 @@ def _path_of(paths: list[str] | dict[int, str] | None, i: int) -> str:
 
 def _dataset(run: RunRecord) -> Any:
     """The run's dataset; None when it cannot be opened any more (moved or deleted since the run)."""
-    from domainbench.engine.runner import open_run_dataset
+    from domainbench.engine.dataset_pin import open_run_dataset  # not via the runner: that imports the executors and torch
 
     try:
         return open_run_dataset(run.config)
