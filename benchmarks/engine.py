@@ -298,7 +298,7 @@ def text_embeddings(n_classes: int, device: str, work: Path) -> dict[str, float]
 
     from domainbench.engine.text_cache import cached_classifier
     from domainbench.models import create_model
-    from domainbench.models.label_sets import imagenet1k, resolve_templates
+    from domainbench.label_sets import imagenet1k, resolve_templates
     from domainbench.store import open_store
 
     ckpt = ckpt_path(work)

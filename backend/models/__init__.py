@@ -5,8 +5,8 @@
 
 A backend is registered under its prefix with ``@register_model(prefix, known=[...])``; the
 built-in backend modules do that on import, and are imported on first use (open_clip and
-transformers are slow to import). The package itself imports no torch: ``models.label_sets`` is
-plain data the run config reads, and listing runs must not pay torch's start-up; the interface
+transformers are slow to import). The package itself imports no torch (listing runs imports the
+result records, which name this package's plain parts, and must not pay torch's start-up); the interface
 (``VisionLanguageModel``, ``build_classifier``) is loaded from ``models.base`` on first use. Plug-ins come from the entry-point group
 ``domainbench.models``: the entry point's name is the prefix and it names a factory
 ``f(spec, device) -> VisionLanguageModel``, a ``ModelBackend``, or a module that calls

@@ -193,7 +193,7 @@ class OpenAIVLM(GenerativeVLM):
     def _request(self, body: dict[str, Any]) -> dict[str, Any]:
         import openai
 
-        from domainbench.planner.llm import redact
+        from domainbench.settings import redact_key as redact
 
         self._spend()
         where = f"{self.name}"
