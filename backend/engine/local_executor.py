@@ -94,7 +94,9 @@ def _submit(inputs: InputPipeline, job: Job, batch: Batch, seed: int, corrupt_on
         return _InlineFuture(lambda: run_device_job(job, batch.images, batch.indices, seed, device))
     if inputs.pool is None:
         return inputs.pinning.corrupted(_InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed)))
-    return inputs.pinning.corrupted(inputs.pool.submit(run_job, job, batch.images, batch.indices, seed))
+    # the worker that corrupts a cell also measures its damage (SSIM, PSNR): on its own core, beside the
+    # models' forward passes, instead of after them here
+    return inputs.pinning.corrupted(inputs.pool.submit(run_job, job, batch.images, batch.indices, seed, damage=True))
 
 
 def models_device(models: Sequence[ModelState]) -> torch.device:
