@@ -183,16 +183,20 @@ def summary_columns() -> list[Any]:
     return [m for m in metrics_of("model") if m.cli_header]
 
 
-def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False) -> str:
-    """A value with its interval beside it: ``61.2 (55.0–67.1)``."""
-    if v is None or interval is None:
+def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approximate: bool = False) -> str:
+    """A value with its interval's ends beside it, as the UI writes it: ``61.2 (55.0–67.1)`` (the header says %);
+    ``*`` after it where the interval is approximate (few images per class, explained under the table)."""
+    from domainbench.stats.written import interval_text
+
+    if not isinstance(v, float) or interval is None:
         return _fmt(v, pct)
-    return f"{_fmt(v, pct)} ({_fmt(interval[0], pct)}–{_fmt(interval[1], pct)})"
+    return interval_text(v, interval, pct, unit=False, missing="n/a") + ("*" if approximate else "")
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
     from domainbench.metrics.registry import column_notes
     from domainbench.models.generative import is_remote_model
+    from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
@@ -205,25 +209,43 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
     for row in report.table():
         iv = intervals.model(row.model) if intervals else None
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
-        table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent) for m in columns))
+        table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent,
+                                                approximate=bool(iv and iv.approximate and m.interval == "smoothed"))
+                                            for m in columns))
     console.print(table)
     remote = [row.model for row in report.table() if is_remote_model(row.model)]
     if remote and report.stability:
         console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
                       style="dim", markup=False, highlight=False)
     if intervals is not None:
-        console.print(f"(low–high): {100 * intervals.confidence:g} % intervals, bootstrap over images stratified by class "
-                      f"({intervals.resamples} resamples, seed {intervals.seed}); see docs/reading-the-numbers.md",
-                      style="dim", highlight=False)
+        console.print(f"(low–high): {100 * intervals.confidence:g} % intervals; accuracies and mCE/rCE/mFR: normal with a "
+                      f"smoothed per-class variance ({intervals.resamples} multiplier draws, seed {intervals.seed}); "
+                      "see docs/reading-the-numbers.md", style="dim", highlight=False)
+        for note in intervals.notes:
+            mark = "* " if note.startswith(FEW_IMAGES_NOTE) else ""
+            console.print(f"{mark}{note}", markup=False, highlight=False)
     console.print(column_notes(columns, lambda m: m.cli_header), style="dim")
     if report.threat:
-        unsafe = [f"{t.corruption}@{t.severity}" for t in report.unsafe_cells()]
-        scale = report.different_class_threat
-        note = f" (different-class pairs average {scale:.2f})" if scale else ""
-        console.print(f"PD threat: {len(report.threat) - len(unsafe)} of {len(report.threat)} corruption cells safe{note}"
-                      + (f"; unsafe: {printable(', '.join(unsafe[:12]))}" if unsafe else ""), markup=False)
+        print_threat(report)
     if report.fmr is not None:
         print_fmr(report)
+
+
+def print_threat(report: RunReport) -> None:
+    """The PD verdict of every cell, by the report's one definition: every unsafe and borderline cell named."""
+    from domainbench.metrics.threat import UNSAFE_SHARE_CUT
+
+    by = {k: [f"{t.corruption}@{t.severity}" for t in report.cells_by_safety(k)] for k in ("safe", "borderline", "unsafe")}
+    scale = report.different_class_threat
+    note = f" (different-class pairs average {scale:.2f})" if scale else ""
+    console.print(f"PD threat: {len(by['safe'])} of {len(report.threat)} corruption cells safe, {len(by['borderline'])} "
+                  f"borderline, {len(by['unsafe'])} unsafe{note}", markup=False, highlight=False)
+    for kind in ("unsafe", "borderline"):
+        if by[kind]:
+            console.print(f"  {kind}: {printable(', '.join(by[kind]))}", markup=False, highlight=False)
+    console.print(f"safe: the 95 % interval (Clopper–Pearson) of the share of a cell's images with PD threat above 1 lies "
+                  f"below {100 * UNSAFE_SHARE_CUT:g} %; unsafe: above it; borderline: across it", style="dim",
+                  highlight=False)
 
 
 def print_fmr(report: RunReport) -> None:
@@ -257,10 +279,11 @@ def _store() -> Any:
 # --------------------------------------------------------------------------- commands
 @app.command()
 def plan(
-    text: Annotated[str, typer.Argument(help="The deployment domain in plain words.")],
+    text: Annotated[Optional[str], typer.Argument(help="The deployment domain in plain words (optional with --photos).")] = None,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the domain config TOML here.")] = None,
-    samples: Annotated[int, typer.Option(help="LLM samples for the majority vote.")] = 10,
-    provider: Annotated[str, typer.Option(help="auto | offline | openai (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set).")] = "auto",
+    samples: Annotated[int, typer.Option(help="LLM samples for the majority vote (the offline planner runs once).")] = 10,
+    provider: Annotated[Optional[list[str]], typer.Option(help="auto | offline | openai | openai:MODEL[@BASE_URL] (auto: openai when DOMAINBENCH_LLM_BASE_URL or an API key is set). Repeat it to let several LLMs vote.")] = None,
+    photos: Annotated[Optional[Path], typer.Option("--photos", help="A folder of unlabelled deployment photos: their noise, blur, JPEG quality, exposure, contrast, haze and colour cast are measured and matched by corruptions at fitted severities on the clean --dataset (default: the bundled sample).")] = None,
     preview: Annotated[bool, typer.Option("--preview", help="Also print the expected SSIM of each chosen severity on a sample image (1 = unchanged).")] = False,
     dataset: Annotated[Optional[str], typer.Option(help="The images the plan will run on: corruptions that leave them unchanged (colour on grayscale) are left out, with a note.")] = None,
     classes: Annotated[Optional[list[str]], typer.Option(help="Class names, for a --dataset folder without class folders.")] = None,
@@ -273,15 +296,35 @@ def plan(
         from domainbench.safe_output import output_file
 
         output_file(output)
-    _say(f"planning with provider={provider} …")
+    providers = provider or ["auto"]
+    if text is None and photos is None:
+        raise UserInputError("plan needs a domain description, --photos DIR, or both; e.g. "
+                             'domainbench plan "dash-cam footage at night" --photos ./my_photos')
     probe = None
     if dataset:  # opened before the planner runs: a bad path is refused at once
         from domainbench.planner.image_fit import fit_to_images, probe_images
 
         probe = probe_images(dataset, _csv(classes))
-    cfg = make_plan(text, provider=provider, samples=samples, llm=_settings().llm_settings())
+    fitted = None
+    if photos is not None:  # measured before the planner runs: a folder with no image is refused at once
+        from domainbench.planner import photo_fit
+
+        clean, _ = photo_fit.probe_clean(dataset or "sample", n=photo_fit.REFERENCE_IMAGES)
+        shots, warnings, files = photo_fit.load_photos(photos, like=clean)
+        for w in warnings:
+            err_console.print(f"warning: {literal(w)}", style="yellow", highlight=False)
+        _say(f"measuring {len(shots)} deployment photos against {len(clean)} clean images …")
+        ref = photo_fit.reference(clean)
+        fitted = (photo_fit.plan_photos(shots, ref, files), ref)
+    cfg = None
+    if text is not None:
+        _say(f"planning with provider={', '.join(providers)} …")
+        cfg = make_plan(text, provider=providers, samples=samples, llm=_settings().llm_settings())
+    if fitted is not None:
+        cfg = photo_fit.to_plan(*fitted, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
     if probe is not None:
         cfg = fit_to_images(cfg, *probe)
+    if probe is not None or fitted is not None or cfg.planner.provider == "council":
         for note in cfg.planner.violations:
             err_console.print(literal(note), style="yellow", highlight=False)
     _store().domains.save(cfg, created_at=cfg.planner.created_at)
@@ -329,7 +372,7 @@ def run(
     models: Annotated[Optional[list[str]], typer.Option("--models", "-m", help="Model names, comma-separated or repeated (e.g. embedded:fmnist-plain, open_clip:ViT-B-32/openai).")] = None,
     dataset: Annotated[Optional[str], typer.Option(help="`sample`, a folder of class folders, a CSV manifest or an image folder.")] = None,
     baseline: Annotated[Optional[str], typer.Option(help="Baseline model for mCE/rCE/mFR (default: the first model).")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Evaluate only the first N images (smoke runs).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Evaluate N images taken class by class in turn (each class's 1st image, then each class's 2nd, ...), so every class is seen once N reaches the number of classes; fewer than 5 per class makes balanced-accuracy intervals approximate.")] = None,
     resume: Annotated[Optional[str], typer.Option(help="Continue run RUN: finished units are not recomputed.")] = None,
     run_config: Annotated[Optional[Path], typer.Option("--run-config", help="Run config TOML; flags override it.")] = None,
     classes: Annotated[Optional[list[str]], typer.Option(help="Class names (needed for an unlabeled folder), or imagenet1k: the 1,000 ImageNet names of CLIP's zero-shot evaluation.")] = None,
@@ -364,8 +407,7 @@ def run(
     shift: Annotated[Optional[list[str]], typer.Option("--shift", metavar="NAME=PATH", help="Also evaluate your own shifted images as the cell shift:NAME (repeatable): class folders named like the dataset's classes, or files named like its files.")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
-    from domainbench.config import RunConfig, load_domain
-    from domainbench import query
+    from domainbench import api, query
 
     _load_plugins(corruptions_module)
     settings = _settings()
@@ -375,11 +417,10 @@ def run(
         if config is None:
             raise UserInputError("run needs a domain config TOML (make one with `domainbench plan \"...\" -o domain.toml`) or --resume RUN")
         notes: list[str] = []
-        domain = load_domain(config, notes=notes)
-        domain = _with_shifts(domain, shift, config)
+        domain = api.load_plan(config, shifts=shift, notes=notes)
         for note in notes:
             _say(markup_safe(note))
-        cfg = RunConfig.from_sources(run_config, {
+        cfg = api.build_run_config(run_config, **{
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
             "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
@@ -394,29 +435,24 @@ def run(
             raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     store = _store()
     progress = _progress()
-    engine = _make_engine(store, RichEvents(progress), exec_options)
     from domainbench.engine.timings import STARTUP
 
-    engine.startup.add(STARTUP, "imports", time.perf_counter() - _STARTED)
-    t0 = time.perf_counter()
+    def evaluate(engine: Any) -> str:
+        # the start-up's first stage: this process's imports and checks up to the engine
+        engine.startup.add(STARTUP, "imports", time.perf_counter() - _STARTED)
+        return engine.resume(resume, bool(skip_unreadable)) if resume else engine.start(domain, cfg, run_id=run_id)
+
     with progress or contextlib.nullcontext():
-        run_id = engine.resume(resume, bool(skip_unreadable)) if resume else engine.start(domain, cfg, run_id=run_id)
-    s = engine.stats
+        # the Python API's path (domainbench.run / resume), with this command's progress bar
+        done = api.run_plan(store, evaluate, executor=exec_options, events=RichEvents(progress))
+    run_id, s = done.id, done.stats
+    assert s is not None
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
-         f"{len(s.unreadable)} unreadable images, {time.perf_counter() - t0:.1f} s")
+         f"{len(s.unreadable)} unreadable images, {done.seconds:.1f} s")
     report = query.report(store, run_id)  # the engine stored it as the run finished
     print_report(report)
     print_shift_matches(report)
     print_timings(store.get_run(run_id))
-
-
-def _with_shifts(domain: Any, options: Optional[list[str]], plan: Path) -> Any:
-    """The plan with each --shift NAME=PATH added (a plan's own relative [[shift]] paths are relative to it)."""
-    from domainbench.engine.shift_cells import parse_shift_option, with_shifts
-
-    domain = with_shifts(domain, [parse_shift_option(o) for o in options or []], plan_dir=plan.parent)
-    domain.check_catalogue()  # a shift named like a corruption
-    return domain
 
 
 def _threshold(value: Optional[str]) -> Optional[float]:
@@ -432,26 +468,10 @@ def _threshold(value: Optional[str]) -> Optional[float]:
 def _executor_options(kind: str, address: Optional[str], actors: Optional[int], gpus_per_actor: Optional[float],
                       cpus_per_task: float, modules: Optional[list[str]], models_per_actor: Optional[int] = None) -> Any:
     """The run's executor options, checked before anything is opened (errors name the flag)."""
-    from pydantic import ValidationError
+    from domainbench import api
 
-    from domainbench.engine.executors import ExecutorOptions
-    from domainbench.errors import first_validation_error
-
-    address = address or None  # an empty DOMAINBENCH_RAY_ADDRESS means "not set"
-    if kind not in ("local", "ray"):
-        raise UserInputError(f"--executor {kind!r} is not known; use local or ray")
-    try:
-        return ExecutorOptions(kind=kind, address=address, actors=actors, gpus_per_actor=gpus_per_actor,  # type: ignore[arg-type]
-                               cpus_per_task=cpus_per_task, modules=modules or [], models_per_actor=models_per_actor)
-    except ValidationError as e:
-        loc, msg = first_validation_error(e)
-        raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
-
-
-def _make_engine(store: Any, events: Any, options: Any) -> Any:
-    from domainbench.engine.executors import make_engine
-
-    return make_engine(store, events, options)
+    return api.executor_options(kind, address=address, actors=actors, gpus_per_actor=gpus_per_actor,
+                                cpus_per_task=cpus_per_task, modules=modules, models_per_actor=models_per_actor)
 
 
 def _load_plugins(modules: Optional[list[str]]) -> None:
@@ -579,8 +599,10 @@ def print_question_spread(store: Any, run_id: str) -> None:
 
 def print_breaking_points(points: list[Any]) -> None:
     """Per model and corruption: where on the continuous scale (0 weakest, 1 strongest) accuracy breaks."""
+    levels = sorted({b.confidence for b in points})
+    level = f"{100 * levels[0]:g} % interval" if len(levels) == 1 else "interval"
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    for col in ("model", "corruption", "below", "breaks at", "interval"):
+    for col in ("model", "corruption", "below", "breaks at", level):
         table.add_column(col, justify="left" if col in ("model", "corruption") else "right", no_wrap=True)
     for b in points:
         where = "never" if b.breaking_point is None else f"{b.breaking_point:.3f}"
@@ -588,8 +610,21 @@ def print_breaking_points(points: list[Any]) -> None:
               f"{b.breaking_point_ci_low:.3f}–{'>1' if b.breaking_point_ci_high is None else f'{b.breaking_point_ci_high:.3f}'}")
         table.add_row(literal(b.model), literal(b.corruption), f"{100 * b.threshold:.1f}%", where, iv)
     console.print(table)
-    console.print("breaking point: where balanced accuracy falls below the threshold on the corruption's continuous "
-                  "scale (0 weakest, 1 strongest), by bisection; see docs/reading-the-numbers.md", style="dim")
+    sources = {(b.threshold_model, b.threshold) for b in points}
+    if len(sources) == 1:
+        source, threshold = next(iter(sources))
+        rule = (f"one threshold for every model, {100 * threshold:.1f} %: "
+                + (f"halfway from the baseline {source}'s clean balanced accuracy to chance" if source else "as given"))
+    else:
+        rule = "thresholds differ between models (a run from before the threshold was shared)"
+    first = points[0] if points else None
+    sample = (f"{first.n_images} images of {first.n_classes} classes, a seeded sample stratified by class"
+              if first is not None and first.n_classes is not None else "")
+    console.print(markup_safe(
+        f"breaking point: where balanced accuracy falls below the threshold on the corruption's continuous scale (0 weakest, "
+        f"1 strongest), by bisection; {rule}" + (f"; {sample}" if sample else "")
+        + "; interval: from the strongest point whose accuracy interval (bootstrap, stratified by class) lies above the "
+        "threshold to the weakest whose interval lies below it; see docs/reading-the-numbers.md"), style="dim")
 
 
 def print_verdicts(comparison: Comparison) -> None:
@@ -685,7 +720,7 @@ def fmr(
     candidates: Annotated[int, typer.Option(help="Candidate perturbations per step (greedy search).")] = 4,
     step_size: Annotated[float, typer.Option("--step-size", help="One step's change of a parameter, as a fraction of its range.")] = 0.2,
     search: Annotated[str, typer.Option(help="greedy (the domain's corruptions) or gradient (differentiable brightness, contrast, blur, noise, colour).")] = "greedy",
-    limit: Annotated[Optional[int], typer.Option(help="Use only the first N images.")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Use N images taken class by class in turn (each class's 1st image, then each class's 2nd, ...).")] = None,
     dataset: Annotated[Optional[str], typer.Option(help="`sample`, a folder of class folders or a CSV manifest (labels needed).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of every random choice of the search.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per forward pass.")] = None,
@@ -887,7 +922,7 @@ def worker_cmd(
 
 def _say_always(text: str) -> None:
     # a worker's log is its only output: it prints even with --quiet, without markup
-    err_console.print(printable(text), highlight=False, markup=False)
+    err_console.print(printable(cfg.domain if text is None else text), highlight=False, markup=False)
 
 
 @app.command()
@@ -895,21 +930,18 @@ def demo(
     limit: Annotated[Optional[int], typer.Option(help="Images of the bundled sample to use (default: all 1,000).")] = None,
 ) -> None:
     """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
-    from domainbench.config import RunConfig, save
-    from domainbench import query
-    from domainbench.engine.runner import Engine
-    from domainbench.planner import plan as make_plan
+    from domainbench import api, query
+    from domainbench.config import save
 
-    run_cfg = RunConfig.from_sources(None, {"limit": limit})
+    run_cfg = api.build_run_config(None, limit=limit)
     store = _store()  # first: a bad DOMAINBENCH_HOME is reported before anything is written there
     _say(f"domain: {DEMO_DOMAIN}")
-    cfg = make_plan(DEMO_DOMAIN, provider="offline")
+    cfg = api.plan(DEMO_DOMAIN, provider="offline")
     path = save(cfg, _settings().home / "demo-domain.toml")
     _say(f"planned {len(cfg.corruptions)} corruptions ({', '.join(c.name for c in cfg.corruptions)}); config in {markup_safe(path)}")
     progress = _progress()
-    engine = Engine(store, RichEvents(progress))
     with progress or contextlib.nullcontext():
-        run_id = engine.start(cfg, run_cfg)
+        run_id = api.run(cfg, run_config=run_cfg, store=store, events=RichEvents(progress)).id
     print_report(query.report(store, run_id))
     console.print(f"\nResults are stored in {markup_safe(store.description)}. Browse them with [bold]make ui[/bold] "
                   f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {markup_safe(run_id)}` prints this table again.")

@@ -17,7 +17,7 @@ import numpy as np
 from domainbench.config import SHIFT_PREFIX
 from domainbench.engine.compare import paired_comparison, run_pairs
 from domainbench.engine.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
-from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, to_csv, to_json
+from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, csv_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
@@ -40,7 +40,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "FINISHED", "OutcomesReader", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json",
+    "CELL_FIELDS", "FINISHED", "OutcomesReader", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
@@ -166,7 +166,7 @@ def intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFI
 
 def run_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPLES, seed: int | None = None,
               read: OutcomesReader = read_outcomes) -> RunDraws | str:
-    """One run's numbers under each bootstrap resample of its images (seeded by the run, or by ``seed``), or why
+    """One run's numbers under each draw of its images' multipliers (seeded by the run, or by ``seed``), or why
     there are none (no per-image outcomes stored, a partial clean pass)."""
     try:
         return load_draws(store, report, resamples, seed, read)
@@ -211,9 +211,21 @@ def export_csv(report: RunReport, store: Store | None = None, confidence: float 
     generative run's unparseable rates, the breaking points of a run made with --breaking-point)."""
     if store is None:
         return to_csv(report)
+    return to_csv(*_export_sources(report, store, confidence))
+
+
+def export_rows(report: RunReport, store: Store | None = None,
+                confidence: float = DEFAULT_CONFIDENCE) -> tuple[list[str], list[dict[str, Any]]]:
+    """The columns and rows of ``export_csv`` (the Python API's ``Run.to_pandas``), values unformatted."""
+    if store is None:
+        return csv_rows(report)
+    return csv_rows(*_export_sources(report, store, confidence))
+
+
+def _export_sources(report: RunReport, store: Store, confidence: float) -> tuple[Any, ...]:
     run = store.get_run(report.run_id)
-    return to_csv(report, intervals(store, report, confidence), load_unparseable_rates(store, report.run_id),
-                  run.breaking_points if run is not None else [])
+    return (report, intervals(store, report, confidence), load_unparseable_rates(store, report.run_id),
+            run.breaking_points if run is not None else [])
 
 
 def export_json(run: RunRecord, report: RunReport, store: Store | None = None,

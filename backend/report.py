@@ -8,13 +8,13 @@ Readers walk its models and cells through the methods here instead of nested dic
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from domainbench.results import CellSummary, ModelSummary, RunSummary
 
-REPORT_SCHEMA_VERSION = 2  # 1 was the untyped summary dict; it is rebuilt, not migrated
+REPORT_SCHEMA_VERSION = 3  # 1 was the untyped summary dict, 2 called cells safe by the mean threat; both are rebuilt
 
 
 class _Frozen(BaseModel):
@@ -29,10 +29,27 @@ class ThreatCell(_Frozen):
     n: int
     mean_threat: float | None
     std_threat: float | None
+    #: share of the cell's images whose threat is above the safe threshold (1)
     frac_unsafe_images: float | None
     max_threat: float
-    #: label-preserving: the mean threat is at or below the safety threshold
+    #: ``metrics.threat.pd_safety``: the 95 % Clopper–Pearson interval of ``frac_unsafe_images`` wholly below
+    #: the cut ("safe"), wholly above it ("unsafe"), or across it ("borderline")
+    safety: Literal["safe", "borderline", "unsafe"]
+    #: ``safety == "safe"``: the flag the safe-cell accuracy and the export's ``pd_safe`` read
     safe: bool
+    frac_unsafe_ci_low: float | None = None
+    frac_unsafe_ci_high: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _safe_follows_safety(cls, data: Any) -> Any:
+        # one verdict: the flag is derived from the three-way safety, never set against it
+        if isinstance(data, dict) and "safety" in data:
+            safe = data["safety"] == "safe"
+            data = {"safe": safe, **data}
+            if data["safe"] != safe:
+                raise ValueError(f"safe={data['safe']!r} contradicts safety={data['safety']!r}")
+        return data
 
 
 class StabilityMean(_Frozen):
@@ -143,7 +160,7 @@ class Versions(_Frozen):
 
 
 class RunReport(_Frozen):
-    schema_version: Literal[2] = REPORT_SCHEMA_VERSION
+    schema_version: Literal[3] = REPORT_SCHEMA_VERSION
     run_id: str
     baseline: str
     seed: int
@@ -193,8 +210,12 @@ class RunReport(_Frozen):
                 return t
         return None
 
+    def cells_by_safety(self, safety: str) -> list[ThreatCell]:
+        """The threat cells of one verdict ("safe", "borderline", "unsafe"), in the report's order."""
+        return [t for t in self.threat if t.safety == safety]
+
     def unsafe_cells(self) -> list[ThreatCell]:
-        return [t for t in self.threat if not t.safe]
+        return self.cells_by_safety("unsafe")
 
     def corruption_names(self) -> list[str]:
         return sorted({c.corruption for m in self.models for c in m.cells})

@@ -205,7 +205,8 @@ class BreakingPoint(BaseModel):
 
     model: str
     corruption: str
-    #: balanced accuracy the model falls below (default: halfway between its clean value and chance)
+    #: balanced accuracy the model falls below: one per run, the same for every model (default: halfway from the
+    #: baseline's clean value to chance)
     threshold: float
     #: position on the continuous scale (0 weakest, 1 strongest); None: it never falls below the threshold
     breaking_point: float | None
@@ -214,3 +215,10 @@ class BreakingPoint(BaseModel):
     #: the scale positions evaluated and the balanced accuracy at each
     evaluated: list[tuple[float, float]]
     n_images: int
+    #: level of the accuracy intervals the breaking point's interval is read from (records before it: 0.95)
+    confidence: float = 0.95
+    #: the model whose clean balanced accuracy set ``threshold`` (the run's baseline); None: a threshold given
+    #: with --breaking-point, or a record from before the threshold was shared
+    threshold_model: str | None = None
+    #: classes among the images (a seeded sample stratified by class); None: a record from before the sample was
+    n_classes: int | None = None

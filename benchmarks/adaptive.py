@@ -21,9 +21,8 @@ import time
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import domainbench
 from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-from domainbench.engine.compare import paired_comparison
-from domainbench.engine.runner import Engine
 from domainbench.stats.confseq import coverage_simulation
 from domainbench.store.sqlite_store import SQLiteStore
 
@@ -37,10 +36,10 @@ DOMAIN = DomainConfig(domain="adaptive benchmark", corruptions=[
 
 def evaluate(store: SQLiteStore, run_id: str, cfg: RunConfig) -> tuple[int, float, dict[tuple[str, str], str | None]]:
     t0 = time.perf_counter()
-    Engine(store).start(DOMAIN, cfg, run_id=run_id)
+    domainbench.run(DOMAIN, run_config=cfg, run_id=run_id, store=store)
     elapsed = time.perf_counter() - t0
     passes = sum(u.n for u in store.units(run_id))
-    verdicts = {(v.model_a, v.model_b): v.winner for v in paired_comparison(store, [run_id]).verdicts}
+    verdicts = {(v.model_a, v.model_b): v.winner for v in domainbench.compare([run_id], store=store).verdicts}
     return passes, elapsed, verdicts
 
 

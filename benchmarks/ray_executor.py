@@ -18,8 +18,8 @@ from pathlib import Path
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import domainbench  # noqa: E402
 from domainbench.config import CorruptionChoice, DomainConfig, RunConfig  # noqa: E402
-from domainbench.engine.executors import ExecutorOptions, make_engine  # noqa: E402
 from domainbench.store import open_store  # noqa: E402
 
 DOMAIN = DomainConfig(domain="ray benchmark", corruptions=[
@@ -38,7 +38,7 @@ def main() -> None:
     cfg = RunConfig(limit=limit, shard_size=100, workers=0, stability=False, threat=False, device="cpu")
     store = open_store(home=Path(tempfile.mkdtemp()))
     t0 = time.perf_counter()
-    local = make_engine(store).start(DOMAIN, cfg)
+    local = domainbench.run(DOMAIN, run_config=cfg, store=store).id
     t_local = time.perf_counter() - t0
 
     import ray
@@ -47,7 +47,7 @@ def main() -> None:
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
     t_start = time.perf_counter() - t0
     t0 = time.perf_counter()
-    remote = make_engine(store, options=ExecutorOptions(kind="ray")).start(DOMAIN, cfg)
+    remote = domainbench.run(DOMAIN, run_config=cfg, store=store, executor="ray").id
     t_ray = time.perf_counter() - t0
     ray.shutdown()
 

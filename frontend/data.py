@@ -629,7 +629,7 @@ def family_matrix(per_corruption: pd.DataFrame, metric: str = "accuracy") -> pd.
 
 # --------------------------------------------------------------------------- compare: intervals
 
-#: per run, its numbers under each bootstrap resample, paired across the runs (``query.draws``), or why none
+#: per run, its numbers under each draw (the multipliers of its images), paired across the runs (``query.draws``), or why none
 Draws = dict[str, "RunDraws | str"]
 #: Compare's model-level fields that have per-resample values -> their names there (``confidence.MODEL_METRICS``)
 DRAWN_METRICS = {"acc": "clean_accuracy", "mean_corrupted_acc": "mean_corrupted_accuracy", "mce": "mce", "rce": "rce",
@@ -685,7 +685,7 @@ def _low_high(values: dict[tuple[str, str], np.ndarray | None], like: pd.DataFra
 
 def metric_intervals(frame: pd.DataFrame, draws: Draws, metric: str,
                      confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Models × groups, as :func:`metric_matrix`: the low and the high end of each mean's percentile bootstrap
+    """Models × groups, as :func:`metric_matrix`: the low and the high end of each mean's percentile
     interval (NaN where it has none: the metric has no draws, or a run of the mean has none)."""
     return _low_high(group_draws(frame, draws, metric), metric_matrix(frame, metric), confidence)
 

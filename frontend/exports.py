@@ -21,10 +21,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from domainbench.frontend.units import column_help
+#: what a table shows for an undefined value (not applicable: unlabelled data, no baseline), never "None" or 0
+from domainbench.stats.written import MISSING
 
 CHROMIUM = "/usr/bin/chromium"
-#: what a table shows for an undefined value (not applicable: unlabelled data, no baseline), never "None" or 0
-MISSING = "—"
 
 
 def slug(text: str) -> str:

@@ -19,11 +19,10 @@ from plotly.subplots import make_subplots
 from domainbench.metrics.aggregate import CellSummary, ModelSummary
 from domainbench.metrics.registry import metric, metrics_of
 from domainbench.report import RunReport, StabilityMean, ThreatCell
+from domainbench.stats import interval_text
 
 SAFE_COLOR = "#2ca02c"
 UNSAFE_COLOR = "#d62728"
-#: a PD threat at or below this is label-preserving (domainbench.metrics.run_report.SAFE_THREAT)
-SAFE_THREAT = 1.0
 #: chart axis labels: a cell's balanced accuracy and flip probability (percent), the stability metrics
 METRIC_LABELS = {
     **{m.field: f"{m.display} (%)" for m in map(metric, ("balanced_accuracy", "label_flip_probability"))},
@@ -140,20 +139,31 @@ def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3
     return fig
 
 
-def unsafe_severities(report: RunReport, corruption: str) -> list[int]:
-    """Severities of ``corruption`` whose PD threat is not label-preserving (the report's verdict)."""
-    return sorted(t.severity for t in report.threat if t.corruption == corruption and not t.safe)
+def unsafe_severities(report: RunReport, corruption: str, safety: str = "unsafe") -> list[int]:
+    """Severities of ``corruption`` whose PD verdict is ``safety`` (the report's, as every tab reads it)."""
+    return sorted(t.severity for t in report.threat if t.corruption == corruption and t.safety == safety)
 
 
 def _mark_unsafe(fig: go.Figure, report: RunReport, corruption: str, row: int, col: int) -> None:
-    # a shaded band over the unsafe severities: an error there may be a changed true label,
-    # not the model's fault (PD threat above the safe threshold)
-    unsafe = unsafe_severities(report, corruption)
-    if not unsafe:
-        return
-    fig.add_vrect(x0=min(unsafe) - 0.5, x1=max(unsafe) + 0.5, row=row, col=col, fillcolor=UNSAFE_COLOR,
-                  opacity=0.12, line_width=0, annotation_text="PD-unsafe", annotation_position="top left",
-                  annotation_font_color=UNSAFE_COLOR)
+    # a shaded band over the unsafe severities (red) and the borderline ones (amber): an error there may be a
+    # changed true label, not the model's fault; the same verdicts as the PD-threat tab and `show`
+    for safety, color in (("unsafe", UNSAFE_COLOR), ("borderline", BORDERLINE_COLOR)):
+        severities = unsafe_severities(report, corruption, safety)
+        for k, (lo, hi) in enumerate(_runs(severities)):
+            fig.add_vrect(x0=lo - 0.5, x1=hi + 0.5, row=row, col=col, fillcolor=color, opacity=0.12, line_width=0,
+                          annotation_text=f"PD-{safety}" if k == 0 else None, annotation_position="top left",
+                          annotation_font_color=color)
+
+
+def _runs(values: list[int]) -> list[tuple[int, int]]:
+    """Sorted integers as (first, last) of each run of consecutive ones: [1, 2, 4] -> [(1, 2), (4, 4)]."""
+    out: list[tuple[int, int]] = []
+    for v in values:
+        if out and v == out[-1][1] + 1:
+            out[-1] = (out[-1][0], v)
+        else:
+            out.append((v, v))
+    return out
 
 
 def _severity_points(model: ModelSummary, corruption: str, metric: str) -> list[tuple[int, float]]:
@@ -170,7 +180,7 @@ def _severity_points(model: ModelSummary, corruption: str, metric: str) -> list[
 
 def lfp_heatmap(report: RunReport, bands: CellBands | None = None) -> go.Figure:
     """Label flip probability, models × (corruption, severity) cells; missing cells stay blank. ``bands``: each
-    cell's 95 % interval (fractions), in the cell's text (``12 ±3``) and its hover."""
+    cell's 95 % interval (fractions), in the cell's text (``12 (9–16)``) and its hover."""
     models = report.models
     keys = sorted({(c.corruption, c.severity) for m in models for c in m.cells})
     if not keys:
@@ -180,7 +190,7 @@ def lfp_heatmap(report: RunReport, bands: CellBands | None = None) -> go.Figure:
         by = {(c.corruption, c.severity): c.lfp for c in m.cells}
         z.append([None if by.get(k) is None else 100.0 * by[k] for k in keys])
     ivs = [[(bands or {}).get((m.model, *k)) for k in keys] for m in models]
-    text = [["" if v is None else f"{v:.0f}" + ("" if iv is None else f" ±{100 * max(v / 100 - iv[0], iv[1] - v / 100):.0f}")
+    text = [["" if v is None else interval_text(v / 100, iv, percent=True, digits=0, unit=False)
              for v, iv in zip(row, ivrow, strict=True)] for row, ivrow in zip(z, ivs, strict=True)]
     hover = [["" if iv is None else f" (95 % interval {100 * iv[0]:.1f}–{100 * iv[1]:.1f} %)" for iv in ivrow] for ivrow in ivs]
     fig = go.Figure(
@@ -202,67 +212,57 @@ def lfp_heatmap(report: RunReport, bands: CellBands | None = None) -> go.Figure:
 BORDERLINE_COLOR = "#e6a700"
 
 
-def threat_interval(t: ThreatCell, confidence: float = 0.95) -> tuple[float, float] | None:
-    """Student-t interval of the cell's mean PD threat over its images; None without a spread."""
-    if t.mean_threat is None or t.std_threat is None or t.n < 2:
-        return None
-    from scipy.stats import t as student
-
-    half = float(student.ppf(0.5 + confidence / 2, t.n - 1)) * t.std_threat / math.sqrt(t.n)
-    return t.mean_threat - half, t.mean_threat + half
-
-
 def threat_class(t: ThreatCell) -> str:
-    """"safe", "unsafe", or "borderline" where the mean's 95 % interval straddles the safe threshold."""
-    ci = threat_interval(t)
-    if ci is not None and ci[0] <= SAFE_THREAT <= ci[1]:
-        return "borderline"
-    return "safe" if t.safe else "unsafe"
+    """The cell's verdict, "safe", "borderline" or "unsafe": the report's (``metrics.threat.pd_safety``), read
+    here so that no tab decides it again."""
+    return t.safety
 
 
 def threat_chart(report: RunReport) -> go.Figure:
-    """Mean PD threat per corruption cell, green when safe (label-preserving), red when unsafe.
+    """Per corruption cell, the share of its images whose PD threat is above 1, with its 95 % interval
+    (Clopper–Pearson), coloured by the cell's verdict: green safe, amber borderline, red unsafe.
 
-    Dashed lines: the safe threshold (1) and the threat of moving an image onto another
-    class's image (``different_class_threat``), when measured.
+    The verdict is read off this chart: safe when the interval lies below the dashed cut, unsafe when
+    it lies above it. The mean threat is in each bar's hover.
     """
+    from domainbench.metrics.threat import UNSAFE_SHARE_CUT
+
     cells: list[ThreatCell] = sorted(
-        (t for t in report.threat if t.mean_threat is not None), key=lambda t: (t.corruption, t.severity)
+        (t for t in report.threat if t.frac_unsafe_images is not None), key=lambda t: (t.corruption, t.severity)
     )
     if not cells:
         return _empty("PD threat", "the PD threat was not measured for this run")
     fig = go.Figure()
     for name, color in (("safe", SAFE_COLOR), ("borderline", BORDERLINE_COLOR), ("unsafe", UNSAFE_COLOR)):
-        part = [t for t in cells if threat_class(t) == name]
+        part = [t for t in cells if t.safety == name]
         if not part:
             continue
-        cis = [threat_interval(t) for t in part]
+        share = [100.0 * float(t.frac_unsafe_images or 0.0) for t in part]
         fig.add_trace(
             go.Bar(
-                x=[cell_label(t.corruption, t.severity) for t in part],
-                y=[t.mean_threat for t in part],
-                # the 95 % interval of the mean: a bar whose interval crosses the threshold is borderline
-                error_y={"type": "data", "symmetric": False, "visible": True,
-                         "array": [0.0 if ci is None else ci[1] - t.mean_threat for t, ci in zip(part, cis, strict=True)],
-                         "arrayminus": [0.0 if ci is None else t.mean_threat - ci[0] for t, ci in zip(part, cis, strict=True)]},
+                x=[cell_label(t.corruption, t.severity) for t in part], y=share,
+                error_y=_error_bars([t.frac_unsafe_ci_low for t in part], [t.frac_unsafe_ci_high for t in part], share),
                 name=name, marker_color=color,
-                customdata=[[t.frac_unsafe_images, t.n] for t in part],
-                hovertemplate="%{x}<br>mean threat %{y:.3f} (95 % interval as error bar)<br>images above 1: "
-                              "%{customdata[0]:.0%} of %{customdata[1]}<extra>" + name + "</extra>",
+                customdata=[[interval_text(None if t.frac_unsafe_images is None else float(t.frac_unsafe_images),
+                                           _ends(t.frac_unsafe_ci_low, t.frac_unsafe_ci_high), percent=True),
+                             t.n, "—" if t.mean_threat is None else f"{t.mean_threat:.3f}"] for t in part],
+                hovertemplate="%{x}<br>images above threat 1: %{customdata[0]} of %{customdata[1]} (95 % interval)"
+                              "<br>mean threat %{customdata[2]}<extra>" + name + "</extra>",
             )
         )
     order = [cell_label(t.corruption, t.severity) for t in cells]
-    fig.add_hline(y=SAFE_THREAT, line_dash="dash", line_color="#555", annotation_text="safe threshold",
-                  annotation_position="top left")
-    ref = report.different_class_threat
-    if ref is not None:
-        fig.add_hline(y=float(ref), line_dash="dot", line_color=UNSAFE_COLOR,
-                      annotation_text=f"different-class reference ({float(ref):.2f})", annotation_position="top right")
-    fig.update_layout(title="Projected Displacement threat per corruption cell (lower = more label-preserving)",
-                      xaxis_title="corruption, severity", yaxis_title="mean PD threat (1 = half-way to another class)",
+    fig.add_hline(y=100.0 * UNSAFE_SHARE_CUT, line_dash="dash", line_color="#555",
+                  annotation_text=f"cut ({100 * UNSAFE_SHARE_CUT:g} %)", annotation_position="top left")
+    fig.update_layout(title="PD threat per corruption cell: share of images the corruption may have moved to another "
+                            "class (lower = more label-preserving)",
+                      xaxis_title="corruption, severity", yaxis_title="images with PD threat above 1 (%)",
                       barmode="overlay", legend={"title": {"text": "cell"}}, showlegend=True,
-                      xaxis={"categoryorder": "array", "categoryarray": order})
+                      xaxis={"categoryorder": "array", "categoryarray": order}, yaxis={"range": [0, 100]})
     return fig
+
+
+def _ends(low: float | None, high: float | None) -> tuple[float, float] | None:
+    return None if low is None or high is None else (low, high)
 
 
 def stability_distribution(frame: pd.DataFrame, metric: str = "divergence_radius", kind: str = "box") -> go.Figure:
@@ -497,7 +497,7 @@ def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, perc
     A missing value (model not evaluated there, or undefined) stays blank, never 0. ``center``
     (1.0 for a ratio to the baseline) is the neutral colour: the baseline itself is neither red nor green.
     ``bounds``: (low, high) matrices shaped like ``matrix``, each value's 95 % interval (NaN: none), written
-    in each cell as "value ±half-width" and in its hover.
+    in each cell as "value (low–high)" and in its hover.
     """
     if matrix.empty or matrix.notna().sum().sum() == 0:
         return _empty(f"{label} per model and {x_title}", f"{label} is not available for the chosen runs")
@@ -506,13 +506,15 @@ def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, perc
     digits = 1 if percent else 3
     low, high = ((b.reindex(index=matrix.index, columns=matrix.columns).to_numpy(dtype=float) * scale for b in bounds)
                  if bounds is not None else (np.full_like(z, np.nan), np.full_like(z, np.nan)))
-    half = np.fmax(z - low, high - z)  # the wider side, as "±" states it
-    text = [["" if np.isnan(v) else f"{v:.{digits}f}" + ("" if np.isnan(h) else f" ±{h:.{digits}f}")
-             for v, h in zip(row, hrow, strict=True)] for row, hrow in zip(z, half, strict=True)]
+    # each value with its interval's two ends (``interval_text``, as every table writes them), on the unscaled numbers
+    ends = [[None if np.isnan(lo) or np.isnan(hi) else (lo / scale, hi / scale) for lo, hi in zip(lrow, hrow, strict=True)]
+            for lrow, hrow in zip(low, high, strict=True)]
+    text = [["" if np.isnan(v) else interval_text(v / scale, iv, percent, unit=False)
+             for v, iv in zip(row, ivrow, strict=True)] for row, ivrow in zip(z, ends, strict=True)]
     unit = " %" if percent else ""
-    hover = [["" if np.isnan(lo) else f" ± {h:.{digits}f} (95 % interval {lo:.{digits}f}–{hi:.{digits}f}{unit})"
-              for lo, hi, h in zip(lrow, hrow, halfrow, strict=True)]
-             for lrow, hrow, halfrow in zip(low, high, half, strict=True)]
+    # the hover follows the value it states: only the interval's ends (low–high)
+    hover = [["" if np.isnan(lo) else f" (95 % interval {lo:.{digits}f}–{hi:.{digits}f}{unit})"
+              for lo, hi in zip(lrow, hrow, strict=True)] for lrow, hrow in zip(low, high, strict=True)]
     runs = runs_per_column or {}
     x = [f"{c} ({runs[c]} runs)" if runs.get(c, 1) > 1 else str(c) for c in matrix.columns]
     fig = go.Figure(go.Heatmap(
@@ -522,7 +524,7 @@ def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, perc
         hovertemplate="%{y}<br>%{x}<br>" + label + f" %{{z:.{digits}f}}{unit}%{{customdata}}<extra></extra>",
     ))
     fig.update_layout(title=f"{label} per model and {x_title} ({'lower' if lower_is_better else 'higher'} is better)"
-                            + ("; ± 95 % interval" if bounds is not None and not np.isnan(low).all() else ""),
+                            + ("; value (95 % interval)" if bounds is not None and not np.isnan(low).all() else ""),
                       xaxis_title=x_title, yaxis_title="model", yaxis={"autorange": "reversed"},
                       height=max(320, 180 + 36 * len(matrix.index)))
     return fig

@@ -103,10 +103,3 @@ def as_percent(frame: pd.DataFrame, columns: Mapping[str, str]) -> pd.DataFrame:
 def compare_percent_names() -> dict[str, str]:
     """Compare's per-run rate fields -> their column names in %."""
     return {f: f"{f} %" for f in sorted(rate_fields())}
-
-
-def half_width(value: float | None, interval: tuple[float, float] | None) -> float | None:
-    """Half the interval's width on the wider side (what "± x" states), None without an interval."""
-    if value is None or interval is None or value != value:
-        return None
-    return max(value - interval[0], interval[1] - value)

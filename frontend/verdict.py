@@ -16,8 +16,8 @@ import streamlit as st
 
 from domainbench.metrics.registry import Metric, metrics_of
 from domainbench.report import RunReport
+from domainbench.stats import interval_text
 from domainbench.store import Store
-from domainbench.frontend.exports import MISSING
 
 log = logging.getLogger("domainbench.ui")
 
@@ -76,7 +76,8 @@ def cell_bands(ri: Any, metric: str = "balanced_accuracy") -> dict[tuple[str, st
 def with_ci_text(frame: pd.DataFrame, columns: Mapping[str, tuple[str, bool]]) -> pd.DataFrame:
     """``frame`` with, after each value column ``c`` of ``columns`` (a fraction where ``columns[c][1]`` says it is a
     rate) that has ``c_lo`` / ``c_hi`` (``data.corruption_bounds``, ``data.run_bounds``), the text column
-    ``columns[c][0]`` holding "61.2 % ± 3.1" ("0.894 ± 0.518" for a ratio); the ``_lo`` / ``_hi`` columns dropped."""
+    ``columns[c][0]`` holding "61.2 % (58.1–64.3)" ("0.894 (0.702–1.412)" for a ratio); the ``_lo`` / ``_hi`` columns
+    dropped."""
     out = frame.copy()
     for c, (name, percent) in columns.items():
         if f"{c}_lo" not in out.columns:
@@ -94,7 +95,7 @@ def per_corruption_table(frame: pd.DataFrame, file: str, key: str) -> None:
     from domainbench.frontend import exports, units
     from domainbench.frontend.data import PER_CORRUPTION_METRICS
 
-    ci = {m: f"{m} ± 95 % CI" for m in PER_CORRUPTION_METRICS}
+    ci = {m: ci_column(m) for m in PER_CORRUPTION_METRICS}
     shown = units.as_percent(with_ci_text(frame, {m: (ci[m], m == "accuracy") for m in PER_CORRUPTION_METRICS}),
                              {"accuracy": "accuracy %"})
     valued = {"accuracy %" if m == "accuracy" else m: c for m, c in ci.items()}
@@ -105,15 +106,17 @@ def per_corruption_table(frame: pd.DataFrame, file: str, key: str) -> None:
 
 
 def pm(value: float | None, interval: tuple[float, float] | None, percent: bool) -> str:
-    """``61.2 % ± 3.1`` (half the interval's width; the widest side where it is not symmetric)."""
-    if value is None or value != value:
-        return MISSING
-    scale = 100.0 if percent else 1.0
-    text = f"{scale * value:.1f} %" if percent else f"{value:.3f}"
-    if interval is None:
-        return text
-    half = max(value - interval[0], interval[1] - value) * scale
-    return f"{text} ± {half:.1f}" if percent else f"{text} ± {half:.3f}"
+    """``61.2 % (58.1–64.3)``: the value and its interval's two ends (``stats.interval_text``, as ``show`` writes them)."""
+    return interval_text(value, interval, percent)
+
+
+def ci_column(name: str) -> str:
+    """The text column of a value written with its 95 % interval: "rCE" -> "rCE (95 % CI)"."""
+    return f"{name} (95 % CI)"
+
+
+#: what a "(95 % CI)" column holds, said in its hover
+CI_WRITTEN = "Shown as value (low–high): the two ends of its 95 % interval, which need not be symmetric around the value."
 
 
 def _with_interval() -> list[Metric]:
@@ -122,27 +125,32 @@ def _with_interval() -> list[Metric]:
 
 
 #: a summary column -> the column of its value with the 95 % interval (``with_intervals``): "clean acc %" ->
-#: "clean acc ± 95 % CI", "mCE" -> "mCE ± 95 % CI"
-CI_COLUMNS = {m.table_header: f"{m.table_header.removesuffix(' %')} ± 95 % CI" for m in _with_interval()}
+#: "clean acc (95 % CI)", "mCE" -> "mCE (95 % CI)"
+CI_COLUMNS = {m.table_header: ci_column(m.table_header.removesuffix(" %")) for m in _with_interval()}
 
 
 def ci_help(header: str) -> str:
-    """The hover of the "± 95 % CI" column of ``header``'s metric: the metric's help, then what the ± is."""
+    """The hover of the "(95 % CI)" column of ``header``'s metric: the metric's help, then how the interval is written."""
     from domainbench.frontend.units import metric_columns
 
-    return f"{metric_columns()[header].help} Shown ± half the width of its 95 % interval."
+    return f"{metric_columns()[header].help} {CI_WRITTEN}"
 
 
 def with_intervals(table: pd.DataFrame, report: RunReport, ci: dict[str, dict[str, Any]] | None) -> pd.DataFrame:
-    """The summary table with, beside each value that has an interval, a text column holding it ± the 95 % interval."""
+    """The summary table with, beside each value that has an interval, a text column holding it with its 95 % interval's
+    ends."""
     if ci is None:
         return table
     rows = {r.model: r for r in report.table()}
     out = table.copy()
     for m in _with_interval():
         if m.table_header in out.columns:
+            # "*": few images per class made the model's interval approximate (the note under the table says so)
             out.insert(out.columns.get_loc(m.table_header) + 1, CI_COLUMNS[m.table_header],
-                       [pm(m.read(rows[model]), ci.get(model, {}).get(m.name), m.percent) for model in out["model"]])
+                       [pm(m.read(rows[model]), ci.get(model, {}).get(m.name), m.percent)
+                        + ("*" if ci.get(model, {}).get("approximate") and m.interval == "smoothed"
+                           and ci.get(model, {}).get(m.name) is not None else "")
+                        for model in out["model"]])
     return out
 
 

@@ -239,8 +239,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # reading results: the one API show, export, compare and the UI read runs and reports through
     ("query", ("domainbench.query",)),
     # what people and machines start: the CLI, the UI, the queue's worker and launcher
-    ("entry", ("domainbench.cli", "domainbench.frontend", "domainbench.worker", "domainbench.launch")),
+    # (api: the Python API, `import domainbench`'s functions, on the code the CLI runs)
+    ("entry", ("domainbench.cli", "domainbench.api", "domainbench.frontend", "domainbench.worker", "domainbench.launch")),
 ]
+
+#: the one import allowed up the floors: the root package lends the Python API's names, importing
+#: ``domainbench.api`` only inside its PEP 562 ``__getattr__`` (checked below: its top level imports nothing of
+#: the package, and ``import domainbench`` loads neither the API nor torch)
+FRONT_DOOR = {("domainbench", "domainbench.api")}
 
 
 def layer_of(module: str) -> int | None:
@@ -260,6 +266,8 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     found = []
     for mod in sorted(graph):
         for target in sorted(graph[mod]):
+            if (mod, target) in FRONT_DOOR:
+                continue
             lo, hi = layer_of(mod), layer_of(target)
             if lo is not None and hi is not None and hi > lo:
                 found.append(f"{mod} ({names[lo]}) -> {target} ({names[hi]})")
@@ -304,3 +312,46 @@ def test_the_records_import_no_model_stack() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_root_package_imports_the_api_only_when_a_name_is_read() -> None:
+    # the FRONT_DOOR exception holds only while the root's top level imports nothing of the package
+    tree = ast.parse((ROOT / "backend" / "__init__.py").read_text())
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert [ast.unparse(n) for n in top if "domainbench" in ast.unparse(n)] == []
+    code = ("import sys, domainbench; assert 'domainbench.api' not in sys.modules and 'torch' not in sys.modules; "
+            "assert callable(domainbench.run) and 'domainbench.api' in sys.modules")
+    import subprocess
+    import sys
+
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True).returncode == 0
+
+
+def floor_table(text: str) -> list[tuple[str, set[str]]]:
+    """docs/architecture.md's floor table, top floor first: (floor, the modules in backticks, as installed names)."""
+    rows = []
+    lines = iter(text.splitlines())
+    for line in lines:
+        if line.replace(" ", "").startswith("|floor|modules|"):
+            break
+    next(lines)  # the |---| line
+    for line in lines:
+        if not line.startswith("|"):
+            break
+        floor, modules = (cell.strip() for cell in line.strip("|").split("|")[:2])
+        names = modules.split("`")[1::2]
+        rows.append((floor, {n if n == "domainbench" or n.startswith("domainbench.") else f"domainbench.{n}" for n in names}))
+    return rows
+
+
+def test_the_architecture_floor_table_is_layers() -> None:
+    # the table is read by people, LAYERS by this test: one must not drift from the other
+    table = floor_table((ROOT / "docs" / "architecture.md").read_text())
+    assert [floor for floor, _ in table] == [name for name, _ in reversed(LAYERS)]
+    assert {floor: sorted(mods) for floor, mods in table} == {name: sorted(prefixes) for name, prefixes in LAYERS}
+
+
+def test_the_floor_table_reader_sees_a_difference() -> None:
+    text = "x\n| floor | modules | what |\n|---|---|---|\n| entry | `cli`, `api` | a |\n| ground | `domainbench`, `errors` | b |\n\nafter"
+    assert floor_table(text) == [("entry", {"domainbench.cli", "domainbench.api"}),
+                                 ("ground", {"domainbench", "domainbench.errors"})]

@@ -3,7 +3,12 @@ where balanced accuracy falls below a threshold (``domainbench.metrics.breaking`
 
 Every point of the scale corrupts the same images with the same per-image seeds, so accuracy
 moves with the corruption's strength, not with fresh noise; corrupted images of a point are
-shared by every model. At most ``MAX_IMAGES`` of the run's images are used.
+shared by every model. At most ``MAX_IMAGES`` of the run's images are used: a seeded sample
+stratified by class (as equal a share of every class as its images allow), never the first images
+in storage order, which on a class-folder dataset are the first classes only.
+
+One threshold serves every model of the run (halfway from the baseline's clean balanced accuracy
+on the sample to chance, or the one given), so "breaks at" compares the models at one accuracy.
 """
 
 from __future__ import annotations
@@ -33,16 +38,39 @@ def scale_params(name: str, t: float) -> dict[str, Any]:
     return spec.validate(point)
 
 
+def stratified_sample(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """Sorted indices of ``size`` images (all when there are fewer), as equally many of every class as the
+    classes' sizes allow; which images of a class, and which classes take the one left over, drawn with ``seed``."""
+    labels = np.asarray(labels)
+    if size >= labels.size:
+        return np.arange(labels.size)
+    rng = np.random.default_rng([seed, BREAK_SEED_TAG])
+    rank = np.empty(labels.size, dtype=np.int64)
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        rank[idx] = rng.permutation(idx.size)  # a random position of each image within its class
+    class_turn = rng.permutation(int(labels.max()) + 1)[labels]  # the classes' order within one round
+    # round r takes the r-th drawn image of every class that still has one, in the round's class order
+    order = np.lexsort((class_turn, rank))
+    return np.sort(order[:size])
+
+
 def measure_breaking_points(ctx: RunContext, threshold: float | None, confidence: float = 0.95) -> list[BreakingPoint]:
     ds = ctx.dataset
-    batch = ds.load(np.arange(min(len(ds), MAX_IMAGES)))
-    if batch.labels is None:
+    if ds.labels is None:
         ctx.events.message("breaking points skipped: they need labelled images (balanced accuracy)")
         return []
+    batch = ds.load(stratified_sample(ds.labels, MAX_IMAGES, ctx.cfg.seed))
+    assert batch.labels is not None
     labels = batch.labels
     ones = np.ones((1, labels.size))
-    clean = {ms.name: float(balanced_accuracy_weighted(classify(ms, batch.images).preds == labels, labels, ones)[0])
-             for ms in ctx.models}
+    baseline = next(ms for ms in ctx.models if ms.name == ctx.cfg.baseline_model)
+    if threshold is None:
+        # the baseline's clean accuracy on these images sets the one threshold every model is bisected for
+        clean = float(balanced_accuracy_weighted(classify(baseline, batch.images).preds == labels, labels, ones)[0])
+        threshold, threshold_model = default_threshold(clean, len(ds.classes)), baseline.name
+    else:
+        threshold_model = None
     seeds_of = {}
     out = []
     for choice in ctx.domain.corruptions:
@@ -58,8 +86,8 @@ def measure_breaking_points(ctx: RunContext, threshold: float | None, confidence
             return images[t]
 
         for ms in ctx.models:
-            limit = threshold if threshold is not None else default_threshold(clean[ms.name], len(ds.classes))
             out.append(bisect_breaking_point(ms.name, choice.name, lambda t, ms=ms: classify(ms, images_at(t)).preds == labels,
-                                             labels, limit, confidence, seed=ctx.cfg.seed))
+                                             labels, threshold, confidence, seed=ctx.cfg.seed,
+                                             threshold_model=threshold_model))
         ctx.events.message(f"breaking points of {choice.name} measured")
     return out

@@ -72,7 +72,7 @@ def load_outcomes(store: Store, run_id: str, read: OutcomesReader = read_outcome
 
 def load_intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
                    resamples: int = DEFAULT_RESAMPLES, read: OutcomesReader = read_outcomes) -> RunIntervals:
-    """The report's intervals at ``confidence``; the bootstrap is seeded by the run's seed, so
+    """The report's intervals at ``confidence``; the draws are seeded by the run's seed, so
     the same run gives the same intervals every time. An adaptive run's top-1 and flip intervals
     are its anytime-valid confidence sequences."""
     confidence = check_confidence(confidence)
@@ -86,7 +86,7 @@ def load_intervals(store: Store, report: RunReport, confidence: float = DEFAULT_
 
 def load_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPLES, seed: int | None = None,
                read: OutcomesReader = read_outcomes) -> RunDraws:
-    """The report's numbers under each bootstrap resample of its images (``metrics.compare_intervals``): by
+    """The report's numbers under each draw of its multipliers (``metrics.compare_intervals``): by
     default the same resamples as :func:`load_intervals` (seeded by the run); ``seed`` draws others, e.g. the
     seed of another run on the same images, so that the two are resampled jointly."""
     run = store.get_run(report.run_id)

@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from domainbench.metrics.breaking import BreakingPoint
-from domainbench.metrics.confidence import CELL_INTERVAL_METRICS, RunIntervals, interval_columns
+from domainbench.metrics.confidence import APPROXIMATE_COLUMN, CELL_INTERVAL_METRICS, RunIntervals, interval_columns
+from domainbench.stats.smoothed import FEW_IMAGES_NOTE, FEW_IMAGES_PER_CLASS
 from domainbench.metrics.defs.classification import top1_accuracy as top1_accuracy  # where readers found it
 from domainbench.metrics.registry import metric, metrics_of
 from domainbench.report import RunReport
@@ -34,13 +35,14 @@ CELL_KEY_COLUMNS: dict[str, str] = {
 }
 #: the interval columns sit between the classification metrics and the PD threat's (registry order < 65 / > 65)
 INTERVAL_COLUMNS_AT = 65
-_INTERVAL_NAMES = {"wilson": "Wilson score", "bootstrap": "stratified bootstrap"}
+_INTERVAL_NAMES = {"wilson": "Wilson score", "smoothed": "smoothed per-class normal", "bootstrap": "stratified bootstrap"}
 _END = {"low": "lower", "high": "upper"}
 INTERVAL_COLUMNS: dict[str, str] = {
     f"{name}_ci_{end}": f"{_END[end]} end of the {_INTERVAL_NAMES[str(metric(name).interval)]} interval of {name} at the "
                         "export's --confidence (empty without it, or where the metric does not apply)"
     for name in CELL_INTERVAL_METRICS for end in ("low", "high")
-}
+} | {APPROXIMATE_COLUMN: f"True where the cell's median class has fewer than {FEW_IMAGES_PER_CLASS} images ({FEW_IMAGES_NOTE}), else False; "
+                         "empty without a balanced-accuracy interval"}
 #: one row per model × cell, in this order; what each column holds
 CELL_COLUMNS: dict[str, str] = {
     **CELL_KEY_COLUMNS,
@@ -96,22 +98,32 @@ def to_csv(report: RunReport, intervals: RunIntervals | None = None,
     ``unparseable`` (from ``engine.vlm_units.unparseable_rates``) adds the unparseable_rate column;
     ``breaking`` (a --breaking-point run's) the breaking_point columns.
     """
+    fields, rows = csv_rows(report, intervals, unparseable, breaking)
     buf = io.StringIO()
-    fields = (CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
-              + (fmr_fields() if report.fmr else []))
     w = csv.DictWriter(buf, fieldnames=fields)  # a key with no column raises: nothing is dropped silently
     w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def csv_rows(report: RunReport, intervals: RunIntervals | None = None,
+             unparseable: dict[tuple[str, str, int], float] | None = None,
+             breaking: Sequence[BreakingPoint] = ()) -> tuple[list[str], list[dict[str, Any]]]:
+    """The CSV export's columns and rows (``to_csv``; ``domainbench.Run.to_pandas`` reads the same rows)."""
+    fields = (CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
+              + (fmr_fields() if report.fmr else []))
+    rows = []
     at = {(b.model, b.corruption): b for b in breaking}
     for row in cell_rows(report, intervals):
         b = at.get((row["model"], row["corruption"]))
         if unparseable:
             row[UNPARSEABLE_FIELD] = unparseable.get((row["model"], row["corruption"], row["severity"]))
         extra = {k: getattr(b, k) for k in BREAKING_FIELDS} if b is not None else {}
-        w.writerow({"run_id": report.run_id, **row, **extra})
+        rows.append({"run_id": report.run_id, **row, **extra})
     for m in report.fmr.models if report.fmr else []:
-        w.writerow({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n_images": m.n,
-                    "top1_accuracy": metric(FMR_ACCURACY).read(m), **{f: metric(f).read(m) for f in fmr_fields()}})
-    return buf.getvalue()
+        rows.append({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n_images": m.n,
+                     "top1_accuracy": metric(FMR_ACCURACY).read(m), **{f: metric(f).read(m) for f in fmr_fields()}})
+    return fields, rows
 
 
 def column_units() -> dict[str, str]:
@@ -119,7 +131,8 @@ def column_units() -> dict[str, str]:
     in the registry ("fraction": 0 to 1, "ratio": to the baseline, ...); an interval column has its metric's."""
     names = [*CELL_FIELDS, UNPARSEABLE_FIELD, *BREAKING_FIELDS, *fmr_fields()]
     interval_of = {c: c.rsplit("_ci_", 1)[0] for c in (*INTERVAL_COLUMNS, *BREAKING_FIELDS) if "_ci_" in c}
-    return {c: metric(interval_of.get(c, c)).unit for c in names if c not in CELL_KEY_COLUMNS}
+    return {c: "flag" if c == APPROXIMATE_COLUMN else metric(interval_of.get(c, c)).unit
+            for c in names if c not in CELL_KEY_COLUMNS}
 
 
 def to_json(run: RunRecord | None, report: RunReport, intervals: RunIntervals | None = None,

@@ -23,12 +23,13 @@ BISECTION_STEPS = 6  # resolution 1/64 of the scale
 
 
 def default_threshold(clean_accuracy: float, n_classes: int) -> float:
+    """Halfway from ``clean_accuracy`` (the run's baseline's) to chance, 1 / ``n_classes``."""
     return (clean_accuracy + 1.0 / n_classes) / 2
 
 
 def bisect_breaking_point(model: str, corruption: str, correct_at: Callable[[float], np.ndarray], labels: np.ndarray,
                           threshold: float, confidence: float = 0.95, steps: int = BISECTION_STEPS,
-                          resamples: int = 1000, seed: int = 0) -> BreakingPoint:
+                          resamples: int = 1000, seed: int = 0, threshold_model: str | None = None) -> BreakingPoint:
     """Bisect t in [0, 1] for balanced accuracy < ``threshold``; ``correct_at(t)`` is the per-image
     correctness of the model at scale position t (same images, same seeds at every t)."""
     weights = bootstrap_weights(labels.size, labels, resamples, seed)
@@ -77,7 +78,8 @@ def bisect_breaking_point(model: str, corruption: str, correct_at: Callable[[flo
     return BreakingPoint(
         model=model, corruption=corruption, threshold=threshold, breaking_point=estimate,
         breaking_point_ci_low=ci_low if estimate is not None or ci_high is not None else None,
-        breaking_point_ci_high=ci_high, evaluated=sorted((t, v[0]) for t, v in seen.items()), n_images=int(labels.size))
+        breaking_point_ci_high=ci_high, evaluated=sorted((t, v[0]) for t, v in seen.items()), n_images=int(labels.size),
+        confidence=confidence, threshold_model=threshold_model, n_classes=int(np.unique(labels).size))
 
 
 def _bisect(lo: float, hi: float, low_side: Callable[[float], bool], steps: int) -> tuple[float, float]:

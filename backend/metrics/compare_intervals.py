@@ -1,8 +1,8 @@
 """Intervals of means over cells and over runs: Compare's heatmaps, ranking and families.
 
-A mean over a run's cells (the corrupted average, a family's corruptions) is resampled as one: the cells
-are the same images, so one row of draw counts (``stats.bootstrap_weights``, the run page's own resamples)
-weighs every cell of the run at once. A mean over runs averages, resample by resample, each run's value under
+A mean over a run's cells (the corrupted average, a family's corruptions) is drawn as one: the cells
+are the same images, so one row of multipliers (``stats.smoothed.multipliers``, the run page's own draws)
+moves every cell of the run at once. A mean over runs averages, resample by resample, each run's value under
 its own resamples, after :func:`aligned` has paired the runs' rows:
 
 - runs on the same images (same dataset, image indices and labels) keep their rows as they are, so row i
@@ -10,7 +10,7 @@ its own resamples, after :func:`aligned` has paired the runs' rows:
 - runs on other images are independent samples: each further image set's rows are shuffled by a seeded
   permutation, so its row i is paired with an unrelated row of the others.
 
-A percentile interval does not depend on the order of the rows, so each run's own interval is the run page's.
+A percentile interval does not depend on the order of the rows (the rows are called resamples below), so each run's own interval is the run page's.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.confidence import metric_draws
 from domainbench.metrics.outcomes import ImageOutcomes
-from domainbench.stats import shared_bootstrap_weights
+from domainbench.stats.smoothed import shared_multipliers
 
 if TYPE_CHECKING:
     from domainbench.report import RunReport
@@ -63,11 +63,11 @@ def image_set(dataset: str, outcomes: ImageOutcomes) -> str:
 
 def run_draws(report: RunReport, outcomes: ImageOutcomes, dataset: str, resamples: int, seed: int) -> RunDraws:
     """Every model's MODEL_METRICS and per-corruption CORRUPTION_METRICS under the run's resamples: the
-    stratified bootstrap of ``confidence.run_intervals`` with the same ``seed``, so the same rows."""
+    multiplier draws of ``confidence.run_intervals`` with the same ``seed``, so the same rows."""
     if outcomes.n == 0:
         raise MetricInputError("its units store no per-image outcomes (written by an older domainbench)")
-    # the draw counts of the run page's intervals and paired tests, made once for all (Compare's runs often share them)
-    models, corruptions = metric_draws(report, outcomes, shared_bootstrap_weights(outcomes.n, outcomes.labels, resamples, seed))
+    # the multipliers of the run page's intervals, made once for all (Compare's runs often share them)
+    models, corruptions = metric_draws(report, outcomes, shared_multipliers(outcomes.n, resamples, seed))
     return RunDraws(run_id=report.run_id, images=image_set(dataset, outcomes), seed=seed, resamples=resamples,
                     models=models, corruptions=corruptions)
 

@@ -1,12 +1,15 @@
 """Intervals on every number of a run's report, at a chosen confidence level.
 
 Proportions (top-1 accuracy, label flip probability, FMR's SA and PA) get Wilson score
-intervals from their counts. Everything else (balanced accuracy, mean corrupted accuracy,
-mCE, rCE, mFR, the stability means) gets a percentile bootstrap over images, stratified by
-class: one set of resamples (draw counts per image) is shared by every model and cell, so the
-relative metrics, which divide one model's errors by the baseline's on the same images, are
-resampled as pairs. With all draw counts equal to 1 the functions here give exactly the
-report's point values (tested), which is what ties the intervals to the numbers they sit beside.
+intervals from their counts. Balanced accuracy and everything built on per-class recalls or flip
+rates (mean corrupted accuracy, safe-cell accuracy, mCE, rCE, mFR, the per-corruption values) get
+the smoothed per-class normal interval of ``stats.smoothed``, drawn as a Gaussian multiplier
+bootstrap: one matrix of multipliers (one per image and draw) is shared by every model and cell,
+so the relative metrics, which divide one model's errors by the baseline's on the same images, are
+drawn as pairs, and a mean over cells as one. With all multipliers 0 the functions here give
+exactly the report's point values (tested), which is what ties the intervals to the numbers they
+sit beside. The stability means keep a percentile bootstrap over images (stratified by class):
+they are means of continuous per-image values, not of per-class recalls.
 """
 
 from __future__ import annotations
@@ -22,17 +25,27 @@ from domainbench.metrics.aggregate import CLEAN, CellKey
 from domainbench.metrics.classification import DEGRADATION_EPS
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.metrics.run_report import STABILITY_METRICS
-from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, shared_bootstrap_weights, wilson_interval
-from domainbench.stats.bootstrap import balanced_accuracies_weighted
+from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, wilson_interval
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
+from domainbench.stats.smoothed import (
+    FEW_IMAGES_NOTE,
+    FEW_IMAGES_PER_CLASS,
+    Linear,
+    balanced_accuracy_linear,
+    multipliers,
+    rate_linear,
+    shared_multipliers,
+)
 
 if TYPE_CHECKING:
     from domainbench.report import RunReport
     from domainbench.store.records import StabilityRecord
 
 Interval = tuple[float, float] | None
-#: the model-level numbers of a report that get a bootstrap interval
+#: the model-level numbers of a report that get an interval (the smoothed normal of ``stats.smoothed``, drawn)
 MODEL_METRICS = ("clean_accuracy", "mean_corrupted_accuracy", "mce", "rce", "mfr", "safe_accuracy")
+#: an rCE interval wider than this carries a caution: the baseline's drop from clean is too small to divide by
+RCE_WIDE = 1.0
 
 
 class _Frozen(BaseModel):
@@ -46,6 +59,8 @@ class CellIntervals(_Frozen):
     top1_accuracy: Interval = None
     balanced_accuracy: Interval = None
     label_flip_probability: Interval = None
+    #: the cell's median class has fewer than ``FEW_IMAGES_PER_CLASS`` images: its balanced-accuracy interval is approximate
+    approximate: bool = False
 
 
 class ModelIntervals(_Frozen):
@@ -57,6 +72,8 @@ class ModelIntervals(_Frozen):
     mfr: Interval = None
     #: the mean balanced accuracy over the PD-safe cells (the report's ``safe_accuracy``)
     safe_accuracy: Interval = None
+    #: the model's cells have a median class of fewer than ``FEW_IMAGES_PER_CLASS`` images: the intervals above are approximate
+    approximate: bool = False
 
 
 class StabilityIntervals(_Frozen):
@@ -83,6 +100,10 @@ class RunIntervals(_Frozen):
     models: list[ModelIntervals]
     stability: list[StabilityIntervals] = []
     fmr: list[FmrIntervals] = []
+    #: the median number of images per class over the run's labelled cells (None: unlabelled)
+    median_images_per_class: float | None = None
+    #: cautions to print beside the intervals (few images per class, an unresolved rCE)
+    notes: list[str] = []
 
     def cell(self, model: str, corruption: str, severity: int) -> CellIntervals | None:
         return next((c for c in self.cells if (c.model, c.corruption, c.severity) == (model, corruption, severity)), None)
@@ -93,45 +114,54 @@ class RunIntervals(_Frozen):
 
 #: the cell metrics that carry an interval, as named in exports (``NAME_ci_low`` / ``NAME_ci_high``)
 CELL_INTERVAL_METRICS = ("top1_accuracy", "balanced_accuracy", "label_flip_probability")
+#: the export column that flags a cell's balanced-accuracy interval as approximate (few images per class)
+APPROXIMATE_COLUMN = "balanced_accuracy_ci_approximate"
 
 
-def interval_columns(cell: CellIntervals | None) -> dict[str, float | None]:
-    """``{metric}_ci_low`` / ``{metric}_ci_high`` of a cell (None where it has no interval)."""
-    out: dict[str, float | None] = {}
+def interval_columns(cell: CellIntervals | None) -> dict[str, float | bool | None]:
+    """``{metric}_ci_low`` / ``{metric}_ci_high`` of a cell (None where it has no interval), and whether its
+    balanced-accuracy interval is approximate (None without one)."""
+    out: dict[str, float | bool | None] = {}
     for k in CELL_INTERVAL_METRICS:
         iv = None if cell is None else getattr(cell, k)
         out[f"{k}_ci_low"], out[f"{k}_ci_high"] = (None, None) if iv is None else iv
+    out[APPROXIMATE_COLUMN] = None if cell is None or cell.balanced_accuracy is None else cell.approximate
     return out
 
 
 # --------------------------------------------------------------------------- per-resample values
 
 
-def cell_balanced_accuracy(outcomes: ImageOutcomes, model: str, corruption: str, severity: int,
-                           weights: np.ndarray) -> np.ndarray:
-    """Balanced accuracy of one cell under each row of draw counts (images it did not evaluate weigh 0)."""
-    return cells_balanced_accuracy(outcomes, [(model, corruption, severity)], weights)[(model, corruption, severity)]
-
-
-def cells_balanced_accuracy(outcomes: ImageOutcomes, cells: Sequence[CellKey], weights: np.ndarray
-                            ) -> dict[CellKey, np.ndarray]:
-    """:func:`cell_balanced_accuracy` of many cells at once (a few matrix products, whatever their number)."""
+def cells_linear(outcomes: ImageOutcomes, cells: Sequence[CellKey]) -> Linear:
+    """The balanced accuracies of ``cells`` as point + multipliers @ loadings (``stats.smoothed``)."""
     assert outcomes.labels is not None
-    if not cells:
-        return {}
     correct = np.stack([outcomes.correct(*k) for k in cells], axis=1)
     present = np.stack([outcomes.present(*k) for k in cells], axis=1)
-    values = balanced_accuracies_weighted(correct, present, outcomes.labels, weights)
+    return balanced_accuracy_linear(correct, present, outcomes.labels)
+
+
+def cell_balanced_accuracy(outcomes: ImageOutcomes, model: str, corruption: str, severity: int,
+                           e: np.ndarray) -> np.ndarray:
+    """Balanced accuracy of one cell under each row of multipliers ``e`` (resamples, n images)."""
+    return cells_balanced_accuracy(outcomes, [(model, corruption, severity)], e)[(model, corruption, severity)]
+
+
+def cells_balanced_accuracy(outcomes: ImageOutcomes, cells: Sequence[CellKey], e: np.ndarray
+                            ) -> dict[CellKey, np.ndarray]:
+    """:func:`cell_balanced_accuracy` of many cells at once (one matrix product, whatever their number)."""
+    if not cells:
+        return {}
+    values = cells_linear(outcomes, cells).draws(e)
     return {k: values[:, i] for i, k in enumerate(cells)}
 
 
-def cells_flip_rate(outcomes: ImageOutcomes, cells: Sequence[CellKey], weights: np.ndarray) -> dict[CellKey, np.ndarray]:
-    """The label flip rate of each cell under each row of draw counts (images it did not evaluate weigh 0)."""
+def cells_flip_rate(outcomes: ImageOutcomes, cells: Sequence[CellKey], e: np.ndarray) -> dict[CellKey, np.ndarray]:
+    """The label flip rate of each cell under each row of multipliers ``e`` (its smoothed normal draws)."""
     if not cells:
         return {}
-    present = np.stack([outcomes.present(*k) for k in cells], axis=1).astype(float)
-    flipped = np.stack([outcomes.flipped(*k) for k in cells], axis=1).astype(float)
-    values = (weights @ flipped) / (weights @ present)
+    present = np.stack([outcomes.present(*k) for k in cells], axis=1)
+    flipped = np.stack([outcomes.flipped(*k) for k in cells], axis=1)
+    values = rate_linear(flipped, present).draws(e)
     return {k: values[:, i] for i, k in enumerate(cells)}
 
 
@@ -149,7 +179,7 @@ CORRUPTION_METRICS = ("accuracy", "ce", "rce", "fr")
 
 def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
                  ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, dict[str, np.ndarray]]]]:
-    """Under each row of ``weights``: per model, each of MODEL_METRICS; per model and corruption, each of
+    """Under each row of multipliers ``weights`` (resamples, n images; ``stats.smoothed.multipliers``): per model, each of MODEL_METRICS; per model and corruption, each of
     CORRUPTION_METRICS (nan: not applicable). Real-shift cells (their own images) have no per-corruption values.
 
     The safe-cell accuracy averages, resample by resample, the balanced accuracies of the model's PD-safe cells
@@ -225,7 +255,7 @@ def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
 
 
 def model_metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
-    """Per model, each of MODEL_METRICS under each row of ``weights`` (nan: not applicable)."""
+    """Per model, each of MODEL_METRICS under each row of multipliers ``weights`` (nan: not applicable)."""
     return metric_draws(report, outcomes, weights)[0]
 
 
@@ -242,7 +272,7 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
                   confidence: float = 0.95, resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
                   sequential: Mapping[tuple[str, str, int], dict[str, Interval]] | None = None,
                   shifts: Mapping[str, ImageOutcomes] | None = None, unpaired: frozenset[str] = frozenset()) -> RunIntervals:
-    """Every interval of ``report`` at level ``confidence`` (bootstrap seeded by ``seed``).
+    """Every interval of ``report`` at level ``confidence`` (the draws seeded by ``seed``).
 
     ``shifts``: each real-shift cell's own outcomes; ``unpaired``: shift cells without paired clean
     images (no flip rate, so no interval for it).
@@ -250,38 +280,61 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
     ``sequential``: per cell, anytime-valid intervals that replace the Wilson ones (an adaptive
     run stopped its cells by looking at the data, and only those keep their coverage then).
     """
-    weights = shared_bootstrap_weights(outcomes.n, outcomes.labels, resamples, seed)  # Compare's and the tests' too
-    # a real-shift cell's images are its own: bootstrapped on their own (``shift_outcomes``)
-    own = {cell: (o, bootstrap_weights(o.n, o.labels, resamples, seed)) for cell, o in (shifts or {}).items()}
+    e = shared_multipliers(outcomes.n, resamples, seed)  # Compare's draws use the same rows
+    # a real-shift cell's images are its own: drawn on their own (``shift_outcomes``)
+    own = {cell: (o, multipliers(o.n, resamples, seed)) for cell, o in (shifts or {}).items()}
+    keys = [(m.model, c.corruption, c.severity) for m, c in report.all_cells()
+            if c.corruption not in own and c.confusion is not None] if outcomes.labels is not None else []
     # the balanced accuracy of every cell on the run's images, at once
-    accuracies = cells_balanced_accuracy(outcomes, [(m.model, c.corruption, c.severity) for m, c in report.all_cells()
-                                                    if c.corruption not in own and c.confusion is not None],
-                                         weights) if outcomes.labels is not None else {}
+    linear = cells_linear(outcomes, keys) if keys else None
+    drawn_all = linear.draws(e) if linear is not None else None
+    column = {k: i for i, k in enumerate(keys)}
+    sizes: list[float] = []
     cells = []
     for m, c in report.all_cells():
         top1 = ba = None
-        o, w = own.get(c.corruption, (outcomes, weights))
+        approximate = False
+        o, w = own.get(c.corruption, (outcomes, e))
         if o.labels is not None and c.confusion is not None:
             hits = int(np.trace(np.asarray(c.confusion)))
             top1 = wilson_interval(hits, c.n, confidence)
-            drawn = accuracies.get((m.model, c.corruption, c.severity))
-            if drawn is None:  # a real-shift cell, on its own images
-                drawn = cell_balanced_accuracy(o, m.model, c.corruption, c.severity, w)
+            key = (m.model, c.corruption, c.severity)
+            if key in column:
+                assert linear is not None and drawn_all is not None
+                drawn, median = drawn_all[:, column[key]], float(linear.median_per_class[column[key]])
+            else:  # a real-shift cell, on its own images
+                one = cells_linear(o, [key])
+                drawn, median = one.draws(w)[:, 0], float(one.median_per_class[0])
             ba = percentile_interval(drawn, confidence)
+            if median == median:
+                sizes.append(median)
+                approximate = median < FEW_IMAGES_PER_CLASS
         lfp = None if c.corruption == CLEAN or c.corruption in unpaired else wilson_interval(c.flips, c.n, confidence)
         override = (sequential or {}).get((m.model, c.corruption, c.severity), {})
         top1 = override.get("top1_accuracy", top1)
         lfp = override.get("label_flip_probability", lfp)
         cells.append(CellIntervals(model=m.model, corruption=c.corruption, severity=c.severity, top1_accuracy=top1,
-                                   balanced_accuracy=ba, label_flip_probability=lfp))
-    draws = model_metric_draws(report, outcomes, weights)
-    models = [ModelIntervals(model=name, **{k: percentile_interval(v, confidence) for k, v in d.items()})
+                                   balanced_accuracy=ba, label_flip_probability=lfp, approximate=approximate))
+    draws = model_metric_draws(report, outcomes, e)
+    few = {c.model for c in cells if c.approximate and not c.corruption.startswith(SHIFT_PREFIX)}
+    models = [ModelIntervals(model=name, approximate=name in few,
+                             **{k: percentile_interval(v, confidence) for k, v in d.items()})
               for name, d in draws.items()]
+    median = float(np.median(sizes)) if sizes else None
+    notes = []
+    if any(c.approximate for c in cells):
+        notes.append(f"{FEW_IMAGES_NOTE} (median {median:g} images per class; fewer than {FEW_IMAGES_PER_CLASS} "
+                     "makes any interval on balanced accuracy rest on the smoothing)")
+    for mi in models:
+        if mi.rce is not None and mi.rce[1] - mi.rce[0] > RCE_WIDE:
+            notes.append(f"rCE of {mi.model}: interval {mi.rce[0]:.2f}–{mi.rce[1]:.2f} is wider than {RCE_WIDE:g}: "
+                         "the baseline loses too little from clean to divide by on these images, so rCE is not resolved")
     return RunIntervals(confidence=confidence, resamples=resamples, seed=seed, cells=cells, models=models,
                         stability=stability_intervals(stability, outcomes, confidence, resamples, seed),
                         fmr=[FmrIntervals(model=f.model, sa=_wilson_of_rate(f.sa, f.n, confidence),
                                           pa=_wilson_of_rate(f.pa, f.n, confidence))
-                             for f in (report.fmr.models if report.fmr else [])])
+                             for f in (report.fmr.models if report.fmr else [])],
+                        median_images_per_class=median, notes=notes)
 
 
 def stability_intervals(records: Sequence[StabilityRecord], outcomes: ImageOutcomes | None, confidence: float,

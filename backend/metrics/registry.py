@@ -8,7 +8,7 @@ summary columns, the CSV/JSON export columns, the UI's table labels and glossary
 
 A declaration says what a number *is* (name, display name, unit, which direction is better, a
 one-line meaning), what it needs from a stored unit, how it aggregates, and which interval the
-statistics attach to it (``"wilson"``, ``"bootstrap"`` or ``None``).
+statistics attach to it (``"wilson"``, ``"smoothed"`` (``stats.smoothed``), ``"bootstrap"`` or ``None``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ Level = Literal["cell", "corruption", "image", "model", "fmr"]
 Unit = Literal["fraction", "ratio", "correlation", "count", "flag", "threat", "cosine", "distance", "percent", "steps",
                "index", "decibel", "nats"]
 Direction = Literal["higher", "lower"]
-Interval = Literal["wilson", "bootstrap"]
+Interval = Literal["wilson", "smoothed", "bootstrap"]
 
 LEVELS: tuple[str, ...] = get_args(Level)
 UNITS: tuple[str, ...] = get_args(Unit)
@@ -130,8 +130,8 @@ class Metric:
             raise MetricRegistryError(f"metric {self.name!r}: unit {self.unit!r} is not one of {', '.join(UNITS)}")
         if self.direction not in ("higher", "lower", None):
             raise MetricRegistryError(f"metric {self.name!r}: direction must be 'higher', 'lower' or None")
-        if self.interval not in ("wilson", "bootstrap", None):
-            raise MetricRegistryError(f"metric {self.name!r}: interval must be 'wilson', 'bootstrap' or None")
+        if self.interval not in ("wilson", "smoothed", "bootstrap", None):
+            raise MetricRegistryError(f"metric {self.name!r}: interval must be 'wilson', 'smoothed', 'bootstrap' or None")
         if not self.meaning or "\n" in self.meaning:
             raise MetricRegistryError(f"metric {self.name!r}: meaning must be one line")
         if self.percent and self.ui_header and not self.ui_header.endswith(" %"):

@@ -14,7 +14,7 @@ import numpy as np
 
 from domainbench.metrics.aggregate import CellStats, summarize
 from domainbench.metrics.registry import metrics_of
-from domainbench.metrics.threat import safe_accuracy, severity_safety
+from domainbench.metrics.threat import pd_safety, safe_accuracy, share_interval
 from domainbench.report import (
     DropCorrelationReport,
     LinkEntry,
@@ -39,7 +39,7 @@ STABILITY_METRICS = tuple(m.name for m in metrics_of("image"))
 
 
 def threat_cells(records: Sequence[ThreatRecord]) -> list[ThreatCell]:
-    """Per (corruption, severity): the shards' threat sums pooled, with the safety verdict."""
+    """Per (corruption, severity): the shards' threat sums pooled, with the safety verdict (``pd_safety``)."""
     acc: dict[tuple[str, int], dict[str, float]] = defaultdict(lambda: {"n": 0, "sum": 0.0, "sum_sq": 0.0, "n_above_1": 0, "max": 0.0})
     for d in records:
         a = acc[(d.corruption, d.severity)]
@@ -48,20 +48,25 @@ def threat_cells(records: Sequence[ThreatRecord]) -> list[ThreatCell]:
         a["sum_sq"] += d.sum_sq
         a["n_above_1"] += d.n_above_1
         a["max"] = max(a["max"], d.max)
-    pooled: dict[tuple[str, int], dict[str, Any]] = {}
+    cells = []
     for key, a in sorted(acc.items()):
-        mean = a["sum"] / a["n"] if a["n"] else None
-        pooled[key] = {
-            "corruption": key[0],
-            "severity": key[1],
-            "n": int(a["n"]),
-            "mean_threat": mean,
-            "std_threat": float(np.sqrt(max(a["sum_sq"] / a["n"] - mean**2, 0.0))) if a["n"] else None,
-            "frac_unsafe_images": a["n_above_1"] / a["n"] if a["n"] else None,
-            "max_threat": a["max"],
-        }
-    safety = severity_safety({k: v["mean_threat"] for k, v in pooled.items() if v["mean_threat"] is not None}, SAFE_THREAT)
-    return [ThreatCell(**cell, safe=safety.get(key, False)) for key, cell in pooled.items()]
+        n, above = int(a["n"]), int(a["n_above_1"])
+        mean = a["sum"] / n if n else None
+        low, high = share_interval(above, n) if n else (None, None)
+        cells.append(ThreatCell(
+            corruption=key[0],
+            severity=key[1],
+            n=n,
+            mean_threat=mean,
+            std_threat=float(np.sqrt(max(a["sum_sq"] / n - mean**2, 0.0))) if n else None,
+            frac_unsafe_images=above / n if n else None,
+            frac_unsafe_ci_low=low,
+            frac_unsafe_ci_high=high,
+            max_threat=a["max"],
+            # a cell without images cannot show it is safe
+            safety=pd_safety(above, n) if n else "borderline",
+        ))
+    return cells
 
 
 def stability_means(records: Sequence[StabilityRecord]) -> list[StabilityMean]:

@@ -60,7 +60,7 @@ import numbers
 import sys
 import warnings
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -633,6 +633,39 @@ def unsafe_reference_threat(
     return total / n_pairs
 
 
+#: the share of a cell's images whose PD threat may exceed the threshold (1, ``run_report.SAFE_THREAT``: their label
+#: may have changed) for the cell to still count as label-preserving: an accuracy measured there is off by at most this share
+UNSAFE_SHARE_CUT = 0.10
+
+Safety = Literal["safe", "borderline", "unsafe"]
+
+
+def share_interval(n_above: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Clopper–Pearson (exact binomial) interval of the share of images above the threat threshold."""
+    from scipy.stats import beta
+
+    if not (0 <= n_above <= n and n > 0):
+        raise ThreatInputError(f"{n_above} of {n} images above the threshold: need 0 <= n_above <= n and n > 0")
+    tail = (1.0 - confidence) / 2
+    low = 0.0 if n_above == 0 else float(beta.ppf(tail, n_above, n - n_above + 1))
+    high = 1.0 if n_above == n else float(beta.ppf(1.0 - tail, n_above + 1, n - n_above))
+    return low, high
+
+
+def pd_safety(n_above: int, n: int, cut: float = UNSAFE_SHARE_CUT, confidence: float = 0.95) -> Safety:
+    """The one verdict on a corruption cell, used by the report, ``show``, the UI and the exports.
+
+    "safe": the whole ``confidence`` interval of the share of images above the threat threshold
+    lies below ``cut`` (the exact binomial test of share >= cut rejects at (1 - confidence) / 2);
+    "unsafe": it lies wholly above; "borderline": the images cannot tell. A mean threat below
+    the threshold is not enough: a few far-moved images can hide under it.
+    """
+    low, high = share_interval(n_above, n, confidence)
+    if high < cut:
+        return "safe"
+    return "unsafe" if low > cut else "borderline"
+
+
 CellKey = tuple[str, int]
 
 
@@ -641,6 +674,7 @@ def severity_safety(mean_threats: Mapping[CellKey, float], threshold: float = 1.
 
     Threshold 1 is the paper's (Section 4.2, about half the mean threat of unsafe
     perturbations); pass ``unsafe_reference_threat(...) / 2`` to calibrate per dataset.
+    The paper's point rule on the mean; a run's report calls a cell safe by :func:`pd_safety`.
     """
     if not (isinstance(threshold, (int, float)) and math.isfinite(threshold) and threshold >= 0):
         raise ThreatInputError(f"threshold must be a finite number >= 0, got {threshold!r}")
@@ -703,6 +737,7 @@ __all__ = [
     "ThreatInputError",
     "euclidean_class_distances",
     "max_safe_severity",
+    "pd_safety",
     "project_exact",
     "project_radial",
     "relative_class_weights",
@@ -710,5 +745,6 @@ __all__ = [
     "select_anchor_indices",
     "select_anchors",
     "severity_safety",
+    "share_interval",
     "unsafe_reference_threat",
 ]

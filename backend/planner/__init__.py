@@ -16,6 +16,7 @@ import logging
 import re
 import unicodedata
 from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any
 
 from domainbench.config import DomainConfig
@@ -90,7 +91,7 @@ def _now() -> str:
 
 def plan(
     domain_text: str,
-    provider: str = "auto",
+    provider: str | Sequence[str] = "auto",
     samples: int = 10,
     *,
     catalogue: Catalogue | None = None,
@@ -101,16 +102,31 @@ def plan(
 
     ``llm``: the LLM endpoint as the entry point read it (``Settings.llm_settings()``); when
     left out, the environment is read here, with ``settings`` as overrides.
+
+    ``provider`` may list several planners (``offline``, ``openai``, ``openai:MODEL@BASE_URL``, ...):
+    each plans, and a majority vote across them decides (``council``); the plan's notes hold who
+    chose what and their pairwise agreement.
     """
-    check_provider_name(provider)  # before any work: a typo is answered with the close names
+    from domainbench.planner import council
+
+    specs = [provider] if isinstance(provider, str) else list(provider)
+    if not specs:
+        raise UserInputError("give at least one planner provider, e.g. --provider offline")
+    if llm is not None and settings:
+        raise TypeError("give either llm= or individual LLM settings, not both")
+    several = len(specs) > 1 or ":" in specs[0]
+    if not several:
+        check_provider_name(specs[0])  # before any work: a typo is answered with the close names
     n = _samples(samples)
     text = prepare_domain_text(domain_text)
     cat = catalogue or load_catalogue()
-    if llm is not None and settings:
-        raise TypeError("give either llm= or individual LLM settings, not both")
     llm_settings = llm if llm is not None else Settings.from_env().llm_settings(**settings)
-    _, planner = choose_provider(provider, llm_settings)
-    vote, notes, prov = planner.run(text, n, cat, llm_settings)
+    if several:
+        members = [council.parse_member(s, llm_settings) for s in specs]
+        vote, notes, prov = council.run(members, text, n, cat).planned
+    else:
+        _, planner = choose_provider(specs[0], llm_settings)
+        vote, notes, prov = planner.run(text, n, cat, llm_settings)
     notes = list(notes)
 
     # Final gate for both planners: only catalogue names, parameters in range, rules satisfied.

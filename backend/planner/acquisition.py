@@ -6,7 +6,9 @@ placed by hand, a patient positioned for each image, a digital detector, a sunli
 factor found carries the clause of the description that shows it and the corruptions it
 produces, each with its mechanism ("the camera rides on a moving vehicle ... -> motion blur: the
 platform moves during each exposure"). Matching is by keyword, like the cues and the sanity
-rules, so every inference quotes its evidence and the same text always reads the same way.
+rules, so every inference quotes its evidence and the same text always reads the same way; a
+keyword is read in context (a clause holding one of the factor's ``unless`` words is no evidence,
+and a factor another one rules out is dropped), and the sanity rules fire on these factors.
 """
 
 from __future__ import annotations
@@ -16,22 +18,43 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from domainbench.planner.cues import Hit, _clause, _normalise, quote_around
-from domainbench.planner.rules import keyword_pattern, load_book
+from domainbench.planner.keywords import keyword_pattern, load_book
 
 ACQUISITION_PATH = Path(__file__).with_name("acquisition.toml")
+
+
+CATEGORIES = ("medium", "platform", "light", "optics", "sensor", "transmission", "subject")
+
+
+class Implication(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    why: str = Field(min_length=1)
+    #: the severity levels this factor makes plausible (the whole ladder unless it says less)
+    severities: list[Annotated[int, Field(ge=1, le=5)]] = Field(default_factory=lambda: [1, 2, 3, 4, 5], min_length=1)
 
 
 class Factor(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    category: Literal["medium", "platform", "light", "optics", "sensor", "transmission", "subject"]
     label: str = Field(min_length=1)
     keywords: list[str] = Field(min_length=1)
-    #: corruption -> how this factor produces it
-    implies: dict[str, str] = Field(min_length=1)
+    #: corruption -> how this factor produces it (a sentence, or the sentence with severity levels);
+    #: a factor with none still counts (the sanity rules fire on it)
+    implies: dict[str, str | Implication] = Field(default_factory=dict)
     unless: list[str] = Field(default_factory=list)
+    #: factors whose presence anywhere in the text means this one is not read
+    unless_factors: list[str] = Field(default_factory=list)
+
+    def implication(self, corruption: str) -> Implication:
+        v = self.implies[corruption]
+        return Implication(why=v) if isinstance(v, str) else v
 
 
 class FactorBook(BaseModel):
@@ -42,6 +65,14 @@ class FactorBook(BaseModel):
 
     def names(self) -> set[str]:
         return {n for f in self.factors.values() for n in f.implies}
+
+    @model_validator(mode="after")
+    def _known_vetoes(self) -> FactorBook:
+        for name, f in self.factors.items():
+            unknown = sorted(set(f.unless_factors) - set(self.factors))
+            if unknown:
+                raise ValueError(f"factor {name!r}: unless_factors names unknown factors {unknown}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -82,6 +113,10 @@ def read(text: str, path: str | Path | None = None) -> list[Finding]:
             if veto is None or not veto.search(_clause(norm, m.start(), m.end())):
                 found.append(Finding(name, book.factors[name].label, m.group(0), quote_around(norm, m.start(), m.end()), m.start()))
                 break
+    # a factor another one rules out (a hand does not hold a fixed camera); judged on what the
+    # words show, so the order of the factors in the file does not matter
+    present = {f.factor for f in found}
+    found = [f for f in found if not set(book.factors[f.factor].unless_factors) & present]
     return sorted(found, key=lambda f: f.start)
 
 
@@ -90,7 +125,10 @@ def implied(text: str, catalogue_names: set[str] | None = None, path: str | Path
     book = factor_book(path)
     hits = []
     for f in read(text, path):
-        for corruption, how in book.factors[f.factor].implies.items():
+        factor = book.factors[f.factor]
+        for corruption in factor.implies:
             if catalogue_names is None or corruption in catalogue_names:
-                hits.append(Hit(f"acquisition:{f.factor}", corruption, f"{f.label}, and {how}", f.keyword, f.quote, f.start))
+                imp = factor.implication(corruption)
+                hits.append(Hit(f"acquisition:{f.factor}", corruption, f"{f.label}, and {imp.why}", f.keyword, f.quote, f.start,
+                                tuple(imp.severities)))
     return hits

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domainbench.planner.rules import keyword_pattern, load_book
+from domainbench.planner.keywords import keyword_pattern, load_book
 
 CUES_PATH = Path(__file__).with_name("cues.toml")
 # a quoted clause longer than this is cut to a window around the keyword: a few words before
@@ -62,6 +62,8 @@ class Hit:
     keyword: str  # the matched text
     quote: str  # the clause of the description around it
     start: int  # position in the description, for ordering
+    #: severity levels the evidence makes plausible; empty: the whole ladder
+    severities: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,9 @@ Method (deterministic, no network):
    rules name it); a semantic match grows with its similarity, the mild levels 1..3 for a weak
    match, all five for a strong one. Non-ordinal corruptions (flips) get level 1 only.
 
-Self-consistency offline: sample 0 uses all chunks; samples 1..N-1 drop each sentence chunk with
+The provider (``plan(provider="offline")``) runs one sample: the plan is a deterministic reading of the
+text, and ten copies of it say nothing more. ``OfflinePlanner.run(text, n)`` keeps the perturbation
+study: sample 0 uses all chunks; samples 1..N-1 drop each sentence chunk with
 probability 0.3 (the whole text always stays) and add N(0, 0.01) noise to the specificity, with a
 generator seeded from the text, then the same majority vote as the LLM planner runs. The
 frequencies therefore say how stable each choice is under rephrasing-like perturbations, and
@@ -282,7 +284,8 @@ class OfflinePlanner:
                 choice = choice.model_copy(update={"severities": full})
             elif hit is not None:
                 reason = self._says(hit)
-                choice = CorruptionChoice(name=e.name, severities=full, reason=reason[0].upper() + reason[1:] + ".")
+                levels = [s for s in hit.severities if e.ordinal] or full
+                choice = CorruptionChoice(name=e.name, severities=levels, reason=reason[0].upper() + reason[1:] + ".")
             else:
                 choice = CorruptionChoice(
                     name=e.name,

@@ -102,7 +102,9 @@ def _plan_offline(text: str, samples: int, catalogue: Catalogue, settings: LLMSe
     from domainbench.planner import acquisition, cues
     from domainbench.planner.offline import MODEL_NAME, OfflinePlanner  # sentence-transformers: slow to import
 
-    vote = OfflinePlanner(catalogue).run(text, samples)
+    # deterministic: the same text always reads the same way, so ten samples would be ten copies of
+    # one plan; it runs once whatever --samples says (that is the LLM providers' setting)
+    vote = OfflinePlanner(catalogue).run(text, 1)
     provenance = PlannerProvenance(
         provider="offline",
         model=MODEL_NAME,
@@ -114,11 +116,13 @@ def _plan_offline(text: str, samples: int, catalogue: Catalogue, settings: LLMSe
 
 
 def _plan_openai(text: str, samples: int, catalogue: Catalogue, settings: LLMSettings) -> Planned:
+    from domainbench.planner import acquisition  # the sanity rules read its factors
+
     vote, notes = LLMPlanner(settings, catalogue).run(text, samples)
     provenance = PlannerProvenance(
         provider="openai",
         model=settings.model,
-        prompt_version=f"{prompts.prompt_version()}+{rules.rules_version()}",
+        prompt_version=f"{prompts.prompt_version()}+{rules.rules_version()}+{acquisition.acquisition_version()}",
         samples=vote.n_samples,
         temperature=settings.temperature,
     )

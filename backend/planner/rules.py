@@ -10,17 +10,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-import tomllib
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from domainbench.errors import UserInputError
+from domainbench.planner import acquisition
+from domainbench.planner.keywords import keyword_pattern, load_book
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +30,20 @@ class DomainKind(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     label: str
-    keywords: list[str] = Field(min_length=1)
+    keywords: list[str] = Field(default_factory=list)
+    #: acquisition factors (acquisition.toml) that show this kind: read in context, so "vehicle" in
+    #: "remotely operated vehicle" is no road
+    factors: list[str] = Field(default_factory=list)
+    #: factors that rule the kind out (a satellite domain that is also aerial: aircraft do blur)
+    unless_factors: list[str] = Field(default_factory=list)
     forbidden: list[str] = Field(default_factory=list)
     required: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _evidence(self) -> DomainKind:
+        if not self.keywords and not self.factors:
+            raise ValueError(f"kind {self.label!r} needs keywords or factors to be detected by")
+        return self
 
 
 class RuleBook(BaseModel):
@@ -67,15 +77,6 @@ class Requirements:
     required: dict[str, str] = field(default_factory=dict)  # name -> why
 
 
-def _keyword_regex(keyword: str) -> str:
-    kw = keyword.strip().lower()
-    star = kw.endswith("*")
-    kw = kw.rstrip("*")
-    parts = [re.escape(p) for p in re.split(r"[\s\-]+", kw) if p]
-    body = r"[\s\-]?".join(parts)
-    return r"(?<!\w)" + body + (r"\w*" if star else r"(?!\w)")
-
-
 @dataclass(frozen=True)
 class _Compiled:
     book: RuleBook
@@ -83,28 +84,10 @@ class _Compiled:
     fingerprint: str
 
 
-M = TypeVar("M", bound=BaseModel)
-
-
-def load_book(path: Path, model: type[M], what: str, shipped: str) -> tuple[M, bytes]:
-    """A planner data file validated by ``model``, and its raw bytes (for a content fingerprint)."""
-    try:
-        raw = path.read_bytes()
-        return model.model_validate(tomllib.loads(raw.decode("utf-8"))), raw
-    except FileNotFoundError as e:
-        raise UserInputError(f"{what} file {path} is missing; restore {shipped}") from e
-    except (tomllib.TOMLDecodeError, ValidationError) as e:
-        raise UserInputError(f"{what} file {path} is invalid ({e}); fix it") from e
-
-
-def keyword_pattern(keywords: list[str]) -> re.Pattern[str]:
-    return re.compile("|".join(_keyword_regex(k) for k in keywords), re.IGNORECASE)
-
-
 @lru_cache(maxsize=4)
 def _compile(path: str) -> _Compiled:
     book, raw = load_book(Path(path), RuleBook, "sanity rules", "backend/planner/rules.toml")
-    patterns = {name: keyword_pattern(kind.keywords) for name, kind in book.kinds.items()}
+    patterns = {name: keyword_pattern(kind.keywords) for name, kind in book.kinds.items() if kind.keywords}
     return _Compiled(book, patterns, hashlib.sha256(raw).hexdigest()[:12])
 
 
@@ -127,12 +110,20 @@ def detect_kinds(text: str, path: str | Path | None = None) -> list[DetectedKind
     # every position (it does except for a few letters such as "İ")
     written = unicodedata.normalize("NFKC", text)
     same_positions = len(written) == len(norm)
+    factors = {f.factor: f for f in acquisition.read(text)} if any(k.factors or k.unless_factors for k in comp.book.kinds.values()) else {}
     found = []
-    for name, pattern in comp.patterns.items():
-        m = pattern.search(norm)
+    for name, kind in comp.book.kinds.items():
+        if set(kind.unless_factors) & set(factors):
+            continue
+        shown = next((factors[f] for f in kind.factors if f in factors), None)
+        if shown is not None:  # the factor's own evidence, as the description writes it
+            found.append(DetectedKind(name, kind.label, shown.keyword))
+            continue
+        pattern = comp.patterns.get(name)
+        m = pattern.search(norm) if pattern is not None else None
         if m:
             keyword = written[m.start() : m.end()] if same_positions else m.group(0)
-            found.append(DetectedKind(name, comp.book.kinds[name].label, keyword))
+            found.append(DetectedKind(name, kind.label, keyword))
     return found
 
 

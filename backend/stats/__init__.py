@@ -18,6 +18,7 @@ from domainbench.stats.bootstrap import (
 )
 from domainbench.stats.intervals import check_confidence, normal_quantile, wilson_interval
 from domainbench.stats.paired import holm, mcnemar_exact, paired_sample_size
+from domainbench.stats.written import interval_text
 
 __all__ = [
     "DEFAULT_RESAMPLES",
@@ -25,6 +26,7 @@ __all__ = [
     "bootstrap_weights",
     "check_confidence",
     "holm",
+    "interval_text",
     "mcnemar_exact",
     "mean_draws",
     "normal_quantile",

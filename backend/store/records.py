@@ -294,6 +294,8 @@ MIGRATIONS: dict[tuple[Collection, int], Any] = {
     (Collection.UNITS, 1): _migrate_unit_1,
     # a version-1 summary was an untyped dict; the report is rebuilt from the units instead
     (Collection.SUMMARIES, 1): None,
+    # version 2 called a PD cell safe by its mean threat alone; version 3 by the share of images above it
+    (Collection.SUMMARIES, 2): None,
 }
 
 

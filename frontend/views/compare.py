@@ -118,12 +118,12 @@ def flagged_note(comparison: data.Comparison) -> bool:
 #: the run page's names
 RANKING_CI = {"clean acc %": (verdict.CI_COLUMNS["clean acc %"], "clean acc %"),
               "corrupted acc %": (verdict.CI_COLUMNS["corrupted acc %"], "corrupted acc %"),
-              "mean mCE": ("mean mCE ± 95 % CI", "mCE")}
+              "mean mCE": (verdict.ci_column("mean mCE"), "mCE")}
 
 
 def ranking_with_intervals(comparison: data.Comparison, draws: data.Draws) -> pd.DataFrame:
     """The ranking (``data.ranking_frame``) with the 95 % intervals of its averages and ranks (``data.RANKING_INTERVALS``'
-    columns) and, beside each average of ``RANKING_CI``, its "61.2 % ± 3.1" column."""
+    columns) and, beside each average of ``RANKING_CI``, its "61.2 % (58.1–64.3)" column."""
     ranking = data.ranking_frame(comparison.frame)
     bounds = data.ranking_intervals(comparison.frame, draws)
     out = ranking.join(bounds, on="model")
@@ -192,14 +192,15 @@ def verdict_section(store: Store, comparison: data.Comparison, ranking: pd.DataF
 
 
 #: what every interval of this page is, said once under the heatmap and referred to below it
-INTERVAL_NOTE = ("± and bars: 95 % percentile bootstrap intervals, {resamples:,} resamples of each run's images "
-                 "(stratified by class). The cells of a run are the same images, so a mean over them (the corrupted "
-                 "average, a family) is resampled jointly; runs on the same images are resampled jointly, runs on "
-                 "other images independently, and a mean over runs averages their values resample by resample.")
+INTERVAL_NOTE = ("(low–high) and bars: 95 % intervals, normal with a smoothed per-class variance, drawn {resamples:,} times "
+                 "with one multiplier per image of each run (docs/reading-the-numbers.md). The cells of a run are the "
+                 "same images, so a mean over them (the corrupted average, a family) is drawn jointly; runs on the "
+                 "same images are drawn jointly, runs on other images independently, and a mean over runs averages "
+                 "their values draw by draw.")
 
 
 def interval_table(matrix: pd.DataFrame, bounds: tuple[pd.DataFrame, pd.DataFrame], pct: bool) -> pd.DataFrame:
-    """The matrix as text, each value with its interval: "61.2 % ± 3.1" (a value without one: "61.2 %")."""
+    """The matrix as text, each value with its interval's ends: "61.2 % (58.1–64.3)" (a value without one: "61.2 %")."""
     low, high = (b.reindex(index=matrix.index, columns=matrix.columns) for b in bounds)
 
     def cell(r: str, c: str) -> str:
@@ -245,7 +246,7 @@ def heatmap_section(comparison: data.Comparison, metric: str, draws: data.Draws)
 def ranking_section(ranking: pd.DataFrame) -> None:
     st.subheader("Ranking: clean → corrupted")
     shown = ranking.drop(columns=[c for _, low, high in data.RANKING_INTERVALS.values() for c in (low, high)])
-    ci_note = "The interval is of the average over the domain columns (bootstrap, see above)."
+    ci_note = "The interval is of the average over the domain columns (drawn, see above)."
     exports.table(shown, "compare-ranking", "ranking", column_config={
         "clean acc %": st.column_config.NumberColumn("clean acc %", format="%.1f"),
         "corrupted acc %": st.column_config.NumberColumn("corrupted acc %", format="%.1f"),

@@ -26,7 +26,9 @@ from domainbench.frontend.views.damage_tab import damage_tab
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
                                      status_badge)
 from domainbench.metrics.registry import metric as declared
+from domainbench.metrics.threat import UNSAFE_SHARE_CUT
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
+from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
 REFRESH_S = 5
 #: the Runs list's progress column: the share of the run's units stored, in %
@@ -166,9 +168,11 @@ class Shown:
         return 1.0 / n if n else None
 
 
-def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None:
+def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: list[str] | None = None) -> None:
+    """The summary table; ``notes``: the intervals' cautions (``RunIntervals.notes``: few images per class, an
+    unresolved rCE), shown under it."""
     table = verdict.with_intervals(data.summary_frame(report), report, ci)
-    # where a value has its "± 95 % CI" column, that column is shown in its place (the CSV keeps both)
+    # where a value has its "(95 % CI)" column, that column is shown in its place (the CSV keeps both)
     shown = [c for c in table.columns if verdict.CI_COLUMNS.get(c) not in table.columns]
     exports.table(
         table, f"{report.run_id}-summary", "summary", column_order=shown,
@@ -185,6 +189,9 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None
         "column's name for what it means, or open the glossary below (every metric: the Glossary page). "
         f"{exports.MISSING} = not applicable (e.g. unlabelled data), never zero."
     )
+    for note in notes or []:
+        # a few-images note explains the * beside the intervals it makes approximate
+        st.warning(("\\* " if note.startswith(FEW_IMAGES_NOTE) else "") + md_escape(note))
     with st.expander("what the columns mean"):
         glossary(data.summary_metrics())
     notes = data.model_notes(report)
@@ -198,6 +205,18 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None) -> None
                 st.markdown(f"- **{md_escape(model)}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
 
 
+def pd_kinds(report: RunReport) -> dict[str, list[str]]:
+    """The unsafe and borderline cells by the report's one verdict (``ThreatCell.safety``), as every tab names them."""
+    return {k: [figures.cell_label(t.corruption, t.severity) for t in report.cells_by_safety(k)]
+            for k in ("unsafe", "borderline")}
+
+
+#: the PD verdict in words, under the PD-threat chart (the rule is ``metrics.threat.pd_safety``'s)
+PD_RULE = (f"A cell is safe when the 95 % interval (Clopper–Pearson, the error bar) of the share of its images with PD "
+           f"threat above 1 lies below {100 * UNSAFE_SHARE_CUT:g} %, unsafe when it lies above, borderline when it "
+           "crosses it.")
+
+
 def accuracy_tab(s: Shown) -> None:
     report = s.report
     metric = "accuracy" if any(m.labeled for m in report.models) else "lfp"
@@ -206,10 +225,13 @@ def accuracy_tab(s: Shown) -> None:
     shown = "balanced_accuracy" if metric == "accuracy" else "label_flip_probability"
     bands = verdict.cell_bands(s.ci, shown)
     exports.chart(figures.severity_lines(report, metric, bands=bands), f"{s.run_id}-{metric}-vs-severity", "severity")
-    unsafe = [figures.cell_label(t.corruption, t.severity) for t in report.unsafe_cells()]
-    st.caption(f"{units.metric_line(declared(shown))} Shaded red: severities whose PD threat is above the safe "
-               "threshold (the corruption may have changed the true label)."
-               + (f" Unsafe: {', '.join(unsafe)}." if unsafe else " No cell is unsafe."))
+    kinds = pd_kinds(report)
+    few = s.ci is not None and metric == "accuracy" and any(c.approximate for c in s.ci.cells)
+    st.caption(f"{units.metric_line(declared(shown))} Shaded red: PD-unsafe severities, amber: borderline (the "
+               "corruption may have changed the true label; see the PD threat tab)."
+               + (f" Unsafe: {', '.join(kinds['unsafe'])}." if kinds["unsafe"] else " No cell is unsafe.")
+               + (f" Borderline: {', '.join(kinds['borderline'])}." if kinds["borderline"] else "")
+               + (f" Bands: {FEW_IMAGES_NOTE} (median {s.ci.median_images_per_class:g} per class)." if few else ""))
 
 
 def per_corruption_tab(s: Shown) -> None:
@@ -224,9 +246,10 @@ def per_corruption_tab(s: Shown) -> None:
     exports.chart(figures.per_corruption_bars(frame, metric, metrics[metric].display, chance=s.chance),
                   f"{s.run_id}-{metric}-per-corruption", "percorr")
     st.caption("CE, rCE and FR are ratios to the baseline (1.0 = as robust as the baseline, lower is better); mCE, "
-               "rCE and mFR are their means. Accuracy (%) is averaged over the corruption's severities. ± and error "
-               "bars: 95 % percentile bootstrap intervals over the run's images (stratified by class; a corruption's "
-               "severities are the same images, so their mean is resampled jointly)."
+               "rCE and mFR are their means. Accuracy (%) is averaged over the corruption's severities. (low–high) and error "
+               "bars: 95 % intervals, normal with a smoothed per-class variance, drawn with one multiplier per image (a "
+               "corruption's severities are the same images, so their mean is drawn jointly; "
+               "docs/reading-the-numbers.md)."
                + (f" No interval: {draws}." if isinstance(draws, str) else ""))
     verdict.per_corruption_table(frame, f"{s.run_id}-per-corruption", "percorr")
 
@@ -234,8 +257,8 @@ def per_corruption_tab(s: Shown) -> None:
 def flips_tab(s: Shown) -> None:
     exports.chart(figures.lfp_heatmap(s.report, verdict.cell_bands(s.ci, "label_flip_probability")),
                   f"{s.run_id}-label-flips", "lfp")
-    st.caption(f"{units.metric_line(declared('label_flip_probability'))} Each cell: the value in %, ± half its 95 % "
-               "interval (Wilson).")
+    st.caption(f"{units.metric_line(declared('label_flip_probability'))} Each cell: the value in %; its 95 % "
+               "interval (Wilson) is in the hover as (low–high).")
 
 
 def threat_tab(s: Shown) -> None:
@@ -244,12 +267,10 @@ def threat_tab(s: Shown) -> None:
         st.info("The PD threat was not measured for this run (it needs labelled images; `--no-threat` turns it off).")
         return
     exports.chart(figures.threat_chart(report), f"{s.run_id}-pd-threat", "threat")
-    kinds = {k: [figures.cell_label(t.corruption, t.severity) for t in report.threat if figures.threat_class(t) == k]
-             for k in ("unsafe", "borderline")}
+    kinds = pd_kinds(report)
     st.caption(
-        f"{units.metric_line(declared('mean_pd_threat'))} Cells above 1 are unsafe. Error bars: the 95 % interval of "
-        "the mean; a cell whose interval crosses 1 is borderline, not unsafe."
-        + (f" Unsafe cells: {', '.join(kinds['unsafe'])}." if kinds["unsafe"] else " No cell is clearly unsafe.")
+        f"{units.metric_line(declared('mean_pd_threat'))} {PD_RULE}"
+        + (f" Unsafe: {', '.join(kinds['unsafe'])}." if kinds["unsafe"] else " No cell is unsafe.")
         + (f" Borderline: {', '.join(kinds['borderline'])}." if kinds["borderline"] else "")
     )
 
@@ -531,7 +552,8 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
         return
     verdict.show(store, store_key, run_id, fingerprint)
     ri = verdict.run_intervals(store, store_key, view.report, run_id, baseline, fingerprint)
-    summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint))
+    summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint),
+                    notes=[] if ri is None else ri.notes)
     shift_section.show(view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")

@@ -172,7 +172,9 @@ def test_show_in_a_narrow_terminal_folds_instead_of_cutting(home: Path, tmp_path
     table = out.split("(low–high)")[0]
     # nothing is cut to "…": every interval keeps its two ends
     assert "…" not in table
-    assert table.count("–") == 2 * 5  # two models × the five metrics with an interval (clean, corr, mCE, rCE, mFR)
+    # two models × the five metrics with an interval (clean, corr, mCE, rCE, mFR), each "value (low–high)" (" to "
+    # between the ends where one is negative, as an rCE can be)
+    assert table.count("(") == table.count(")") == 2 * 5
 
 
 def test_show_prints_the_safe_cell_accuracy_with_its_interval(capsys, monkeypatch) -> None:
@@ -191,3 +193,61 @@ def test_show_prints_the_safe_cell_accuracy_with_its_interval(capsys, monkeypatc
     for model in ("m1", "m2"):
         lo, hi = iv.model(model).safe_accuracy
         assert f"{100 * report.safe_accuracy[model]:.1f} ({100 * lo:.1f}–{100 * hi:.1f})" in out
+
+
+def test_show_names_every_unsafe_and_borderline_cell_by_the_report_s_verdict(capsys, monkeypatch) -> None:
+    """The issue's defect: "37 of 51 safe" beside a list cut at 12 unsafe cells, borderline cells counted as safe."""
+    from domainbench.cli import print_report
+    from domainbench.metrics.run_report import threat_cells
+    from domainbench.store.records import ThreatRecord
+    from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units
+
+    monkeypatch.setenv("COLUMNS", "250")
+    # 20 cells of 100 images: 14 unsafe (40 above 1), 3 borderline (10 above), 3 safe (none above)
+    above = [40] * 14 + [10] * 3 + [0] * 3
+    records = [ThreatRecord(run_id="r", corruption=f"c{i:02d}", severity=5, shard=0, n=100, sum=50.0, sum_sq=30.0,
+                            n_above_1=k, max=2.0) for i, k in enumerate(above)]
+    report = synthetic_report(synthetic_units()).model_copy(update={"threat": threat_cells(records)})
+    print_report(report)
+    out = capsys.readouterr().out
+    assert "PD threat: 3 of 20 corruption cells safe, 3 borderline, 14 unsafe" in out
+    unsafe = next(line for line in out.splitlines() if line.strip().startswith("unsafe:"))
+    borderline = next(line for line in out.splitlines() if line.strip().startswith("borderline:"))
+    assert unsafe.split(":", 1)[1].strip().split(", ") == [f"c{i:02d}@5" for i in range(14)]
+    assert borderline.split(":", 1)[1].strip().split(", ") == [f"c{i:02d}@5" for i in range(14, 17)]
+    assert "Clopper–Pearson" in out and "below 10 %" in out
+
+
+def test_show_marks_intervals_resting_on_few_images_per_class(capsys, monkeypatch) -> None:
+    """Three images per class: every balanced-accuracy interval is approximate, ``show`` puts ``*`` beside the
+    model-level ones built on it (not beside a Wilson one) and says why under the table; the CSV flags each cell."""
+    import numpy as np
+
+    from domainbench.cli import print_report
+    from domainbench.engine.export import to_csv
+    from domainbench.metrics.confidence import run_intervals
+    from domainbench.metrics.outcomes import image_outcomes
+    from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units
+
+    monkeypatch.setenv("COLUMNS", "250")
+    units = synthetic_units(n=9, seed=3)
+    report = synthetic_report(units)
+    out_ = image_outcomes(units)
+    iv = run_intervals(report, out_, resamples=500)
+    median = float(np.median(np.bincount(out_.labels)))
+    assert median < 5 and iv.median_images_per_class == median
+    assert all(c.approximate for c in iv.cells) and all(m.approximate for m in iv.models)
+    assert iv.notes[0].startswith(f"few images per class: interval approximate (median {median:g} images per class")
+    print_report(report, iv)
+    out = capsys.readouterr().out
+    lo, hi = iv.model("m1").clean_accuracy
+    assert f"{100 * report.model('m1').clean_accuracy:.1f} ({100 * lo:.1f}–{100 * hi:.1f})*" in out
+    assert "* few images per class: interval approximate" in out
+    rows = list(csv.DictReader(io.StringIO(to_csv(report, iv))))
+    assert {r["balanced_accuracy_ci_approximate"] for r in rows} == {"True"}
+    # thirty images per class: nothing is marked
+    many = synthetic_units()
+    plenty = run_intervals(synthetic_report(many), image_outcomes(many), resamples=500)
+    assert not any(c.approximate for c in plenty.cells) and not any(n.startswith("few images") for n in plenty.notes)
+    rows = list(csv.DictReader(io.StringIO(to_csv(synthetic_report(many), plenty))))
+    assert {r["balanced_accuracy_ci_approximate"] for r in rows} == {"False"}

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
+import domainbench
 from domainbench import corruptions
 from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data import load_sample
 from domainbench.engine.jobs import image_seeds
-from domainbench.engine.runner import Engine
 from domainbench.models import build_classifier, create_model
 from domainbench.store import open_store
 from tests.cli_runner import run_cli
@@ -31,7 +31,7 @@ N = 30
 @pytest.fixture
 def run_id(home: Path) -> str:
     cfg = RunConfig(models=["fake:a", "fake:b"], limit=N, shard_size=12, workers=0, stability=False, threat=False)
-    return Engine(open_store()).start(DOMAIN, cfg)
+    return domainbench.run(DOMAIN, run_config=cfg).id  # into $DOMAINBENCH_HOME, as the CLI's run
 
 
 def read_csv(text: str) -> list[dict[str, str]]:
@@ -96,7 +96,7 @@ def test_an_answer_that_named_no_class_exports_an_empty_prediction(home: Path) -
     from domainbench.models.generative import UNPARSED
 
     store = open_store()
-    run_id = Engine(store).start(DOMAIN, RunConfig(models=["fake:a"], limit=4, workers=0, stability=False, threat=False))
+    run_id = domainbench.run(DOMAIN, ["fake:a"], limit=4, workers=0, stability=False, threat=False, store=store).id
     unit = store.units.get(run_id=run_id, model="fake:a", corruption="brightness", severity=2, shard=0)
     preds = np.asarray(unit.preds).copy()
     preds[1] = UNPARSED  # as a generative model's unparsed answer is stored

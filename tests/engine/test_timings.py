@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import domainbench
 from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-from domainbench.engine.runner import Engine
 from domainbench.engine.timings import RUN, STARTUP, STARTUP_STAGES, StageTimes, timing_lines
 from domainbench.store import open_store
 from tests.cli_runner import run_cli
@@ -21,7 +21,7 @@ N = 24
 @pytest.fixture
 def run_id(home: Path) -> str:
     cfg = RunConfig(models=["fake:a", "fake:b"], limit=N, shard_size=10, workers=0, stability=False, threat=False)
-    return Engine(open_store()).start(DOMAIN, cfg)
+    return domainbench.run(DOMAIN, run_config=cfg).id  # into $DOMAINBENCH_HOME, as the CLI's run
 
 
 def test_a_run_records_seconds_per_stage_and_the_images_each_model_scored(run_id: str) -> None:

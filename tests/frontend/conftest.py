@@ -8,6 +8,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from domainbench.store import Store, open_store  # noqa: E402
+from fe_synthetic import REAL_IMAGES  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -49,23 +50,24 @@ def populated(store: Store) -> Store:
 REAL_DOMAIN = "grainy night photos of clothing in a shop window"
 
 
+
 @pytest.fixture(scope="session")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A real small run, built once per session: both embedded models on 16 bundled sample images,
+    """A real small run, built once per session: both embedded models on REAL_IMAGES bundled sample images,
     with stability and PD threat on a small scale. Returns ($DOMAINBENCH_HOME, run id)."""
+    import domainbench
     from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-    from domainbench.engine.runner import Engine
 
     home = tmp_path_factory.mktemp("real-run") / "home"
     domain = DomainConfig(domain=REAL_DOMAIN, corruptions=[
         CorruptionChoice(name="gaussian_noise", severities=[1, 3, 5], reason="sensor noise in dim light"),
         CorruptionChoice(name="brightness", severities=[2, 5], reason="reflections on the glass"),
     ])
-    cfg = RunConfig(dataset="sample", limit=16, workers=0, shard_size=8, stability_images=8, stability_points=3,
+    cfg = RunConfig(dataset="sample", limit=REAL_IMAGES, workers=0, shard_size=8, stability_images=8, stability_points=3,
                     threat_anchors=4)
     store = open_store(None, home)
     try:
-        run_id = Engine(store).start(domain, cfg)
+        run_id = domainbench.run(domain, run_config=cfg, store=store).id
     finally:
         store.close()
     return home, run_id

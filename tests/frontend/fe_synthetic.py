@@ -14,6 +14,10 @@ from domainbench.engine.reports import build_report
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 
+#: images of the real run (conftest.real_run): enough (>= 36) that a PD cell with no image above threat 1 can be
+#: shown safe (its 95 % Clopper–Pearson upper end below 10 %)
+REAL_IMAGES = 40
+
 CLASSES = ["cat", "dog", "fox"]
 PER_CLASS = 10  # images per class and shard
 MODELS = ["embedded:good", "embedded:weak"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+from fe_synthetic import REAL_IMAGES
 from test_app import APP, run_page, texts
 
 from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, PlannerProvenance, RunConfig
@@ -69,7 +70,7 @@ def test_reliability_frame_equals_a_plain_loop_over_the_stored_images(real_store
             conf = np.concatenate([np.asarray(u.confidence, dtype=np.float64) for u in units])
             hits = np.concatenate([np.asarray(u.hits, dtype=np.float64) for u in units])
             part = frame[frame["cell"] == label]
-            assert part["images"].sum() == len(conf) == 16
+            assert part["images"].sum() == len(conf) == REAL_IMAGES
             for (n, acc, mean_conf), (_, row) in zip(_plain_bins(conf, hits), part.iterrows(), strict=True):
                 assert row["images"] == n
                 if n:

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import fe_synthetic as syn
+from fe_synthetic import REAL_IMAGES
 import numpy as np
 import pytest
 from sklearn.metrics import balanced_accuracy_score
@@ -260,17 +261,17 @@ def test_cell_predictions_join_the_cell_and_clean_units(real_store: Store, real_
     run = real_store.get_run(real_run[1])
     preds = data.cell_predictions(real_store, run, "gaussian_noise", 5)
     classes = run.dataset.classes
-    assert len(preds) == 16 * 2 and sorted(set(preds["index"])) == list(range(16))
+    assert len(preds) == REAL_IMAGES * 2 and sorted(set(preds["index"])) == list(range(REAL_IMAGES))
     labels = {i: y for u in real_store.units(run.run_id, corruption="clean") for i, y in zip(u.indices, u.labels)}
     for m in run.config.models:
         clean = {i: p for u in real_store.units(run.run_id, model=m, corruption="clean") for i, p in zip(u.indices, u.preds)}
         noisy = {i: p for u in real_store.units(run.run_id, model=m, corruption="gaussian_noise", severity=5)
                  for i, p in zip(u.indices, u.preds)}
         part = preds[preds.model == m].set_index("index")
-        assert part["pred"].tolist() == [classes[noisy[i]] for i in range(16)]
-        assert part["flipped"].tolist() == [noisy[i] != clean[i] for i in range(16)]
-        assert part["correct"].tolist() == [noisy[i] == labels[i] for i in range(16)]
-        assert part["label"].tolist() == [classes[labels[i]] for i in range(16)]
+        assert part["pred"].tolist() == [classes[noisy[i]] for i in range(REAL_IMAGES)]
+        assert part["flipped"].tolist() == [noisy[i] != clean[i] for i in range(REAL_IMAGES)]
+        assert part["correct"].tolist() == [noisy[i] == labels[i] for i in range(REAL_IMAGES)]
+        assert part["label"].tolist() == [classes[labels[i]] for i in range(REAL_IMAGES)]
     # the report's flip count of this cell is the number of flipped images
     report = real_store.get_report(run.run_id)
     for m in run.config.models:
@@ -304,7 +305,7 @@ def test_recreated_images_are_the_pixels_the_models_saw(real_store: Store, real_
     images, kept = data.recreate_images(run, "gaussian_noise", 5, indices)
     assert kept.tolist() == indices and images.shape[0] == 5
     clean, _ = data.recreate_images(run, "clean", 0, indices)
-    assert np.array_equal(clean, load_sample().subset(16).arrays[indices])
+    assert np.array_equal(clean, load_sample().subset(REAL_IMAGES).arrays[indices])
     assert not np.array_equal(images, clean)
     again, _ = data.recreate_images(run, "gaussian_noise", 5, indices)
     assert np.array_equal(images, again)  # deterministic

@@ -25,6 +25,16 @@ def model(name: str, labelled: bool, clean: CellSummary, cells: list[CellSummary
                         notes=[])
 
 
+def threat_cell(corruption: str, severity: int, above: int, n: int = 40) -> ThreatCell:
+    """A cell with ``above`` of ``n`` images above threat 1, its verdict and interval as the report derives them."""
+    from domainbench.metrics.threat import pd_safety, share_interval
+
+    low, high = share_interval(above, n)
+    return ThreatCell(corruption=corruption, severity=severity, n=n, mean_threat=0.3 + above / n, std_threat=0.1,
+                      frac_unsafe_images=above / n, frac_unsafe_ci_low=low, frac_unsafe_ci_high=high,
+                      max_threat=2.0, safety=pd_safety(above, n))
+
+
 def summary(labelled: bool = True) -> RunReport:
     acc = (lambda v: v) if labelled else (lambda v: None)
     models = []
@@ -37,11 +47,9 @@ def summary(labelled: bool = True) -> RunReport:
                                 models=models)
     return RunReport(
         run_id="r", baseline="A", seed=0, classification=classification,
-        threat=[
-            ThreatCell(corruption="noise", severity=s, mean_threat=0.6 * s, std_threat=0.1, safe=0.6 * s <= 1.0,
-                       frac_unsafe_images=0.0, n=10, max_threat=0.6 * s)
-            for s in (1, 2, 3)
-        ],
+        # images above threat 1, of 40: noise 0 / 30 / 36 (safe, unsafe, unsafe), blur s2 4 (borderline)
+        threat=[threat_cell(c, s, above) for c, s, above in (("noise", 1, 0), ("noise", 2, 30), ("noise", 3, 36),
+                                                              ("blur", 2, 4))],
         different_class_threat=2.5,
         versions=Versions(domainbench="test"),
     )
@@ -89,16 +97,25 @@ def test_lfp_heatmap_values_and_blank_missing_cell() -> None:
     assert fig.layout.xaxis.title.text == "corruption, severity"
 
 
-def test_threat_chart_colours_safe_and_unsafe_with_reference_lines() -> None:
+def test_threat_chart_plots_the_share_above_1_with_its_exact_interval_coloured_by_the_verdict() -> None:
+    from scipy.stats import binomtest
+
     fig = figures.threat_chart(summary())
-    names = [t.name for t in fig.data]
-    assert names == ["safe", "unsafe"]
-    safe, unsafe = fig.data
-    assert list(safe.x) == ["noise s1"] and np.allclose(safe.y, [0.6])
-    assert list(unsafe.x) == ["noise s2", "noise s3"] and np.allclose(unsafe.y, [1.2, 1.8])
-    assert safe.marker.color == figures.SAFE_COLOR and unsafe.marker.color == figures.UNSAFE_COLOR
-    assert sorted(s.y0 for s in fig.layout.shapes) == [1.0, 2.5]
-    assert fig.layout.yaxis.title.text == "mean PD threat (1 = half-way to another class)"
+    assert [t.name for t in fig.data] == ["safe", "borderline", "unsafe"]
+    safe, borderline, unsafe = fig.data
+    assert list(safe.x) == ["noise s1"] and np.allclose(safe.y, [0.0])
+    assert list(borderline.x) == ["blur s2"] and np.allclose(borderline.y, [10.0])
+    assert list(unsafe.x) == ["noise s2", "noise s3"] and np.allclose(unsafe.y, [75.0, 90.0])
+    assert (safe.marker.color, borderline.marker.color, unsafe.marker.color) == (
+        figures.SAFE_COLOR, figures.BORDERLINE_COLOR, figures.UNSAFE_COLOR)
+    # the error bars are the Clopper–Pearson 95 % interval (scipy's exact binomial interval)
+    for bar, counts in ((safe, [0]), (borderline, [4]), (unsafe, [30, 36])):
+        for i, k in enumerate(counts):
+            ref = binomtest(k, 40).proportion_ci(0.95, method="exact")
+            assert bar.y[i] + bar.error_y.array[i] == pytest.approx(100 * ref.high)
+            assert bar.y[i] - bar.error_y.arrayminus[i] == pytest.approx(100 * ref.low, abs=1e-9)
+    assert [s.y0 for s in fig.layout.shapes] == [10.0]  # the cut
+    assert fig.layout.yaxis.title.text == "images with PD threat above 1 (%)"
 
 
 def test_threat_chart_without_threat_is_an_explained_empty_figure() -> None:
@@ -179,14 +196,17 @@ def test_selection_heatmap_percentages_and_highlight() -> None:
 
 def test_severity_lines_shade_the_unsafe_severities_of_each_corruption() -> None:
     fig = figures.severity_lines(summary())
-    # noise s2 and s3 have a mean PD threat above 1 (1.2, 1.8): one band over them, in the noise panel only
+    # noise s2 and s3 are unsafe: one red band over them, in the noise panel; blur s2 borderline: an amber one
     bands = [s for s in fig.layout.shapes if s.type == "rect"]
-    assert len(bands) == 1
-    band = bands[0]
-    assert (band.x0, band.x1) == (1.5, 3.5) and band.xref == "x2" and band.fillcolor == figures.UNSAFE_COLOR
+    assert len(bands) == 2
+    red = next(b for b in bands if b.fillcolor == figures.UNSAFE_COLOR)
+    amber = next(b for b in bands if b.fillcolor == figures.BORDERLINE_COLOR)
+    assert (red.x0, red.x1) == (1.5, 3.5) and red.xref == "x2" and red.fillcolor == figures.UNSAFE_COLOR
+    assert (amber.x0, amber.x1) == (1.5, 2.5) and amber.xref == "x" and amber.fillcolor == figures.BORDERLINE_COLOR
     assert figures.unsafe_severities(summary(), "noise") == [2, 3]
     assert figures.unsafe_severities(summary(), "blur") == []
-    assert "PD-unsafe" in [a.text for a in fig.layout.annotations]
+    assert figures.unsafe_severities(summary(), "blur", "borderline") == [2]
+    assert {"PD-unsafe", "PD-borderline"} <= {a.text for a in fig.layout.annotations}
     no_threat = figures.severity_lines(summary().model_copy(update={"threat": []}))
     assert not [s for s in no_threat.layout.shapes if s.type == "rect"]
 
@@ -267,11 +287,11 @@ def test_metric_heatmap_writes_each_interval_in_its_cell_and_hover() -> None:
     low = pd.DataFrame({"night": [0.87, float("nan")], "xray": [0.75, float("nan")]}, index=["A", "B"])
     high = pd.DataFrame({"night": [0.92, float("nan")], "xray": [0.84, float("nan")]}, index=["A", "B"])
     hm = figures.metric_heatmap(matrix, "clean accuracy", False, percent=True, bounds=(low, high)).data[0]
-    assert list(hm.text[0]) == ["90.0 ±3.0", "80.0 ±5.0"] and list(hm.text[1]) == ["70.0", ""]  # the wider side
-    assert hm.customdata[0][0] == " ± 3.0 (95 % interval 87.0–92.0 %)" and hm.customdata[1][0] == ""
+    assert list(hm.text[0]) == ["90.0 (87.0–92.0)", "80.0 (75.0–84.0)"] and list(hm.text[1]) == ["70.0", ""]
+    assert hm.customdata[0][0] == " (95 % interval 87.0–92.0 %)" and hm.customdata[1][0] == ""
     assert "%{customdata}" in hm.hovertemplate
     ratio = figures.metric_heatmap(matrix, "mCE", True, bounds=(low, high)).data[0]
-    assert ratio.text[0][0] == "0.900 ±0.030" and ratio.customdata[0][0] == " ± 0.030 (95 % interval 0.870–0.920)"
+    assert ratio.text[0][0] == "0.900 (0.870–0.920)" and ratio.customdata[0][0] == " (95 % interval 0.870–0.920)"
 
 
 def test_rank_change_draws_each_ranks_interval_as_an_error_bar() -> None:
@@ -312,28 +332,15 @@ def test_radius_fit_is_the_least_squares_line_of_the_plotted_points() -> None:
     assert bin_fit(bins.iloc[:1]) is None
 
 
-def test_threat_cell_whose_interval_straddles_the_threshold_is_borderline() -> None:
-    from scipy import stats
-
-    from domainbench.report import ThreatCell
-
-    def cell(mean: float, std: float, n: int) -> ThreatCell:
-        return ThreatCell(corruption="fog", severity=1, n=n, mean_threat=mean, std_threat=std,
-                          frac_unsafe_images=0.5, max_threat=2.0, safe=mean <= 1.0)
-
-    near = cell(1.011, 0.2, 64)  # the issue's cell: 1.011 against 1.0
-    lo, hi = figures.threat_interval(near)
-    ref = stats.t.interval(0.95, 63, loc=1.011, scale=0.2 / np.sqrt(64))
-    assert (lo, hi) == pytest.approx(ref)
-    assert figures.threat_class(near) == "borderline"
-    assert figures.threat_class(cell(1.3, 0.2, 64)) == "unsafe"
-    assert figures.threat_class(cell(0.6, 0.2, 64)) == "safe"
-    assert figures.threat_class(cell(0.99, 0.0, 1)) == "safe"  # no spread: the stored verdict
-    report = summary().model_copy(update={"threat": [near, cell(1.3, 0.2, 64)]})
-    fig = figures.threat_chart(report)
-    assert [t.name for t in fig.data] == ["borderline", "unsafe"]
-    bar = fig.data[0]
-    assert bar.error_y.array[0] == pytest.approx(hi - 1.011) and bar.error_y.arrayminus[0] == pytest.approx(1.011 - lo)
+def test_every_figure_reads_the_report_s_one_pd_verdict() -> None:
+    # the issue's defect: the accuracy tab shaded a cell "unsafe" that the PD-threat tab called "borderline"
+    report = summary()
+    for t in report.threat:
+        assert figures.threat_class(t) == t.safety
+    chart = {x: trace.name for trace in figures.threat_chart(report).data for x in trace.x}
+    shaded = {f"{c} s{s}": kind for kind in ("unsafe", "borderline") for c in ("noise", "blur")
+              for s in figures.unsafe_severities(report, c, kind)}
+    assert shaded == {k: v for k, v in chart.items() if v != "safe"}
 
 
 def test_accuracy_plot_has_a_chance_line_and_the_full_percent_range() -> None:

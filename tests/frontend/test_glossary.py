@@ -26,8 +26,8 @@ from tests.cli_runner import run_cli
 
 FMR_RUN = "20250104-000000-fmr-5678"
 #: columns derived from a metric (its interval, its mean over domains): their help starts with the metric's
-DERIVED = {"clean acc ± 95 % CI": "clean_accuracy", "corrupted acc ± 95 % CI": "mean_corrupted_accuracy",
-           "mCE ± 95 % CI": "mce", "mean mCE": "mce"}
+DERIVED = {"clean acc (95 % CI)": "clean_accuracy", "corrupted acc (95 % CI)": "mean_corrupted_accuracy",
+           "mCE (95 % CI)": "mce", "mean mCE": "mce"}
 #: metric columns each page must show (before this change, most had no help or a hand-written one)
 MUST_SEE = {"clean acc %", "corrupted acc %", "safe-cell acc %", "mCE", "rCE", "mFR", "corr(acc, LFP)", "accuracy %",
             "SSIM", "PSNR dB", "ECE", "NLL", "ce", "rce", "fr", "n_images", "balanced_accuracy", "top1_accuracy",

@@ -53,25 +53,25 @@ def test_per_corruption_accuracy_is_a_percentage_with_its_interval(real_store: S
             cells = [c for c in m.cells if c.corruption == name]
             acc = np.mean([c.accuracy for c in cells])
             assert shown.loc[(m.model, name), "accuracy %"] == pytest.approx(100 * acc)
-            # the ± is half the width of the percentile interval of the severities' mean, resample by resample
+            # the ends of the percentile interval of the severities' mean, resample by resample
             iv = percentile_interval(draws.corruptions[m.model][name]["accuracy"])
-            assert shown.loc[(m.model, name), "accuracy ± 95 % CI"] == verdict.pm(acc, iv, True)
-            assert " ± " in shown.loc[(m.model, name), "accuracy ± 95 % CI"]
+            assert shown.loc[(m.model, name), "accuracy (95 % CI)"] == verdict.pm(acc, iv, True)
+            assert shown.loc[(m.model, name), "accuracy (95 % CI)"] == f"{100 * acc:.1f} % ({100 * iv[0]:.1f}–{100 * iv[1]:.1f})"
             # and every ratio with its own interval, under the same resamples
             for ratio, value in (("ce", m.ce_per_corruption), ("rce", m.rce_per_corruption), ("fr", m.fr_per_corruption)):
                 if value.get(name) is None:
-                    assert shown.loc[(m.model, name), f"{ratio} ± 95 % CI"] == MISSING
+                    assert shown.loc[(m.model, name), f"{ratio} (95 % CI)"] == MISSING
                 else:
                     iv = percentile_interval(draws.corruptions[m.model][name][ratio])
-                    assert shown.loc[(m.model, name), f"{ratio} ± 95 % CI"] == verdict.pm(value[name], iv, False)
+                    assert shown.loc[(m.model, name), f"{ratio} (95 % CI)"] == verdict.pm(value[name], iv, False)
     config = json.loads(table.proto.columns)
     # the registry's help on the per-corruption ratio, which says it is a ratio and that lower is better
     assert config["ce"]["help"] == metric("ce_per_corruption").help
     assert "ratio to the baseline" in config["ce"]["help"] and config["ce"]["help"].endswith("Lower is better.")
-    assert config["rce ± 95 % CI"]["help"].startswith(metric("rce_per_corruption").help)
+    assert config["rce (95 % CI)"]["help"].startswith(metric("rce_per_corruption").help)
     # each value is shown once: with its interval
     order = list(table.proto.column_order)
-    assert {"accuracy ± 95 % CI", "ce ± 95 % CI", "rce ± 95 % CI", "fr ± 95 % CI"} <= set(order)
+    assert {"accuracy (95 % CI)", "ce (95 % CI)", "rce (95 % CI)", "fr (95 % CI)"} <= set(order)
     assert not {"accuracy %", "ce", "rce", "fr"} & set(order)
 
 
@@ -225,7 +225,7 @@ def test_label_flip_cells_carry_their_interval(real_store: Store, real_run: tupl
         for j, (corr, sev) in enumerate(keys):
             lfp = next(c.lfp for c in report.model(model).cells if (c.corruption, c.severity) == (corr, sev))
             lo, hi = ri.cell(model, corr, sev).label_flip_probability
-            assert heat["text"][i][j] == f"{100 * lfp:.0f} ±{100 * max(lfp - lo, hi - lfp):.0f}"
+            assert heat["text"][i][j] == f"{100 * lfp:.0f} ({100 * lo:.0f}–{100 * hi:.0f})"
             assert f"95 % interval {100 * lo:.1f}–{100 * hi:.1f} %" in heat["customdata"][i][j]
 
 

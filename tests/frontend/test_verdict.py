@@ -38,10 +38,12 @@ def test_verdict_first_then_the_table_with_intervals(real_store: Store, real_run
     report = real_store.get_report(run_id)
     ci = {m.model: m for m in load_intervals(real_store, report).models}
     for row in report.table():
-        got = table.set_index("model").loc[row.model, "clean acc ± 95 % CI"]
-        assert got == pm(row.acc, ci[row.model].clean_accuracy, True)
+        got = table.set_index("model").loc[row.model, "clean acc (95 % CI)"]
+        # "*": few images per class made the interval approximate (the real run has 4 per class)
+        assert ci[row.model].approximate
+        assert got == pm(row.acc, ci[row.model].clean_accuracy, True) + "*"
         lo, hi = ci[row.model].clean_accuracy
-        assert lo <= row.acc <= hi and got.startswith(f"{100 * row.acc:.1f} % ± ")
+        assert lo <= row.acc <= hi and got == f"{100 * row.acc:.1f} % ({100 * lo:.1f}–{100 * hi:.1f})" + "*"
 
 
 def test_the_summary_gives_rce_mfr_and_safe_cell_accuracy_their_intervals(real_store: Store,
@@ -56,23 +58,30 @@ def test_the_summary_gives_rce_mfr_and_safe_cell_accuracy_their_intervals(real_s
     assert any(v is not None for v in report.safe_accuracy.values())  # the real run has PD-safe cells
     for row in report.table():
         iv = ci[row.model]
-        assert table.loc[row.model, "rCE ± 95 % CI"] == pm(row.rce, iv.rce, False)
-        assert table.loc[row.model, "mFR ± 95 % CI"] == pm(row.mfr, iv.mfr, False)
-        assert table.loc[row.model, "safe-cell acc ± 95 % CI"] == pm(row.safe_acc, iv.safe_accuracy, True)
+        star = "*" if iv.approximate else ""
+        assert table.loc[row.model, "rCE (95 % CI)"] == pm(row.rce, iv.rce, False) + star
+        assert table.loc[row.model, "mFR (95 % CI)"] == pm(row.mfr, iv.mfr, False) + star
+        assert table.loc[row.model, "safe-cell acc (95 % CI)"] == pm(row.safe_acc, iv.safe_accuracy, True) + star
         for value, interval in ((row.rce, iv.rce), (row.mfr, iv.mfr), (row.safe_acc, iv.safe_accuracy)):
             assert interval is not None and interval[0] - 1e-12 <= value <= interval[1] + 1e-12
-        assert table.loc[row.model, "safe-cell acc ± 95 % CI"].startswith(f"{100 * row.safe_acc:.1f} % ± ")
-    # the headers hover to the registry's meaning, then what the ± is
+        lo, hi = iv.safe_accuracy
+        assert table.loc[row.model, "safe-cell acc (95 % CI)"] == f"{100 * row.safe_acc:.1f} % ({100 * lo:.1f}–{100 * hi:.1f})" + star
+        lo, hi = iv.rce
+        assert table.loc[row.model, "rCE (95 % CI)"] == f"{row.rce:.3f} ({lo:.3f}–{hi:.3f})" + star
+    # the headers hover to the registry's meaning, then how the interval is written
     config = json.loads(shown.proto.columns)
     from domainbench.metrics.registry import metric
 
-    for header, name in (("rCE ± 95 % CI", "rce"), ("mFR ± 95 % CI", "mfr"), ("safe-cell acc ± 95 % CI", "safe_accuracy")):
-        assert config[header]["help"] == f"{metric(name).help} Shown ± half the width of its 95 % interval."
+    for header, name in (("rCE (95 % CI)", "rce"), ("mFR (95 % CI)", "mfr"), ("safe-cell acc (95 % CI)", "safe_accuracy")):
+        assert config[header]["help"] == (f"{metric(name).help} Shown as value (low–high): the two ends of its 95 % "
+                                          "interval, which need not be symmetric around the value.")
 
 
-def test_pm_formats_value_and_half_width() -> None:
-    assert pm(0.612, (0.581, 0.643), True) == "61.2 % ± 3.1"
-    assert pm(1.05, (0.9, 1.3), False) == "1.050 ± 0.250"
+def test_pm_writes_the_value_and_its_interval_s_two_ends() -> None:
+    assert pm(0.612, (0.581, 0.643), True) == "61.2 % (58.1–64.3)"
+    # the lopsided rCE: both ends, so the upper end above 1.0 shows
+    assert pm(0.572, (0.305, 1.165), False) == "0.572 (0.305–1.165)"
+    assert pm(0.05, (-0.02, 0.1), False) == "0.050 (-0.020 to 0.100)"  # a minus never reads as the dash
     assert pm(None, None, True) == "—" and pm(0.5, None, True) == "50.0 %"
     assert pm(float("nan"), (0, 1), True) == "—"
     with pytest.raises(TypeError):
@@ -101,7 +110,7 @@ def test_a_value_with_its_interval_is_shown_once(real_store: Store, real_run: tu
     at = run_page(real_run[1])
     table = next(d for d in at.dataframe if "mCE" in d.value.columns)
     order = json.loads(table.proto.column_order) if isinstance(table.proto.column_order, str) else list(table.proto.column_order)
-    for value, ci in {"clean acc %": "clean acc ± 95 % CI", "safe-cell acc %": "safe-cell acc ± 95 % CI", "mCE": "mCE ± 95 % CI",
-                      "rCE": "rCE ± 95 % CI", "mFR": "mFR ± 95 % CI"}.items():
+    for value, ci in {"clean acc %": "clean acc (95 % CI)", "safe-cell acc %": "safe-cell acc (95 % CI)", "mCE": "mCE (95 % CI)",
+                      "rCE": "rCE (95 % CI)", "mFR": "mFR (95 % CI)"}.items():
         assert ci in order and value not in order, value
     assert "corr(acc, LFP)" in order  # no interval column: its value stays

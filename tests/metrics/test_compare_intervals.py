@@ -1,17 +1,19 @@
 """Intervals of means over a run's cells and over runs (Compare's aggregates), checked against textbook loops
-that resample per-image correctness and recompute the means, and on hand-checkable cases."""
+that move each cell by the same per-image multipliers and recompute the means, against the closed-form normal
+interval of the means, and on hand-checkable cases."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.metrics import balanced_accuracy_score
+from scipy.stats import norm
 
 from domainbench.metrics.compare_intervals import RunDraws, aligned, run_draws
 from domainbench.metrics.confidence import CORRUPTION_METRICS, metric_draws, run_intervals
 from domainbench.metrics.outcomes import ImageOutcomes, image_outcomes
-from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval
-from tests.metrics.confidence_fixtures import CELLS, synthetic_report, synthetic_units
+from domainbench.stats import mean_draws, percentile_interval
+from domainbench.stats.smoothed import multipliers
+from tests.metrics.confidence_fixtures import CELLS, synthetic_report, synthetic_units, textbook_loadings
 
 B = 2000
 
@@ -21,49 +23,32 @@ def _run(run_id: str, seed: int = 0, skill: dict[str, float] | None = None, unit
     return synthetic_report(units, run_id=run_id), image_outcomes(units)
 
 
-def _ba(out: ImageOutcomes, model: str, corruption: str, severity: int, idx: np.ndarray) -> float:
-    """Textbook balanced accuracy of one cell on the image positions ``idx`` (repeats count): the mean over
-    the classes of the share of their drawn images predicted right."""
-    assert out.labels is not None
-    y, p = out.labels[idx], out.cell(model, corruption, severity)[idx]
-    return float(np.mean([np.mean(p[y == k] == k) for k in np.unique(y)]))
+def _cell(report, out: ImageOutcomes, model: str, corruption: str, severity: int, e: np.ndarray) -> np.ndarray:  # noqa: ANN001
+    """The cell's balanced accuracy under each row of multipliers ``e``, the textbook way (kept in [0, 1])."""
+    return np.clip(report.cell(model, corruption, severity).accuracy + e @ textbook_loadings(out, model, corruption, severity),
+                   0, 1)
 
 
-def _family(out: ImageOutcomes, model: str, idx: np.ndarray) -> float:
-    """Mean over the corruptions of the mean over their severities (what a family of blur and noise shows)."""
-    per = {}
-    for corr, sev in CELLS[1:]:
-        per.setdefault(corr, []).append(_ba(out, model, corr, sev, idx))
-    return float(np.mean([np.mean(v) for v in per.values()]))
-
-
-def _stratified(rng: np.random.Generator, labels: np.ndarray) -> np.ndarray:
-    """One textbook stratified resample: each class's images drawn with replacement, as many as it has."""
-    return np.concatenate([rng.choice(m, size=m.size) for m in (np.flatnonzero(labels == k) for k in np.unique(labels))])
-
-
-def test_every_draw_is_the_textbook_mean_over_the_resampled_images_of_every_cell() -> None:
-    """One run: a family's mean and the corrupted average under each resample, recomputed by a loop that
-    resamples the images once per resample for all cells (they are the same images) and uses sklearn."""
+def test_every_draw_is_the_textbook_mean_over_the_same_multipliers_of_every_cell() -> None:
+    """One run: a family's mean and the corrupted average under each row of multipliers, recomputed by a loop that
+    moves every cell by the same row (they are the same images)."""
     report, out = _run("r")
     d = run_draws(report, out, "sample", 300, seed=7)
-    w = bootstrap_weights(out.n, out.labels, 300, 7)
-    family, corrupted = [], []
-    for row in w:
-        idx = np.repeat(np.arange(out.n), row.astype(int))
-        assert _ba(out, "m1", "blur", 1, idx) == pytest.approx(  # the textbook function is sklearn's
-            balanced_accuracy_score(out.labels[idx], out.cell("m1", "blur", 1)[idx]), abs=1e-12)
-        family.append(_family(out, "m1", idx))
-        corrupted.append(np.mean([_ba(out, "m1", c, s, idx) for c, s in CELLS[1:]]))
+    e = multipliers(out.n, 300, 7)
+    per = {}
+    for corr, sev in CELLS[1:]:
+        per.setdefault(corr, []).append(_cell(report, out, "m1", corr, sev, e))
+    family = np.mean([np.mean(v, axis=0) for v in per.values()], axis=0)
+    corrupted = np.mean([_cell(report, out, "m1", c, s, e) for c, s in CELLS[1:]], axis=0)
     fam = mean_draws([d.corruptions["m1"][c]["accuracy"] for c in ("blur", "noise")])
     assert fam == pytest.approx(family, abs=1e-12)
     assert d.models["m1"]["mean_corrupted_accuracy"] == pytest.approx(corrupted, abs=1e-12)
 
 
-def test_unit_weights_give_the_reports_per_corruption_values() -> None:
+def test_zero_multipliers_give_the_reports_per_corruption_values() -> None:
     units = synthetic_units(skill={"m1": 0.85, "m2": 0.7, "m3": 0.6})
     report = synthetic_report(units)
-    _, per = metric_draws(report, image_outcomes(units), np.ones((2, 90)))
+    _, per = metric_draws(report, image_outcomes(units), np.zeros((2, 90)))
     for m in report.models:
         for corr in ("blur", "noise"):
             accs = [c.accuracy for c in m.cells if c.corruption == corr]
@@ -73,15 +58,22 @@ def test_unit_weights_give_the_reports_per_corruption_values() -> None:
                 assert per[m.model][corr][k] == pytest.approx([expected[k]] * 2, abs=1e-12), (m.model, corr, k)
 
 
-def test_a_family_mean_matches_an_independent_textbook_bootstrap() -> None:
+def _normal(point: float, loadings: np.ndarray) -> tuple[float, float]:
+    half = norm.ppf(0.975) * float(np.sqrt(np.sum(loadings * loadings)))
+    return point - half, point + half
+
+
+def test_a_family_mean_is_the_closed_form_normal_interval_of_the_mean() -> None:
+    """A mean of normal draws is normal: its sd is the norm of the mean of the cells' loadings."""
     report, out = _run("r")
-    d = run_draws(report, out, "sample", 4000, seed=0)
+    d = run_draws(report, out, "sample", 20000, seed=0)
     lo, hi = percentile_interval(mean_draws([d.corruptions["m1"][c]["accuracy"] for c in ("blur", "noise")]))
-    rng = np.random.default_rng(123)  # other draws of the same law
-    assert out.labels is not None
-    slow = [_family(out, "m1", _stratified(rng, out.labels)) for _ in range(4000)]
-    ref_lo, ref_hi = np.quantile(slow, [0.025, 0.975])
-    assert lo == pytest.approx(ref_lo, abs=0.01) and hi == pytest.approx(ref_hi, abs=0.01)
+    per: dict[str, list] = {}
+    for corr, sev in CELLS[1:]:
+        per.setdefault(corr, []).append((report.cell("m1", corr, sev).accuracy, textbook_loadings(out, "m1", corr, sev)))
+    point = np.mean([np.mean([a for a, _ in v]) for v in per.values()])
+    g = np.mean([np.mean([x for _, x in v], axis=0) for v in per.values()], axis=0)
+    assert (lo, hi) == pytest.approx(_normal(point, g), abs=0.003)
 
 
 def test_identical_cells_give_the_single_cells_interval() -> None:
@@ -101,46 +93,37 @@ def test_identical_cells_give_the_single_cells_interval() -> None:
                                                                                           abs=1e-12)
 
 
-def test_an_average_of_runs_with_deterministic_results_has_zero_width() -> None:
-    """m1 is right on every image of one run and wrong on every image of the other: 50 % in every resample."""
-    right = _run("a", seed=0, skill={"m1": 2.0, "m2": 0.7})
-    wrong = _run("b", seed=1, skill={"m1": -1.0, "m2": 0.7})
-    da, db = aligned([run_draws(*right, "sample", 500, 0), run_draws(*wrong, "sample", 500, 0)])
-    mean = mean_draws([da.models["m1"]["mean_corrupted_accuracy"], db.models["m1"]["mean_corrupted_accuracy"]])
-    assert percentile_interval(mean) == pytest.approx((0.5, 0.5), abs=1e-12)
+def test_a_model_right_on_every_image_still_gets_an_interval() -> None:
+    """The smoothing: all right in every class is p̃ = (n_c + 2)/(n_c + 4), not 1 with zero spread (which is what
+    made the percentile bootstrap's interval zero-wide); the upper end is clipped at 1."""
+    report, out = _run("a", seed=0, skill={"m1": 2.0, "m2": 0.7})
+    iv = run_intervals(report, out, resamples=20000, seed=0).cell("m1", "clean", 0)
+    assert iv is not None and report.cell("m1", "clean", 0).accuracy == 1.0
+    assert iv.balanced_accuracy[1] == 1.0
+    assert iv.balanced_accuracy[0] == pytest.approx(_normal(1.0, textbook_loadings(out, "m1", "clean", 0))[0], abs=0.003)
+    assert iv.balanced_accuracy[0] < 0.97
 
 
 def test_runs_average_jointly_on_the_same_images_and_independently_on_others() -> None:
-    """A mean over three runs, two on the same images (a, c) and one on others (b), against a textbook loop that
-    draws a's images once for a and c and b's images on their own."""
+    """A mean over three runs, two on the same images (a, c) and one on others (b): the closed form adds a's and
+    c's loadings image by image (the same multipliers move both) and b's independently."""
     a, c = _run("a", seed=0, skill={"m1": 0.85, "m2": 0.7}), _run("c", seed=0, skill={"m1": 0.65, "m2": 0.7})
     b = _run("b", seed=1, skill={"m1": 0.75, "m2": 0.7})
-    outs = {"a": a[1], "b": b[1], "c": c[1]}
     assert np.array_equal(a[1].labels, c[1].labels) and not np.array_equal(a[1].labels, b[1].labels)
-    draws = aligned([run_draws(*r, "sample", 4000, 0) for r in (a, b, c)])
+    draws = aligned([run_draws(*r, "sample", 20000, 0) for r in (a, b, c)])
     assert draws[0].images == draws[2].images != draws[1].images
     lo, hi = percentile_interval(mean_draws([d.models["m1"]["clean_accuracy"] for d in draws]))
-
-    def textbook(joint: bool) -> tuple[float, float]:
-        rng = np.random.default_rng(99)
-        vals = []
-        for _ in range(4000):
-            ia = _stratified(rng, outs["a"].labels)
-            ib = _stratified(rng, outs["b"].labels)
-            ic = ia if joint else _stratified(rng, outs["c"].labels)
-            vals.append(np.mean([_ba(outs[k], "m1", "clean", 0, i) for k, i in (("a", ia), ("b", ib), ("c", ic))]))
-        q = np.quantile(vals, [0.025, 0.975])
-        return float(q[0]), float(q[1])
-
-    ref_lo, ref_hi = textbook(joint=True)
-    assert lo == pytest.approx(ref_lo, abs=0.01) and hi == pytest.approx(ref_hi, abs=0.01)
-    wrong_lo, wrong_hi = textbook(joint=False)  # a and c resampled as if they were other images: too narrow
-    assert (hi - lo) - (wrong_hi - wrong_lo) > 0.01
+    point = np.mean([r[0].cell("m1", "clean", 0).accuracy for r in (a, b, c)])
+    ga, gb, gc = (textbook_loadings(r[1], "m1", "clean", 0) / 3 for r in (a, b, c))
+    joint = _normal(point, np.concatenate([ga + gc, gb]))
+    assert (lo, hi) == pytest.approx(joint, abs=0.003)
+    separate = _normal(point, np.concatenate([ga, gb, gc]))  # a and c drawn as if they were other images: too narrow
+    assert (hi - lo) - (separate[1] - separate[0]) > 0.01
     # b's rows are shuffled (paired independently), which leaves b's own interval the run page's
-    own = run_intervals(*b, resamples=4000, seed=0).model("m1")
+    own = run_intervals(*b, resamples=20000, seed=0).model("m1")
     assert own is not None and percentile_interval(draws[1].models["m1"]["clean_accuracy"]) == own.clean_accuracy
     assert not np.array_equal(draws[1].models["m1"]["clean_accuracy"],
-                              run_draws(*b, "sample", 4000, 0).models["m1"]["clean_accuracy"])
+                              run_draws(*b, "sample", 20000, 0).models["m1"]["clean_accuracy"])
 
 
 def test_runs_on_the_same_images_must_share_their_resamples() -> None:

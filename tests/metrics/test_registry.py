@@ -43,12 +43,14 @@ def test_every_declaration_is_complete_and_names_are_unique() -> None:
 def test_export_columns_keep_their_names_and_order() -> None:
     # the order of today's CSV/JSON exports (the golden file pins the values)
     intervals = [f"{m}_ci_{end}" for m in ("top1_accuracy", "balanced_accuracy", "label_flip_probability")
-                 for end in ("low", "high")]
+                 for end in ("low", "high")] + ["balanced_accuracy_ci_approximate"]
     assert list(CELL_COLUMNS) == ["model", "corruption", "severity", "n_images", "balanced_accuracy", "top1_accuracy",
                                   "label_flip_probability", "label_flips", "shared_by_all_models", *intervals,
                                   "mean_pd_threat", "pd_safe", "ece", "nll", "ssim", "psnr_db"]
     assert all(CELL_COLUMNS[m.name] == m.meaning for m in metrics_of("cell"))
     assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the Wilson score interval of top1_accuracy")
+    assert CELL_COLUMNS["balanced_accuracy_ci_high"].startswith("upper end of the smoothed per-class normal interval")
+    assert CELL_COLUMNS["balanced_accuracy_ci_approximate"].startswith("True where the cell's median class has fewer than 5")
     # metrics only some runs have are listed, but add their columns only to those runs' exports
     from domainbench.engine.export import BREAKING_FIELDS, UNPARSEABLE_DOC, UNPARSEABLE_FIELD
     from domainbench.frontend.views.compare import FAMILY_METRICS
@@ -62,12 +64,13 @@ def test_the_declared_intervals_are_the_ones_the_statistics_compute() -> None:
     from domainbench.metrics import confidence
 
     declared = {level: {m.name: m.interval for m in metrics_of(level) if m.interval} for level in LEVELS}
-    assert declared["cell"] == {"balanced_accuracy": "bootstrap", "top1_accuracy": "wilson",
+    assert declared["cell"] == {"balanced_accuracy": "smoothed", "top1_accuracy": "wilson",
                                 "label_flip_probability": "wilson"}
     assert set(declared["cell"]) == set(confidence.CELL_INTERVAL_METRICS) == set(confidence.CellIntervals.model_fields) - {
-        "model", "corruption", "severity"}
-    assert set(declared["model"]) == set(confidence.MODEL_METRICS) == set(confidence.ModelIntervals.model_fields) - {"model"}
-    assert set(declared["model"].values()) == {"bootstrap"}
+        "model", "corruption", "severity", "approximate"}
+    assert set(declared["model"]) == set(confidence.MODEL_METRICS) == set(confidence.ModelIntervals.model_fields) - {
+        "model", "approximate"}
+    assert set(declared["model"].values()) == {"smoothed"}
     assert declared["image"] == dict.fromkeys(confidence.StabilityIntervals.model_fields.keys() - {"model", "corruption"},
                                               "bootstrap")
     assert declared["fmr"] == {"sa": "wilson", "pa": "wilson"} and declared["corruption"] == {}
@@ -138,9 +141,9 @@ def _units(rng: np.random.Generator) -> tuple[list[dict], dict[tuple[str, str, i
 def test_cell_metrics_read_the_values_an_independent_computation_gives() -> None:
     units, truth = _units(np.random.default_rng(3))
     threat = [ThreatCell(corruption="noise", severity=1, n=40, mean_threat=0.4, std_threat=0.1, frac_unsafe_images=0.0,
-                         max_threat=0.9, safe=True),
+                         max_threat=0.9, safety="safe"),
               ThreatCell(corruption="noise", severity=3, n=40, mean_threat=1.7, std_threat=0.3, frac_unsafe_images=0.8,
-                         max_threat=2.5, safe=False)]
+                         max_threat=2.5, safety="unsafe")]
     report = RunReport(run_id="r", baseline="m1", seed=0, classification=summarize(units, "m1"), threat=threat,
                        versions=Versions(domainbench="test"))
     rows = cell_rows(report)

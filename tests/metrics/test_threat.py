@@ -514,3 +514,55 @@ def test_threat_bad_inputs(data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pd.threat(x, y, d)  # the happy path warns about nothing
+
+
+# --------------------------------------------------------------------------- the cell verdict (pd_safety)
+
+
+@pytest.mark.parametrize("n", [1, 5, 20, 40, 64, 200, 1000])
+def test_pd_safety_is_the_exact_binomial_test_against_the_cut(n: int) -> None:
+    from scipy.stats import binomtest
+
+    from domainbench.metrics.threat import UNSAFE_SHARE_CUT, pd_safety, share_interval
+
+    for k in sorted({*range(min(n, 40) + 1), *range(0, n + 1, max(n // 50, 1)), n}):
+        test = binomtest(k, n, UNSAFE_SHARE_CUT, alternative="less"), binomtest(k, n, UNSAFE_SHARE_CUT, alternative="greater")
+        # safe: "share >= cut" rejected at 2.5 % one-sided; unsafe: "share <= cut" rejected; else borderline
+        expected = "safe" if test[0].pvalue < 0.025 else "unsafe" if test[1].pvalue < 0.025 else "borderline"
+        assert pd_safety(k, n) == expected, (k, n)
+        ref = binomtest(k, n).proportion_ci(0.95, method="exact")
+        assert share_interval(k, n) == pytest.approx((ref.low, ref.high), abs=1e-12)
+
+
+def test_pd_safety_needs_evidence_not_a_mean_below_1() -> None:
+    from domainbench.metrics.threat import pd_safety
+
+    assert pd_safety(0, 64) == "safe"  # upper end 1 - 0.025^(1/64) = 5.6 %
+    assert pd_safety(0, 20) == "borderline"  # 20 clean images cannot show a share below 10 % (upper end 16.8 %)
+    # the cells: 42 % and 67 % of the images above 1 are unsafe whatever their mean threat
+    assert pd_safety(84, 200) == pd_safety(134, 200) == "unsafe"
+    assert pd_safety(5, 50) == "borderline"  # 10 % exactly: cannot tell
+    with pytest.raises(ThreatInputError):
+        pd_safety(3, 2)
+
+
+def test_report_cells_carry_the_verdict_its_interval_and_the_safe_flag_from_the_stored_sums() -> None:
+    from scipy.stats import binomtest
+
+    from domainbench.metrics.run_report import threat_cells
+    from domainbench.store.records import ThreatRecord
+
+    def rec(corruption: str, shard: int, n: int, above: int) -> ThreatRecord:
+        return ThreatRecord(run_id="r", corruption=corruption, severity=1, shard=shard, n=n, sum=0.5 * n, sum_sq=0.3 * n,
+                            n_above_1=above, max=1.5)
+
+    # "fog": mean threat 0.5 in both shards, yet 30 of 100 images above 1 (the mean alone called it safe)
+    cells = {t.corruption: t for t in threat_cells([rec("fog", 0, 60, 20), rec("fog", 1, 40, 10), rec("haze", 0, 100, 0),
+                                                    rec("mist", 0, 30, 2)])}
+    assert (cells["fog"].n, cells["fog"].frac_unsafe_images) == (100, 0.3)
+    ref = binomtest(30, 100).proportion_ci(0.95, method="exact")
+    assert (cells["fog"].frac_unsafe_ci_low, cells["fog"].frac_unsafe_ci_high) == pytest.approx((ref.low, ref.high))
+    assert {k: (t.safety, t.safe) for k, t in cells.items()} == {
+        "fog": ("unsafe", False), "haze": ("safe", True), "mist": ("borderline", False)}
+    with pytest.raises(ValueError, match="contradicts"):
+        cells["fog"].model_validate({**cells["fog"].model_dump(), "safe": True})

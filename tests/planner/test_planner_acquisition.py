@@ -23,6 +23,8 @@ HERE = Path(__file__).parent
 OURS: dict[str, dict] = tomllib.loads((HERE / "acquisition_domains.toml").read_text(encoding="utf-8"))
 PAPER: dict[str, dict] = tomllib.loads((HERE / "paper_domains.toml").read_text(encoding="utf-8"))
 EXPERT: dict[str, dict] = tomllib.loads((HERE / "expert_domains.toml").read_text(encoding="utf-8"))
+#: the new domain set of benchmarks/planner_agreement.py: its tuning part may be evidence, its held-out third never
+NEW: dict[str, dict] = tomllib.loads((HERE.parents[1] / "benchmarks" / "planner_domains.toml").read_text(encoding="utf-8"))
 QUOTE = re.compile(r"'([^']+)'")
 
 
@@ -105,10 +107,75 @@ def test_the_paper_domains_agree_with_gpt4o_without_violations(paper_plans: dict
 
 
 def test_no_acquisition_evidence_is_written_for_the_paper_domains() -> None:
-    """Every keyword that fires in a paper domain's text also fires in one of our own or the expert domains."""
-    others = [d["text"] for d in OURS.values()] + [d["text"] for d in EXPERT.values()]
+    """Every keyword that fires in a paper domain's text also fires in one of our own, the expert or the new domains' tuning part."""
+    others = ([d["text"] for d in OURS.values()] + [d["text"] for d in EXPERT.values()]
+              + [d["text"] for d in NEW.values() if not d["heldout"]])
     for name, factor in acquisition.factor_book().factors.items():
         for keyword in factor.keywords:
             pattern = keyword_pattern([keyword])
             if any(pattern.search(d["text"]) for d in PAPER.values()):
                 assert any(pattern.search(t) for t in others), f"{name}: {keyword!r} fires only in the paper's domains"
+
+
+ROV = ("Underwater inspection of ship hulls by a remotely operated vehicle: murky green water, strong backscatter "
+       "from the lamps, the camera drifts with the current")
+
+
+def test_the_issue_rov_reads_its_acquisition_and_gets_no_road_rule(catalogue: Catalogue) -> None:
+    """Issue 39: 'vehicle' in 'remotely operated vehicle' is no road; the water, the lamps and the drift are."""
+    found = {f.factor: f for f in acquisition.read(ROV)}
+    assert {"water", "underwater_vehicle", "turbid_water", "lamps"} <= set(found) and "road_vehicle" not in found
+    assert found["underwater_vehicle"].keyword == "remotely operated vehicle"
+    req = rules.requirements(ROV, catalogue.names)
+    assert [k.name for k in req.kinds] == ["underwater"]
+    assert "driving" not in " ".join(req.required.values()) and set(req.required) == {"brightness", "contrast", "gaussian_noise"}
+    cfg = plan(ROV, provider="offline", samples=10)
+    got = {c.name: c for c in cfg.corruptions}
+    # low light, defocus, backscatter (the catalogue's veil: fog) and the water's cast; no road corruptions
+    assert {"low_light", "defocus_blur", "fog", "color_shift", "motion_blur", "vignetting"} <= set(got)
+    assert not {"rain", "snow", "shadow", "frost", "cloud_overlay"} & set(got)
+    assert "remotely operated vehicle" in got["low_light"].reason and "lamps are the only light" in got["low_light"].reason
+    assert "murky green water" in got["defocus_blur"].reason
+    assert cfg.planner.samples == 1  # deterministic: planned once, not ten identical samples
+
+
+def test_factor_vetoes_and_severities() -> None:
+    # a factor another one rules out: the sunlit street is no evidence under water, a hand holds no fixed camera
+    assert "sunlit" not in {f.factor for f in acquisition.read("Underwater cameras along a harbour street.")}
+    assert "handheld" not in {f.factor for f in acquisition.read("A fixed camera photographs phones on a test bench.")}
+    assert "handheld" in {f.factor for f in acquisition.read("Phones photograph a test bench.")}
+    # a TV feed relayed by satellite is no view from orbit
+    assert "orbit" not in {f.factor for f in acquisition.read("Tennis recorded from a satellite feed.")}
+    assert "orbit" in {f.factor for f in acquisition.read("Satellite images of deserts.")}
+    # an implication may narrow the ladder: the flicker of mains lighting is mild
+    hits = {h.name: h for h in acquisition.implied("Shelves under fluorescent ceiling lights.")}
+    assert hits["row_noise"].severities == (1, 2, 3)
+    cfg = plan("Shelves under fluorescent ceiling lights.", provider="offline")
+    assert {c.name: c.severities for c in cfg.corruptions}["row_noise"] == [1, 2, 3]
+
+
+def test_every_rule_factor_is_an_acquisition_factor() -> None:
+    factors = set(acquisition.factor_book().factors)
+    for name, kind in rules.rule_book().kinds.items():
+        assert set(kind.factors) | set(kind.unless_factors) <= factors, name
+    assert {f.category for f in acquisition.factor_book().factors.values()} == set(acquisition.CATEGORIES)
+
+
+def test_the_benchmark_targets_quick() -> None:
+    """benchmarks/planner_agreement.py, quick: the paper's six and the new set's tuning part meet issue 39's
+    targets; the held-out third is scored and printed (it is never tuned on), with a floor at its value
+    before any tuning (0.655) so a regression shows."""
+    from benchmarks import planner_agreement as bench
+
+    def offline(text: str) -> set[str]:
+        return {c.name for c in plan(text, provider="offline").corruptions}
+
+    paper = bench.score_paper(offline)
+    assert paper.mean >= bench.PAPER_JACCARD, paper.jaccard
+    # Table 2 lists vertical flips for driving and people; no acquisition turns a road or a face upside down
+    assert {k: v for k, v in paper.broken.items() if v} == {"driving": ["missing vertical_flip"], "people": ["missing vertical_flip"]}
+    tuned = bench.score_new(offline, heldout=False)
+    assert tuned.recall >= bench.NEW_RECALL and tuned.impossible_picks == 0, (tuned.missed, tuned.impossible)
+    held = bench.score_new(offline, heldout=True)
+    print(f"held-out third: recall {held.recall:.3f}, impossible picks {held.impossible_picks}")
+    assert held.required == 29 and held.recall >= 0.655

@@ -92,7 +92,8 @@ def test_reasons_quote_what_triggered_them(plans: dict[str, DomainConfig], catal
 def test_provenance_and_frequencies(plans: dict[str, DomainConfig], catalogue: Catalogue) -> None:
     for cfg in plans.values():
         p = cfg.planner
-        assert p.provider == "offline" and p.model == "all-MiniLM-L6-v2" and p.samples == 5
+        # deterministic: planned once, whatever samples= asked for (issue 39)
+        assert p.provider == "offline" and p.model == "all-MiniLM-L6-v2" and p.samples == 1
         assert p.prompt_version.startswith("offline-rules-") and p.created_at
         assert set(p.frequencies) == set(catalogue.names)
         chosen = names(cfg)
@@ -151,7 +152,7 @@ def test_very_long_text_is_truncated_with_a_note(catalogue: Catalogue) -> None:
 def test_other_languages_give_valid_plans(catalogue: Catalogue) -> None:
     german = "Röntgenaufnahmen des Brustkorbs aus dem Krankenhaus, teilweise mit tragbaren Geräten aufgenommen."
     cfg = plan(german, provider="offline", samples=3)
-    assert [k.name for k in rules.detect_kinds(german)] == ["medical"]
+    assert [k.name for k in rules.detect_kinds(german)] == ["medical", "radiology"]
     assert not names(cfg) & family(catalogue, "weather")
     assert rules.check(cfg.domain, names(cfg), catalogue.names) == []
     japanese = "夜間の監視カメラの映像"

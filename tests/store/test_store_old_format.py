@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from domainbench.engine.reports import build_report
 from domainbench.store.base import Store
@@ -70,8 +71,19 @@ def test_old_store_rebuilds_its_threat_and_stability_sections(store: Store) -> N
     docs = load_raw(store)
     old = docs["summaries"][0]
     new = build_report(store, "fixture-v1").model_dump(mode="json")
-    for key in ("threat", "safe_accuracy", "stability", "stability_link", "different_class_threat"):
+    for key in ("stability", "stability_link", "different_class_threat"):
         assert new[key] == old[key], key
+    # the threat cells keep every stored number; schema 3 adds each cell's three-way verdict and its interval.
+    # brightness@3 has 3 of 40 images above threat 1: its mean (0.80) called it safe, the share's interval
+    # (1.6 %–20.4 %) crosses the 10 % cut, so it is borderline now and the safe-cell accuracy leaves it out
+    changed = {("brightness", 3): False}
+    assert [{k: t[k] for k in o} for t, o in zip(new["threat"], old["threat"], strict=True)] == [
+        {**o, "safe": changed.get((o["corruption"], o["severity"]), o["safe"])} for o in old["threat"]]
+    assert {(t["corruption"], t["severity"]): t["safety"] for t in new["threat"]} == {
+        ("brightness", 1): "safe", ("brightness", 3): "borderline", ("gaussian_noise", 2): "safe"}
+    for m in new["classification"]["models"]:
+        acc = {(c["corruption"], c["severity"]): c["accuracy"] for c in m["cells"]}
+        assert new["safe_accuracy"][m["model"]] == pytest.approx((acc[("brightness", 1)] + acc[("gaussian_noise", 2)]) / 2)
     assert old["stability_link"]  # the fixture exercises the per-image join
 
 
@@ -105,3 +117,15 @@ def test_old_units_with_draws_rebuild_the_report_they_stored(store: Store) -> No
     for old in docs["summaries"]:
         new = build_report(store, old["run_id"]).model_dump(mode="json")
         assert new["classification"] == old["classification"]
+
+
+def test_a_report_stored_before_the_three_way_pd_verdict_is_rebuilt_not_read(store: Store) -> None:
+    """Schema 2 called a PD cell safe by its mean threat: such a stored report is never served as it is."""
+    from domainbench.engine.reports import load_report
+
+    docs = load_raw(store, DRAWS_FIXTURE)
+    for old in docs["summaries"]:
+        assert old["schema_version"] == 2
+        assert store.get_report(old["run_id"]) is None  # the stored one is stale: not read
+        fresh = load_report(store, old["run_id"])
+        assert fresh.schema_version == 3 and fresh.model_dump(mode="json")["classification"] == old["classification"]

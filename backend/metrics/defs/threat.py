@@ -14,12 +14,14 @@ METRICS = (
            ("threat: sum, n",), f"{_POOLED}, then the mean over images", order=70,
            compute=lambda cell, threat: None if threat is None else threat.mean_threat),
     Metric("pd_safe", "PD-safe", "flag", None,
-           "whether the PD threat calls the cell label-preserving (empty: not computed)", "cell",
-           ("threat: sum, n",), f"{_POOLED}; safe when the mean threat is at most 1", order=80,
+           "whether the PD threat shows the cell label-preserving: the 95 % interval of the share of its images "
+           "above threat 1 lies wholly below 10 % (false: borderline or unsafe; empty: not computed)", "cell",
+           ("threat: n_above_1, n",), f"{_POOLED}; Clopper–Pearson interval of n_above_1 / n against the 10 % cut",
+           order=80,
            compute=lambda cell, threat: None if threat is None else threat.safe),
     Metric("safe_accuracy", "safe-cell accuracy", "fraction", "higher",
-           "balanced accuracy averaged over the cells whose PD threat is label-preserving", "model",
-           ("confusion", "threat: sum, n"), "mean over the PD-safe common cells", interval="bootstrap", order=30,
+           "balanced accuracy averaged over the cells the PD threat shows label-preserving (PD-safe)", "model",
+           ("confusion", "threat: sum, n"), "mean over the PD-safe common cells", interval="smoothed", order=30,
            cli_header="safe%", ui_header="safe-cell acc %", percent=True, field="safe_acc",
            cli_note="averaged over cells whose PD threat is safe"),
 )
