@@ -191,9 +191,10 @@ def list_runs(*, store: Store | str | Path | None = None) -> list[str]:
 
 def compare(runs: Sequence[str | Run] | str | Run, *, models: Sequence[str] | None = None, confidence: float = 0.95,
             store: Store | str | Path | None = None) -> Comparison:
-    """Which model is better on these images (``domainbench compare``): per pair of models and cell an exact
-    McNemar test (Holm-corrected) and a paired bootstrap interval, and one plain verdict per pair
-    (``.verdicts``; ``.pairs`` per cell). The runs must be on the same images (dataset, indices, seed)."""
+    """Which model is better on these images (``domainbench compare``): one plain verdict per pair (``.verdicts``)
+    by one rule, a paired test of balanced accuracy Holm-adjusted over the pairs (docs/reading-the-numbers.md), and
+    per pair and cell that test, top-1's exact McNemar test and the difference's interval (``.pairs``). The runs
+    must be on the same images (dataset, indices, seed)."""
     from domainbench import query
     from domainbench.stats.intervals import check_confidence
 

@@ -93,8 +93,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
-err_console = Console(stderr=True, soft_wrap=True)  # paths in messages must stay greppable
+# emoji=False: a run id `run:cat:1` or a model `openai-vlm:m:` must not print as `run🐱1` / `openai-vlmⓂ`
+console = Console(emoji=False)
+err_console = Console(stderr=True, soft_wrap=True, emoji=False)  # paths in messages must stay greppable
 
 DEMO_DOMAIN = (
     "Product photos of clothing and shoes taken with cheap phone cameras in a dim warehouse: "
@@ -144,7 +145,11 @@ class RichEvents:
         self.images += images
         if self.progress is not None and self.task is not None:
             rate = self.images / max(time.perf_counter() - self.t0, 1e-9)
-            self.progress.update(self.task, advance=units, rate=f"{rate:,.0f} img/s")
+            # a throttling endpoint's lowered concurrency (openai-vlm:), e.g. "endpoint 2/8 in flight"
+            from domainbench.models.endpoint_transport import concurrency_note
+
+            note = concurrency_note()
+            self.progress.update(self.task, advance=units, rate=f"{rate:,.0f} img/s" + (f" · {note}" if note else ""))
 
     def message(self, text: str) -> None:
         if self.progress is not None:
@@ -215,12 +220,19 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
     console.print(table)
     remote = [row.model for row in report.table() if is_remote_model(row.model)]
     if remote and report.stability:
-        console.print(f"stability: n/a (remote model) for {', '.join(remote)}: an endpoint returns no image embeddings",
+        console.print(f"stability: n/a (remote model) for {printable(', '.join(remote))}: an endpoint returns no image embeddings",
                       style="dim", markup=False, highlight=False)
-    if intervals is not None:
+    if intervals is not None and intervals.anytime_valid:
+        console.print(f"(low–high): {100 * intervals.confidence:g} % anytime-valid confidence sequences (this run stopped its "
+                      "cells adaptively): per cell top-1, balanced accuracy and flips by betting sequences over the images "
+                      "in evaluation order; clean and mean accuracies from the cells' sequences (jointly, Bonferroni); "
+                      "mCE, rCE and mFR are shown without one (no sequence bounds a ratio); see docs/reading-the-numbers.md",
+                      style="dim", highlight=False)
+    elif intervals is not None:
         console.print(f"(low–high): {100 * intervals.confidence:g} % intervals; accuracies and mCE/rCE/mFR: normal with a "
                       f"smoothed per-class variance ({intervals.resamples} multiplier draws, seed {intervals.seed}); "
                       "see docs/reading-the-numbers.md", style="dim", highlight=False)
+    if intervals is not None:
         for note in intervals.notes:
             mark = "* " if note.startswith(FEW_IMAGES_NOTE) else ""
             console.print(f"{mark}{note}", markup=False, highlight=False)
@@ -393,7 +405,8 @@ def run(
     concurrency: Annotated[Optional[int], typer.Option("--concurrency", help="openai-vlm: requests in flight at once (default 8).")] = None,
     max_requests: Annotated[Optional[int], typer.Option("--max-requests", help="openai-vlm: stop (resumably) after this many requests: a cost guard.")] = None,
     api_key_env: Annotated[Optional[str], typer.Option("--api-key-env", help="openai-vlm: environment variable holding the API key (default OPENAI_API_KEY).")] = None,
-    request_timeout: Annotated[Optional[float], typer.Option("--request-timeout", help="openai-vlm: seconds per request before it is retried.")] = None,
+    request_timeout: Annotated[Optional[float], typer.Option("--request-timeout", help="openai-vlm: seconds one request may take in total before it is retried (default 60).")] = None,
+    retry_budget: Annotated[Optional[float], typer.Option("--retry-budget", help="openai-vlm: seconds one request may keep retrying 429, 5xx and timeouts before the run stops resumably (default 1800).")] = None,
     executor: Annotated[Optional[str], typer.Option(help="local (this process) or ray (Ray tasks and GPU actors; pip install 'domainbench[ray]'); default $DOMAINBENCH_EXECUTOR or local.")] = None,
     address: Annotated[Optional[str], typer.Option(help="Ray cluster: auto, HOST:6379 or ray://HOST:10001 (default: $DOMAINBENCH_RAY_ADDRESS, else a new local Ray instance).")] = None,
     actors: Annotated[Optional[int], typer.Option(help="Ray model actors per model group (default: the cluster's GPUs shared out over the groups, 1 without GPUs).")] = None,
@@ -426,13 +439,23 @@ def run(
             "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
             "questions": question, "vlm_mode": vlm_mode, "vlm_score": vlm_score, "dtype": dtype,
             "concurrency": concurrency, "max_requests": max_requests, "api_key_env": api_key_env,
-            "request_timeout": request_timeout,
+            "request_timeout": request_timeout, "retry_budget": retry_budget,
             "adaptive": adaptive, "target_width": target_width,
             "breaking_point": True if breaking_point is not None else None, "breaking_threshold": _threshold(breaking_point),
             "skip_unreadable": skip_unreadable,
         })
         if cfg.adaptive and exec_options.kind != "local":
             raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
+    else:
+        _refuse_ignored_on_resume(resume, {
+            "a domain config": config, "--models": models, "--dataset": dataset, "--baseline": baseline,
+            "--limit": limit, "--run-config": run_config, "--classes": classes, "--seed": seed,
+            "--batch-size": batch_size, "--device": device, "--workers": workers, "--corrupt-on": corrupt_on,
+            "--stability/--no-stability": stability, "--threat/--no-threat": threat, "--run-id": run_id,
+            "--template": template, "--question": question, "--vlm-mode": vlm_mode, "--vlm-score": vlm_score,
+            "--dtype": dtype, "--adaptive": adaptive, "--target-width": target_width,
+            "--breaking-point": breaking_point, "--shift": shift})
+        endpoint = _endpoint_overrides(concurrency, max_requests, api_key_env, request_timeout, retry_budget)
     store = _store()
     progress = _progress()
     from domainbench.engine.timings import STARTUP
@@ -440,7 +463,8 @@ def run(
     def evaluate(engine: Any) -> str:
         # the start-up's first stage: this process's imports and checks up to the engine
         engine.startup.add(STARTUP, "imports", time.perf_counter() - _STARTED)
-        return engine.resume(resume, bool(skip_unreadable)) if resume else engine.start(domain, cfg, run_id=run_id)
+        return (engine.resume(resume, bool(skip_unreadable), endpoint=endpoint) if resume
+                else engine.start(domain, cfg, run_id=run_id))
 
     with progress or contextlib.nullcontext():
         # the Python API's path (domainbench.run / resume), with this command's progress bar
@@ -453,6 +477,33 @@ def run(
     print_report(report)
     print_shift_matches(report)
     print_timings(store.get_run(run_id))
+
+
+def _refuse_ignored_on_resume(run_id: str, given: dict[str, Any]) -> None:
+    """A resume evaluates the run as it was stored: a flag that would change it is refused, not ignored."""
+    named = [name for name, value in given.items() if value not in (None, [], ())]
+    if named:
+        raise UserInputError(
+            f"--resume {literal(run_id)} continues the run with its stored plan, dataset, models and settings; "
+            f"leave out {', '.join(named)} (or start a new run with them)")
+
+
+def _endpoint_overrides(concurrency: Optional[int], max_requests: Optional[int], api_key_env: Optional[str],
+                        request_timeout: Optional[float], retry_budget: Optional[float]) -> dict[str, Any]:
+    """openai-vlm transport flags given with --resume: they change how requests travel, never a result."""
+    from pydantic import ValidationError
+
+    from domainbench.config import RunConfig
+    from domainbench.errors import first_validation_error
+
+    given = {k: v for k, v in {"concurrency": concurrency, "max_requests": max_requests, "api_key_env": api_key_env,
+                               "request_timeout": request_timeout, "retry_budget": retry_budget}.items() if v is not None}
+    try:
+        RunConfig(**given)
+    except ValidationError as e:
+        loc, msg = first_validation_error(e)
+        raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
+    return given
 
 
 def _threshold(value: Optional[str]) -> Optional[float]:
@@ -513,7 +564,7 @@ def remove_runs(
 
     for run_id, counts in delete_runs(_store(), run_ids, force).items():
         if not STATE.quiet:  # run ids are shown literally, never as markup
-            err_console.print(f"deleted run {run_id} ({counts.get('units', 0)} units, {sum(counts.values())} records)",
+            err_console.print(f"deleted run {printable(run_id)} ({counts.get('units', 0)} units, {sum(counts.values())} records)",
                               highlight=False, markup=False)
 
 
@@ -558,7 +609,7 @@ def print_damage(report: RunReport) -> None:
 
     line = damage_line(report)
     if line is not None:
-        console.print(line, style="dim", markup=False, highlight=False)
+        console.print(printable(line), style="dim", markup=False, highlight=False)  # cell names: ESC, newlines
 
 
 def print_unreadable(run: Any) -> None:
@@ -592,7 +643,7 @@ def print_question_spread(store: Any, run_id: str) -> None:
                       *[_fmt(a, pct=True) for a in r["accuracy"]], _fmt(r["spread"], pct=True))
     console.print(table)
     for k, q in enumerate(questions):
-        console.print(f"Q{k + 1}: {q}", style="dim", markup=False, highlight=False)
+        console.print(f"Q{k + 1}: {printable(q)}", style="dim", markup=False, highlight=False)
     console.print("prompt sensitivity: top-1 accuracy under each question alone; spread = max - min (points)",
                   style="dim")
 
@@ -636,15 +687,20 @@ def print_pairs(comparison: Comparison) -> None:
     """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
     level = f"{100 * comparison.confidence:g}% CI"
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level):
+    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level, "p bal", "p bal Holm"):
         table.add_column(col, justify="left" if col in ("A", "B", "cell") else "right", no_wrap=True)
     for p in comparison.pairs:
         table.add_row(literal(p.model_a), literal(p.model_b), literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only),
                       f"{p.p_value:.3g}", f"{p.p_holm:.3g}", f"{100 * p.difference:+.1f}",
-                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}")
+                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}", f"{p.p_balanced:.3g}", f"{p.p_balanced_holm:.3g}")
     console.print(table)
-    console.print("A only / B only: images only that model gets right (top-1); p: exact McNemar test; p Holm: adjusted over "
-                  "all cells and pairs; diff: balanced accuracy A − B with its paired bootstrap interval", style="dim")
+    from domainbench.metrics.comparison import FIXED_METHOD
+
+    test = "exact McNemar test" if comparison.method == FIXED_METHOD else "anytime-valid betting test (adaptive run)"
+    console.print(f"A only / B only: images only that model gets right (top-1); p: {test} of top-1; p Holm: adjusted over "
+                  "all cells and pairs; diff: balanced accuracy A − B with the interval of the verdict's test; p bal: "
+                  "the verdict's test of that difference (p bal Holm: adjusted over all cells and pairs; the verdict "
+                  "counts a cell when it is below 1 − confidence); see docs/reading-the-numbers.md", style="dim")
 
 
 @app.command()
@@ -694,7 +750,7 @@ def compare(
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
     format: Annotated[str, typer.Option("--format", "-f", help="text (verdicts and a table) or json (pairs and verdicts).")] = "text",
 ) -> None:
-    """Which model is better on these images? Exact McNemar per pair and cell, paired bootstrap, Holm, a verdict."""
+    """Which model is better on these images? One rule: balanced accuracy's paired test, Holm over pairs and cells, a verdict."""
     import json
 
     from domainbench import query
@@ -707,6 +763,9 @@ def compare(
     if format == "json":
         sys.stdout.write(json.dumps(comparison.model_dump(mode="json"), indent=2) + "\n")
         return
+    if comparison.differing_cells:
+        console.print(literal(f"not paired across the runs (each run made them differently: parameters, ladder, steps or "
+                              f"shift folder): {', '.join(comparison.differing_cells)}"), highlight=False)
     print_verdicts(comparison)
     print_pairs(comparison)
 
@@ -799,12 +858,20 @@ def gallery(
     if image is not None:
         from PIL import Image
 
+        from domainbench.corruptions.api import MIN_SIDE
+
+        if image.exists() and not image.is_file():
+            raise UserInputError(f"--image {image} is {'a folder' if image.is_dir() else 'not a regular file'}; "
+                                 "give an image file")
         if not image.is_file():
             raise UserInputError(f"--image {image} does not exist; give an image file")
         try:
             img = np.asarray(Image.open(image).convert("RGB"))
         except Exception as e:
             raise UserInputError(f"--image {image} cannot be read as an image ({e})") from e
+        if min(img.shape[:2]) < MIN_SIDE:  # refused before -o's folder is made
+            raise UserInputError(f"--image {image} is {img.shape[1]}x{img.shape[0]}; corruptions need at least "
+                                 f"{MIN_SIDE}x{MIN_SIDE} pixels: give a larger image")
     else:
         from domainbench.data import load_sample
 
@@ -909,6 +976,9 @@ def worker_cmd(
     """Run queued runs from the store (launched from the UI), resuming runs whose worker died."""
     from domainbench.worker import Worker
 
+    for flag, value, most in (("--lease", lease, 86400.0), ("--poll", poll, 3600.0)):
+        if not 0 < value <= most:  # nan fails both comparisons
+            raise UserInputError(f"{flag} {value:g}: give seconds above 0 and at most {most:g}")
 
     # a long-running worker takes its executor from the environment (the compose file sets it)
     w = Worker(_store(), name=name, lease_s=lease, poll_s=poll, say=_say_always, executor=_settings().executor_options())
@@ -1012,6 +1082,11 @@ def main() -> None:
             err_console.print(f"error: {printable(_settings().redact(disk_full_message(full, str(where))))}",
                               highlight=False, markup=False, soft_wrap=True)
             sys.exit(2)
+        damaged = _damaged_store(e)
+        if damaged is not None:
+            err_console.print(f"error: {printable(_settings().redact(damaged))}", highlight=False, markup=False,
+                              soft_wrap=True)
+            sys.exit(2)
         _internal_error(e)
 
 
@@ -1024,6 +1099,24 @@ def _corruption_error() -> type[Exception]:
     """
     errors = sys.modules.get("domainbench.corruptions.errors")
     return errors.CorruptionError if errors is not None else UserInputError
+
+
+def _damaged_store(e: BaseException) -> str | None:
+    """The one line for an embedded store whose file is damaged (a torn page), else None."""
+    import sqlite3
+
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        text = str(cause)
+        if isinstance(cause, sqlite3.DatabaseError) and ("malformed" in text or "not a database" in text):
+            home = _settings().home
+            return (f"a database in {home} is damaged ({text}): the store domainbench.sqlite or the answer cache "
+                    "vlm-answers.sqlite; move the file aside (`sqlite3 FILE .recover | sqlite3 NEW` saves what it "
+                    "holds) or point DOMAINBENCH_HOME at another folder")
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _internal_error(e: Exception) -> None:

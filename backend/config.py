@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
 from domainbench import resource_bounds as bounds
 from domainbench.errors import UserInputError, first_validation_error
@@ -113,9 +113,9 @@ class PlannerProvenance(_Strict):
     model: str = ""
     prompt_version: str = ""
     samples: int = 1
-    temperature: float = 0.0
+    temperature: float = Field(default=0.0, allow_inf_nan=False)  # stored as JSON: nan/inf cannot be
     # selection frequency of every catalogue entry over the samples (the paper's heatmap)
-    frequencies: dict[str, float] = Field(default_factory=dict)
+    frequencies: dict[str, FiniteFloat] = Field(default_factory=dict)
     violations: list[str] = Field(default_factory=list)
     created_at: str = ""
 
@@ -246,15 +246,18 @@ class RunConfig(_Strict):
     concurrency: int = _unless_default(8, ge=1)
     max_requests: int | None = _unless_default(None, ge=1)
     api_key_env: str = _unless_default("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    request_timeout: float = _unless_default(60.0, gt=0)
+    # seconds one request may take in total (a server trickling bytes included); at most an hour
+    request_timeout: float = _unless_default(60.0, gt=0, le=3600, allow_inf_nan=False)
+    # seconds one request may keep retrying 429 / 5xx / timeouts before the run stops resumably (a week at most)
+    retry_budget: float = _unless_default(1800.0, gt=0, le=604800, allow_inf_nan=False)
     # adaptive evaluation (domainbench.engine.adaptive): images in seeded random rounds, each cell
     # stops once its anytime-valid interval is narrower than target_width or its pairs are decided
     adaptive: bool = _unless_default(False)
-    target_width: float | None = _unless_default(None, gt=0, lt=1)
+    target_width: float | None = _unless_default(None, gt=0, lt=1, allow_inf_nan=False)
     # breaking points (domainbench.engine.breaking_point): bisect each corruption's continuous scale per
     # model for where balanced accuracy falls below breaking_threshold (None: halfway from clean to chance)
     breaking_point: bool = _unless_default(False)
-    breaking_threshold: float | None = _unless_default(None, gt=0, lt=1)
+    breaking_threshold: float | None = _unless_default(None, gt=0, lt=1, allow_inf_nan=False)
     # an image file that does not decode stops the run (a silently smaller dataset changes every number)
     # unless the user chose to skip such files: they are then counted and listed in the run record
     skip_unreadable: bool = _unless_default(False)
@@ -368,6 +371,10 @@ def save(cfg: BaseModel, path: str | Path) -> Path:
 
 def _load(path: str | Path, model: type[BaseModel]) -> Any:
     path = Path(path)
+    if path.is_dir():
+        raise UserInputError(f"config file {path} is a folder; give the TOML file in it (e.g. {path}/domain.toml)")
+    if path.exists() and not path.is_file():
+        raise UserInputError(f"config file {path} is not a regular file (a device, FIFO or socket); give a TOML file")
     if not path.is_file():
         raise UserInputError(f"config file {path} does not exist; create one with `domainbench plan \"...\" -o {path}`")
     raw = path.read_bytes()
@@ -376,10 +383,14 @@ def _load(path: str | Path, model: type[BaseModel]) -> Any:
     except UnicodeDecodeError as e:
         raise UserInputError(f"config file {path} is not UTF-8 text (byte offset {e.start}: {raw[e.start:e.start + 1]!r}); "
                              "save it as UTF-8 and retry") from None
+    text = text.removeprefix("\ufeff")  # a byte-order mark some editors write: not part of the TOML
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UserInputError(f"config file {path} is not valid TOML ({e}); fix the syntax and retry") from e
+    except RecursionError:  # arrays or inline tables nested thousands deep
+        raise UserInputError(f"config file {path} nests arrays or tables too deeply to read; "
+                             "fix the file (a config needs at most a few levels)") from None
     try:
         return model.model_validate(data)
     except ValidationError as e:

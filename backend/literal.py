@@ -8,6 +8,7 @@ rewrite the terminal or hide what is shown. Everything printed passes through on
 from __future__ import annotations
 
 import unicodedata
+from typing import Any
 
 from rich.markup import escape
 from rich.text import Text
@@ -36,6 +37,37 @@ def printable(text: object, newlines: bool = False) -> str:
     if s.isprintable():  # the common case, without a per-character loop
         return s
     return "".join(_escaped(ch) if ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs") else ch for ch in s)
+
+
+def _undecodable_escaped(s: str) -> str:
+    return "".join(_escaped(ch) if 0xDC80 <= ord(ch) <= 0xDCFF else ch for ch in s)
+
+
+def data_safe(text: str, terminal: bool) -> str:
+    """Exported text (CSV/JSON rows) as it may be written: an undecodable byte of a file name (a lone
+    surrogate, which UTF-8 cannot encode) as its ``\\xNN`` escape; for a ``terminal`` stream (stdout) also
+    every control and bidi character but the line breaks and tabs that structure the rows."""
+    if text.isprintable() or (not terminal and text.isascii()):
+        return text
+    if not terminal:
+        return _undecodable_escaped(text) if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text) else text
+    keep = "\n\r\t"
+    return "".join(ch if ch in keep or not (ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs")) else _escaped(ch)
+                   for ch in text)
+
+
+class SafeWriter:
+    """A text stream that passes everything written through :func:`data_safe`."""
+
+    def __init__(self, stream: Any, terminal: bool) -> None:
+        self._stream, self._terminal = stream, terminal
+
+    def write(self, text: str) -> int:
+        self._stream.write(data_safe(text, self._terminal))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def markup_safe(text: object) -> str:

@@ -9,7 +9,7 @@ here reads; nothing writes. Unit documents are loaded only where a page needs pe
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import cache, lru_cache
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -285,7 +285,10 @@ def recreate(run: RunRecord, corruption: str, severity: int, indices: Sequence[i
     """
     from domainbench.engine.jobs import Corrupted, run_job
 
+    from domainbench.engine.dataset_pin import check_same_dataset
+
     ds = _run_dataset(run.config.model_dump_json(include={"dataset", "classes", "image_size", "limit"}))
+    check_same_dataset(run, ds)  # the same indices in a changed folder are other images
     batch = ds.load(np.asarray(indices, dtype=np.int64))
     if severity == 0 or corruption == CLEAN:
         return Corrupted(batch.images, {}), batch.indices
@@ -345,7 +348,8 @@ def drawn_of(run: RunRecord, unit: UnitRecord) -> dict[str, list[Any]]:
     return corrupted.drawn
 
 
-@lru_cache(maxsize=4)
+# not cached: a cached dataset keeps the listing it was opened with, so a folder changed since would pass the
+# fingerprint check and its indices name other files (issue 36, item 4)
 def _run_dataset(config_json: str) -> Any:
     from domainbench.config import RunConfig
     from domainbench.data import open_dataset

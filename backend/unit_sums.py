@@ -51,13 +51,18 @@ class CalibrationCounts(BaseModel):
     #: in units of 1 / CONFIDENCE_SCALE
     confidence_sum: list[int] = Field(default_factory=_zeros)
     correct: list[int] = Field(default_factory=_zeros)
-    #: in units of 1 / NLL_SCALE nats
+    #: in units of 1 / NLL_SCALE nats, over the images whose true class has a finite score
     nll_sum: int = 0
+    #: labelled images whose true class scored −inf (a generative model's choice-mode letter absent from the
+    #: returned top log-probabilities): their likelihood is unknown, so the cell's NLL is unbounded and not reported;
+    #: left out of a dump while 0
+    nll_unbounded: int = Field(default=0, ge=0, exclude_if=lambda v: not v)
 
     def __add__(self, other: CalibrationCounts) -> CalibrationCounts:
         return CalibrationCounts(count=_add(self.count, other.count),
                                  confidence_sum=_add(self.confidence_sum, other.confidence_sum),
-                                 correct=_add(self.correct, other.correct), nll_sum=self.nll_sum + other.nll_sum)
+                                 correct=_add(self.correct, other.correct), nll_sum=self.nll_sum + other.nll_sum,
+                                 nll_unbounded=self.nll_unbounded + other.nll_unbounded)
 
     @property
     def n(self) -> int:
@@ -73,7 +78,10 @@ class CalibrationCounts(BaseModel):
 
     @property
     def nll(self) -> float | None:
-        return self.nll_sum / NLL_SCALE / self.n if self.n else None
+        """The mean NLL; None without labelled images, or when some image's true class had no score (unbounded)."""
+        if not self.n or self.nll_unbounded:
+            return None
+        return self.nll_sum / NLL_SCALE / self.n
 
     def bins(self) -> list[tuple[float, float | None, float | None, int]]:
         """Per bin: its centre, accuracy and mean confidence (None when empty), and count (a reliability diagram)."""

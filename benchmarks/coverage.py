@@ -214,7 +214,8 @@ class Population:
                                     labels=labels.tolist() if c == "clean" else None))
         summary = summarize(units, "base")
         threat = [ThreatCell(corruption=c, severity=s, n=1, mean_threat=0.5 if (c, s) in SAFE else 1.5, std_threat=0.0,
-                             frac_unsafe_images=0.0, max_threat=1.5, safe=(c, s) in SAFE) for c, s in CELLS if c != "clean"]
+                             frac_unsafe_images=0.0, max_threat=1.5,
+                             safety="safe" if (c, s) in SAFE else "unsafe", safe=(c, s) in SAFE) for c, s in CELLS if c != "clean"]
         safety = {(t.corruption, t.severity): t.safe for t in threat}
         report = RunReport(run_id=run_id, baseline="base", seed=0, classification=summary, threat=threat,
                            safe_accuracy={m.model: safe_accuracy({(c.corruption, c.severity): c.accuracy for c in m.cells},
@@ -283,11 +284,29 @@ def extra_scenarios() -> list[tuple[str, Scenario]]:
         from benchmarks import coverage_verdicts  # type: ignore[attr-defined]
     except ImportError:
         return []
-    return [(getattr(s, "__name__", f"verdicts {i}"), s) for i, s in enumerate(coverage_verdicts.SCENARIOS)]
+    return [(getattr(s, "__name__", f"verdicts {i}"), _as_rows(s)) for i, s in enumerate(coverage_verdicts.SCENARIOS)]
+
+
+def _as_rows(scenario: Callable[[int, np.random.Generator], list[dict]]) -> Callable[[int, np.random.Generator], list[dict]]:
+    """coverage_verdicts' rows (``rate``, ``target`` written "<= 0.05" or "0.70-0.90") in this table's shape: a
+    false-verdict rate is held to its largest allowed value, a power to its range (``target_range``)."""
+    def run(reps: int, rng: np.random.Generator) -> list[dict]:
+        out = []
+        for r in scenario(reps, rng):
+            target, spec = None, str(r["target"]).replace(" ", "")
+            low_high = None
+            if spec.startswith("<="):
+                target = float(spec[2:])
+            elif "-" in spec:
+                low_high = tuple(float(x) for x in spec.split("-"))
+            out.append({"what": r["what"], "scenario": r["scenario"], "method": "verdict rule", "share": r["rate"],
+                        "n": reps, "mc_se": r["mc_se"], "width": None, "target": target, "target_range": low_high})
+        return out
+    return run
 
 
 def table(reps: int, quick: bool, seed: int = 0, only: str | None = None,
-          each: Callable[[list[dict]], None] | None = None) -> list[dict]:
+          each: Callable[[list[dict]], None] | None = None, extra: bool = True) -> list[dict]:
     """Every scenario's rows (``each`` is handed each scenario's rows as they come). BLAS runs on one thread: the products here are small and many, and a threaded BLAS
     on a shared 2-core machine spends 20 times longer waiting for its threads than multiplying (measured)."""
     from threadpoolctl import threadpool_limits
@@ -295,7 +314,7 @@ def table(reps: int, quick: bool, seed: int = 0, only: str | None = None,
     rng = np.random.default_rng(seed)
     rows: list[dict] = []
     with threadpool_limits(1):
-        for name, scenario in [*scenarios(quick), *extra_scenarios()]:
+        for name, scenario in [*scenarios(quick), *(extra_scenarios() if extra else [])]:
             if only and only not in name:
                 continue
             t0 = time.perf_counter()
@@ -318,6 +337,9 @@ def passes(r: dict, quick: bool = False) -> bool:
     """A coverage row passes at or above its target (less its Monte Carlo error, see below); a rate row (``what``
     says "false") at or below it. Rows of the method used before issue 34 are shown for comparison, not held to the
     target."""
+    if r.get("target_range"):
+        low, high = r["target_range"]
+        return low <= r["share"] <= high
     if r["target"] is None or r["method"].endswith("(before)"):
         return True
     if "false" in r["what"]:

@@ -1,4 +1,6 @@
-"""Faults a run survives: kill -9 at random points and resume, a worker takeover, SIGTERM, a full disk.
+"""Faults a run survives: kill -9 at random points and resume, a worker takeover, SIGTERM, a full disk,
+kill -9 of an adaptive run, `rm --force` of a run while it runs, and an ``openai-vlm:`` endpoint that
+throttles, goes down or recovers (``benchmarks/endpoint_faults.py``).
 
 Every scenario evaluates the same domain and config as one uninterrupted reference run, through
 the real CLI in subprocesses (the embedded SQLite store in a temporary $DOMAINBENCH_HOME), and
@@ -8,6 +10,11 @@ reports per scenario:
 - duplicated units: units computed twice (a stored unit whose ``computed_at`` changed after a
   fault, i.e. recomputed instead of kept), or written by a worker that had lost its lease;
 - whether its exported report (CSV, run id column aside) equals the reference run's.
+
+The adaptive scenario has its own uninterrupted reference (``--adaptive`` with PD threat): there a unit the
+reference lacks counts as duplicated too (a cell stopped at another round). The `rm --force` scenario counts
+as duplicated the records left behind once the deleted run's process exited (orphans a new run would adopt),
+and compares the report of a new run under the same id with the reference.
 
 The model is the tests' deterministic ``fake:slow`` (0.1 s per batch, no weights), so a run is
 long enough to be interrupted anywhere and the numbers of two runs can be compared exactly.
@@ -212,10 +219,83 @@ def takeover(b: Bench, total: int) -> tuple[int, int, str]:
             f"run {run.status} by {run.worker or '?'}; w1 stopped: {'no longer holds' in w1_err.decode()}")
 
 
+ADAPTIVE = ["--adaptive", "--target-width", "0.45", "--seed", "7"]
+
+
+def adaptive_args(b: Bench, run_id: str) -> list[str]:
+    """An adaptive run with PD threat: the cells that stop early leave rounds without threat records, so a
+    resumed run's plan hands rounds it has already counted over again (issue 36, item 1)."""
+    return [a for a in b.new_run(run_id) if a != "--no-threat"] + ADAPTIVE
+
+
+def adaptive_kill_and_resume(b: Bench, points: int, rng: random.Random) -> tuple[int, int, str]:
+    """``--adaptive`` killed with SIGKILL at random unit counts and resumed: the same units as the uninterrupted
+    adaptive run (none lost, none extra: a cell stopped early or late changes which units exist), none computed twice."""
+    code, err = b.cli(*adaptive_args(b, "adaptive-ref"))
+    assert code == 0, err
+    reference = b.units("adaptive-ref")
+    total = len(reference)
+    targets = sorted(rng.sample(range(1, total), min(points, total - 1)))
+    stored: dict[tuple, str | None] = {}
+    kills = 0
+    args = adaptive_args(b, "adaptive")
+    for target in targets:
+        proc = b.start(*args)
+        b.wait_units("adaptive", target, proc)
+        time.sleep(rng.random() * 0.1)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            kills += 1
+        proc.wait(30)
+        stored |= {k: v for k, v in b.units("adaptive").items() if k not in stored}
+        args = ["run", "--resume", "adaptive"]
+    code, err = b.cli(*args)
+    assert code == 0, err
+    after = b.units("adaptive")
+    extra = len(set(after) - set(reference))
+    return (len(set(reference) - set(after)), _changed(stored, after) + extra,
+            f"{kills} kills landed; reference {total} units, {extra} extra")
+
+
+def _records_of(b: Bench, run_id: str) -> int:
+    from domainbench.store.base import COLLECTIONS
+
+    store = b.store()
+    return sum(len(store.find(c, run_id=run_id)) for c, key in COLLECTIONS.items() if key[0] == "run_id")
+
+
+def rm_force_during_run(b: Bench, total: int) -> tuple[int, int, str]:
+    """`rm RUN --force` while RUN is being evaluated, then a new run of the same id: the live writer must stop
+    (no orphan records once it exits) and the new run must adopt nothing (its report equals the reference)."""
+    from domainbench.store.removal import delete_runs
+
+    run_id = "rmforce"
+    store = b.store()  # opened first: the delete must land while the run is still writing
+    live = b.new_run(run_id)
+    live[live.index("--limit") + 1] = str(b.images * 5)  # long enough for the delete to land while it runs
+    proc = b.start(*live)
+    while proc.poll() is None and len(store.units.keys(run_id=run_id)) < total // 4:  # one store, polled fast
+        time.sleep(0.01)
+    # what `domainbench rm RUN --force` does, in this process: a CLI start takes longer than the run has left
+    delete_runs(store, [run_id], force=True)
+    _, live_err = proc.communicate(timeout=120)
+    orphans = _records_of(b, run_id)
+    code, err = b.cli(*b.new_run(run_id))
+    assert code == 0, err
+    after, reference = b.units(run_id), b.units("reference")
+    adopted = len(set(after) - set(reference))  # units of the deleted run's larger --limit the new run kept
+    lines = [ln for ln in live_err.decode().strip().splitlines() if ln.strip()]
+    said = "finished before the rm" if proc.returncode == 0 else (
+        f"exit {proc.returncode}, one line: {lines[-1][:60] if len(lines) == 1 else lines[-3:]}")
+    return (len(set(reference) - set(after)), orphans + adopted,
+            f"{orphans} orphan records, {adopted} adopted units; the live run: {said}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="2 kill -9 points and 20 images instead of 20 and 40")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", default="", help="comma-separated scenario name prefixes (e.g. 'adaptive,rm', 'endpoint' for the endpoint ones); default: all")
     args = ap.parse_args()
     points, images = (2, 20) if args.quick else (20, 40)
     rng = random.Random(args.seed)
@@ -230,18 +310,31 @@ def main() -> None:
               f"{time.perf_counter() - t0:.1f} s")
         print(f"{'scenario':<26} {'lost':>5} {'dup':>5}  report equal  notes")
         results = []
-        for name, fn in ((f"kill -9 x{points} + resume", lambda: kill_and_resume(b, points, total, rng)),
-                         ("SIGTERM + resume", lambda: sigterm(b, total)),
-                         ("full disk + resume", lambda: full_disk(b, total)),
-                         ("worker takeover", lambda: takeover(b, total))):
+        scenarios = ((f"kill -9 x{points} + resume", "killed", lambda: kill_and_resume(b, points, total, rng)),
+                     ("SIGTERM + resume", "sigterm", lambda: sigterm(b, total)),
+                     ("full disk + resume", "fulldisk", lambda: full_disk(b, total)),
+                     ("worker takeover", "takeover", lambda: takeover(b, total)),
+                     (f"adaptive kill -9 x{points}", "adaptive", lambda: adaptive_kill_and_resume(b, points, rng)),
+                     ("rm --force while running", "rmforce", lambda: rm_force_during_run(b, total)))
+        for name, rid, fn in scenarios:
+            if args.only and not any(name.startswith(o) for o in args.only.split(",")):
+                continue
             t1 = time.perf_counter()
             lost, dup, note = fn()
-            rid = {"kill": "killed", "SIGT": "sigterm", "full": "fulldisk", "work": "takeover"}[name[:4]]
-            equal = b.report_rows(rid) == reference
+            equal = b.report_rows(rid) == (b.report_rows("adaptive-ref") if rid == "adaptive" else reference)
             note = f"{note} kills landed" if isinstance(note, int) else note
             results.append((lost, dup, equal))
             print(f"{name:<26} {lost:>5} {dup:>5}  {str(equal):<12}  {note} ({time.perf_counter() - t1:.0f} s)",
                   flush=True)
+        from endpoint_faults import endpoint_scenarios
+
+        endpoint = not args.only or "endpoint" in args.only.split(",")
+        if endpoint:
+            print(f"{'endpoint scenario':<28} {'lost req':>8} {'dup req':>8} {'lost':>5} {'dup':>5}  report equal  notes")
+        for name, lost_req, dup_req, lost, dup, equal, note in (endpoint_scenarios(Bench, Path(tmp), images)
+                                                                if endpoint else []):
+            results.append((lost + lost_req, dup + dup_req, equal))
+            print(f"{name:<28} {lost_req:>8} {dup_req:>8} {lost:>5} {dup:>5}  {str(equal):<12}  {note}", flush=True)
         ok = all(lost == 0 and dup == 0 and equal for lost, dup, equal in results)
         print(f"all scenarios: lost 0, duplicated 0, reports equal the reference: {ok} "
               f"({time.perf_counter() - t0:.0f} s in all)")

@@ -55,6 +55,18 @@ def run_intervals(_store: Store, store_key: str, _report: RunReport, run_id: str
         return None
 
 
+#: under the summary of an adaptive run (``RunIntervals.anytime_valid``): what its intervals are
+ANYTIME_NOTE = ("This run stopped its cells adaptively: every interval on this page is a 95 % anytime-valid confidence "
+                "sequence (betting, over the images in evaluation order), valid whenever the run stopped; the clean and "
+                "mean accuracies come from the cells' sequences jointly (Bonferroni), and mCE, rCE and mFR have none.")
+
+
+def anytime_note(ri: Any) -> None:
+    """The caption that labels an adaptive run's intervals as anytime-valid (nothing for another run)."""
+    if ri is not None and getattr(ri, "anytime_valid", False):
+        st.caption(ANYTIME_NOTE)
+
+
 def intervals(store: Store, store_key: str, report: RunReport, run_id: str, baseline: str,
               fingerprint: tuple[Any, ...]) -> dict[str, dict[str, tuple[float, float] | None]] | None:
     """Per model: metric (a ``ModelIntervals`` field, the registry's name) -> (low, high) of the model-level numbers;
@@ -158,7 +170,8 @@ def show(store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]
     sentences, why = verdicts(store, store_key, run_id, fingerprint)
     if sentences:
         with st.container(border=True):
-            st.markdown("**Verdict** (paired test on the same images, 95 % intervals)")
+            st.markdown("**Verdict** (balanced accuracy, paired test on the same images, Holm-adjusted over the model "
+                        "pairs and the cells it counts; docs/reading-the-numbers.md)")
             for s in sentences:
                 st.text(s)
     elif why:

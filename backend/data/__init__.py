@@ -120,6 +120,10 @@ def files_batch(decoded: list[np.ndarray | str], paths: list[Path], indices: np.
     return Batch(images, indices[ok], None if labels is None else labels[ok], bad)
 
 
+#: an image whose short-side scaling would exceed this many times size² pixels is cropped before it is resampled
+MAX_RESIZE_AREA = 16
+
+
 def _decode(path: Path, size: int) -> np.ndarray:
     from PIL import Image
 
@@ -129,7 +133,15 @@ def _decode(path: Path, size: int) -> np.ndarray:
         im = to_rgb(im)
         w, h = im.size
         scale = size / min(w, h)
-        im = im.resize((max(size, round(w * scale)), max(size, round(h * scale))), Image.Resampling.BICUBIC)
+        resized = (max(size, round(w * scale)), max(size, round(h * scale)))
+        if resized[0] * resized[1] > MAX_RESIZE_AREA * size * size:
+            # a very wide or tall image (6000x1 would be 1.3 GB scaled whole by its short side): only
+            # the centre square that the crop keeps is resampled, straight to size x size
+            side = min(w, h)
+            left, top = (w - side) / 2, (h - side) / 2
+            return np.asarray(im.resize((size, size), Image.Resampling.BICUBIC,
+                                        box=(left, top, left + side, top + side)), dtype=np.uint8)
+        im = im.resize(resized, Image.Resampling.BICUBIC)
         w, h = im.size
         left, top = (w - size) // 2, (h - size) // 2
         return np.asarray(im.crop((left, top, left + size, top + size)), dtype=np.uint8)

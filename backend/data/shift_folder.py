@@ -86,6 +86,8 @@ def open_shift(name: str, path: str | Path, clean: Dataset, clean_spec: str, lim
         assert images.paths is not None
         partners = [keys.get(_key(p, root, clean)) for p in images.paths]
         partner = np.array(partners, dtype=np.int64) if partners and all(p is not None for p in partners) else None
+        if partner is not None:
+            _paired_once(list(zip(images.paths, partners, strict=True)), root, where)
         if partner is None and any(p is not None for p in partners):
             notes.append(f"{where}: only {sum(p is not None for p in partners)} of {len(partners)} images are named like "
                          "an evaluated clean image, so none is paired (no flips); name them all like the dataset's files "
@@ -96,6 +98,7 @@ def open_shift(name: str, path: str | Path, clean: Dataset, clean_spec: str, lim
             raise UserInputError(f"{where} holds no images ({', '.join(sorted(IMAGE_EXTENSIONS))}); {_fix(name)}")
         pairs = [(p, keys.get(_key(p, root, clean))) for p in files]
         kept = [(p, i) for p, i in pairs if i is not None]
+        _paired_once(kept, root, where)
         if not kept:
             example = clean.paths[0].name if clean.paths else "0.png"
             raise UserInputError(f"{where}: none of its {len(files)} images is named like an evaluated image of the "
@@ -114,6 +117,20 @@ def open_shift(name: str, path: str | Path, clean: Dataset, clean_spec: str, lim
     return ShiftImages(name, Path(os.path.abspath(root)), images, partner, notes)
 
 
+def _paired_once(pairs: list[tuple[Path, int | None]], root: Path, where: str) -> None:
+    """Refuse two shifted files that pair with one clean image (``5.png`` and ``005.png``, ``6.png`` and ``6.bmp``):
+    scoring both would count that image twice (its flips too)."""
+    seen: dict[int, Path] = {}
+    for p, i in pairs:
+        if i is None:
+            continue
+        if i in seen:
+            a, b = (display_name(q.relative_to(root).as_posix()) for q in (seen[i], p))
+            raise UserInputError(f"{where}: {a} and {b} both pair with the same clean image; keep one of them "
+                                 "(each clean image pairs with one shifted file)")
+        seen[i] = p
+
+
 def _class_of(folder: str, by_name: dict[str, int]) -> int | None:
     shown = display_name(folder)
     for candidate in (shown, shown.replace("_", " ")):
@@ -126,7 +143,7 @@ def _key(path: Path, root: Path, clean: Dataset) -> str | None:
     """The pairing key of a shifted file: its relative path without extension, or its index for in-memory images."""
     if clean.paths is None:
         stem = path.stem
-        return str(int(stem)) if stem.isdigit() else None
+        return str(int(stem)) if stem.isascii() and stem.isdigit() else None  # "².png" is a digit, not a number
     return path.relative_to(root).with_suffix("").as_posix()
 
 

@@ -7,10 +7,12 @@ image is the same pixels in both runs). Otherwise the comparison is refused, say
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import numpy as np
 
+from domainbench.engine.adaptive import arrival_ranks
 from domainbench.engine.confidence import OutcomesReader, load_outcomes, read_outcomes
 from domainbench.errors import UserInputError
 from domainbench.metrics.classification import MetricInputError
@@ -28,11 +30,36 @@ def _dataset_key(run: RunRecord) -> tuple[object, ...]:
     return (run.config.dataset, None if run.dataset is None else tuple(run.dataset.classes))
 
 
-def merged_outcomes(store: Store, run_ids: Sequence[str], read: OutcomesReader = read_outcomes) -> ImageOutcomes:
+def cell_identities(run: RunRecord) -> dict[str, tuple[object, ...]]:
+    """Per cell name of ``run``, what its images are made by: a corruption's parameters and ladder version, a
+    composition's steps (each with its ladder version), a shift folder's content. Two runs' cells of one name
+    are the same images only when these are equal (``gaussian_noise@3`` with ``sigma = 0.9`` is another cell)."""
+    out: dict[str, tuple[object, ...]] = {}
+    for c in run.domain.corruptions:
+        out[c.name] = ("corruption", json.dumps(c.params, sort_keys=True, default=str), run.ladder_version(c.name))
+    for comp in run.domain.compositions:
+        out[comp.cell_name] = ("composition", tuple((s.corruption, s.severity, run.ladder_versions.get(s.corruption))
+                                                    for s in comp.steps))
+    shifts = run.dataset.shifts if run.dataset is not None else {}
+    for sh in run.domain.shift:
+        fp = shifts.get(sh.name)
+        out[sh.cell_name] = ("shift", None if fp is None else (fp.kind, fp.files, fp.listing_sha256, fp.content_sha256,
+                                                              fp.version))
+    return out
+
+
+def _differing_cells(first: dict[str, tuple[object, ...]], other: dict[str, tuple[object, ...]]) -> list[str]:
+    return sorted(name for name in first.keys() & other.keys() if first[name] != other[name])
+
+
+def merged_outcomes(store: Store, run_ids: Sequence[str], read: OutcomesReader = read_outcomes,
+                    differing: list[str] | None = None) -> ImageOutcomes:
     """The runs' per-image outcomes as one, after checking they are on the same images.
 
     A model evaluated by several of the runs is taken from the first run that has it. ``read``: how a run's
-    outcomes are read (a cached reader shares them with the run's intervals).
+    outcomes are read (a cached reader shares them with the run's intervals). A cell whose name a later run
+    shares with an earlier one but that is made differently (``cell_identities``) is left out of the later
+    run's models, so it is never paired across the runs; its name is added to ``differing``.
     """
     if not run_ids:
         raise UserInputError("compare needs at least one RUN; see `domainbench ls`")
@@ -44,6 +71,8 @@ def merged_outcomes(store: Store, run_ids: Sequence[str], read: OutcomesReader =
         runs.append(run)
     first = runs[0]
     merged: ImageOutcomes | None = None
+    #: per cell name, how the first run that has it made it
+    made: dict[str, tuple[object, ...]] = {}
     for run in runs:
         if _dataset_key(run) != _dataset_key(first):
             raise UserInputError(f"runs {first.run_id} and {run.run_id} evaluated different datasets "
@@ -60,9 +89,17 @@ def merged_outcomes(store: Store, run_ids: Sequence[str], read: OutcomesReader =
             out = load_outcomes(store, run.run_id, read)
         except MetricInputError as e:
             raise UserInputError(f"run {run.run_id}: {e}") from None
+        ident = cell_identities(run)
+        other = _differing_cells(made, ident)
+        made = {**ident, **made}
         if merged is None:
             merged = out
             continue
+        if other:
+            if differing is not None:
+                differing.extend(n for n in other if n not in differing)
+            out = ImageOutcomes(indices=out.indices, labels=out.labels,
+                                preds={k: v for k, v in out.preds.items() if k[1] not in other})
         same_labels = (out.labels is None) == (merged.labels is None) and (
             out.labels is None or np.array_equal(out.labels, merged.labels))
         if not np.array_equal(out.indices, merged.indices) or not same_labels:
@@ -78,9 +115,10 @@ def merged_outcomes(store: Store, run_ids: Sequence[str], read: OutcomesReader =
 def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str] | None = None,
                       confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
                       read: OutcomesReader = read_outcomes) -> Comparison:
-    """McNemar per pair and cell, paired bootstrap differences, Holm, and the verdicts; seeded by the first run's seed."""
+    """The models' paired tests per pair and cell, Holm, and the verdicts (``metrics.comparison``: one rule for "beats")."""
     confidence = check_confidence(confidence)
-    outcomes = merged_outcomes(store, run_ids, read)
+    differing: list[str] = []
+    outcomes = merged_outcomes(store, run_ids, read, differing)
     evaluated = set(outcomes.models())
     # in the order the runs list them (A, B of each pair as the user wrote them)
     configured = [m for rid in run_ids for m in store.get_run(rid).config.models]  # type: ignore[union-attr]
@@ -100,8 +138,14 @@ def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str
                              "on labelled images")
     first = store.get_run(run_ids[0])
     assert first is not None
+    # an adaptive run stopped its cells by looking at the outcomes: its comparison is made of anytime-valid tests
+    # along the order its images were evaluated in (any run merged with it is read along the same order)
+    adaptive = next((u for u in (read(store, rid).adaptive_units for rid in run_ids) if u is not None), None)
+    arrival = None if adaptive is None else arrival_ranks(adaptive, outcomes.indices, first.config.seed)
     try:
-        return compare_models(outcomes, list(models) if models else available, confidence, resamples, first.config.seed)
+        comparison = compare_models(outcomes, list(models) if models else available, confidence, resamples,
+                                    first.config.seed, arrival=arrival)
+        return comparison.model_copy(update={"differing_cells": differing}) if differing else comparison
     except MetricInputError as e:
         raise UserInputError(str(e)) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from domainbench.engine.adaptive import sequential_intervals
+from domainbench.engine.adaptive import sequential_intervals, sequential_model_intervals
 from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.compare_intervals import RunDraws, run_draws
 from domainbench.metrics.confidence import RunIntervals, run_intervals
@@ -73,15 +73,24 @@ def load_outcomes(store: Store, run_id: str, read: OutcomesReader = read_outcome
 def load_intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
                    resamples: int = DEFAULT_RESAMPLES, read: OutcomesReader = read_outcomes) -> RunIntervals:
     """The report's intervals at ``confidence``; the draws are seeded by the run's seed, so
-    the same run gives the same intervals every time. An adaptive run's top-1 and flip intervals
-    are its anytime-valid confidence sequences."""
+    the same run gives the same intervals every time. An adaptive run's intervals are its anytime-valid
+    confidence sequences (``engine.adaptive``), and ``anytime_valid`` says so."""
     confidence = check_confidence(confidence)
     run = read(store, report.run_id)
-    sequential = sequential_intervals(run.adaptive_units, confidence) if run.adaptive_units is not None else None
+    adaptive = run.adaptive_units
+    sequential = sequential_intervals(adaptive, confidence, report.seed) if adaptive is not None else None
     unpaired = frozenset(u.corruption for u in run.shift_units if not u.params.get("paired", True))
-    return run_intervals(report, run.outcomes(), store.stability(report.run_id),
-                         confidence=confidence, resamples=resamples, seed=report.seed, sequential=sequential,
-                         shifts=shift_outcomes(run.shift_units), unpaired=unpaired)
+    found = run_intervals(report, run.outcomes(), store.stability(report.run_id),
+                          confidence=confidence, resamples=resamples, seed=report.seed, sequential=sequential,
+                          shifts=shift_outcomes(run.shift_units), unpaired=unpaired)
+    if adaptive is None or sequential is None:
+        return found
+    # an adaptive run stopped its cells by looking at them: every cell and model interval is an anytime-valid one
+    models = sequential_model_intervals(adaptive, report, confidence, report.seed)
+    cells = [c.model_copy(update={k: v for k, v in sequential.get((c.model, c.corruption, c.severity), {}).items()})
+             for c in found.cells]
+    return found.model_copy(update={"cells": cells, "anytime_valid": True,
+                                    "models": [m.model_copy(update=models.get(m.model, {})) for m in found.models]})
 
 
 def load_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPLES, seed: int | None = None,

@@ -46,6 +46,10 @@ def check_same_dataset(run: RunRecord, ds: Dataset) -> None:
 
 
 def open_run_dataset(cfg: RunConfig) -> Dataset:
+    from domainbench.corruptions.api import MIN_SIDE
+
+    if not cfg.dataset.strip():  # "" would open the working directory as an image folder
+        raise UserInputError("dataset is empty; give `sample`, a folder of class folders, a manifest or an image folder")
     ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
     check_unique(ds.classes, f"dataset {cfg.dataset}")
     if not cfg.skip_unreadable:
@@ -55,4 +59,7 @@ def open_run_dataset(cfg: RunConfig) -> Dataset:
             f"dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 by construction; "
             "give at least two classes (--classes a,b for candidate names)"
         )
+    if ds.image_size < MIN_SIDE:  # found here, before the run is stored, not by the first corrupted shard
+        raise UserInputError(f"image_size = {ds.image_size}: corruptions need images of at least {MIN_SIDE}x{MIN_SIDE} "
+                             f"pixels; set image_size to {MIN_SIDE} or more (run config or --run-config)")
     return ds

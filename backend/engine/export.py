@@ -39,7 +39,8 @@ _INTERVAL_NAMES = {"wilson": "Wilson score", "smoothed": "smoothed per-class nor
 _END = {"low": "lower", "high": "upper"}
 INTERVAL_COLUMNS: dict[str, str] = {
     f"{name}_ci_{end}": f"{_END[end]} end of the {_INTERVAL_NAMES[str(metric(name).interval)]} interval of {name} at the "
-                        "export's --confidence (empty without it, or where the metric does not apply)"
+                        "export's --confidence (empty without it, or where the metric does not apply; an adaptive run's "
+                        "are anytime-valid confidence sequences, the JSON export's intervals.anytime_valid)"
     for name in CELL_INTERVAL_METRICS for end in ("low", "high")
 } | {APPROXIMATE_COLUMN: f"True where the cell's median class has fewer than {FEW_IMAGES_PER_CLASS} images ({FEW_IMAGES_NOTE}), else False; "
                          "empty without a balanced-accuracy interval"}

@@ -93,6 +93,8 @@ def complete_run(store: Store, run_id: str, compute: Callable[[], dict[str, Any]
     except BaseException as e:
         store.update_run(run_id, status="interrupted" if isinstance(e, KeyboardInterrupt) else "failed",
                          error=f"{type(e).__name__}: {e}"[:500], **stopped())
+        if isinstance(e, UserInputError) and "RUN_ID" in str(e):  # a resumable stop names the run to resume
+            raise type(e)(str(e).replace("RUN_ID", run_id)) from e
         raise
     store.put_report(build_report(store, run_id))
     store.update_run(run_id, status="done", finished_at=now(), **finished)

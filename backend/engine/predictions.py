@@ -44,7 +44,13 @@ def prediction_rows(store: Store, run_id: str) -> Iterator[dict[str, Any]]:
         raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
     ds = _dataset(run)
     paths = None if ds is None or ds.paths is None else [str(p) for p in ds.paths]
-    shift_files = _shift_files(run, ds)
+    # checked here, before any row (or a CSV header) is written: a changed dataset is refused up front
+    return _rows(store, run, paths, _shift_files(run, ds))
+
+
+def _rows(store: Store, run: RunRecord, paths: list[str] | None,
+          shift_files: dict[str, dict[int, str]]) -> Iterator[dict[str, Any]]:
+    run_id = run.run_id
     for model in run.config.models:
         units = store.units(run_id, model=model)
         labels = _labels(units)
@@ -91,13 +97,17 @@ def _path_of(paths: list[str] | dict[int, str] | None, i: int) -> str:
 
 
 def _dataset(run: RunRecord) -> Any:
-    """The run's dataset; None when it cannot be opened any more (moved or deleted since the run)."""
-    from domainbench.engine.dataset_pin import open_run_dataset  # not via the runner: that imports the executors and torch
+    """The run's dataset; None when it cannot be opened any more (moved or deleted since the run);
+    ``UserInputError`` when its content changed since the run (its indices would name other files)."""
+    # not via the runner: that imports the executors and torch
+    from domainbench.engine.dataset_pin import check_same_dataset, open_run_dataset
 
     try:
-        return open_run_dataset(run.config)
+        ds = open_run_dataset(run.config)
     except UserInputError:
         return None  # the rows still say everything else
+    check_same_dataset(run, ds)
+    return ds
 
 
 def _shift_files(run: RunRecord, ds: Any) -> dict[str, dict[int, str]]:
@@ -107,6 +117,7 @@ def _shift_files(run: RunRecord, ds: Any) -> dict[str, dict[int, str]]:
     if not run.domain.shift or ds is None:
         return {}
     from domainbench.data.shift_folder import open_shift
+    from domainbench.engine.shift_cells import check_same_shifts
 
     out = {}
     for s in run.domain.shift:
@@ -114,6 +125,7 @@ def _shift_files(run: RunRecord, ds: Any) -> dict[str, dict[int, str]]:
             shift = open_shift(s.name, s.path, ds, run.config.dataset, run.config.limit)
         except UserInputError:
             continue
+        check_same_shifts(run.run_id, run.dataset.shifts if run.dataset is not None else {}, [shift])
         keys = range(len(shift.images)) if shift.partner is None else shift.partner.tolist()
         out[s.cell_name] = {int(k): str(p) for k, p in zip(keys, shift.images.paths or [], strict=True)}
     return out
@@ -121,10 +133,11 @@ def _shift_files(run: RunRecord, ds: Any) -> dict[str, dict[int, str]]:
 
 def predictions_csv(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:
     """Write the rows as CSV to ``out``; returns the number of rows. Floats at full precision (repr)."""
+    rows = prediction_rows(store, run_id)  # its checks first: nothing is written for a run it refuses
     w = csv.DictWriter(out, fieldnames=list(PREDICTION_COLUMNS))
     w.writeheader()
     n = 0
-    for row in prediction_rows(store, run_id):
+    for row in rows:
         w.writerow({k: ("" if v is None else repr(v) if isinstance(v, float) else v) for k, v in row.items()})
         n += 1
     return n
@@ -132,9 +145,10 @@ def predictions_csv(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:
 
 def predictions_json(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:
     """Write ``{"run_id", "columns", "rows": [...]}`` to ``out`` (rows as objects); returns the row count."""
+    rows = prediction_rows(store, run_id)
     out.write(json.dumps({"run_id": run_id, "columns": PREDICTION_COLUMNS})[:-1] + ', "rows": [')
     n = 0
-    for row in prediction_rows(store, run_id):
+    for row in rows:
         out.write(("," if n else "") + "\n" + json.dumps(row))
         n += 1
     out.write("\n]}\n")
@@ -145,12 +159,14 @@ def write_predictions(store: Store, run_id: str, fmt: str, output: Path | None) 
     """The CLI's ``export --predictions``: to ``output`` (written whole or not at all) or stdout."""
     if store.get_run(run_id) is None:
         raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
+    from domainbench.literal import SafeWriter, data_safe
+
     write = predictions_json if fmt == "json" else predictions_csv
-    if output is None:
-        return write(store, run_id, sys.stdout)
+    if output is None:  # a terminal must not run the ESC or bidi characters of class and file names
+        return write(store, run_id, SafeWriter(sys.stdout, terminal=True))
     from domainbench.safe_output import write_atomically
 
     buf = io.StringIO()
     n = write(store, run_id, buf)
-    write_atomically(output, buf.getvalue())
+    write_atomically(output, data_safe(buf.getvalue(), terminal=False))  # undecodable name bytes: UTF-8 has no form
     return n

@@ -34,6 +34,7 @@ from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, Silen
 from domainbench.engine.work import Executor, RunStats, ShardWork
 from domainbench.errors import UserInputError
 from domainbench.store import Store
+from domainbench.store.fenced_store import fenced_for_this_process
 from domainbench.store.records import RunRecord
 
 if TYPE_CHECKING:
@@ -127,14 +128,19 @@ class Engine:
             info = info.model_copy(update={"shifts": shift_cells.shift_fingerprints(self._shifts)})
         run_id = create_run(self.store, domain, cfg, run_id, info, self.executor.environment(models),
                             ladder_versions=ladder_versions(domain))
-        return self._evaluate(RunContext(run_id, cfg, domain, ds, self.store, models, self.events))
+        store = fenced_for_this_process(self.store, run_id)  # `rm --force` stops it before deleting
+        return self._evaluate(RunContext(run_id, cfg, domain, ds, store, models, self.events))
 
-    def resume(self, run_id: str, skip_unreadable: bool = False, tested: Sequence[TestedModel] | None = None) -> str:
+    def resume(self, run_id: str, skip_unreadable: bool = False, tested: Sequence[TestedModel] | None = None,
+               endpoint: dict[str, Any] | None = None) -> str:
         """Evaluate what a stored run of any kind still lacks: after an interruption, or a queued run's first start.
 
         ``skip_unreadable`` lets a run that stopped at an unreadable image go on without it (its
-        stored units hold none: the run stopped before scoring that image's shard)."""
+        stored units hold none: the run stopped before scoring that image's shard). ``endpoint``:
+        openai-vlm transport settings for this session (concurrency, retry_budget, ...; never stored)."""
         run = stored_run(self.store, run_id)
+        if endpoint:
+            run = run.model_copy(update={"config": run.config.model_copy(update=endpoint)})
         if run.fmr is not None:
             return self._fmr().resume(run, skip_unreadable, tested)
         ladders = check_ladders(run, has_units=bool(self.store.units.keys(run_id=run_id)))
@@ -159,7 +165,8 @@ class Engine:
                 info = info.model_copy(update={"shifts": shift_cells.shift_fingerprints(self._shifts)})
             started = {"dataset": info, "environment": self.executor.environment(models), "config": run.config}
         restart_run(self.store, run_id, ladder_versions=ladders, **started)
-        return self._evaluate(RunContext(run_id, run.config, run.domain, ds, self.store, models, self.events))
+        store = fenced_for_this_process(self.store, run_id)
+        return self._evaluate(RunContext(run_id, run.config, run.domain, ds, store, models, self.events))
 
     def _fmr(self) -> FmrKind:
         from domainbench.fmr.kind import FmrKind
@@ -219,11 +226,11 @@ class Engine:
             if cfg.breaking_point:
                 from domainbench.engine.breaking_point import measure_breaking_points
 
-                self.store.update_run(ctx.run_id, breaking_points=measure_breaking_points(ctx, cfg.breaking_threshold))
+                ctx.store.update_run(ctx.run_id, breaking_points=measure_breaking_points(ctx, cfg.breaking_threshold))
             return {"n_unreadable": len(self.stats.unreadable), "unreadable": [p for _, p, _ in self.stats.unreadable[:100]],
                     "timings": self.timer.rounded()}
 
-        return complete_run(self.store, ctx.run_id, compute, stopped=lambda: {"timings": self.timer.rounded()})
+        return complete_run(ctx.store, ctx.run_id, compute, stopped=lambda: {"timings": self.timer.rounded()})
 
     def _plan(self, ctx: RunContext, shards: list[np.ndarray], cells: list[Cell], done: set[tuple[Any, ...]],
               tasks: list[RunTask]) -> Iterator[tuple[int, list[Job]]]:

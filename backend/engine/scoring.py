@@ -65,6 +65,8 @@ def load_models(names: Sequence[str], classes: list[str], device: str, batch_siz
         with timer.stage(STARTUP, "text embeddings"):
             if is_generative(model):  # it classifies itself: no text classifier (an empty one keeps shapes)
                 model.configure(classes, vlm or VLMOptions())
+                if hasattr(model, "preflight"):  # an endpoint nobody listens at: refused before the run stores anything
+                    model.preflight()
                 classifier = torch.zeros((len(classes), 0), device=dev)
             else:
                 classifier = cached_classifier(cache, model, classes, templates).to(dev)

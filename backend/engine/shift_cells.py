@@ -50,7 +50,7 @@ def parse_shift_option(text: str) -> RealShift:
     try:
         return RealShift(name=name, path=os.path.abspath(Path(path).expanduser()))
     except ValueError:
-        raise UserInputError(f"--shift {text!r}: the name {name!r} must be a word of letters, digits, '_', '-' or '.' "
+        raise UserInputError(f"--shift {text!r}: the name {name!r} must be a word of ASCII letters, digits, '_', '-' or '.' "
                              "(at most 40), e.g. night") from None
 
 

@@ -26,6 +26,7 @@ from domainbench.fmr.oracle import check_oracle_names
 from domainbench.fmr.tested import TestedModel
 from domainbench.fmr.units import FmrModels, FmrWork, auto_shard_size, check_fmr_inputs
 from domainbench.store import Store
+from domainbench.store.fenced_store import fenced_for_this_process
 from domainbench.store.records import RunRecord
 
 
@@ -71,14 +72,15 @@ class FmrKind:
                   models: FmrModels) -> str:
         size = settings.shard_size or auto_shard_size(ds)
         shards = [np.arange(i, min(i + size, len(ds))) for i in range(0, len(ds), size)]
+        store = fenced_for_this_process(self.store, run_id)  # `rm --force` stops it before deleting
         done = self.store.fmr.keys(run_id=run_id)
         self.stats.skipped_units = len(done)
         self.events.start(len(shards) * len(models.names), len(done))
-        work = FmrWork(run_id, cfg, domain, settings, ds, self.store, models, shards, done, self.stats, self.events,
+        work = FmrWork(run_id, cfg, domain, settings, ds, store, models, shards, done, self.stats, self.events,
                        CancelWatch(self.store, run_id))
 
         def compute() -> dict[str, Any]:
             self.executor.execute_fmr(work)
             return {}
 
-        return complete_run(self.store, run_id, compute)
+        return complete_run(store, run_id, compute)

@@ -45,6 +45,10 @@ def calibration_counts(logits: Any, labels: np.ndarray, preds: np.ndarray | None
     confidence = np.exp(logp.max(axis=1))
     correct = pred == y
     bins = bin_of(confidence)
+    nll = -logp[np.arange(len(y)), y]
+    # a true class scored -inf (a choice-mode letter missing from the top log-probabilities) has an unknown,
+    # unbounded NLL: counted apart, never cast to int64 (inf would wrap to a huge negative sum)
+    finite = np.isfinite(nll)
 
     def per_bin(values: np.ndarray) -> list[int]:
         acc = np.zeros(N_BINS, dtype=np.int64)
@@ -55,5 +59,6 @@ def calibration_counts(logits: Any, labels: np.ndarray, preds: np.ndarray | None
         count=per_bin(np.ones(len(y), dtype=np.int64)),
         confidence_sum=per_bin(fixed_point(confidence, CONFIDENCE_SCALE)),
         correct=per_bin(correct.astype(np.int64)),
-        nll_sum=int(fixed_point(-logp[np.arange(len(y)), y], NLL_SCALE).sum()),
+        nll_sum=int(fixed_point(nll[finite], NLL_SCALE).sum()),
+        nll_unbounded=int((~finite).sum()),
     )

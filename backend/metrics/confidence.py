@@ -104,6 +104,9 @@ class RunIntervals(_Frozen):
     median_images_per_class: float | None = None
     #: cautions to print beside the intervals (few images per class, an unresolved rCE)
     notes: list[str] = []
+    #: True for an adaptive run: its cells' intervals are anytime-valid confidence sequences, its model-level ones
+    #: built from them, and a number no sequence bounds (mCE, rCE, mFR) has none (``engine.adaptive``)
+    anytime_valid: bool = False
 
     def cell(self, model: str, corruption: str, severity: int) -> CellIntervals | None:
         return next((c for c in self.cells if (c.model, c.corruption, c.severity) == (model, corruption, severity)), None)

@@ -59,6 +59,8 @@ class VLMOptions:
     max_requests: int | None = None
     api_key_env: str = "OPENAI_API_KEY"
     request_timeout: float = 60.0
+    #: seconds one request may keep retrying a throttling or failing endpoint before the run stops resumably
+    retry_budget: float = 1800.0
 
     @classmethod
     def from_run_config(cls, cfg: Any) -> VLMOptions:
@@ -71,6 +73,7 @@ class VLMOptions:
             max_requests=cfg.max_requests,
             api_key_env=cfg.api_key_env,
             request_timeout=cfg.request_timeout,
+            retry_budget=cfg.retry_budget,
         )
 
 

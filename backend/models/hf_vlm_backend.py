@@ -168,16 +168,34 @@ def _has_processor(folder: Path) -> bool:
     return any((folder / f).is_file() for f in ("processor_config.json", "preprocessor_config.json"))
 
 
+def _check_config_json(path: Path, name: str) -> None:
+    """A saved model's config.json must be a JSON object naming its model_type (transformers fails otherwise)."""
+    import json
+
+    try:
+        doc = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserInputError(f"{name}: {path} is not JSON ({type(e).__name__}: {str(e)[:120]}); save the model "
+                             "again with model.save_pretrained(FOLDER)") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("model_type"), str) or not doc["model_type"]:
+        raise UserInputError(f"{name}: {path} names no model_type, so transformers cannot tell which model it is; "
+                             "save the model again with model.save_pretrained(FOLDER)")
+
+
 def load_hf_vlm(source: str | Path, device: torch.device, name: str) -> HFGenerativeVLM:
     """Load a saved folder or a cached hub repo id, offline, as a generative VLM."""
     from transformers import AutoConfig, AutoModelForImageTextToText, AutoProcessor
 
+    if not str(source).strip():  # Path("") is the working directory: say what is missing instead
+        raise UserInputError(f"{name}: give a model after hf-vlm:, a hub id (hf-vlm:llava-hf/llava-1.5-7b-hf) or a "
+                             "folder saved with save_pretrained (hf-vlm:./my-model)")
     src = Path(source).expanduser()
     repo_id: str | None = None
     if src.is_dir():
         if not (src / "config.json").is_file():
             raise UserInputError(f"{name}: folder {str(src)!r} has no config.json; save the model there with "
                                  "model.save_pretrained(FOLDER)")
+        _check_config_json(src / "config.json", name)
         if not _has_processor(src):
             raise UserInputError(f"{name}: folder {str(src)!r} has no processor (processor_config.json or "
                                  "preprocessor_config.json); save it beside the model with "

@@ -10,11 +10,13 @@ server all speak it. Each image goes as a base64 PNG ``image_url`` data URL besi
   log-probabilities an OpenAI-compatible server returns), one token asked with ``logprobs``; each
   class is scored by its letter's log-probability. A server that returns no logprobs is refused.
 
-Transport: the ``openai`` client retries timeouts, connection errors, 429 and 5xx with
-exponential back-off (honouring Retry-After), each attempt bounded by ``--request-timeout``;
-``--concurrency`` requests are in flight at once. ``--max-requests`` counts requests actually
-sent; when reached the run stops with a one-line error and ``domainbench run --resume RUN``
-continues it. Every answer is cached on disk per (model, endpoint, image hash, prompt), so a
+Transport (``domainbench.models.endpoint_transport``): timeouts, connection errors, 429 and 5xx
+are retried with exponential back-off and jitter (a ``Retry-After`` is honoured) for as long as
+``--retry-budget`` allows one request; each attempt ends within ``--request-timeout`` in total, and
+an answer over 1 MiB is refused. At most ``--concurrency`` requests are in flight: fewer while the
+server throttles (halved on 429/503, grown back one at a time). ``--max-requests`` counts requests
+actually sent. A run that cannot go on (budget spent, guard reached) stops with one line naming the
+endpoint and the last status, and ``domainbench run --resume RUN`` continues it. Every answer is cached on disk per (model, endpoint, image hash, prompt), so a
 resumed run sends nothing twice. The API key is read from ``OPENAI_API_KEY`` (or the variable
 ``--api-key-env`` names) when the request is made; it is never stored, logged or shown.
 """
@@ -26,19 +28,24 @@ import hashlib
 import io
 import json
 import os
+import re
 import sqlite3
+import socket
 import string
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import torch
 
 from domainbench.errors import UserInputError
 from domainbench.models import register_model
+from domainbench.models import endpoint_transport as transport
 from domainbench.models.generative import (
     ANSWER_CHARS,
     MAX_NEW_TOKENS,
@@ -55,8 +62,11 @@ KNOWN_MODELS = ["llava:7b@http://localhost:11434/v1", "Qwen/Qwen2-VL-7B-Instruct
 #: OpenAI-compatible servers return at most this many top log-probabilities per token
 MAX_CHOICES = 20
 LETTERS = string.ascii_uppercase[:MAX_CHOICES]
-#: attempts after the first on 429 / 5xx / timeouts / connection errors (the client backs off exponentially)
-MAX_RETRIES = 4
+#: a generate-mode answer is cached (and parsed) up to this many characters: 16 tokens are far fewer,
+#: and a server that ignores max_tokens cannot fill the cache
+CACHED_ANSWER_CHARS = 2000
+#: seconds the pre-flight connection may take: an endpoint that cannot be reached fails before anything is stored
+CONNECT_CHECK_S = 10.0
 
 
 class EndpointError(UserInputError):
@@ -67,14 +77,53 @@ class RequestBudgetExhausted(UserInputError):
     """--max-requests was reached: the run stops here and resumes later without resending anything."""
 
 
+class EndpointStalled(EndpointError):
+    """--retry-budget ran out while the endpoint kept throttling or failing: the run stops resumably."""
+
+
+RESUME_HINT = "the answers so far are cached: continue with `domainbench run --resume RUN_ID`"
+
+
+def _split(spec: str) -> tuple[str, str, str]:
+    """(model, "@", url): the URL starts at the first "@http(s)://" (a model name may hold ":" and "@")."""
+    at = min((i for i in (spec.find("@http://"), spec.find("@https://")) if i >= 0), default=-1)
+    if at < 0:
+        model, sep, url = spec.rpartition("@")
+        return model, sep, url
+    return spec[:at], "@", spec[at + 1:]
+
+
 def parse_spec(spec: str) -> tuple[str, str]:
-    model, sep, url = spec.rpartition("@")
+    model, sep, url = _split(spec)
+    example = ("e.g. openai-vlm:llava:7b@http://localhost:11434/v1 (Ollama) or "
+               "openai-vlm:MODEL@http://localhost:8000/v1 (vLLM)")
     if not sep or not model or not url.startswith(("http://", "https://")):
-        raise UserInputError(
-            f"openai-vlm:{spec}: give MODEL@URL with the server's OpenAI-compatible base URL, e.g. "
-            "openai-vlm:llava:7b@http://localhost:11434/v1 (Ollama) or openai-vlm:MODEL@http://localhost:8000/v1 (vLLM)"
-        )
+        raise UserInputError(f"openai-vlm:{_shown(spec)}: give MODEL@URL with the server's OpenAI-compatible base URL, "
+                             + example)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as e:  # http://[::1/v1, http://host:99999
+        raise UserInputError(f"openai-vlm:{_shown(spec)}: the URL is not valid ({e}); {example}") from None
+    if not parts.hostname:
+        raise UserInputError(f"openai-vlm:{_shown(spec)}: the URL names no host; {example}")
+    if port == 0:
+        raise UserInputError(f"openai-vlm:{_shown(spec)}: port 0 is not a server's port; {example}")
+    if parts.username is not None or parts.password is not None:
+        # the model name is stored with every unit: a credential in it would be stored too
+        raise UserInputError(f"openai-vlm:{_shown(spec)}: the URL holds a user name or password; put the key in "
+                             "OPENAI_API_KEY (or the variable --api-key-env names) and leave it out of the URL")
     return model, url.rstrip("/")
+
+
+def _shown(spec: str) -> str:
+    """A spec as it may be printed: the user:password part of its URL hidden."""
+    model, sep, url = _split(spec)
+    scheme, slashes, rest = url.partition("://")
+    host_part, slash, path = rest.partition("/")
+    if "@" in host_part:
+        host_part = "***@" + host_part.rpartition("@")[2]
+    return f"{model}{sep}{scheme}{slashes}{host_part}{slash}{path}"
 
 
 def png_data_url(image: np.ndarray) -> tuple[str, str]:
@@ -101,6 +150,16 @@ def letter_scores(top: list[dict[str, Any]], n_classes: int) -> np.ndarray:
             k = LETTERS.index(token)
             scores[k] = max(scores[k], float(entry["logprob"]))
     return scores
+
+
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-*]+")
+
+
+def scrub_secrets(text: str, secret: str | None) -> str:
+    """``text`` with the key (whole or its visible ends), key-like strings and bearer tokens replaced."""
+    from domainbench.settings import redact_key as redact
+
+    return _BEARER.sub(lambda m: f"{m.group(1)} <redacted>", redact(text, secret))
 
 
 class AnswerCache:
@@ -143,6 +202,7 @@ class OpenAIVLM(GenerativeVLM):
         self._cache = cache
         self._lock = threading.Lock()
         self.requests_sent = 0
+        self._limit: transport.AdaptiveLimit | None = None  # shared by every batch: the endpoint's state
         self.configure(["?"], VLMOptions())
 
     def __repr__(self) -> str:
@@ -156,7 +216,6 @@ class OpenAIVLM(GenerativeVLM):
                 f"(the top log-probabilities a server returns); this run has {len(self.classes)}: use --vlm-mode generate"
             )
         self.mode = "choice" if options.mode == "choice" else "generate"
-        self._client: Any = None
 
     # -- what a remote model cannot do ----------------------------------------------------------
     def preprocess(self, images: np.ndarray) -> torch.Tensor:
@@ -166,14 +225,24 @@ class OpenAIVLM(GenerativeVLM):
         raise TypeError(f"{self.name} is a remote model: it has no image embeddings (stability and PD threat are n/a)")
 
     # -- transport ----------------------------------------------------------------------------------
-    def client(self) -> Any:
-        if self._client is None:
-            import openai
+    def limiter(self) -> transport.AdaptiveLimit:
+        lim = self._limit
+        if lim is None or lim.ceiling != self.options.concurrency:
+            lim = self._limit = transport.AdaptiveLimit(self.options.concurrency, self.base_url)
+        return lim
 
-            key = os.environ.get(self.options.api_key_env) or "none"  # local servers take any key
-            self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=self.options.request_timeout,
-                                         max_retries=MAX_RETRIES)
-        return self._client
+    def preflight(self) -> None:
+        """Refuse an endpoint nobody listens at before the run stores anything (a refused or unknown host)."""
+        parts = urlsplit(self.base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            socket.create_connection((parts.hostname or "", port),
+                                     timeout=min(CONNECT_CHECK_S, self.options.request_timeout)).close()
+        except OSError as e:
+            why = "connection refused" if isinstance(e, ConnectionRefusedError) else (
+                "no answer" if isinstance(e, (TimeoutError, socket.timeout)) else str(e) or type(e).__name__)
+            raise EndpointError(f"{self.name}: cannot connect to {self.base_url} ({why}); start the server or "
+                                "fix the URL (nothing was stored)") from None
 
     def cache(self) -> AnswerCache:
         if self._cache is None:
@@ -185,43 +254,99 @@ class OpenAIVLM(GenerativeVLM):
             limit = self.options.max_requests
             if limit is not None and self.requests_sent >= limit:
                 raise RequestBudgetExhausted(
-                    f"{self.name}: stopped after {self.requests_sent} requests (--max-requests {limit}); the answers so far "
-                    "are cached: continue with `domainbench run --resume RUN_ID` (add --max-requests to raise the guard)"
+                    f"{self.name}: stopped after {self.requests_sent} requests (--max-requests {limit}); {RESUME_HINT} "
+                    "(add --max-requests to raise the guard)"
                 )
             self.requests_sent += 1
 
-    def _request(self, body: dict[str, Any]) -> dict[str, Any]:
-        import openai
+    def _headers(self) -> dict[str, str]:
+        key = os.environ.get(self.options.api_key_env) or "none"  # local servers take any key
+        return {"authorization": f"Bearer {key}", "accept": "application/json"}
 
+    def _request(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One chat completion's first choice, retried while the endpoint throttles or fails briefly.
+
+        Retries go on until ``--retry-budget`` seconds have passed since the first attempt; the
+        wait before each is the server's ``Retry-After`` or a jittered exponential back-off."""
         from domainbench.settings import redact_key as redact
 
-        self._spend()
-        where = f"{self.name}"
         secret = os.environ.get(self.options.api_key_env)
+        url = f"{self.base_url}/chat/completions"
+        budget = self.options.retry_budget
+        limit = self.limiter()
+        t0 = time.monotonic()
+        attempt = 0
+        while True:
+            self._spend()
+            epoch = limit.acquire()
+            reply: transport.Reply | None = None
+            try:
+                reply = transport.post_json(url, body, self._headers(), self.options.request_timeout)
+                last = f"HTTP {reply.status}"
+            except transport.AnswerTooLarge:
+                limit.release(epoch, ok=False, throttled=False)
+                raise EndpointError(f"{self.name} answered more than {transport.MAX_ANSWER_BYTES >> 20} MiB to one "
+                                    f"request; check that {self.base_url} is an OpenAI-compatible /v1 base that "
+                                    f"honours max_tokens; {RESUME_HINT}") from None
+            except TimeoutError:
+                last = f"no whole answer within {self.options.request_timeout:g} s (--request-timeout)"
+            except OSError as e:
+                last = f"connection failed ({type(e).__name__})"
+            status = reply.status if reply is not None else None
+            throttled = status in transport.THROTTLING
+            limit.release(epoch, ok=status == 200, throttled=throttled)
+            if reply is not None and status == 200:
+                return self._choice(reply, secret)
+            if reply is not None and status not in transport.RETRYABLE:
+                self._refuse(reply, secret)
+            wait = transport.retry_after(reply.headers) if reply is not None else None
+            if wait is None:
+                wait = transport.backoff_delay(attempt)
+            spent = time.monotonic() - t0
+            if spent + wait > budget:
+                raise EndpointStalled(redact(
+                    f"{self.name}: {self.base_url} still answered {last} after {attempt + 1} attempts in {spent:.0f} s "
+                    f"(--retry-budget {budget:g} s); {RESUME_HINT} once it answers (or raise --retry-budget)", secret))
+            time.sleep(wait)
+            attempt += 1
+
+    def _refuse(self, reply: transport.Reply, secret: str | None) -> None:
+        """An answer that retrying cannot change (400, 401, 403, 404, 422, ...): one line saying what to do."""
+        from domainbench.settings import redact_key as redact
+
+        status = reply.status
+        if status == 401:
+            raise EndpointError(f"{self.name} refused the API key (HTTP 401); set {self.options.api_key_env} "
+                                f"(or name another variable with --api-key-env); {RESUME_HINT}")
+        if status == 403:
+            raise EndpointError(f"{self.name}: the API key may not use this model (HTTP 403); check the key in "
+                                f"{self.options.api_key_env} and the model name; {RESUME_HINT}")
+        if status == 404:
+            raise EndpointError(f"{self.name}: {self.base_url}/chat/completions was not found (HTTP 404); give the "
+                                f"server's OpenAI-compatible /v1 base URL and a model it serves; {RESUME_HINT}")
+        detail = reply.body[:200].decode("utf-8", "replace").replace("\n", " ")
+        raise EndpointError(redact(f"{self.name} refused the request with HTTP {status} ({detail}); it is not retried: "
+                                   f"check the model name, --vlm-mode and the server's limits; {RESUME_HINT}",
+                                   secret))
+
+    def _choice(self, reply: transport.Reply, secret: str | None) -> dict[str, Any]:
+        """choices[0] of a 200 answer, checked to be a chat completion (a dict with a dict message)."""
+        from domainbench.settings import redact_key as redact
+
         try:
-            resp = self.client().chat.completions.create(**body)
-        except openai.APITimeoutError as e:
-            raise EndpointError(f"{where} did not answer within {self.options.request_timeout:g} s after "
-                                f"{MAX_RETRIES + 1} attempts; raise --request-timeout or check the server") from e
-        except openai.AuthenticationError as e:
-            raise EndpointError(f"{where} refused the API key (HTTP 401); set {self.options.api_key_env} "
-                                "(or name another variable with --api-key-env)") from e
-        except openai.APIStatusError as e:
-            raise EndpointError(redact(f"{where} answered HTTP {e.status_code} after {MAX_RETRIES + 1} attempts "
-                                       f"({str(e)[:200]}); lower --concurrency or retry later", secret)) from e
-        except openai.APIConnectionError as e:
-            raise EndpointError(f"{where}: cannot connect to {self.base_url} after {MAX_RETRIES + 1} attempts; "
-                                "is the server running?") from e
-        except (openai.APIError, ValueError) as e:  # a body that is not JSON, or not a chat completion
-            raise EndpointError(redact(f"{where} returned a malformed response ({str(e)[:200]}); check that "
-                                       "the URL is the server's OpenAI-compatible /v1 base", secret)) from e
+            doc = reply.json()
+        except (ValueError, UnicodeDecodeError):
+            snippet = reply.body[:80].decode("utf-8", "replace")
+            raise EndpointError(redact(f"{self.name} returned a malformed response (not JSON: {snippet!r}); check that "
+                                       f"the URL is the server's OpenAI-compatible /v1 base; {RESUME_HINT}",
+                                       secret)) from None
         try:
-            doc = resp.model_dump() if hasattr(resp, "model_dump") else dict(resp)
             choice = doc["choices"][0]
-            _ = choice["message"]
-        except (KeyError, IndexError, TypeError) as e:
-            raise EndpointError(f"{where} returned a malformed response (no choices[0].message); check that "
-                                "the URL is the server's OpenAI-compatible /v1 base") from e
+            if not isinstance(choice, dict) or not isinstance(choice["message"], dict):
+                raise TypeError("message is not an object")
+        except (KeyError, IndexError, TypeError):
+            raise EndpointError(f"{self.name} returned a malformed response (no choices[0].message object); check "
+                                f"that the URL is the server's OpenAI-compatible /v1 base; {RESUME_HINT}") from None
         return choice
 
     def _ask(self, url: str, digest: str, question: str) -> Any:
@@ -230,7 +355,7 @@ class OpenAIVLM(GenerativeVLM):
         key = AnswerCache.key(self.model_id, self.base_url, self.mode, digest, text)
         cached = self.cache().get(key)
         if cached is not None:
-            return cached
+            return self._scrub(cached)  # a cache written before answers were scrubbed
         body: dict[str, Any] = {
             "model": self.model_id,
             "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
@@ -242,16 +367,45 @@ class OpenAIVLM(GenerativeVLM):
             body |= {"logprobs": True, "top_logprobs": MAX_CHOICES}
         choice = self._request(body)
         if self.mode == "generate":
-            value: Any = str(choice["message"].get("content") or "").strip()
+            value: Any = str(choice["message"].get("content") or "").strip()[:CACHED_ANSWER_CHARS]
         else:
-            content = (choice.get("logprobs") or {}).get("content") or []
-            if not content or not content[0].get("top_logprobs"):
-                raise EndpointError(
-                    f"{self.name}: the server returned no logprobs, which --vlm-mode choice needs; use "
-                    "--vlm-mode generate with this server (or a server that supports logprobs, e.g. vLLM)"
-                )
-            value = [{"token": t["token"], "logprob": t["logprob"]} for t in content[0]["top_logprobs"]]
+            value = self._top_logprobs(choice)
+        value = self._scrub(value)
         self.cache().put(key, value)
+        return value
+
+    def _scrub(self, value: Any) -> Any:
+        """``value`` (an answer, or choice-mode tokens) without the API key or any bearer token: a server that echoes
+        the request's Authorization header would otherwise have it stored in the answer cache and the run's units."""
+        secret = os.environ.get(self.options.api_key_env)
+        if isinstance(value, str):
+            return scrub_secrets(value, secret)
+        if isinstance(value, list):
+            return [{**t, "token": scrub_secrets(str(t.get("token", "")), secret)} if isinstance(t, dict) else t
+                    for t in value]
+        return value
+
+    def _top_logprobs(self, choice: dict[str, Any]) -> list[dict[str, Any]]:
+        """The first token's top log-probabilities as [{token, logprob}], each logprob a number."""
+        logprobs = choice.get("logprobs")
+        content = (logprobs.get("content") if isinstance(logprobs, dict) else None) or []
+        first = content[0] if isinstance(content, list) and content else None
+        top = first.get("top_logprobs") if isinstance(first, dict) else None
+        if not top:
+            raise EndpointError(
+                f"{self.name}: the server returned no logprobs, which --vlm-mode choice needs; use "
+                "--vlm-mode generate with this server (or a server that supports logprobs, e.g. vLLM)"
+            )
+        value = []
+        for t in top if isinstance(top, list) else []:
+            lp = t.get("logprob") if isinstance(t, dict) else None
+            if isinstance(lp, bool) or not isinstance(lp, (int, float)) or lp != lp or lp > 1e-3:
+                raise EndpointError(f"{self.name} returned a malformed response (a top_logprobs entry whose logprob "
+                                    f"is {lp!r}, not a log-probability); check the server; {RESUME_HINT}")
+            value.append({"token": str(t.get("token", ""))[:16], "logprob": float(lp)})
+        if not value:
+            raise EndpointError(f"{self.name} returned a malformed response (top_logprobs is not a list); check the "
+                                f"server; {RESUME_HINT}")
         return value
 
     # -- classification -------------------------------------------------------------------------------

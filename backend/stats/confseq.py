@@ -94,3 +94,40 @@ def coverage_simulation(rates: list[float], streams: int = 2000, length: int = 5
         never_rejected = log_capital(x, p, alpha)[..., 0] < math.log(1 / alpha)
         out[p] = float(never_rejected.mean())
     return out
+
+
+def anytime_p_value(x: np.ndarray, confidence: float = DEFAULT_CONFIDENCE) -> float:
+    """Anytime-valid two-sided p-value that a stream in [0, 1] (in arrival order) has mean 1/2.
+
+    The hedged betting capital at m = 1/2 is a nonnegative martingale with initial value 1 under the null, so by
+    Ville's inequality P(sup_t K_t >= 1/p) <= p for every p: 1 / sup_t K_t is a p-value that stays valid whenever
+    the stream was stopped, however the stop was chosen. It is the test behind :func:`paired_difference_cs`:
+    p < 1 - confidence exactly when that sequence has excluded 0 (the bets are tuned to ``confidence``).
+    """
+    alpha = 1 - check_confidence(confidence)
+    x = np.asarray(x, dtype=float).ravel()
+    if x.size == 0:
+        return 1.0
+    return float(min(1.0, math.exp(-float(log_capital(x, 0.5, alpha)[0]))))
+
+
+def class_balance_weights(labels: np.ndarray) -> np.ndarray:
+    """Per image, how many images' worth of a class-balanced mean it stands for: 1 / (classes x its class's share),
+    the shares smoothed by one image per class, (n_c + 1) / (n + classes), so that a class seen once early in a
+    stream does not dominate it. A stream of correctness (or of a paired difference) times these weights has the
+    class-balanced mean as its mean when the shares are the population's; under "the two models are equally good on
+    every class" any weights that depend on the labels alone keep a paired difference's mean at 0, which is what the
+    anytime-valid tests need."""
+    y = np.asarray(labels)
+    if y.size == 0:
+        return np.zeros(0)
+    _, codes, counts = np.unique(y, return_inverse=True, return_counts=True)
+    share = (counts + 1.0) / (y.size + counts.size)
+    return 1.0 / (counts.size * share[codes])
+
+
+def weighted_difference_stream(diff: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """A paired difference (A right - B right, in [-1, 1]) times class-balance weights, scaled into [0, 1] with 1/2
+    meaning "no difference": the stream :func:`anytime_p_value` tests."""
+    bound = float(np.max(weights)) if np.size(weights) else 1.0
+    return (np.asarray(diff, dtype=float) * np.asarray(weights, dtype=float) / bound + 1) / 2

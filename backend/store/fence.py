@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from domainbench.errors import UserInputError
 from domainbench.store.collections import KEY_FIELDS, Collection
 
 #: the field of a MongoDB document holding the lease epoch of the worker that wrote it
@@ -81,6 +82,44 @@ class Fence:
     def lost(self) -> LeaseLost:
         return LeaseLost(f"worker {self.worker} no longer holds run {self.run_id} (lease ran out or taken over): "
                          "its write was not applied")
+
+
+@dataclass(frozen=True)
+class ProcessFence(Fence):
+    """Writes on behalf of the process that runs ``run_id`` from a terminal (no worker, no lease):
+    they land only while the run record still names this process (``pid`` on ``host``).
+
+    ``domainbench rm --force`` clears those fields before it deletes anything, so a run deleted
+    while it runs stops writing at its next write instead of leaving records that no listing shows
+    (and that a new run of the same id would adopt); ``--resume`` by another process fences this one too.
+    """
+
+    pid: int = 0
+    host: str = ""
+
+    def holds(self, run: dict[str, Any] | None, now: float | None = None) -> bool:
+        return run is not None and run.get("pid") == self.pid and run.get("host") == self.host
+
+    def mongo_filter(self, now: float | None = None) -> dict[str, Any]:
+        return {"run_id": self.run_id, "pid": self.pid, "host": self.host}
+
+    def lost(self) -> LeaseLost:
+        return RunFencedOut(f"run {self.run_id} was deleted (or resumed by another process) while this process ran it: "
+                            "nothing more was written")
+
+
+class RunFencedOut(LeaseLost, UserInputError):
+    """The run this process evaluates was deleted or taken over by another ``--resume`` (one line, exit 2)."""
+
+
+def fence_out(store: Any, run_id: str) -> None:
+    """Stop whoever writes ``run_id`` now, before it is deleted: its process fence and its worker's
+    lease no longer match the record (a write in flight lands before this or is refused)."""
+    run = store.get_run(run_id)
+    if run is not None:
+        # "failed", not "running": should the delete be cut short, the run is not left "running" with nobody running it
+        store.update_run(run_id, pid=None, host=None, worker=None, lease_until=None, lease_epoch=run.lease_epoch + 1,
+                         **({"status": "failed", "error": "deleted while it ran"} if run.status == "running" else {}))
 
 
 def epoch_field(collection: str) -> str | None:

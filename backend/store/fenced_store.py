@@ -61,3 +61,29 @@ class FencedStore(Repositories):
         if run_id != self.fence.run_id:
             raise LeaseLost(f"a worker holding run {self.fence.run_id} may not change run {run_id}")
         return queue_of(self.inner).update_owned(run_id, self.fence.worker, **fields)
+
+
+class ProcessFencedStore(FencedStore):
+    """The store as a run started from a terminal writes it: every write (run record updates too)
+    only while the run record still names this process (``ProcessFence``)."""
+
+    def update_run(self, run_id: str, **fields: Any) -> Any:
+        doc = self.get_run(run_id)
+        if doc is None:
+            raise self.fence.lost()
+        updated = doc.model_copy(update=fields)
+        self.put_run(updated.model_dump(mode="json"))  # fenced: refused once the run was deleted or taken over
+        return updated
+
+
+def fenced_for_this_process(store: Store, run_id: str) -> Store:
+    """``store`` as this process writes ``run_id``: a worker's view is already fenced by its lease;
+    otherwise by this process's id (``ProcessFence``)."""
+    import os
+    import platform
+
+    from domainbench.store.fence import ProcessFence
+
+    if isinstance(store, FencedStore):
+        return store
+    return ProcessFencedStore(store, ProcessFence(run_id, worker="", pid=os.getpid(), host=platform.node()))  # type: ignore[return-value]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from domainbench.errors import UserInputError
 from domainbench.store.base import COLLECTIONS
 from domainbench.store.collections import Collection
+from domainbench.store.fence import fence_out
 from domainbench.store.status import run_status
 
 if TYPE_CHECKING:
@@ -38,4 +39,7 @@ def check_removable(store: Store, run_ids: list[str], force: bool = False) -> No
 def delete_runs(store: Store, run_ids: list[str], force: bool = False) -> dict[str, dict[str, int]]:
     """Delete the runs and their records; per run, the number of documents deleted per collection."""
     check_removable(store, run_ids, force)
+    for run_id in dict.fromkeys(run_ids):
+        # a live writer first: records it wrote after the delete would be orphans that a new run of the same id adopts
+        fence_out(store, run_id)
     return {run_id: {c: store.delete(c, run_id=run_id) for c in RUN_COLLECTIONS} for run_id in dict.fromkeys(run_ids)}

@@ -554,6 +554,7 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     ri = verdict.run_intervals(store, store_key, view.report, run_id, baseline, fingerprint)
     summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint),
                     notes=[] if ri is None else ri.notes)
+    verdict.anytime_note(ri)
     shift_section.show(view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")

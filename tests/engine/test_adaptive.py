@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RunConfig, save
 from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards
+from domainbench.engine.export import to_csv
+from domainbench.engine.reports import load_report
+from domainbench.engine.runner import Engine
+from domainbench.engine.tasks import SilentEvents
 from domainbench.store import open_store
 from tests.cli_runner import run_cli as cli
 from tests.metrics.confidence_fixtures import synthetic_units
@@ -66,8 +73,31 @@ def test_adaptive_run_stops_early_with_the_same_verdict(home: Path, tmp_path: Pa
     assert verdicts[0]["winner"] == verdicts[1]["winner"] == "b"  # augmented beats plain under low contrast
     # the adaptive run's top-1 interval is its confidence sequence, wider than Wilson's on as many images
     code, out, _ = cli(["export", "ad", "--format", "json"], capsys, monkeypatch)
-    cell = next(c for c in json.loads(out)["intervals"]["cells"] if c["corruption"] == "contrast")
+    doc = json.loads(out)
+    cell = next(c for c in doc["intervals"]["cells"] if c["corruption"] == "contrast")
     assert cell["top1_accuracy"][1] - cell["top1_accuracy"][0] > 0.05
+    # every interval is anytime-valid and says so; balanced accuracy's is the union of per-class sequences at
+    # alpha / classes, over the cell's images in arrival order (recomputed here by a loop over the classes)
+    assert doc["intervals"]["anytime_valid"] is True
+    assert all(m["mce"] is None and m["rce"] is None and m["mfr"] is None for m in doc["intervals"]["models"])
+    from domainbench.engine.adaptive import arrival_ranks
+    from domainbench.stats.confseq import betting_cs
+
+    units = store.units("ad")
+    labels = {i: y for u in units if u.labels is not None for i, y in zip(u.indices, u.labels, strict=True)}
+    every = np.array(sorted(labels))
+    rank = dict(zip(every.tolist(), arrival_ranks(units, every, 0).tolist(), strict=True))
+    mine = sorted(((rank[i], i, p) for u in units if u.cell == (cell["model"], "contrast", 4)
+                   for i, p in zip(u.indices, u.preds, strict=True)))
+    truth = np.array([labels[i] for _, i, _ in mine])
+    right = np.array([p for _, _, p in mine]) == truth
+    classes = sorted(set(labels.values()))
+    ends = [betting_cs(right[truth == c], 1 - 0.05 / len(classes), 401) if np.any(truth == c) else (0.0, 1.0)
+            for c in classes]
+    assert cell["balanced_accuracy"] == pytest.approx([np.mean([e[0] for e in ends]), np.mean([e[1] for e in ends])])
+    code, out, _ = cli(["show", "ad"], capsys, monkeypatch)
+    text = " ".join(out.split())
+    assert "95 % anytime-valid confidence sequences" in text and "points, anytime-valid, 95 % CI" in text  # the verdict too
 
 
 def test_bad_target_width_is_one_line_exit_2(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
@@ -78,3 +108,56 @@ def test_bad_target_width_is_one_line_exit_2(home: Path, tmp_path: Path, capsys,
         lines = [ln for ln in err.strip().splitlines() if ln.strip()]
         assert code == 2 and len(lines) == 1 and lines[0].startswith("error: --target-width: "), err
     assert open_store().list_runs() == []
+
+
+def test_a_round_handed_over_twice_is_counted_once() -> None:
+    # a resumed run's plan may revisit rounds its replay already counted (issue 36, item 1)
+    cells = [("clean", 0), ("blur", 1), ("noise", 4)]
+    units = synthetic_units(n=400, skill={"m1": 0.7, "m2": 0.7}, shards=8, seed=3)
+    once, twice = (AdaptiveStopping(models=["m1", "m2"], cells=cells, target_width=0.2) for _ in range(2))
+    for shard in range(8):
+        part = [u for u in units if u.shard == shard]
+        once.observe(part)
+        twice.observe(part)
+        twice.observe(part)
+    assert once.stopped and twice.stopped == once.stopped
+
+
+class _StopAfter(SilentEvents):
+    """Stops the run after ``n`` stored units, as a kill would: the rest is left to --resume."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def advance(self, units: int, images: int) -> None:
+        self.n -= units
+        if self.n <= 0:
+            raise _Killed
+
+
+class _Killed(Exception):
+    pass
+
+
+def test_an_adaptive_run_stopped_and_resumed_ends_as_the_uninterrupted_one(home: Path) -> None:
+    # issue 36, item 1: stopped after 28 units (the composition settled after round 2), the resume counted the
+    # replayed rounds again and stopped the rest early: 28 units instead of 32
+    domain = DomainConfig(domain="small", corruptions=[CorruptionChoice(name="gaussian_noise", severities=[1, 3]),
+                                                       CorruptionChoice(name="brightness", severities=[2])],
+                          compositions=[Composition(name="dark noisy", steps=[
+                              CompositionStep(corruption="brightness", severity=3),
+                              CompositionStep(corruption="gaussian_noise", severity=2)])])
+    cfg = RunConfig(models=["embedded:fmnist-plain", "embedded:fmnist-augmented"], seed=7, limit=40, shard_size=8,
+                    workers=0, adaptive=True, target_width=0.45)
+    store = open_store()
+    Engine(store).start(domain, cfg, run_id="whole")
+    with pytest.raises(_Killed):
+        Engine(store, _StopAfter(28)).start(domain, cfg, run_id="cut")
+    store.update_run("cut", status="failed")
+    Engine(store).resume("cut")
+    whole, cut = (sorted(((u.model, u.corruption, u.severity, u.shard, u.n, tuple(u.preds)) for u in store.units(r)))
+                  for r in ("whole", "cut"))
+    assert len(whole) == 32 and cut == whole
+    rows = [[{k: v for k, v in r.items() if k != "run_id"} for r in csv.DictReader(io.StringIO(
+        to_csv(load_report(store, rid))))] for rid in ("whole", "cut")]
+    assert rows[0] == rows[1]

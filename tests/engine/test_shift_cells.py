@@ -127,6 +127,9 @@ def test_resume_refuses_a_changed_shift_folder(home: Path, tmp_path: Path, capsy
     ("night={tmp}/broken", "can be decoded"),
     ("night={tmp}/wrongclass", "spaceship are not among the dataset's classes"),
     ("night={tmp}/unnamed", "named like an evaluated image"),
+    # issue 36, item 6: two files paired with one clean image were both scored (n = 22 from 20 images)
+    ("night={tmp}/zeros", "both pair with the same clean image"),
+    ("night={tmp}/twoext", "both pair with the same clean image"),
 ])
 def test_bad_shift_input_is_one_line_exit_2_and_nothing_written(option: str, expected: str, home: Path, tmp_path: Path,
                                                                 capsys, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,6 +141,10 @@ def test_bad_shift_input_is_one_line_exit_2_and_nothing_written(option: str, exp
     Image.fromarray(np.zeros((28, 28), np.uint8)).save(tmp_path / "wrongclass" / "spaceship" / "a.png")
     (tmp_path / "unnamed").mkdir()
     Image.fromarray(np.zeros((28, 28), np.uint8)).save(tmp_path / "unnamed" / "photo.png")
+    for folder, twin in (("zeros", lambda p: p.with_name(f"{int(p.stem)}.png")), ("twoext", lambda p: p.with_suffix(".bmp"))):
+        _inverted_sample(tmp_path / folder, class_folders=False)
+        first = sorted((tmp_path / folder).iterdir())[3]
+        Image.open(first).save(twin(first))
     (tmp_path / "d.toml").write_text(DOMAIN)
     code, out, err = run_cli(["run", str(tmp_path / "d.toml"), "--limit", str(N), "--workers", "0", "--run-id", "bad",
                               "--shift", option.format(tmp=tmp_path)], capsys, monkeypatch)

@@ -14,6 +14,7 @@ from PIL import Image
 from domainbench.config import CorruptionChoice, DomainConfig, save
 from domainbench.data import SAMPLE_PATH, load_sample, open_dataset
 from domainbench.data.fingerprint import SAMPLED_FILES, dataset_fingerprint
+from domainbench.errors import UserInputError
 from domainbench.store import open_store
 from tests.cli_runner import run_cli
 
@@ -117,3 +118,27 @@ def test_a_queued_run_pins_its_dataset_when_a_worker_first_starts_it(home: Path,
     run = store.get_run("q1")
     assert run.status == "done" and run.config.dataset == str(work / "ds") and run.dataset.path == str(work / "ds")
     assert run.dataset.fingerprint == dataset_fingerprint(open_dataset(str(work / "ds")))
+
+
+def test_every_reader_of_a_runs_images_refuses_a_changed_dataset(home: Path, tmp_path: Path, capsys,
+                                                                  monkeypatch) -> None:
+    # issue 36, item 4: export --predictions re-opened the dataset unchecked, so an added file shifted every
+    # index onto another file (label "bag", path ankle_boot/6.png); the gallery's images likewise
+    from domainbench import query
+
+    _folder(tmp_path / "ds")
+    cfg = save(DomainConfig(domain="d", corruptions=[CorruptionChoice(name="brightness", severities=[1])]),
+               tmp_path / "domain.toml")
+    code, _, err = run_cli(["run", str(cfg), "--models", "fake:a", "--dataset", str(tmp_path / "ds"), "--no-stability",
+                            "--no-threat", "--workers", "0", "--run-id", "r1"], capsys, monkeypatch)
+    assert code == 0, err
+    code, before, err = run_cli(["export", "r1", "--predictions"], capsys, monkeypatch)
+    assert code == 0 and "cat/0.png" in before, err
+    run = open_store().get_run("r1")
+    assert query.recreate_images(run, "brightness", 1, [0, 1])[0].shape[0] == 2
+    Image.fromarray(np.zeros((10, 10, 3), np.uint8)).save(tmp_path / "ds" / "cat" / "00.png")  # sorts first
+    code, out, err = run_cli(["export", "r1", "--predictions"], capsys, monkeypatch)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith("error: run r1 was evaluated on dataset") and "now reads 7 files" in err
+    with pytest.raises(UserInputError, match="now reads 7 files"):
+        query.recreate_images(run, "brightness", 1, [0, 1])

@@ -2,7 +2,8 @@
 
 ``script(request_json, call_number)`` returns a :class:`Answer`: a 200 chat completion with
 ``content`` (and ``top_logprobs`` for the first token when given), another status, a raw body
-(malformed JSON) or a delay (timeouts). Every request and its headers are recorded.
+(malformed JSON), a delay (timeouts) or a
+trickle (a body sent one byte at a time). Every request and its headers are recorded.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Answer:
     raw: bytes | None = None  # sent as the body as it is
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    trickle: float = 0.0  # seconds between the body's bytes (a server that never quite finishes)
 
 
 class FakeVLMServer:
@@ -70,7 +72,13 @@ class FakeVLMServer:
                     for k, v in ans.headers.items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(body)
+                    if ans.trickle:
+                        for i in range(len(body)):
+                            self.wfile.write(body[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(ans.trickle)
+                    else:
+                        self.wfile.write(body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up waiting
                 finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import csv
 import io
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,10 +96,10 @@ def test_a_slow_answer_times_out_and_is_retried(serve: Any, tmp_path: Path, monk
     server = serve(lambda req, n: Answer(content="cat", delay=2.0 if n == 0 else 0.0))
     assert model(server, tmp_path, request_timeout=0.5).classify(images([0]), 1).preds.tolist() == [0]
     assert len(server.requests) == 2
-    monkeypatch.setattr(backend, "MAX_RETRIES", 1)
+    monkeypatch.setenv("DOMAINBENCH_RETRY_BACKOFF", "0.01")
     slow = serve(lambda req, n: Answer(content="cat", delay=2.0))
-    with pytest.raises(EndpointError, match="did not answer within 0.3 s"):
-        model(slow, tmp_path / "other", request_timeout=0.3).classify(images([0]), 1)
+    with pytest.raises(EndpointError, match=r"no whole answer within 0.3 s .*--retry-budget 1 s.*--resume"):
+        model(slow, tmp_path / "other", request_timeout=0.3, retry_budget=1.0).classify(images([0]), 1)
 
 
 def test_malformed_json_is_a_clear_error(serve: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,3 +178,69 @@ def test_run_with_an_endpoint_end_to_end(serve: Any, home: Path, tmp_path: Path,
     assert not [s for s in store.stability("remote") if s.model == name]
     code, out, err = run_cli(["show", "remote"], capsys, monkeypatch)
     assert code == 0 and "n/a (remote model)" in out
+
+
+def test_choice_mode_nll_with_a_missing_true_letter_is_unbounded_never_a_wrong_number(
+        serve: Any, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36, item 5: a true class whose letter is absent from the top log-probabilities scored -inf, and
+    int64(inf) wrapped: a run wrong on most images reported NLL 0.272. Now the NLL is n/a (unbounded), the
+    images with a finite score still summed exactly."""
+    from domainbench.metrics.calibration import calibration_counts
+    from domainbench.unit_sums import NLL_SCALE
+
+    scores = np.array([[-0.1, -2.5, -4.0], [-0.2, -np.inf, -3.0], [-1.0, -0.5, -np.inf]])
+    counts = calibration_counts(scores, np.array([0, 1, 1]))
+    logp = scores[[0, 2]] - np.log(np.exp(scores[[0, 2]]).sum(axis=1, keepdims=True))
+    assert counts.nll_unbounded == 1 and counts.n == 3 and counts.nll is None
+    assert counts.nll_sum == round(-logp[0, 0] * NLL_SCALE) + round(-logp[1, 1] * NLL_SCALE)
+    finite = calibration_counts(scores[[0, 2]], np.array([0, 1]))
+    assert finite.nll == pytest.approx(-(logp[0, 0] + logp[1, 1]) / 2) and "nll_unbounded" not in finite.model_dump()
+    assert (finite + counts).nll is None and (finite + finite).nll == pytest.approx(finite.nll)
+
+    # end to end: the server only ever offers letter A (the first class): 7 of the 8 sample images are wrong
+    server = serve(lambda req, n: Answer(content="A", top_logprobs=[("A", -0.05), ("x", -3.0)]))
+    domain = save(DomainConfig(domain="remote", corruptions=[CorruptionChoice(name="brightness", severities=[5])]),
+                  tmp_path / "plan.toml")
+    code, _, err = run_cli(["run", str(domain), "--models", f"openai-vlm:fake@{server.url}", "--limit", "8",
+                            "--workers", "0", "--no-threat", "--no-stability", "--vlm-mode", "choice",
+                            "--run-id", "choice"], capsys, monkeypatch)
+    assert code == 0, err
+    units = open_store().units("choice")
+    clean = next(u for u in units if u.corruption == "clean")
+    wrong = int((np.asarray(clean.labels) != 0).sum())
+    assert wrong > 0 and clean.calibration.nll_unbounded == wrong and clean.calibration.nll is None
+    code, out, err = run_cli(["export", "choice"], capsys, monkeypatch)
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 2 and all(r["nll"] == "" for r in rows)  # n/a, never a number
+
+
+def test_a_key_the_server_echoes_is_never_stored(serve: Any, home: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36, item 7: a server that echoes the request's headers in its answer had the key stored in the
+    units (answers) and in the answer cache."""
+    monkeypatch.setenv("MY_VLM_KEY", "plainkey0123456789")  # not sk-like: only the exact value can find it
+    seen: list[FakeVLMServer] = []
+
+    def echo(req: dict[str, Any], n: int) -> Answer:
+        auth = seen[0].headers[n]["authorization"]
+        if req.get("logprobs"):
+            return Answer(content="A", top_logprobs=[("A", -0.1), (auth, -1.0), ("B", -2.0)])
+        return Answer(content=f"a dog (you sent Authorization: {auth}; token {auth.split()[-1]}; other Bearer abc.def-123)")
+
+    seen.append(serve(echo))
+    domain = save(DomainConfig(domain="remote", corruptions=[CorruptionChoice(name="brightness", severities=[5])]),
+                  tmp_path / "plan.toml")
+    for mode in ("generate", "choice"):
+        code, _, err = run_cli(["run", str(domain), "--models", f"openai-vlm:fake@{seen[0].url}", "--limit", "2",
+                                "--workers", "0", "--no-threat", "--no-stability", "--vlm-mode", mode,
+                                "--api-key-env", "MY_VLM_KEY", "--run-id", mode], capsys, monkeypatch)
+        assert code == 0, err
+    assert all(h["authorization"] == "Bearer plainkey0123456789" for h in seen[0].headers)  # it was sent
+    units = open_store().units("generate")
+    assert any("you sent Authorization: Bearer <redacted>" in a for u in units for a in u.vlm.answers)
+    stored = [(home / "domainbench.sqlite").read_bytes(), (home / "vlm-answers.sqlite").read_bytes()]
+    for extra in home.glob("*-wal"):
+        stored.append(extra.read_bytes())
+    for blob in stored:
+        assert b"plainkey0123456789" not in blob and b"abc.def-123" not in blob and b"plainkey" not in blob

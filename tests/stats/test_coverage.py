@@ -14,7 +14,7 @@ REPS = 120
 @pytest.fixture(scope="module")
 def rows() -> list[dict]:
     """``benchmarks/coverage.py --quick`` with fewer replications (its own table function)."""
-    return table(REPS, quick=True)
+    return table(REPS, quick=True, extra=False)  # the verdicts' rows: tests/stats/test_coverage_verdicts.py
 
 
 def test_every_quick_interval_holds_its_truth(rows: list[dict]) -> None:

@@ -12,7 +12,9 @@ METRICS = (
            "cell", ("calibration",), f"{_SUMS}, then Σ_b |correct_b − confidence_b| / n", order=82,
            compute=lambda cell, threat: None if cell.calibration is None else cell.calibration.ece),
     Metric("nll", "NLL", "nats", "lower",
-           "mean negative log-likelihood of the true class under the model's softmax (empty: unlabelled)",
+           "mean negative log-likelihood of the true class under the model's softmax (empty: unlabelled, or some "
+           "image's true class got no score: a choice-mode letter absent from the returned top log-probabilities, "
+           "so the NLL is unbounded)",
            "cell", ("calibration",), "−log p(true class) summed over the cell's shards, over its labelled images",
            order=84, compute=lambda cell, threat: None if cell.calibration is None else cell.calibration.nll),
 )
