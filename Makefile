@@ -20,8 +20,11 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-demo: install  ## plan a domain offline and evaluate both embedded models on the bundled sample
-	$(VENV)/bin/domainbench demo
+# its own wall time split into install and demo (the install is a recursive make so that it can be timed)
+demo:  ## plan a domain offline and evaluate both embedded models on the bundled sample
+	@t0=$$(date +%s); $(MAKE) --no-print-directory install && echo $$(( $$(date +%s) - t0 )) > $(VENV)/.install-seconds
+	@t1=$$(date +%s); $(VENV)/bin/domainbench demo && \
+	  echo "make demo: install $$(cat $(VENV)/.install-seconds) s, demo $$(( $$(date +%s) - t1 )) s"
 
 test: install  ## the whole test suite, offline, on CPU
 	$(PY) -m pytest -q

@@ -296,7 +296,7 @@ class RunConfig(_Strict):
     @field_validator("templates")
     @classmethod
     def _templates_have_a_slot(cls, v: list[str] | None) -> list[str] | None:
-        from domainbench.models.label_sets import TEMPLATE_SETS
+        from domainbench.label_sets import TEMPLATE_SETS
 
         if v is not None and len(v) == 1 and v[0] in TEMPLATE_SETS:  # a built-in set: openai80, simple
             return v

@@ -46,7 +46,7 @@ def check_dataset(cfg: RunConfig, labelled: bool = False) -> RunConfig:
     """
     from domainbench.data import open_dataset
 
-    from domainbench.models.label_sets import check_unique, resolve_classes
+    from domainbench.label_sets import check_unique, resolve_classes
 
     ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
     check_unique(ds.classes, f"dataset {cfg.dataset}")

@@ -354,7 +354,7 @@ def _run_dataset(config_json: str) -> Any:
     from domainbench.config import RunConfig
     from domainbench.data import open_dataset
 
-    from domainbench.models.label_sets import resolve_classes
+    from domainbench.label_sets import resolve_classes
 
     cfg = RunConfig.model_validate_json(config_json)
     return open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)

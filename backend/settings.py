@@ -60,6 +60,20 @@ def redact_uri(uri: str) -> str:
     return _URI_PASSWORD.sub(r"\1:***@", uri)
 
 
+_KEYLIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-*]{6,}")
+
+
+def redact_key(text: str, secret: str | None) -> str:
+    """Remove the key, and anything that looks like a (masked) key, from ``text`` (an endpoint's error)."""
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "<redacted>")
+        # Servers often echo a key partly masked ("sk-abc***wxyz"): drop its visible ends too.
+        for part in (secret[:8], secret[-6:]):
+            if len(part) >= 6:
+                text = text.replace(part, "<redacted>")
+    return _KEYLIKE.sub("<redacted>", text)
+
+
 def _environ() -> Mapping[str, str]:
     env = _ENVIRON.get()
     return os.environ if env is None else env

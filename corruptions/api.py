@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, overload
 
-import cv2
 import numpy as np
 
 from domainbench.corruptions.draws import RecordingGenerator
@@ -112,6 +111,8 @@ def _run(
     if out.shape != work.shape or out.dtype != np.uint8:
         raise RuntimeError(f"kernel of corruption {spec.name!r} returned {out.shape} {out.dtype}, expected {work.shape} uint8")
     if grey_via_rgb:
+        import cv2  # imported here: reading stored runs loads this package (its registry) and never converts pixels
+
         out = np.stack([cv2.cvtColor(np.ascontiguousarray(o), cv2.COLOR_RGB2GRAY) for o in out])[..., None]
     keys = sorted({k for rng in rngs for k in rng.drawn})
     undeclared = sorted(set(keys) - set(spec.draws))

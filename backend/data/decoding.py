@@ -8,8 +8,12 @@ Palette, LA, CMYK and the other modes go through Pillow's own conversion.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from PIL import Image, ImageOps
+
+if TYPE_CHECKING:  # Pillow is imported where images are decoded: the store's records import this package
+    from PIL import Image
 
 # modes whose values span 16 bits (0..65535): scaled by 255/65535, not clipped
 _WIDE = ("I;16", "I;16L", "I;16B", "I;16N", "I")
@@ -17,6 +21,8 @@ _WIDE = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 
 def to_rgb(im: Image.Image) -> Image.Image:
     """``im`` upright (EXIF orientation applied) as an 8-bit RGB image."""
+    from PIL import Image, ImageOps
+
     im = ImageOps.exif_transpose(im)
     if im.mode in _WIDE:
         wide = np.asarray(im, dtype=np.float64)

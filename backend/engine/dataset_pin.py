@@ -14,7 +14,7 @@ from domainbench.data import Dataset, open_dataset
 from domainbench.data.fingerprint import dataset_fingerprint
 from domainbench.data.readable import check_readable
 from domainbench.errors import UserInputError
-from domainbench.models.label_sets import check_unique, resolve_classes
+from domainbench.label_sets import check_unique, resolve_classes
 from domainbench.store.records import DatasetInfo, RunRecord
 
 

@@ -8,14 +8,18 @@ same pixels.
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from domainbench import corruptions
 from domainbench.config import COMPOSITION_PREFIX
+if TYPE_CHECKING:
+    from domainbench.unit_sums import DamageSums
+
 CLEAN = "clean"
 #: stability grid point j draws from seed tag GRID_SEED_TAG + j: disjoint from severities 1..5
 GRID_SEED_TAG = 100
@@ -62,6 +66,9 @@ class Corrupted:
     drawn: dict[str, list[Any]]
     #: where the images were corrupted: numpy kernels on the CPU, or torch kernels on the models' device
     on: Literal["cpu", "device"] = "cpu"
+    #: the cell's SSIM/PSNR sums against the clean images, when the process that corrupted them measured
+    #: them too (``run_job(damage=True)``); None: the scoring side measures them
+    damage: DamageSums | None = None
 
 
 def composition_steps(job: Job) -> list[tuple[str, int]] | None:
@@ -71,10 +78,25 @@ def composition_steps(job: Job) -> list[tuple[str, int]] | None:
     return [(n, s) for n, s in job.params["steps"]]
 
 
-def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -> Corrupted:
+def run_job(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int, damage: bool = False) -> Corrupted:
+    """Corrupt the job's images; with ``damage``, also measure the cell's SSIM/PSNR sums here.
+
+    A worker process that corrupts a cell also measures it: the float64 SSIM maps then run on the
+    worker's core beside the models' forward passes instead of after them in the scoring process
+    (the sums are the same: the same function on the same pixels)."""
     images, indices = images[: job.n_images], indices[: job.n_images]
     if len(images) == 0:  # a shard whose files were all unreadable (--skip-unreadable): nothing to corrupt
         return Corrupted(images, {})
+    done = _corrupt(job, images, indices, run_seed)
+    if damage and not job.stability:
+        from domainbench.metrics.damage import SSIM_RADIUS, damage_sums  # torch and scipy: only where damage is measured
+
+        if min(images.shape[1:3]) >= 2 * SSIM_RADIUS + 1:  # as ShardDamage: smaller images get no damage numbers
+            return dataclasses.replace(done, damage=damage_sums(images, done.images))
+    return done
+
+
+def _corrupt(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -> Corrupted:
     seeds = image_seeds(run_seed, job.corruption, job.seed_tag, indices)
     steps = composition_steps(job)
     if steps is not None:

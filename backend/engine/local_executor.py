@@ -25,6 +25,7 @@ from domainbench.engine.jobs import Corrupted, Job, run_job
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.shards import CorruptedFuture
 from domainbench.engine.tasks import RunEvents
+from domainbench.engine.timings import StageTimes
 from domainbench.engine.work import RunStats, ShardWork
 from domainbench.fmr.tested import TestedModel
 from domainbench.fmr.units import FmrModels, FmrWork, load_fmr_models, score_fmr_shards
@@ -45,9 +46,10 @@ class _InlineFuture:
 class LocalExecutor:
     """``Executor`` running everything on this machine; the models stay loaded in this process."""
 
-    def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents) -> list[ModelState]:
+    def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents,
+                    timer: StageTimes | None = None) -> list[ModelState]:
         return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=events.message,
-                           vlm=VLMOptions.from_run_config(cfg), cache=store)
+                           vlm=VLMOptions.from_run_config(cfg), cache=store, timer=timer)
 
     def environment(self, models: list[ModelState]) -> dict[str, Any]:
         return local_environment(models)
@@ -92,7 +94,9 @@ def _submit(inputs: InputPipeline, job: Job, batch: Batch, seed: int, corrupt_on
         return _InlineFuture(lambda: run_device_job(job, batch.images, batch.indices, seed, device))
     if inputs.pool is None:
         return inputs.pinning.corrupted(_InlineFuture(lambda: run_job(job, batch.images, batch.indices, seed)))
-    return inputs.pinning.corrupted(inputs.pool.submit(run_job, job, batch.images, batch.indices, seed))
+    # the worker that corrupts a cell also measures its damage (SSIM, PSNR): on its own core, beside the
+    # models' forward passes, instead of after them here
+    return inputs.pinning.corrupted(inputs.pool.submit(run_job, job, batch.images, batch.indices, seed, damage=True))
 
 
 def models_device(models: Sequence[ModelState]) -> torch.device:

@@ -99,8 +99,8 @@ def _path_of(paths: list[str] | dict[int, str] | None, i: int) -> str:
 def _dataset(run: RunRecord) -> Any:
     """The run's dataset; None when it cannot be opened any more (moved or deleted since the run);
     ``UserInputError`` when its content changed since the run (its indices would name other files)."""
-    from domainbench.engine.dataset_pin import check_same_dataset
-    from domainbench.engine.runner import open_run_dataset
+    # not via the runner: that imports the executors and torch
+    from domainbench.engine.dataset_pin import check_same_dataset, open_run_dataset
 
     try:
         ds = open_run_dataset(run.config)

@@ -29,7 +29,7 @@ from domainbench.engine.lifecycle import (check_new_run_id, complete_run, create
 from domainbench.engine.local_executor import LocalExecutor
 from domainbench.engine.scoring import ModelState
 from domainbench.engine import shift_cells
-from domainbench.engine.timings import StageTimes
+from domainbench.engine.timings import STARTUP, StageTimes
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.engine.work import Executor, RunStats, ShardWork
 from domainbench.errors import UserInputError
@@ -98,6 +98,8 @@ class Engine:
         self.timer = StageTimes()
         self._adaptive: AdaptiveStopping | None = None  # set for a run made with --adaptive
         self._shifts: list[shift_cells.ShiftImages] = []  # the run's real-shift folders, opened
+        #: the fixed costs before the first shard (``timings.STARTUP``); an entry point adds its own imports
+        self.startup = StageTimes()
 
     # -- public entry points ----------------------------------------------------------
     def start(self, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None, fmr: FmrSettings | None = None,
@@ -115,11 +117,13 @@ class Engine:
         domain.check_catalogue()
         cfg = pinned_config(cfg)
         domain = shift_cells.with_shifts(domain, [])
-        ds = open_run_dataset(cfg)
+        with self.startup.stage(STARTUP, "dataset"):
+            ds = open_run_dataset(cfg)
         self._shifts = self._open_shifts(domain, cfg, ds)
         models = self._load_models(cfg, ds)
         # nothing is written before every input is known to be good
-        info = dataset_info(ds, cfg)
+        with self.startup.stage(STARTUP, "dataset"):
+            info = dataset_info(ds, cfg)
         if self._shifts:
             info = info.model_copy(update={"shifts": shift_cells.shift_fingerprints(self._shifts)})
         run_id = create_run(self.store, domain, cfg, run_id, info, self.executor.environment(models),
@@ -146,15 +150,17 @@ class Engine:
         skipping = skip_unreadable and not run.config.skip_unreadable
         if skipping:
             run = run.model_copy(update={"config": run.config.model_copy(update={"skip_unreadable": True})})
-        ds = open_run_dataset(run.config)
-        check_same_dataset(run, ds)
+        with self.startup.stage(STARTUP, "dataset"):
+            ds = open_run_dataset(run.config)
+            check_same_dataset(run, ds)
         self._shifts = self._open_shifts(run.domain, run.config, ds)
         if run.dataset is not None:
             shift_cells.check_same_shifts(run_id, run.dataset.shifts, self._shifts)
         models = self._load_models(run.config, ds)
         started: dict[str, Any] = {"resumed_at": now(), **({"config": run.config} if skipping else {})}
         if run.dataset is None:  # a queued run starts here: record what `start` records
-            info = dataset_info(ds, run.config)
+            with self.startup.stage(STARTUP, "dataset"):
+                info = dataset_info(ds, run.config)
             if self._shifts:
                 info = info.model_copy(update={"shifts": shift_cells.shift_fingerprints(self._shifts)})
             started = {"dataset": info, "environment": self.executor.environment(models), "config": run.config}
@@ -175,7 +181,10 @@ class Engine:
         return shift_cells.open_shifts(domain, cfg, ds)
 
     def _load_models(self, cfg: RunConfig, ds: Dataset) -> list[ModelState]:
-        return self.executor.load_models(self.store, cfg, ds, self.events)
+        if isinstance(self.executor, LocalExecutor):  # it splits the load into imports, weights and text embeddings
+            return self.executor.load_models(self.store, cfg, ds, self.events, timer=self.startup)
+        with self.startup.stage(STARTUP, "model load"):  # on the executor's machines: one figure
+            return self.executor.load_models(self.store, cfg, ds, self.events)
 
     # -- the plan -----------------------------------------------------------------------
     def _evaluate(self, ctx: RunContext) -> str:
@@ -202,6 +211,8 @@ class Engine:
         self.stats.skipped_units = len(done)
         stored = self.store.get_run(ctx.run_id)
         self.timer = StageTimes(stored.timings if stored is not None else None)  # a resume adds to its sessions
+        for stage, seconds in self.startup.seconds.get(STARTUP, {}).items():
+            self.timer.add(STARTUP, stage, seconds)
         for ms in ctx.models:
             ms.timer = self.timer
         work = ShardWork(ctx, shards, cells, done, tasks, self.stats, self.events,

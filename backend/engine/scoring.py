@@ -5,6 +5,7 @@ Shared by the runner and the per-run tasks; it knows nothing about units or the 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -42,26 +43,51 @@ class ModelState:
 
 def load_models(names: Sequence[str], classes: list[str], device: str, batch_size: int,
                 templates: Sequence[str] | None, say: Callable[[str], None] | None = None,
-                vlm: VLMOptions | None = None, cache: Store | None = None) -> list[ModelState]:
-    """The models with their zero-shot classifiers (read from ``cache``'s text embeddings when there)."""
-    from domainbench.engine.text_cache import cached_classifier
+                vlm: VLMOptions | None = None, cache: Store | None = None,
+                timer: StageTimes | None = None) -> list[ModelState]:
+    """The models with their zero-shot classifiers (read from ``cache``'s text embeddings when there).
 
+    ``timer`` gets the start-up stages (``engine.timings.STARTUP``): the backends' imports, model
+    load and text embeddings, each summed over the models."""
+    from domainbench.engine.text_cache import cached_classifier
+    from domainbench.engine.timings import STARTUP, StageTimes
+
+    timer = timer or StageTimes()
     dev = resolve_device(device)
     states = []
     for name in names:
         if say is not None:
             say(f"loading {name} on {dev}")
-        model = create_model(name, dev)
-        if is_generative(model):  # it classifies itself: no text classifier (an empty one keeps shapes)
-            model.configure(classes, vlm or VLMOptions())
-            if hasattr(model, "preflight"):  # an endpoint nobody listens at: refused before the run stores anything
-                model.preflight()
-            classifier = torch.zeros((len(classes), 0), device=dev)
-        else:
-            classifier = cached_classifier(cache, model, classes, templates).to(dev)
+        with timer.stage(STARTUP, "imports"):
+            _import_backend(name)
+        with timer.stage(STARTUP, "model load"):
+            model = create_model(name, dev)
+        with timer.stage(STARTUP, "text embeddings"):
+            if is_generative(model):  # it classifies itself: no text classifier (an empty one keeps shapes)
+                model.configure(classes, vlm or VLMOptions())
+                if hasattr(model, "preflight"):  # an endpoint nobody listens at: refused before the run stores anything
+                    model.preflight()
+                classifier = torch.zeros((len(classes), 0), device=dev)
+            else:
+                classifier = cached_classifier(cache, model, classes, templates).to(dev)
         states.append(ModelState(name, model, classifier, batch_size))
     host_memory.release_freed()  # what loading freed is not needed again (see the function)
     return states
+
+
+def _import_backend(name: str) -> None:
+    """Import the model backends (open_clip, transformers: seconds) before the model is built, so a
+    run's start-up says which of its seconds were imports; an unknown prefix is left to ``create_model``,
+    whose error names the known ones."""
+    from domainbench.models import MODEL_BACKENDS
+
+    prefix, sep, _ = name.partition(":")
+    if sep and prefix in MODEL_BACKENDS:
+        # a backend module that imports its library on first use says how (``import_library``)
+        module = sys.modules.get(getattr(MODEL_BACKENDS.get(prefix).create, "__module__", ""))
+        imports = getattr(module, "import_library", None)
+        if callable(imports):
+            imports()
 
 
 @dataclass

@@ -89,7 +89,9 @@ def score_shard(ctx: RunContext, cells: list[Cell], done: set[tuple[Any, ...]], 
         if job.stability:
             continue
         cell = by_cell[(job.corruption, job.severity)]
-        if any((run_id, ms.name, cell.corruption, cell.severity, shard) not in done for ms in ctx.models):
+        if corrupted.damage is not None:  # measured where it was corrupted (a worker process)
+            damage.put(cell, corrupted.damage)
+        elif any((run_id, ms.name, cell.corruption, cell.severity, shard) not in done for ms in ctx.models):
             t0 = time.perf_counter()
             damage.measure(cell, corrupted.images)
             if timer is not None:
@@ -121,6 +123,11 @@ class ShardDamage:
             clean = as_tensor(self._clean).to(corrupted.device) if on_device else self._clean
             self._ref = SsimReference(clean)
         self._by_cell[(cell.corruption, cell.severity)] = damage_sums(self._ref, corrupted)
+
+    def put(self, cell: Cell, sums: DamageSums) -> None:
+        """The cell's sums as measured elsewhere (the worker that corrupted it, on the same pixels)."""
+        if self.measurable:
+            self._by_cell[(cell.corruption, cell.severity)] = sums
 
     def get(self, cell: Cell) -> DamageSums | None:
         return self._by_cell.get((cell.corruption, cell.severity))

@@ -21,7 +21,7 @@ import torch
 
 from domainbench.models import VisionLanguageModel, build_classifier
 from domainbench.models.base import DEFAULT_TEMPLATES
-from domainbench.models.label_sets import resolve_templates
+from domainbench.label_sets import resolve_templates
 from domainbench.packed import PackedArray
 from domainbench.store import Store
 from domainbench.store.records import TextEmbeddingRecord

@@ -9,6 +9,11 @@ Stages, in the order an image meets them:
   ``scoring`` (similarities to the classifier, argmax, softmax confidence) and ``store``
   (building and upserting units), with ``images``: the images the model scored (forward passes).
 
+Before the first shard, the run's fixed costs (owner ``startup``): ``imports`` (the entry point's
+own imports up to the engine, and each model backend's on first use), ``dataset`` (opening it,
+checking every file decodes, its fingerprint), ``model load`` (building each model and reading its
+weights) and ``text embeddings`` (each model's zero-shot classifier, or reading it from the cache).
+
 On a GPU, kernels run asynchronously: a stage's seconds are host time until the results were
 needed, so device work shows up where it is waited for (``scoring`` copies predictions back).
 Seconds of a resumed run add up over its sessions.
@@ -25,6 +30,9 @@ MODEL_STAGES = ("preprocess", "forward", "scoring", "store")
 RUN_STAGES = ("decode", "corruption")
 #: run-wide work that is not waiting: the SSIM/PSNR of every corrupted cell
 RUN_WORK = ("damage",)
+#: the owner of the fixed costs paid before the first shard, and those stages in the order they are paid
+STARTUP = "startup"
+STARTUP_STAGES = ("imports", "dataset", "model load", "text embeddings")
 
 
 class StageTimes:
@@ -58,8 +66,12 @@ def timing_lines(timings: dict[str, dict[str, float]]) -> list[str]:
     if run:
         lines.append("  waiting for " + ", ".join(f"{s} {run[s]:.1f}" for s in RUN_STAGES if s in run))
         lines += [f"  measuring {s} (SSIM, PSNR) {run[s]:.1f}" for s in RUN_WORK if s in run]
+    startup = timings.get(STARTUP, {})
+    if startup:
+        # one short line: `show` prints it in the terminal's width (dataset = opening it and its fingerprint)
+        lines.append("  start-up: " + ", ".join(f"{s} {startup[s]:.1f}" for s in STARTUP_STAGES if s in startup))
     for owner, row in timings.items():
-        if owner == RUN:
+        if owner in (RUN, STARTUP):
             continue
         parts = [f"{s} {row[s]:.1f}" for s in MODEL_STAGES if s in row]
         n = int(row.get("images", 0))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from domainbench.models.generative import VLMResult
+if TYPE_CHECKING:
+    from domainbench.models.generative import VLMResult
 
 
 def vlm_unit_fields(vlm: VLMResult | None) -> dict[str, Any]:

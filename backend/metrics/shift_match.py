@@ -23,7 +23,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from domainbench.config import COMPOSITION_PREFIX, SHIFT_PREFIX
 from domainbench.results import CellSummary, ModelSummary, RunSummary
@@ -88,6 +87,8 @@ def _gap(a: float, b: float) -> float:
 def _rho(a: list[float], b: list[float]) -> float | None:
     if len(a) < MIN_MODELS_TO_RANK or len(set(a)) < 2 or len(set(b)) < 2:
         return None
+    from scipy.stats import spearmanr  # scipy.stats takes ~1 s to import: only runs with shift cells use it
+
     rho = float(spearmanr(a, b).statistic)
     return None if math.isnan(rho) else rho
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.stats import pearsonr
 from sklearn.linear_model import LinearRegression
 from sklearn.metrics import mean_squared_error
 
@@ -237,6 +236,8 @@ def drop_robustness_correlation(
     d, r = _aligned(accuracy_drop, mean_robustness)
     if d.size < 3 or np.ptp(d) == 0 or np.ptp(r) == 0:
         return None
+    from scipy.stats import pearsonr  # scipy.stats takes ~1 s to import: only where a correlation is asked for
+
     res = pearsonr(d, r)
     stat, p = float(res.statistic), float(res.pvalue)
     if not (np.isfinite(stat) and np.isfinite(p)):

@@ -24,7 +24,6 @@ from collections.abc import Hashable
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from scipy.optimize import nnls
 
 from domainbench.metrics.threat_errors import ThreatInputError
 
@@ -94,6 +93,8 @@ def _ldp_nnls(delta: np.ndarray, normals: np.ndarray, bounds: np.ndarray) -> np.
     e_mat = np.vstack([-(root[:, None] * vk.T), (c / scale)[None, :]])
     target = np.zeros(e_mat.shape[0])
     target[-1] = 1.0
+    from scipy.optimize import nnls  # ~0.5 s to import: only a PD-threat computation needs it, never reading a run
+
     u, _ = nnls(e_mat, target, maxiter=50 * e_mat.shape[1])
     res = e_mat @ u - target
     if abs(res[-1]) < 1e-14:

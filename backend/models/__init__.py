@@ -5,7 +5,9 @@
 
 A backend is registered under its prefix with ``@register_model(prefix, known=[...])``; the
 built-in backend modules do that on import, and are imported on first use (open_clip and
-transformers are slow to import). Plug-ins come from the entry-point group
+transformers are slow to import). The package itself imports no torch (listing runs imports the
+result records, which name this package's plain parts, and must not pay torch's start-up); the interface
+(``VisionLanguageModel``, ``build_classifier``) is loaded from ``models.base`` on first use. Plug-ins come from the entry-point group
 ``domainbench.models``: the entry point's name is the prefix and it names a factory
 ``f(spec, device) -> VisionLanguageModel``, a ``ModelBackend``, or a module that calls
 ``register_model`` on import.
@@ -18,15 +20,17 @@ import fnmatch
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from domainbench.errors import UserInputError
-from domainbench.models.base import DEFAULT_TEMPLATES, VisionLanguageModel, build_classifier
 from domainbench.corruptions.named_registry import Registry
+from domainbench.errors import UserInputError
 
-Factory = Callable[[str, torch.device], VisionLanguageModel]
+if TYPE_CHECKING:
+    import torch
+
+    from domainbench.models.base import DEFAULT_TEMPLATES, VisionLanguageModel, build_classifier
+
+Factory = Callable[[str, "torch.device"], "VisionLanguageModel"]
 ENTRY_POINT_GROUP = "domainbench.models"
 
 
@@ -78,6 +82,8 @@ def register_model(prefix: str, known: Sequence[str] | None = None, *, replace: 
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    import torch
+
     if isinstance(device, torch.device):
         return device
     if device == "auto":
@@ -104,6 +110,18 @@ def create_model(name: str, device: str | torch.device = "auto") -> VisionLangua
             f"{', '.join(MODEL_BACKENDS.names())} (see `domainbench models`).{hint}"
         )
     return MODEL_BACKENDS.get(prefix).create(rest, resolve_device(device))
+
+
+#: names ``models.base`` defines, imported from there (with torch) when first asked for
+_FROM_BASE = ("DEFAULT_TEMPLATES", "VisionLanguageModel", "build_classifier")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_BASE:
+        from domainbench.models import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

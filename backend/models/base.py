@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # imported where a model computes: reading results names this class without torch
+    import torch
 
 
 class VisionLanguageModel(ABC):
@@ -54,6 +57,8 @@ class VisionLanguageModel(ABC):
 
     def embed_images(self, images: np.ndarray) -> torch.Tensor:
         """Convenience: preprocess, move and encode in one call (no batching)."""
+        import torch
+
         with torch.inference_mode():
             pix = self.preprocess(images).to(self.device, non_blocking=True)
             return self.encode_image(pix)
@@ -80,7 +85,9 @@ def build_classifier(
     """
     if not classnames:
         raise ValueError("no class names given: a zero-shot classifier needs at least one class")
-    from domainbench.models.label_sets import resolve_templates
+    import torch
+
+    from domainbench.label_sets import resolve_templates
 
     templates = resolve_templates(templates) or DEFAULT_TEMPLATES
     prompts = [t.format(c) for c in classnames for t in templates]

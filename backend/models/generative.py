@@ -24,10 +24,12 @@ import unicodedata
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # the interface and the parsing are plain Python: `show` reads them without torch
+    import torch
 
 from domainbench.models.base import VisionLanguageModel
 

@@ -25,7 +25,7 @@ PROBE_IMAGES = 6
 def probe_images(spec: str, classes: list[str] | None = None, n: int = PROBE_IMAGES) -> tuple[np.ndarray, str]:
     """Up to ``n`` decoded images of dataset ``spec`` (as a run opens it) and the dataset's name."""
     from domainbench.data import open_dataset
-    from domainbench.models.label_sets import resolve_classes
+    from domainbench.label_sets import resolve_classes
 
     ds = open_dataset(spec, classes=resolve_classes(classes)).subset(n)
     batch = ds.load(np.arange(len(ds)))

@@ -15,7 +15,6 @@ turned into a ``PlannerError`` that names the endpoint and what to do, with the 
 from __future__ import annotations
 
 import logging
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +28,7 @@ from domainbench.planner.catalogue import Catalogue, CatalogueEntry
 from domainbench.planner.schema import parse_answer
 from domainbench.planner.settings import LLMSettings
 from domainbench.planner.vote import VoteResult, majority_vote
+from domainbench.settings import redact_key
 
 log = logging.getLogger(__name__)
 
@@ -47,18 +47,8 @@ class SampleOutcome:
     error: str = ""
 
 
-_KEYLIKE = re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_\-*]{6,}")
-
-
-def redact(text: str, secret: str | None) -> str:
-    """Remove the key, and anything that looks like a (masked) key, from ``text``."""
-    if secret and len(secret) >= 4:
-        text = text.replace(secret, "<redacted>")
-        # Servers often echo a key partly masked ("sk-abc***wxyz"): drop its visible ends too.
-        for part in (secret[:8], secret[-6:]):
-            if len(part) >= 6:
-                text = text.replace(part, "<redacted>")
-    return _KEYLIKE.sub("<redacted>", text)
+# the planner's name for it; it lives with the settings that hold the keys (the VLM endpoint backend uses it too)
+redact = redact_key
 
 
 class LLMPlanner:

@@ -6,7 +6,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import binom, norm
 
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
@@ -22,6 +21,8 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     if n == 0:
         return 1.0
     # the null distribution is symmetric, so the two-sided p is twice the smaller tail
+    from scipy.stats import binom  # imported when a test runs: reading a run's table needs none
+
     return float(min(1.0, 2.0 * binom.cdf(min(a_only, b_only), n, 0.5)))
 
 
@@ -59,6 +60,8 @@ def paired_sample_size(discordance: float, difference: float = 0.03, alpha: floa
         raise ValueError(f"difference must lie in (0, 1), got {difference}")
     delta = abs(difference)
     d = min(1.0, max(float(discordance), delta))
+    from scipy.stats import norm
+
     za = norm.ppf(1 - alpha / 2)
     zb = norm.ppf(power)
     n = (za * math.sqrt(d) + zb * math.sqrt(max(d - delta * delta, 0.0))) ** 2 / (delta * delta)
@@ -84,6 +87,8 @@ def sign_flip_test(contributions: np.ndarray) -> float:
     if d.size == 0:
         return 1.0
     z = max(0.0, abs(float(d.sum())) - float(np.abs(d).max())) / math.sqrt(float(np.sum(d * d)))
+    from scipy.stats import norm
+
     return float(min(1.0, 2.0 * norm.sf(z)))
 
 
@@ -102,6 +107,8 @@ def sign_flip_sample_size(second_moment: float, difference: float, alpha: float 
         raise ValueError(f"alpha and power must lie in (0, 1), got {alpha}, {power}")
     delta = abs(difference)
     s = min(1.0, max(float(second_moment), delta * delta))
+    from scipy.stats import norm
+
     b = norm.ppf(1 - alpha / 2) * math.sqrt(s) + norm.ppf(power) * math.sqrt(max(s - delta * delta, 0.0))
     root = (b + math.sqrt(b * b + 4 * delta)) / (2 * delta)
     return int(math.ceil(root * root))

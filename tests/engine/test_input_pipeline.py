@@ -102,19 +102,37 @@ def test_auto_workers_is_one_per_core_at_most_8_leaving_two_to_a_cpu_forward(mon
         assert (auto_workers(True), auto_workers(False)) == (gpu, cpu)
 
 
-def test_a_run_with_worker_processes_stores_what_an_in_process_run_stores(home: Path, tmp_path: Path) -> None:
+def test_a_run_with_worker_processes_stores_what_an_in_process_run_stores(home: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     _jpeg_folder(tmp_path / "ds")
     domain = DomainConfig(domain="pipeline", corruptions=[CorruptionChoice(name="gaussian_noise", severities=[2], reason="r")])
     store = open_store()
 
-    def units(workers: int) -> dict:
+    def units(workers: int) -> tuple[dict, dict]:
         cfg = RunConfig(models=["fake:a"], dataset=str(tmp_path / "ds"), image_size=SIZE, shard_size=4, workers=workers,
                         stability=False, threat=False, skip_unreadable=True)
         run_id = Engine(store).start(domain, cfg)
-        return {(u.corruption, u.shard): (u.indices.tolist(), u.preds.tolist(), u.n_unreadable) for u in store.units(run_id)}
+        got = {(u.corruption, u.shard): (u.indices.tolist(), u.preds.tolist(), u.n_unreadable, u.damage)
+               for u in store.units(run_id)}
+        return got, store.get_run(run_id).timings
 
-    pooled, inline = units(2), units(0)
+    from domainbench.engine.shards import ShardDamage
+
+    measure, calls = ShardDamage.measure, []
+
+    def counted(self: ShardDamage, cell: object, corrupted: object) -> None:
+        calls.append(cell)
+        measure(self, cell, corrupted)
+
+    monkeypatch.setattr(ShardDamage, "measure", counted)
+    (pooled, pooled_t), n_pooled = units(2), len(calls)
+    (inline, inline_t), n_inline = units(0), len(calls) - n_pooled
     assert pooled == inline and len(pooled) == 2 * 4
+    # the damage sums (SSIM, PSNR) are the same whether the workers measured them beside the corruption or this
+    # process after it; with workers, this process measured (almost) none
+    measured = [d for (c, shard), (*_, d) in pooled.items() if c != "clean" and shard < 3]  # shard 3 holds the bad file
+    assert len(measured) == 3 and all(d is not None and d.n == 4 for d in measured)
+    assert n_inline == 4 and n_pooled <= 1  # (the shard with the bad file: its worker measured nothing)
 
 
 @pytest.fixture

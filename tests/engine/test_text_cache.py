@@ -18,7 +18,7 @@ from domainbench.engine.runner import Engine
 from domainbench.engine.text_cache import PROBE, cached_classifier
 from domainbench.errors import UserInputError
 from domainbench.models import build_classifier, create_model
-from domainbench.models.label_sets import resolve_classes, resolve_templates
+from domainbench.label_sets import resolve_classes, resolve_templates
 from domainbench.store import open_store
 from domainbench.store.collections import Collection
 from tests.cli_runner import run_cli

@@ -1,0 +1,86 @@
+"""Read commands answer without the model stack: `ls`, `show`, `export`, `compare`, `rm`, `metrics` and
+`--help` import neither torch, open_clip nor transformers (issue 43: listing runs took 4.3 s and 806 MB
+because it imported them).
+
+The commands run in one fresh interpreter, one after another through the real entry point, on a small
+store of the UI benchmark's shape; after each, the wrapper records which of the heavy packages
+``sys.modules`` holds. Modules only accumulate, so a command that pulled torch in is the first one
+whose line names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.ui_render import fill
+
+#: the model stack: a read command that needs no pixels loads none of it
+MODEL_STACK = ("torch", "open_clip", "transformers")
+
+#: runs each command (argv lists, JSON on stdin) through domainbench.cli.main in this one process
+WRAPPER = r"""
+import json, sys
+from domainbench.cli import main
+
+stack = tuple(sys.argv[1].split(","))
+report = []
+for argv in json.load(sys.stdin):
+    sys.argv = ["domainbench", *argv]
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = int(e.code or 0)
+    loaded = sorted({m.split(".")[0] for m in sys.modules} & set(stack))
+    report.append({"argv": argv, "code": code, "stack": loaded, "query_loaded": "domainbench.query" in sys.modules})
+sys.stdout.flush()
+sys.stderr.write("\nREPORT " + json.dumps(report) + "\n")
+"""
+
+
+@pytest.fixture(scope="module")
+def bench_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    home = tmp_path_factory.mktemp("read-store")
+    return home, fill(home, 3, 3 * 2 * 11, running=1)  # 3 runs (the last running), one shard per cell
+
+
+def _run(home: Path, commands: list[list[str]]) -> list[dict]:
+    env = {**os.environ, "DOMAINBENCH_HOME": str(home)}
+    env.pop("DOMAINBENCH_MONGO_URI", None)
+    done = subprocess.run([sys.executable, "-c", WRAPPER, ",".join(MODEL_STACK)], input=json.dumps(commands),
+                          capture_output=True, text=True, env=env, timeout=300)
+    line = next((ln for ln in done.stderr.splitlines() if ln.startswith("REPORT ")), None)
+    assert line is not None, done.stderr[-3000:]
+    return json.loads(line.removeprefix("REPORT "))
+
+
+def test_read_commands_load_no_model_stack(bench_store: tuple[Path, list[str]], tmp_path: Path) -> None:
+    home, (a, b, running) = bench_store
+    commands = [
+        ["--help"], ["ls", "--help"], ["metrics"], ["--quiet", "ls"],
+        ["show", a], ["export", a], ["export", a, "-f", "json"], ["export", a, "--predictions"],
+        ["export", a, "--predictions", "-f", "json", "-o", str(tmp_path / "p.json")],
+        ["compare", a, b], ["compare", a, b, "-f", "json"],
+        ["--quiet", "rm", b],
+    ]
+    report = _run(home, commands)
+    assert [r["argv"] for r in report] == commands
+    assert [(r["argv"], r["code"]) for r in report] == [(c, 0) for c in commands]
+    assert [(r["argv"], r["stack"]) for r in report] == [(c, []) for c in commands]
+    # the commands did read the store (the wrapper saw query's modules load): the check above saw real work
+    assert report[3]["query_loaded"] is False and report[4]["query_loaded"] is True
+    assert (tmp_path / "p.json").stat().st_size > 0
+
+
+def test_the_wrapper_sees_the_model_stack_when_a_command_loads_it(bench_store: tuple[Path, list[str]]) -> None:
+    # `models` lists the registered backends, which imports the embedded models' torch modules: the
+    # same wrapper must name torch there, or the test above could pass without looking
+    home, _ = bench_store
+    report = _run(home, [["metrics"], ["models", "embedded:*"]])
+    assert report[0]["stack"] == [] and "torch" in report[1]["stack"]
