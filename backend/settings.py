@@ -79,6 +79,16 @@ def _environ() -> Mapping[str, str]:
     return os.environ if env is None else env
 
 
+def retry_backoff_base(default: float) -> float:
+    """``DOMAINBENCH_RETRY_BACKOFF``: the first back-off of a throttled endpoint request, in seconds (the tests and
+    the fault benchmark shorten it); ``default`` when unset, not a number, or outside [0, 3600)."""
+    raw = _environ().get("DOMAINBENCH_RETRY_BACKOFF")
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        return default
+    return value if 0 <= value < 3600 else default
+
 
 # --------------------------------------------------------------------------- the planner's LLM endpoint
 DEFAULT_LLM_MODEL = "gpt-4o"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import email.utils
 import http.client
 import json
-import os
 import random
 import socket
 import ssl
@@ -57,12 +56,9 @@ class Reply:
 
 
 def backoff_base() -> float:
-    raw = os.environ.get("DOMAINBENCH_RETRY_BACKOFF")
-    try:
-        value = float(raw) if raw else BACKOFF_BASE
-    except ValueError:
-        return BACKOFF_BASE
-    return value if 0 <= value < 3600 else BACKOFF_BASE
+    from domainbench.settings import retry_backoff_base
+
+    return retry_backoff_base(BACKOFF_BASE)
 
 
 def backoff_delay(attempt: int, rng: random.Random | None = None) -> float:

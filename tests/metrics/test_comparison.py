@@ -115,7 +115,7 @@ def test_no_image_with_per_image_outcomes_is_refused_not_a_tie() -> None:
     missing = np.full(4, MISSING)
     out = ImageOutcomes(indices=np.arange(4), labels=labels,
                         preds={(m, c, s): missing for m in ("a", "b") for c, s in (("clean", 0), ("blur", 1))})
-    with pytest.raises(MetricInputError, match="no image both evaluated"):
+    with pytest.raises(MetricInputError, match="have no image with a prediction from both"):
         compare_models(out, ["a", "b"])
 
 
