@@ -13,7 +13,6 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from domainbench.models.generative import VLMOptions
 from domainbench.models.openai_vlm_backend import AnswerCache, EndpointError, EndpointStalled, OpenAIVLM
 from domainbench.store import open_store
 from tests.cli_runner import run_cli
-from tests.models.fake_vlm_server import Answer, FakeVLMServer
+from tests.models.fake_vlm_server import Answer, FakeVLMServer, serve  # noqa: F401 (the fixture)
 
 CLASSES = ["cat", "dog", "ankle boot"]
 
@@ -34,19 +33,6 @@ CLASSES = ["cat", "dog", "ankle boot"]
 @pytest.fixture(autouse=True)
 def short_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOMAINBENCH_RETRY_BACKOFF", "0.01")
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[FakeVLMServer] = []
-
-    def start(script: Any) -> FakeVLMServer:
-        servers.append(FakeVLMServer(script))
-        return servers[-1]
-
-    yield start
-    for s in servers:
-        s.close()
 
 
 def image_key(req: dict[str, Any]) -> str:

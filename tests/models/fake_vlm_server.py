@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import pytest
 
 
 @dataclass
@@ -97,3 +99,17 @@ class FakeVLMServer:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """``serve(script)`` starts a :class:`FakeVLMServer`; every server started is closed after the test."""
+    servers: list[FakeVLMServer] = []
+
+    def start(script: Any) -> FakeVLMServer:
+        servers.append(FakeVLMServer(script))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.close()

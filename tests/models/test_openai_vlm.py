@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import csv
 import io
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from domainbench.models.generative import UNPARSED, VLMOptions, softmax_confiden
 from domainbench.models.openai_vlm_backend import AnswerCache, EndpointError, OpenAIVLM, RequestBudgetExhausted
 from domainbench.store import open_store
 from tests.cli_runner import run_cli
-from tests.models.fake_vlm_server import Answer, FakeVLMServer
+from tests.models.fake_vlm_server import Answer, FakeVLMServer, serve  # noqa: F401 (the fixture)
 
 CLASSES = ["cat", "dog", "ankle boot"]
 SECRET = "sk-test-SECRET-0123456789"
@@ -38,19 +37,6 @@ def image_of(req: dict[str, Any]) -> np.ndarray:
 
 def class_of(req: dict[str, Any]) -> int:
     return int(image_of(req)[0, 0, 0]) // 40
-
-
-@pytest.fixture
-def serve() -> Iterator[Any]:
-    servers: list[FakeVLMServer] = []
-
-    def start(script: Any) -> FakeVLMServer:
-        servers.append(FakeVLMServer(script))
-        return servers[-1]
-
-    yield start
-    for s in servers:
-        s.close()
 
 
 def model(server: FakeVLMServer, tmp_path: Path, **options: Any) -> OpenAIVLM:
