@@ -34,6 +34,18 @@ IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".
 SAMPLE_PATH = Path(__file__).parent / "sample" / "fashion_mnist_sample.npz"
 
 
+def class_rounds(labels: np.ndarray, rng: np.random.Generator | None = None) -> np.ndarray:
+    """All indices in rounds over the classes: round r holds the r-th image of every class that still has one,
+    so any prefix is as even a share of the classes as their sizes allow. Without ``rng``, images in storage
+    order and classes by label (``Dataset.subset``); with it, both drawn (a seeded stratified sample)."""
+    rank = np.empty(labels.size, dtype=np.int64)
+    for c in np.unique(labels):
+        idx = np.flatnonzero(labels == c)
+        rank[idx] = np.arange(idx.size) if rng is None else rng.permutation(idx.size)
+    turn = labels if rng is None else rng.permutation(int(labels.max()) + 1)[labels]
+    return np.lexsort((turn, rank))
+
+
 @dataclass
 class Batch:
     images: np.ndarray  # uint8 (k, H, W) or (k, H, W, 3)
@@ -66,14 +78,7 @@ class Dataset:
             return self
         if limit < 1:
             raise UserInputError(f"--limit must be a positive number of images, got {limit}")
-        order = np.arange(len(self))
-        if self.labels is not None:
-            # stable round-robin over classes: image j of every class before image j+1 of any
-            rank = np.zeros(len(self), dtype=np.int64)
-            for c in np.unique(self.labels):
-                idx = np.flatnonzero(self.labels == c)
-                rank[idx] = np.arange(len(idx))
-            order = np.lexsort((self.labels, rank))
+        order = np.arange(len(self)) if self.labels is None else class_rounds(self.labels)
         keep = np.sort(order[:limit])
         return Dataset(
             name=f"{self.name}[:{limit}]",

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from domainbench import corruptions
+from domainbench.data import class_rounds
 from domainbench.engine.jobs import image_seeds
 from domainbench.engine.scoring import classify
 from domainbench.engine.tasks import RunContext
@@ -44,15 +45,7 @@ def stratified_sample(labels: np.ndarray, size: int, seed: int) -> np.ndarray:
     labels = np.asarray(labels)
     if size >= labels.size:
         return np.arange(labels.size)
-    rng = np.random.default_rng([seed, BREAK_SEED_TAG])
-    rank = np.empty(labels.size, dtype=np.int64)
-    for c in np.unique(labels):
-        idx = np.flatnonzero(labels == c)
-        rank[idx] = rng.permutation(idx.size)  # a random position of each image within its class
-    class_turn = rng.permutation(int(labels.max()) + 1)[labels]  # the classes' order within one round
-    # round r takes the r-th drawn image of every class that still has one, in the round's class order
-    order = np.lexsort((class_turn, rank))
-    return np.sort(order[:size])
+    return np.sort(class_rounds(labels, np.random.default_rng([seed, BREAK_SEED_TAG]))[:size])
 
 
 def measure_breaking_points(ctx: RunContext, threshold: float | None, confidence: float = 0.95) -> list[BreakingPoint]:
