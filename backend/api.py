@@ -168,9 +168,9 @@ class Run:
 
 def summary_metrics() -> list[Metric]:
     """The metrics of the per-model summary table (``show``, ``Run.summary``), in the registry's order."""
-    from domainbench.metrics.registry import metrics_of
+    from domainbench.metrics.registry import summary_metrics as of_registry
 
-    return [m for m in metrics_of("model") if m.cli_header]
+    return of_registry()
 
 
 def load_run(run_id: str, *, baseline: str | None = None, store: Store | str | Path | None = None) -> Run:

@@ -183,9 +183,9 @@ def _fmt(v: Any, pct: bool = False) -> str:
 
 def summary_columns() -> list[Any]:
     """The summary table's metric columns: the registry's model metrics with a CLI header, in order."""
-    from domainbench.metrics.registry import metrics_of
+    from domainbench.metrics.registry import summary_metrics
 
-    return [m for m in metrics_of("model") if m.cli_header]
+    return summary_metrics()
 
 
 def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approximate: bool = False) -> str:

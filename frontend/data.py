@@ -23,7 +23,7 @@ import pandas as pd
 
 from domainbench.config import DomainConfig
 from domainbench.errors import UserInputError
-from domainbench.metrics.registry import Metric, metric, metrics_of
+from domainbench.metrics.registry import Metric, metric, metrics_of, summary_metrics
 from domainbench.models.generative import kind_of
 from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
@@ -205,11 +205,6 @@ def run_label(run: RunRecord) -> str:
 
 
 # --------------------------------------------------------------------------- report frames
-
-
-def summary_metrics() -> list[Metric]:
-    """The summary table's metrics (the CLI's summary columns), shown under their UI headers."""
-    return [m for m in metrics_of("model") if m.cli_header]
 
 
 def summary_frame(report: RunReport) -> pd.DataFrame:

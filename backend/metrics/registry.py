@@ -226,3 +226,9 @@ def metric(name: str) -> Metric:
 
 def metrics_of(level: Level, always: bool = True) -> list[Metric]:
     return registry().of_level(level, always)
+
+
+def summary_metrics() -> list[Metric]:
+    """The per-model summary table's metrics (``show``, the run page, ``Run.summary``): the model metrics with a
+    CLI header, in the registry's order."""
+    return [m for m in metrics_of("model") if m.cli_header]
