@@ -437,7 +437,7 @@ def run(
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble), or a built-in set: openai80 (CLIP's 80 ImageNet templates), simple.")] = None,
-    model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", metavar="NAME:KEY=VALUE", help="An option of one model, checked against its backend's options (repeatable; `domainbench models --options` lists them), e.g. hf-vlm:llava-hf/llava-1.5-7b-hf:mode=generate.")] = None,
+    model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", metavar="NAME:KEY=VALUE", help="An option of one model, checked against its backend's options (repeatable; `domainbench models --backends` lists them), e.g. hf-vlm:llava-hf/llava-1.5-7b-hf:mode=generate.")] = None,
     question: Annotated[Optional[list[str]], typer.Option("--question", help="Generative VLMs: the question asked about each image (repeat for an ensemble).")] = None,
     vlm_mode: Annotated[Optional[str], typer.Option("--vlm-mode", help="Generative VLMs: loglik (score every class name), generate (parse a free answer) or choice (lettered options, endpoints with logprobs).")] = None,
     vlm_score: Annotated[Optional[str], typer.Option("--vlm-score", help="Generative VLMs: sum or mean of the class name's token log-probabilities.")] = None,
@@ -957,12 +957,35 @@ def gallery(
 
 
 @app.command("models")
-def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard, e.g. 'open_clip:ViT-L*'.")] = "*") -> None:
+def list_models_cmd(
+    pattern: Annotated[str, typer.Argument(help="Shell wildcard, e.g. 'open_clip:ViT-L*' (with --backends: on the prefix).")] = "*",
+    backends: Annotated[bool, typer.Option("--backends", help="List the backends instead: what each can do and the options it takes (--model-arg NAME:KEY=VALUE).")] = False,
+) -> None:
     """List known model names (any open_clip or HF name also works with its prefix)."""
+    if backends:
+        print_backends(pattern)
+        return
     from domainbench.models import list_models
 
     for name in list_models(pattern):
         console.print(printable(name), highlight=False, markup=False)
+
+
+def print_backends(pattern: str = "*") -> None:
+    """One row per model backend: its capabilities and its per-model options with their defaults."""
+    from domainbench.model_backends import MODEL_BACKENDS
+
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for col in ("prefix", "kind", "remote", "differentiable", "embeddings", "devices", "any name", "options (default)"):
+        table.add_column(col, no_wrap=col != "options (default)")
+    yes = {True: "yes", False: "no"}
+    for prefix in MODEL_BACKENDS.names(pattern):
+        backend = MODEL_BACKENDS.get(prefix)
+        c = backend.capabilities
+        options = ", ".join(f"{k} ({f.default})" for k, f in backend.options.model_fields.items()) or "none"
+        table.add_row(literal(prefix), c.kind, yes[c.remote], yes[c.differentiable], yes[c.image_embeddings],
+                      ", ".join(c.devices), yes[c.open_ended], literal(options))
+    console.print(table)
 
 
 @app.command("metrics")

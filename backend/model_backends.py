@@ -32,19 +32,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from domainbench.corruptions.named_registry import Registry
 from domainbench.errors import UserInputError, first_validation_error
 
-if TYPE_CHECKING:
-    import torch
-
-    from domainbench.models.base import VisionLanguageModel
-
-Factory = Callable[..., "VisionLanguageModel"]
+#: ``f(spec, device, **options) -> model`` (a ``domainbench.models.VisionLanguageModel``, a generative VLM or a
+#: plain classifier; this floor names none of them)
+Factory = Callable[..., Any]
 ENTRY_POINT_GROUP = "domainbench.models"
 ModelKind = Literal["contrastive", "generative", "classifier"]
 

@@ -169,10 +169,14 @@ def classifier_logits(ms: ModelState, images: np.ndarray | torch.Tensor) -> np.n
         chunk = host[i : i + ms.batch_size]
         t0 = time.perf_counter()
         try:
-            out.append(ms.model.logits(chunk).numpy())
+            chunk_logits = ms.model.logits(chunk).numpy()
         except torch.OutOfMemoryError as e:
             halve_batch(ms, e)
             continue
+        if chunk_logits.shape != (len(chunk), ms.classifier.shape[0]):
+            raise UserInputError(f"model {ms.name!r} returns logits of shape {chunk_logits.shape} for {len(chunk)} images; "
+                                 f"expected ({len(chunk)}, {ms.classifier.shape[0]}): one logit per dataset class")
+        out.append(chunk_logits)
         i += len(chunk)
         if ms.timer is not None:
             ms.timer.add(ms.name, "forward", time.perf_counter() - t0)
