@@ -492,6 +492,8 @@ def _load(path: str | Path, model: type[BaseModel]) -> Any:
         return model.model_validate(data)
     except ValidationError as e:
         loc, msg = first_validation_error(e)
+        if loc == "model_args":  # the message names the model, the key and the fix
+            raise UserInputError(msg.replace("options of model", f"config file {path}: [models]", 1)) from None
         raise UserInputError(f"config file {path}: {loc}: {msg}; fix that field and retry") from e
 
 
