@@ -360,7 +360,8 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     class folders, a CSV manifest or an image folder (with ``classes=[...]``). Any other run setting is a
     keyword (``classes``, ``batch_size``, ``workers``, ``templates``, ``stability``, ``threat``, ``adaptive``,
     ``corrupt_on``, ``skip_unreadable``, ...; the fields of ``domainbench.config.RunConfig``) or comes from
-    ``run_config``. ``store``: the store to write (default: the CLI's, ``$DOMAINBENCH_HOME``); ``events``:
+    ``run_config``; ``model_args={"hf-vlm:…": {"mode": "generate"}}`` gives models their options (each
+    checked against its backend's schema, ``domainbench models --backends``). ``store``: the store to write (default: the CLI's, ``$DOMAINBENCH_HOME``); ``events``:
     progress callbacks (``domainbench.engine.tasks.RunEvents``; default silent).
     """
     from domainbench.config import DomainConfig
