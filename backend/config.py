@@ -411,7 +411,7 @@ class RunConfig(_Strict):
             raw = _read_toml(file)
             if notes is not None:
                 notes.extend(legacy_notes(raw, f"run config {file}"))
-            base = load_run(file).model_dump()
+            base = _validate(raw, RunConfig, file).model_dump()
         merged = base | {k: v for k, v in given.items() if k not in OPTION_OF and k != "model_args"}
         # flags over the file: an old backend-family flag (--vlm-mode, --concurrency) over the file's options,
         # a --model-arg over both
@@ -430,9 +430,8 @@ class RunConfig(_Strict):
         except ValidationError as e:
             loc, msg = first_validation_error(e)
             field = loc.split(".")[0]
-            if field == "model_args":  # the message names the model, the key and the fix
-                source = "--model-arg" if given.get("model_args") or file is None else f"run config {file}: [models]"
-                raise UserInputError(msg.replace("options of model", source, 1)) from None
+            if field == "model_args":  # the file's options were checked as it loaded: these are the flags'
+                raise UserInputError(msg.replace("options of model", "--model-arg", 1)) from None
             if field not in given and file is not None:
                 raise UserInputError(f"run config {file}: {loc}: {msg}") from None
             raise UserInputError(f"--{_FLAGS.get(field, field.replace('_', '-'))}: {msg}") from None
@@ -487,7 +486,10 @@ def save(cfg: BaseModel, path: str | Path) -> Path:
 
 
 def _load(path: str | Path, model: type[BaseModel]) -> Any:
-    data = _read_toml(path)
+    return _validate(_read_toml(path), model, path)
+
+
+def _validate(data: dict[str, Any], model: type[BaseModel], path: str | Path) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as e:
