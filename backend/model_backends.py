@@ -20,7 +20,7 @@ This module is plain data (no torch, no model library): the run config validates
 against it and listing runs asks it for a model's kind. The registry is filled by the built-in
 declarations below, by :func:`register_model` and by the entry-point group ``domainbench.models``
 (the entry point's name is the prefix and it names a factory ``f(spec, device)``, a ``ModelBackend``,
-or a module that calls ``register_model`` on import).
+a module with a ``BACKENDS`` dict {prefix: ModelBackend}, or a module that calls ``register_model`` on import).
 """
 
 from __future__ import annotations
@@ -141,7 +141,11 @@ class ModelBackend:
 
 def _adopt(registry: Registry[Any], obj: Any, origin: str, name: str) -> None:
     if isinstance(obj, ModuleType):
-        return  # a backend module registers itself with @register_model on import
+        # a module declares its backends in BACKENDS ({prefix: ModelBackend}; this module's built-ins), or
+        # registers them itself with @register_model on import
+        for prefix, backend in getattr(obj, "BACKENDS", {}).items():
+            registry.register(prefix, backend, origin=origin)
+        return
     if isinstance(obj, ModelBackend):
         registry.register(name, obj, origin=origin)
     elif callable(obj):
@@ -259,7 +263,8 @@ def _path_exists(spec: str) -> None:
 
 _LOCAL_CONTRASTIVE = Capabilities("contrastive", open_ended=True)
 
-_BUILTINS: dict[str, ModelBackend] = {
+#: the built-in backends, registered when the registry is first asked (their origin: this module)
+BACKENDS: dict[str, ModelBackend] = {
     "embedded": ModelBackend("domainbench.models.embedded:create_embedded", "domainbench.models.embedded:VARIANTS",
                              Capabilities("contrastive", differentiable=True)),
     "open_clip": ModelBackend("domainbench.models.open_clip_backend:create_open_clip",
@@ -284,11 +289,9 @@ _BUILTINS: dict[str, ModelBackend] = {
                        Capabilities("classifier", image_embeddings=False, open_ended=True)),
 }
 
-for _prefix, _backend in _BUILTINS.items():
-    MODEL_BACKENDS.register(_prefix, _backend)
-
 
 __all__ = [
+    "BACKENDS",
     "Capabilities",
     "ENTRY_POINT_GROUP",
     "EndpointOptions",
