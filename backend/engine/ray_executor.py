@@ -46,6 +46,7 @@ from domainbench.fmr.tested import TestedModel
 from domainbench.fmr.units import FmrModels, FmrWork, fmr_unit, load_fmr_models
 from domainbench.settings import redact_uri
 from domainbench.store import Store, open_store
+from domainbench.store.fence import Fence, LeaseLost
 
 #: environment every Ray worker gets: no phoning home, no hub downloads at run time
 WORKER_ENV = {"NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -140,16 +141,17 @@ class ShardActor:
                                   self.cfg.templates, vlm=VLMOptions.from_run_config(self.cfg), cache=self.store)
         return {**local_environment(self.models), "host": platform.node(), "pid": os.getpid()}
 
-    def _begin(self, run_id: str, domain: dict[str, Any]) -> RunContext:
+    def _begin(self, run_id: str, domain: dict[str, Any], fence: Fence | None = None) -> RunContext:
         # lazily, per run: a restarted actor rebuilds this from the store and skips stored units
         if self.ctx is None or self.ctx.run_id != run_id:
             assert self.dataset is not None, "load() first"
             if self.store is None:
                 self.store = _actor_store(self.store_uri, self.fence)
             dom = DomainConfig.model_validate(domain)
-            ctx = RunContext(run_id, self.cfg, dom, self.dataset, self.store, self.models, SilentEvents())
+            store = _live_run_store(self.store, fence)
+            ctx = RunContext(run_id, self.cfg, dom, self.dataset, store, self.models, SilentEvents())
             self.cells = cells_of(dom)
-            self.done = self.store.units.keys(run_id=run_id)
+            self.done = store.units.keys(run_id=run_id)
             self.tasks = []
             if self.cfg.stability:
                 self.tasks.append(StabilityTask(ctx))
@@ -159,13 +161,13 @@ class ShardActor:
         return self.ctx
 
     def process(self, run_id: str, domain: dict[str, Any], shard: int, batch: Batch,
-                jobs: list[tuple[Job, Any]]) -> tuple[int, int]:
-        """Score one shard; (units written, images scored in them)."""
+                jobs: list[tuple[Job, Any]], fence: Fence | None = None) -> tuple[int, int]:
+        """Score one shard; (units written, images scored in them). ``fence``: the driver's (see ``_live_run_store``)."""
         import ray
 
         if not self.models:
             self.load()  # a restarted actor: Ray re-ran __init__ only
-        ctx = self._begin(run_id, domain)
+        ctx = self._begin(run_id, domain, fence)
         images = 0
 
         def counted(n: int) -> None:
@@ -215,18 +217,35 @@ class FmrActor:
         return self.oracle.votes(self._pinned(batch).images)
 
     def unit(self, run_id: str, domain: dict[str, Any], shard: int, batch: Batch, clean_votes: np.ndarray,
-             model: str) -> int:
-        """Search and store one (tested model, shard) unit; the images in it."""
+             model: str, fence: Fence | None = None) -> int:
+        """Search and store one (tested model, shard) unit; the images in it. ``fence``: the driver's."""
         if self.oracle is None:
             self.load()
         assert self.store is not None and self.dataset is not None and self.oracle is not None
-        return fmr_unit(self.store, run_id, DomainConfig.model_validate(domain), self.cfg, self.settings,
+        return fmr_unit(_live_run_store(self.store, fence), run_id, DomainConfig.model_validate(domain), self.cfg, self.settings,
                         self.dataset.classes, self.oracle, self.tested[model], shard, self._pinned(batch), clean_votes)
 
     def _pinned(self, batch: Batch) -> Batch:
         """The shard as the models take it: pinned when they run on CUDA."""
         assert self.oracle is not None
         return Pinning.for_device(models_device(self.oracle.members)).batch(batch)
+
+
+def _live_run_store(store: Store, fence: Fence | None) -> Store:
+    """What an actor writes a run's records through: the driver's fence (``fence``: a terminal run's process
+    fence, or the worker's lease, which ``store`` already carries) and the run still "running", checked inside
+    each write (``LiveRunFence``); so a call still in flight when its run was finished, cancelled or deleted
+    adds nothing to it. Without a fence (a caller that hands none) ``store`` as it is."""
+    from domainbench.store.fence import LiveRunFence, ProcessFence
+    from domainbench.store.fenced_store import FencedStore, ProcessFencedStore
+
+    inner = getattr(store, "inner", store)
+    fence = fence if fence is not None else getattr(store, "fence", None)
+    if fence is None:
+        return store
+    # a terminal run's record updates (the threat's scale) as its driver makes them: read, change, fenced write
+    view = ProcessFencedStore if isinstance(fence, ProcessFence) else FencedStore
+    return view(inner, LiveRunFence.around(fence))  # type: ignore[return-value]
 
 
 def _actor_store(uri: SecretStr, fence: tuple[str, str, int | None] | None) -> Store:
@@ -394,6 +413,7 @@ class RayExecutor:
         cfg = ctx.cfg
         corrupt = ray.remote(_corrupt).options(num_cpus=opts.cpus_per_task)
         domain = ctx.domain.model_dump(mode="json")
+        fence = getattr(ctx.store, "fence", None)  # the driver's: the actors' writes carry it (``_live_run_store``)
         modules = list(opts.modules)
         pending: dict[Any, int] = {}  # shard result -> actor index
         load = [0] * len(self.actors)
@@ -405,7 +425,7 @@ class RayExecutor:
                     work.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
                     for group in self.groups:  # every group scores the shard with its models
                         i = self._least_loaded(group, load, lambda: self._collect(pending, load, work))
-                        pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
+                        pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs, fence)] = i
                         load[i] += 1
             while pending:
                 self._collect(pending, load, work)
@@ -418,6 +438,7 @@ class RayExecutor:
         on its model group."""
         ray = self.ray
         domain = work.domain.model_dump(mode="json")
+        fence = getattr(work.store, "fence", None)
         pending: dict[Any, tuple[int, str, int]] = {}  # unit result -> (actor index, model, shard)
         load = [0] * len(self.actors)
         try:
@@ -428,7 +449,7 @@ class RayExecutor:
                     for name in todo:
                         group = self.groups[self.group_of[name]]
                         i = self._least_loaded(group, load, lambda: self._collect_fmr(pending, load, work))
-                        pending[self.actors[i].unit.remote(work.run_id, domain, shard, ref, votes, name)] = (i, name, shard)
+                        pending[self.actors[i].unit.remote(work.run_id, domain, shard, ref, votes, name, fence)] = (i, name, shard)
                         load[i] += 1
             while pending:
                 self._collect_fmr(pending, load, work)
@@ -436,11 +457,19 @@ class RayExecutor:
             self._release()
 
     def _collect_fmr(self, pending: dict[Any, tuple[int, str, int]], load: list[int], work: FmrWork) -> None:
-        (_, name, shard), images = self._ready(pending, load, work.run_id, "fmr")
+        try:
+            (_, name, shard), images = self._ready(pending, load, work.run_id, "fmr")
+        except LeaseLost:
+            work.cancel.check(now=True)  # an actor's unit refused because the run was cancelled: a cancel
+            raise
         work.unit_written(name, shard, images)
 
     def _collect(self, pending: dict[Any, int], load: list[int], work: ShardWork) -> None:
-        _, (units, images) = self._ready(pending, load, work.ctx.run_id, "run")
+        try:
+            _, (units, images) = self._ready(pending, load, work.ctx.run_id, "run")
+        except LeaseLost:
+            work.cancel.check(now=True)  # an actor's unit refused because the run was cancelled: a cancel
+            raise
         work.stats.computed_units += units
         if units:
             work.events.advance(units, images)
