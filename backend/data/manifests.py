@@ -342,7 +342,8 @@ def _records(path: Path, text: str, columns: tuple[str, ...], required: tuple[st
         if not any((v or "").strip() for v in record.values()):
             continue
         where = f"manifest {name} record {number}"
-        out.append((number, {k: _csv_cell(v, k, where) for k, v in record.items() if _csv_cell(v, k, where) is not None}))
+        cells = {k: _csv_cell(v, k, where) for k, v in record.items()}
+        out.append((number, {k: v for k, v in cells.items() if v is not None}))
     return out
 
 

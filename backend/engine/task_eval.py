@@ -118,7 +118,7 @@ def evaluate_task(domain: DomainConfig, task: str, manifest: str | Path, models:
                 answers = _vqa_answers(model, pixels, m, batch_size, max_new_tokens)
                 clean = clean_state.get(name)
                 scores = score_vqa(answers, [r.answers for r in m.rows], [is_yes_no(r) for r in m.rows],
-                                   [bool(r.choices) for r in m.rows], clean_answers=None if clean is None else clean)
+                                   [bool(r.choices) for r in m.rows], clean_answers=clean)
                 if cell.corruption == CLEAN:
                     clean_state[name] = answers
                 result.rows.append(vqa_row(name, cell.corruption, cell.severity, scores, m.image_of, confidence,

@@ -29,7 +29,7 @@ import torch
 
 from domainbench.errors import UserInputError
 from domainbench.models.base import VisionLanguageModel
-from domainbench.models.generative import MAX_NEW_TOKENS, is_generative
+from domainbench.models.generative import MAX_NEW_TOKENS, is_generative, is_remote_model
 from domainbench.models.vlm_scoring import build_prompt, continuation_ids, hwc_images, score_shared_prefix, to_model
 
 CONTRASTIVE_PROMPT = "Q: {question} A: {answer}"
@@ -64,6 +64,9 @@ def check_model_for_task(model_name: str, generative: bool, task: str, open_ques
     if task == "retrieval" and generative:
         raise UserInputError(f"{model_name} is a generative model: --task retrieval needs image and text embeddings; "
                              "use a contrastive model (embedded:, open_clip:, hf:, local:)")
+    if task == "vqa" and is_remote_model(model_name):
+        raise UserInputError(f"{model_name}: VQA through an endpoint is not supported yet; use an hf-vlm: model (or "
+                             "a contrastive one for yes/no and multiple-choice questions)")
     if task == "vqa" and not generative and open_questions:
         first = open_questions[0]
         raise UserInputError(f"{model_name} is a contrastive model: it answers yes/no and multiple-choice questions "
@@ -77,6 +80,7 @@ def answer_questions(model: VisionLanguageModel, images: np.ndarray, asks: Seque
     """The model's answer to each question about ``images`` (uint8 (N, H, W[, 3])), in the order asked."""
     check_max_new_tokens(max_new_tokens)
     if is_generative(model):
+        check_model_for_task(model.name, True, "vqa")
         if not hasattr(model, "processor") or not hasattr(model, "model"):
             raise UserInputError(f"{model.name}: VQA with this backend is not supported yet; use an hf-vlm: model")
         return _generative_answers(model, images, asks, max(1, batch_size), max_new_tokens)

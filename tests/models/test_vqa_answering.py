@@ -126,6 +126,8 @@ def test_refusals(folders: dict[str, Path]) -> None:
     with pytest.raises(UserInputError, match=r"--max-new-tokens must be a whole number from 1 to 256"):
         answer_questions(vlm, images(1), [Ask(0, "q")], max_new_tokens=0)
     check_model_for_task("embedded:x", False, "vqa", [])  # no open question: accepted
+    with pytest.raises(UserInputError, match=r"openai-vlm:m@http://h/v1: VQA through an endpoint is not supported yet"):
+        check_model_for_task("openai-vlm:m@http://h/v1", True, "vqa", [])
     clip = create_model("embedded:fmnist-plain", "cpu")
     from domainbench.data import load_sample
 
