@@ -78,3 +78,20 @@ def test_paired_p_value_exact_mcnemar_and_clustered_sign_flip() -> None:
     z = (0.7 + 0.9 - 0.9) / np.sqrt(0.49 + 0.81)
     assert paired_p_value(fa, fb) == pytest.approx(2 * norm.sf(z))
     assert paired_p_value(np.ones(3), np.ones(3)) == 1.0
+
+
+def test_clustered_interval_keeps_its_coverage_where_a_per_question_interval_does_not() -> None:
+    # five questions per image, whose chance of being right is the image's (Beta(1.2, 0.8), mean 0.6): the
+    # questions of one image agree far more than chance, so only resampling images reflects the spread
+    rng = np.random.default_rng(0)
+    clusters = np.repeat(np.arange(40), 5)
+    truth, sims = 0.6, 200
+    hit_clustered = hit_per_question = 0
+    for s in range(sims):
+        y = (rng.random(200) < np.repeat(rng.beta(1.2, 0.8, size=40), 5)).astype(float)
+        low, high = clustered_interval(y, clusters, resamples=1000, seed=s)  # type: ignore[misc]
+        hit_clustered += low <= truth <= high
+        low, high = rate_interval(y.astype(bool))  # type: ignore[misc]
+        hit_per_question += low <= truth <= high
+    assert hit_clustered / sims >= 0.91  # nominal 0.95 (binomial spread over 200 simulations: +-0.03)
+    assert hit_per_question / sims <= 0.89 and hit_clustered - hit_per_question >= 0.05 * sims
