@@ -179,3 +179,14 @@ def test_the_benchmark_targets_quick() -> None:
     held = bench.score_new(offline, heldout=True)
     print(f"held-out third: recall {held.recall:.3f}, impossible picks {held.impossible_picks}")
     assert held.required == 29 and held.recall >= 0.655
+
+
+def test_a_portable_xray_scanner_is_no_flatbed() -> None:
+    """The product's own example: 'scanners' beside 'X-rays' is a radiography unit, so the flatbed rule
+    (which forbids motion blur: the lid holds the page still) must not fire; a page scanner still reads so."""
+    from domainbench.planner import rules
+
+    xray = rules.requirements("Chest X-rays from portable scanners in intensive care.", ["motion_blur", "rain"])
+    assert "flatbed or sheet-fed scans" not in {k.label for k in xray.kinds}
+    page = rules.requirements("Invoices fed through an office scanner.", ["motion_blur", "rain"])
+    assert "flatbed or sheet-fed scans" in {k.label for k in page.kinds} and "motion_blur" in page.forbidden
