@@ -328,19 +328,16 @@ def plan(
     if photos is not None:  # measured before the planner runs: a folder with no image is refused at once
         from domainbench.planner import photo_fit
 
-        clean, _ = photo_fit.probe_clean(dataset or "sample", n=photo_fit.REFERENCE_IMAGES)
-        shots, warnings, files = photo_fit.load_photos(photos, like=clean)
-        for w in warnings:
+        _say("measuring the deployment photos against the clean images …")
+        fitted = photo_fit.measure(photos, dataset or "sample")
+        for w in fitted.warnings:
             err_console.print(f"warning: {literal(w)}", style="yellow", highlight=False)
-        _say(f"measuring {len(shots)} deployment photos against {len(clean)} clean images …")
-        ref = photo_fit.reference(clean)
-        fitted = (photo_fit.plan_photos(shots, ref, files), ref)
     cfg = None
     if text is not None:
         _say(f"planning with provider={', '.join(providers)} …")
         cfg = make_plan(text, provider=providers, samples=samples, llm=_settings().llm_settings())
     if fitted is not None:
-        cfg = photo_fit.to_plan(*fitted, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
+        cfg = photo_fit.to_plan(fitted.photos, fitted.ref, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
     if probe is not None:
         cfg = fit_to_images(cfg, *probe)
     if probe is not None or fitted is not None or cfg.planner.provider == "council":

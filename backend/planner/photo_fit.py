@@ -409,6 +409,24 @@ class Recovery:
         return self.hits / len(self.trials) if self.trials else 0.0
 
 
+@dataclass
+class Measured:
+    """Deployment photos measured against the clean dataset: what ``to_plan`` turns into a plan."""
+
+    photos: PhotoPlan
+    ref: Reference
+    warnings: list[str]
+    n_photos: int
+
+
+def measure(folder: Path, dataset: str = "sample") -> Measured:
+    """Measure the photos of ``folder`` against ``dataset``'s clean images (``plan --photos``, New domain's upload)."""
+    clean, _ = probe_clean(dataset, n=REFERENCE_IMAGES)
+    shots, warnings, files = load_photos(folder, like=clean)
+    ref = reference(clean)
+    return Measured(plan_photos(shots, ref, files), ref, warnings, len(shots))
+
+
 def probe_clean(spec: str, n: int = 12, offset: int = 0) -> tuple[np.ndarray, str]:
     from domainbench.data import open_dataset
 
