@@ -299,8 +299,15 @@ def plan(
     preview: Annotated[bool, typer.Option("--preview", help="Also print the expected SSIM of each chosen severity on a sample image (1 = unchanged).")] = False,
     dataset: Annotated[Optional[str], typer.Option(help="The images the plan will run on: corruptions that leave them unchanged (colour on grayscale) are left out, with a note.")] = None,
     classes: Annotated[Optional[list[str]], typer.Option(help="Class names, for a --dataset folder without class folders.")] = None,
+    explain: Annotated[Optional[str], typer.Option("--explain", metavar="PLAN", help="Print why each corruption of PLAN (a plan TOML or a stored plan id) is in, why notable ones are out, and what the plan rests on; plans nothing.")] = None,
 ) -> None:
     """Choose the corruptions a domain produces, with severities and a reason for each."""
+    if explain is not None:
+        if text is not None or photos is not None:
+            raise UserInputError("plan --explain reads a plan that exists: give it alone, e.g. "
+                                 "domainbench plan --explain plan.toml (a plan id that `plan` printed, or a run id)")
+        print_explanation(_plan_to_explain(explain))
+        return
     from domainbench.config import dumps, save
     from domainbench.planner import plan as make_plan
 
@@ -321,25 +328,23 @@ def plan(
     if photos is not None:  # measured before the planner runs: a folder with no image is refused at once
         from domainbench.planner import photo_fit
 
-        clean, _ = photo_fit.probe_clean(dataset or "sample", n=photo_fit.REFERENCE_IMAGES)
-        shots, warnings, files = photo_fit.load_photos(photos, like=clean)
-        for w in warnings:
+        _say("measuring the deployment photos against the clean images …")
+        fitted = photo_fit.measure(photos, dataset or "sample")
+        for w in fitted.warnings:
             err_console.print(f"warning: {literal(w)}", style="yellow", highlight=False)
-        _say(f"measuring {len(shots)} deployment photos against {len(clean)} clean images …")
-        ref = photo_fit.reference(clean)
-        fitted = (photo_fit.plan_photos(shots, ref, files), ref)
     cfg = None
     if text is not None:
         _say(f"planning with provider={', '.join(providers)} …")
         cfg = make_plan(text, provider=providers, samples=samples, llm=_settings().llm_settings())
     if fitted is not None:
-        cfg = photo_fit.to_plan(*fitted, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
+        cfg = photo_fit.to_plan(fitted.photos, fitted.ref, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
     if probe is not None:
         cfg = fit_to_images(cfg, *probe)
     if probe is not None or fitted is not None or cfg.planner.provider == "council":
         for note in cfg.planner.violations:
             err_console.print(literal(note), style="yellow", highlight=False)
-    _store().domains.save(cfg, created_at=cfg.planner.created_at)
+    plan_id = _store().domains.save(cfg, created_at=cfg.planner.created_at)
+    _say(f"stored as plan {plan_id} (`domainbench plan --explain {plan_id}` says why each corruption is in)")
     if output:
         save(cfg, output)
         _say(f"wrote {markup_safe(output)}")
@@ -361,6 +366,51 @@ def plan(
             err_console.print(t)
     if preview:
         print_preview(cfg)
+
+
+def _plan_to_explain(spec: str) -> Any:
+    """A plan TOML, the stored plan whose id is ``spec``, or the plan of the run ``spec``."""
+    from domainbench.config import DomainConfig, load_domain
+
+    path = Path(spec)
+    if path.is_file():
+        return load_domain(path)
+    store = _store()
+    found = store.domains.get(domain_id=spec)
+    if found is not None:
+        return DomainConfig.model_validate(found.model_dump(exclude={"domain_id", "created_at"}))
+    run = store.runs.get(run_id=spec)
+    if run is not None:
+        return run.domain
+    raise UserInputError(f"--explain {spec!r}: no such plan file, stored plan id or run id; give the TOML that "
+                         "`plan -o` wrote, the plan id `plan` printed, or a run id from `domainbench ls`")
+
+
+def print_explanation(cfg: Any) -> None:
+    from domainbench.planner.audit import explain
+
+    ex = explain(cfg)
+    console.print(f"domain: {literal(ex.domain)}", highlight=False)
+    t = Table(title="in: why each corruption was chosen", box=box.SIMPLE_HEAD)
+    for col in ("corruption", "severities", "rests on"):
+        t.add_column(col, overflow="fold")
+    for c in ex.chosen:
+        t.add_row(literal(c.name), ",".join(map(str, c.severities)), literal(c.why))
+    console.print(t)
+    t = Table(title="out: why notable corruptions were not chosen", box=box.SIMPLE_HEAD)
+    for col in ("corruption", "why not"):
+        t.add_column(col, overflow="fold")
+    for c in ex.left_out:
+        t.add_row(literal(c.name), literal(c.why))
+    console.print(t)
+    t = Table(title="provenance", box=box.SIMPLE_HEAD, show_header=False)
+    t.add_column("", style="bold")
+    t.add_column("", overflow="fold")
+    for k, v in ex.provenance:
+        t.add_row(k, literal(v))
+    console.print(t)
+    for note in ex.notes:
+        console.print(f"note: {literal(note)}", highlight=False, style="dim")
 
 
 def print_preview(cfg: Any) -> None:

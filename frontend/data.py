@@ -861,8 +861,8 @@ def _chosen_frequencies(plan: DomainConfig) -> dict[str, float]:
     return freq
 
 
-def plan_domain(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
-    """Plan a domain (the planner's DomainConfig); errors are UserInputError/PlannerError."""
+def plan_domain(text: str, provider: str | list[str] = "offline", samples: int = 10) -> DomainConfig:
+    """Plan a domain (the planner's DomainConfig; several providers vote); errors are UserInputError/PlannerError."""
     from domainbench.planner import plan
 
     return plan(text, provider=provider, samples=samples)

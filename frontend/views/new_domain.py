@@ -58,6 +58,16 @@ def plan_form(store: Store | None) -> None:
                                 placeholder="sample, a folder of class folders or a CSV manifest",
                                 help="Given, the planner leaves out corruptions (and severities) that do not change "
                                      "these images, e.g. colour corruptions on grayscale images, and says which.")
+        voters = st.text_area("more planners voting (optional, one per line)", "", key="plan-voters", height=68,
+                              placeholder="openai:gpt-4o@https://api.openai.com/v1\nopenai:llama3@http://localhost:11434/v1",
+                              help="Each line is another OpenAI-compatible endpoint (OpenAI, Ollama, vLLM) that plans too; "
+                                   "a corruption is kept when more than half of the planners choose it, and the plan "
+                                   "shows who chose what.")
+        photos = st.file_uploader("deployment photos (optional)", type=["jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp"],
+                                  accept_multiple_files=True, key="plan-photos",
+                                  help="A few unlabelled photos from where the model will be used: their noise, blur, "
+                                       "JPEG quality, exposure, contrast, haze and colour cast are measured and matched "
+                                       "by corruptions at fitted severities on the dataset below (default: the sample).")
         go = st.form_submit_button("Plan", type="primary")
     if not go:
         return
@@ -71,7 +81,13 @@ def plan_form(store: Store | None) -> None:
         return
     with st.spinner("planning… (the first plan loads the planner's model)"):
         try:
-            cfg = launching.fit_plan(data.plan_domain(text, provider=provider, samples=int(samples)), dataset)
+            providers = [provider, *(v.strip() for v in voters.splitlines() if v.strip())]
+            cfg = data.plan_domain(text, provider=providers if len(providers) > 1 else provider, samples=int(samples))
+            if photos:
+                cfg, skipped = launching.photo_plan(cfg, [(f.name, f.getvalue()) for f in photos], dataset)
+                for w in skipped:
+                    st.warning(w)
+            cfg = launching.fit_plan(cfg, dataset)
             did, path = data.save_domain(store, cfg)
         except Exception as e:  # planner / network / validation: a message, not a traceback
             st.error(f"Planning failed — {error_text(e)}")
@@ -169,7 +185,11 @@ def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
                      "selected %": 100.0 * prov.frequencies.get(c.name, 1.0), "reason": c.reason})
     exports.plain_table(pd.DataFrame(rows), column_config={
         "selected %": st.column_config.ProgressColumn("selected %", min_value=0, max_value=100, format="%.0f%%")})
-    for v in prov.violations:
+    agreement, notes = launching.plan_notes(cfg)
+    if agreement is not None:
+        st.markdown("**How the planners voted**")
+        exports.plain_table(agreement)
+    for v in notes:
         st.warning(v)
     with guard("drawing the selection heatmap"):
         freq = data.selection_frequencies(store, extra=cfg)
