@@ -48,7 +48,7 @@ from domainbench.metrics.confidence import cells_balanced_accuracy, run_interval
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.metrics.threat import safe_accuracy
 from domainbench.report import RunReport, ThreatCell, Versions
-from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, wilson_interval
+from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, proportion_interval
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES, balanced_accuracies_weighted
 from domainbench.stats.smoothed import multipliers
 from domainbench.store.records import UnitRecord
@@ -137,7 +137,7 @@ def cell_coverage(classes: int, n: int, reps: int, rng: np.random.Generator, met
             hit_ba[j] += _inside(iv, truth_ba[j])
             width[j] += 0 if iv is None else iv[1] - iv[0]
             if top1:
-                hit_top1[j] += _inside(wilson_interval(int(x[:, j].sum()), labels.size), truth_top1[j])
+                hit_top1[j] += _inside(proportion_interval(int(x[:, j].sum()), labels.size), truth_top1[j])
     where = f"{classes} classes, n = {n}"
     rows = []
     for spread in SPREADS:
@@ -148,7 +148,7 @@ def cell_coverage(classes: int, n: int, reps: int, rng: np.random.Generator, met
                         f"{where}, spread {spread}", method, int(hit_ba[worst]), reps, width[worst] / reps))
         if top1:
             worst = min(idx, key=lambda j: hit_top1[j])
-            rows.append(row(f"cell top-1 (worst: acc {grid[worst][0]})", f"{where}, spread {spread}", "Wilson",
+            rows.append(row(f"cell top-1 (worst: acc {grid[worst][0]})", f"{where}, spread {spread}", "Wilson, continuity-corrected",
                             int(hit_top1[worst]), reps))
     return rows
 

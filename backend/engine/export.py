@@ -35,7 +35,7 @@ CELL_KEY_COLUMNS: dict[str, str] = {
 }
 #: the interval columns sit between the classification metrics and the PD threat's (registry order < 65 / > 65)
 INTERVAL_COLUMNS_AT = 65
-_INTERVAL_NAMES = {"wilson": "Wilson score", "smoothed": "smoothed per-class normal", "bootstrap": "stratified bootstrap"}
+_INTERVAL_NAMES = {"wilson": "continuity-corrected Wilson score", "smoothed": "smoothed per-class normal", "bootstrap": "stratified bootstrap"}
 _END = {"low": "lower", "high": "upper"}
 INTERVAL_COLUMNS: dict[str, str] = {
     f"{name}_ci_{end}": f"{_END[end]} end of the {_INTERVAL_NAMES[str(metric(name).interval)]} interval of {name} at the "

@@ -48,7 +48,7 @@ def test_export_columns_keep_their_names_and_order() -> None:
                                   "label_flip_probability", "label_flips", "shared_by_all_models", *intervals,
                                   "mean_pd_threat", "pd_safe", "ece", "nll", "ssim", "psnr_db"]
     assert all(CELL_COLUMNS[m.name] == m.meaning for m in metrics_of("cell"))
-    assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the Wilson score interval of top1_accuracy")
+    assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the continuity-corrected Wilson score interval of top1_accuracy")
     assert CELL_COLUMNS["balanced_accuracy_ci_high"].startswith("upper end of the smoothed per-class normal interval")
     assert CELL_COLUMNS["balanced_accuracy_ci_approximate"].startswith("True where the cell's median class has fewer than 5")
     # metrics only some runs have are listed, but add their columns only to those runs' exports
