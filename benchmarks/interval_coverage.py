@@ -153,6 +153,38 @@ def cell_coverage(classes: int, n: int, reps: int, rng: np.random.Generator, met
     return rows
 
 
+# --------------------------------------------------------------------------- breaking point
+
+def breaking_coverage(classes: int, n: int, reps: int, rng: np.random.Generator, spread: float = 0.5,
+                      threshold: float = 0.5) -> list[dict]:
+    """``run --breaking-point``'s interval (``metrics.breaking.bisect_breaking_point``, the product's function) on a
+    corruption scale where class c's true recall at t is Phi(probit(0.9 - 0.8 t) + spread * offset_c): each image has
+    one hardness and one noise draw for the whole scale (the engine's fixed per-image seeds), so its correctness
+    falls monotonically with t. Truth: the t where the mean true recall of the classes present crosses ``threshold``."""
+    from scipy.optimize import brentq
+
+    from domainbench.metrics.breaking import bisect_breaking_point
+
+    sizes = class_sizes(classes, n)
+    labels = np.repeat(np.arange(sizes.size), sizes)
+    offsets = spread * rng.standard_normal(sizes.size)
+
+    def probit(t: float) -> np.ndarray:
+        return norm.ppf(0.9 - 0.8 * t) + offsets
+
+    truth = brentq(lambda t: float(norm.cdf(probit(t)).mean()) - threshold, 0.0, 1.0, xtol=1e-10)
+    hits, width = 0, 0.0
+    for _ in range(reps):
+        shared = RHO * rng.standard_normal(labels.size) + math.sqrt(1 - RHO**2) * rng.standard_normal(labels.size)
+        bp = bisect_breaking_point("m", "c", lambda t: probit(t)[labels] + shared > 0, labels, threshold)
+        low = bp.breaking_point_ci_low if bp.breaking_point_ci_low is not None else 0.0
+        high = bp.breaking_point_ci_high if bp.breaking_point_ci_high is not None else 1.0  # written ">1"
+        hits += low - 1e-12 <= truth <= high + 1e-12
+        width += high - low
+    return [row(f"breaking point (true crossing t = {truth:.3f})", f"{classes} classes, n = {n}, spread {spread}",
+                "smoothed, per point", hits, reps, width / reps)]
+
+
 # --------------------------------------------------------------------------- a run: model, family and cross-run numbers
 
 #: (corruption, severity) -> accuracy of the baseline and of the other model; the blur cells are PD-safe
@@ -267,6 +299,7 @@ def scenarios(quick: bool) -> list[tuple[str, Scenario]]:
                                                                      top1=False)),
             ("cells 10x300", lambda reps, rng: cell_coverage(10, 300, reps, rng)),
             ("run 10x100", lambda reps, rng: run_coverage(10, 100, reps, rng)),
+            ("breaking 100x100", lambda reps, rng: breaking_coverage(100, 100, reps, rng)),
         ]
     out: list[tuple[str, Scenario]] = []
     for c in (10, 100, 1000):
@@ -278,6 +311,9 @@ def scenarios(quick: bool) -> list[tuple[str, Scenario]]:
                 c, n, max(reps // 5, 50), rng, "percentile bootstrap (before)", top1=False)))
     for c, n in ((10, 100), (10, 300), (10, 1000), (100, 100), (100, 300)):
         out.append((f"run {c}x{n}", lambda reps, rng, c=c, n=n: run_coverage(c, n, reps, rng)))
+    # the breaking point samples at most 500 images (class-stratified): 1,000 classes give one image per class
+    for c, n in ((10, 100), (10, 500), (100, 100), (100, 500), (1000, 500)):
+        out.append((f"breaking {c}x{n}", lambda reps, rng, c=c, n=n: breaking_coverage(c, n, reps, rng)))
     return out
 
 
