@@ -394,6 +394,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=None, help="replications per scenario (default 1,000; quick 200)")
     ap.add_argument("--only", default=None, help="run the scenarios whose name contains this text")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-verdicts", action="store_true",
+                    help="the intervals only (benchmarks/coverage_verdicts.py runs the verdicts' rows on its own)")
     args = ap.parse_args()
     reps = args.reps or (200 if args.quick else 1000)
     t0 = time.perf_counter()
@@ -406,7 +408,7 @@ def main() -> None:
             print(f"{r['what']:58} {r['scenario']:34} {r['method']:30} {r['share']:6.3f} {r['mc_se']:6.3f} {r['n']:6d} "
                   f"{width:>6}{flag}", flush=True)
 
-    rows = table(reps, args.quick, args.seed, args.only, each=show)
+    rows = table(reps, args.quick, args.seed, args.only, each=show, extra=not args.no_verdicts)
     failing = [r for r in rows if not passes(r, args.quick)]
     print(f"{len(rows)} rows, {len(failing)} below target, {time.perf_counter() - t0:.0f} s")
     sys.exit(1 if failing else 0)
