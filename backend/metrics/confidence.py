@@ -25,7 +25,7 @@ from domainbench.metrics.aggregate import CLEAN, CellKey
 from domainbench.metrics.classification import DEGRADATION_EPS
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.metrics.run_report import STABILITY_METRICS
-from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, proportion_interval
+from domainbench.stats import bootstrap_weights, interval_text, mean_draws, percentile_interval, proportion_interval
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.stats.smoothed import (
     FEW_IMAGES_NOTE,
@@ -328,9 +328,11 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
     if any(c.approximate for c in cells):
         notes.append(f"{FEW_IMAGES_NOTE} (median {median:g} images per class; fewer than {FEW_IMAGES_PER_CLASS} "
                      "makes any interval on balanced accuracy rest on the smoothing)")
+    rce_of = {m.model: m.rce for m in report.models}
     for mi in models:
         if mi.rce is not None and mi.rce[1] - mi.rce[0] > RCE_WIDE:
-            notes.append(f"rCE of {mi.model}: interval {mi.rce[0]:.2f}–{mi.rce[1]:.2f} is wider than {RCE_WIDE:g}: "
+            written = interval_text(rce_of.get(mi.model), mi.rce, digits=2, missing="n/a")
+            notes.append(f"rCE of {mi.model}: {written}, an interval wider than {RCE_WIDE:g}: "
                          "the baseline loses too little from clean to divide by on these images, so rCE is not resolved")
     return RunIntervals(confidence=confidence, resamples=resamples, seed=seed, cells=cells, models=models,
                         stability=stability_intervals(stability, outcomes, confidence, resamples, seed),

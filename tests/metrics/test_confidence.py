@@ -70,6 +70,12 @@ def test_intervals_continuity_corrected_wilson_and_smoothed() -> None:
     # a caution for each rCE interval wider than 1, and none for the few-images case
     wide = [m.model for m in iv.models if m.rce is not None and m.rce[1] - m.rce[0] > 1.0]
     assert [n.split(":")[0] for n in iv.notes] == [f"rCE of {m}" for m in wide]
+    # each written by interval_text: the point, then the ends, joined by " to " where one is negative
+    for name, note in zip(wide, iv.notes, strict=True):
+        low, high = iv.model(name).rce
+        rce_point = next(m.rce for m in report.models if m.model == name)
+        sep = " to " if f"{low:.2f}".startswith("-") else "–"
+        assert note.startswith(f"rCE of {name}: {rce_point:.2f} ({low:.2f}{sep}{high:.2f}), an interval wider than 1: ")
     # model-level: every interval holds its point value; the baseline's own mCE is exactly 1
     for m in report.models:
         mi = iv.model(m.model)
