@@ -33,9 +33,11 @@ CELL_KEY_COLUMNS: dict[str, str] = {
     "corruption": "corruption name, or 'clean' for the uncorrupted pass",
     "severity": "severity 1..5 (0 for the clean pass)",
 }
+#: the export column that says whether a row's intervals are anytime-valid (an adaptive run's) or fixed-sample ones
+ANYTIME_VALID_COLUMN = "ci_anytime_valid"
 #: the interval columns sit between the classification metrics and the PD threat's (registry order < 65 / > 65)
 INTERVAL_COLUMNS_AT = 65
-_INTERVAL_NAMES = {"wilson": "Wilson score", "smoothed": "smoothed per-class normal", "bootstrap": "stratified bootstrap"}
+_INTERVAL_NAMES = {"wilson": "continuity-corrected Wilson score", "smoothed": "smoothed per-class normal", "bootstrap": "stratified bootstrap"}
 _END = {"low": "lower", "high": "upper"}
 INTERVAL_COLUMNS: dict[str, str] = {
     f"{name}_ci_{end}": f"{_END[end]} end of the {_INTERVAL_NAMES[str(metric(name).interval)]} interval of {name} at the "
@@ -43,7 +45,10 @@ INTERVAL_COLUMNS: dict[str, str] = {
                         "are anytime-valid confidence sequences, the JSON export's intervals.anytime_valid)"
     for name in CELL_INTERVAL_METRICS for end in ("low", "high")
 } | {APPROXIMATE_COLUMN: f"True where the cell's median class has fewer than {FEW_IMAGES_PER_CLASS} images ({FEW_IMAGES_NOTE}), else False; "
-                         "empty without a balanced-accuracy interval"}
+                         "empty without a balanced-accuracy interval",
+     ANYTIME_VALID_COLUMN: "True where the run was adaptive (run --adaptive): its intervals are anytime-valid confidence "
+                           "sequences, valid although the run chose when to stop by looking at the data; False where they "
+                           "are fixed-sample intervals; empty without intervals"}
 #: one row per model × cell, in this order; what each column holds
 CELL_COLUMNS: dict[str, str] = {
     **CELL_KEY_COLUMNS,
@@ -64,6 +69,7 @@ def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[
         t = report.threat_of(c.corruption, c.severity)
         values = {metric.name: metric.read(c, t) for metric in metrics}
         values |= interval_columns(intervals.cell(m.model, c.corruption, c.severity) if intervals else None)
+        values[ANYTIME_VALID_COLUMN] = None if intervals is None else intervals.anytime_valid
         rows.append({"model": m.model, "corruption": c.corruption, "severity": c.severity,
                      **{k: values[k] for k in CELL_COLUMNS if k in values}})
     return rows
@@ -132,7 +138,7 @@ def column_units() -> dict[str, str]:
     in the registry ("fraction": 0 to 1, "ratio": to the baseline, ...); an interval column has its metric's."""
     names = [*CELL_FIELDS, UNPARSEABLE_FIELD, *BREAKING_FIELDS, *fmr_fields()]
     interval_of = {c: c.rsplit("_ci_", 1)[0] for c in (*INTERVAL_COLUMNS, *BREAKING_FIELDS) if "_ci_" in c}
-    return {c: "flag" if c == APPROXIMATE_COLUMN else metric(interval_of.get(c, c)).unit
+    return {c: "flag" if c in (APPROXIMATE_COLUMN, ANYTIME_VALID_COLUMN) else metric(interval_of.get(c, c)).unit
             for c in names if c not in CELL_KEY_COLUMNS}
 
 

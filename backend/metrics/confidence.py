@@ -1,7 +1,7 @@
 """Intervals on every number of a run's report, at a chosen confidence level.
 
 Proportions (top-1 accuracy, label flip probability, FMR's SA and PA) get Wilson score
-intervals from their counts. Balanced accuracy and everything built on per-class recalls or flip
+intervals with continuity correction (``stats.proportion_interval``) from their counts. Balanced accuracy and everything built on per-class recalls or flip
 rates (mean corrupted accuracy, safe-cell accuracy, mCE, rCE, mFR, the per-corruption values) get
 the smoothed per-class normal interval of ``stats.smoothed``, drawn as a Gaussian multiplier
 bootstrap: one matrix of multipliers (one per image and draw) is shared by every model and cell,
@@ -25,7 +25,7 @@ from domainbench.metrics.aggregate import CLEAN, CellKey
 from domainbench.metrics.classification import DEGRADATION_EPS
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.metrics.run_report import STABILITY_METRICS
-from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, wilson_interval
+from domainbench.stats import bootstrap_weights, interval_text, mean_draws, percentile_interval, proportion_interval
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.stats.smoothed import (
     FEW_IMAGES_NOTE,
@@ -265,10 +265,10 @@ def model_metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.n
 # --------------------------------------------------------------------------- the intervals
 
 
-def _wilson_of_rate(rate: float | None, n: int, confidence: float) -> Interval:
+def _proportion_of_rate(rate: float | None, n: int, confidence: float) -> Interval:
     if rate is None or n <= 0:
         return None
-    return wilson_interval(int(round(rate * n)), n, confidence)
+    return proportion_interval(int(round(rate * n)), n, confidence)
 
 
 def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequence[StabilityRecord] = (),
@@ -300,7 +300,7 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
         o, w = own.get(c.corruption, (outcomes, e))
         if o.labels is not None and c.confusion is not None:
             hits = int(np.trace(np.asarray(c.confusion)))
-            top1 = wilson_interval(hits, c.n, confidence)
+            top1 = proportion_interval(hits, c.n, confidence)
             key = (m.model, c.corruption, c.severity)
             if key in column:
                 assert linear is not None and drawn_all is not None
@@ -312,7 +312,7 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
             if median == median:
                 sizes.append(median)
                 approximate = median < FEW_IMAGES_PER_CLASS
-        lfp = None if c.corruption == CLEAN or c.corruption in unpaired else wilson_interval(c.flips, c.n, confidence)
+        lfp = None if c.corruption == CLEAN or c.corruption in unpaired else proportion_interval(c.flips, c.n, confidence)
         override = (sequential or {}).get((m.model, c.corruption, c.severity), {})
         top1 = override.get("top1_accuracy", top1)
         lfp = override.get("label_flip_probability", lfp)
@@ -328,14 +328,16 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
     if any(c.approximate for c in cells):
         notes.append(f"{FEW_IMAGES_NOTE} (median {median:g} images per class; fewer than {FEW_IMAGES_PER_CLASS} "
                      "makes any interval on balanced accuracy rest on the smoothing)")
+    rce_of = {m.model: m.rce for m in report.models}
     for mi in models:
         if mi.rce is not None and mi.rce[1] - mi.rce[0] > RCE_WIDE:
-            notes.append(f"rCE of {mi.model}: interval {mi.rce[0]:.2f}–{mi.rce[1]:.2f} is wider than {RCE_WIDE:g}: "
+            written = interval_text(rce_of.get(mi.model), mi.rce, digits=2, missing="n/a")
+            notes.append(f"rCE of {mi.model}: {written}, an interval wider than {RCE_WIDE:g}: "
                          "the baseline loses too little from clean to divide by on these images, so rCE is not resolved")
     return RunIntervals(confidence=confidence, resamples=resamples, seed=seed, cells=cells, models=models,
                         stability=stability_intervals(stability, outcomes, confidence, resamples, seed),
-                        fmr=[FmrIntervals(model=f.model, sa=_wilson_of_rate(f.sa, f.n, confidence),
-                                          pa=_wilson_of_rate(f.pa, f.n, confidence))
+                        fmr=[FmrIntervals(model=f.model, sa=_proportion_of_rate(f.sa, f.n, confidence),
+                                          pa=_proportion_of_rate(f.pa, f.n, confidence))
                              for f in (report.fmr.models if report.fmr else [])],
                         median_images_per_class=median, notes=notes)
 

@@ -43,12 +43,12 @@ def test_every_declaration_is_complete_and_names_are_unique() -> None:
 def test_export_columns_keep_their_names_and_order() -> None:
     # the order of today's CSV/JSON exports (the golden file pins the values)
     intervals = [f"{m}_ci_{end}" for m in ("top1_accuracy", "balanced_accuracy", "label_flip_probability")
-                 for end in ("low", "high")] + ["balanced_accuracy_ci_approximate"]
+                 for end in ("low", "high")] + ["balanced_accuracy_ci_approximate", "ci_anytime_valid"]
     assert list(CELL_COLUMNS) == ["model", "corruption", "severity", "n_images", "balanced_accuracy", "top1_accuracy",
                                   "label_flip_probability", "label_flips", "shared_by_all_models", *intervals,
                                   "mean_pd_threat", "pd_safe", "ece", "nll", "ssim", "psnr_db"]
     assert all(CELL_COLUMNS[m.name] == m.meaning for m in metrics_of("cell"))
-    assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the Wilson score interval of top1_accuracy")
+    assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the continuity-corrected Wilson score interval of top1_accuracy")
     assert CELL_COLUMNS["balanced_accuracy_ci_high"].startswith("upper end of the smoothed per-class normal interval")
     assert CELL_COLUMNS["balanced_accuracy_ci_approximate"].startswith("True where the cell's median class has fewer than 5")
     # metrics only some runs have are listed, but add their columns only to those runs' exports
