@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import re
 import subprocess
 import sys
 import time
@@ -121,6 +122,39 @@ def _csv(values: Optional[list[str]]) -> Optional[list[str]]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
+_MODEL_ARG = re.compile(r"(?P<name>.+):(?P<key>[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _model_args(values: Optional[list[str]]) -> Optional[dict[str, dict[str, Any]]]:
+    """``--model-arg NAME:key=value`` flags as {model: {key: value}} (lm-eval's ``--model_args``, per model).
+
+    The model name may hold colons (``openai-vlm:llava:7b@http://host:11434/v1``): the key is the word after
+    the last colon before the first ``=``. A key whose option is a list (``questions``) collects its
+    repeats; the values are strings here, turned into the option's type by its backend's schema."""
+    if not values:
+        return None
+    from domainbench.model_backends import MODEL_BACKENDS
+
+    out: dict[str, dict[str, Any]] = {}
+    for value in values:
+        left, eq, text = value.partition("=")
+        m = _MODEL_ARG.fullmatch(left.strip())
+        if not eq or m is None:
+            raise UserInputError(f"--model-arg {literal(value)}: write NAME:key=value, e.g. "
+                                 "--model-arg hf-vlm:llava-hf/llava-1.5-7b-hf:mode=generate")
+        name, key = m["name"], m["key"]
+        prefix = name.partition(":")[0]
+        field = MODEL_BACKENDS.get(prefix).options.model_fields.get(key) if prefix in MODEL_BACKENDS else None
+        opts = out.setdefault(name, {})
+        if field is not None and "list" in str(field.annotation):
+            opts.setdefault(key, []).append(text)
+        elif key in opts:
+            raise UserInputError(f"--model-arg {literal(name)}:{key} is given twice; keep one value")
+        else:
+            opts[key] = text
+    return out
+
+
 def _say(text: str) -> None:
     if not STATE.quiet:
         err_console.print(text, highlight=False)
@@ -200,7 +234,7 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approxi
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
     from domainbench.metrics.registry import column_notes
-    from domainbench.models.generative import is_remote_model
+    from domainbench.model_backends import capabilities_of
     from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
@@ -218,9 +252,14 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
                                                 approximate=bool(iv and iv.approximate and m.interval == "smoothed"))
                                             for m in columns))
     console.print(table)
-    remote = [row.model for row in report.table() if is_remote_model(row.model)]
+    caps = {row.model: capabilities_of(row.model) for row in report.table()}
+    remote = [m for m, c in caps.items() if c.remote and not c.image_embeddings]
     if remote and report.stability:
         console.print(f"stability: n/a (remote model) for {printable(', '.join(remote))}: an endpoint returns no image embeddings",
+                      style="dim", markup=False, highlight=False)
+    plain = [m for m, c in caps.items() if not c.remote and not c.image_embeddings]
+    if plain and report.stability:
+        console.print(f"stability: n/a for {printable(', '.join(plain))}: a plain classifier gives no image embeddings",
                       style="dim", markup=False, highlight=False)
     if intervals is not None and intervals.anytime_valid:
         console.print(f"(low–high): {100 * intervals.confidence:g} % anytime-valid confidence sequences (this run stopped its "
@@ -448,6 +487,7 @@ def run(
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble), or a built-in set: openai80 (CLIP's 80 ImageNet templates), simple.")] = None,
+    model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", metavar="NAME:KEY=VALUE", help="An option of one model, checked against its backend's options (repeatable; `domainbench models --backends` lists them), e.g. hf-vlm:llava-hf/llava-1.5-7b-hf:mode=generate.")] = None,
     question: Annotated[Optional[list[str]], typer.Option("--question", help="Generative VLMs: the question asked about each image (repeat for an ensemble).")] = None,
     vlm_mode: Annotated[Optional[str], typer.Option("--vlm-mode", help="Generative VLMs: loglik (score every class name), generate (parse a free answer) or choice (lettered options, endpoints with logprobs).")] = None,
     vlm_score: Annotated[Optional[str], typer.Option("--vlm-score", help="Generative VLMs: sum or mean of the class name's token log-probabilities.")] = None,
@@ -483,7 +523,8 @@ def run(
         domain = api.load_plan(config, shifts=shift, notes=notes)
         for note in notes:
             _say(markup_safe(note))
-        cfg = api.build_run_config(run_config, **{
+        cfg_notes: list[str] = []
+        cfg = api.build_run_config(run_config, notes=cfg_notes, **{
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
             "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
@@ -492,8 +533,14 @@ def run(
             "request_timeout": request_timeout, "retry_budget": retry_budget,
             "adaptive": adaptive, "target_width": target_width,
             "breaking_point": True if breaking_point is not None else None, "breaking_threshold": _threshold(breaking_point),
-            "skip_unreadable": skip_unreadable,
+            "skip_unreadable": skip_unreadable, "model_args": _model_args(model_arg),
         })
+        for note in cfg_notes:
+            _say(markup_safe(note))
+        if model_arg:
+            from domainbench.launch import check_model_args
+
+            check_model_args(_model_args(model_arg) or {}, cfg.models)
         if cfg.adaptive and exec_options.kind != "local":
             raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     else:
@@ -504,7 +551,7 @@ def run(
             "--stability/--no-stability": stability, "--threat/--no-threat": threat, "--run-id": run_id,
             "--template": template, "--question": question, "--vlm-mode": vlm_mode, "--vlm-score": vlm_score,
             "--dtype": dtype, "--adaptive": adaptive, "--target-width": target_width,
-            "--breaking-point": breaking_point, "--shift": shift})
+            "--breaking-point": breaking_point, "--shift": shift, "--model-arg": model_arg})
         endpoint = _endpoint_overrides(concurrency, max_requests, api_key_env, request_timeout, retry_budget)
     store = _store()
     progress = _progress()
@@ -513,8 +560,8 @@ def run(
     def evaluate(engine: Any) -> str:
         # the start-up's first stage: this process's imports and checks up to the engine
         engine.startup.add(STARTUP, "imports", time.perf_counter() - _STARTED)
-        return (engine.resume(resume, bool(skip_unreadable), endpoint=endpoint) if resume
-                else engine.start(domain, cfg, run_id=run_id))
+        return (engine.resume(resume, bool(skip_unreadable), endpoint=_endpoint_options(engine.store, resume, endpoint))
+                if resume else engine.start(domain, cfg, run_id=run_id))
 
     with progress or contextlib.nullcontext():
         # the Python API's path (domainbench.run / resume), with this command's progress bar
@@ -554,6 +601,18 @@ def _endpoint_overrides(concurrency: Optional[int], max_requests: Optional[int],
         loc, msg = first_validation_error(e)
         raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
     return given
+
+
+def _endpoint_options(store: Any, run_id: str, flags: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored run's per-model options with the transport flags of this session on top (each model
+    whose backend takes them), as the update of its config; None when there is nothing to change."""
+    from domainbench.config import apply_legacy_fields
+
+    run = store.get_run(run_id) if flags else None
+    if run is None:  # no flags, or no such run (resume says so)
+        return None
+    mapped = apply_legacy_fields({"models": run.config.models, "model_args": run.config.model_args, **flags}, override=True)
+    return {"model_args": mapped["model_args"]}
 
 
 def _threshold(value: Optional[str]) -> Optional[float]:
@@ -843,6 +902,7 @@ def fmr(
     actors: Annotated[Optional[int], typer.Option(help="Ray actors per tested-model group, each with the oracle.")] = None,
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray actor (default: 1 when the cluster has GPUs).")] = None,
     models_per_actor: Annotated[Optional[int], typer.Option(help="Tested models one Ray actor holds (default: all).")] = None,
+    model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", metavar="NAME:KEY=VALUE", help="An option of one tested or oracle model, checked against its backend's options (repeatable), e.g. hf-vlm:llava-hf/llava-1.5-7b-hf:score=mean.")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
     from domainbench import query
@@ -853,6 +913,9 @@ def fmr(
     settings_env = _settings()
     exec_options = _executor_options(executor or settings_env.executor, address or settings_env.ray_address, actors,
                                      gpus_per_actor, 1.0, None, models_per_actor)
+    if resume and model_arg:
+        raise UserInputError(f"--resume {literal(resume)} continues the run with its stored models and their options; "
+                             "leave out --model-arg (or start a new run with them)")
     if not resume:
         if config is None:
             raise UserInputError("fmr needs a domain config TOML (its corruptions perturb the images) or --resume RUN")
@@ -866,8 +929,12 @@ def fmr(
             _say(markup_safe(note))
         cfg = RunConfig.from_sources(None, {
             "models": _csv(models), "dataset": dataset, "limit": limit, "seed": seed, "batch_size": batch_size,
-            "device": device, "workers": workers, "stability": False, "threat": False,
+            "device": device, "workers": workers, "stability": False, "threat": False, "model_args": _model_args(model_arg),
         })
+        if model_arg:
+            from domainbench.launch import check_model_args
+
+            check_model_args(cfg.model_args, [*cfg.models, *oracle_names])
         try:
             settings = FmrSettings(oracle=oracle_names, search=search, budget=budget, candidates=candidates,  # type: ignore[arg-type]
                                    step_size=step_size, shard_size=shard_size)
@@ -940,12 +1007,35 @@ def gallery(
 
 
 @app.command("models")
-def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard, e.g. 'open_clip:ViT-L*'.")] = "*") -> None:
+def list_models_cmd(
+    pattern: Annotated[str, typer.Argument(help="Shell wildcard, e.g. 'open_clip:ViT-L*' (with --backends: on the prefix).")] = "*",
+    backends: Annotated[bool, typer.Option("--backends", help="List the backends instead: what each can do and the options it takes (--model-arg NAME:KEY=VALUE).")] = False,
+) -> None:
     """List known model names (any open_clip or HF name also works with its prefix)."""
+    if backends:
+        print_backends(pattern)
+        return
     from domainbench.models import list_models
 
     for name in list_models(pattern):
         console.print(printable(name), highlight=False, markup=False)
+
+
+def print_backends(pattern: str = "*") -> None:
+    """One row per model backend: its capabilities and its per-model options with their defaults."""
+    from domainbench.model_backends import MODEL_BACKENDS
+
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for col in ("prefix", "kind", "remote", "differentiable", "embeddings", "devices", "any name", "options (default)"):
+        table.add_column(col, no_wrap=col != "options (default)")
+    yes = {True: "yes", False: "no"}
+    for prefix in MODEL_BACKENDS.names(pattern):
+        backend = MODEL_BACKENDS.get(prefix)
+        c = backend.capabilities
+        options = ", ".join(f"{k} ({f.default})" for k, f in backend.options.model_fields.items()) or "none"
+        table.add_row(literal(prefix), c.kind, yes[c.remote], yes[c.differentiable], yes[c.image_embeddings],
+                      ", ".join(c.devices), yes[c.open_ended], literal(options))
+    console.print(table)
 
 
 @app.command("metrics")

@@ -24,7 +24,7 @@ import pandas as pd
 from domainbench.config import DomainConfig
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric, metric, metrics_of, summary_metrics
-from domainbench.models.generative import kind_of
+from domainbench.model_backends import kind_of
 from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
                                run_fingerprint, stability_records, stored_domain, stored_domains, stored_units)

@@ -229,6 +229,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # plain typed data every floor above shares: configs, confusion counts, unit and summary results, the report
     # (label_sets: named class lists and prompt templates, plain data the run config checks names against)
     ("records", ("domainbench.config", "domainbench.confusion", "domainbench.results", "domainbench.report",
+                 "domainbench.model_backends",
                  "domainbench.unit_sums", "domainbench.label_sets")),
     # the store: documents, repositories, the queue; nothing from metrics, models, engine or FMR
     ("store", ("domainbench.store",)),

@@ -29,7 +29,6 @@ from domainbench.engine.timings import StageTimes
 from domainbench.engine.work import RunStats, ShardWork
 from domainbench.fmr.tested import TestedModel
 from domainbench.fmr.units import FmrModels, FmrWork, load_fmr_models, score_fmr_shards
-from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
 
 
@@ -49,7 +48,7 @@ class LocalExecutor:
     def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents,
                     timer: StageTimes | None = None) -> list[ModelState]:
         return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=events.message,
-                           vlm=VLMOptions.from_run_config(cfg), cache=store, timer=timer)
+                           options=cfg.model_args, cache=store, timer=timer)
 
     def environment(self, models: list[ModelState]) -> dict[str, Any]:
         return local_environment(models)

@@ -36,7 +36,6 @@ from domainbench.engine.local_executor import local_environment, models_device
 from domainbench.engine.dataset_pin import open_run_dataset
 from domainbench.engine.runner import Engine, cells_of
 from domainbench.engine.scoring import ModelState, load_models
-from domainbench.models.generative import VLMOptions
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
 from domainbench.engine.work import ShardWork
@@ -137,7 +136,7 @@ class ShardActor:
         if self.store is None:  # the classifiers come from the store's text-embedding cache, as the local engine's do
             self.store = _actor_store(self.store_uri, self.fence)
         self.models = load_models(self.model_names, self.dataset.classes, self.cfg.device, self.cfg.batch_size,
-                                  self.cfg.templates, vlm=VLMOptions.from_run_config(self.cfg), cache=self.store)
+                                  self.cfg.templates, options=self.cfg.model_args, cache=self.store)
         return {**local_environment(self.models), "host": platform.node(), "pid": os.getpid()}
 
     def _begin(self, run_id: str, domain: dict[str, Any]) -> RunContext:

@@ -12,7 +12,7 @@ from test_app import run_page, summary_table
 
 from domainbench.frontend import data
 from domainbench.frontend.ui import md_escape
-from domainbench.models.generative import kind_of
+from domainbench.model_backends import kind_of
 from domainbench.store import open_store
 from domainbench.store.records import VLMUnitExtras
 
