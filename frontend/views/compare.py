@@ -22,7 +22,7 @@ from domainbench.frontend.ui import DEMO_HINT, get_store, guard, md_escape, side
 
 RUNS_PARAM = "runs"
 SELECT_KEY = "compare-runs"
-#: at most this many runs are chosen when the URL names none (the newest finished run per domain)
+#: at most this many runs (one per domain) are chosen when the URL names none
 DEFAULT_RUNS = 8
 #: ratios to the baseline: their colour scales are centred on 1.0
 RATIO_METRICS = data.RATIO_FIELDS
