@@ -198,16 +198,20 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approxi
     return interval_text(v, interval, pct, unit=False, missing="n/a") + ("*" if approximate else "")
 
 
-def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
+def print_report(report: RunReport, intervals: RunIntervals | None = None, verdicts: Comparison | None = None) -> None:
+    """The run's line, its ``verdicts`` first (the answer, where several models were compared), then the summary."""
     from domainbench.metrics.registry import column_notes
     from domainbench.models.generative import is_remote_model
     from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
+    if verdicts is not None and verdicts.verdicts:
+        print_verdicts(verdicts)
+        console.print()
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    # in a narrow terminal a model name folds and an interval wraps under its value: never cut to "…",
-    # which would make two models of one family look alike and hide the interval's ends
-    table.add_column("model", overflow="fold")
+    # a model name is never broken (as wide as the longest name); in a narrow terminal an interval wraps under its
+    # value and the metric columns fold: never cut to "…", which would hide the interval's ends
+    table.add_column("model", no_wrap=True, min_width=max((len(literal(m)) for m in report.model_names), default=5))
     columns = summary_columns()
     for metric in columns:
         table.add_column(metric.cli_header, justify="right", overflow="fold", min_width=5)
@@ -474,7 +478,13 @@ def run(
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {done.seconds:.1f} s")
     report = query.report(store, run_id)  # the engine stored it as the run finished
-    print_report(report)
+    verdicts = None
+    if len(report.model_names) > 1 and report.models[0].labeled:
+        try:  # the answer first; a run whose per-image outcomes cannot be paired still prints its summary
+            verdicts = query.comparison(store, [run_id])
+        except ValueError as e:  # UserInputError / MetricInputError: say why, keep the summary
+            _say(f"no verdict: {markup_safe(str(e))}")
+    print_report(report, None, verdicts)
     print_shift_matches(report)
     print_timings(store.get_run(run_id))
 
@@ -544,8 +554,10 @@ def list_runs() -> None:
     for problem in problems:
         err_console.print(f"warning: {printable(problem)}", highlight=False, markup=False, soft_wrap=True)
     table = Table(title=literal(f"runs in {store.description}"))
-    for col in ("run", "status", "domain", "models", "dataset", "created"):
-        table.add_column(col)
+    # the run id is what a user copies: first, never wrapped or cut (as wide as the longest); the rest fold
+    table.add_column("run", no_wrap=True, min_width=max((len(literal(r.run_id)) for r in runs), default=3))
+    for col in ("status", "domain", "models", "dataset", "created"):
+        table.add_column(col, overflow="fold")
     from domainbench.store.status import run_status
 
     for r in runs:
@@ -573,8 +585,10 @@ def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
     baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    details: Annotated[bool, typer.Option("--details", help="Also list every cell ordered by damage (SSIM).")] = False,
 ) -> None:
-    """Print a run's summary table with intervals (recomputed from stored statistics) and, for several models, the verdicts."""
+    """Print a run's verdicts (several models), then its summary table with intervals (recomputed from stored statistics),
+    then the details."""
     from domainbench import query
     from domainbench.stats.intervals import check_confidence
 
@@ -582,8 +596,16 @@ def show(
     store = _store()
     report = query.report(store, run_id, baseline)
     read = query.outcomes_once()  # the intervals and the verdicts: the run's units read once
-    print_report(report, query.intervals(store, report, confidence, read))
-    print_damage(report)
+    verdicts = (query.comparison(store, [run_id], confidence=confidence, read=read)
+                if len(report.model_names) > 1 and report.models[0].labeled else None)
+    print_report(report, query.intervals(store, report, confidence, read), verdicts)
+    from domainbench.metrics.damage_report import damage_line
+
+    if details:
+        print_damage(report)
+    elif damage_line(report) is not None:  # one line of every cell: a detail, not the answer
+        console.print(f"every cell ordered by damage: domainbench show {literal(run_id)} --details", style="dim",
+                      markup=False, highlight=False)
     print_shift_matches(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
@@ -591,8 +613,6 @@ def show(
         print_breaking_points(run.breaking_points)
     print_unreadable(run)
     print_timings(run)
-    if len(report.model_names) > 1 and report.models[0].labeled:
-        print_verdicts(query.comparison(store, [run_id], confidence=confidence, read=read))
 
 
 def print_shift_matches(report: RunReport) -> None:
