@@ -703,17 +703,36 @@ def print_verdicts(comparison: Comparison) -> None:
         console.print(markup_safe(v.sentence), highlight=False)
 
 
+def _p(value: float) -> str:
+    """A p-value as the verdict sentences write it: three significant digits, "<0.001" below 0.001 (the JSON keeps it
+    exact), so a p column stays six characters wide and fits an 80-column terminal whole."""
+    return "<0.001" if value < 0.001 else f"{value:.3g}"
+
+
 def print_pairs(comparison: Comparison) -> None:
     """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
     level = f"{100 * comparison.confidence:g}% CI"
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level, "p bal", "p bal Holm"):
-        table.add_column(col, justify="left" if col in ("A", "B", "cell") else "right", no_wrap=True)
+    by_pair: dict[tuple[str, str], list[Any]] = {}
     for p in comparison.pairs:
-        table.add_row(literal(p.model_a), literal(p.model_b), literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only),
-                      f"{p.p_value:.3g}", f"{p.p_holm:.3g}", f"{100 * p.difference:+.1f}",
-                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}", f"{p.p_balanced:.3g}", f"{p.p_balanced_holm:.3g}")
-    console.print(table)
+        by_pair.setdefault((p.model_a, p.model_b), []).append(p)
+    # one table per pair under a line naming A and B in full: two model names per row left no room at 80 columns,
+    # and names or p-values were cut to "…"; the cell is never wrapped, a number column's header and the
+    # interval ("+2.4 to +14.4") wrap at their spaces, never inside a number
+    for (a, b), pairs in by_pair.items():
+        console.print(f"A = {literal(a)}, B = {literal(b)}", highlight=False)
+        rows = [[literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only), _p(p.p_value),
+                 _p(p.p_holm), f"{100 * p.difference:+.1f}", f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}",
+                 _p(p.p_balanced), _p(p.p_balanced_holm)] for p in pairs]
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        # two-line headers: a header wider than its numbers would take the room a number needs
+        for k, col in enumerate(("cell", "n", "A\nonly", "B\nonly", "p", "p\nHolm", "diff\n(pts)", level.replace(" ", "\n"),
+                                 "p\nbal", "p bal\nHolm")):
+            # as wide as its widest value (the interval: its wider end), so no number is cut
+            widest = max(max(map(len, r[k].split(" to "))) for r in rows)
+            table.add_column(col, justify="left" if k == 0 else "right", no_wrap=k == 0, min_width=widest)
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
     from domainbench.metrics.comparison import FIXED_METHOD
 
     test = "exact McNemar test" if comparison.method == FIXED_METHOD else "anytime-valid betting test (adaptive run)"

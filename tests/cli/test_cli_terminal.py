@@ -66,3 +66,21 @@ def test_ls_never_cuts_a_run_id(width: int, home: Path, capsys, monkeypatch) -> 
         assert re.search(rf"(^|\s|│|┃){re.escape(rid)}(\s|│|┃|$)", out, re.M), out  # whole, on one line
     assert "…" not in out
     assert all(len(ln) <= width for ln in out.splitlines())
+
+
+def test_compare_at_80_columns_keeps_names_and_p_values_whole(sample_run: str, capsys, monkeypatch) -> None:  # noqa: ANN001
+    from domainbench import query
+
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = cli(["compare", sample_run], capsys, monkeypatch)
+    assert code == 0, err
+    assert "…" not in out and all(len(ln) <= 80 for ln in out.splitlines())
+    store = open_store()
+    pairs = query.comparison(store, [sample_run]).pairs
+    a, b = pairs[0].model_a, pairs[0].model_b
+    assert f"A = {a}, B = {b}" in out
+    for p in pairs:  # each cell's row holds its p-values and difference whole, as the JSON has them
+        row = next(ln for ln in out.splitlines() if ln.lstrip().startswith(f"{p.corruption}@{p.severity} "))
+        for text in (*(("<0.001" if v < 0.001 else f"{v:.3g}") for v in (p.p_value, p.p_holm, p.p_balanced_holm)),
+                     f"{100 * p.difference:+.1f}"):
+            assert f" {text} " in f" {row} ", (text, row)
