@@ -54,7 +54,23 @@ def short_text(text: str, n: int = 48) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-RUN_COLUMNS = ["run", "status", "progress", "units", "created", "dataset", "images", "domain", "models", "domain_id"]
+RUN_COLUMNS = ["run", "status", "kind", "progress", "units", "created", "dataset", "images", "domain", "models",
+               "domain_id"]
+
+
+def run_kind(run: RunRecord) -> str:
+    """What the run measures, in a word or two: "FMR" or "corruption", plus "adaptive" (cells stopped early), "real
+    shift" (the user's own images beside the plan) and "composed" (stacked corruptions)."""
+    if run.fmr is not None:
+        return "FMR"
+    parts = ["corruption"]
+    if run.config.adaptive:
+        parts.append("adaptive")
+    if run.domain.shift:
+        parts.append("real shift")
+    if run.domain.compositions:
+        parts.append("composed")
+    return " + ".join(parts)
 
 
 def runs_frame(store: Store, runs: list[RunRecord] | None = None) -> pd.DataFrame:
@@ -74,6 +90,7 @@ def runs_frame(store: Store, runs: list[RunRecord] | None = None) -> pd.DataFram
         rows.append({
             "run": r.run_id,
             "status": status,
+            "kind": run_kind(r),
             "progress": 1.0 if units is None else units.share,
             "units": "all" if units is None else units.text(),
             "created": r.created_at,
