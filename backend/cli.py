@@ -232,16 +232,20 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approxi
     return interval_text(v, interval, pct, unit=False, missing="n/a") + ("*" if approximate else "")
 
 
-def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
+def print_report(report: RunReport, intervals: RunIntervals | None = None, verdicts: Comparison | None = None) -> None:
+    """The run's line, its ``verdicts`` first (the answer, where several models were compared), then the summary."""
     from domainbench.metrics.registry import column_notes
     from domainbench.model_backends import capabilities_of
     from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
+    if verdicts is not None and verdicts.verdicts:
+        print_verdicts(verdicts)
+        console.print()
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    # in a narrow terminal a model name folds and an interval wraps under its value: never cut to "…",
-    # which would make two models of one family look alike and hide the interval's ends
-    table.add_column("model", overflow="fold")
+    # a model name is never broken (as wide as the longest name); in a narrow terminal an interval wraps under its
+    # value and the metric columns fold: never cut to "…", which would hide the interval's ends
+    table.add_column("model", no_wrap=True, min_width=max((len(literal(m)) for m in report.model_names), default=5))
     columns = summary_columns()
     for metric in columns:
         table.add_column(metric.cli_header, justify="right", overflow="fold", min_width=5)
@@ -571,7 +575,13 @@ def run(
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {done.seconds:.1f} s")
     report = query.report(store, run_id)  # the engine stored it as the run finished
-    print_report(report)
+    verdicts = None
+    if len(report.model_names) > 1 and report.models[0].labeled:
+        try:  # the answer first; a run whose per-image outcomes cannot be paired still prints its summary
+            verdicts = query.comparison(store, [run_id])
+        except ValueError as e:  # UserInputError / MetricInputError: say why, keep the summary
+            _say(f"no verdict: {markup_safe(str(e))}")
+    print_report(report, None, verdicts)
     print_shift_matches(report)
     print_timings(store.get_run(run_id))
 
@@ -653,8 +663,10 @@ def list_runs() -> None:
     for problem in problems:
         err_console.print(f"warning: {printable(problem)}", highlight=False, markup=False, soft_wrap=True)
     table = Table(title=literal(f"runs in {store.description}"))
-    for col in ("run", "status", "domain", "models", "dataset", "created"):
-        table.add_column(col)
+    # the run id is what a user copies: first, never wrapped or cut (as wide as the longest); the rest fold
+    table.add_column("run", no_wrap=True, min_width=max((len(literal(r.run_id)) for r in runs), default=3))
+    for col in ("status", "domain", "models", "dataset", "created"):
+        table.add_column(col, overflow="fold")
     from domainbench.store.status import run_status
 
     for r in runs:
@@ -682,8 +694,10 @@ def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
     baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    details: Annotated[bool, typer.Option("--details", help="Also list every cell ordered by damage (SSIM).")] = False,
 ) -> None:
-    """Print a run's summary table with intervals (recomputed from stored statistics) and, for several models, the verdicts."""
+    """Print a run's verdicts (several models), then its summary table with intervals (recomputed from stored statistics),
+    then the details."""
     from domainbench import query
     from domainbench.stats.intervals import check_confidence
 
@@ -691,8 +705,16 @@ def show(
     store = _store()
     report = query.report(store, run_id, baseline)
     read = query.outcomes_once()  # the intervals and the verdicts: the run's units read once
-    print_report(report, query.intervals(store, report, confidence, read))
-    print_damage(report)
+    verdicts = (query.comparison(store, [run_id], confidence=confidence, read=read)
+                if len(report.model_names) > 1 and report.models[0].labeled else None)
+    print_report(report, query.intervals(store, report, confidence, read), verdicts)
+    from domainbench.metrics.damage_report import damage_line
+
+    if details:
+        print_damage(report)
+    elif damage_line(report) is not None:  # one line of every cell: a detail, not the answer
+        console.print(f"every cell ordered by damage: domainbench show {literal(run_id)} --details", style="dim",
+                      markup=False, highlight=False)
     print_shift_matches(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
@@ -700,8 +722,6 @@ def show(
         print_breaking_points(run.breaking_points)
     print_unreadable(run)
     print_timings(run)
-    if len(report.model_names) > 1 and report.models[0].labeled:
-        print_verdicts(query.comparison(store, [run_id], confidence=confidence, read=read))
 
 
 def print_shift_matches(report: RunReport) -> None:
@@ -792,17 +812,36 @@ def print_verdicts(comparison: Comparison) -> None:
         console.print(markup_safe(v.sentence), highlight=False)
 
 
+def _p(value: float) -> str:
+    """A p-value as the verdict sentences write it: three significant digits, "<0.001" below 0.001 (the JSON keeps it
+    exact), so a p column stays six characters wide and fits an 80-column terminal whole."""
+    return "<0.001" if value < 0.001 else f"{value:.3g}"
+
+
 def print_pairs(comparison: Comparison) -> None:
     """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
     level = f"{100 * comparison.confidence:g}% CI"
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level, "p bal", "p bal Holm"):
-        table.add_column(col, justify="left" if col in ("A", "B", "cell") else "right", no_wrap=True)
+    by_pair: dict[tuple[str, str], list[Any]] = {}
     for p in comparison.pairs:
-        table.add_row(literal(p.model_a), literal(p.model_b), literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only),
-                      f"{p.p_value:.3g}", f"{p.p_holm:.3g}", f"{100 * p.difference:+.1f}",
-                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}", f"{p.p_balanced:.3g}", f"{p.p_balanced_holm:.3g}")
-    console.print(table)
+        by_pair.setdefault((p.model_a, p.model_b), []).append(p)
+    # one table per pair under a line naming A and B in full: two model names per row left no room at 80 columns,
+    # and names or p-values were cut to "…"; the cell is never wrapped, a number column's header and the
+    # interval ("+2.4 to +14.4") wrap at their spaces, never inside a number
+    for (a, b), pairs in by_pair.items():
+        console.print(f"A = {literal(a)}, B = {literal(b)}", highlight=False)
+        rows = [[literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only), _p(p.p_value),
+                 _p(p.p_holm), f"{100 * p.difference:+.1f}", f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}",
+                 _p(p.p_balanced), _p(p.p_balanced_holm)] for p in pairs]
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        # two-line headers: a header wider than its numbers would take the room a number needs
+        for k, col in enumerate(("cell", "n", "A\nonly", "B\nonly", "p", "p\nHolm", "diff\n(pts)", level.replace(" ", "\n"),
+                                 "p\nbal", "p bal\nHolm")):
+            # as wide as its widest value (the interval: its wider end), so no number is cut
+            widest = max(max(map(len, r[k].split(" to "))) for r in rows)
+            table.add_column(col, justify="left" if k == 0 else "right", no_wrap=k == 0, min_width=widest)
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
     from domainbench.metrics.comparison import FIXED_METHOD
 
     test = "exact McNemar test" if comparison.method == FIXED_METHOD else "anytime-valid betting test (adaptive run)"

@@ -173,7 +173,7 @@ def test_show_in_a_narrow_terminal_folds_instead_of_cutting(home: Path, tmp_path
     monkeypatch.setenv("COLUMNS", "60")  # read on every print; setting the width would pin it for later tests
     code, out, err = cli(["show", "narrow"], capsys, monkeypatch)
     assert code == 0, err
-    table = out.split("(low–high)")[0]
+    table = out.split("(low–high)")[0].split(" model ", 1)[1]  # the verdict sentence is above the table
     # nothing is cut to "…": every interval keeps its two ends
     assert "…" not in table
     # two models × the five metrics with an interval (clean, corr, mCE, rCE, mFR), each "value (low–high)" (" to "
