@@ -199,7 +199,7 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approxi
 
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
-    from domainbench.metrics.registry import column_notes
+    from domainbench.metrics.registry import column_notes, summary_rows
     from domainbench.models.generative import is_remote_model
     from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
@@ -211,7 +211,7 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None) -> No
     columns = summary_columns()
     for metric in columns:
         table.add_column(metric.cli_header, justify="right", overflow="fold", min_width=5)
-    for row in report.table():
+    for row in summary_rows(report):
         iv = intervals.model(row.model) if intervals else None
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
         table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent,
