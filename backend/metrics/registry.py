@@ -232,9 +232,10 @@ class Registry:
         return [m for m in self.all() if m.level == level and (m.always or not always)]
 
     def find(self, pattern: str = "*") -> list[Metric]:
-        """Metrics whose name or display name matches a shell wildcard (case-insensitive)."""
+        """Metrics whose name, display name or a deprecated alias matches a shell wildcard (case-insensitive)."""
         p = pattern.lower()
-        return [m for m in self.all() if fnmatch.fnmatchcase(m.name.lower(), p) or fnmatch.fnmatchcase(m.display.lower(), p)]
+        return [m for m in self.all()
+                if any(fnmatch.fnmatchcase(n.lower(), p) for n in (m.name, m.display, *m.aliases))]
 
 
 def format_value(metric: Metric, value: Any) -> str:
