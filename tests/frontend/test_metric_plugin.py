@@ -58,6 +58,12 @@ def test_a_plugin_metric_reaches_show_the_exports_and_the_ui(plugin: None, store
     syn.populate(store, run_id=RUN, per_image=True)
     assert metric("top1_error").interval == "wilson" and "mean_top1_error" in [m.name for m in summary_metrics()]
 
+    # `domainbench metrics` (and so the Glossary page, which lists the same registry) has both
+    code, out, _ = run_cli(["metrics", "*top1_error", "--format", "json"], capsys, monkeypatch)
+    assert code == 0 and [e["name"] for e in json.loads(out)] == ["top1_error", "mean_top1_error"]
+    assert json.loads(out)[0]["help"] == ("Fraction of images whose top-1 prediction is wrong. A share from 0 to 1, "
+                                          "shown in % (export files keep the fraction). Lower is better.")
+
     # show: the summary's new column, by its CLI header, with each model's value (×100, one decimal)
     monkeypatch.setenv("COLUMNS", "250")
     code, out, _ = run_cli(["show", RUN], capsys, monkeypatch)
@@ -95,6 +101,11 @@ def test_a_plugin_metric_reaches_show_the_exports_and_the_ui(plugin: None, store
     table = summary_table(run_page(RUN)).set_index("model")
     for model in syn.MODELS:
         assert table.loc[model, "mean top-1 error %"] == pytest.approx(100 * _mean_error(model), abs=1e-9)
+
+    from domainbench.frontend import data
+
+    cells = data.cells_frame(store.get_report(RUN))
+    assert cells["top1_error"].tolist() == pytest.approx([float(r["top1_error"]) for r in rows])
 
     # the Python API's summary
     import domainbench
