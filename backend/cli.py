@@ -1056,7 +1056,7 @@ def main() -> None:
             raise KeyboardInterrupt
         if isinstance(rv, int) and not isinstance(rv, bool):
             sys.exit(rv)
-    except (UserInputError, _corruption_error()) as e:
+    except (UserInputError, _corruption_error(), _metric_error()) as e:
         err_console.print(f"error: {printable(_settings().redact(str(e)))}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
@@ -1088,6 +1088,13 @@ def main() -> None:
                               soft_wrap=True)
             sys.exit(2)
         _internal_error(e)
+
+
+def _metric_error() -> type[Exception]:
+    """The metric registry's error (a plug-in that fails to load or clashes, a declaration it refuses), as
+    :func:`_corruption_error` names the corruption library's: only when the command loaded the registry."""
+    registry = sys.modules.get("domainbench.metrics.registry")
+    return registry.MetricRegistryError if registry is not None else UserInputError
 
 
 def _corruption_error() -> type[Exception]:

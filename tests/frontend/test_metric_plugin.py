@@ -124,7 +124,8 @@ def test_without_the_plugin_nothing_changes(store: Store, capsys: pytest.Capture
         metric("top1_error")
 
 
-def test_a_broken_or_clashing_plugin_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broken_or_clashing_plugin_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "clashing_metrics.py").write_text(
         "from domainbench.metrics.registry import Metric\n"
@@ -141,6 +142,11 @@ def test_a_broken_or_clashing_plugin_is_named(tmp_path: Path, monkeypatch: pytes
         metric_registry.reset_plugins()
         with pytest.raises(MetricRegistryError, match="could not load metric plug-in 'example'.*ModuleNotFoundError"):
             metric_registry.registry()
+        # the CLI says so in one line, naming the plug-in and the fix
+        code, out, err = run_cli(["metrics"], capsys, monkeypatch)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+        assert err.startswith("error: could not load metric plug-in 'example' (no_such_metrics_module, from "
+                              "plugin-example)") and "fix or uninstall that package" in err
     finally:
         monkeypatch.undo()
         metric_registry.reset_plugins()
