@@ -118,13 +118,13 @@ class Run:
         """
         import pandas as pd
 
-        from domainbench.metrics.confidence import ModelIntervals
+        from domainbench.metrics.registry import summary_rows
 
         ivs = self.intervals(confidence) if confidence is not None else None
-        # the metrics the statistics give an interval: a field of ModelIntervals of the metric's name
-        with_interval = set(ModelIntervals.model_fields) - {"model"} if ivs is not None else set()
+        # the metrics the statistics give an interval: those the registry declares one for
+        with_interval = {m.name for m in summary_metrics() if m.interval} if ivs is not None else set()
         rows = []
-        for row in self.report.table():
+        for row in summary_rows(self.report):
             iv = ivs.model(row.model) if ivs is not None else None
             values: dict[str, Any] = {"model": row.model, "baseline": row.baseline}
             for m in summary_metrics():

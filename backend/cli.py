@@ -234,7 +234,7 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approxi
 
 def print_report(report: RunReport, intervals: RunIntervals | None = None, verdicts: Comparison | None = None) -> None:
     """The run's line, its ``verdicts`` first (the answer, where several models were compared), then the summary."""
-    from domainbench.metrics.registry import column_notes
+    from domainbench.metrics.registry import column_notes, summary_rows
     from domainbench.model_backends import capabilities_of
     from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
@@ -249,7 +249,7 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None, verdi
     columns = summary_columns()
     for metric in columns:
         table.add_column(metric.cli_header, justify="right", overflow="fold", min_width=5)
-    for row in report.table():
+    for row in summary_rows(report):
         iv = intervals.model(row.model) if intervals else None
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
         table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent,
@@ -1235,7 +1235,7 @@ def main() -> None:
             raise KeyboardInterrupt
         if isinstance(rv, int) and not isinstance(rv, bool):
             sys.exit(rv)
-    except (UserInputError, _corruption_error()) as e:
+    except (UserInputError, _corruption_error(), _metric_error()) as e:
         err_console.print(f"error: {printable(_settings().redact(str(e)))}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
@@ -1267,6 +1267,13 @@ def main() -> None:
                               soft_wrap=True)
             sys.exit(2)
         _internal_error(e)
+
+
+def _metric_error() -> type[Exception]:
+    """The metric registry's error (a plug-in that fails to load or clashes, a declaration it refuses), as
+    :func:`_corruption_error` names the corruption library's: only when the command loaded the registry."""
+    registry = sys.modules.get("domainbench.metrics.registry")
+    return registry.MetricRegistryError if registry is not None else UserInputError
 
 
 def _corruption_error() -> type[Exception]:

@@ -23,9 +23,9 @@ import pandas as pd
 
 from domainbench.config import COMPOSITION_PREFIX, SHIFT_PREFIX, DomainConfig
 from domainbench.errors import UserInputError
-from domainbench.metrics.registry import Metric, metric, metrics_of, summary_metrics
+from domainbench.metrics.registry import Metric, metric, metrics_of, summary_metrics, summary_rows
 from domainbench.model_backends import kind_of
-from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
+from domainbench.query import (FINISHED, cell_fields, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
                                run_fingerprint, stability_records, stored_domain, stored_domains, stored_units)
 from domainbench.query import intervals as intervals_of
@@ -245,7 +245,7 @@ def summary_frame(report: RunReport) -> pd.DataFrame:
     rows = [
         {"model": row.model, "kind": kind_of(row.model), "baseline": row.baseline,
          **{m.table_header: _pct(m.read(row)) if m.percent else m.read(row) for m in columns}}
-        for row in report.table()
+        for row in summary_rows(report)
     ]
     if not rows:
         return pd.DataFrame()
@@ -260,9 +260,9 @@ def _pct(v: float | None) -> float | None:
 def cells_frame(report: RunReport) -> pd.DataFrame:
     """Long form, one row per model × (corruption, severity) including the clean pass.
 
-    Columns: ``domainbench.engine.export.CELL_FIELDS`` (described in ``CELL_COLUMNS``).
+    Columns: ``domainbench.engine.export.cell_fields()`` (described in ``cell_columns()``).
     """
-    return pd.DataFrame(cell_rows(report), columns=CELL_FIELDS)
+    return pd.DataFrame(cell_rows(report), columns=cell_fields())
 
 
 def model_notes(report: RunReport) -> dict[str, list[str]]:
@@ -830,9 +830,9 @@ def family_matrix(per_corruption: pd.DataFrame, metric: str = "accuracy") -> pd.
 
 #: per run, its numbers under each draw (the multipliers of its images), paired across the runs (``query.draws``), or why none
 Draws = dict[str, "RunDraws | str"]
-#: Compare's model-level fields that have per-resample values -> their names there (``confidence.MODEL_METRICS``)
-DRAWN_METRICS = {"acc": "clean_accuracy", "mean_corrupted_acc": "mean_corrupted_accuracy", "mce": "mce", "rce": "rce",
-                 "mfr": "mfr", "safe_acc": "safe_accuracy"}
+#: Compare's model-level fields that have per-resample values -> their names there (the registry's model metrics
+#: declaring an interval: ``confidence.model_interval_metrics``)
+DRAWN_METRICS = {m.field: m.name for m in metrics_of("model") if m.interval and m.field}
 
 
 def _mean_draws(parts: list[np.ndarray | None]) -> np.ndarray | None:

@@ -127,7 +127,7 @@ def test_cells_frame_and_csv_export(populated: Store) -> None:
     assert len(rows) == 12 and {r["run_id"] for r in rows} == {DONE}
     clean = next(r for r in rows if r["model"] == "embedded:good" and r["corruption"] == "clean")
     assert float(clean["balanced_accuracy"]) == pytest.approx(0.9) and clean["mean_pd_threat"] == ""
-    assert list(rows[0]) == ["run_id", *data.CELL_FIELDS]
+    assert list(rows[0]) == ["run_id", *data.cell_fields()]
     doc = json.loads(data.export_json(populated.get_run(DONE), s))
     assert doc["run"]["run_id"] == DONE and doc["report"]["baseline"] == "embedded:good"
 
