@@ -66,7 +66,7 @@ class KindCapabilities:
 
     def check(self, kind: str, session: RunSession) -> None:
         """One ``error:`` line (a ``UserInputError``) for the first thing the run asks that its executor lacks."""
-        where = session.executor.name
+        where = getattr(session.executor, "name", type(session.executor).__name__)
         if where not in self.executors:
             raise UserInputError(f"--executor {where}: {kind} runs execute on {' or '.join(self.executors)}; "
                                  f"choose --executor {self.executors[0]}")
@@ -193,7 +193,10 @@ def get_kind(name: str) -> RunKind:
 
 
 def kind_of(run: RunRecord) -> RunKind:
-    """The kind a stored run record is of: the one that claims it, else the corruption kind."""
+    """The kind a stored run record is of: the one it names (``RunRecord.kind``), else the one that claims it
+    (FMR: its settings are on the record), else the corruption kind."""
+    if run.kind is not None:
+        return RUN_KINDS.get(run.kind)
     claimed = [k for _, k in RUN_KINDS.items() if k.name != DEFAULT_KIND and k.claims(run)]
     if len(claimed) > 1:
         raise UserInputError(f"run {run.run_id} carries the settings of several run kinds "
