@@ -189,6 +189,16 @@ def test_the_engine_imports_no_run_kind_but_its_own() -> None:
     assert {m: ts for m, ts in leaks.items() if ts} == {}
 
 
+def test_the_built_in_run_kinds_are_modules_on_the_engine_floor() -> None:
+    # the registry names its built-in kinds by module and the engine imports none of them: each must exist and
+    # sit on the engine floor, so that loading a kind never runs an import up the floors
+    from domainbench.engine.kinds import RUN_KINDS
+
+    mods, engine = _modules(), [name for name, _ in LAYERS].index("engine")
+    assert RUN_KINDS.builtins == ("domainbench.engine.corruption_kind", "domainbench.fmr.kind")
+    assert all(m in mods and layer_of(m) == engine for m in RUN_KINDS.builtins)
+
+
 def test_the_package_cycle_finder_sees_packages_not_modules() -> None:
     # a.x -> b.y and b.z -> a.w: no module cycle, but the packages a and b need each other
     graph = {"domainbench.a.x": {"domainbench.b.y"}, "domainbench.b.z": {"domainbench.a.w"},

@@ -25,7 +25,7 @@ from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.frost_pin import check_same_frost_texture
 from domainbench.engine.input_pipeline import InputPipeline
 from domainbench.engine.jobs import CLEAN, Job
-from domainbench.engine.kinds import ExecutorPart, KindCapabilities, RunSession, lazy_part, register_kind
+from domainbench.engine.kinds import ExecutorPart, KindCapabilities, RunSession, register_kind
 from domainbench.engine.lifecycle import complete_run
 from domainbench.engine.local_executor import LocalExecutor, local_environment, models_device, submit_job
 from domainbench.engine.reports import build_report
@@ -116,7 +116,9 @@ class CorruptionKind:
     def part(self, executor: str) -> ExecutorPart:
         if executor == "local":
             return CellsLocal()
-        return lazy_part("domainbench.engine.ray_executor:CellsOnRay")
+        from domainbench.engine.ray_executor import CellsOnRay  # imports ray: only for --executor ray
+
+        return CellsOnRay()
 
     def report(self, store: Store, run_id: str) -> RunReport:
         return build_report(store, run_id)

@@ -20,7 +20,6 @@ anything is stored.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -204,11 +203,5 @@ def kind_of(run: RunRecord) -> RunKind:
     return claimed[0] if claimed else RUN_KINDS.get(DEFAULT_KIND)
 
 
-def lazy_part(path: str) -> ExecutorPart:
-    """The ``ExecutorPart`` at ``module:attr``, imported only when a run uses that executor (Ray's needs ray)."""
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)()
-
-
 __all__ = ["DEFAULT_KIND", "RUN_KINDS", "ExecutorPart", "KindCapabilities", "Refusal", "RunKind", "RunSession",
-           "UnknownRunKindError", "get_kind", "kind_of", "lazy_part", "register_kind"]
+           "UnknownRunKindError", "get_kind", "kind_of", "register_kind"]

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, cast
 
-import numpy as np
 from pydantic import SecretStr
 
 from domainbench.config import DomainConfig, RunConfig
