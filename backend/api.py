@@ -372,8 +372,6 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     cfg = build_run_config(run_config, models=names, dataset=str(dataset) if dataset is not None else None,
                            baseline=baseline, limit=limit, seed=seed, device=device, **settings)
     options = executor_options(executor)
-    if cfg.adaptive and options.kind != "local":
-        raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     return run_plan(_store(store), lambda engine: engine.start(domain, cfg, run_id=run_id), executor=options, events=events)
 
 

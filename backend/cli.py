@@ -545,8 +545,6 @@ def run(
             from domainbench.launch import check_model_args
 
             check_model_args(_model_args(model_arg) or {}, cfg.models)
-        if cfg.adaptive and exec_options.kind != "local":
-            raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     else:
         _refuse_ignored_on_resume(resume, {
             "a domain config": config, "--models": models, "--dataset": dataset, "--baseline": baseline,
@@ -944,10 +942,10 @@ def fmr(
     model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", metavar="NAME:KEY=VALUE", help="An option of one tested or oracle model, checked against its backend's options (repeatable), e.g. hf-vlm:llava-hf/llava-1.5-7b-hf:score=mean.")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
-    from domainbench import query
+    from domainbench import api, query
     from domainbench.config import FmrSettings, RunConfig, load_domain
+    from domainbench.engine.lifecycle import stored_run
     from domainbench.fmr.oracle import check_oracle_names
-    from domainbench.fmr.runner import FmrRunner
 
     settings_env = _settings()
     exec_options = _executor_options(executor or settings_env.executor, address or settings_env.ray_address, actors,
@@ -988,13 +986,22 @@ def fmr(
             raise
     store = _store()
     progress = _progress()
-    runner = FmrRunner(store, RichEvents(progress), exec_options)
+
+    def search(engine: Any) -> str:
+        if resume:
+            if stored_run(store, resume).fmr is None:
+                raise UserInputError(f"run {resume} is not an FMR run; resume it with `domainbench run --resume {resume}`")
+            return engine.resume(resume)
+        return engine.start(domain, cfg, run_id=run_id, fmr=settings)
+
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
-        rid = runner.resume(resume) if resume else runner.start(domain, cfg, settings, run_id=run_id)
-    _say(f"run {markup_safe(rid)}: {runner.computed_units} FMR units computed, {runner.skipped_units} already stored, "
-         f"{time.perf_counter() - t0:.1f} s")
-    print_report(query.report(store, rid))
+        # the Python API's one run-start path (as `run`'s), the FMR kind chosen by its settings
+        done = api.run_plan(store, search, executor=exec_options, events=RichEvents(progress))
+    assert done.stats is not None
+    _say(f"run {markup_safe(done.id)}: {done.stats.computed_units} FMR units computed, {done.stats.skipped_units} already "
+         f"stored, {time.perf_counter() - t0:.1f} s")
+    print_report(query.report(store, done.id))
 
 
 @app.command()

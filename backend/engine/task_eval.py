@@ -46,7 +46,8 @@ from domainbench.metrics.task_report import (
     vqa_row,
 )
 from domainbench.metrics.vqa import VQAScores, normalize_answer, score_vqa
-from domainbench.models.generative import MAX_NEW_TOKENS, kind_of
+from domainbench.model_backends import kind_of
+from domainbench.models.generative import MAX_NEW_TOKENS
 from domainbench.models.vqa_answering import Ask, answer_questions, check_max_new_tokens, check_model_for_task, embed_for_retrieval
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.stats.intervals import DEFAULT_CONFIDENCE, check_confidence

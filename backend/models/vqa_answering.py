@@ -29,7 +29,8 @@ import torch
 
 from domainbench.errors import UserInputError
 from domainbench.models.base import VisionLanguageModel
-from domainbench.models.generative import MAX_NEW_TOKENS, is_generative, is_remote_model
+from domainbench.model_backends import capabilities_of
+from domainbench.models.generative import MAX_NEW_TOKENS, is_generative
 from domainbench.models.vlm_scoring import build_prompt, continuation_ids, hwc_images, score_shared_prefix, to_model
 
 CONTRASTIVE_PROMPT = "Q: {question} A: {answer}"
@@ -64,7 +65,7 @@ def check_model_for_task(model_name: str, generative: bool, task: str, open_ques
     if task == "retrieval" and generative:
         raise UserInputError(f"{model_name} is a generative model: --task retrieval needs image and text embeddings; "
                              "use a contrastive model (embedded:, open_clip:, hf:, local:)")
-    if task == "vqa" and is_remote_model(model_name):
+    if task == "vqa" and capabilities_of(model_name).remote:
         raise UserInputError(f"{model_name}: VQA through an endpoint is not supported yet; use an hf-vlm: model (or "
                              "a contrastive one for yes/no and multiple-choice questions)")
     if task == "vqa" and not generative and open_questions:
