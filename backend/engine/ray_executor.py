@@ -46,6 +46,7 @@ from domainbench.errors import UserInputError
 from domainbench.models.generative import VLMOptions
 from domainbench.settings import redact_uri
 from domainbench.store import Store, open_store
+from domainbench.store.fence import Fence, LeaseLost
 
 #: environment every Ray worker gets: no phoning home, no hub downloads at run time
 WORKER_ENV = {"NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -140,16 +141,17 @@ class ShardActor:
                                   self.cfg.templates, options=self.cfg.model_args, cache=self.store)
         return {**local_environment(self.models), "host": platform.node(), "pid": os.getpid()}
 
-    def _begin(self, run_id: str, domain: dict[str, Any]) -> RunContext:
+    def _begin(self, run_id: str, domain: dict[str, Any], fence: Fence | None = None) -> RunContext:
         # lazily, per run: a restarted actor rebuilds this from the store and skips stored units
         if self.ctx is None or self.ctx.run_id != run_id:
             assert self.dataset is not None, "load() first"
             if self.store is None:
                 self.store = actor_store(self.store_uri, self.fence)
             dom = DomainConfig.model_validate(domain)
-            ctx = RunContext(run_id, self.cfg, dom, self.dataset, self.store, self.models, SilentEvents())
+            store = live_run_store(self.store, fence)
+            ctx = RunContext(run_id, self.cfg, dom, self.dataset, store, self.models, SilentEvents())
             self.cells = cells_of(dom)
-            self.done = self.store.units.keys(run_id=run_id)
+            self.done = store.units.keys(run_id=run_id)
             self.tasks = []
             if self.cfg.stability:
                 self.tasks.append(StabilityTask(ctx))
@@ -159,13 +161,13 @@ class ShardActor:
         return self.ctx
 
     def process(self, run_id: str, domain: dict[str, Any], shard: int, batch: Batch,
-                jobs: list[tuple[Job, Any]]) -> tuple[int, int]:
-        """Score one shard; (units written, images scored in them)."""
+                jobs: list[tuple[Job, Any]], fence: Fence | None = None) -> tuple[int, int]:
+        """Score one shard; (units written, images scored in them). ``fence``: the driver's (see ``live_run_store``)."""
         import ray
 
         if not self.models:
             self.load()  # a restarted actor: Ray re-ran __init__ only
-        ctx = self._begin(run_id, domain)
+        ctx = self._begin(run_id, domain, fence)
         images = 0
 
         def counted(n: int) -> None:
@@ -178,12 +180,12 @@ class ShardActor:
         units = score_shard(ctx, self.cells, self.done, self.tasks, shard, batch, futures, on_unit=counted)
         return units, images
 
-    def shifts(self, run_id: str, domain: dict[str, Any], shard_size: int) -> tuple[int, int]:
+    def shifts(self, run_id: str, domain: dict[str, Any], shard_size: int, fence: Fence | None = None) -> tuple[int, int]:
         """Score the run's real-shift cells with this actor's models, after every clean unit is stored (a
         paired shift's flips compare with them): the local executor's ``score_shifts``; (units, images)."""
         if not self.models:
             self.load()
-        ctx = self._begin(run_id, domain)
+        ctx = self._begin(run_id, domain, fence)
         images = 0
 
         def counted(n: int) -> None:
@@ -197,6 +199,23 @@ class ShardActor:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def live_run_store(store: Store, fence: Fence | None) -> Store:
+    """What an actor writes a run's records through: the driver's fence (``fence``: a terminal run's process
+    fence, or the worker's lease, which ``store`` already carries) and the run still "running", checked inside
+    each write (``LiveRunFence``); so a call still in flight when its run was finished, cancelled or deleted
+    adds nothing to it. Without a fence (a caller that hands none) ``store`` as it is."""
+    from domainbench.store.fence import LiveRunFence, ProcessFence
+    from domainbench.store.fenced_store import FencedStore, ProcessFencedStore
+
+    inner = getattr(store, "inner", store)
+    fence = fence if fence is not None else getattr(store, "fence", None)
+    if fence is None:
+        return store
+    # a terminal run's record updates (the threat's scale) as its driver makes them: read, change, fenced write
+    view = ProcessFencedStore if isinstance(fence, ProcessFence) else FencedStore
+    return view(inner, LiveRunFence.around(fence))  # type: ignore[return-value]
 
 
 def actor_store(uri: SecretStr, fence: tuple[str, str, int | None] | None) -> Store:
@@ -394,12 +413,17 @@ class CellsOnRay:
         cfg, adaptive = ctx.cfg, work.adaptive
         corrupt = ray.remote(_corrupt).options(num_cpus=opts.cpus_per_task)
         domain = ctx.domain.model_dump(mode="json")
+        fence = getattr(ctx.store, "fence", None)  # the driver's: the actors' writes carry it (``live_run_store``)
         modules = list(opts.modules)
         pending: dict[Any, int] = {}  # shard result -> actor index
         load = [0] * len(executor.actors)
 
         def collect() -> None:
-            _, (units, images) = executor.ready(pending, load, ctx.run_id, "run")
+            try:
+                _, (units, images) = executor.ready(pending, load, ctx.run_id, "run")
+            except LeaseLost:
+                work.cancel.check(now=True)  # an actor's unit refused because the run was cancelled: a cancel
+                raise
             work.stats.computed_units += units
             if units:
                 work.events.advance(units, images)
@@ -418,7 +442,7 @@ class CellsOnRay:
                     work.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
                     for group in executor.groups:  # every group scores the shard with its models
                         i = executor.least_loaded(group, load, collect)
-                        pending[executor.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
+                        pending[executor.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs, fence)] = i
                         load[i] += 1
                     if adaptive is not None:  # the round stored, then observed: it decides the next round's cells
                         while pending:
@@ -431,7 +455,7 @@ class CellsOnRay:
                     for note in shift.notes:
                         work.events.message(note)
                 for group in executor.groups:  # one actor of each group scores the shifts with its models
-                    pending[executor.actors[group[0]].shifts.remote(ctx.run_id, domain, work.shift_shard_size)] = group[0]
+                    pending[executor.actors[group[0]].shifts.remote(ctx.run_id, domain, work.shift_shard_size, fence)] = group[0]
                     load[group[0]] += 1
                 while pending:
                     collect()

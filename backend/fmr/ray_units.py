@@ -23,11 +23,12 @@ from domainbench.engine.dataset_pin import open_run_dataset
 from domainbench.engine.input_pipeline import Pinning
 from domainbench.engine.kinds import RunSession
 from domainbench.engine.local_executor import local_environment, models_device
-from domainbench.engine.ray_executor import RayExecutor, actor_store, import_modules
+from domainbench.engine.ray_executor import RayExecutor, actor_store, import_modules, live_run_store
 from domainbench.fmr.oracle import Oracle
 from domainbench.fmr.tested import TestedModel
 from domainbench.fmr.units import FmrModels, FmrWork, fmr_unit, load_fmr_models
 from domainbench.store import Store
+from domainbench.store.fence import Fence, LeaseLost
 
 
 class FmrActor:
@@ -63,12 +64,12 @@ class FmrActor:
         return self.oracle.votes(self._pinned(batch).images)
 
     def unit(self, run_id: str, domain: dict[str, Any], shard: int, batch: Batch, clean_votes: np.ndarray,
-             model: str) -> int:
-        """Search and store one (tested model, shard) unit; the images in it."""
+             model: str, fence: Fence | None = None) -> int:
+        """Search and store one (tested model, shard) unit; the images in it. ``fence``: the driver's."""
         if self.oracle is None:
             self.load()
         assert self.store is not None and self.dataset is not None and self.oracle is not None
-        return fmr_unit(self.store, run_id, DomainConfig.model_validate(domain), self.cfg, self.settings,
+        return fmr_unit(live_run_store(self.store, fence), run_id, DomainConfig.model_validate(domain), self.cfg, self.settings,
                         self.dataset.classes, self.oracle, self.tested[model], shard, self._pinned(batch), clean_votes)
 
     def _pinned(self, batch: Batch) -> Batch:
@@ -99,11 +100,16 @@ class FmrOnRay:
         executor = _ray(session)
         ray = executor.ray
         domain = work.domain.model_dump(mode="json")
+        fence = getattr(work.store, "fence", None)  # the driver's: the actors' writes carry it (``live_run_store``)
         pending: dict[Any, tuple[int, str, int]] = {}  # unit result -> (actor index, model, shard)
         load = [0] * len(executor.actors)
 
         def collect() -> None:
-            (_, name, shard), images = executor.ready(pending, load, work.run_id, "fmr")
+            try:
+                (_, name, shard), images = executor.ready(pending, load, work.run_id, "fmr")
+            except LeaseLost:
+                work.cancel.check(now=True)  # an actor's unit refused because the run was cancelled: a cancel
+                raise
             work.unit_written(name, shard, images)
 
         try:
@@ -114,7 +120,7 @@ class FmrOnRay:
                     for name in todo:
                         group = executor.groups[executor.group_of[name]]
                         i = executor.least_loaded(group, load, collect)
-                        pending[executor.actors[i].unit.remote(work.run_id, domain, shard, ref, votes, name)] = (i, name, shard)
+                        pending[executor.actors[i].unit.remote(work.run_id, domain, shard, ref, votes, name, fence)] = (i, name, shard)
                         load[i] += 1
             while pending:
                 collect()
