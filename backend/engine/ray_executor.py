@@ -28,6 +28,7 @@ from pydantic import SecretStr
 
 from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
+from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.engine.input_pipeline import InputPipeline, Pinning, run_workers
 from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
@@ -363,6 +364,15 @@ class RayExecutor:
         ``ray.put`` copies them into the object store."""
         return InputPipeline(ds, run_workers(cfg.workers, self._gpus_per_actor > 0))
 
+    def ready_or_cancelled(self, pending: dict[Any, Any], load: list[int], run_id: str, command: str,
+                           cancel: CancelWatch) -> tuple[Any, Any]:
+        """``ready``; a unit an actor refused because its run was cancelled meanwhile is that cancel."""
+        try:
+            return self.ready(pending, load, run_id, command)
+        except LeaseLost:
+            cancel.check(now=True)
+            raise
+
     def ready(self, pending: dict[Any, Any], load: list[int], run_id: str, command: str) -> tuple[Any, Any]:
         """Wait for one pending actor call: (its entry in ``pending``, its result)."""
         ray = self.ray
@@ -419,11 +429,7 @@ class CellsOnRay:
         load = [0] * len(executor.actors)
 
         def collect() -> None:
-            try:
-                _, (units, images) = executor.ready(pending, load, ctx.run_id, "run")
-            except LeaseLost:
-                work.cancel.check(now=True)  # an actor's unit refused because the run was cancelled: a cancel
-                raise
+            _, (units, images) = executor.ready_or_cancelled(pending, load, ctx.run_id, "run", work.cancel)
             work.stats.computed_units += units
             if units:
                 work.events.advance(units, images)

@@ -28,7 +28,7 @@ from domainbench.fmr.oracle import Oracle
 from domainbench.fmr.tested import TestedModel
 from domainbench.fmr.units import FmrModels, FmrWork, fmr_unit, load_fmr_models
 from domainbench.store import Store
-from domainbench.store.fence import Fence, LeaseLost
+from domainbench.store.fence import Fence
 
 
 class FmrActor:
@@ -105,11 +105,7 @@ class FmrOnRay:
         load = [0] * len(executor.actors)
 
         def collect() -> None:
-            try:
-                (_, name, shard), images = executor.ready(pending, load, work.run_id, "fmr")
-            except LeaseLost:
-                work.cancel.check(now=True)  # an actor's unit refused because the run was cancelled: a cancel
-                raise
+            (_, name, shard), images = executor.ready_or_cancelled(pending, load, work.run_id, "fmr", work.cancel)
             work.unit_written(name, shard, images)
 
         try:
