@@ -318,7 +318,11 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
     except Exception as e:
         st.error(f"Nothing was queued — {error_text(e)}")
         return
-    st.success(f"Queued run **{md_escape(printable(run.run_id))}**: a worker picks it up and evaluates it (progress below).")
+    queued = f"Queued run **{md_escape(printable(run.run_id))}**"
+    if progress.worker_alive(store):
+        st.success(f"{queued}: a worker picks it up and evaluates it (progress below).")
+    else:  # never a green "picks it up" while nothing will
+        st.warning(f"{queued}, but nothing evaluates it yet: {progress.NO_WORKER}. It waits in the queue below.")
 
 
 def queue_panel(store: Store) -> None:
