@@ -46,8 +46,10 @@ def cached_models() -> list[str]:
 
 def plan_form(store: Store | None) -> None:
     with st.form("plan-form"):
-        text = st.text_area("Describe where your images come from and how they get worse", value=EXAMPLE, height=110,
-                            key="domain-text")
+        # a plan restored from a link has put its own description here (restore_plan); otherwise the example
+        text = st.text_area("Describe where your images come from and how they get worse",
+                            value=None if "domain-text" in st.session_state else EXAMPLE, height=110,
+                            key="domain-text") or ""
         c1, c2 = st.columns(2)
         provider = c1.radio("planner", ["offline", "auto", "openai"], horizontal=True,
                             help="offline: a local sentence-embedding planner, no network. openai: any OpenAI-compatible "
@@ -104,6 +106,8 @@ def restore_plan(store: Store) -> None:
                    "store. Plan one below.")
         return
     _planned(did, *found, restored=True)
+    # the form shows the description of the plan below it, so pressing Plan plans that text, not the example
+    st.session_state["domain-text"] = found[0].domain
     _url_edits()
 
 
@@ -368,10 +372,10 @@ def main() -> None:
     with guard("opening the results store"):
         store = get_store()
         sidebar_store(store)
-    plan_form(store)
-    if store is not None:
+    if store is not None:  # before the form: a link's plan brings its description into it
         with guard("opening the plan of the link"):
             restore_plan(store)
+    plan_form(store)
     cfg, path = st.session_state.get("planned_domain"), st.session_state.get("plan_path")
     if cfg is None:
         st.info("Describe a deployment setting and press **Plan**: the planner picks the corruptions it produces, "
