@@ -305,7 +305,11 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
                           "(SA, PA, FMR per model)", value=False, key="fmr")
         fmr_budget = f2.number_input("FMR budget (steps)", min_value=1, value=10, key="fmr-budget")
         oracle = st.text_input("FMR oracle: at least two zero-shot models, comma-separated",
-                               ", ".join(defaults), key="fmr-oracle")
+                               ", ".join(defaults), key="fmr-oracle",
+                               help="A tested model that is also an oracle member gets FMR near 100 by construction: "
+                                    "name other models here than the models above.")
+        overlap_ok = st.checkbox("FMR: launch even if a tested model is an oracle member (its FMR means nothing)",
+                                 value=False, key="fmr-overlap-ok")
         go = st.form_submit_button("Launch run", type="primary")
     if not go:
         return
@@ -314,6 +318,13 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
         run_cfg = launching.run_config(chosen, dataset, int(limit) or None, baseline.strip() or None, device,
                                        stability and not fmr, threat and not fmr, skip_unreadable)
         settings = launching.fmr_settings(oracle, int(fmr_budget)) if fmr else None
+        both = [m for m in chosen if settings is not None and m in settings.oracle]
+        if both and not overlap_ok:  # said before anything is queued, not after the run finishes
+            st.warning(f"Not queued — {', '.join(both)} {'is' if len(both) == 1 else 'are'} both tested and in the FMR "
+                       "oracle: the oracle labels its own answers correct, so FMR is near 100 by construction. Name "
+                       "other oracle models (or test other models), or tick “launch even if a tested model is an "
+                       "oracle member”.")
+            return
         with st.spinner("checking the dataset and the models…"):
             run = launching.enqueue(store, cfg, run_cfg, fmr=settings)
     except DuplicateRunError as e:
