@@ -218,6 +218,8 @@ def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> Run
         view.error = (
             "no finished units yet: the run has just started"
             if view.status == "running"
+            else "the run is queued: it starts when a worker takes it (see Workers in the sidebar)"
+            if view.status == "queued"
             else f"the run stored no units (status {view.status}); resume it with "
             f"`domainbench {'fmr' if run.fmr is not None else 'run'} --resume {run_id}`"
         )
