@@ -771,6 +771,75 @@ def compare(
 
 
 @app.command()
+def check(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    require: Annotated[Optional[list[str]], typer.Option("--require", "-r", help="A requirement '[model=MODEL] METRIC[@CORRUPTION[:SEVERITY]] OP NUMBER', e.g. 'mce <= 1.0', 'label_flip_probability@motion_blur:3 <= 0.10', 'model=embedded:fmnist-plain clean_accuracy >= 0.7' (OP: <=, >=, <, >; fractions from 0 to 1). Repeat it for several.")] = None,
+    against: Annotated[Optional[str], typer.Option("--against", help="A baseline run of the same plan and images: fail when a model's balanced accuracy under corruption is significantly lower (paired test, Holm over the models).")] = None,
+    model: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="Check only these models of the run (comma-separated; default: every model). model= in a requirement scopes that one.")] = None,
+    confident: Annotated[bool, typer.Option("--confident", help="Check each requirement on its interval's end that is worse for it (the lower end for >=), not the point estimate.")] = False,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline model for mCE/rCE/mFR.")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+) -> None:
+    """A gate for CI: exit 0 when every requirement holds (and nothing regressed --against a baseline run), 1 when one fails, 2 on bad input."""
+    from domainbench import query
+
+    result = query.check(_store(), run_id, require or [], against=against, models=_csv(model), confident=confident,
+                         confidence=confidence, baseline=baseline)
+    print_check(result)
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+def print_check(result: Any) -> None:
+    """The requirements, model by model (what was compared, the threshold, by how much it holds or misses), and
+    the regression against the baseline run; then one line with the verdict."""
+    level = f"{100 * result.confidence:g} %"
+    if result.outcomes:
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        interval = f"{level} interval"
+        shown = ("", "requirement", "model", "value", *((interval,) if result.confident else ()), "compared", "margin")
+        for col in shown:
+            table.add_column(col, justify="right" if col in ("value", interval, "compared", "margin") else "left",
+                             overflow="fold")
+        for o in result.outcomes:
+            req = o.requirement
+            pct = req.metric.percent or req.metric.unit == "fraction"
+            scale, unit = (100, " pts") if pct else (1, "")
+            margin = "" if o.margin is None else f"{scale * o.margin:+.{1 if pct else 3}f}{unit}"
+            iv = "" if o.interval is None else f"{o.interval[0]:.3f}–{o.interval[1]:.3f}"
+            table.add_row("[green]PASS[/green]" if o.holds else "[red]FAIL[/red]",
+                          literal(f"{req.target} {req.op} {req.threshold:g}"), literal(o.model),
+                          "n/a" if o.value is None else f"{o.value:.3f}", *((iv,) if result.confident else ()),
+                          literal(o.note) if o.compared is None else f"{o.compared:.3f}", margin)
+        console.print(table)
+        what = (f"the worse end of each number's {level} interval" if result.confident else "the point estimates")
+        console.print(f"compared: {what}; margin: how far it lies on the right side of the threshold (negative: by how "
+                      "much it misses; points for fractions)", style="dim", highlight=False)
+    reg = result.regression
+    if reg is not None:
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        for col in ("", "model", "baseline", "now %", "before %", "diff (pts)", f"{level} CI", "p Holm", "cells worse"):
+            table.add_column(col, justify="left" if col in ("", "model", "baseline") else "right", overflow="fold")
+        for m in reg.models:
+            table.add_row("[red]REGRESSED[/red]" if m.regressed else "[green]OK[/green]", literal(m.model),
+                          literal(m.baseline_model if m.baseline_model != m.model else "same"),
+                          f"{100 * m.accuracy:.1f}", f"{100 * m.baseline_accuracy:.1f}", f"{100 * m.difference:+.1f}",
+                          f"{100 * m.ci_low:+.1f} to {100 * m.ci_high:+.1f}", f"{m.p_holm:.3g}",
+                          f"{m.worse_cells} of {m.cells}")
+        console.print(table)
+        console.print(literal(f"against run {reg.baseline_run_id}: balanced accuracy averaged over the corrupted cells, "
+                              "new minus baseline on the same images; regressed: lower with the paired sign-flip test's "
+                              f"p Holm-adjusted over the models below {1 - reg.confidence:.3g}"), style="dim",
+                      highlight=False)
+    failed = len(result.failed) + (len(reg.regressed) if reg is not None else 0)
+    checked = len(result.outcomes) + (len(reg.models) if reg is not None else 0)
+    if failed:
+        console.print(f"[red bold]FAIL[/red bold]: {failed} of {checked} checks failed", highlight=False)
+    else:
+        console.print(f"[green bold]PASS[/green bold]: all {checked} checks hold", highlight=False)
+
+
+@app.command()
 def fmr(
     config: Annotated[Optional[Path], typer.Argument(help="Domain config TOML: its corruptions are the perturbation family.")] = None,
     models: Annotated[Optional[list[str]], typer.Option("--models", "-m", help="Tested models: registry names, torchvision:CONFIG.json or py:MODULE:ATTR.")] = None,

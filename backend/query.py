@@ -33,6 +33,7 @@ from domainbench.stats.intervals import DEFAULT_CONFIDENCE
 from domainbench.store.status import run_status
 
 if TYPE_CHECKING:
+    from domainbench.engine.gate import CheckResult
     from domainbench.engine.jobs import Corrupted
     from domainbench.engine.tasks import Cell
 
@@ -40,7 +41,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "FINISHED", "OutcomesReader", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
+    "CELL_FIELDS", "FINISHED", "OutcomesReader", "check", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
@@ -358,3 +359,17 @@ def _run_dataset(config_json: str) -> Any:
 
     cfg = RunConfig.model_validate_json(config_json)
     return open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
+
+
+# --------------------------------------------------------------------------- gates
+
+
+def check(store: Store, run_id: str, requirements: Sequence[str] = (), *, against: str | None = None,
+          models: Sequence[str] | None = None, confident: bool = False, confidence: float = DEFAULT_CONFIDENCE,
+          baseline: str | None = None) -> CheckResult:
+    """``domainbench check``: the run's requirements (``metrics.requirements``) and, ``against`` a baseline run of
+    the same plan and images, whether a model regressed significantly (``engine.regression``)."""
+    from domainbench.engine.gate import run_check
+
+    return run_check(store, report(store, run_id, baseline), requirements, against=against, models=models,
+                     confident=confident, confidence=confidence, read=outcomes_once())
