@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from domainbench.config import DomainConfig, RunConfig
+    from domainbench.engine.gate import CheckResult
     from domainbench.engine.executor_options import ExecutorOptions
     from domainbench.engine.tasks import RunEvents, RunStats
     from domainbench.metrics.comparison import Comparison
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from domainbench.store import Store
     from domainbench.store.records import RunRecord
 
-__all__ = ["Run", "build_run_config", "compare", "executor_options", "list_corruptions", "list_models", "list_runs",
+__all__ = ["Run", "build_run_config", "check", "compare", "executor_options", "list_corruptions", "list_models", "list_runs",
            "load_plan", "load_run", "plan", "resume", "run", "run_plan", "summary_metrics"]
 
 def _store(store: Store | str | Path | None) -> Store:
@@ -206,6 +207,28 @@ def compare(runs: Sequence[str | Run] | str | Run, *, models: Sequence[str] | No
         db = _store(store)
     ids = [r.id if isinstance(r, Run) else r for r in runs]
     return query.comparison(db, ids, list(models) if models is not None else None, confidence)
+
+
+def check(run: str | Run, requirements: Sequence[str] | str = (), *, against: str | Run | None = None,
+          models: Sequence[str] | None = None, confident: bool = False, confidence: float = 0.95,
+          baseline: str | None = None, store: Store | str | Path | None = None) -> CheckResult:
+    """A gate on a stored run (``domainbench check``): ``requirements`` such as ``"mce <= 1.0"``,
+    ``"label_flip_probability@motion_blur:3 <= 0.10"`` or ``"model=embedded:fmnist-plain clean_accuracy >= 0.7"``
+    (docs/ci-gate.md), each on every model (or ``models``) unless it names one; ``confident`` checks the interval's
+    worse end; ``against`` a baseline run of the same plan and images also fails a model whose balanced accuracy
+    under corruption is significantly lower there. ``.passed`` is the verdict; ``.outcomes`` and ``.regression``
+    say which check failed and by how much. Bad input raises ``UserInputError``."""
+    from domainbench import query
+
+    if store is None and isinstance(run, Run):
+        db = run.store
+    else:
+        db = _store(store)
+    rid = run.id if isinstance(run, Run) else run
+    base = against.id if isinstance(against, Run) else against
+    reqs = [requirements] if isinstance(requirements, str) else list(requirements)
+    return query.check(db, rid, reqs, against=base, models=list(models) if models is not None else None,
+                       confident=confident, confidence=confidence, baseline=baseline)
 
 
 # --------------------------------------------------------------------------- names
