@@ -115,7 +115,9 @@ class Run:
         Columns: ``model``, ``baseline`` (True for the baseline model), then each metric of the summary
         table by its registry name (``summary_metrics()``: fractions from 0 to 1, ratios to the baseline),
         each followed by ``NAME_ci_low`` / ``NAME_ci_high`` where the statistics give it an interval
-        (``confidence=None`` leaves the intervals out). A value that does not apply is NaN.
+        (``confidence=None`` leaves the intervals out), and ``group``: the model's tied group letters (models
+        sharing a letter are not significantly different by the verdicts' test; None with one model or no labels).
+        A value that does not apply is NaN.
         """
         import pandas as pd
 
@@ -134,9 +136,16 @@ class Run:
                     bounds = getattr(iv, m.name, None)
                     values[f"{m.name}_ci_low"], values[f"{m.name}_ci_high"] = bounds if bounds is not None else (None, None)
             rows.append(values)
+        from domainbench import query
+
+        report = self.report
+        multi = len(report.model_names) > 1 and report.models[0].labeled
+        letters = query.groups(self.store, report, confidence or 0.95).letters if multi else {}
         frame = pd.DataFrame(rows)
         # None (a metric that does not apply) becomes NaN, so every metric column is numeric
-        return frame.astype({c: float for c in frame.columns if c not in ("model", "baseline")})
+        frame = frame.astype({c: float for c in frame.columns if c not in ("model", "baseline")})
+        frame["group"] = [letters.get(m) for m in frame["model"]]
+        return frame
 
     def to_pandas(self, confidence: float = 0.95) -> pd.DataFrame:
         """One row per model × cell (clean pass first): the rows and columns of ``domainbench export --format csv``.

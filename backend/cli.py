@@ -592,7 +592,9 @@ def show(
     print_unreadable(run)
     print_timings(run)
     if len(report.model_names) > 1 and report.models[0].labeled:
-        print_verdicts(query.comparison(store, [run_id], confidence=confidence, read=read))
+        comparison = query.comparison(store, [run_id], confidence=confidence, read=read)
+        print_verdicts(comparison)
+        print_groups(comparison)
 
 
 def print_shift_matches(report: RunReport) -> None:
@@ -683,6 +685,11 @@ def print_verdicts(comparison: Comparison) -> None:
         console.print(markup_safe(v.sentence), highlight=False)
 
 
+def print_groups(comparison: Comparison) -> None:
+    """The tied groups (compact letter display) of the verdicts: which models the data cannot tell apart."""
+    console.print(literal(comparison.groups.sentence()), highlight=False)
+
+
 def print_pairs(comparison: Comparison) -> None:
     """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
     level = f"{100 * comparison.confidence:g}% CI"
@@ -767,6 +774,7 @@ def compare(
         console.print(literal(f"not paired across the runs (each run made them differently: parameters, ladder, steps or "
                               f"shift folder): {', '.join(comparison.differing_cells)}"), highlight=False)
     print_verdicts(comparison)
+    print_groups(comparison)
     print_pairs(comparison)
 
 

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import string
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-if TYPE_CHECKING:
-    from domainbench.metrics.comparison import Comparison
-
 #: the letters, in order; beyond 52 groups a letter gets a number (a1, b1, ...)
 ALPHABET = string.ascii_lowercase + string.ascii_uppercase
-GROUP_NOTE = "models sharing a letter are not significantly different (the verdicts' test, Holm over the pairs)"
+GROUP_NOTE = "models sharing a letter are not significantly different: the verdicts' test, Holm-adjusted p ≥"
 
 
 def _letter(k: int) -> str:
@@ -79,7 +76,7 @@ class TiedGroups(BaseModel):
         """``tied groups: a: A, B · b: B, C (models sharing a letter ...)`` in one line."""
         letters = sorted({ch for v in self.letters.values() for ch in _split(v)}, key=_order)
         parts = [f"{x}: {', '.join(m for m in self.models if x in _split(self.letters[m]))}" for x in letters]
-        return f"tied groups: {' · '.join(parts)} ({GROUP_NOTE}, p < {1 - self.confidence:.3g})"
+        return f"tied groups: {' · '.join(parts)} ({GROUP_NOTE} {1 - self.confidence:.3g})"
 
 
 def _split(letters: str) -> list[str]:
@@ -97,8 +94,9 @@ def _order(letter: str) -> tuple[int, int]:
     return (int(letter[1:]) if len(letter) > 1 else 0, ALPHABET.index(letter[0]))
 
 
-def tied_groups(comparison: Comparison) -> TiedGroups:
-    """The groups of a comparison's models: a pair is significantly different when its verdict has a winner."""
+def tied_groups(comparison: Any) -> TiedGroups:
+    """The groups of a ``metrics.comparison.Comparison``'s models (``Comparison.groups``): a pair is significantly
+    different when its verdict has a winner."""
     acc: dict[str, list[float]] = {}
     significant = []
     for v in comparison.verdicts:
