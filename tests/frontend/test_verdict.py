@@ -35,6 +35,11 @@ def test_verdict_first_then_the_table_with_intervals(real_store: Store, real_run
     first_table = next(i for i, e in enumerate(order) if type(e).__name__ == "Dataframe" and "mCE" in e.value.columns)
     assert first_verdict < first_table
     table = summary_table(at)
+    # the tied groups: a line under the verdicts and a column beside each model's name, as `show` computes them
+    groups = paired_comparison(real_store, [run_id]).groups
+    assert groups.sentence() in shown
+    assert dict(zip(table["model"], table["group"], strict=True)) == groups.letters
+    assert list(table.columns).index("group") == list(table.columns).index("model") + 1
     report = real_store.get_report(run_id)
     ci = {m.model: m for m in load_intervals(real_store, report).models}
     for row in report.table():
