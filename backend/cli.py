@@ -778,6 +778,28 @@ def compare(
     print_pairs(comparison)
 
 
+@app.command("report")
+def report_cmd(
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN [RUN ...]", help="Runs to report (several: also their joint verdict when they are on the same images).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="File to write (report.html, or report.md with --format md).")],
+    format: Annotated[str, typer.Option("--format", "-f", help="html (self-contained: figures and thumbnails embedded, opens offline) or md (for a pull request: tables and sentences).")] = "html",
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+) -> None:
+    """Write one file to hand on: the domain and plan, verdict and tied groups, results with intervals, the most confident flips, caveats, data fingerprint and versions."""
+    from domainbench.safe_output import output_file, write_atomically
+    from domainbench.stats.intervals import check_confidence
+
+    if format not in ("html", "md"):
+        raise UserInputError(f"--format {format!r} is not supported; use html or md")
+    check_confidence(confidence)
+    output_file(output)
+    from domainbench.frontend.handout import write_report
+
+    text = write_report(_store(), run_ids, format, confidence)
+    write_atomically(output, text)
+    _say(f"wrote {markup_safe(output)}")
+
+
 @app.command()
 def check(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
