@@ -590,9 +590,11 @@ def show(
     if run is not None and run.breaking_points:
         print_breaking_points(run.breaking_points)
     print_unreadable(run)
+    comparison = (query.comparison(store, [run_id], confidence=confidence, read=read)
+                  if len(report.model_names) > 1 and report.models[0].labeled else None)
     print_timings(run)
-    if len(report.model_names) > 1 and report.models[0].labeled:
-        comparison = query.comparison(store, [run_id], confidence=confidence, read=read)
+    print_cost(run, report, comparison)
+    if comparison is not None:
         print_verdicts(comparison)
         print_groups(comparison)
 
@@ -628,6 +630,26 @@ def print_timings(run: Any) -> None:
 
     for line in timing_lines(run.timings if run is not None else {}):
         console.print(literal(line), style="dim", highlight=False)
+
+
+def print_cost(run: Any, report: RunReport, comparison: Comparison | None) -> None:
+    """Throughput beside robustness, inside the timings block (its numbers are this machine's): images/s per model,
+    the Pareto-efficient ones, and the fastest model the data cannot tell from the best."""
+    from domainbench.metrics.cost import fastest_not_worse, model_costs
+
+    timings = run.timings if run is not None else {}
+    if not any(m in timings for m in report.model_names):
+        return
+    accuracy = (comparison.groups.accuracy if comparison is not None
+                else {m.model: m.mean_corrupted_accuracy for m in report.models})
+    costs = model_costs(timings, report.model_names, accuracy)
+    parts = [f"{c.model} {c.images_per_second:,.0f}" + (" (Pareto)" if c.pareto else "")
+             for c in costs if c.images_per_second is not None]
+    console.print(literal("  images/s (preprocess + forward, this machine): " + ", ".join(parts)), style="dim",
+                  highlight=False, soft_wrap=True)
+    sentence = fastest_not_worse(costs, comparison)
+    if sentence:
+        console.print(literal(f"  {sentence}"), style="dim", highlight=False, soft_wrap=True)
 
 
 def print_question_spread(store: Any, run_id: str) -> None:

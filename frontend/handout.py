@@ -64,6 +64,8 @@ class RunSection:
     flips_note: str
     caveats: list[str]
     figures: list[Any] = field(default_factory=list)
+    costs: list[Any] = field(default_factory=list)
+    cost_sentence: str | None = None
 
 
 def _versions() -> dict[str, str]:
@@ -191,6 +193,7 @@ def build(store: Store, run_ids: Sequence[str], confidence: float = 0.95, thumbn
         flips = confident_flips(store, run)
         note = _thumbnails(run, flips) if thumbnails and flips else ""
         section = RunSection(run, report, intervals, comparison, why, flips, note, caveats(run, report, intervals))
+        _add_costs(section)
         if figures:
             from domainbench.frontend import figures as fig
 
@@ -201,6 +204,8 @@ def build(store: Store, run_ids: Sequence[str], confidence: float = 0.95, thumbn
             if report.models and report.models[0].labeled:
                 section.figures.append(fig.severity_lines(report, bands=bands))
             section.figures.append(fig.lfp_heatmap(report, lfp))
+            if any(c.images_per_second is not None for c in section.costs):
+                section.figures.append(pareto_figure(section))
         sections.append(section)
     across, why = None, ""
     if len(run_ids) > 1:
@@ -209,6 +214,42 @@ def build(store: Store, run_ids: Sequence[str], confidence: float = 0.95, thumbn
         except UserInputError as e:
             why = str(e)
     return sections, across, why
+
+
+def _add_costs(s: RunSection) -> None:
+    from domainbench.metrics.cost import fastest_not_worse, model_costs
+
+    if not any(m in s.run.timings for m in s.report.model_names):
+        return
+    accuracy = (s.comparison.groups.accuracy if s.comparison is not None
+                else {m.model: m.mean_corrupted_accuracy for m in s.report.models})
+    s.costs = model_costs(s.run.timings, s.report.model_names, accuracy)
+    s.cost_sentence = fastest_not_worse(s.costs, s.comparison)
+
+
+def pareto_figure(s: RunSection) -> Any:
+    """Mean corrupted balanced accuracy (with its interval) against images/s; Pareto-efficient models as stars."""
+    import plotly.graph_objects as go
+
+    from domainbench.frontend.figures import model_colors
+
+    colors = model_colors(s.report.model_names)
+    fig = go.Figure()
+    for c in s.costs:
+        if c.images_per_second is None or c.corrupted_accuracy is None:
+            continue
+        iv = s.intervals.model(c.model) if s.intervals is not None else None
+        bounds = getattr(iv, "mean_corrupted_accuracy", None)
+        err = None if bounds is None else dict(type="data", symmetric=False,
+                                               array=[100 * (bounds[1] - c.corrupted_accuracy)],
+                                               arrayminus=[100 * (c.corrupted_accuracy - bounds[0])])
+        fig.add_trace(go.Scatter(x=[c.images_per_second], y=[100 * c.corrupted_accuracy], mode="markers", name=c.model,
+                                 error_y=err, marker=dict(size=14, color=colors[c.model],
+                                                          symbol="star" if c.pareto else "circle")))
+    fig.update_layout(title="cost beside robustness (stars: Pareto-efficient; bars: 95 % intervals)",
+                      xaxis_title="images/s (preprocess + forward, the run's machine)",
+                      yaxis_title="mean corrupted balanced accuracy (%)", height=420)
+    return fig
 
 
 # --------------------------------------------------------------------------- rendering
@@ -338,6 +379,17 @@ def to_html(sections: Sequence[RunSection], across: Comparison | None, why_not: 
         for f in s.figures:
             p.append(f'<div class="figure">{pio.to_html(f, full_html=False, include_plotlyjs=not plotly_js_done)}</div>')
             plotly_js_done = True
+        if s.costs:
+            p += ["<h3>Cost beside robustness</h3>", _table(
+                ["model", "images/s", "corrupted acc %", "Pareto-efficient"],
+                [f"<tr>{_td(c.model)}<td data-cost=\"{html.escape(c.model)}\">"
+                 f"{'n/a' if c.images_per_second is None else f'{c.images_per_second:,.0f}'}</td>"
+                 f"{_td(_num(c.corrupted_accuracy, percent=True))}{_td('yes' if c.pareto else '')}</tr>"
+                 for c in s.costs], "cost"),
+                  f'<p class="note">images/s: images scored over the preprocess + forward seconds of the run\'s timings '
+                  "(this machine, shared with what else ran).</p>"]
+            if s.cost_sentence:
+                p.append(f'<p class="cost-sentence">{html.escape(s.cost_sentence[0].upper() + s.cost_sentence[1:])}.</p>')
         header, rows = _cell_rows(s)
         p += ["<h3>Per corruption and severity</h3>", _table(header, rows, "cells")]
         from domainbench.metrics.damage_report import damage_line
@@ -424,6 +476,13 @@ def to_markdown(sections: Sequence[RunSection], across: Comparison | None, why_n
             rows.append([m.model, "clean" if c.corruption == "clean" else f"{c.corruption}@{c.severity}",
                          *(_with_interval(x.read(c, t), getattr(iv, x.name, None) if x.name in CELL_INTERVALS else None,
                                           x.percent) for x in shown)])
+        if s.costs:
+            out += ["### Cost beside robustness", _md_table(
+                ["model", "images/s", "corrupted acc %", "Pareto-efficient"],
+                [[c.model, "n/a" if c.images_per_second is None else f"{c.images_per_second:,.0f}",
+                  _num(c.corrupted_accuracy, percent=True), "yes" if c.pareto else ""] for c in s.costs])]
+            if s.cost_sentence:
+                out.append(s.cost_sentence[0].upper() + s.cost_sentence[1:] + ".")
         out += ["### Per corruption and severity", _md_table(["model", "cell", *(_header(x) for x in shown)], rows)]
         if s.flips:
             out += ["### The most confident flips", _md_table(

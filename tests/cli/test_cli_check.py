@@ -194,3 +194,19 @@ def test_bad_input_is_one_line_exit_2(case: str, at: Path, tmp_path: Path, capsy
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], err
     assert out == ""
+
+
+def test_show_sets_throughput_beside_robustness(at: Path, capsys, monkeypatch) -> None:
+    import domainbench
+
+    code, out, err = cli(["show", "both"], capsys, monkeypatch)
+    assert code == 0, err
+    timings = domainbench.load_run("both", store=at).record.timings
+    rates = {m: timings[m]["images"] / (timings[m]["preprocess"] + timings[m]["forward"]) for m in (PLAIN, AUG)}
+    line = _row(out, "images/s (preprocess + forward, this machine):")
+    for m, r in rates.items():
+        assert f"{m} {r:,.0f}" in line
+    # the augmented model is significantly more accurate, so it is Pareto-efficient whatever the speeds
+    assert f"{AUG} {rates[AUG]:,.0f} (Pareto)" in line
+    sentence = _row(out, "the fastest model not significantly worse than the best on this domain is")
+    assert AUG in sentence and PLAIN not in sentence  # the plain model is significantly worse: never the answer

@@ -119,6 +119,12 @@ def test_the_html_numbers_are_the_json_export_s(written: dict[str, Path]) -> Non
     assert "The PD threat was not computed" in text and "Embedding stability was not measured" in text
     assert f"the bundled sample version {doc['run']['dataset']['fingerprint']['version']}" in text
     assert "domainbench 0" in text and "numpy " in text
+    # cost beside robustness: each model's images/s from the run's timings, the fastest-not-worse sentence
+    timings = doc["run"]["timings"]
+    for model in (PLAIN, AUG):
+        rate = timings[model]["images"] / (timings[model]["preprocess"] + timings[model]["forward"])
+        assert f'data-cost="{model}">{rate:,.0f}</td>' in page
+    assert "The fastest model not significantly worse than the best on this domain is" in text
     # self-contained: no fetch from anywhere; thumbnails inline
     import re
 
@@ -160,7 +166,7 @@ def test_the_html_renders_offline_in_chromium(written: dict[str, Path]) -> None:
 
     page_text = written["html"].read_text()
     figures = page_text.count('<div class="figure">')
-    assert figures == 2
+    assert figures == 3  # accuracy against severity, the flip heatmap, cost beside robustness
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True,
                                      args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
