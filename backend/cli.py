@@ -740,10 +740,16 @@ def export(
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
     predictions: Annotated[bool, typer.Option("--predictions", help="One row per model × cell × image (label, prediction, correct, confidence) instead of the results.")] = False,
+    hard: Annotated[bool, typer.Option("--hard", help="Write the images most models get wrong under the corruptions to the folder -o: hard.csv (why) and files.txt (the clean files), for labelling or fine-tuning.")] = False,
+    hard_threshold: Annotated[float, typer.Option("--hard-threshold", help="With --hard: an image is hard when at least this share of model × corrupted cell pairs get it wrong.")] = 0.5,
 ) -> None:
     """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
     from domainbench import query
     from domainbench.stats.intervals import check_confidence
+
+    if hard:
+        export_hard(run_id, output, hard_threshold)
+        return
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
@@ -770,6 +776,23 @@ def export(
         _say(f"wrote {markup_safe(output)}")
     else:
         sys.stdout.write(text)
+
+
+def export_hard(run_id: str, output: Optional[Path], threshold: float) -> None:
+    """``export --hard``: the hard images' CSV and file list into the folder ``output``."""
+    from domainbench.engine.hard import hard_csv, hard_images
+    from domainbench.safe_output import output_dir, output_file, write_atomically
+
+    if output is None:
+        raise UserInputError("export --hard writes a folder: give it with -o, e.g. -o hard/")
+    found = hard_images(_store(), run_id, threshold)  # bad input is refused before the folder is made
+    folder = output_dir(output)
+    for name in ("hard.csv", "files.txt"):
+        output_file(folder / name)
+    write_atomically(folder / "hard.csv", hard_csv(found))
+    write_atomically(folder / "files.txt", "".join(f"{f}\n" for f in found.files))
+    _say(f"wrote {len(found.rows)} hard images of {found.n_images} (at least {100 * threshold:g} % of model × corrupted "
+         f"cell pairs wrong) to {markup_safe(folder)}: hard.csv, files.txt")
 
 
 @app.command()

@@ -210,3 +210,29 @@ def test_show_sets_throughput_beside_robustness(at: Path, capsys, monkeypatch) -
     assert f"{AUG} {rates[AUG]:,.0f} (Pareto)" in line
     sentence = _row(out, "the fastest model not significantly worse than the best on this domain is")
     assert AUG in sentence and PLAIN not in sentence  # the plain model is significantly worse: never the answer
+
+
+def test_export_hard_writes_the_images_most_models_get_wrong(at: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    # independently: from the per-image predictions export, the share of (model, corrupted cell) rows that are wrong
+    preds = cli(["export", "both", "--predictions"], capsys, monkeypatch)[1]
+    wrong: dict[int, list[bool]] = {}
+    label: dict[int, str] = {}
+    for r in csv.DictReader(io.StringIO(preds)):
+        if r["corruption"] != "clean":
+            wrong.setdefault(int(r["image"]), []).append(r["correct"] == "False")
+            label[int(r["image"])] = r["label"]
+    share = {i: sum(v) / len(v) for i, v in wrong.items()}
+    code, out, err = cli(["export", "both", "--hard", "--hard-threshold", "0.6", "-o", str(tmp_path / "hard")],
+                         capsys, monkeypatch)
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "hard" / "hard.csv").read_text())))
+    expected = sorted((i for i, s in share.items() if s >= 0.6), key=lambda i: (-share[i], i))
+    assert [int(r["image"]) for r in rows] == expected and expected
+    for r in rows:
+        i = int(r["image"])
+        assert float(r["hardness"]) == pytest.approx(share[i], abs=1e-12) and r["label"] == label[i]
+        assert int(r["pairs"]) == 2 * 2  # two models × two corrupted cells
+    # the bundled sample is in memory: the file list names the images by index
+    assert (tmp_path / "hard" / "files.txt").read_text().split() == [str(i) for i in expected]
+    code, out, err = cli(["export", "both", "--hard"], capsys, monkeypatch)
+    assert code == 2 and err.strip() == "error: export --hard writes a folder: give it with -o, e.g. -o hard/"
