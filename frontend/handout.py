@@ -217,39 +217,18 @@ def build(store: Store, run_ids: Sequence[str], confidence: float = 0.95, thumbn
 
 
 def _add_costs(s: RunSection) -> None:
-    from domainbench.metrics.cost import fastest_not_worse, model_costs
+    from domainbench.frontend.cost_view import costs_of, sentence
 
-    if not any(m in s.run.timings for m in s.report.model_names):
-        return
-    accuracy = (s.comparison.groups.accuracy if s.comparison is not None
-                else {m.model: m.mean_corrupted_accuracy for m in s.report.models})
-    s.costs = model_costs(s.run.timings, s.report.model_names, accuracy)
-    s.cost_sentence = fastest_not_worse(s.costs, s.comparison)
+    s.costs = costs_of(s.run, s.report, s.comparison)
+    s.cost_sentence = sentence(s.costs, s.comparison) if s.costs else None
 
 
 def pareto_figure(s: RunSection) -> Any:
-    """Mean corrupted balanced accuracy (with its interval) against images/s; Pareto-efficient models as stars."""
-    import plotly.graph_objects as go
+    from domainbench.frontend.cost_view import pareto_figure as figure
 
-    from domainbench.frontend.figures import model_colors
-
-    colors = model_colors(s.report.model_names)
-    fig = go.Figure()
-    for c in s.costs:
-        if c.images_per_second is None or c.corrupted_accuracy is None:
-            continue
-        iv = s.intervals.model(c.model) if s.intervals is not None else None
-        bounds = getattr(iv, "mean_corrupted_accuracy", None)
-        err = None if bounds is None else dict(type="data", symmetric=False,
-                                               array=[100 * (bounds[1] - c.corrupted_accuracy)],
-                                               arrayminus=[100 * (c.corrupted_accuracy - bounds[0])])
-        fig.add_trace(go.Scatter(x=[c.images_per_second], y=[100 * c.corrupted_accuracy], mode="markers", name=c.model,
-                                 error_y=err, marker=dict(size=14, color=colors[c.model],
-                                                          symbol="star" if c.pareto else "circle")))
-    fig.update_layout(title="cost beside robustness (stars: Pareto-efficient; bars: 95 % intervals)",
-                      xaxis_title="images/s (preprocess + forward, the run's machine)",
-                      yaxis_title="mean corrupted balanced accuracy (%)", height=420)
-    return fig
+    bounds = {c.model: getattr(s.intervals.model(c.model), "mean_corrupted_accuracy", None)
+              for c in s.costs} if s.intervals is not None else {}
+    return figure(s.costs, bounds)
 
 
 # --------------------------------------------------------------------------- rendering

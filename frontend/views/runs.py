@@ -210,6 +210,21 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: 
                 st.markdown(f"- **{md_escape(model)}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
 
 
+def cost_section(view: data.RunView, ri: Any) -> None:
+    """Cost beside robustness (``metrics.cost``): accuracy against images/s, the Pareto-efficient models starred."""
+    from domainbench.frontend import cost_view
+
+    costs = cost_view.costs_of(view.run, view.report)
+    if not any(c.images_per_second is not None for c in costs):
+        return
+    bounds = {m.model: m.mean_corrupted_accuracy for m in ri.models} if ri is not None else {}
+    with st.expander("cost beside robustness", expanded=False):
+        exports.chart(cost_view.pareto_figure(costs, bounds), f"{view.run.run_id}-cost", "cost")
+        st.caption("images/s: the images each model scored over its preprocess + forward seconds on the run's machine "
+                   "(shared with what else ran there: it ranks this run's models). Stars: Pareto-efficient, no other "
+                   "model at least as accurate and as fast.")
+
+
 def pd_kinds(report: RunReport) -> dict[str, list[str]]:
     """The unsafe and borderline cells by the report's one verdict (``ThreatCell.safety``), as every tab names them."""
     return {k: [figures.cell_label(t.corruption, t.severity) for t in report.cells_by_safety(k)]
@@ -560,6 +575,7 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint),
                     notes=[] if ri is None else ri.notes, groups=verdict.groups(store, store_key, run_id, fingerprint))
     verdict.anytime_note(ri)
+    cost_section(view, ri)
     shift_section.show(view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
