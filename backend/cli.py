@@ -241,6 +241,7 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None, verdi
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
     if verdicts is not None and verdicts.verdicts:
         print_verdicts(verdicts)
+        print_groups(verdicts)
         console.print()
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
     # a model name is never broken (as wide as the longest name); in a narrow terminal an interval wraps under its
@@ -720,6 +721,7 @@ def show(
         print_breaking_points(run.breaking_points)
     print_unreadable(run)
     print_timings(run)
+    print_cost(run, report, verdicts)
 
 
 def print_shift_matches(report: RunReport) -> None:
@@ -753,6 +755,26 @@ def print_timings(run: Any) -> None:
 
     for line in timing_lines(run.timings if run is not None else {}):
         console.print(literal(line), style="dim", highlight=False)
+
+
+def print_cost(run: Any, report: RunReport, comparison: Comparison | None) -> None:
+    """Throughput beside robustness, inside the timings block (its numbers are this machine's): images/s per model,
+    the Pareto-efficient ones, and the fastest model the data cannot tell from the best."""
+    from domainbench.metrics.cost import fastest_not_worse, model_costs
+
+    timings = run.timings if run is not None else {}
+    if not any(m in timings for m in report.model_names):
+        return
+    accuracy = (comparison.groups.accuracy if comparison is not None
+                else {m.model: m.mean_corrupted_accuracy for m in report.models})
+    costs = model_costs(timings, report.model_names, accuracy)
+    parts = [f"{c.model} {c.images_per_second:,.0f}" + (" (Pareto)" if c.pareto else "")
+             for c in costs if c.images_per_second is not None]
+    console.print(literal("  images/s (preprocess + forward, this machine): " + ", ".join(parts)), style="dim",
+                  highlight=False, soft_wrap=True)
+    sentence = fastest_not_worse(costs, comparison)
+    if sentence:
+        console.print(literal(f"  {sentence}"), style="dim", highlight=False, soft_wrap=True)
 
 
 def print_question_spread(store: Any, run_id: str) -> None:
@@ -816,6 +838,11 @@ def _p(value: float) -> str:
     return "<0.001" if value < 0.001 else f"{value:.3g}"
 
 
+def print_groups(comparison: Comparison) -> None:
+    """The tied groups (compact letter display) of the verdicts: which models the data cannot tell apart."""
+    console.print(literal(comparison.groups.sentence()), highlight=False)
+
+
 def print_pairs(comparison: Comparison) -> None:
     """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
     level = f"{100 * comparison.confidence:g}% CI"
@@ -857,10 +884,16 @@ def export(
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
     predictions: Annotated[bool, typer.Option("--predictions", help="One row per model × cell × image (label, prediction, correct, confidence) instead of the results.")] = False,
+    hard: Annotated[bool, typer.Option("--hard", help="Write the images most models get wrong under the corruptions to the folder -o: hard.csv (why) and files.txt (the clean files), for labelling or fine-tuning.")] = False,
+    hard_threshold: Annotated[float, typer.Option("--hard-threshold", help="With --hard: an image is hard when at least this share of model × corrupted cell pairs get it wrong.")] = 0.5,
 ) -> None:
     """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
     from domainbench import query
     from domainbench.stats.intervals import check_confidence
+
+    if hard:
+        export_hard(run_id, output, hard_threshold)
+        return
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
@@ -889,6 +922,23 @@ def export(
         sys.stdout.write(text)
 
 
+def export_hard(run_id: str, output: Optional[Path], threshold: float) -> None:
+    """``export --hard``: the hard images' CSV and file list into the folder ``output``."""
+    from domainbench.engine.hard import hard_csv, hard_images
+    from domainbench.safe_output import output_dir, output_file, write_atomically
+
+    if output is None:
+        raise UserInputError("export --hard writes a folder: give it with -o, e.g. -o hard/")
+    found = hard_images(_store(), run_id, threshold)  # bad input is refused before the folder is made
+    folder = output_dir(output)
+    for name in ("hard.csv", "files.txt"):
+        output_file(folder / name)
+    write_atomically(folder / "hard.csv", hard_csv(found))
+    write_atomically(folder / "files.txt", "".join(f"{f}\n" for f in found.files))
+    _say(f"wrote {len(found.rows)} hard images of {found.n_images} (at least {100 * threshold:g} % of model × corrupted "
+         f"cell pairs wrong) to {markup_safe(folder)}: hard.csv, files.txt")
+
+
 @app.command()
 def compare(
     run_ids: Annotated[list[str], typer.Argument(metavar="RUN [RUN2 ...]", help="Runs on the same images (same dataset, indices and seed).")],
@@ -913,7 +963,99 @@ def compare(
         console.print(literal(f"not paired across the runs (each run made them differently: parameters, ladder, steps or "
                               f"shift folder): {', '.join(comparison.differing_cells)}"), highlight=False)
     print_verdicts(comparison)
+    print_groups(comparison)
     print_pairs(comparison)
+
+
+@app.command("report")
+def report_cmd(
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN [RUN ...]", help="Runs to report (several: also their joint verdict when they are on the same images).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="File to write (report.html, or report.md with --format md).")],
+    format: Annotated[str, typer.Option("--format", "-f", help="html (self-contained: figures and thumbnails embedded, opens offline) or md (for a pull request: tables and sentences).")] = "html",
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+) -> None:
+    """Write one file to hand on: the domain and plan, verdict and tied groups, results with intervals, the most confident flips, caveats, data fingerprint and versions."""
+    from domainbench.safe_output import output_file, write_atomically
+    from domainbench.stats.intervals import check_confidence
+
+    if format not in ("html", "md"):
+        raise UserInputError(f"--format {format!r} is not supported; use html or md")
+    check_confidence(confidence)
+    output_file(output)
+    from domainbench.frontend.handout import write_report
+
+    text = write_report(_store(), run_ids, format, confidence)
+    write_atomically(output, text)
+    _say(f"wrote {markup_safe(output)}")
+
+
+@app.command()
+def check(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    require: Annotated[Optional[list[str]], typer.Option("--require", "-r", help="A requirement '[model=MODEL] METRIC[@CORRUPTION[:SEVERITY]] OP NUMBER', e.g. 'mce <= 1.0', 'label_flip_probability@motion_blur:3 <= 0.10', 'model=embedded:fmnist-plain clean_accuracy >= 0.7' (OP: <=, >=, <, >; fractions from 0 to 1). Repeat it for several.")] = None,
+    against: Annotated[Optional[str], typer.Option("--against", help="A baseline run of the same plan and images: fail when a model's balanced accuracy under corruption is significantly lower (paired test, Holm over the models).")] = None,
+    model: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="Check only these models of the run (comma-separated; default: every model). model= in a requirement scopes that one.")] = None,
+    confident: Annotated[bool, typer.Option("--confident", help="Check each requirement on its interval's end that is worse for it (the lower end for >=), not the point estimate.")] = False,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline model for mCE/rCE/mFR.")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+) -> None:
+    """A gate for CI: exit 0 when every requirement holds (and nothing regressed --against a baseline run), 1 when one fails, 2 on bad input."""
+    from domainbench import query
+
+    result = query.check(_store(), run_id, require or [], against=against, models=_csv(model), confident=confident,
+                         confidence=confidence, baseline=baseline)
+    print_check(result)
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+def print_check(result: Any) -> None:
+    """The requirements, model by model (what was compared, the threshold, by how much it holds or misses), and
+    the regression against the baseline run; then one line with the verdict."""
+    level = f"{100 * result.confidence:g} %"
+    if result.outcomes:
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        interval = f"{level} interval"
+        shown = ("", "requirement", "model", "value", *((interval,) if result.confident else ()), "compared", "margin")
+        for col in shown:
+            table.add_column(col, justify="right" if col in ("value", interval, "compared", "margin") else "left",
+                             overflow="fold")
+        for o in result.outcomes:
+            req = o.requirement
+            pct = req.metric.percent or req.metric.unit == "fraction"
+            scale, unit = (100, " pts") if pct else (1, "")
+            margin = "" if o.margin is None else f"{scale * o.margin:+.{1 if pct else 3}f}{unit}"
+            iv = "" if o.interval is None else f"{o.interval[0]:.3f}–{o.interval[1]:.3f}"
+            table.add_row("[green]PASS[/green]" if o.holds else "[red]FAIL[/red]",
+                          literal(f"{req.target} {req.op} {req.threshold:g}"), literal(o.model),
+                          "n/a" if o.value is None else f"{o.value:.3f}", *((iv,) if result.confident else ()),
+                          literal(o.note) if o.compared is None else f"{o.compared:.3f}", margin)
+        console.print(table)
+        what = (f"the worse end of each number's {level} interval" if result.confident else "the point estimates")
+        console.print(f"compared: {what}; margin: how far it lies on the right side of the threshold (negative: by how "
+                      "much it misses; points for fractions)", style="dim", highlight=False)
+    reg = result.regression
+    if reg is not None:
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        for col in ("", "model", "baseline", "now %", "before %", "diff (pts)", f"{level} CI", "p Holm", "cells worse"):
+            table.add_column(col, justify="left" if col in ("", "model", "baseline") else "right", overflow="fold")
+        for m in reg.models:
+            table.add_row("[red]REGRESSED[/red]" if m.regressed else "[green]OK[/green]", literal(m.model),
+                          literal(m.baseline_model if m.baseline_model != m.model else "same"),
+                          f"{100 * m.accuracy:.1f}", f"{100 * m.baseline_accuracy:.1f}", f"{100 * m.difference:+.1f}",
+                          f"{100 * m.ci_low:+.1f} to {100 * m.ci_high:+.1f}", f"{m.p_holm:.3g}",
+                          f"{m.worse_cells} of {m.cells}")
+        console.print(table)
+        console.print(literal(f"against run {reg.baseline_run_id}: balanced accuracy averaged over the corrupted cells, "
+                              "new minus baseline on the same images; regressed: lower with the paired sign-flip test's "
+                              f"p Holm-adjusted over the models below {1 - reg.confidence:.3g}"), style="dim",
+                      highlight=False)
+    failed = len(result.failed) + (len(reg.regressed) if reg is not None else 0)
+    checked = len(result.outcomes) + (len(reg.models) if reg is not None else 0)
+    if failed:
+        console.print(f"[red bold]FAIL[/red bold]: {failed} of {checked} checks failed", highlight=False)
+    else:
+        console.print(f"[green bold]PASS[/green bold]: all {checked} checks hold", highlight=False)
 
 
 @app.command()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from domainbench.metrics.breaking import BreakingPoint
@@ -114,6 +114,12 @@ def fmr_fields() -> list[str]:
     return [m.name for m in metrics_of("fmr") if m.name != FMR_ACCURACY]
 
 
+#: a run of several models on labelled images adds the tied group of each row's model (``metrics.letters``): models
+#: sharing a letter are not significantly different by the verdicts' test
+GROUP_FIELD = "group"
+GROUP_DOC = ("the model's tied group letters (compact letter display): models sharing a letter are not significantly "
+             "different by the verdicts' paired test, Holm-adjusted over the pairs")
+
 #: a run made with --breaking-point adds these columns, filled on every row of the model × corruption
 BREAKING_FIELDS = ["breaking_point", "breaking_point_ci_low", "breaking_point_ci_high"]
 
@@ -124,13 +130,15 @@ def breaking_section(points: Sequence[BreakingPoint]) -> dict[str, Any]:
 
 
 def to_csv(report: RunReport, intervals: RunIntervals | None = None,
-           unparseable: dict[tuple[str, str, int], float] | None = None, breaking: Sequence[BreakingPoint] = ()) -> str:
+           unparseable: dict[tuple[str, str, int], float] | None = None, breaking: Sequence[BreakingPoint] = (),
+           groups: Mapping[str, str] | None = None) -> str:
     """Cells as CSV; a value that does not apply (unlabelled accuracy, no threat) is empty.
 
     ``unparseable`` (from ``engine.vlm_units.unparseable_rates``) adds the unparseable_rate column;
-    ``breaking`` (a --breaking-point run's) the breaking_point columns.
+    ``breaking`` (a --breaking-point run's) the breaking_point columns; ``groups`` (model -> tied group letters) the
+    group column.
     """
-    fields, rows = csv_rows(report, intervals, unparseable, breaking)
+    fields, rows = csv_rows(report, intervals, unparseable, breaking, groups)
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=fields)  # a key with no column raises: nothing is dropped silently
     w.writeheader()
@@ -140,10 +148,11 @@ def to_csv(report: RunReport, intervals: RunIntervals | None = None,
 
 def csv_rows(report: RunReport, intervals: RunIntervals | None = None,
              unparseable: dict[tuple[str, str, int], float] | None = None,
-             breaking: Sequence[BreakingPoint] = ()) -> tuple[list[str], list[dict[str, Any]]]:
+             breaking: Sequence[BreakingPoint] = (),
+             groups: Mapping[str, str] | None = None) -> tuple[list[str], list[dict[str, Any]]]:
     """The CSV export's columns and rows (``to_csv``; ``domainbench.Run.to_pandas`` reads the same rows)."""
     fields = (csv_fields() + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
-              + (fmr_fields() if report.fmr else []))
+              + (fmr_fields() if report.fmr else []) + ([GROUP_FIELD] if groups else []))
     rows = []
     at = {(b.model, b.corruption): b for b in breaking}
     for row in cell_rows(report, intervals):
@@ -155,6 +164,9 @@ def csv_rows(report: RunReport, intervals: RunIntervals | None = None,
     for m in report.fmr.models if report.fmr else []:
         rows.append({"run_id": report.run_id, "model": m.model, "corruption": "fmr", "severity": 0, "n_images": m.n,
                      "top1_accuracy": metric(FMR_ACCURACY).read(m), **{f: metric(f).read(m) for f in fmr_fields()}})
+    if groups:
+        for row in rows:
+            row[GROUP_FIELD] = groups.get(row["model"])
     return fields, rows
 
 
