@@ -20,6 +20,7 @@ from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.reports import build_report
 from domainbench.errors import NOTHING_STORED, RESUME_COMMAND, UserInputError
+from domainbench.report import RunReport
 from domainbench.store import Store
 from domainbench.store.queue import queue_of
 from domainbench.store.records import DatasetInfo, RunRecord
@@ -71,13 +72,14 @@ def create_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str |
 
 
 def queue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None,
-              fmr: FmrSettings | None = None) -> RunRecord:
-    """Store the domain and a queued run that any worker can take (it starts with ``Engine.resume``, an
-    FMR search with ``fmr`` settings); ``DuplicateRunError`` when the same work is already queued or running."""
+              fmr: FmrSettings | None = None, **kind_fields: Any) -> RunRecord:
+    """Store the domain and a queued run that any worker can take (it starts with ``Engine.resume``, which
+    finds its kind by the settings on the record: an FMR search with ``fmr`` settings, a kind's own with
+    ``kind_fields``); ``DuplicateRunError`` when the same work is already queued or running."""
     stamp = now()
     did = store.domains.save(domain, created_at=stamp)
     run = RunRecord(run_id=run_id or new_run_id(domain.domain), domain_id=did, domain=domain, config=cfg,
-                    status="queued", created_at=stamp, queued_at=stamp, fmr=fmr)
+                    status="queued", created_at=stamp, queued_at=stamp, fmr=fmr, **kind_fields)
     return queue_of(store).enqueue(run)
 
 
@@ -88,10 +90,11 @@ def restart_run(store: Store, run_id: str, **fields: Any) -> None:
 
 
 def complete_run(store: Store, run_id: str, compute: Callable[[], dict[str, Any]],
-                 stopped: Callable[[], dict[str, Any]] = dict) -> str:
+                 stopped: Callable[[], dict[str, Any]] = dict,
+                 report: Callable[[Store, str], RunReport] = build_report) -> str:
     """Run ``compute`` (it stores the units and returns the finished run's extra fields); then the
-    report and "done". A failure is recorded on the run ("interrupted" for Ctrl-C) and raised;
-    ``stopped`` gives the fields a run keeps however it stops (its stage timings)."""
+    report (the run kind's ``report``) and "done". A failure is recorded on the run ("interrupted" for
+    Ctrl-C) and raised; ``stopped`` gives the fields a run keeps however it stops (its stage timings)."""
     try:
         finished = compute()
     except RunCancelled:
@@ -110,7 +113,7 @@ def complete_run(store: Store, run_id: str, compute: Callable[[], dict[str, Any]
         raise
     finally:
         _NEW_DOMAIN.pop(run_id, None)
-    store.put_report(build_report(store, run_id))
+    store.put_report(report(store, run_id))
     store.update_run(run_id, status="done", finished_at=now(), **finished)
     return run_id
 

@@ -26,10 +26,11 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from domainbench.metrics.aggregate import CLEAN
 from domainbench.metrics.classification import MetricInputError
+from domainbench.metrics.letters import TiedGroups, tied_groups
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.stats import holm, mcnemar_exact, normal_quantile
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
@@ -119,6 +120,13 @@ class Comparison(_Frozen):
     #: cells of one name that the compared runs made differently (parameters, ladder, steps, shift folder):
     #: not paired across the runs; left out of a dump when none
     differing_cells: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def groups(self) -> TiedGroups:
+        """The tied groups of the verdicts (``metrics.letters``): models sharing a letter are not significantly
+        different by the verdicts' test."""
+        return tied_groups(self)
 
 
 def _cells_of(outcomes: ImageOutcomes, model: str) -> set[tuple[str, int]]:

@@ -44,7 +44,6 @@ import numpy as np
 import torch
 
 from domainbench.errors import RESUME_COMMAND, UserInputError
-from domainbench.models import register_model
 from domainbench.models import endpoint_transport as transport
 from domainbench.models.generative import (
     ANSWER_CHARS,
@@ -433,7 +432,6 @@ class OpenAIVLM(GenerativeVLM):
         return VLMResult(preds, scores=mean, per_question=preds_q if len(per_q) > 1 else None)
 
 
-@register_model("openai-vlm", known=KNOWN_MODELS)
 def create_openai_vlm(spec: str, device: torch.device) -> GenerativeVLM:
     return OpenAIVLM(spec, device)
 

@@ -1,6 +1,6 @@
-"""Read commands answer without the model stack: `ls`, `show`, `export`, `compare`, `rm`, `metrics` and
-`--help` import neither torch, open_clip nor transformers (issue 43: listing runs took 4.3 s and 806 MB
-because it imported them).
+"""Read commands answer without the model stack: `ls`, `show`, `export`, `compare`, `check`, `report --format md`,
+`rm`, `metrics` and `--help` import neither torch, open_clip nor transformers (issue 43: listing runs took 4.3 s
+and 806 MB because it imported them).
 
 The commands run in one fresh interpreter, one after another through the real entry point, on a small
 store of the UI benchmark's shape; after each, the wrapper records which of the heavy packages
@@ -74,6 +74,7 @@ def test_read_commands_load_no_model_stack(bench_store: tuple[Path, list[str]], 
         ["show", a], ["export", a], ["export", a, "-f", "json"], ["export", a, "--predictions"],
         ["export", a, "--predictions", "-f", "json", "-o", str(tmp_path / "p.json")],
         ["compare", a, b], ["compare", a, b, "-f", "json"],
+        ["check", a, "-r", "mce <= 100"], ["report", a, "-f", "md", "-o", str(tmp_path / "r.md")],
         ["--quiet", "rm", b],
     ]
     report = _run(home, commands)

@@ -215,8 +215,10 @@ def test_a_run_with_a_shift_and_a_composition_shows_both_in_show_and_both_export
     assert doc["run"]["domain"]["shift"] == [{"name": "inv", "path": str(tmp_path / "inv")}]
 
 
-def test_shifts_refuse_adaptive_runs_and_other_executors(home: Path, tmp_path: Path, capsys,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shifts_refuse_adaptive_runs_and_executors_the_kind_has_no_part_for(home: Path, tmp_path: Path, capsys,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # shift cells run on the local and the Ray executor (tests/engine/test_ray_executor.py); an executor the
+    # corruption kind has no part for is refused by its declared capabilities before anything is stored
     from domainbench.config import DomainConfig, RunConfig
     from domainbench.engine.runner import Engine
     from domainbench.errors import UserInputError
@@ -230,8 +232,12 @@ def test_shifts_refuse_adaptive_runs_and_other_executors(home: Path, tmp_path: P
     domain = DomainConfig(domain="x", corruptions=[{"name": "fog"}], shift=[{"name": "inv", "path": str(tmp_path / "inv")}])
     store = open_store()
     try:
-        with pytest.raises(UserInputError, match="local executor"):
-            Engine(store, executor=object()).start(domain, RunConfig(limit=N), run_id="y")  # type: ignore[arg-type]
+        class Elsewhere:
+            name = "dask"
+
+        with pytest.raises(UserInputError, match=r"^--executor dask: corruption runs execute on local or ray; "
+                                                 r"choose --executor local$"):
+            Engine(store, executor=Elsewhere()).start(domain, RunConfig(limit=N), run_id="y")  # type: ignore[arg-type]
         assert store.get_run("y") is None
     finally:
         store.close()

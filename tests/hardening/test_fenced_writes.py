@@ -214,8 +214,6 @@ def test_a_ray_actor_of_a_workers_run_stops_writing_once_the_run_is_done(home: P
 
 
 def test_the_ray_driver_reads_a_refused_unit_of_a_cancelled_run_as_the_cancel(home: Path) -> None:
-    from types import SimpleNamespace
-
     from domainbench.engine.cancel import CancelWatch, RunCancelled
     from domainbench.engine.ray_executor import RayExecutor
     from domainbench.store.fence import ProcessFence
@@ -227,12 +225,12 @@ def test_the_ray_driver_reads_a_refused_unit_of_a_cancelled_run_as_the_cancel(ho
     def refused(*args: object) -> None:
         raise ProcessFence("r1", worker="", pid=4242, host="driver-host").lost()
 
-    executor._ready = refused  # type: ignore[method-assign]
-    work = SimpleNamespace(ctx=SimpleNamespace(run_id="r1"), cancel=CancelWatch(store, "r1"))
-    work.cancel.check()  # a look just now: the next regular one would wait a second
+    executor.ready = refused  # type: ignore[method-assign]
+    cancel = CancelWatch(store, "r1")
+    cancel.check()  # a look just now: the next regular one would wait a second
     store.update_run("r1", status="cancelled")
     with pytest.raises(RunCancelled):
-        executor._collect({}, [], work)  # type: ignore[arg-type]
+        executor.ready_or_cancelled({}, [], "r1", "run", cancel)
     store.update_run("r1", status="running")  # not cancelled: the refusal itself
     with pytest.raises(LeaseLost):
-        executor._collect({}, [], work)  # type: ignore[arg-type]
+        executor.ready_or_cancelled({}, [], "r1", "fmr", cancel)
