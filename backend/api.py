@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from domainbench.config import DomainConfig, RunConfig
+    from domainbench.engine.gate import CheckResult
     from domainbench.engine.executor_options import ExecutorOptions
     from domainbench.engine.tasks import RunEvents, RunStats
     from domainbench.metrics.comparison import Comparison
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from domainbench.store import Store
     from domainbench.store.records import RunRecord
 
-__all__ = ["Run", "build_run_config", "compare", "executor_options", "list_corruptions", "list_models", "list_runs",
+__all__ = ["Run", "build_run_config", "check", "compare", "executor_options", "list_corruptions", "list_models", "list_runs",
            "load_plan", "load_run", "plan", "resume", "run", "run_plan", "summary_metrics"]
 
 def _store(store: Store | str | Path | None) -> Store:
@@ -114,17 +115,19 @@ class Run:
         Columns: ``model``, ``baseline`` (True for the baseline model), then each metric of the summary
         table by its registry name (``summary_metrics()``: fractions from 0 to 1, ratios to the baseline),
         each followed by ``NAME_ci_low`` / ``NAME_ci_high`` where the statistics give it an interval
-        (``confidence=None`` leaves the intervals out). A value that does not apply is NaN.
+        (``confidence=None`` leaves the intervals out), and ``group``: the model's tied group letters (models
+        sharing a letter are not significantly different by the verdicts' test; None with one model or no labels).
+        A value that does not apply is NaN.
         """
         import pandas as pd
 
-        from domainbench.metrics.confidence import ModelIntervals
+        from domainbench.metrics.registry import summary_rows
 
         ivs = self.intervals(confidence) if confidence is not None else None
-        # the metrics the statistics give an interval: a field of ModelIntervals of the metric's name
-        with_interval = set(ModelIntervals.model_fields) - {"model"} if ivs is not None else set()
+        # the metrics the statistics give an interval: those the registry declares one for
+        with_interval = {m.name for m in summary_metrics() if m.interval} if ivs is not None else set()
         rows = []
-        for row in self.report.table():
+        for row in summary_rows(self.report):
             iv = ivs.model(row.model) if ivs is not None else None
             values: dict[str, Any] = {"model": row.model, "baseline": row.baseline}
             for m in summary_metrics():
@@ -133,9 +136,16 @@ class Run:
                     bounds = getattr(iv, m.name, None)
                     values[f"{m.name}_ci_low"], values[f"{m.name}_ci_high"] = bounds if bounds is not None else (None, None)
             rows.append(values)
+        from domainbench import query
+
+        report = self.report
+        multi = len(report.model_names) > 1 and report.models[0].labeled
+        letters = query.groups(self.store, report, confidence or 0.95).letters if multi else {}
         frame = pd.DataFrame(rows)
         # None (a metric that does not apply) becomes NaN, so every metric column is numeric
-        return frame.astype({c: float for c in frame.columns if c not in ("model", "baseline")})
+        frame = frame.astype({c: float for c in frame.columns if c not in ("model", "baseline")})
+        frame["group"] = [letters.get(m) for m in frame["model"]]
+        return frame
 
     def to_pandas(self, confidence: float = 0.95) -> pd.DataFrame:
         """One row per model × cell (clean pass first): the rows and columns of ``domainbench export --format csv``.
@@ -206,6 +216,28 @@ def compare(runs: Sequence[str | Run] | str | Run, *, models: Sequence[str] | No
         db = _store(store)
     ids = [r.id if isinstance(r, Run) else r for r in runs]
     return query.comparison(db, ids, list(models) if models is not None else None, confidence)
+
+
+def check(run: str | Run, requirements: Sequence[str] | str = (), *, against: str | Run | None = None,
+          models: Sequence[str] | None = None, confident: bool = False, confidence: float = 0.95,
+          baseline: str | None = None, store: Store | str | Path | None = None) -> CheckResult:
+    """A gate on a stored run (``domainbench check``): ``requirements`` such as ``"mce <= 1.0"``,
+    ``"label_flip_probability@motion_blur:3 <= 0.10"`` or ``"model=embedded:fmnist-plain clean_accuracy >= 0.7"``
+    (docs/ci-gate.md), each on every model (or ``models``) unless it names one; ``confident`` checks the interval's
+    worse end; ``against`` a baseline run of the same plan and images also fails a model whose balanced accuracy
+    under corruption is significantly lower there. ``.passed`` is the verdict; ``.outcomes`` and ``.regression``
+    say which check failed and by how much. Bad input raises ``UserInputError``."""
+    from domainbench import query
+
+    if store is None and isinstance(run, Run):
+        db = run.store
+    else:
+        db = _store(store)
+    rid = run.id if isinstance(run, Run) else run
+    base = against.id if isinstance(against, Run) else against
+    reqs = [requirements] if isinstance(requirements, str) else list(requirements)
+    return query.check(db, rid, reqs, against=base, models=list(models) if models is not None else None,
+                       confident=confident, confidence=confidence, baseline=baseline)
 
 
 # --------------------------------------------------------------------------- names
@@ -372,8 +404,6 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     cfg = build_run_config(run_config, models=names, dataset=str(dataset) if dataset is not None else None,
                            baseline=baseline, limit=limit, seed=seed, device=device, **settings)
     options = executor_options(executor)
-    if cfg.adaptive and options.kind != "local":
-        raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     return run_plan(_store(store), lambda engine: engine.start(domain, cfg, run_id=run_id), executor=options, events=events)
 
 

@@ -232,20 +232,25 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approxi
     return interval_text(v, interval, pct, unit=False, missing="n/a") + ("*" if approximate else "")
 
 
-def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
-    from domainbench.metrics.registry import column_notes
+def print_report(report: RunReport, intervals: RunIntervals | None = None, verdicts: Comparison | None = None) -> None:
+    """The run's line, its ``verdicts`` first (the answer, where several models were compared), then the summary."""
+    from domainbench.metrics.registry import column_notes, summary_rows
     from domainbench.model_backends import capabilities_of
     from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
+    if verdicts is not None and verdicts.verdicts:
+        print_verdicts(verdicts)
+        print_groups(verdicts)
+        console.print()
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    # in a narrow terminal a model name folds and an interval wraps under its value: never cut to "…",
-    # which would make two models of one family look alike and hide the interval's ends
-    table.add_column("model", overflow="fold")
+    # a model name is never broken (as wide as the longest name); in a narrow terminal an interval wraps under its
+    # value and the metric columns fold: never cut to "…", which would hide the interval's ends
+    table.add_column("model", no_wrap=True, min_width=max((len(literal(m)) for m in report.model_names), default=5))
     columns = summary_columns()
     for metric in columns:
         table.add_column(metric.cli_header, justify="right", overflow="fold", min_width=5)
-    for row in report.table():
+    for row in summary_rows(report):
         iv = intervals.model(row.model) if intervals else None
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
         table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent,
@@ -338,8 +343,15 @@ def plan(
     preview: Annotated[bool, typer.Option("--preview", help="Also print the expected SSIM of each chosen severity on a sample image (1 = unchanged).")] = False,
     dataset: Annotated[Optional[str], typer.Option(help="The images the plan will run on: corruptions that leave them unchanged (colour on grayscale) are left out, with a note.")] = None,
     classes: Annotated[Optional[list[str]], typer.Option(help="Class names, for a --dataset folder without class folders.")] = None,
+    explain: Annotated[Optional[str], typer.Option("--explain", metavar="PLAN", help="Print why each corruption of PLAN (a plan TOML or a stored plan id) is in, why notable ones are out, and what the plan rests on; plans nothing.")] = None,
 ) -> None:
     """Choose the corruptions a domain produces, with severities and a reason for each."""
+    if explain is not None:
+        if text is not None or photos is not None:
+            raise UserInputError("plan --explain reads a plan that exists: give it alone, e.g. "
+                                 "domainbench plan --explain plan.toml (a plan id that `plan` printed, or a run id)")
+        print_explanation(_plan_to_explain(explain))
+        return
     from domainbench.config import dumps, save
     from domainbench.planner import plan as make_plan
 
@@ -360,25 +372,23 @@ def plan(
     if photos is not None:  # measured before the planner runs: a folder with no image is refused at once
         from domainbench.planner import photo_fit
 
-        clean, _ = photo_fit.probe_clean(dataset or "sample", n=photo_fit.REFERENCE_IMAGES)
-        shots, warnings, files = photo_fit.load_photos(photos, like=clean)
-        for w in warnings:
+        _say("measuring the deployment photos against the clean images …")
+        fitted = photo_fit.measure(photos, dataset or "sample")
+        for w in fitted.warnings:
             err_console.print(f"warning: {literal(w)}", style="yellow", highlight=False)
-        _say(f"measuring {len(shots)} deployment photos against {len(clean)} clean images …")
-        ref = photo_fit.reference(clean)
-        fitted = (photo_fit.plan_photos(shots, ref, files), ref)
     cfg = None
     if text is not None:
         _say(f"planning with provider={', '.join(providers)} …")
         cfg = make_plan(text, provider=providers, samples=samples, llm=_settings().llm_settings())
     if fitted is not None:
-        cfg = photo_fit.to_plan(*fitted, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
+        cfg = photo_fit.to_plan(fitted.photos, fitted.ref, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
     if probe is not None:
         cfg = fit_to_images(cfg, *probe)
     if probe is not None or fitted is not None or cfg.planner.provider == "council":
         for note in cfg.planner.violations:
             err_console.print(literal(note), style="yellow", highlight=False)
-    _store().domains.save(cfg, created_at=cfg.planner.created_at)
+    plan_id = _store().domains.save(cfg, created_at=cfg.planner.created_at)
+    _say(f"stored as plan {plan_id} (`domainbench plan --explain {plan_id}` says why each corruption is in)")
     if output:
         save(cfg, output)
         _say(f"wrote {markup_safe(output)}")
@@ -400,6 +410,51 @@ def plan(
             err_console.print(t)
     if preview:
         print_preview(cfg)
+
+
+def _plan_to_explain(spec: str) -> Any:
+    """A plan TOML, the stored plan whose id is ``spec``, or the plan of the run ``spec``."""
+    from domainbench.config import DomainConfig, load_domain
+
+    path = Path(spec)
+    if path.is_file():
+        return load_domain(path)
+    store = _store()
+    found = store.domains.get(domain_id=spec)
+    if found is not None:
+        return DomainConfig.model_validate(found.model_dump(exclude={"domain_id", "created_at"}))
+    run = store.runs.get(run_id=spec)
+    if run is not None:
+        return run.domain
+    raise UserInputError(f"--explain {spec!r}: no such plan file, stored plan id or run id; give the TOML that "
+                         "`plan -o` wrote, the plan id `plan` printed, or a run id from `domainbench ls`")
+
+
+def print_explanation(cfg: Any) -> None:
+    from domainbench.planner.audit import explain
+
+    ex = explain(cfg)
+    console.print(f"domain: {literal(ex.domain)}", highlight=False)
+    t = Table(title="in: why each corruption was chosen", box=box.SIMPLE_HEAD)
+    for col in ("corruption", "severities", "rests on"):
+        t.add_column(col, overflow="fold")
+    for c in ex.chosen:
+        t.add_row(literal(c.name), ",".join(map(str, c.severities)), literal(c.why))
+    console.print(t)
+    t = Table(title="out: why notable corruptions were not chosen", box=box.SIMPLE_HEAD)
+    for col in ("corruption", "why not"):
+        t.add_column(col, overflow="fold")
+    for c in ex.left_out:
+        t.add_row(literal(c.name), literal(c.why))
+    console.print(t)
+    t = Table(title="provenance", box=box.SIMPLE_HEAD, show_header=False)
+    t.add_column("", style="bold")
+    t.add_column("", overflow="fold")
+    for k, v in ex.provenance:
+        t.add_row(k, literal(v))
+    console.print(t)
+    for note in ex.notes:
+        console.print(f"note: {literal(note)}", highlight=False, style="dim")
 
 
 def print_preview(cfg: Any) -> None:
@@ -491,8 +546,6 @@ def run(
             from domainbench.launch import check_model_args
 
             check_model_args(_model_args(model_arg) or {}, cfg.models)
-        if cfg.adaptive and exec_options.kind != "local":
-            raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     else:
         _refuse_ignored_on_resume(resume, {
             "a domain config": config, "--models": models, "--dataset": dataset, "--baseline": baseline,
@@ -521,7 +574,13 @@ def run(
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {done.seconds:.1f} s")
     report = query.report(store, run_id)  # the engine stored it as the run finished
-    print_report(report)
+    verdicts = None
+    if len(report.model_names) > 1 and report.models[0].labeled:
+        try:  # the answer first; a run whose per-image outcomes cannot be paired still prints its summary
+            verdicts = query.comparison(store, [run_id])
+        except ValueError as e:  # UserInputError / MetricInputError: say why, keep the summary
+            _say(f"no verdict: {markup_safe(str(e))}")
+    print_report(report, None, verdicts)
     print_shift_matches(report)
     print_timings(store.get_run(run_id))
 
@@ -603,8 +662,10 @@ def list_runs() -> None:
     for problem in problems:
         err_console.print(f"warning: {printable(problem)}", highlight=False, markup=False, soft_wrap=True)
     table = Table(title=literal(f"runs in {store.description}"))
-    for col in ("run", "status", "domain", "models", "dataset", "created"):
-        table.add_column(col)
+    # the run id is what a user copies: first, never wrapped or cut (as wide as the longest); the rest fold
+    table.add_column("run", no_wrap=True, min_width=max((len(literal(r.run_id)) for r in runs), default=3))
+    for col in ("status", "domain", "models", "dataset", "created"):
+        table.add_column(col, overflow="fold")
     from domainbench.store.status import run_status
 
     for r in runs:
@@ -632,8 +693,10 @@ def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
     baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    details: Annotated[bool, typer.Option("--details", help="Also list every cell ordered by damage (SSIM).")] = False,
 ) -> None:
-    """Print a run's summary table with intervals (recomputed from stored statistics) and, for several models, the verdicts."""
+    """Print a run's verdicts (several models), then its summary table with intervals (recomputed from stored statistics),
+    then the details."""
     from domainbench import query
     from domainbench.stats.intervals import check_confidence
 
@@ -641,8 +704,16 @@ def show(
     store = _store()
     report = query.report(store, run_id, baseline)
     read = query.outcomes_once()  # the intervals and the verdicts: the run's units read once
-    print_report(report, query.intervals(store, report, confidence, read))
-    print_damage(report)
+    verdicts = (query.comparison(store, [run_id], confidence=confidence, read=read)
+                if len(report.model_names) > 1 and report.models[0].labeled else None)
+    print_report(report, query.intervals(store, report, confidence, read), verdicts)
+    from domainbench.metrics.damage_report import damage_line
+
+    if details:
+        print_damage(report)
+    elif damage_line(report) is not None:  # one line of every cell: a detail, not the answer
+        console.print(f"every cell ordered by damage: domainbench show {literal(run_id)} --details", style="dim",
+                      markup=False, highlight=False)
     print_shift_matches(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
@@ -650,8 +721,7 @@ def show(
         print_breaking_points(run.breaking_points)
     print_unreadable(run)
     print_timings(run)
-    if len(report.model_names) > 1 and report.models[0].labeled:
-        print_verdicts(query.comparison(store, [run_id], confidence=confidence, read=read))
+    print_cost(run, report, verdicts)
 
 
 def print_shift_matches(report: RunReport) -> None:
@@ -685,6 +755,26 @@ def print_timings(run: Any) -> None:
 
     for line in timing_lines(run.timings if run is not None else {}):
         console.print(literal(line), style="dim", highlight=False)
+
+
+def print_cost(run: Any, report: RunReport, comparison: Comparison | None) -> None:
+    """Throughput beside robustness, inside the timings block (its numbers are this machine's): images/s per model,
+    the Pareto-efficient ones, and the fastest model the data cannot tell from the best."""
+    from domainbench.metrics.cost import fastest_not_worse, model_costs
+
+    timings = run.timings if run is not None else {}
+    if not any(m in timings for m in report.model_names):
+        return
+    accuracy = (comparison.groups.accuracy if comparison is not None
+                else {m.model: m.mean_corrupted_accuracy for m in report.models})
+    costs = model_costs(timings, report.model_names, accuracy)
+    parts = [f"{c.model} {c.images_per_second:,.0f}" + (" (Pareto)" if c.pareto else "")
+             for c in costs if c.images_per_second is not None]
+    console.print(literal("  images/s (preprocess + forward, this machine): " + ", ".join(parts)), style="dim",
+                  highlight=False, soft_wrap=True)
+    sentence = fastest_not_worse(costs, comparison)
+    if sentence:
+        console.print(literal(f"  {sentence}"), style="dim", highlight=False, soft_wrap=True)
 
 
 def print_question_spread(store: Any, run_id: str) -> None:
@@ -742,17 +832,41 @@ def print_verdicts(comparison: Comparison) -> None:
         console.print(markup_safe(v.sentence), highlight=False)
 
 
+def _p(value: float) -> str:
+    """A p-value as the verdict sentences write it: three significant digits, "<0.001" below 0.001 (the JSON keeps it
+    exact), so a p column stays six characters wide and fits an 80-column terminal whole."""
+    return "<0.001" if value < 0.001 else f"{value:.3g}"
+
+
+def print_groups(comparison: Comparison) -> None:
+    """The tied groups (compact letter display) of the verdicts: which models the data cannot tell apart."""
+    console.print(literal(comparison.groups.sentence()), highlight=False)
+
+
 def print_pairs(comparison: Comparison) -> None:
     """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
     level = f"{100 * comparison.confidence:g}% CI"
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level, "p bal", "p bal Holm"):
-        table.add_column(col, justify="left" if col in ("A", "B", "cell") else "right", no_wrap=True)
+    by_pair: dict[tuple[str, str], list[Any]] = {}
     for p in comparison.pairs:
-        table.add_row(literal(p.model_a), literal(p.model_b), literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only),
-                      f"{p.p_value:.3g}", f"{p.p_holm:.3g}", f"{100 * p.difference:+.1f}",
-                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}", f"{p.p_balanced:.3g}", f"{p.p_balanced_holm:.3g}")
-    console.print(table)
+        by_pair.setdefault((p.model_a, p.model_b), []).append(p)
+    # one table per pair under a line naming A and B in full: two model names per row left no room at 80 columns,
+    # and names or p-values were cut to "…"; the cell is never wrapped, a number column's header and the
+    # interval ("+2.4 to +14.4") wrap at their spaces, never inside a number
+    for (a, b), pairs in by_pair.items():
+        console.print(f"A = {literal(a)}, B = {literal(b)}", highlight=False)
+        rows = [[literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only), _p(p.p_value),
+                 _p(p.p_holm), f"{100 * p.difference:+.1f}", f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}",
+                 _p(p.p_balanced), _p(p.p_balanced_holm)] for p in pairs]
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        # two-line headers: a header wider than its numbers would take the room a number needs
+        for k, col in enumerate(("cell", "n", "A\nonly", "B\nonly", "p", "p\nHolm", "diff\n(pts)", level.replace(" ", "\n"),
+                                 "p\nbal", "p bal\nHolm")):
+            # as wide as its widest value (the interval: its wider end), so no number is cut
+            widest = max(max(map(len, r[k].split(" to "))) for r in rows)
+            table.add_column(col, justify="left" if k == 0 else "right", no_wrap=k == 0, min_width=widest)
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
     from domainbench.metrics.comparison import FIXED_METHOD
 
     test = "exact McNemar test" if comparison.method == FIXED_METHOD else "anytime-valid betting test (adaptive run)"
@@ -770,10 +884,16 @@ def export(
     baseline: Annotated[Optional[str], typer.Option(help="Baseline for mCE/rCE/mFR.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
     predictions: Annotated[bool, typer.Option("--predictions", help="One row per model × cell × image (label, prediction, correct, confidence) instead of the results.")] = False,
+    hard: Annotated[bool, typer.Option("--hard", help="Write the images most models get wrong under the corruptions to the folder -o: hard.csv (why) and files.txt (the clean files), for labelling or fine-tuning.")] = False,
+    hard_threshold: Annotated[float, typer.Option("--hard-threshold", help="With --hard: an image is hard when at least this share of model × corrupted cell pairs get it wrong.")] = 0.5,
 ) -> None:
     """Export a run's results with their intervals as CSV or JSON (JSON adds the model pairs' tests)."""
     from domainbench import query
     from domainbench.stats.intervals import check_confidence
+
+    if hard:
+        export_hard(run_id, output, hard_threshold)
+        return
 
     if format not in ("csv", "json"):
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
@@ -802,6 +922,23 @@ def export(
         sys.stdout.write(text)
 
 
+def export_hard(run_id: str, output: Optional[Path], threshold: float) -> None:
+    """``export --hard``: the hard images' CSV and file list into the folder ``output``."""
+    from domainbench.engine.hard import hard_csv, hard_images
+    from domainbench.safe_output import output_dir, output_file, write_atomically
+
+    if output is None:
+        raise UserInputError("export --hard writes a folder: give it with -o, e.g. -o hard/")
+    found = hard_images(_store(), run_id, threshold)  # bad input is refused before the folder is made
+    folder = output_dir(output)
+    for name in ("hard.csv", "files.txt"):
+        output_file(folder / name)
+    write_atomically(folder / "hard.csv", hard_csv(found))
+    write_atomically(folder / "files.txt", "".join(f"{f}\n" for f in found.files))
+    _say(f"wrote {len(found.rows)} hard images of {found.n_images} (at least {100 * threshold:g} % of model × corrupted "
+         f"cell pairs wrong) to {markup_safe(folder)}: hard.csv, files.txt")
+
+
 @app.command()
 def compare(
     run_ids: Annotated[list[str], typer.Argument(metavar="RUN [RUN2 ...]", help="Runs on the same images (same dataset, indices and seed).")],
@@ -826,7 +963,99 @@ def compare(
         console.print(literal(f"not paired across the runs (each run made them differently: parameters, ladder, steps or "
                               f"shift folder): {', '.join(comparison.differing_cells)}"), highlight=False)
     print_verdicts(comparison)
+    print_groups(comparison)
     print_pairs(comparison)
+
+
+@app.command("report")
+def report_cmd(
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN [RUN ...]", help="Runs to report (several: also their joint verdict when they are on the same images).")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="File to write (report.html, or report.md with --format md).")],
+    format: Annotated[str, typer.Option("--format", "-f", help="html (self-contained: figures and thumbnails embedded, opens offline) or md (for a pull request: tables and sentences).")] = "html",
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+) -> None:
+    """Write one file to hand on: the domain and plan, verdict and tied groups, results with intervals, the most confident flips, caveats, data fingerprint and versions."""
+    from domainbench.safe_output import output_file, write_atomically
+    from domainbench.stats.intervals import check_confidence
+
+    if format not in ("html", "md"):
+        raise UserInputError(f"--format {format!r} is not supported; use html or md")
+    check_confidence(confidence)
+    output_file(output)
+    from domainbench.frontend.handout import write_report
+
+    text = write_report(_store(), run_ids, format, confidence)
+    write_atomically(output, text)
+    _say(f"wrote {markup_safe(output)}")
+
+
+@app.command()
+def check(
+    run_id: Annotated[str, typer.Argument(metavar="RUN")],
+    require: Annotated[Optional[list[str]], typer.Option("--require", "-r", help="A requirement '[model=MODEL] METRIC[@CORRUPTION[:SEVERITY]] OP NUMBER', e.g. 'mce <= 1.0', 'label_flip_probability@motion_blur:3 <= 0.10', 'model=embedded:fmnist-plain clean_accuracy >= 0.7' (OP: <=, >=, <, >; fractions from 0 to 1). Repeat it for several.")] = None,
+    against: Annotated[Optional[str], typer.Option("--against", help="A baseline run of the same plan and images: fail when a model's balanced accuracy under corruption is significantly lower (paired test, Holm over the models).")] = None,
+    model: Annotated[Optional[list[str]], typer.Option("--model", "-m", help="Check only these models of the run (comma-separated; default: every model). model= in a requirement scopes that one.")] = None,
+    confident: Annotated[bool, typer.Option("--confident", help="Check each requirement on its interval's end that is worse for it (the lower end for >=), not the point estimate.")] = False,
+    baseline: Annotated[Optional[str], typer.Option(help="Baseline model for mCE/rCE/mFR.")] = None,
+    confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+) -> None:
+    """A gate for CI: exit 0 when every requirement holds (and nothing regressed --against a baseline run), 1 when one fails, 2 on bad input."""
+    from domainbench import query
+
+    result = query.check(_store(), run_id, require or [], against=against, models=_csv(model), confident=confident,
+                         confidence=confidence, baseline=baseline)
+    print_check(result)
+    if not result.passed:
+        raise typer.Exit(1)
+
+
+def print_check(result: Any) -> None:
+    """The requirements, model by model (what was compared, the threshold, by how much it holds or misses), and
+    the regression against the baseline run; then one line with the verdict."""
+    level = f"{100 * result.confidence:g} %"
+    if result.outcomes:
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        interval = f"{level} interval"
+        shown = ("", "requirement", "model", "value", *((interval,) if result.confident else ()), "compared", "margin")
+        for col in shown:
+            table.add_column(col, justify="right" if col in ("value", interval, "compared", "margin") else "left",
+                             overflow="fold")
+        for o in result.outcomes:
+            req = o.requirement
+            pct = req.metric.percent or req.metric.unit == "fraction"
+            scale, unit = (100, " pts") if pct else (1, "")
+            margin = "" if o.margin is None else f"{scale * o.margin:+.{1 if pct else 3}f}{unit}"
+            iv = "" if o.interval is None else f"{o.interval[0]:.3f}–{o.interval[1]:.3f}"
+            table.add_row("[green]PASS[/green]" if o.holds else "[red]FAIL[/red]",
+                          literal(f"{req.target} {req.op} {req.threshold:g}"), literal(o.model),
+                          "n/a" if o.value is None else f"{o.value:.3f}", *((iv,) if result.confident else ()),
+                          literal(o.note) if o.compared is None else f"{o.compared:.3f}", margin)
+        console.print(table)
+        what = (f"the worse end of each number's {level} interval" if result.confident else "the point estimates")
+        console.print(f"compared: {what}; margin: how far it lies on the right side of the threshold (negative: by how "
+                      "much it misses; points for fractions)", style="dim", highlight=False)
+    reg = result.regression
+    if reg is not None:
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        for col in ("", "model", "baseline", "now %", "before %", "diff (pts)", f"{level} CI", "p Holm", "cells worse"):
+            table.add_column(col, justify="left" if col in ("", "model", "baseline") else "right", overflow="fold")
+        for m in reg.models:
+            table.add_row("[red]REGRESSED[/red]" if m.regressed else "[green]OK[/green]", literal(m.model),
+                          literal(m.baseline_model if m.baseline_model != m.model else "same"),
+                          f"{100 * m.accuracy:.1f}", f"{100 * m.baseline_accuracy:.1f}", f"{100 * m.difference:+.1f}",
+                          f"{100 * m.ci_low:+.1f} to {100 * m.ci_high:+.1f}", f"{m.p_holm:.3g}",
+                          f"{m.worse_cells} of {m.cells}")
+        console.print(table)
+        console.print(literal(f"against run {reg.baseline_run_id}: balanced accuracy averaged over the corrupted cells, "
+                              "new minus baseline on the same images; regressed: lower with the paired sign-flip test's "
+                              f"p Holm-adjusted over the models below {1 - reg.confidence:.3g}"), style="dim",
+                      highlight=False)
+    failed = len(result.failed) + (len(reg.regressed) if reg is not None else 0)
+    checked = len(result.outcomes) + (len(reg.models) if reg is not None else 0)
+    if failed:
+        console.print(f"[red bold]FAIL[/red bold]: {failed} of {checked} checks failed", highlight=False)
+    else:
+        console.print(f"[green bold]PASS[/green bold]: all {checked} checks hold", highlight=False)
 
 
 @app.command()
@@ -855,10 +1084,10 @@ def fmr(
     model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", metavar="NAME:KEY=VALUE", help="An option of one tested or oracle model, checked against its backend's options (repeatable), e.g. hf-vlm:llava-hf/llava-1.5-7b-hf:score=mean.")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
-    from domainbench import query
+    from domainbench import api, query
     from domainbench.config import FmrSettings, RunConfig, load_domain
+    from domainbench.engine.lifecycle import stored_run
     from domainbench.fmr.oracle import check_oracle_names
-    from domainbench.fmr.runner import FmrRunner
 
     settings_env = _settings()
     exec_options = _executor_options(executor or settings_env.executor, address or settings_env.ray_address, actors,
@@ -899,13 +1128,22 @@ def fmr(
             raise
     store = _store()
     progress = _progress()
-    runner = FmrRunner(store, RichEvents(progress), exec_options)
+
+    def search(engine: Any) -> str:
+        if resume:
+            if stored_run(store, resume).fmr is None:
+                raise UserInputError(f"run {resume} is not an FMR run; resume it with `domainbench run --resume {resume}`")
+            return engine.resume(resume)
+        return engine.start(domain, cfg, run_id=run_id, fmr=settings)
+
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
-        rid = runner.resume(resume) if resume else runner.start(domain, cfg, settings, run_id=run_id)
-    _say(f"run {markup_safe(rid)}: {runner.computed_units} FMR units computed, {runner.skipped_units} already stored, "
-         f"{time.perf_counter() - t0:.1f} s")
-    print_report(query.report(store, rid))
+        # the Python API's one run-start path (as `run`'s), the FMR kind chosen by its settings
+        done = api.run_plan(store, search, executor=exec_options, events=RichEvents(progress))
+    assert done.stats is not None
+    _say(f"run {markup_safe(done.id)}: {done.stats.computed_units} FMR units computed, {done.stats.skipped_units} already "
+         f"stored, {time.perf_counter() - t0:.1f} s")
+    print_report(query.report(store, done.id))
 
 
 @app.command()
@@ -1146,7 +1384,7 @@ def main() -> None:
             raise KeyboardInterrupt
         if isinstance(rv, int) and not isinstance(rv, bool):
             sys.exit(rv)
-    except (UserInputError, _corruption_error()) as e:
+    except (UserInputError, _corruption_error(), _metric_error()) as e:
         err_console.print(f"error: {printable(_settings().redact(str(e)))}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
@@ -1178,6 +1416,13 @@ def main() -> None:
                               soft_wrap=True)
             sys.exit(2)
         _internal_error(e)
+
+
+def _metric_error() -> type[Exception]:
+    """The metric registry's error (a plug-in that fails to load or clashes, a declaration it refuses), as
+    :func:`_corruption_error` names the corruption library's: only when the command loaded the registry."""
+    registry = sys.modules.get("domainbench.metrics.registry")
+    return registry.MetricRegistryError if registry is not None else UserInputError
 
 
 def _corruption_error() -> type[Exception]:

@@ -118,6 +118,13 @@ class PlannerProvenance(_Strict):
     frequencies: dict[str, FiniteFloat] = Field(default_factory=dict)
     violations: list[str] = Field(default_factory=list)
     created_at: str = ""
+    # audit fields, left out of a dump while empty so a plan made before them loads and hashes as before
+    #: the domainbench version that made the plan (left out of the plan's id, as created_at is)
+    planner_version: str = Field(default="", exclude_if=lambda v: not v)
+    #: sha256 (first 16 hex digits) of each input the plan rests on: "text", "photos", "dataset"
+    inputs: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    #: every LLM asked, as MODEL@HOST (no credentials)
+    llms: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class DomainConfig(_Strict):

@@ -17,7 +17,7 @@ import numpy as np
 from domainbench.config import SHIFT_PREFIX
 from domainbench.engine.compare import paired_comparison, run_pairs
 from domainbench.engine.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
-from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, csv_rows, to_csv, to_json
+from domainbench.engine.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
@@ -33,6 +33,8 @@ from domainbench.stats.intervals import DEFAULT_CONFIDENCE
 from domainbench.store.status import run_status
 
 if TYPE_CHECKING:
+    from domainbench.engine.gate import CheckResult
+    from domainbench.metrics.letters import TiedGroups
     from domainbench.engine.jobs import Corrupted
     from domainbench.engine.tasks import Cell
 
@@ -40,10 +42,16 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "FINISHED", "OutcomesReader", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
+    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CELL_FIELDS":  # the export's columns, read from the metric registry on each use
+        return cell_fields()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- runs
@@ -224,8 +232,21 @@ def export_rows(report: RunReport, store: Store | None = None,
 
 def _export_sources(report: RunReport, store: Store, confidence: float) -> tuple[Any, ...]:
     run = store.get_run(report.run_id)
-    return (report, intervals(store, report, confidence), load_unparseable_rates(store, report.run_id),
-            run.breaking_points if run is not None else [])
+    read = outcomes_once()  # the intervals and the groups' paired tests: the run's units read once
+    return (report, intervals(store, report, confidence, read), load_unparseable_rates(store, report.run_id),
+            run.breaking_points if run is not None else [], groups(store, report, confidence, read).letters
+            if _has_groups(report) else None)
+
+
+def _has_groups(report: RunReport) -> bool:
+    return len(report.model_names) > 1 and report.models[0].labeled
+
+
+def groups(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
+           read: OutcomesReader = read_outcomes) -> TiedGroups:
+    """The tied groups of a run's models (compact letter display of its verdicts' Holm-adjusted tests): the
+    exports' ``group`` column, ``show``'s line, the UI's ranking. Needs two models on labelled images."""
+    return paired_comparison(store, [report.run_id], confidence=confidence, read=read).groups
 
 
 def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
@@ -235,8 +256,9 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
     if store is None:
         return to_json(run, report, extra=shifts)
     read = outcomes_once()  # the intervals and the pairs of one run: its units read once
+    tied = ({"groups": groups(store, report, confidence, read).model_dump(mode="json")} if _has_groups(report) else {})
     return to_json(run, report, intervals(store, report, confidence, read),
-                   {**pairs(store, report, confidence, read), **breaking_section(run.breaking_points), **shifts})
+                   {**pairs(store, report, confidence, read), **tied, **breaking_section(run.breaking_points), **shifts})
 
 
 # --------------------------------------------------------------------------- per-image records
@@ -358,3 +380,17 @@ def _run_dataset(config_json: str) -> Any:
 
     cfg = RunConfig.model_validate_json(config_json)
     return open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
+
+
+# --------------------------------------------------------------------------- gates
+
+
+def check(store: Store, run_id: str, requirements: Sequence[str] = (), *, against: str | None = None,
+          models: Sequence[str] | None = None, confident: bool = False, confidence: float = DEFAULT_CONFIDENCE,
+          baseline: str | None = None) -> CheckResult:
+    """``domainbench check``: the run's requirements (``metrics.requirements``) and, ``against`` a baseline run of
+    the same plan and images, whether a model regressed significantly (``engine.regression``)."""
+    from domainbench.engine.gate import run_check
+
+    return run_check(store, report(store, run_id, baseline), requirements, against=against, models=models,
+                     confident=confident, confidence=confidence, read=outcomes_once())

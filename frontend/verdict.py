@@ -22,23 +22,35 @@ from domainbench.store import Store
 log = logging.getLogger("domainbench.ui")
 
 
-@st.cache_data(show_spinner="comparing the models image by image…", max_entries=32)
 def verdicts(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> tuple[list[str], str]:
     """(verdict sentences, why there are none)."""
+    sentences, why, _ = verdicts_and_groups(_store, store_key, run_id, fingerprint)
+    return sentences, why
+
+
+def groups(store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> dict[str, str]:
+    """Model -> its tied group letters (``metrics.letters``); empty where the run has no verdict."""
+    return verdicts_and_groups(store, store_key, run_id, fingerprint)[2]
+
+
+@st.cache_data(show_spinner="comparing the models image by image…", max_entries=32)
+def verdicts_and_groups(_store: Store, store_key: str, run_id: str,
+                        fingerprint: tuple[Any, ...]) -> tuple[list[str], str, dict[str, str]]:
+    """(verdict sentences and, last, the tied groups' line; why there are none; model -> group letters)."""
     from domainbench import query
     from domainbench.frontend.cached import read_outcomes
 
     run = _store.get_run(run_id)
     if run is None or len(run.config.models) < 2:
-        return [], "one model: there is nothing to compare it with"
+        return [], "one model: there is nothing to compare it with", {}
     try:
         c = query.comparison(_store, [run_id], read=read_outcomes)
     except ValueError as e:  # unlabelled, or no per-image outcomes stored
-        return [], str(e)
+        return [], str(e), {}
     except Exception as e:  # the statistics cannot use this run's data yet (a partial run): say so, draw the rest
         log.warning("verdict of run %s failed", run_id, exc_info=True)
-        return [], f"the paired comparison failed on this run's stored data ({type(e).__name__})"
-    return [v.sentence for v in c.verdicts], ""
+        return [], f"the paired comparison failed on this run's stored data ({type(e).__name__})", {}
+    return [v.sentence for v in c.verdicts] + [c.groups.sentence()], "", dict(c.groups.letters)
 
 
 @st.cache_data(show_spinner="computing 95 % intervals…", max_entries=32)

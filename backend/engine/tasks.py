@@ -69,6 +69,22 @@ class Cell:
         return Job(shard, self.corruption, self.severity, self.params)
 
 
+def cells_of(domain: DomainConfig) -> list[Cell]:
+    """The corruption run's cells in plan order: the clean pass, each corruption's severities, each composition."""
+    cells = [Cell(CLEAN, 0, None)]
+    for c in domain.corruptions:
+        for s in c.severities:
+            # explicit params override the ladder's values at every listed severity
+            ladder = corruptions.resolve_params(c.name, severity=s)
+            params = {**ladder, **c.params} if c.params else None
+            cells.append(Cell(c.name, s, params, params or ladder))
+    for comp in domain.compositions:
+        # one cell of severity 1 per composition; its steps are its parameters
+        steps = {"steps": [[name, severity] for name, severity in comp.pairs]}
+        cells.append(Cell(comp.cell_name, 1, steps, steps))
+    return cells
+
+
 @dataclass
 class RunContext:
     """What a task may know about its run."""

@@ -26,10 +26,11 @@ from collections.abc import Sequence
 from itertools import combinations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from domainbench.metrics.aggregate import CLEAN
 from domainbench.metrics.classification import MetricInputError
+from domainbench.metrics.letters import TiedGroups, tied_groups
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.stats import holm, mcnemar_exact, normal_quantile
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
@@ -119,6 +120,13 @@ class Comparison(_Frozen):
     #: cells of one name that the compared runs made differently (parameters, ladder, steps, shift folder):
     #: not paired across the runs; left out of a dump when none
     differing_cells: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def groups(self) -> TiedGroups:
+        """The tied groups of the verdicts (``metrics.letters``): models sharing a letter are not significantly
+        different by the verdicts' test."""
+        return tied_groups(self)
 
 
 def _cells_of(outcomes: ImageOutcomes, model: str) -> set[tuple[str, int]]:
@@ -251,10 +259,10 @@ def compare_models(outcomes: ImageOutcomes, models: Sequence[str] | None = None,
         n_images = 0
         for corr, sev in cells:
             both = outcomes.present(a, corr, sev) & outcomes.present(b, corr, sev)
-            if not both.any():  # e.g. a generative model that named no class on any image of the cell
+            if not both.any():  # an answer that named no class is a (wrong) prediction: only unevaluated images
                 raise MetricInputError(f"models {a!r} and {b!r} have no image with a prediction from both in cell "
-                                       f"{corr}@{sev} (an answer that named no class is not a prediction); compare "
-                                       "other models (--models) or check the generative model's answers")
+                                       f"{corr}@{sev} (no image both evaluated); compare other models (--models) "
+                                       "or resume the runs")
             ca, cb = outcomes.correct(a, corr, sev), outcomes.correct(b, corr, sev)
             a_only, b_only = int(np.sum(ca & ~cb & both)), int(np.sum(cb & ~ca & both))
             w = _class_weights(y, both)

@@ -25,6 +25,7 @@ from domainbench.frontend.views import fmr_section
 from domainbench.frontend.views.damage_tab import damage_tab
 from domainbench.frontend.ui import (DEMO_HINT, get_store, glossary, guard, literal_text, md_escape, sidebar_store,
                                      status_badge)
+from domainbench.metrics.letters import GROUP_NOTE
 from domainbench.metrics.registry import metric as declared
 from domainbench.metrics.threat import UNSAFE_SHARE_CUT
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
@@ -92,6 +93,11 @@ def runs_section(store: Store, runs: list[RunRecord], domain_id: str | None) -> 
     st.fragment(runs_table, run_every=REFRESH_S if live else None)(store, search, statuses, datasets, domain_id, live)
 
 
+def run_id_width(ids: list[str]) -> int:
+    """Pixels for the run column: the longest id in the table's font (about 7.5 px a character) and the cell's padding."""
+    return int(7.5 * max(map(len, ids), default=10)) + 24
+
+
 def runs_table(store: Store, search: str, statuses: list[str], datasets: list[str], domain_id: str | None,
                live: bool) -> None:
     frame = data.filter_runs(data.runs_frame(store), search, statuses, datasets, domain_id)
@@ -104,20 +110,26 @@ def runs_table(store: Store, search: str, statuses: list[str], datasets: list[st
     ids = frame["run"].tolist()
     event = exports.table(
         shown, "runs", "runs", on_select="rerun", selection_mode="single-row",
-        column_order=["status", PROGRESS, "units", "created", "dataset", "images", "domain", "models", "run"],
-        # pixel widths: at a 1,400 px window the facts (status .. images) fit before the long texts
+        column_order=["run", "status", "kind", PROGRESS, "units", "created", "dataset", "images", "domain", "models"],
+        # pixel widths: at a 1,400 px window the facts (status .. images) fit before the long texts; the run id (what a
+        # user copies) first, pinned and as wide as the longest, so it is never cut or scrolled away
         column_config={
+            "run": st.column_config.TextColumn("run", width=run_id_width(ids), pinned=True),
             "status": st.column_config.TextColumn("status", width=85),
+            "kind": st.column_config.TextColumn("kind", width=120, help="what the run measures: corruption (the plan's "
+                                                "cells), FMR (generated images), adaptive (cells stopped once decided), "
+                                                "real shift (your own images beside the plan), composed (stacked "
+                                                "corruptions)"),
+            # one colour whatever the share: a full bar is done, not an alarm (the theme's red was)
             PROGRESS: st.column_config.ProgressColumn(PROGRESS, min_value=0.0, max_value=100.0, format="%.0f%%",
-                                                      width=100, help="share of the run's units stored (a unit: one "
-                                                      "model × corruption × severity × shard of images)"),
+                                                      width=100, color="blue", help="share of the run's units stored "
+                                                      "(a unit: one model × corruption × severity × shard of images)"),
             "units": st.column_config.TextColumn("units", width=120, help="units stored of units planned"),
             "created": st.column_config.TextColumn("created (UTC)", width=135),
             "dataset": st.column_config.TextColumn("dataset", width=110),
             "images": st.column_config.NumberColumn("images", format="%d", width=65),
             "domain": st.column_config.TextColumn("domain", width=200),
             "models": st.column_config.TextColumn("models", width=170),
-            "run": st.column_config.TextColumn("run", width="medium"),
         },
     )
     label = dict(zip(frame["run"], frame["domain"], strict=True))
@@ -168,16 +180,20 @@ class Shown:
         return 1.0 / n if n else None
 
 
-def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: list[str] | None = None) -> None:
+def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: list[str] | None = None,
+                    groups: dict[str, str] | None = None) -> None:
     """The summary table; ``notes``: the intervals' cautions (``RunIntervals.notes``: few images per class, an
-    unresolved rCE), shown under it."""
+    unresolved rCE), shown under it; ``groups``: each model's tied group letters, a column beside its name."""
     table = verdict.with_intervals(data.summary_frame(report), report, ci)
+    if groups:
+        table.insert(table.columns.get_loc("model") + 1, "group", [groups.get(m, "") for m in table["model"]])
     # where a value has its "(95 % CI)" column, that column is shown in its place (the CSV keeps both)
     shown = [c for c in table.columns if verdict.CI_COLUMNS.get(c) not in table.columns]
     exports.table(
         table, f"{report.run_id}-summary", "summary", column_order=shown,
         column_config={
             "baseline": st.column_config.CheckboxColumn("baseline"),
+            "group": st.column_config.TextColumn("group", help=f"Tied groups: {GROUP_NOTE} 0.05."),
             # each metric's header hovers to the registry's help (exports.table adds it)
             **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f")
                for m in data.summary_metrics()},
@@ -203,6 +219,21 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: 
                     st.markdown(f"- **{md_escape(model)}**: {line}")
             for model, cells in dropped.items():
                 st.markdown(f"- **{md_escape(model)}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
+
+
+def cost_section(view: data.RunView, ri: Any) -> None:
+    """Cost beside robustness (``metrics.cost``): accuracy against images/s, the Pareto-efficient models starred."""
+    from domainbench.frontend import cost_view
+
+    costs = cost_view.costs_of(view.run, view.report)
+    if not any(c.images_per_second is not None for c in costs):
+        return
+    bounds = {m.model: m.mean_corrupted_accuracy for m in ri.models} if ri is not None else {}
+    with st.expander("cost beside robustness", expanded=False):
+        exports.chart(cost_view.pareto_figure(costs, bounds), f"{view.run.run_id}-cost", "cost")
+        st.caption("images/s: the images each model scored over its preprocess + forward seconds on the run's machine "
+                   "(shared with what else ran there: it ranks this run's models). Stars: Pareto-efficient, no other "
+                   "model at least as accurate and as fast.")
 
 
 def pd_kinds(report: RunReport) -> dict[str, list[str]]:
@@ -553,8 +584,9 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     verdict.show(store, store_key, run_id, fingerprint)
     ri = verdict.run_intervals(store, store_key, view.report, run_id, baseline, fingerprint)
     summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint),
-                    notes=[] if ri is None else ri.notes)
+                    notes=[] if ri is None else ri.notes, groups=verdict.groups(store, store_key, run_id, fingerprint))
     verdict.anytime_note(ri)
+    cost_section(view, ri)
     shift_section.show(view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")

@@ -35,7 +35,22 @@ def test_verdict_first_then_the_table_with_intervals(real_store: Store, real_run
     first_table = next(i for i, e in enumerate(order) if type(e).__name__ == "Dataframe" and "mCE" in e.value.columns)
     assert first_verdict < first_table
     table = summary_table(at)
+    # the tied groups: a line under the verdicts and a column beside each model's name, as `show` computes them
+    groups = paired_comparison(real_store, [run_id]).groups
+    assert groups.sentence() in shown
+    assert dict(zip(table["model"], table["group"], strict=True)) == groups.letters
+    assert list(table.columns).index("group") == list(table.columns).index("model") + 1
     report = real_store.get_report(run_id)
+    # cost beside robustness: one point per model at its images/s from the run's timings, the front starred
+    import json
+
+    from domainbench.frontend.cost_view import TITLE
+    from domainbench.metrics.cost import throughput
+
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    cost = next(c for c in charts if c["layout"]["title"]["text"] == TITLE)
+    timings = real_store.get_run(run_id).timings
+    assert {t["name"]: t["x"][0] for t in cost["data"]} == {m: throughput(timings, m)[2] for m in report.model_names}
     ci = {m.model: m for m in load_intervals(real_store, report).models}
     for row in report.table():
         got = table.set_index("model").loc[row.model, "clean acc (95 % CI)"]

@@ -67,6 +67,8 @@ CASES = {
     "endpoint URL without host": lambda t, d: ["run", d, "--models", "openai-vlm:m@http://"],
     "endpoint URL with a password": lambda t, d: ["run", d, "--models", "openai-vlm:m@http://u:hunter2@127.0.0.1:1/v1"],
     "endpoint refuses connections": lambda t, d: ["run", d, "--models", "openai-vlm:m@http://127.0.0.1:1/v1"],
+    "endpoint answers HTTP 401 from its first request": lambda t, d: ["run", d, "--models", f"openai-vlm:m@{_failing_endpoint()}",
+                                                                      "--vlm-mode", "generate", "--limit", "4"],
     "resume with another dataset": lambda t, d: ["run", "--resume", "r", "--dataset", str(t)],
     "model option its backend lacks": lambda t, d: ["run", d, "--model-arg", "fake:a:mode=generate"],
     "model option of an endpoint nan": lambda t, d: ["run", d, "--models", "openai-vlm:m@http://127.0.0.1:1/v1",
@@ -99,12 +101,31 @@ EXPECTED = {
     "endpoint URL without host": "the URL names no host",
     "endpoint URL with a password": "holds a user name or password",
     "endpoint refuses connections": "connection refused",
+    "endpoint answers HTTP 401 from its first request": "nothing of the run was stored",
     "resume with another dataset": "leave out --dataset",
     "model option its backend lacks": "--model-arg fake:a: 'mode' is not an option of the fake backend",
     "model option of an endpoint nan": "--model-arg openai-vlm:m@http://127.0.0.1:1/v1: request_timeout:",
     "model options table with a bad value": "[models] openai-vlm:m@http://127.0.0.1:1/v1: concurrency:",
     "resume with a plan": "leave out a domain config",
 }
+
+
+#: fake endpoints the cases started, closed after each test
+_SERVERS: list = []
+
+
+def _failing_endpoint() -> str:
+    from tests.models.fake_vlm_server import Answer, FakeVLMServer
+
+    _SERVERS.append(FakeVLMServer(lambda req, n: Answer(status=401)))
+    return _SERVERS[-1].url
+
+
+@pytest.fixture(autouse=True)
+def _close_servers():  # noqa: ANN202
+    yield
+    while _SERVERS:
+        _SERVERS.pop().close()
 
 
 def _superscript_shift(t: Path) -> None:
