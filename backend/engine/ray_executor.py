@@ -44,7 +44,6 @@ from domainbench.engine.tasks import (Cell, RunContext, RunEvents, RunTask, Sile
 from domainbench.engine.timings import STARTUP
 from domainbench.engine.work import ShardWork
 from domainbench.errors import UserInputError
-from domainbench.models.generative import VLMOptions
 from domainbench.settings import redact_uri
 from domainbench.store import Store, open_store
 from domainbench.store.fence import Fence, LeaseLost
