@@ -183,4 +183,5 @@ def show(store: Store, report: RunReport) -> None:
         cols: Any = st.columns([1, 1, 3])
         cols[0].image(item.original, caption=f"#{item.index} original · {item.label} · model: {item.clean_pred}", clamp=True)
         cols[1].image(item.generated, caption=f"generated · model: {item.final_pred}", clamp=True)
-        cols[2].markdown(f"**{item.steps} steps**: {item.ops or '—'}  \noracle votes: {item.votes}")
+        cols[2].markdown(f"**{item.steps} step{'' if item.steps == 1 else 's'}**: {item.ops or '—'}  \n"
+                         f"oracle votes: {item.votes}")
