@@ -125,3 +125,12 @@ def test_the_rank_chart_names_its_axis_for_what_it_is() -> None:
     f = frame([("x", "x", "A", "A", 0.9, 1.0), ("x", "x", "A", "B", 0.5, 1.2)])
     fig = figures.rank_change(data.ranking_frame(f))
     assert fig.layout.xaxis.title.text == "accuracy on"
+
+
+def test_an_undefined_value_held_as_none_is_written_as_missing() -> None:
+    from domainbench.frontend import verdict
+
+    # Compare's per run × model frame holds None (an object column) where a run has no value: e.g. no PD threat
+    f = pd.DataFrame({"safe_acc": [None, 0.5], "safe_acc_lo": [np.nan, 0.4], "safe_acc_hi": [np.nan, 0.6]})
+    shown = verdict.with_ci_text(f, {"safe_acc": ("safe (95 % CI)", True)})
+    assert shown["safe (95 % CI)"].tolist() == ["—", "50.0 % (40.0–60.0)"]
