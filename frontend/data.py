@@ -676,8 +676,8 @@ def _group_labels(runs: list[RunRecord]) -> dict[str, str]:
         label = short_text(r.domain.domain or "?", 32)
         if len(setups_per_domain[key[0]]) > 1:
             label += f" [{key[1]}, {key[2]} img, {len(key[3])} models]"
-        while label in labels.values():  # two domains (or setups) with the same short text
-            label += "′"
+        if label in labels.values():  # two domains with the same short text: told apart by their plan's id
+            label += f" (plan {key[0][:6]})"
         labels[key] = label
     return {rid: labels[key] for rid, key in keys.items()}
 

@@ -560,7 +560,7 @@ def rank_change(ranking: pd.DataFrame) -> go.Figure:
     fig.update_layout(title="rank by accuracy: clean → corrupted (1 = best" + ("; bars: 95 % intervals of the rank)"
                                                                               if bars else ")"),
                       xaxis={"tickvals": [0, 1], "ticktext": ["clean", "corrupted"], "range": [-0.3, 1.3],
-                             "title": "images"},
+                             "title": "accuracy on"},
                       yaxis={"autorange": "reversed", "dtick": 1, "title": "rank (1 = best)"},
                       height=max(300, 140 + 30 * len(data)), showlegend=True,
                       legend={"title": {"text": "model"}})

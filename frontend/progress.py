@@ -47,14 +47,20 @@ class Progress:
 
 
 def progress_of(run: RunRecord, report: RunReport | None, units: int, cells_total: int) -> Progress:
-    """From the stored report's cells (their actual n); planned = cells × the dataset's images."""
+    """From the stored report's cells (their actual n): what the run meant to evaluate. A cell plans the dataset's
+    images, except a real-shift cell (the user's own folder: its own images) and, once an adaptive run is finished, a
+    cell it stopped early (its images are what it meant to evaluate); a cell not stored yet plans the dataset's."""
+    from domainbench.config import SHIFT_PREFIX
+
     size = run.dataset.size if run.dataset else 0
+    stopped = bool(run.config.adaptive) and run.status == "done"
     cells = [c for m in (report.models if report else []) for c in ([m.clean] if m.clean else []) + list(m.cells)]
     ns = [c.n + c.n_unreadable for c in cells]
-    complete = sum(1 for n in ns if size and n >= size)
-    return Progress(units=units, images_done=sum(min(n, size) if size else n for n in ns),
-                    images_planned=cells_total * size, cells_complete=complete, cells_total=cells_total,
-                    n_min=min(ns, default=0), n_max=max(ns, default=0))
+    planned = [n if stopped or c.corruption.startswith(SHIFT_PREFIX) or not size else size for c, n in zip(cells, ns)]
+    complete = sum(1 for n, p in zip(ns, planned) if p and n >= p)
+    return Progress(units=units, images_done=sum(min(n, p) if p else n for n, p in zip(ns, planned)),
+                    images_planned=sum(planned) + max(0, cells_total - len(cells)) * size, cells_complete=complete,
+                    cells_total=cells_total, n_min=min(ns, default=0), n_max=max(ns, default=0))
 
 
 @dataclass(frozen=True)

@@ -106,7 +106,8 @@ def with_ci_text(frame: pd.DataFrame, columns: Mapping[str, tuple[str, bool]]) -
     for c, (name, percent) in columns.items():
         if f"{c}_lo" not in out.columns:
             continue
-        text = [pm(None if v != v else float(v), None if lo != lo else (float(lo), float(hi)), percent)
+        # an undefined value may be None (an object column) as well as NaN: both are "—"
+        text = [pm(None if v is None or v != v else float(v), None if lo != lo else (float(lo), float(hi)), percent)
                 for v, lo, hi in zip(out[c], out[f"{c}_lo"], out[f"{c}_hi"], strict=True)]
         out = out.drop(columns=[f"{c}_lo", f"{c}_hi"])
         out.insert(out.columns.get_loc(c) + 1, name, text)

@@ -137,12 +137,14 @@ def overall_sentence(ranking: pd.DataFrame) -> str | None:
     corrupted = verdict.CI_COLUMNS["corrupted acc %"]
     line = (f"Across {int(best['domains'])} domain(s), {best['model']} keeps the most accuracy under corruption: "
             f"{best[corrupted]} (clean {best[verdict.CI_COLUMNS['clean acc %']]})")
+    def fewer(row: pd.Series) -> str:  # the ranking's note on fewer domains (not its mCE note: no mCE is in here)
+        return row["note"].split(";")[0] if row["note"].startswith("averaged over") else ""
+
     if len(ranking) > 1:
         second = ranking.iloc[1]
-        line += f", ahead of {second['model']} ({second[corrupted]}"
-        line += f"; {second['note']})" if second["note"] else ")"
-    if best["note"]:
-        line += f" — {best['model']} is {best['note'].split(';')[0]}, so this is not a like-for-like average"
+        line += f", ahead of {second['model']} ({second[corrupted]}" + (f"; {fewer(second)})" if fewer(second) else ")")
+    if fewer(best):
+        line += f" — {best['model']} is {fewer(best)}, so this is not a like-for-like average"
     return line + ". Per domain, the paired test on the same images says:"
 
 

@@ -58,17 +58,32 @@ def oracle_note(f: FmrReport, model: str) -> str:
             "not a sign of robustness. Test it against an oracle it is not part of.")
 
 
-def fmr_frame(f: FmrReport) -> pd.DataFrame:
-    """One row per tested model: the registry's FMR metrics under their UI headers (rates in %)."""
+#: the FMR metrics with an interval (``metrics.confidence.FmrIntervals``' fields: Wilson, as the export's)
+FMR_INTERVALS = ("sa", "pa")
+
+
+def ci_header(m: Metric) -> str:
+    return f"{m.table_header.removesuffix(' %')} (95 % CI)"
+
+
+def fmr_frame(f: FmrReport, intervals: Any = None) -> pd.DataFrame:
+    """One row per tested model: the registry's FMR metrics under their UI headers (rates in %); with the run's
+    ``intervals`` (``RunIntervals``), SA and PA also written with their 95 % interval's ends ("61.2 % (55.0–67.1)")."""
+    from domainbench.stats import interval_text
+
     def shown(metric: Metric, m: Any) -> float | None:
         v = metric.read(m)
         return 100.0 * v if metric.percent and v is not None else v
 
     metrics = metrics_of("fmr")
+    bounds = {iv.model: iv for iv in getattr(intervals, "fmr", None) or []}
+    with_ci = [x for x in metrics if x.name in FMR_INTERVALS] if bounds else []
     return pd.DataFrame(
         [{"model": m.model, "images": m.n, **{x.table_header: shown(x, m) for x in metrics},
+          **{ci_header(x): interval_text(x.read(m), getattr(bounds.get(m.model), x.name, None), x.percent)
+             for x in with_ci},
           "note": "oracle member: FMR by construction" if oracle_member(f, m.model) else ""} for m in f.models],
-        columns=["model", "images", *(x.table_header for x in metrics), "note"],
+        columns=["model", "images", *(x.table_header for x in metrics), *(ci_header(x) for x in with_ci), "note"],
     )
 
 
@@ -130,7 +145,16 @@ def show(store: Store, report: RunReport) -> None:
             st.error(oracle_note(f, m.model), icon=":material/warning:")
     from domainbench.frontend import exports, units
 
-    exports.plain_table(fmr_frame(f), column_config=column_config())
+    from domainbench.frontend import verdict
+    from domainbench.query import run_fingerprint
+
+    ri = verdict.run_intervals(store, store.description, report, report.run_id, report.baseline,
+                               run_fingerprint(store, report.run_id))
+    frame = fmr_frame(f, ri)
+    # SA and PA are shown once, with their interval where it is known
+    hidden = {metric(n).table_header for n in FMR_INTERVALS} if ri is not None and ri.fmr else set()
+    exports.plain_table(frame, column_config=column_config(),
+                        column_order=[c for c in frame.columns if c not in hidden])
     agreement = exports.MISSING if f.oracle.clean_agreement is None else f"{100 * f.oracle.clean_agreement:.1f} %"
     members = ", ".join(f"{m} ({exports.MISSING if a is None else f'{100 * a:.1f} %'})"
                         for m, a in f.oracle.member_accuracy.items())
@@ -159,4 +183,5 @@ def show(store: Store, report: RunReport) -> None:
         cols: Any = st.columns([1, 1, 3])
         cols[0].image(item.original, caption=f"#{item.index} original · {item.label} · model: {item.clean_pred}", clamp=True)
         cols[1].image(item.generated, caption=f"generated · model: {item.final_pred}", clamp=True)
-        cols[2].markdown(f"**{item.steps} steps**: {item.ops or '—'}  \noracle votes: {item.votes}")
+        cols[2].markdown(f"**{item.steps} step{'' if item.steps == 1 else 's'}**: {item.ops or '—'}  \n"
+                         f"oracle votes: {item.votes}")

@@ -530,6 +530,14 @@ def run_header(view: data.RunView) -> None:
     done = progress.progress_of(run, view.report, view.n_units, view.total_cells)
     c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
     c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
+    # what kind of run this is, beside its progress: an adaptive run's cells stop early, a shift cell has its own images
+    n = f"{done.n_min:,}" if done.n_min == done.n_max else f"{done.n_min:,}–{done.n_max:,}"
+    st.caption(f"Run kind: {data.run_kind(run)}"
+               + (f". Cells stop adaptively once decided: {n} images per cell of "
+                  f"{run.dataset.size if run.dataset else '?'}; evaluated counts what each cell needed"
+                  if cfg.adaptive else "")
+               + (". Real-shift cells are evaluated on your own images (their own count)" if run.domain.shift else "")
+               + ".")
     with st.expander("corruptions of this domain and run configuration"):
         exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
         exports.table(config_frame(run), f"{run.run_id}-configuration", "run-config",

@@ -130,3 +130,5 @@ def test_12_a_domain_counts_once_and_fewer_domains_are_marked(misleading: Store)
     assert ranking.loc["embedded:good", "note"] == "averaged over 2 of 3 domains"
     assert ranking.loc["embedded:weak", "note"] == ""
     assert "embedded:good: averaged over 2 of 3 domains" in texts(at.warning)
+    # the verdict's overall sentence says so too
+    assert "embedded:good is averaged over 2 of 3 domains, so this is not a like-for-like average" in texts(at.text)

@@ -109,3 +109,28 @@ def test_families_leave_real_shift_cells_out_and_put_compositions_in_their_own_c
     two = pd.concat([per, per.assign(run="s", baseline="B", ce=0.5)], ignore_index=True)
     assert np.isnan(data.family_matrix(two, "ce").loc["A", "noise"])
     assert data.family_matrix(two, "accuracy").loc["A", "noise"] == pytest.approx(0.5)
+
+
+def test_two_domains_with_one_text_are_told_apart_by_their_plan_not_a_prime(records) -> None:
+    twin = records[XRAY].model_copy(update={"run_id": "twin", "domain_id": "dfeed",
+                                            "domain": records[NIGHT].domain})
+    labels = data._group_labels([records[NIGHT], twin])
+    assert labels[NIGHT] == "night-time dash-cam footage in…" and labels["twin"] == f"{labels[NIGHT]} (plan dfeed)"
+    assert "′" not in "".join(labels.values())
+
+
+def test_the_rank_chart_names_its_axis_for_what_it_is() -> None:
+    from domainbench.frontend import figures
+
+    f = frame([("x", "x", "A", "A", 0.9, 1.0), ("x", "x", "A", "B", 0.5, 1.2)])
+    fig = figures.rank_change(data.ranking_frame(f))
+    assert fig.layout.xaxis.title.text == "accuracy on"
+
+
+def test_an_undefined_value_held_as_none_is_written_as_missing() -> None:
+    from domainbench.frontend import verdict
+
+    # Compare's per run × model frame holds None (an object column) where a run has no value: e.g. no PD threat
+    f = pd.DataFrame({"safe_acc": [None, 0.5], "safe_acc_lo": [np.nan, 0.4], "safe_acc_hi": [np.nan, 0.6]})
+    shown = verdict.with_ci_text(f, {"safe_acc": ("safe (95 % CI)", True)})
+    assert shown["safe (95 % CI)"].tolist() == ["—", "50.0 % (40.0–60.0)"]
