@@ -121,13 +121,13 @@ class Run:
         """
         import pandas as pd
 
-        from domainbench.metrics.confidence import ModelIntervals
+        from domainbench.metrics.registry import summary_rows
 
         ivs = self.intervals(confidence) if confidence is not None else None
-        # the metrics the statistics give an interval: a field of ModelIntervals of the metric's name
-        with_interval = set(ModelIntervals.model_fields) - {"model"} if ivs is not None else set()
+        # the metrics the statistics give an interval: those the registry declares one for
+        with_interval = {m.name for m in summary_metrics() if m.interval} if ivs is not None else set()
         rows = []
-        for row in self.report.table():
+        for row in summary_rows(self.report):
             iv = ivs.model(row.model) if ivs is not None else None
             values: dict[str, Any] = {"model": row.model, "baseline": row.baseline}
             for m in summary_metrics():
@@ -323,10 +323,12 @@ def _with_shifts(domain: DomainConfig, shifts: Mapping[str, str | Path] | Sequen
 # --------------------------------------------------------------------------- running
 
 
-def build_run_config(run_config: RunConfig | str | Path | Mapping[str, Any] | None = None, **settings: Any) -> RunConfig:
+def build_run_config(run_config: RunConfig | str | Path | Mapping[str, Any] | None = None, *,
+                     notes: list[str] | None = None, **settings: Any) -> RunConfig:
     """The run's settings: a ``RunConfig``, a run config TOML (``--run-config``) or a mapping, then every
     setting given as a keyword on top (as the CLI's flags are: ``models=[...]``, ``limit=200``, ``seed=0``,
-    ``device="cuda"``, ``batch_size``, ``templates``, ...; ``None`` means "not given")."""
+    ``device="cuda"``, ``batch_size``, ``templates``, ``model_args={"hf-vlm:…": {"mode": "generate"}}``, ...;
+    ``None`` means "not given"). A deprecated field of the TOML adds a warning to ``notes``."""
     from domainbench.config import RunConfig
 
     given = {k: v for k, v in settings.items() if v is not None}
@@ -334,7 +336,7 @@ def build_run_config(run_config: RunConfig | str | Path | Mapping[str, Any] | No
         return RunConfig.from_sources(None, run_config.model_dump() | given) if given else run_config
     if isinstance(run_config, Mapping):
         return RunConfig.from_sources(None, {**run_config, **given})
-    return RunConfig.from_sources(run_config, given)
+    return RunConfig.from_sources(run_config, given, notes=notes)
 
 
 def executor_options(executor: str | ExecutorOptions | None = None, **options: Any) -> ExecutorOptions:
@@ -390,7 +392,8 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     class folders, a CSV manifest or an image folder (with ``classes=[...]``). Any other run setting is a
     keyword (``classes``, ``batch_size``, ``workers``, ``templates``, ``stability``, ``threat``, ``adaptive``,
     ``corrupt_on``, ``skip_unreadable``, ...; the fields of ``domainbench.config.RunConfig``) or comes from
-    ``run_config``. ``store``: the store to write (default: the CLI's, ``$DOMAINBENCH_HOME``); ``events``:
+    ``run_config``; ``model_args={"hf-vlm:…": {"mode": "generate"}}`` gives models their options (each
+    checked against its backend's schema, ``domainbench models --backends``). ``store``: the store to write (default: the CLI's, ``$DOMAINBENCH_HOME``); ``events``:
     progress callbacks (``domainbench.engine.tasks.RunEvents``; default silent).
     """
     from domainbench.config import DomainConfig
@@ -401,8 +404,6 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     cfg = build_run_config(run_config, models=names, dataset=str(dataset) if dataset is not None else None,
                            baseline=baseline, limit=limit, seed=seed, device=device, **settings)
     options = executor_options(executor)
-    if cfg.adaptive and options.kind != "local":
-        raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
     return run_plan(_store(store), lambda engine: engine.start(domain, cfg, run_id=run_id), executor=options, events=events)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import re
 import subprocess
 import sys
 import time
@@ -121,6 +122,39 @@ def _csv(values: Optional[list[str]]) -> Optional[list[str]]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
+_MODEL_ARG = re.compile(r"(?P<name>.+):(?P<key>[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _model_args(values: Optional[list[str]]) -> Optional[dict[str, dict[str, Any]]]:
+    """``--model-arg NAME:key=value`` flags as {model: {key: value}} (lm-eval's ``--model_args``, per model).
+
+    The model name may hold colons (``openai-vlm:llava:7b@http://host:11434/v1``): the key is the word after
+    the last colon before the first ``=``. A key whose option is a list (``questions``) collects its
+    repeats; the values are strings here, turned into the option's type by its backend's schema."""
+    if not values:
+        return None
+    from domainbench.model_backends import MODEL_BACKENDS
+
+    out: dict[str, dict[str, Any]] = {}
+    for value in values:
+        left, eq, text = value.partition("=")
+        m = _MODEL_ARG.fullmatch(left.strip())
+        if not eq or m is None:
+            raise UserInputError(f"--model-arg {literal(value)}: write NAME:key=value, e.g. "
+                                 "--model-arg hf-vlm:llava-hf/llava-1.5-7b-hf:mode=generate")
+        name, key = m["name"], m["key"]
+        prefix = name.partition(":")[0]
+        field = MODEL_BACKENDS.get(prefix).options.model_fields.get(key) if prefix in MODEL_BACKENDS else None
+        opts = out.setdefault(name, {})
+        if field is not None and "list" in str(field.annotation):
+            opts.setdefault(key, []).append(text)
+        elif key in opts:
+            raise UserInputError(f"--model-arg {literal(name)}:{key} is given twice; keep one value")
+        else:
+            opts[key] = text
+    return out
+
+
 def _say(text: str) -> None:
     if not STATE.quiet:
         err_console.print(text, highlight=False)
@@ -198,29 +232,39 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approxi
     return interval_text(v, interval, pct, unit=False, missing="n/a") + ("*" if approximate else "")
 
 
-def print_report(report: RunReport, intervals: RunIntervals | None = None) -> None:
-    from domainbench.metrics.registry import column_notes
-    from domainbench.models.generative import is_remote_model
+def print_report(report: RunReport, intervals: RunIntervals | None = None, verdicts: Comparison | None = None) -> None:
+    """The run's line, its ``verdicts`` first (the answer, where several models were compared), then the summary."""
+    from domainbench.metrics.registry import column_notes, summary_rows
+    from domainbench.model_backends import capabilities_of
     from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
+    if verdicts is not None and verdicts.verdicts:
+        print_verdicts(verdicts)
+        print_groups(verdicts)
+        console.print()
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    # in a narrow terminal a model name folds and an interval wraps under its value: never cut to "…",
-    # which would make two models of one family look alike and hide the interval's ends
-    table.add_column("model", overflow="fold")
+    # a model name is never broken (as wide as the longest name); in a narrow terminal an interval wraps under its
+    # value and the metric columns fold: never cut to "…", which would hide the interval's ends
+    table.add_column("model", no_wrap=True, min_width=max((len(literal(m)) for m in report.model_names), default=5))
     columns = summary_columns()
     for metric in columns:
         table.add_column(metric.cli_header, justify="right", overflow="fold", min_width=5)
-    for row in report.table():
+    for row in summary_rows(report):
         iv = intervals.model(row.model) if intervals else None
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
         table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent,
                                                 approximate=bool(iv and iv.approximate and m.interval == "smoothed"))
                                             for m in columns))
     console.print(table)
-    remote = [row.model for row in report.table() if is_remote_model(row.model)]
+    caps = {row.model: capabilities_of(row.model) for row in report.table()}
+    remote = [m for m, c in caps.items() if c.remote and not c.image_embeddings]
     if remote and report.stability:
         console.print(f"stability: n/a (remote model) for {printable(', '.join(remote))}: an endpoint returns no image embeddings",
+                      style="dim", markup=False, highlight=False)
+    plain = [m for m, c in caps.items() if not c.remote and not c.image_embeddings]
+    if plain and report.stability:
+        console.print(f"stability: n/a for {printable(', '.join(plain))}: a plain classifier gives no image embeddings",
                       style="dim", markup=False, highlight=False)
     if intervals is not None and intervals.anytime_valid:
         console.print(f"(low–high): {100 * intervals.confidence:g} % anytime-valid confidence sequences (this run stopped its "
@@ -299,8 +343,15 @@ def plan(
     preview: Annotated[bool, typer.Option("--preview", help="Also print the expected SSIM of each chosen severity on a sample image (1 = unchanged).")] = False,
     dataset: Annotated[Optional[str], typer.Option(help="The images the plan will run on: corruptions that leave them unchanged (colour on grayscale) are left out, with a note.")] = None,
     classes: Annotated[Optional[list[str]], typer.Option(help="Class names, for a --dataset folder without class folders.")] = None,
+    explain: Annotated[Optional[str], typer.Option("--explain", metavar="PLAN", help="Print why each corruption of PLAN (a plan TOML or a stored plan id) is in, why notable ones are out, and what the plan rests on; plans nothing.")] = None,
 ) -> None:
     """Choose the corruptions a domain produces, with severities and a reason for each."""
+    if explain is not None:
+        if text is not None or photos is not None:
+            raise UserInputError("plan --explain reads a plan that exists: give it alone, e.g. "
+                                 "domainbench plan --explain plan.toml (a plan id that `plan` printed, or a run id)")
+        print_explanation(_plan_to_explain(explain))
+        return
     from domainbench.config import dumps, save
     from domainbench.planner import plan as make_plan
 
@@ -321,25 +372,23 @@ def plan(
     if photos is not None:  # measured before the planner runs: a folder with no image is refused at once
         from domainbench.planner import photo_fit
 
-        clean, _ = photo_fit.probe_clean(dataset or "sample", n=photo_fit.REFERENCE_IMAGES)
-        shots, warnings, files = photo_fit.load_photos(photos, like=clean)
-        for w in warnings:
+        _say("measuring the deployment photos against the clean images …")
+        fitted = photo_fit.measure(photos, dataset or "sample")
+        for w in fitted.warnings:
             err_console.print(f"warning: {literal(w)}", style="yellow", highlight=False)
-        _say(f"measuring {len(shots)} deployment photos against {len(clean)} clean images …")
-        ref = photo_fit.reference(clean)
-        fitted = (photo_fit.plan_photos(shots, ref, files), ref)
     cfg = None
     if text is not None:
         _say(f"planning with provider={', '.join(providers)} …")
         cfg = make_plan(text, provider=providers, samples=samples, llm=_settings().llm_settings())
     if fitted is not None:
-        cfg = photo_fit.to_plan(*fitted, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
+        cfg = photo_fit.to_plan(fitted.photos, fitted.ref, cfg=cfg, source=f"deployment photos in {photos.name or photos}")
     if probe is not None:
         cfg = fit_to_images(cfg, *probe)
     if probe is not None or fitted is not None or cfg.planner.provider == "council":
         for note in cfg.planner.violations:
             err_console.print(literal(note), style="yellow", highlight=False)
-    _store().domains.save(cfg, created_at=cfg.planner.created_at)
+    plan_id = _store().domains.save(cfg, created_at=cfg.planner.created_at)
+    _say(f"stored as plan {plan_id} (`domainbench plan --explain {plan_id}` says why each corruption is in)")
     if output:
         save(cfg, output)
         _say(f"wrote {markup_safe(output)}")
@@ -361,6 +410,51 @@ def plan(
             err_console.print(t)
     if preview:
         print_preview(cfg)
+
+
+def _plan_to_explain(spec: str) -> Any:
+    """A plan TOML, the stored plan whose id is ``spec``, or the plan of the run ``spec``."""
+    from domainbench.config import DomainConfig, load_domain
+
+    path = Path(spec)
+    if path.is_file():
+        return load_domain(path)
+    store = _store()
+    found = store.domains.get(domain_id=spec)
+    if found is not None:
+        return DomainConfig.model_validate(found.model_dump(exclude={"domain_id", "created_at"}))
+    run = store.runs.get(run_id=spec)
+    if run is not None:
+        return run.domain
+    raise UserInputError(f"--explain {spec!r}: no such plan file, stored plan id or run id; give the TOML that "
+                         "`plan -o` wrote, the plan id `plan` printed, or a run id from `domainbench ls`")
+
+
+def print_explanation(cfg: Any) -> None:
+    from domainbench.planner.audit import explain
+
+    ex = explain(cfg)
+    console.print(f"domain: {literal(ex.domain)}", highlight=False)
+    t = Table(title="in: why each corruption was chosen", box=box.SIMPLE_HEAD)
+    for col in ("corruption", "severities", "rests on"):
+        t.add_column(col, overflow="fold")
+    for c in ex.chosen:
+        t.add_row(literal(c.name), ",".join(map(str, c.severities)), literal(c.why))
+    console.print(t)
+    t = Table(title="out: why notable corruptions were not chosen", box=box.SIMPLE_HEAD)
+    for col in ("corruption", "why not"):
+        t.add_column(col, overflow="fold")
+    for c in ex.left_out:
+        t.add_row(literal(c.name), literal(c.why))
+    console.print(t)
+    t = Table(title="provenance", box=box.SIMPLE_HEAD, show_header=False)
+    t.add_column("", style="bold")
+    t.add_column("", overflow="fold")
+    for k, v in ex.provenance:
+        t.add_row(k, literal(v))
+    console.print(t)
+    for note in ex.notes:
+        console.print(f"note: {literal(note)}", highlight=False, style="dim")
 
 
 def print_preview(cfg: Any) -> None:
@@ -398,6 +492,7 @@ def run(
     threat: Annotated[Optional[bool], typer.Option("--threat/--no-threat", help="Measure the PD threat of each corruption.")] = None,
     run_id: Annotated[Optional[str], typer.Option("--run-id", help="Id for the new run (default: time + domain).")] = None,
     template: Annotated[Optional[list[str]], typer.Option("--template", help="Zero-shot prompt template with {} for the class (repeat for an ensemble), or a built-in set: openai80 (CLIP's 80 ImageNet templates), simple.")] = None,
+    model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", metavar="NAME:KEY=VALUE", help="An option of one model, checked against its backend's options (repeatable; `domainbench models --backends` lists them), e.g. hf-vlm:llava-hf/llava-1.5-7b-hf:mode=generate.")] = None,
     question: Annotated[Optional[list[str]], typer.Option("--question", help="Generative VLMs: the question asked about each image (repeat for an ensemble).")] = None,
     vlm_mode: Annotated[Optional[str], typer.Option("--vlm-mode", help="Generative VLMs: loglik (score every class name), generate (parse a free answer) or choice (lettered options, endpoints with logprobs).")] = None,
     vlm_score: Annotated[Optional[str], typer.Option("--vlm-score", help="Generative VLMs: sum or mean of the class name's token log-probabilities.")] = None,
@@ -433,7 +528,8 @@ def run(
         domain = api.load_plan(config, shifts=shift, notes=notes)
         for note in notes:
             _say(markup_safe(note))
-        cfg = api.build_run_config(run_config, **{
+        cfg_notes: list[str] = []
+        cfg = api.build_run_config(run_config, notes=cfg_notes, **{
             "models": _csv(models), "dataset": dataset, "baseline": baseline, "limit": limit, "classes": _csv(classes),
             "seed": seed, "batch_size": batch_size, "device": device, "workers": workers,
             "corrupt_on": corrupt_on, "stability": stability, "threat": threat, "templates": template,
@@ -442,10 +538,14 @@ def run(
             "request_timeout": request_timeout, "retry_budget": retry_budget,
             "adaptive": adaptive, "target_width": target_width,
             "breaking_point": True if breaking_point is not None else None, "breaking_threshold": _threshold(breaking_point),
-            "skip_unreadable": skip_unreadable,
+            "skip_unreadable": skip_unreadable, "model_args": _model_args(model_arg),
         })
-        if cfg.adaptive and exec_options.kind != "local":
-            raise UserInputError("--adaptive runs on the local executor; leave out --executor ray")
+        for note in cfg_notes:
+            _say(markup_safe(note))
+        if model_arg:
+            from domainbench.launch import check_model_args
+
+            check_model_args(_model_args(model_arg) or {}, cfg.models)
     else:
         _refuse_ignored_on_resume(resume, {
             "a domain config": config, "--models": models, "--dataset": dataset, "--baseline": baseline,
@@ -454,7 +554,7 @@ def run(
             "--stability/--no-stability": stability, "--threat/--no-threat": threat, "--run-id": run_id,
             "--template": template, "--question": question, "--vlm-mode": vlm_mode, "--vlm-score": vlm_score,
             "--dtype": dtype, "--adaptive": adaptive, "--target-width": target_width,
-            "--breaking-point": breaking_point, "--shift": shift})
+            "--breaking-point": breaking_point, "--shift": shift, "--model-arg": model_arg})
         endpoint = _endpoint_overrides(concurrency, max_requests, api_key_env, request_timeout, retry_budget)
     store = _store()
     progress = _progress()
@@ -463,8 +563,8 @@ def run(
     def evaluate(engine: Any) -> str:
         # the start-up's first stage: this process's imports and checks up to the engine
         engine.startup.add(STARTUP, "imports", time.perf_counter() - _STARTED)
-        return (engine.resume(resume, bool(skip_unreadable), endpoint=endpoint) if resume
-                else engine.start(domain, cfg, run_id=run_id))
+        return (engine.resume(resume, bool(skip_unreadable), endpoint=_endpoint_options(engine.store, resume, endpoint))
+                if resume else engine.start(domain, cfg, run_id=run_id))
 
     with progress or contextlib.nullcontext():
         # the Python API's path (domainbench.run / resume), with this command's progress bar
@@ -474,7 +574,13 @@ def run(
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {done.seconds:.1f} s")
     report = query.report(store, run_id)  # the engine stored it as the run finished
-    print_report(report)
+    verdicts = None
+    if len(report.model_names) > 1 and report.models[0].labeled:
+        try:  # the answer first; a run whose per-image outcomes cannot be paired still prints its summary
+            verdicts = query.comparison(store, [run_id])
+        except ValueError as e:  # UserInputError / MetricInputError: say why, keep the summary
+            _say(f"no verdict: {markup_safe(str(e))}")
+    print_report(report, None, verdicts)
     print_shift_matches(report)
     print_timings(store.get_run(run_id))
 
@@ -504,6 +610,18 @@ def _endpoint_overrides(concurrency: Optional[int], max_requests: Optional[int],
         loc, msg = first_validation_error(e)
         raise UserInputError(f"--{loc.replace('_', '-')}: {msg}") from None
     return given
+
+
+def _endpoint_options(store: Any, run_id: str, flags: dict[str, Any]) -> dict[str, Any] | None:
+    """The stored run's per-model options with the transport flags of this session on top (each model
+    whose backend takes them), as the update of its config; None when there is nothing to change."""
+    from domainbench.config import apply_legacy_fields
+
+    run = store.get_run(run_id) if flags else None
+    if run is None:  # no flags, or no such run (resume says so)
+        return None
+    mapped = apply_legacy_fields({"models": run.config.models, "model_args": run.config.model_args, **flags}, override=True)
+    return {"model_args": mapped["model_args"]}
 
 
 def _threshold(value: Optional[str]) -> Optional[float]:
@@ -544,8 +662,10 @@ def list_runs() -> None:
     for problem in problems:
         err_console.print(f"warning: {printable(problem)}", highlight=False, markup=False, soft_wrap=True)
     table = Table(title=literal(f"runs in {store.description}"))
-    for col in ("run", "status", "domain", "models", "dataset", "created"):
-        table.add_column(col)
+    # the run id is what a user copies: first, never wrapped or cut (as wide as the longest); the rest fold
+    table.add_column("run", no_wrap=True, min_width=max((len(literal(r.run_id)) for r in runs), default=3))
+    for col in ("status", "domain", "models", "dataset", "created"):
+        table.add_column(col, overflow="fold")
     from domainbench.store.status import run_status
 
     for r in runs:
@@ -573,8 +693,10 @@ def show(
     run_id: Annotated[str, typer.Argument(metavar="RUN")],
     baseline: Annotated[Optional[str], typer.Option(help="Recompute mCE/rCE/mFR against another model of the run.")] = None,
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
+    details: Annotated[bool, typer.Option("--details", help="Also list every cell ordered by damage (SSIM).")] = False,
 ) -> None:
-    """Print a run's summary table with intervals (recomputed from stored statistics) and, for several models, the verdicts."""
+    """Print a run's verdicts (several models), then its summary table with intervals (recomputed from stored statistics),
+    then the details."""
     from domainbench import query
     from domainbench.stats.intervals import check_confidence
 
@@ -582,21 +704,24 @@ def show(
     store = _store()
     report = query.report(store, run_id, baseline)
     read = query.outcomes_once()  # the intervals and the verdicts: the run's units read once
-    print_report(report, query.intervals(store, report, confidence, read))
-    print_damage(report)
+    verdicts = (query.comparison(store, [run_id], confidence=confidence, read=read)
+                if len(report.model_names) > 1 and report.models[0].labeled else None)
+    print_report(report, query.intervals(store, report, confidence, read), verdicts)
+    from domainbench.metrics.damage_report import damage_line
+
+    if details:
+        print_damage(report)
+    elif damage_line(report) is not None:  # one line of every cell: a detail, not the answer
+        console.print(f"every cell ordered by damage: domainbench show {literal(run_id)} --details", style="dim",
+                      markup=False, highlight=False)
     print_shift_matches(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
         print_breaking_points(run.breaking_points)
     print_unreadable(run)
-    comparison = (query.comparison(store, [run_id], confidence=confidence, read=read)
-                  if len(report.model_names) > 1 and report.models[0].labeled else None)
     print_timings(run)
-    print_cost(run, report, comparison)
-    if comparison is not None:
-        print_verdicts(comparison)
-        print_groups(comparison)
+    print_cost(run, report, verdicts)
 
 
 def print_shift_matches(report: RunReport) -> None:
@@ -707,6 +832,12 @@ def print_verdicts(comparison: Comparison) -> None:
         console.print(markup_safe(v.sentence), highlight=False)
 
 
+def _p(value: float) -> str:
+    """A p-value as the verdict sentences write it: three significant digits, "<0.001" below 0.001 (the JSON keeps it
+    exact), so a p column stays six characters wide and fits an 80-column terminal whole."""
+    return "<0.001" if value < 0.001 else f"{value:.3g}"
+
+
 def print_groups(comparison: Comparison) -> None:
     """The tied groups (compact letter display) of the verdicts: which models the data cannot tell apart."""
     console.print(literal(comparison.groups.sentence()), highlight=False)
@@ -715,14 +846,27 @@ def print_groups(comparison: Comparison) -> None:
 def print_pairs(comparison: Comparison) -> None:
     """Per pair and cell: McNemar's discordant counts and p-values, the difference with its interval."""
     level = f"{100 * comparison.confidence:g}% CI"
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    for col in ("A", "B", "cell", "n", "A only", "B only", "p", "p Holm", "diff (pts)", level, "p bal", "p bal Holm"):
-        table.add_column(col, justify="left" if col in ("A", "B", "cell") else "right", no_wrap=True)
+    by_pair: dict[tuple[str, str], list[Any]] = {}
     for p in comparison.pairs:
-        table.add_row(literal(p.model_a), literal(p.model_b), literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only),
-                      f"{p.p_value:.3g}", f"{p.p_holm:.3g}", f"{100 * p.difference:+.1f}",
-                      f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}", f"{p.p_balanced:.3g}", f"{p.p_balanced_holm:.3g}")
-    console.print(table)
+        by_pair.setdefault((p.model_a, p.model_b), []).append(p)
+    # one table per pair under a line naming A and B in full: two model names per row left no room at 80 columns,
+    # and names or p-values were cut to "…"; the cell is never wrapped, a number column's header and the
+    # interval ("+2.4 to +14.4") wrap at their spaces, never inside a number
+    for (a, b), pairs in by_pair.items():
+        console.print(f"A = {literal(a)}, B = {literal(b)}", highlight=False)
+        rows = [[literal(f"{p.corruption}@{p.severity}"), str(p.n), str(p.a_only), str(p.b_only), _p(p.p_value),
+                 _p(p.p_holm), f"{100 * p.difference:+.1f}", f"{100 * p.ci_low:+.1f} to {100 * p.ci_high:+.1f}",
+                 _p(p.p_balanced), _p(p.p_balanced_holm)] for p in pairs]
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        # two-line headers: a header wider than its numbers would take the room a number needs
+        for k, col in enumerate(("cell", "n", "A\nonly", "B\nonly", "p", "p\nHolm", "diff\n(pts)", level.replace(" ", "\n"),
+                                 "p\nbal", "p bal\nHolm")):
+            # as wide as its widest value (the interval: its wider end), so no number is cut
+            widest = max(max(map(len, r[k].split(" to "))) for r in rows)
+            table.add_column(col, justify="left" if k == 0 else "right", no_wrap=k == 0, min_width=widest)
+        for r in rows:
+            table.add_row(*r)
+        console.print(table)
     from domainbench.metrics.comparison import FIXED_METHOD
 
     test = "exact McNemar test" if comparison.method == FIXED_METHOD else "anytime-valid betting test (adaptive run)"
@@ -937,16 +1081,20 @@ def fmr(
     actors: Annotated[Optional[int], typer.Option(help="Ray actors per tested-model group, each with the oracle.")] = None,
     gpus_per_actor: Annotated[Optional[float], typer.Option(help="GPUs per Ray actor (default: 1 when the cluster has GPUs).")] = None,
     models_per_actor: Annotated[Optional[int], typer.Option(help="Tested models one Ray actor holds (default: all).")] = None,
+    model_arg: Annotated[Optional[list[str]], typer.Option("--model-arg", metavar="NAME:KEY=VALUE", help="An option of one tested or oracle model, checked against its backend's options (repeatable), e.g. hf-vlm:llava-hf/llava-1.5-7b-hf:score=mean.")] = None,
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
-    from domainbench import query
+    from domainbench import api, query
     from domainbench.config import FmrSettings, RunConfig, load_domain
+    from domainbench.engine.lifecycle import stored_run
     from domainbench.fmr.oracle import check_oracle_names
-    from domainbench.fmr.runner import FmrRunner
 
     settings_env = _settings()
     exec_options = _executor_options(executor or settings_env.executor, address or settings_env.ray_address, actors,
                                      gpus_per_actor, 1.0, None, models_per_actor)
+    if resume and model_arg:
+        raise UserInputError(f"--resume {literal(resume)} continues the run with its stored models and their options; "
+                             "leave out --model-arg (or start a new run with them)")
     if not resume:
         if config is None:
             raise UserInputError("fmr needs a domain config TOML (its corruptions perturb the images) or --resume RUN")
@@ -960,8 +1108,12 @@ def fmr(
             _say(markup_safe(note))
         cfg = RunConfig.from_sources(None, {
             "models": _csv(models), "dataset": dataset, "limit": limit, "seed": seed, "batch_size": batch_size,
-            "device": device, "workers": workers, "stability": False, "threat": False,
+            "device": device, "workers": workers, "stability": False, "threat": False, "model_args": _model_args(model_arg),
         })
+        if model_arg:
+            from domainbench.launch import check_model_args
+
+            check_model_args(cfg.model_args, [*cfg.models, *oracle_names])
         try:
             settings = FmrSettings(oracle=oracle_names, search=search, budget=budget, candidates=candidates,  # type: ignore[arg-type]
                                    step_size=step_size, shard_size=shard_size)
@@ -976,13 +1128,22 @@ def fmr(
             raise
     store = _store()
     progress = _progress()
-    runner = FmrRunner(store, RichEvents(progress), exec_options)
+
+    def search(engine: Any) -> str:
+        if resume:
+            if stored_run(store, resume).fmr is None:
+                raise UserInputError(f"run {resume} is not an FMR run; resume it with `domainbench run --resume {resume}`")
+            return engine.resume(resume)
+        return engine.start(domain, cfg, run_id=run_id, fmr=settings)
+
     t0 = time.perf_counter()
     with progress or contextlib.nullcontext():
-        rid = runner.resume(resume) if resume else runner.start(domain, cfg, settings, run_id=run_id)
-    _say(f"run {markup_safe(rid)}: {runner.computed_units} FMR units computed, {runner.skipped_units} already stored, "
-         f"{time.perf_counter() - t0:.1f} s")
-    print_report(query.report(store, rid))
+        # the Python API's one run-start path (as `run`'s), the FMR kind chosen by its settings
+        done = api.run_plan(store, search, executor=exec_options, events=RichEvents(progress))
+    assert done.stats is not None
+    _say(f"run {markup_safe(done.id)}: {done.stats.computed_units} FMR units computed, {done.stats.skipped_units} already "
+         f"stored, {time.perf_counter() - t0:.1f} s")
+    print_report(query.report(store, done.id))
 
 
 @app.command()
@@ -1034,12 +1195,35 @@ def gallery(
 
 
 @app.command("models")
-def list_models_cmd(pattern: Annotated[str, typer.Argument(help="Shell wildcard, e.g. 'open_clip:ViT-L*'.")] = "*") -> None:
+def list_models_cmd(
+    pattern: Annotated[str, typer.Argument(help="Shell wildcard, e.g. 'open_clip:ViT-L*' (with --backends: on the prefix).")] = "*",
+    backends: Annotated[bool, typer.Option("--backends", help="List the backends instead: what each can do and the options it takes (--model-arg NAME:KEY=VALUE).")] = False,
+) -> None:
     """List known model names (any open_clip or HF name also works with its prefix)."""
+    if backends:
+        print_backends(pattern)
+        return
     from domainbench.models import list_models
 
     for name in list_models(pattern):
         console.print(printable(name), highlight=False, markup=False)
+
+
+def print_backends(pattern: str = "*") -> None:
+    """One row per model backend: its capabilities and its per-model options with their defaults."""
+    from domainbench.model_backends import MODEL_BACKENDS
+
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for col in ("prefix", "kind", "remote", "differentiable", "embeddings", "devices", "any name", "options (default)"):
+        table.add_column(col, no_wrap=col != "options (default)")
+    yes = {True: "yes", False: "no"}
+    for prefix in MODEL_BACKENDS.names(pattern):
+        backend = MODEL_BACKENDS.get(prefix)
+        c = backend.capabilities
+        options = ", ".join(f"{k} ({f.default})" for k, f in backend.options.model_fields.items()) or "none"
+        table.add_row(literal(prefix), c.kind, yes[c.remote], yes[c.differentiable], yes[c.image_embeddings],
+                      ", ".join(c.devices), yes[c.open_ended], literal(options))
+    console.print(table)
 
 
 @app.command("metrics")
@@ -1200,7 +1384,7 @@ def main() -> None:
             raise KeyboardInterrupt
         if isinstance(rv, int) and not isinstance(rv, bool):
             sys.exit(rv)
-    except (UserInputError, _corruption_error()) as e:
+    except (UserInputError, _corruption_error(), _metric_error()) as e:
         err_console.print(f"error: {printable(_settings().redact(str(e)))}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
@@ -1232,6 +1416,13 @@ def main() -> None:
                               soft_wrap=True)
             sys.exit(2)
         _internal_error(e)
+
+
+def _metric_error() -> type[Exception]:
+    """The metric registry's error (a plug-in that fails to load or clashes, a declaration it refuses), as
+    :func:`_corruption_error` names the corruption library's: only when the command loaded the registry."""
+    registry = sys.modules.get("domainbench.metrics.registry")
+    return registry.MetricRegistryError if registry is not None else UserInputError
 
 
 def _corruption_error() -> type[Exception]:

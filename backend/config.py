@@ -118,6 +118,13 @@ class PlannerProvenance(_Strict):
     frequencies: dict[str, FiniteFloat] = Field(default_factory=dict)
     violations: list[str] = Field(default_factory=list)
     created_at: str = ""
+    # audit fields, left out of a dump while empty so a plan made before them loads and hashes as before
+    #: the domainbench version that made the plan (left out of the plan's id, as created_at is)
+    planner_version: str = Field(default="", exclude_if=lambda v: not v)
+    #: sha256 (first 16 hex digits) of each input the plan rests on: "text", "photos", "dataset"
+    inputs: dict[str, str] = Field(default_factory=dict, exclude_if=lambda v: not v)
+    #: every LLM asked, as MODEL@HOST (no credentials)
+    llms: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class DomainConfig(_Strict):
@@ -201,6 +208,59 @@ def _unless_default(default: Any, **constraints: Any) -> Any:
     return Field(default=default, exclude_if=lambda v: v == default, **constraints)
 
 
+class LegacyModelFields(_Strict):
+    """The run config's backend-family fields before per-model options (deprecated): each still loads,
+    checked as it was, and becomes an option of every model whose backend takes it (``OPTION_OF``)."""
+
+    questions: list[str] | None = None
+    vlm_mode: Literal["loglik", "generate", "choice"] = "loglik"
+    vlm_score: Literal["sum", "mean"] = "sum"
+    dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    concurrency: int = Field(default=8, ge=1)
+    max_requests: int | None = Field(default=None, ge=1)
+    api_key_env: str = Field(default="OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    request_timeout: float = Field(default=60.0, gt=0, le=3600, allow_inf_nan=False)
+    retry_budget: float = Field(default=1800.0, gt=0, le=604800, allow_inf_nan=False)
+
+
+#: a legacy run config field -> the per-model option it now is
+OPTION_OF = {"questions": "questions", "vlm_mode": "mode", "vlm_score": "score", "dtype": "dtype",
+             "concurrency": "concurrency", "max_requests": "max_requests", "api_key_env": "api_key_env",
+             "request_timeout": "request_timeout", "retry_budget": "retry_budget"}
+
+
+def apply_legacy_fields(data: Mapping[str, Any], override: bool = False) -> dict[str, Any]:
+    """``data`` with its legacy backend-family fields moved onto ``model_args``: each becomes an option of
+    every model whose backend takes it (an option already given for that model wins unless ``override``).
+    A field no model takes is dropped: it never applied to them."""
+    data = dict(data)
+    legacy = {k: data.pop(k) for k in list(data) if k in OPTION_OF}
+    legacy = {k: v for k, v in legacy.items() if v is not None}
+    if not legacy:
+        return data
+    checked = LegacyModelFields.model_validate(legacy).model_dump(include=set(legacy))
+    from domainbench.model_backends import option_keys
+
+    models = data.get("models")
+    args = {n: dict(a) for n, a in (data.get("model_args") or {}).items()}
+    for name in models if isinstance(models, list) else []:
+        if not isinstance(name, str):
+            continue  # the models validator says what is wrong with it
+        takes = option_keys(name)
+        given = {OPTION_OF[k]: v for k, v in checked.items() if OPTION_OF[k] in takes}
+        if given:
+            args[name] = {**args.get(name, {}), **given} if override else {**given, **args.get(name, {})}
+    data["model_args"] = args
+    return data
+
+
+def legacy_notes(data: Mapping[str, Any], where: str) -> list[str]:
+    """A deprecation note for each legacy backend-family field ``data`` holds."""
+    return [f"warning: {where}: {k} is deprecated: it is now the per-model option {OPTION_OF[k]!r} "
+            f"(write it in a [models.\"NAME\"] table or as --model-arg NAME:{OPTION_OF[k]}=VALUE); "
+            "it was applied to every model whose backend takes it" for k in data if k in OPTION_OF]
+
+
 class RunConfig(_Strict):
     """How to evaluate: dataset, models, baseline, device and the engine's knobs.
 
@@ -236,20 +296,10 @@ class RunConfig(_Strict):
     stability_images: int = Field(default=64, ge=1, le=bounds.MAX_STABILITY_IMAGES)
     threat: bool = True
     threat_anchors: int = Field(default=50, ge=1, le=bounds.MAX_THREAT_ANCHORS)
-    # generative VLMs (hf-vlm:, openai-vlm:; docs/generative-vlms.md): the questions asked (several
-    # average the class scores), how classes are scored or answered, and remote endpoints' limits.
-    # Left out of a dump while at their defaults, so runs without such models store what they did.
-    questions: list[str] | None = _unless_default(None)
-    vlm_mode: Literal["loglik", "generate", "choice"] = _unless_default("loglik")
-    vlm_score: Literal["sum", "mean"] = _unless_default("sum")
-    dtype: Literal["auto", "float32", "float16", "bfloat16"] = _unless_default("auto")
-    concurrency: int = _unless_default(8, ge=1)
-    max_requests: int | None = _unless_default(None, ge=1)
-    api_key_env: str = _unless_default("OPENAI_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    # seconds one request may take in total (a server trickling bytes included); at most an hour
-    request_timeout: float = _unless_default(60.0, gt=0, le=3600, allow_inf_nan=False)
-    # seconds one request may keep retrying 429 / 5xx / timeouts before the run stops resumably (a week at most)
-    retry_budget: float = _unless_default(1800.0, gt=0, le=604800, allow_inf_nan=False)
+    # per-model options, keyed by model name: only the keys given (``--model-arg NAME:key=value``, a
+    # ``[models.NAME]`` table), each checked against its backend's options schema (domainbench.model_backends);
+    # a model of the FMR oracle may have its options here too. Left out of a dump while empty.
+    model_args: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude_if=lambda v: not v)
     # adaptive evaluation (domainbench.engine.adaptive): images in seeded random rounds, each cell
     # stops once its anytime-valid interval is narrower than target_width or its pairs are decided
     adaptive: bool = _unless_default(False)
@@ -261,6 +311,48 @@ class RunConfig(_Strict):
     # an image file that does not decode stops the run (a silently smaller dataset changes every number)
     # unless the user chose to skip such files: they are then counted and listed in the run record
     skip_unreadable: bool = _unless_default(False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_model_options(cls, data: Any) -> Any:
+        """A ``[models.NAME]`` table lists the models with their options; the old backend-family fields
+        (``vlm_mode``, ``concurrency``, ...) become the options of every model whose backend takes them."""
+        if not isinstance(data, Mapping):
+            return data
+        data = dict(data)
+        if isinstance(data.get("models"), Mapping):
+            tables = data["models"]
+            bad = [n for n, opts in tables.items() if not isinstance(opts, Mapping)]
+            if bad:
+                raise ValueError(f"[models] table: {bad[0]!r} must be a table of its options ([models.\"{bad[0]}\"]), "
+                                 "or list the models as models = [...]")
+            args = {n: dict(v) for n, v in (data.get("model_args") or {}).items()}
+            for name, opts in tables.items():
+                args[name] = {**args.get(name, {}), **opts}
+            data["models"], data["model_args"] = list(tables), {n: a for n, a in args.items() if a}
+        return apply_legacy_fields(data)
+
+    @field_validator("model_args")
+    @classmethod
+    def _options_fit_their_backend(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from domainbench.model_backends import UnknownModelError, given_options
+
+        out = {}
+        for name, opts in v.items():
+            if not opts:
+                continue
+            try:
+                out[name] = given_options(name, opts, given_as="options of model")
+            except UnknownModelError:
+                # a plug-in absent here (a stored run read on another machine): its loader checks them
+                out[name] = dict(opts)
+            except UserInputError as e:
+                raise ValueError(str(e)) from None
+        return out
+
+    def options_of(self, model: str) -> dict[str, Any]:
+        """The options given for ``model`` (its backend's defaults fill the rest when it loads)."""
+        return dict(self.model_args.get(model, {}))
 
     @field_validator("models")
     @classmethod
@@ -311,20 +403,42 @@ class RunConfig(_Strict):
         return self.baseline or self.models[0]
 
     @classmethod
-    def from_sources(cls, file: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> RunConfig:
+    def from_sources(cls, file: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+                     notes: list[str] | None = None) -> RunConfig:
         """The run config file (or the defaults), then every override that is not None on top.
 
         ``overrides`` are keyed by field name, as the CLI's flags are; an invalid value is a
         ``UserInputError`` naming the flag (``--batch-size: …``), or the file when the bad
-        value came from there.
+        value came from there. ``model_args`` ({model: {key: value}}, the ``--model-arg`` flags) are merged
+        key by key over the file's; a deprecated backend-family field in the file adds a note to ``notes``.
         """
         given = {k: v for k, v in (overrides or {}).items() if v is not None}
-        base = load_run(file).model_dump() if file is not None else {}
+        base: dict[str, Any] = {}
+        if file is not None:
+            raw = _read_toml(file)
+            if notes is not None:
+                notes.extend(legacy_notes(raw, f"run config {file}"))
+            base = _validate(raw, RunConfig, file).model_dump()
+        merged = base | {k: v for k, v in given.items() if k not in OPTION_OF and k != "model_args"}
+        # flags over the file: an old backend-family flag (--vlm-mode, --concurrency) over the file's options,
+        # a --model-arg over both
+        legacy = {k: v for k, v in given.items() if k in OPTION_OF}
         try:
-            cfg = cls.model_validate(base | given)
+            merged = apply_legacy_fields(merged | legacy, override=True)
+        except ValidationError as e:
+            loc, msg = first_validation_error(e)
+            raise UserInputError(f"--{_FLAGS.get(loc, loc.replace('_', '-'))}: {msg}") from None
+        args = {n: dict(a) for n, a in (merged.get("model_args") or {}).items()}
+        for name, opts in (given.get("model_args") or {}).items():
+            args[name] = {**args.get(name, {}), **opts}
+        merged["model_args"] = args
+        try:
+            cfg = cls.model_validate(merged)
         except ValidationError as e:
             loc, msg = first_validation_error(e)
             field = loc.split(".")[0]
+            if field == "model_args":  # the file's options were checked as it loaded: these are the flags'
+                raise UserInputError(msg.replace("options of model", "--model-arg", 1)) from None
             if field not in given and file is not None:
                 raise UserInputError(f"run config {file}: {loc}: {msg}") from None
             raise UserInputError(f"--{_FLAGS.get(field, field.replace('_', '-'))}: {msg}") from None
@@ -336,7 +450,8 @@ class RunConfig(_Strict):
 
 
 # the CLI flag of a RunConfig field, where it is not the field's name with dashes
-_FLAGS = {"templates": "template", "questions": "question", "": "run-config", "breaking_threshold": "breaking-point"}
+_FLAGS = {"templates": "template", "questions": "question", "": "run-config", "breaking_threshold": "breaking-point",
+          "model_args": "model-arg"}
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
@@ -357,7 +472,15 @@ def dumps(cfg: BaseModel) -> str:
     data = cfg.model_dump(mode="json")
     if isinstance(cfg, DomainConfig) and not cfg.compositions:
         del data["compositions"]  # a plan without compositions reads as it did before they existed
-    text = tomli_w.dumps(_drop_none(data))
+    data = _drop_none(data)
+    if isinstance(cfg, RunConfig) and cfg.model_args:
+        # a model's options travel with it: [models."NAME"] tables, in the models' order (the options of a
+        # model outside the list, an FMR oracle member, stay in [model_args."NAME"])
+        args = data.pop("model_args")
+        data["models"] = {m: args.pop(m, {}) for m in cfg.models}
+        if args:
+            data["model_args"] = args
+    text = tomli_w.dumps(data)
     # tomli_w puts every array element on its own line; severities read better as [1, 2, 3]
     return _INT_ARRAY.sub(lambda m: "[" + ", ".join(v.strip().rstrip(",") for v in m.group(1).splitlines()) + "]", text)
 
@@ -370,6 +493,20 @@ def save(cfg: BaseModel, path: str | Path) -> Path:
 
 
 def _load(path: str | Path, model: type[BaseModel]) -> Any:
+    return _validate(_read_toml(path), model, path)
+
+
+def _validate(data: dict[str, Any], model: type[BaseModel], path: str | Path) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        loc, msg = first_validation_error(e)
+        if loc == "model_args":  # the message names the model, the key and the fix
+            raise UserInputError(msg.replace("options of model", f"config file {path}: [models]", 1)) from None
+        raise UserInputError(f"config file {path}: {loc}: {msg}; fix that field and retry") from e
+
+
+def _read_toml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         raise UserInputError(f"config file {path} is a folder; give the TOML file in it (e.g. {path}/domain.toml)")
@@ -391,11 +528,7 @@ def _load(path: str | Path, model: type[BaseModel]) -> Any:
     except RecursionError:  # arrays or inline tables nested thousands deep
         raise UserInputError(f"config file {path} nests arrays or tables too deeply to read; "
                              "fix the file (a config needs at most a few levels)") from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        loc, msg = first_validation_error(e)
-        raise UserInputError(f"config file {path}: {loc}: {msg}; fix that field and retry") from e
+    return data
 
 
 def load_domain(path: str | Path, check: bool = True, notes: list[str] | None = None) -> DomainConfig:

@@ -16,6 +16,12 @@ class UserInputError(ValueError):
     """Bad input from the user: the message names the input and how to fix it."""
 
 
+#: how a resumable stop (an endpoint's) ends its message: ``engine.lifecycle`` puts in the run id, or, where a new
+#: run stored nothing and was dropped, says so (:data:`NOTHING_STORED`) instead
+RESUME_COMMAND = "continue with `domainbench run --resume RUN_ID`"
+NOTHING_STORED = "nothing of the run was stored, so run the same command again"
+
+
 class ModelUnavailableError(UserInputError):
     """A model's weights are not available locally (we never download at run time silently)."""
 

@@ -9,31 +9,35 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from typing import Any
 
 from domainbench.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
 
-#: backends that accept any name their library knows (a hub id, a pretrained tag, a path):
-#: only the prefix can be checked up front; the worker reports a name its library lacks
-OPEN_ENDED_PREFIXES = ("open_clip", "hf", "local", "hf-vlm", "openai-vlm")
-
-
 def check_model_name(name: str) -> None:
-    """Raise ``UserInputError`` naming the model and the close names when ``name`` is not known."""
+    """Raise ``UserInputError`` naming the model and the close names when ``name`` is not known.
+
+    A backend that accepts any name its library knows (``open_ended``: a hub id, a pretrained tag, a
+    path) has only its prefix checked here, and its own ``check_name`` (a path exists); the worker
+    reports a name its library lacks."""
     from domainbench.models import MODEL_BACKENDS, UnknownModelError, list_models
 
     prefix, sep, rest = name.strip().partition(":")
+    if sep and rest and prefix in MODEL_BACKENDS:
+        backend = MODEL_BACKENDS.get(prefix)
+        if backend.check_name is not None:
+            backend.check_name(rest)
+        if backend.capabilities.open_ended:
+            return
     known = list_models()
     close = difflib.get_close_matches(name, known, n=3)
     hint = f"; did you mean {', '.join(close)}?" if close else " (see `domainbench models`)"
     if not sep or not rest or prefix not in MODEL_BACKENDS:
         raise UnknownModelError(f"unknown model {name!r}: a model name is PREFIX:NAME with PREFIX one of "
                                 f"{', '.join(MODEL_BACKENDS.names())}{hint}")
-    if prefix == "local" and not Path(rest).expanduser().exists():
-        raise UnknownModelError(f"model {name!r}: the path {rest} does not exist; give a model folder or file")
-    if prefix not in OPEN_ENDED_PREFIXES and name not in known:
+    if name not in known:
         raise UnknownModelError(f"unknown model {name!r}: {prefix} has {', '.join(n for n in known if n.startswith(prefix + ':'))}"
                                 f"{hint}")
 
@@ -75,18 +79,28 @@ def check_inputs(domain: DomainConfig, cfg: RunConfig, fmr: FmrSettings | None =
         raise UserInputError("the plan has no corruption; add at least one before launching")
     domain.check_catalogue()
     if fmr is not None:
-        from domainbench.fmr.oracle import CLASSIFIER_PREFIXES, check_oracle_names
+        from domainbench.fmr.oracle import check_oracle_names
 
         check_oracle_names(fmr.oracle)
         for m in fmr.oracle:
             check_model_name(m)
     for m in cfg.models:
-        # an FMR run may test plain classifiers: their configs and callables are checked when a worker loads them
-        if fmr is None or m.partition(":")[0] not in CLASSIFIER_PREFIXES:
-            check_model_name(m)
+        check_model_name(m)
+    check_model_args(cfg.model_args, [*cfg.models, *(fmr.oracle if fmr is not None else [])])
     if cfg.baseline is not None and cfg.baseline not in cfg.models:  # RunConfig checks it too; say it the same way
         raise UserInputError(f"baseline {cfg.baseline!r} is not among the run's models {cfg.models}")
     return check_dataset(cfg, labelled=fmr is not None)
+
+
+def check_model_args(model_args: dict[str, dict[str, Any]], models: list[str], given_as: str = "--model-arg") -> None:
+    """Every model given options is one the run loads, and its options fit its backend's schema."""
+    from domainbench.models import validate_options
+
+    for name, options in model_args.items():
+        if name not in models:
+            raise UserInputError(f"{given_as} {name}: {name!r} is not among the run's models {models}; "
+                                 "add it to --models (or --oracle) or fix the name")
+        validate_options(name, options, given_as)
 
 
 def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None,

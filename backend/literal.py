@@ -39,7 +39,8 @@ def printable(text: object, newlines: bool = False) -> str:
     return "".join(_escaped(ch) if ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs") else ch for ch in s)
 
 
-def _undecodable_escaped(s: str) -> str:
+def undecodable_escaped(s: str) -> str:
+    """``s`` with each undecodable byte of a name (a lone surrogate from ``surrogateescape``) as its ``\\xNN``."""
     return "".join(_escaped(ch) if 0xDC80 <= ord(ch) <= 0xDCFF else ch for ch in s)
 
 
@@ -50,7 +51,7 @@ def data_safe(text: str, terminal: bool) -> str:
     if text.isprintable() or (not terminal and text.isascii()):
         return text
     if not terminal:
-        return _undecodable_escaped(text) if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text) else text
+        return undecodable_escaped(text) if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text) else text
     keep = "\n\r\t"
     return "".join(ch if ch in keep or not (ch in _BIDI or unicodedata.category(ch) in ("Cc", "Cs")) else _escaped(ch)
                    for ch in text)

@@ -17,7 +17,7 @@ import numpy as np
 from domainbench.config import SHIFT_PREFIX
 from domainbench.engine.compare import paired_comparison, run_pairs
 from domainbench.engine.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
-from domainbench.engine.export import CELL_FIELDS, breaking_section, cell_rows, csv_rows, to_csv, to_json
+from domainbench.engine.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
@@ -42,10 +42,16 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
+    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CELL_FIELDS":  # the export's columns, read from the metric registry on each use
+        return cell_fields()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- runs

@@ -106,7 +106,13 @@ class StabilityLink(_Frozen):
 
 
 class SummaryRow(_Frozen):
-    """One row of the product paper's table, plus the accuracy over PD-safe cells."""
+    """One row of the product paper's table, plus the accuracy over PD-safe cells.
+
+    The fields are the stored model metrics under their report names (the metric registry's ``field``s; its
+    canonical names are ``clean_accuracy`` for ``acc`` and so on); a model metric the registry computes rides on
+    the row as an extra under its registry name (``metrics.registry.summary_rows``)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     model: str
     baseline: bool

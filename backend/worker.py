@@ -159,14 +159,16 @@ class Worker:
         return True
 
     def execute(self, run: RunRecord) -> None:
-        from domainbench.engine.executors import make_engine
+        from domainbench import api
 
         self.say(f"run {run.run_id}: claimed (attempt {run.attempts})")
         with Lease(self.queue, run, self.name, self.lease_s) as lease:
-            engine = make_engine(OwnedStore(self.store, lease), WorkerEvents(self.say, run.run_id), self.executor)  # type: ignore[arg-type]
             t0 = time.perf_counter()
             try:
-                engine.resume(run.run_id)
+                # every queued run, whatever its kind, is the Python API's resume (the engine finds the kind by
+                # the run record), on this worker's executor and through its lease fence
+                done = api.resume(run.run_id, executor=self.executor, store=OwnedStore(self.store, lease),  # type: ignore[arg-type]
+                                  events=WorkerEvents(self.say, run.run_id))
             except RunCancelled:
                 self._release(lease)  # the status stays "cancelled"; its finished units are kept
                 self.say(f"run {run.run_id}: cancelled; stopped after its finished units")
@@ -184,7 +186,8 @@ class Worker:
                 self._release(lease, status="failed", error=f"{type(e).__name__}: {e}"[:500])
                 self.say(f"run {run.run_id}: failed: {e}")
                 return
-            s = engine.stats
+            s = done.stats
+            assert s is not None
             self._release(lease)
             self.say(f"run {run.run_id}: done: {s.computed_units} units computed, {s.skipped_units} already stored, "
                      f"{time.perf_counter() - t0:.1f} s")

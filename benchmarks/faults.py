@@ -228,9 +228,14 @@ def adaptive_args(b: Bench, run_id: str) -> list[str]:
     return [a for a in b.new_run(run_id) if a != "--no-threat"] + ADAPTIVE
 
 
-def adaptive_kill_and_resume(b: Bench, points: int, rng: random.Random) -> tuple[int, int, str]:
+def adaptive_kill_and_resume(b: Bench, points: int, rng: random.Random, full: int) -> tuple[int, int, str]:
     """``--adaptive`` killed with SIGKILL at random unit counts and resumed: the same units as the uninterrupted
-    adaptive run (none lost, none extra: a cell stopped early or late changes which units exist), none computed twice."""
+    adaptive run (none lost, none extra: a cell stopped early or late changes which units exist), none computed twice.
+
+    It reproduces issue 36 item 1 only where a cell of the reference stops before the last round (``full``: the
+    units of the plan without stopping), which the note says. Checked against the behaviour before that fix
+    (``AdaptiveStopping.observe`` counting a replayed round again): ``--quick --only adaptive`` printed 4 lost
+    units and an unequal report; with the fix 0, 0 and equal."""
     code, err = b.cli(*adaptive_args(b, "adaptive-ref"))
     assert code == 0, err
     reference = b.units("adaptive-ref")
@@ -254,7 +259,8 @@ def adaptive_kill_and_resume(b: Bench, points: int, rng: random.Random) -> tuple
     after = b.units("adaptive")
     extra = len(set(after) - set(reference))
     return (len(set(reference) - set(after)), _changed(stored, after) + extra,
-            f"{kills} kills landed; reference {total} units, {extra} extra")
+            f"{kills} kills landed; reference {total} of {full} units (a cell stopped early: {total < full}), "
+            f"{extra} extra")
 
 
 def _records_of(b: Bench, run_id: str) -> int:
@@ -314,7 +320,7 @@ def main() -> None:
                      ("SIGTERM + resume", "sigterm", lambda: sigterm(b, total)),
                      ("full disk + resume", "fulldisk", lambda: full_disk(b, total)),
                      ("worker takeover", "takeover", lambda: takeover(b, total)),
-                     (f"adaptive kill -9 x{points}", "adaptive", lambda: adaptive_kill_and_resume(b, points, rng)),
+                     (f"adaptive kill -9 x{points}", "adaptive", lambda: adaptive_kill_and_resume(b, points, rng, total)),
                      ("rm --force while running", "rmforce", lambda: rm_force_during_run(b, total)))
         for name, rid, fn in scenarios:
             if args.only and not any(name.startswith(o) for o in args.only.split(",")):

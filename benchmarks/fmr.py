@@ -34,7 +34,8 @@ from domainbench.data import open_dataset
 from domainbench.fmr.differentiable import gradient_search
 from domainbench.fmr.generator import SearchConfig, greedy_search
 from domainbench.fmr.oracle import Oracle, load_oracle
-from domainbench.fmr.runner import FmrRunner, family_of
+from domainbench.api import run_plan
+from domainbench.fmr.units import family_of
 from domainbench.fmr.tested import load_tested
 from domainbench.metrics.fmr import model_report
 from domainbench.store.sqlite_store import SQLiteStore
@@ -71,7 +72,7 @@ def acceptance_run(limit: int, budget: int, third: str, home: Path) -> None:
     cfg = RunConfig(models=[PLAIN], limit=limit, device="cpu", stability=False, threat=False)
     settings = FmrSettings(oracle=[PLAIN, AUGMENTED, third], budget=budget)
     t0 = time.perf_counter()
-    run_id = FmrRunner(store).start(DOMAIN, cfg, settings)
+    run_id = run_plan(store, lambda engine: engine.start(DOMAIN, cfg, fmr=settings)).id  # the Python API's run-start path
     wall = time.perf_counter() - t0
     report = store.get_report(run_id)
     assert report is not None and report.fmr is not None

@@ -48,7 +48,7 @@ from domainbench.metrics.confidence import cells_balanced_accuracy, run_interval
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.metrics.threat import safe_accuracy
 from domainbench.report import RunReport, ThreatCell, Versions
-from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, wilson_interval
+from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, proportion_interval
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES, balanced_accuracies_weighted
 from domainbench.stats.smoothed import multipliers
 from domainbench.store.records import UnitRecord
@@ -137,7 +137,7 @@ def cell_coverage(classes: int, n: int, reps: int, rng: np.random.Generator, met
             hit_ba[j] += _inside(iv, truth_ba[j])
             width[j] += 0 if iv is None else iv[1] - iv[0]
             if top1:
-                hit_top1[j] += _inside(wilson_interval(int(x[:, j].sum()), labels.size), truth_top1[j])
+                hit_top1[j] += _inside(proportion_interval(int(x[:, j].sum()), labels.size), truth_top1[j])
     where = f"{classes} classes, n = {n}"
     rows = []
     for spread in SPREADS:
@@ -148,9 +148,41 @@ def cell_coverage(classes: int, n: int, reps: int, rng: np.random.Generator, met
                         f"{where}, spread {spread}", method, int(hit_ba[worst]), reps, width[worst] / reps))
         if top1:
             worst = min(idx, key=lambda j: hit_top1[j])
-            rows.append(row(f"cell top-1 (worst: acc {grid[worst][0]})", f"{where}, spread {spread}", "Wilson",
+            rows.append(row(f"cell top-1 (worst: acc {grid[worst][0]})", f"{where}, spread {spread}", "Wilson, continuity-corrected",
                             int(hit_top1[worst]), reps))
     return rows
+
+
+# --------------------------------------------------------------------------- breaking point
+
+def breaking_coverage(classes: int, n: int, reps: int, rng: np.random.Generator, spread: float = 0.5,
+                      threshold: float = 0.5) -> list[dict]:
+    """``run --breaking-point``'s interval (``metrics.breaking.bisect_breaking_point``, the product's function) on a
+    corruption scale where class c's true recall at t is Phi(probit(0.9 - 0.8 t) + spread * offset_c): each image has
+    one hardness and one noise draw for the whole scale (the engine's fixed per-image seeds), so its correctness
+    falls monotonically with t. Truth: the t where the mean true recall of the classes present crosses ``threshold``."""
+    from scipy.optimize import brentq
+
+    from domainbench.metrics.breaking import bisect_breaking_point
+
+    sizes = class_sizes(classes, n)
+    labels = np.repeat(np.arange(sizes.size), sizes)
+    offsets = spread * rng.standard_normal(sizes.size)
+
+    def probit(t: float) -> np.ndarray:
+        return norm.ppf(0.9 - 0.8 * t) + offsets
+
+    truth = brentq(lambda t: float(norm.cdf(probit(t)).mean()) - threshold, 0.0, 1.0, xtol=1e-10)
+    hits, width = 0, 0.0
+    for _ in range(reps):
+        shared = RHO * rng.standard_normal(labels.size) + math.sqrt(1 - RHO**2) * rng.standard_normal(labels.size)
+        bp = bisect_breaking_point("m", "c", lambda t: probit(t)[labels] + shared > 0, labels, threshold)
+        low = bp.breaking_point_ci_low if bp.breaking_point_ci_low is not None else 0.0
+        high = bp.breaking_point_ci_high if bp.breaking_point_ci_high is not None else 1.0  # written ">1"
+        hits += low - 1e-12 <= truth <= high + 1e-12
+        width += high - low
+    return [row(f"breaking point (true crossing t = {truth:.3f})", f"{classes} classes, n = {n}, spread {spread}",
+                "smoothed, per point", hits, reps, width / reps)]
 
 
 # --------------------------------------------------------------------------- a run: model, family and cross-run numbers
@@ -267,6 +299,7 @@ def scenarios(quick: bool) -> list[tuple[str, Scenario]]:
                                                                      top1=False)),
             ("cells 10x300", lambda reps, rng: cell_coverage(10, 300, reps, rng)),
             ("run 10x100", lambda reps, rng: run_coverage(10, 100, reps, rng)),
+            ("breaking 100x100", lambda reps, rng: breaking_coverage(100, 100, reps, rng)),
         ]
     out: list[tuple[str, Scenario]] = []
     for c in (10, 100, 1000):
@@ -278,6 +311,9 @@ def scenarios(quick: bool) -> list[tuple[str, Scenario]]:
                 c, n, max(reps // 5, 50), rng, "percentile bootstrap (before)", top1=False)))
     for c, n in ((10, 100), (10, 300), (10, 1000), (100, 100), (100, 300)):
         out.append((f"run {c}x{n}", lambda reps, rng, c=c, n=n: run_coverage(c, n, reps, rng)))
+    # the breaking point samples at most 500 images (class-stratified): 1,000 classes give one image per class
+    for c, n in ((10, 100), (10, 500), (100, 100), (100, 500), (1000, 500)):
+        out.append((f"breaking {c}x{n}", lambda reps, rng, c=c, n=n: breaking_coverage(c, n, reps, rng)))
     return out
 
 
@@ -358,6 +394,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=None, help="replications per scenario (default 1,000; quick 200)")
     ap.add_argument("--only", default=None, help="run the scenarios whose name contains this text")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-verdicts", action="store_true",
+                    help="the intervals only (benchmarks/coverage_verdicts.py runs the verdicts' rows on its own)")
     args = ap.parse_args()
     reps = args.reps or (200 if args.quick else 1000)
     t0 = time.perf_counter()
@@ -370,7 +408,7 @@ def main() -> None:
             print(f"{r['what']:58} {r['scenario']:34} {r['method']:30} {r['share']:6.3f} {r['mc_se']:6.3f} {r['n']:6d} "
                   f"{width:>6}{flag}", flush=True)
 
-    rows = table(reps, args.quick, args.seed, args.only, each=show)
+    rows = table(reps, args.quick, args.seed, args.only, each=show, extra=not args.no_verdicts)
     failing = [r for r in rows if not passes(r, args.quick)]
     print(f"{len(rows)} rows, {len(failing)} below target, {time.perf_counter() - t0:.0f} s")
     sys.exit(1 if failing else 0)

@@ -75,11 +75,12 @@ def main() -> None:
     out, args = Path(sys.argv[1]), sys.argv[2:]
     sampler = Sampler()
     sampler.start()
-    from domainbench.engine import lifecycle
+    from domainbench.engine import corruption_kind
+    from domainbench.engine.corruption_kind import CellsLocal
     from domainbench.engine.local_executor import LocalExecutor
 
     found: dict[str, float] = {}
-    load, execute, report = LocalExecutor.load_models, LocalExecutor.execute, lifecycle.build_report
+    load, execute, report = LocalExecutor.load_models, CellsLocal.execute, corruption_kind.build_report
 
     def load_models(self, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
         sampler.mark("loading models")
@@ -92,11 +93,11 @@ def main() -> None:
         sampler.mark("models loaded")
         return models
 
-    def run_shards(self, work):  # noqa: ANN001, ANN202
+    def run_shards(self, session, work):  # noqa: ANN001, ANN202
         sampler.mark("scoring shards")
         tracemalloc.start()
         try:
-            return execute(self, work)
+            return execute(self, session, work)
         finally:
             found["traced_peak_while_scoring_mb"] = tracemalloc.get_traced_memory()[1] / 1e6
             tracemalloc.stop()
@@ -105,7 +106,7 @@ def main() -> None:
         sampler.mark("report")
         return report(*a, **k)
 
-    LocalExecutor.load_models, LocalExecutor.execute, lifecycle.build_report = load_models, run_shards, build_report
+    LocalExecutor.load_models, CellsLocal.execute, corruption_kind.build_report = load_models, run_shards, build_report
     from domainbench.cli import main as cli
 
     sys.argv = ["domainbench", *args]

@@ -10,6 +10,7 @@ stored something new.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from typing import Any
 
@@ -102,7 +103,11 @@ def warm_corruption_registry() -> threading.Thread:
 
     def load() -> None:
         # scipy.stats first: imported while torch is half-imported (this thread), it reads the
-        # partial torch module and fails in whichever thread imports it (a report's build)
+        # partial torch module and fails in whichever thread imports it (a report's build). The
+        # other way round too: when a page is importing torch (a plan, a gallery), wait for it
+        # (the import's module lock) before scipy.stats reads it
+        if "torch" in sys.modules:
+            import torch  # noqa: F401
         import scipy.stats  # noqa: F401
 
         from domainbench import corruptions

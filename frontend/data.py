@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from domainbench.config import DomainConfig
+from domainbench.config import COMPOSITION_PREFIX, SHIFT_PREFIX, DomainConfig
 from domainbench.errors import UserInputError
-from domainbench.metrics.registry import Metric, metric, metrics_of, summary_metrics
-from domainbench.models.generative import kind_of
-from domainbench.query import (CELL_FIELDS, FINISHED, cell_rows, cell_units, clean_units, comparison, done_cells,
+from domainbench.metrics.registry import Metric, metric, metrics_of, summary_metrics, summary_rows
+from domainbench.model_backends import kind_of
+from domainbench.query import (FINISHED, cell_fields, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
                                run_fingerprint, stability_records, stored_domain, stored_domains, stored_units)
 from domainbench.query import intervals as intervals_of
@@ -54,7 +54,23 @@ def short_text(text: str, n: int = 48) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-RUN_COLUMNS = ["run", "status", "progress", "units", "created", "dataset", "images", "domain", "models", "domain_id"]
+RUN_COLUMNS = ["run", "status", "kind", "progress", "units", "created", "dataset", "images", "domain", "models",
+               "domain_id"]
+
+
+def run_kind(run: RunRecord) -> str:
+    """What the run measures, in a word or two: "FMR" or "corruption", plus "adaptive" (cells stopped early), "real
+    shift" (the user's own images beside the plan) and "composed" (stacked corruptions)."""
+    if run.fmr is not None:
+        return "FMR"
+    parts = ["corruption"]
+    if run.config.adaptive:
+        parts.append("adaptive")
+    if run.domain.shift:
+        parts.append("real shift")
+    if run.domain.compositions:
+        parts.append("composed")
+    return " + ".join(parts)
 
 
 def runs_frame(store: Store, runs: list[RunRecord] | None = None) -> pd.DataFrame:
@@ -74,6 +90,7 @@ def runs_frame(store: Store, runs: list[RunRecord] | None = None) -> pd.DataFram
         rows.append({
             "run": r.run_id,
             "status": status,
+            "kind": run_kind(r),
             "progress": 1.0 if units is None else units.share,
             "units": "all" if units is None else units.text(),
             "created": r.created_at,
@@ -135,13 +152,25 @@ def plan_frame(plan: DomainConfig) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["corruption", "severities", "reason", "selected in %"])
 
 
+#: Compare's family of a composition: stacked corruptions belong to no one family, so they get a row of their own
+COMPOSED = "composed"
+#: Compare's section of the real-shift cells: the user's own images, never averaged into a corruption family
+REAL_SHIFT = "real shift"
+
+
 def family_of(name: str) -> str:
-    """The corruption's family from the registry (the first call loads every kernel module)."""
+    """The corruption's family from the registry (the first call loads every kernel module); a composition is
+    ``COMPOSED``, a real-shift cell ``REAL_SHIFT``, and a plugin corruption no longer installed its own name (a
+    family of one: the registry no longer says which family it had)."""
     from domainbench import corruptions
+    if name.startswith(COMPOSITION_PREFIX):
+        return COMPOSED
+    if name.startswith(SHIFT_PREFIX):
+        return REAL_SHIFT
     try:
         return str(corruptions.get(name).family)
-    except corruptions.CorruptionError:  # a plugin corruption no longer installed
-        return "unknown"
+    except corruptions.CorruptionError:
+        return name
 
 
 @dataclass
@@ -189,6 +218,8 @@ def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> Run
         view.error = (
             "no finished units yet: the run has just started"
             if view.status == "running"
+            else "the run is queued: it starts when a worker takes it (see Workers in the sidebar)"
+            if view.status == "queued"
             else f"the run stored no units (status {view.status}); resume it with "
             f"`domainbench {'fmr' if run.fmr is not None else 'run'} --resume {run_id}`"
         )
@@ -216,7 +247,7 @@ def summary_frame(report: RunReport) -> pd.DataFrame:
     rows = [
         {"model": row.model, "kind": kind_of(row.model), "baseline": row.baseline,
          **{m.table_header: _pct(m.read(row)) if m.percent else m.read(row) for m in columns}}
-        for row in report.table()
+        for row in summary_rows(report)
     ]
     if not rows:
         return pd.DataFrame()
@@ -231,9 +262,9 @@ def _pct(v: float | None) -> float | None:
 def cells_frame(report: RunReport) -> pd.DataFrame:
     """Long form, one row per model × (corruption, severity) including the clean pass.
 
-    Columns: ``domainbench.engine.export.CELL_FIELDS`` (described in ``CELL_COLUMNS``).
+    Columns: ``domainbench.engine.export.cell_fields()`` (described in ``cell_columns()``).
     """
-    return pd.DataFrame(cell_rows(report), columns=CELL_FIELDS)
+    return pd.DataFrame(cell_rows(report), columns=cell_fields())
 
 
 def model_notes(report: RunReport) -> dict[str, list[str]]:
@@ -481,11 +512,12 @@ def compare_runs(
         rows += _compare_rows(v, v.report, groups[v.run_id])
         per = per_corruption_frame(v.report)
         per.insert(2, "family", [family_of(n) for n in per["corruption"]])
+        per.insert(0, "baseline", v.report.baseline)
         per.insert(0, "group", groups[v.run_id])
         per.insert(0, "run", v.run_id)
         per_corr.append(per)
     per_corruption = pd.concat(per_corr, ignore_index=True) if per_corr else pd.DataFrame(
-        columns=["run", "group", "model", "corruption", "family", "ce", "rce", "fr", "accuracy"])
+        columns=["run", "group", "baseline", "model", "corruption", "family", "ce", "rce", "fr", "accuracy"])
     return Comparison(pd.DataFrame(rows, columns=COMPARE_COLUMNS), per_corruption, problems,
                       comparability([v.run for v in views]), {v.run_id: v.report for v in views if v.report is not None})
 
@@ -538,6 +570,97 @@ def comparability(runs: list[RunRecord]) -> dict[str, str]:
     return flagged
 
 
+def _labelled(run: RunRecord) -> bool | None:
+    return run.dataset.labelled if run.dataset else None
+
+
+def _comparable_setup(run: RunRecord) -> tuple[Any, ...]:
+    """What must agree for runs to share a default comparison: :func:`_setup` and whether the images are labelled."""
+    return (*_setup(run), _labelled(run))
+
+
+def _completeness(run: RunRecord) -> tuple[Any, ...]:
+    """Within one domain and setup, the run to prefer: every cell on every image (not adaptive), then the newest."""
+    return (not run.config.adaptive, run.created_at)
+
+
+@dataclass
+class DefaultSelection:
+    """Compare's default: one run per domain, every one comparable with the others."""
+
+    runs: list[str]
+    #: the setup they share: dataset, image count, models
+    setup: tuple[Any, ...] | None
+    #: domain text -> why none of its finished runs is in the default
+    left_out: dict[str, str] = field(default_factory=dict)
+
+
+def default_selection(runs: list[RunRecord], limit: int = 8) -> DefaultSelection:
+    """Per domain the most complete comparable run, never a run the page would then flag as not comparable.
+
+    Candidates are finished corruption runs (never FMR: another measurement, compared in its own section). Runs
+    are grouped by setup (dataset, image count, model set, labelled or not); the setup that the most domains
+    have wins (the page compares domains), ties going to more images, then more models, then the newest run.
+    Within it each domain contributes its most complete run (all images in every cell rather than an adaptive
+    run, then the newest). A run whose severity ladder differs from the others' is dropped (``comparability``
+    would flag it). At most ``limit`` domains, the newest first; a domain without a run of that setup is named
+    in ``left_out`` with the reason.
+    """
+    candidates = [r for r in runs if r.fmr is None and run_status(r) == FINISHED]
+    if not candidates:
+        return DefaultSelection([], None)
+    by_setup: dict[tuple[Any, ...], dict[str, RunRecord]] = {}
+    for r in candidates:
+        best = by_setup.setdefault(_comparable_setup(r), {})
+        if r.domain_id not in best or _completeness(r) > _completeness(best[r.domain_id]):
+            best[r.domain_id] = r
+
+    def strength(setup: tuple[Any, ...]) -> tuple[Any, ...]:
+        _, images, models, _ = setup
+        return (len(by_setup[setup]), images or 0, len(models), max(r.created_at for r in by_setup[setup].values()))
+
+    setup = max(by_setup, key=strength)
+    chosen = sorted(by_setup[setup].values(), key=lambda r: r.created_at, reverse=True)[:limit]
+    ladder: set[str] = set()
+    while (flagged := comparability(chosen)):  # a severity ladder apart from the reference run's
+        ladder |= {r.domain_id for r in chosen if r.run_id in flagged}
+        chosen = [r for r in chosen if r.run_id not in flagged]
+    dataset, images, models, _ = setup
+    taken = {r.domain_id for r in chosen}
+    left_out: dict[str, str] = {}
+    for r in candidates:
+        if r.domain_id in taken:
+            continue
+        left_out.setdefault(short_text(r.domain.domain or "?", 60), (
+            f"no finished run on {dataset} with {images} images and models {', '.join(models)}"
+            if r.domain_id not in by_setup[setup] else "its run's severity ladder differs from the others'"
+            if r.domain_id in ladder else f"more than {limit} domains: the newest are chosen"))
+    return DefaultSelection([r.run_id for r in chosen], setup[:3], left_out)
+
+
+def included_runs(records: list[RunRecord], include_flagged: bool) -> tuple[list[RunRecord], dict[str, str]]:
+    """The chosen corruption runs the comparison uses, and the runs flagged as not comparable with the rest
+    (``comparability``): those are left out unless ``include_flagged``."""
+    flagged = comparability(records)
+    return (list(records) if include_flagged else [r for r in records if r.run_id not in flagged]), flagged
+
+
+def shared_of(records: list[RunRecord]) -> list[str]:
+    """Models evaluated in every one of ``records`` (candidates for one baseline), in the first run's order."""
+    if not records:
+        return []
+    return [m for m in records[0].config.models if all(m in r.config.models for r in records)]
+
+
+def default_baseline(records: list[RunRecord], shared: list[str]) -> str | None:
+    """One baseline for every included run, by default the one their run pages use: the shared model most of
+    ``records`` name as their own baseline (ties: the earlier in ``shared``); None without a shared model."""
+    if not shared:
+        return None
+    votes = [r.config.baseline_model for r in records if r.config.baseline_model in shared]
+    return max(shared, key=lambda m: (votes.count(m), -shared.index(m)))
+
+
 def _group_labels(runs: list[RunRecord]) -> dict[str, str]:
     """Run id -> its column: the domain, plus the setup where one domain has runs on several setups
     (dataset, image count, models), so such runs are never averaged together."""
@@ -581,54 +704,137 @@ def group_runs(frame: pd.DataFrame) -> dict[str, list[str]]:
     return {g: list(dict.fromkeys(part["run"])) for g, part in frame.groupby("group", sort=False)}
 
 
+#: ratios to a baseline (Compare's model-level and per-corruption fields): never averaged over runs whose
+#: baselines differ, since each is relative to its own reference
+RATIO_FIELDS = {m.field for level in ("model", "corruption") for m in metrics_of(level) if m.unit == "ratio" and m.field}
+
+
+def _mixed(frame: pd.DataFrame, metric: str, by: str) -> set[tuple[str, str]]:
+    """(model, ``by``) whose rows (with ``metric`` defined) are ratios to more than one baseline: their mean is
+    refused. Empty for a metric that is not a ratio."""
+    if metric not in RATIO_FIELDS or frame.empty:
+        return set()
+    defined = frame[frame[metric].notna()]
+    n = defined.groupby(["model", by], sort=False)["baseline"].nunique()
+    return set(n[n > 1].index)
+
+
+def mixed_baselines(frame: pd.DataFrame, by: str = "group") -> dict[str, list[str]]:
+    """``by`` value (a heatmap column, a family) -> the baselines its runs' ratios are relative to, where there are
+    several: a mean of those ratios is not shown (each is relative to another model)."""
+    if frame.empty:
+        return {}
+    out = {k: sorted(set(part["baseline"])) for k, part in frame.groupby(by, sort=False)}
+    return {k: v for k, v in out.items() if len(v) > 1}
+
+
 def metric_matrix(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Models × groups: the metric averaged over the group's runs (NaN where a model was not evaluated)."""
+    """Models × groups: the metric averaged over the group's runs (NaN where a model was not evaluated, and for a
+    ratio whose runs in the group use different baselines: refused, see :func:`mixed_baselines`)."""
     groups = list(dict.fromkeys(frame["group"]))
     models = list(dict.fromkeys(frame["model"]))
     values = frame.astype({metric: "float64"}).groupby(["model", "group"])[metric].mean()
-    return values.unstack("group").reindex(index=models, columns=groups)
+    out = values.unstack("group").reindex(index=models, columns=groups)
+    for model, group in _mixed(frame, metric, "group"):
+        out.loc[model, group] = np.nan
+    return out
+
+
+def _domain_of_group(frame: pd.DataFrame) -> dict[str, str]:
+    return dict(zip(frame["group"], frame["domain_id"], strict=True))
+
+
+def domain_means(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Models × domains: the mean of :func:`metric_matrix` over each domain's columns (a domain with runs on two
+    setups has two columns but counts once)."""
+    matrix = metric_matrix(frame, metric)
+    domain = _domain_of_group(frame)
+    return matrix.T.groupby([domain[g] for g in matrix.columns], sort=False).mean().T
+
+
+def _one_baseline(frame: pd.DataFrame, metric: str) -> dict[str, bool]:
+    """Per model: whether its defined ``metric`` values share one baseline (always, for a metric that is not a ratio)."""
+    if metric not in RATIO_FIELDS:
+        return {m: True for m in frame["model"]}
+    defined = frame[frame[metric].notna()]
+    n = defined.groupby("model")["baseline"].nunique()
+    return {m: int(n.get(m, 0)) <= 1 for m in dict.fromkeys(frame["model"])}
 
 
 def ranking_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Models ranked by clean accuracy and by mean corrupted accuracy (averaged over the groups).
+    """Models ranked by clean accuracy and by mean corrupted accuracy (averaged over the domains).
 
-    ``rank change`` = clean rank − corrupted rank: positive when a model climbs under
-    corruption. A model missing from some groups is ranked on the groups it has; ``domains``
-    says on how many.
+    ``rank change`` = clean rank − corrupted rank: positive when a model climbs under corruption. A domain counts
+    once: its columns are averaged first. A model missing from some domains is ranked on the domains it has;
+    ``domains`` says on how many and ``note`` marks a model averaged over fewer domains than another. Mean mCE is
+    left undefined for a model whose domains use different baselines (ratios to different models).
     """
-    clean = metric_matrix(frame, "acc")
-    corrupted = metric_matrix(frame, "mean_corrupted_acc")
-    mce = metric_matrix(frame, "mce")
+    clean = domain_means(frame, "acc")
+    corrupted = domain_means(frame, "mean_corrupted_acc")
+    mce = domain_means(frame, "mce")
+    one = _one_baseline(frame, "mce")
+    models = list(clean.index)
+    domains = corrupted.notna().sum(axis=1).to_numpy()
+    most = int(domains.max()) if len(domains) else 0
     out = pd.DataFrame({
-        "model": clean.index,
-        "kind": [kind_of(m) for m in clean.index],
-        "domains": clean.notna().sum(axis=1).to_numpy(),
+        "model": models,
+        "kind": [kind_of(m) for m in models],
+        "domains": domains,
         "clean acc %": 100.0 * clean.mean(axis=1, skipna=True).to_numpy(),
         "corrupted acc %": 100.0 * corrupted.mean(axis=1, skipna=True).to_numpy(),
-        "mean mCE": mce.mean(axis=1, skipna=True).to_numpy(),
+        "mean mCE": [v if one[m] else np.nan for m, v in zip(models, mce.mean(axis=1, skipna=True), strict=True)],
     })
     out["clean rank"] = out["clean acc %"].rank(ascending=False, method="min").astype("Int64")
     out["corrupted rank"] = out["corrupted acc %"].rank(ascending=False, method="min").astype("Int64")
     out["rank change"] = out["clean rank"] - out["corrupted rank"]
+    out["note"] = [fewer_domains_note(int(d), most) + ("" if one[m] else ("; " if d < most else "") + MIXED_MCE)
+                   for m, d in zip(models, domains, strict=True)]
     return out.sort_values(["corrupted rank", "model"], kind="stable", na_position="last").reset_index(drop=True)
 
 
-def family_matrix(per_corruption: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
-    """Models × corruption families: the metric averaged over the family's corruptions in every chosen run."""
+#: the ranking's note on a model whose mCE values are ratios to different baselines
+MIXED_MCE = "no mean mCE: its domains use different baselines"
+
+
+def fewer_domains_note(domains: int, most: int) -> str:
+    """The ranking's mark on a model averaged over fewer domains than another ("" where it has them all)."""
+    return f"averaged over {domains} of {most} domains" if domains < most else ""
+
+
+def family_rows(per_corruption: pd.DataFrame) -> pd.DataFrame:
+    """The per-corruption rows that belong to a corruption family or to the composed row: never a real-shift cell
+    (the user's own images stay out of every average, as out of the run's)."""
+    return per_corruption[per_corruption["family"] != REAL_SHIFT] if not per_corruption.empty else per_corruption
+
+
+def shift_rows(per_corruption: pd.DataFrame) -> pd.DataFrame:
+    """The real-shift cells (one row per run × model × shift), shown apart with their own intervals."""
     if per_corruption.empty:
+        return per_corruption
+    return per_corruption[per_corruption["family"] == REAL_SHIFT].reset_index(drop=True)
+
+
+def family_matrix(per_corruption: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
+    """Models × corruption families (and ``COMPOSED``): the metric averaged over the family's corruptions in every
+    chosen run; real-shift cells are never part of it, and a ratio whose runs use different baselines is refused."""
+    rows = family_rows(per_corruption)
+    if rows.empty:
         return pd.DataFrame()
-    models = list(dict.fromkeys(per_corruption["model"]))
-    values = per_corruption.astype({metric: "float64"}).groupby(["model", "family"])[metric].mean()
-    return values.unstack("family").reindex(index=models)
+    models = list(dict.fromkeys(rows["model"]))
+    values = rows.astype({metric: "float64"}).groupby(["model", "family"])[metric].mean()
+    out = values.unstack("family").reindex(index=models)
+    for model, family in _mixed(rows, metric, "family"):
+        out.loc[model, family] = np.nan
+    return out
 
 
 # --------------------------------------------------------------------------- compare: intervals
 
 #: per run, its numbers under each draw (the multipliers of its images), paired across the runs (``query.draws``), or why none
 Draws = dict[str, "RunDraws | str"]
-#: Compare's model-level fields that have per-resample values -> their names there (``confidence.MODEL_METRICS``)
-DRAWN_METRICS = {"acc": "clean_accuracy", "mean_corrupted_acc": "mean_corrupted_accuracy", "mce": "mce", "rce": "rce",
-                 "mfr": "mfr", "safe_acc": "safe_accuracy"}
+#: Compare's model-level fields that have per-resample values -> their names there (the registry's model metrics
+#: declaring an interval: ``confidence.model_interval_metrics``)
+DRAWN_METRICS = {m.field: m.name for m in metrics_of("model") if m.interval and m.field}
 
 
 def _mean_draws(parts: list[np.ndarray | None]) -> np.ndarray | None:
@@ -656,7 +862,9 @@ def group_draws(frame: pd.DataFrame, draws: Draws, metric: str) -> dict[tuple[st
     None where a run of the mean has no draws. Cells whose value is undefined are left out."""
     if metric not in DRAWN_METRICS:
         return {}
-    return _grouped_draws(frame, metric, "group", lambda m, part: [_model_draws(draws, r, m, metric) for r in part["run"]])
+    mixed = _mixed(frame, metric, "group")
+    values = _grouped_draws(frame, metric, "group", lambda m, part: [_model_draws(draws, r, m, metric) for r in part["run"]])
+    return {k: v for k, v in values.items() if k not in mixed}
 
 
 def _bounds(values: dict[Any, np.ndarray | None], confidence: float) -> dict[Any, tuple[float, float] | None]:
@@ -686,11 +894,16 @@ def metric_intervals(frame: pd.DataFrame, draws: Draws, metric: str,
 
 
 def _over_groups(frame: pd.DataFrame, draws: Draws, metric: str) -> dict[str, np.ndarray | None]:
-    """Model -> the mean over its groups of :func:`group_draws` (the ranking's average), under each resample."""
-    per: dict[str, list[np.ndarray | None]] = {}
-    for (model, _), v in group_draws(frame, draws, metric).items():
-        per.setdefault(model, []).append(v)
-    return {m: _mean_draws(parts) for m, parts in per.items()}
+    """Model -> the ranking's average under each resample: the mean over its domains of the mean over each
+    domain's columns of :func:`group_draws` (a domain counts once, as in :func:`ranking_frame`). A model whose ratios
+    use different baselines has none."""
+    domain = _domain_of_group(frame)
+    per: dict[str, dict[str, list[np.ndarray | None]]] = {}
+    for (model, group), v in group_draws(frame, draws, metric).items():
+        per.setdefault(model, {}).setdefault(domain[group], []).append(v)
+    one = _one_baseline(frame, metric)
+    return {m: _mean_draws([_mean_draws(parts) for parts in by_domain.values()]) if one[m] else None
+            for m, by_domain in per.items()}
 
 
 def _rank_bounds(values: dict[str, np.ndarray | None], confidence: float) -> dict[str, tuple[float, float] | None]:
@@ -738,9 +951,11 @@ def family_intervals(per_corruption: pd.DataFrame, draws: Draws, metric: str = "
     like = family_matrix(per_corruption, metric)
     if like.empty:
         return like, like
-    values = _grouped_draws(per_corruption, metric, "family", lambda m, part: [
+    rows = family_rows(per_corruption)
+    mixed = _mixed(rows, metric, "family")
+    values = _grouped_draws(rows, metric, "family", lambda m, part: [
         _corruption_draws(draws, r, m, c, metric) for r, c in zip(part["run"], part["corruption"], strict=True)])
-    return _low_high(values, like, confidence)
+    return _low_high({k: v for k, v in values.items() if k not in mixed}, like, confidence)
 
 
 def _corruption_draws(draws: Draws, run: str, model: str, corruption: str, metric: str) -> np.ndarray | None:
@@ -861,8 +1076,8 @@ def _chosen_frequencies(plan: DomainConfig) -> dict[str, float]:
     return freq
 
 
-def plan_domain(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
-    """Plan a domain (the planner's DomainConfig); errors are UserInputError/PlannerError."""
+def plan_domain(text: str, provider: str | list[str] = "offline", samples: int = 10) -> DomainConfig:
+    """Plan a domain (the planner's DomainConfig; several providers vote); errors are UserInputError/PlannerError."""
     from domainbench.planner import plan
 
     return plan(text, provider=provider, samples=samples)

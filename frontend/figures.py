@@ -341,9 +341,12 @@ def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> 
     data = frame.dropna(subset=[metric]) if len(frame) else frame
     if len(data) == 0:
         return _empty(f"{label} per domain", f"{label} is not available for the chosen runs")
-    scale = 100.0 if metric in ("acc", "mean_corrupted_acc", "safe_acc") else 1.0
+    # the summary's field -> its declaration: a rate is drawn in %, a ratio to the baseline against its line at 1
+    declared = next((m for m in metrics_of("model") if m.field == metric), None)
+    scale = 100.0 if declared is not None and declared.percent else 1.0
+    ratio = declared is not None and declared.unit == "ratio"
     # a model with no value in any domain gets no (empty) legend entry
-    return _grouped_bars(frame, data, "domain", metric, label, scale, baseline=metric in ("mce", "rce", "mfr"),
+    return _grouped_bars(frame, data, "domain", metric, label, scale, baseline=ratio,
                          skip_empty=True, title=f"{label} per model and domain", xaxis_title="domain (run)")
 
 

@@ -6,7 +6,10 @@ A run launched from the page goes into the store's queue (``domainbench.launch``
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -75,6 +78,41 @@ def fit_plan(cfg: DomainConfig, dataset: str) -> DomainConfig:
     from domainbench.planner.image_fit import fit_to_images, probe_images
 
     return fit_to_images(cfg, *probe_images(dataset.strip()))
+
+
+def photo_plan(cfg: DomainConfig | None, uploads: Sequence[tuple[str, bytes]], dataset: str) -> tuple[DomainConfig, list[str]]:
+    """``cfg`` (the text's plan, or None) combined with what the uploaded deployment photos measure against
+    ``dataset``'s clean images, as ``plan --photos`` does; and the warnings about photos that were skipped."""
+    from domainbench.planner import photo_fit
+
+    with tempfile.TemporaryDirectory(prefix="domainbench-photos-") as tmp:
+        folder = Path(tmp)
+        for i, (name, blob) in enumerate(uploads):  # numbered: two uploads may share a name
+            (folder / f"{i:03d}-{Path(name).name}").write_bytes(blob)
+        try:
+            m = photo_fit.measure(folder, dataset.strip() or "sample")
+        except UserInputError as e:  # the messages name the temporary folder: name the upload instead
+            raise UserInputError(str(e).replace(f"--photos {folder}", "the uploaded photos")) from e
+    return photo_fit.to_plan(m.photos, m.ref, cfg=cfg, source="uploaded deployment photos"), m.warnings
+
+
+def plan_notes(cfg: DomainConfig) -> tuple[pd.DataFrame | None, list[str]]:
+    """A voting plan's agreement as a table (planner, its choices, Jaccard with each other planner),
+    and the plan's other notes."""
+    notes = list(cfg.planner.violations)
+    chose = {n.split(" chose: ", 1)[0]: n.split(" chose: ", 1)[1] for n in notes if " chose: " in n}
+    if cfg.planner.provider != "council" or not chose:
+        return None, notes
+    pairs: dict[tuple[str, str], str] = {}
+    for n in notes:
+        if n.startswith("agreement ") and ": Jaccard " in n:
+            who, value = n.removeprefix("agreement ").rsplit(": Jaccard ", 1)
+            a, _, b = who.partition(" vs ")
+            pairs[(a, b)] = pairs[(b, a)] = value
+    rows = [{"planner": k, "chose": v, **{f"Jaccard with {o}": pairs.get((k, o), "—") for o in chose}}
+            for k, v in chose.items()]
+    rest = [n for n in notes if " chose: " not in n and not (n.startswith("agreement ") and ": Jaccard " in n)]
+    return pd.DataFrame(rows), rest
 
 
 def plan_rows(cfg: DomainConfig) -> list[dict[str, Any]]:

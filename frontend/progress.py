@@ -122,6 +122,20 @@ def builtin_worker_alive() -> bool | None:
     return True
 
 
+def worker_alive(store: Store, now: float | None = None) -> bool:
+    """Whether any worker would pick a queued run up now (as :func:`workers_status` counts them)."""
+    from domainbench import heartbeat
+    from domainbench.settings import Settings
+
+    now = time.time() if now is None else now
+    if builtin_worker_alive():
+        return True
+    if any(r.worker and r.lease_until is not None and r.lease_until > now and r.status == "running"
+           for r in store.list_runs()):
+        return True
+    return bool(heartbeat.alive(Settings.from_env().home, store.description, now))
+
+
 def workers_status(store: Store, now: float | None = None) -> tuple[str, str]:
     """(level, message): which workers are alive for this store, even when nothing is queued.
 

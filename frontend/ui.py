@@ -116,4 +116,9 @@ def literal_text(label: str, text: str, fold: int = FOLD_CHARS) -> None:
 def glossary(metrics: Iterable[Metric]) -> None:
     """The metrics' glossary: each one's name as the pages show it, its export name, and the registry's help
     (the paragraph its column hovers to and `domainbench metrics` prints)."""
-    st.markdown("\n".join(f"- **{md_escape(m.table_header)}** (`{m.name}`): {md_escape(m.help)}" for m in metrics))
+    def formerly(m: Metric) -> str:
+        return f" Deprecated name{'s' if len(m.aliases) > 1 else ''}: {', '.join(f'`{a}`' for a in m.aliases)}." \
+            if m.aliases else ""
+
+    st.markdown("\n".join(f"- **{md_escape(m.table_header)}** (`{m.name}`): {md_escape(m.help)}{formerly(m)}"
+                           for m in metrics))

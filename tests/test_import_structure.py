@@ -174,18 +174,29 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return out
 
 
-#: package-level cycles not yet taken apart, each with the issue that does it. The test fails on any
-#: other cycle, and on a listed one that is gone (then delete its entry).
-KNOWN_PACKAGE_CYCLES = {
-    # engine's executors and runner name FMR's units, tested models and run kind (9 imports), FMR builds on
-    # the engine's jobs, scoring, lifecycle and executors (19): issue 35 item 2, run kinds behind one protocol
-    ("domainbench.engine", "domainbench.fmr"),
-}
-
-
 def test_no_package_import_cycles() -> None:
-    found = {tuple(c) for c in cycles(package_graph(import_graph(parents=True)))}
-    assert found == KNOWN_PACKAGE_CYCLES
+    # engine <-> fmr was the last one (issue 35): the engine now reaches run kinds only through its registry
+    # of kinds (engine.kinds), and fmr builds on the engine
+    assert cycles(package_graph(import_graph(parents=True))) == []
+
+
+def test_the_engine_imports_no_run_kind_but_its_own() -> None:
+    # a kind is found by name in engine.kinds' registry; an import of fmr (or a later kind's package) from the
+    # engine would tie the engine to that kind again
+    graph = import_graph(parents=True)
+    leaks = {m: sorted(t for t in ts if t.startswith("domainbench.fmr")) for m, ts in graph.items()
+             if m.startswith("domainbench.engine")}
+    assert {m: ts for m, ts in leaks.items() if ts} == {}
+
+
+def test_the_built_in_run_kinds_are_modules_on_the_engine_floor() -> None:
+    # the registry names its built-in kinds by module and the engine imports none of them: each must exist and
+    # sit on the engine floor, so that loading a kind never runs an import up the floors
+    from domainbench.engine.kinds import RUN_KINDS
+
+    mods, engine = _modules(), [name for name, _ in LAYERS].index("engine")
+    assert RUN_KINDS.builtins == ("domainbench.engine.corruption_kind", "domainbench.fmr.kind")
+    assert all(m in mods and layer_of(m) == engine for m in RUN_KINDS.builtins)
 
 
 def test_the_package_cycle_finder_sees_packages_not_modules() -> None:
@@ -229,6 +240,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # plain typed data every floor above shares: configs, confusion counts, unit and summary results, the report
     # (label_sets: named class lists and prompt templates, plain data the run config checks names against)
     ("records", ("domainbench.config", "domainbench.confusion", "domainbench.results", "domainbench.report",
+                 "domainbench.model_backends",
                  "domainbench.unit_sums", "domainbench.label_sets")),
     # the store: documents, repositories, the queue; nothing from metrics, models, engine or FMR
     ("store", ("domainbench.store",)),

@@ -50,8 +50,9 @@ class ShiftImages:
 
 
 def _fix(name: str) -> str:
-    return (f"give --shift {name}=PATH a folder of class folders named like the dataset's classes, "
-            "or of images named like the dataset's files")
+    # the folder comes from a plan's [[shift]] table or from --shift: this module cannot tell which, so both
+    return (f"set the path of the plan's [[shift]] table with name = \"{name}\" (or of --shift {name}=PATH) to a "
+            "folder of class folders named like the dataset's classes, or of images named like the dataset's files")
 
 
 def open_shift(name: str, path: str | Path, clean: Dataset, clean_spec: str, limit: int | None = None) -> ShiftImages:

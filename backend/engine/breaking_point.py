@@ -80,7 +80,7 @@ def measure_breaking_points(ctx: RunContext, threshold: float | None, confidence
 
         for ms in ctx.models:
             out.append(bisect_breaking_point(ms.name, choice.name, lambda t, ms=ms: classify(ms, images_at(t)).preds == labels,
-                                             labels, threshold, confidence, seed=ctx.cfg.seed,
+                                             labels, threshold, confidence,
                                              threshold_model=threshold_model))
         ctx.events.message(f"breaking points of {choice.name} measured")
     return out

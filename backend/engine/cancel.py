@@ -30,11 +30,12 @@ class CancelWatch:
         self.store, self.run_id = store, run_id
         self._next = 0.0
 
-    def check(self) -> None:
-        now = time.monotonic()
-        if now < self._next:
+    def check(self, now: bool = False) -> None:
+        """Raise ``RunCancelled`` if the run was cancelled; ``now``: look even if the last look was recent."""
+        t = time.monotonic()
+        if t < self._next and not now:
             return
-        self._next = now + CHECK_EVERY_S
+        self._next = t + CHECK_EVERY_S
         run = self.store.get_run(self.run_id)
         if run is not None and run.status == "cancelled":
             raise RunCancelled(f"run {self.run_id} was cancelled; its finished units are kept: resume it with "

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import cache
 
 import numpy as np
 
@@ -118,6 +119,7 @@ def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str
     """The models' paired tests per pair and cell, Holm, and the verdicts (``metrics.comparison``: one rule for "beats")."""
     confidence = check_confidence(confidence)
     differing: list[str] = []
+    read = cache(read)  # the outcomes below and the adaptive look after them: each run's units read once, not twice
     outcomes = merged_outcomes(store, run_ids, read, differing)
     evaluated = set(outcomes.models())
     # in the order the runs list them (A, B of each pair as the user wrote them)

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from domainbench.engine.adaptive import sequential_intervals, sequential_model_intervals
+from domainbench.metrics.aggregate import CLEAN
 from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.compare_intervals import RunDraws, run_draws
 from domainbench.metrics.confidence import RunIntervals, run_intervals
@@ -97,8 +100,68 @@ def load_draws(store: Store, report: RunReport, resamples: int = DEFAULT_RESAMPL
                read: OutcomesReader = read_outcomes) -> RunDraws:
     """The report's numbers under each draw of its multipliers (``metrics.compare_intervals``): by
     default the same resamples as :func:`load_intervals` (seeded by the run); ``seed`` draws others, e.g. the
-    seed of another run on the same images, so that the two are resampled jointly."""
+    seed of another run on the same images, so that the two are resampled jointly.
+
+    An adaptive run stopped its cells by looking at them, so resampling its images is not valid: its draws are
+    instead spread along its anytime-valid intervals (:func:`anytime_valid_draws`), and ``anytime_valid`` says so."""
     run = store.get_run(report.run_id)
     dataset = run.config.dataset if run is not None else ""
-    return run_draws(report, load_outcomes(store, report.run_id, read), dataset, resamples,
-                     report.seed if seed is None else seed)
+    found = read(store, report.run_id)
+    drawn = run_draws(report, found.outcomes(), dataset, resamples, report.seed if seed is None else seed)
+    if found.adaptive_units is None:
+        return drawn
+    return anytime_valid_draws(drawn, found.adaptive_units, report)
+
+
+#: the levels whose anytime-valid intervals place an adaptive run's draws (each level c puts its interval's ends
+#: at the (1 - c)/2 and (1 + c)/2 quantiles of the draws); 0.95 is one, so Compare's 95 % intervals are exact there
+DRAW_LEVELS = (0.2, 0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
+
+
+def anytime_valid_draws(drawn: RunDraws, units: tuple[UnitRecord, ...], report: RunReport,
+                        levels: tuple[float, ...] = DRAW_LEVELS) -> RunDraws:
+    """An adaptive run's numbers as draws whose percentile interval at each of ``levels`` is the number's
+    anytime-valid interval at that level (between the levels, interpolated): the quantile function those intervals
+    trace, taken at (i + 1/2)/resamples in one seeded order shared by all the run's numbers.
+
+    So Compare's aggregate over this run alone is its anytime-valid interval (``load_intervals``' own), and a mean
+    over several runs combines this run's anytime-valid spread with the others' draws as independent. Numbers that
+    have no anytime-valid interval (mCE, rCE, mFR and the per-corruption CE, rCE, FR: ratios to the baseline's
+    errors, which no sequence bounds) are nan: no interval, rather than one the stopping has invalidated. A
+    corruption's accuracy (the mean over its severities) is the mean of the severities' sequences at level
+    1 - alpha / k each (Bonferroni), as ``sequential_model_intervals`` makes the corrupted mean."""
+    seed = report.seed
+    per_level_models = {c: sequential_model_intervals(units, report, c, seed) for c in levels}
+    severities: dict[str, set[int]] = {}
+    for model_summary, cell in report.all_cells():
+        if cell.corruption != CLEAN and not cell.corruption.startswith(SHIFT_PREFIX):
+            severities.setdefault(cell.corruption, set()).add(cell.severity)
+    ks = {len(v) for v in severities.values()}
+    per_level_cells = {(c, k): sequential_intervals(units, 1 - (1 - c) / k, seed) for c in levels for k in ks}
+    u = (np.arange(drawn.resamples) + 0.5) / drawn.resamples
+    u = u[np.random.default_rng([seed, 34]).permutation(drawn.resamples)]
+    nan = np.full(drawn.resamples, np.nan)
+
+    def spread(ends: list[tuple[float, float] | None]) -> np.ndarray:
+        if any(e is None for e in ends):
+            return nan
+        low = np.minimum.accumulate([e[0] for e in ends])  # type: ignore[index]  # nested: wider at higher levels
+        high = np.maximum.accumulate([e[1] for e in ends])  # type: ignore[index]
+        middle = (low[0] + high[0]) / 2
+        at = np.concatenate([(1 - np.asarray(levels))[::-1] / 2, [0.5], (1 + np.asarray(levels)) / 2])
+        return np.interp(u, at, np.concatenate([low[::-1], [middle], high]))
+
+    models = {m: {k: spread([per_level_models[c].get(m, {}).get(k) for c in levels]) for k in d}
+              for m, d in drawn.models.items()}
+
+    def corruption_mean(model: str, corruption: str, c: float) -> tuple[float, float] | None:
+        sev = sorted(severities.get(corruption, ()))
+        ends = [per_level_cells[(c, len(sev))].get((model, corruption, s), {}).get("balanced_accuracy") for s in sev]
+        if not sev or any(e is None for e in ends):
+            return None
+        return float(np.mean([e[0] for e in ends])), float(np.mean([e[1] for e in ends]))  # type: ignore[index]
+
+    corruptions = {m: {corr: {k: spread([corruption_mean(m, corr, c) for c in levels]) if k == "accuracy" else nan
+                              for k in d} for corr, d in per.items()}
+                   for m, per in drawn.corruptions.items()}
+    return replace(drawn, models=models, corruptions=corruptions, anytime_valid=True)

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from domainbench.metrics.breaking import BreakingPoint
-from domainbench.metrics.confidence import APPROXIMATE_COLUMN, CELL_INTERVAL_METRICS, RunIntervals, interval_columns
+from domainbench.metrics.confidence import APPROXIMATE_COLUMN, RunIntervals, cell_interval_metrics, interval_columns
 from domainbench.stats.smoothed import FEW_IMAGES_NOTE, FEW_IMAGES_PER_CLASS
 from domainbench.metrics.defs.classification import top1_accuracy as top1_accuracy  # where readers found it
 from domainbench.metrics.registry import metric, metrics_of
@@ -33,39 +33,70 @@ CELL_KEY_COLUMNS: dict[str, str] = {
     "corruption": "corruption name, or 'clean' for the uncorrupted pass",
     "severity": "severity 1..5 (0 for the clean pass)",
 }
+#: the export column that says whether a row's intervals are anytime-valid (an adaptive run's) or fixed-sample ones
+ANYTIME_VALID_COLUMN = "ci_anytime_valid"
 #: the interval columns sit between the classification metrics and the PD threat's (registry order < 65 / > 65)
 INTERVAL_COLUMNS_AT = 65
-_INTERVAL_NAMES = {"wilson": "Wilson score", "smoothed": "smoothed per-class normal", "bootstrap": "stratified bootstrap"}
+_INTERVAL_NAMES = {"wilson": "continuity-corrected Wilson score", "smoothed": "smoothed per-class normal", "bootstrap": "stratified bootstrap"}
 _END = {"low": "lower", "high": "upper"}
-INTERVAL_COLUMNS: dict[str, str] = {
-    f"{name}_ci_{end}": f"{_END[end]} end of the {_INTERVAL_NAMES[str(metric(name).interval)]} interval of {name} at the "
-                        "export's --confidence (empty without it, or where the metric does not apply; an adaptive run's "
-                        "are anytime-valid confidence sequences, the JSON export's intervals.anytime_valid)"
-    for name in CELL_INTERVAL_METRICS for end in ("low", "high")
-} | {APPROXIMATE_COLUMN: f"True where the cell's median class has fewer than {FEW_IMAGES_PER_CLASS} images ({FEW_IMAGES_NOTE}), else False; "
-                         "empty without a balanced-accuracy interval"}
-#: one row per model × cell, in this order; what each column holds
-CELL_COLUMNS: dict[str, str] = {
-    **CELL_KEY_COLUMNS,
-    **{m.name: m.meaning for m in metrics_of("cell") if m.order < INTERVAL_COLUMNS_AT},
-    **INTERVAL_COLUMNS,
-    **{m.name: m.meaning for m in metrics_of("cell") if m.order > INTERVAL_COLUMNS_AT},
-}
-CELL_FIELDS = list(CELL_COLUMNS)
-CSV_FIELDS = ["run_id", *CELL_FIELDS]
+
+
+def interval_column_docs() -> dict[str, str]:
+    """``NAME_ci_low`` / ``NAME_ci_high`` of every cell metric declaring an interval (the registry's), and the
+    approximate flag; what each holds."""
+    return {
+        f"{name}_ci_{end}": f"{_END[end]} end of the {_INTERVAL_NAMES[str(metric(name).interval)]} interval of {name} at "
+                            "the export's --confidence (empty without it, or where the metric does not apply; an adaptive "
+                            "run's are anytime-valid confidence sequences, the JSON export's intervals.anytime_valid)"
+        for name in cell_interval_metrics() for end in ("low", "high")
+    } | {APPROXIMATE_COLUMN: f"True where the cell's median class has fewer than {FEW_IMAGES_PER_CLASS} images "
+                             f"({FEW_IMAGES_NOTE}), else False; empty without a balanced-accuracy interval",
+         ANYTIME_VALID_COLUMN: "True where the run was adaptive (run --adaptive): its intervals are anytime-valid "
+                               "confidence sequences, valid although the run chose when to stop by looking at the data; "
+                               "False where they are fixed-sample intervals; empty without intervals"}
+
+
+def cell_columns() -> dict[str, str]:
+    """One row per model × cell, in this order; what each column holds: the registry's cell metrics (a plug-in's
+    included), their interval columns between the classification metrics and the PD threat's."""
+    return {
+        **CELL_KEY_COLUMNS,
+        **{m.name: m.meaning for m in metrics_of("cell") if m.order < INTERVAL_COLUMNS_AT},
+        **interval_column_docs(),
+        **{m.name: m.meaning for m in metrics_of("cell") if m.order > INTERVAL_COLUMNS_AT},
+    }
+
+
+def cell_fields() -> list[str]:
+    return list(cell_columns())
+
+
+def csv_fields() -> list[str]:
+    return ["run_id", *cell_fields()]
+
+
+def __getattr__(name: str) -> Any:
+    # the module constants these were: read from the registry on each use, so a plug-in metric is a column too
+    lazy = {"INTERVAL_COLUMNS": interval_column_docs, "CELL_COLUMNS": cell_columns, "CELL_FIELDS": cell_fields,
+            "CSV_FIELDS": csv_fields}
+    if name in lazy:
+        return lazy[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def cell_rows(report: RunReport, intervals: RunIntervals | None = None) -> list[dict[str, Any]]:
     """One row per model × (corruption, severity), the clean pass first, with the cell's PD threat
     and, given ``intervals``, the ``*_ci_low``/``*_ci_high`` columns (empty without them)."""
     metrics = metrics_of("cell")
+    columns = cell_columns()
     rows = []
     for m, c in report.all_cells():
         t = report.threat_of(c.corruption, c.severity)
         values = {metric.name: metric.read(c, t) for metric in metrics}
         values |= interval_columns(intervals.cell(m.model, c.corruption, c.severity) if intervals else None)
+        values[ANYTIME_VALID_COLUMN] = None if intervals is None else intervals.anytime_valid
         rows.append({"model": m.model, "corruption": c.corruption, "severity": c.severity,
-                     **{k: values[k] for k in CELL_COLUMNS if k in values}})
+                     **{k: values[k] for k in columns if k in values}})
     return rows
 
 
@@ -120,7 +151,7 @@ def csv_rows(report: RunReport, intervals: RunIntervals | None = None,
              breaking: Sequence[BreakingPoint] = (),
              groups: Mapping[str, str] | None = None) -> tuple[list[str], list[dict[str, Any]]]:
     """The CSV export's columns and rows (``to_csv``; ``domainbench.Run.to_pandas`` reads the same rows)."""
-    fields = (CSV_FIELDS + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
+    fields = (csv_fields() + ([UNPARSEABLE_FIELD] if unparseable else []) + (BREAKING_FIELDS if breaking else [])
               + (fmr_fields() if report.fmr else []) + ([GROUP_FIELD] if groups else []))
     rows = []
     at = {(b.model, b.corruption): b for b in breaking}
@@ -142,9 +173,9 @@ def csv_rows(report: RunReport, intervals: RunIntervals | None = None,
 def column_units() -> dict[str, str]:
     """Every metric column the exports can hold (the cells' fixed columns, then the optional ones) -> its unit
     in the registry ("fraction": 0 to 1, "ratio": to the baseline, ...); an interval column has its metric's."""
-    names = [*CELL_FIELDS, UNPARSEABLE_FIELD, *BREAKING_FIELDS, *fmr_fields()]
-    interval_of = {c: c.rsplit("_ci_", 1)[0] for c in (*INTERVAL_COLUMNS, *BREAKING_FIELDS) if "_ci_" in c}
-    return {c: "flag" if c == APPROXIMATE_COLUMN else metric(interval_of.get(c, c)).unit
+    names = [*cell_fields(), UNPARSEABLE_FIELD, *BREAKING_FIELDS, *fmr_fields()]
+    interval_of = {c: c.rsplit("_ci_", 1)[0] for c in (*interval_column_docs(), *BREAKING_FIELDS) if "_ci_" in c}
+    return {c: "flag" if c in (APPROXIMATE_COLUMN, ANYTIME_VALID_COLUMN) else metric(interval_of.get(c, c)).unit
             for c in names if c not in CELL_KEY_COLUMNS}
 
 

@@ -3,33 +3,28 @@ or corruption on the models' device).
 
 One shard of look-ahead: while the models score shard k, the pool corrupts shard k+1 and decodes
 shard k+2's files (``input_pipeline``); without worker processes a thread decodes and the
-corruption runs when its shard is scored. An FMR run's shards come through the same pipeline
-(decode only: its search perturbs in this process).
+corruption runs when its shard is scored (``engine.corruption_kind.CellsLocal``). An FMR run's shards
+come through the same pipeline (decode only: its search perturbs in this process; ``fmr.kind.FmrLocal``).
 """
 
 from __future__ import annotations
 
 import os
 import platform
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from domainbench.config import FmrSettings, RunConfig
+from domainbench.config import RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.device_corruption import job_site, run_device_job
 from domainbench.engine.input_pipeline import InputPipeline
 from domainbench.engine.jobs import Corrupted, Job, run_job
 from domainbench.engine.scoring import ModelState, load_models
 from domainbench.engine.shards import CorruptedFuture
-from domainbench.engine.tasks import RunEvents
+from domainbench.engine.tasks import RunEvents, RunStats
 from domainbench.engine.timings import StageTimes
-from domainbench.engine.work import RunStats, ShardWork
-from domainbench.fmr.tested import TestedModel
-from domainbench.fmr.units import FmrModels, FmrWork, load_fmr_models, score_fmr_shards
-from domainbench.models.generative import VLMOptions
 from domainbench.store import Store
 
 
@@ -44,50 +39,22 @@ class _InlineFuture:
 
 
 class LocalExecutor:
-    """``Executor`` running everything on this machine; the models stay loaded in this process."""
+    """``Executor`` running everything on this machine; the models stay loaded in this process.
+
+    It knows no run kind: a kind's local part (``CorruptionKind``'s ``CellsLocal``, FMR's ``FmrLocal``) loads
+    its models with ``load_models`` (or its own loaders) and reads its shards through ``InputPipeline``."""
+
+    name = "local"
 
     def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents,
                     timer: StageTimes | None = None) -> list[ModelState]:
         return load_models(cfg.models, ds.classes, cfg.device, cfg.batch_size, cfg.templates, say=events.message,
-                           vlm=VLMOptions.from_run_config(cfg), cache=store, timer=timer)
-
-    def environment(self, models: list[ModelState]) -> dict[str, Any]:
-        return local_environment(models)
-
-    def execute(self, work: ShardWork) -> None:
-        cfg = work.ctx.cfg
-        # corrupting on the device is this executor's choice: here the models run in this process
-        device = models_device(work.ctx.models)
-        # one pool decodes and corrupts
-        with InputPipeline.for_models(work.ctx.dataset, cfg.workers, device, corrupts=True) as inputs:
-            pending: deque[tuple[int, Batch, list[tuple[Job, Any]]]] = deque()
-            for shard, todo, batch in inputs.batches(work.plan(), work.shards, work.report_unreadable, work.timer):
-                jobs = [(job, _submit(inputs, job, batch, cfg.seed, cfg.corrupt_on, device, work.stats)) for job in todo]
-                pending.append((shard, batch, jobs))
-                if len(pending) >= 2:
-                    work.consume(*pending.popleft())
-            while pending:
-                work.consume(*pending.popleft())
-
-    def load_fmr(self, store: Store, cfg: RunConfig, settings: FmrSettings, ds: Dataset, events: RunEvents,
-                 tested: Sequence[TestedModel] | None) -> FmrModels:
-        oracle, loaded = load_fmr_models(cfg, settings, ds, cfg.models, tested, cache=store)
-        return FmrModels([m.name for m in loaded], oracle, {m.name: m for m in loaded})
-
-    def fmr_environment(self, models: FmrModels) -> dict[str, Any]:
-        return local_environment(models.oracle.members if models.oracle is not None else [])
-
-    def execute_fmr(self, work: FmrWork) -> None:
-        oracle = work.models.oracle
-        assert oracle is not None, "load_fmr first"
-        device = models_device(oracle.members)
-        with InputPipeline.for_models(work.dataset, work.cfg.workers, device) as inputs:
-            score_fmr_shards(work, oracle, work.models.tested,
-                             inputs.batches(work.plan(), work.shards, work.report_unreadable))
+                           options=cfg.model_args, cache=store, timer=timer)
 
 
-def _submit(inputs: InputPipeline, job: Job, batch: Batch, seed: int, corrupt_on: str, device: torch.device,
-            stats: RunStats) -> CorruptedFuture:
+def submit_job(inputs: InputPipeline, job: Job, batch: Batch, seed: int, corrupt_on: str, device: torch.device,
+               stats: RunStats) -> CorruptedFuture:
+    """One corruption job of a shard, as a future: in the pool, inline, or on the models' device."""
     stats.corruption_calls += len(batch.images[: job.n_images])
     if job_site(corrupt_on, device, job) == "device":
         # runs when the shard is consumed, on the models' device: no worker, no pickled shard

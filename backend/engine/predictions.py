@@ -145,10 +145,15 @@ def predictions_csv(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:
 
 def predictions_json(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:
     """Write ``{"run_id", "columns", "rows": [...]}`` to ``out`` (rows as objects); returns the row count."""
+    from domainbench.literal import undecodable_escaped
+
     rows = prediction_rows(store, run_id)
     out.write(json.dumps({"run_id": run_id, "columns": PREDICTION_COLUMNS})[:-1] + ', "rows": [')
     n = 0
     for row in rows:
+        # an undecodable byte of a file or class name (a lone surrogate) as its \xNN text, as the CSV has it:
+        # json.dumps would write it as a lone \udcNN escape, which strict JSON parsers refuse
+        row = {k: undecodable_escaped(v) if isinstance(v, str) and not v.isascii() else v for k, v in row.items()}
         out.write(("," if n else "") + "\n" + json.dumps(row))
         n += 1
     out.write("\n]}\n")

@@ -1,18 +1,18 @@
 """The Ray executor: corruption as Ray tasks, scoring on actors that keep the models loaded.
 
-The driver (this process) plans exactly as the local engine does (``Engine._plan``), takes
-each shard's clean images from the local executor's input pipeline (``InputPipeline``: decoded
-ahead in ``--workers`` processes), puts them once into the object store, submits one corruption
-task per job, and hands the shard with the task references to a model actor. The actor runs the same
-per-shard code as the local engine (``domainbench.engine.shards.score_shard``) and upserts each
-unit by key as it finishes, so a lost node loses only its shards in flight and
-``--resume`` continues on either executor. The report is built once, by the driver, at the end.
+``RayExecutor`` knows no run kind: it connects to Ray, starts a kind's actors over groups of the run's
+models, decodes each shard on the driver through the local executor's input pipeline
+(``InputPipeline``: decoded ahead in ``--workers`` processes) and waits for the actors' calls. Each
+run kind drives it with its own Ray part (``engine.kinds``).
 
-An FMR run goes to ``FmrActor``s instead: each holds the oracle and a group of the tested models;
-per shard one actor scores the oracle's votes once, and each (tested model, shard) unit is one
-actor call running ``domainbench.fmr.units.fmr_unit``, the local executor's unit code. Every actor
-builds its zero-shot classifiers through the store's text-embedding cache. Actors whose models run
-on CUDA pin the shards they get, as the local pipeline does.
+The corruption kind's part is here (``CellsOnRay``): the driver plans exactly as the local engine does
+(``corruption_kind``), puts each clean shard once into the object store, submits one corruption task
+per job, and hands the shard with the task references to a ``ShardActor``. The actor runs the same
+per-shard code as the local engine (``domainbench.engine.shards.score_shard``), and the same real-shift
+code (``shift_cells.score_shifts``), and upserts each unit by key as it finishes, so a lost node loses
+only its shards in flight and ``--resume`` continues on either executor. The report is built once, by
+the driver, at the end. FMR's part is ``fmr.ray_units``. Actors whose models run on CUDA pin the shards
+they get, as the local pipeline does.
 
 ``ray`` is imported only here, and this module only when ``--executor ray`` is chosen.
 """
@@ -21,31 +21,33 @@ from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, cast
 
-import numpy as np
 from pydantic import SecretStr
 
-from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
+from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.engine.input_pipeline import InputPipeline, Pinning, run_workers
 from domainbench.engine.jobs import Corrupted, Job, init_worker, run_job
-from domainbench.engine.local_executor import local_environment, models_device
+from domainbench.engine import shift_cells
 from domainbench.engine.dataset_pin import open_run_dataset
-from domainbench.engine.runner import Engine, cells_of
+from domainbench.engine.kinds import RunSession
+from domainbench.engine.local_executor import local_environment, models_device
+from domainbench.engine.runner import Engine
 from domainbench.engine.scoring import ModelState, load_models
-from domainbench.models.generative import VLMOptions
 from domainbench.engine.shards import score_shard
-from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask
+from domainbench.engine.tasks import (Cell, RunContext, RunEvents, RunTask, SilentEvents, StabilityTask, ThreatTask,
+                                      cells_of)
+from domainbench.engine.timings import STARTUP
 from domainbench.engine.work import ShardWork
 from domainbench.errors import UserInputError
-from domainbench.fmr.oracle import Oracle
-from domainbench.fmr.tested import TestedModel
-from domainbench.fmr.units import FmrModels, FmrWork, fmr_unit, load_fmr_models
+from domainbench.models.generative import VLMOptions
 from domainbench.settings import redact_uri
 from domainbench.store import Store, open_store
+from domainbench.store.fence import Fence, LeaseLost
 
 #: environment every Ray worker gets: no phoning home, no hub downloads at run time
 WORKER_ENV = {"NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -84,7 +86,7 @@ def store_locator(store: Store) -> tuple[str, SecretStr | None]:
                          "use the embedded SQLite store or DOMAINBENCH_MONGO_URI")
 
 
-def _import_modules(modules: list[str]) -> None:
+def import_modules(modules: list[str]) -> None:
     from domainbench import corruptions
     for m in modules:
         try:
@@ -96,7 +98,7 @@ def _import_modules(modules: list[str]) -> None:
 def _corrupt(job: Job, batch: Batch, seed: int, modules: list[str]) -> Corrupted:
     """One corruption job as a Ray task: the same pure function the local pool runs."""
     init_worker()
-    _import_modules(modules)
+    import_modules(modules)
     return run_job(job, batch.images, batch.indices, seed)
 
 
@@ -115,7 +117,7 @@ class ShardActor:
 
     def __init__(self, store: SecretStr, cfg: dict[str, Any], modules: list[str], models: list[str],
                  threat: bool, fence: tuple[str, str, int | None] | None = None) -> None:
-        _import_modules(modules)
+        import_modules(modules)
         self.store_uri = store
         # (run id, worker, lease epoch) when a worker drives the run: the actor's writes carry its lease fence
         self.fence = fence
@@ -135,21 +137,22 @@ class ShardActor:
         the environment as the run records it."""
         self.dataset = open_run_dataset(self.cfg)
         if self.store is None:  # the classifiers come from the store's text-embedding cache, as the local engine's do
-            self.store = _actor_store(self.store_uri, self.fence)
+            self.store = actor_store(self.store_uri, self.fence)
         self.models = load_models(self.model_names, self.dataset.classes, self.cfg.device, self.cfg.batch_size,
-                                  self.cfg.templates, vlm=VLMOptions.from_run_config(self.cfg), cache=self.store)
+                                  self.cfg.templates, options=self.cfg.model_args, cache=self.store)
         return {**local_environment(self.models), "host": platform.node(), "pid": os.getpid()}
 
-    def _begin(self, run_id: str, domain: dict[str, Any]) -> RunContext:
+    def _begin(self, run_id: str, domain: dict[str, Any], fence: Fence | None = None) -> RunContext:
         # lazily, per run: a restarted actor rebuilds this from the store and skips stored units
         if self.ctx is None or self.ctx.run_id != run_id:
             assert self.dataset is not None, "load() first"
             if self.store is None:
-                self.store = _actor_store(self.store_uri, self.fence)
+                self.store = actor_store(self.store_uri, self.fence)
             dom = DomainConfig.model_validate(domain)
-            ctx = RunContext(run_id, self.cfg, dom, self.dataset, self.store, self.models, SilentEvents())
+            store = live_run_store(self.store, fence)
+            ctx = RunContext(run_id, self.cfg, dom, self.dataset, store, self.models, SilentEvents())
             self.cells = cells_of(dom)
-            self.done = self.store.units.keys(run_id=run_id)
+            self.done = store.units.keys(run_id=run_id)
             self.tasks = []
             if self.cfg.stability:
                 self.tasks.append(StabilityTask(ctx))
@@ -159,13 +162,13 @@ class ShardActor:
         return self.ctx
 
     def process(self, run_id: str, domain: dict[str, Any], shard: int, batch: Batch,
-                jobs: list[tuple[Job, Any]]) -> tuple[int, int]:
-        """Score one shard; (units written, images scored in them)."""
+                jobs: list[tuple[Job, Any]], fence: Fence | None = None) -> tuple[int, int]:
+        """Score one shard; (units written, images scored in them). ``fence``: the driver's (see ``live_run_store``)."""
         import ray
 
         if not self.models:
             self.load()  # a restarted actor: Ray re-ran __init__ only
-        ctx = self._begin(run_id, domain)
+        ctx = self._begin(run_id, domain, fence)
         images = 0
 
         def counted(n: int) -> None:
@@ -178,58 +181,45 @@ class ShardActor:
         units = score_shard(ctx, self.cells, self.done, self.tasks, shard, batch, futures, on_unit=counted)
         return units, images
 
+    def shifts(self, run_id: str, domain: dict[str, Any], shard_size: int, fence: Fence | None = None) -> tuple[int, int]:
+        """Score the run's real-shift cells with this actor's models, after every clean unit is stored (a
+        paired shift's flips compare with them): the local executor's ``score_shifts``; (units, images)."""
+        if not self.models:
+            self.load()
+        ctx = self._begin(run_id, domain, fence)
+        images = 0
+
+        def counted(n: int) -> None:
+            nonlocal images
+            images += n
+
+        shifts = shift_cells.open_shifts(ctx.domain, self.cfg, ctx.dataset)
+        done = ctx.store.units.keys(run_id=run_id)  # other replicas of this group stored clean units too
+        units = shift_cells.score_shifts(ctx, shifts, shard_size, done, on_unit=counted)
+        return units, images
+
     def pid(self) -> int:
         return os.getpid()
 
 
-class FmrActor:
-    """Holds an FMR run's oracle and a group of its tested models; searches (tested model, shard) units
-    with the same ``fmr_unit`` the local executor runs, and scores a shard's oracle votes when asked."""
+def live_run_store(store: Store, fence: Fence | None) -> Store:
+    """What an actor writes a run's records through: the driver's fence (``fence``: a terminal run's process
+    fence, or the worker's lease, which ``store`` already carries) and the run still "running", checked inside
+    each write (``LiveRunFence``); so a call still in flight when its run was finished, cancelled or deleted
+    adds nothing to it. Without a fence (a caller that hands none) ``store`` as it is."""
+    from domainbench.store.fence import LiveRunFence, ProcessFence
+    from domainbench.store.fenced_store import FencedStore, ProcessFencedStore
 
-    def __init__(self, store: SecretStr, cfg: dict[str, Any], settings: dict[str, Any], modules: list[str],
-                 models: list[str], fence: tuple[str, str, int | None] | None = None) -> None:
-        _import_modules(modules)
-        self.store_uri, self.fence = store, fence
-        self.cfg = RunConfig.model_validate(cfg)
-        self.settings = FmrSettings.model_validate(settings)
-        self.model_names = models
-        self.store: Store | None = None
-        self.dataset: Dataset | None = None
-        self.oracle: Oracle | None = None
-        self.tested: dict[str, TestedModel] = {}
-
-    def load(self) -> dict[str, Any]:
-        """Open the store and the dataset, load the oracle and this actor's tested models (classifiers
-        from the store's text-embedding cache); the environment as the run records it."""
-        self.store = _actor_store(self.store_uri, self.fence)
-        self.dataset = open_run_dataset(self.cfg)
-        self.oracle, tested = load_fmr_models(self.cfg, self.settings, self.dataset, self.model_names, cache=self.store)
-        self.tested = {m.name: m for m in tested}
-        return {**local_environment(self.oracle.members), "host": platform.node(), "pid": os.getpid()}
-
-    def votes(self, batch: Batch) -> np.ndarray:
-        """The oracle's votes on a shard's clean images: once per shard, shared by its units."""
-        if self.oracle is None:
-            self.load()  # a restarted actor: Ray re-ran __init__ only
-        assert self.oracle is not None
-        return self.oracle.votes(self._pinned(batch).images)
-
-    def unit(self, run_id: str, domain: dict[str, Any], shard: int, batch: Batch, clean_votes: np.ndarray,
-             model: str) -> int:
-        """Search and store one (tested model, shard) unit; the images in it."""
-        if self.oracle is None:
-            self.load()
-        assert self.store is not None and self.dataset is not None and self.oracle is not None
-        return fmr_unit(self.store, run_id, DomainConfig.model_validate(domain), self.cfg, self.settings,
-                        self.dataset.classes, self.oracle, self.tested[model], shard, self._pinned(batch), clean_votes)
-
-    def _pinned(self, batch: Batch) -> Batch:
-        """The shard as the models take it: pinned when they run on CUDA."""
-        assert self.oracle is not None
-        return Pinning.for_device(models_device(self.oracle.members)).batch(batch)
+    inner = getattr(store, "inner", store)
+    fence = fence if fence is not None else getattr(store, "fence", None)
+    if fence is None:
+        return store
+    # a terminal run's record updates (the threat's scale) as its driver makes them: read, change, fenced write
+    view = ProcessFencedStore if isinstance(fence, ProcessFence) else FencedStore
+    return view(inner, LiveRunFence.around(fence))  # type: ignore[return-value]
 
 
-def _actor_store(uri: SecretStr, fence: tuple[str, str, int | None] | None) -> Store:
+def actor_store(uri: SecretStr, fence: tuple[str, str, int | None] | None) -> Store:
     """The store as an actor writes it: the driver's, fenced by the worker's lease when a worker drives the run."""
     store = open_store(uri.get_secret_value())
     if fence is None:
@@ -241,7 +231,14 @@ def _actor_store(uri: SecretStr, fence: tuple[str, str, int | None] | None) -> S
 
 
 class RayExecutor:
-    """``Executor`` whose models live on Ray actors and whose corruption runs as Ray tasks."""
+    """``Executor`` whose models live on Ray actors and whose corruption runs as Ray tasks.
+
+    It knows no run kind: it connects to Ray, starts actors of a kind's class over groups of the run's
+    models (``start_actors``), decodes shards (``inputs``), picks the least loaded actor of a group and
+    waits for calls (``least_loaded``, ``ready``); a kind's Ray part (``CellsOnRay`` below, FMR's
+    ``fmr.ray_units.FmrOnRay``) drives them."""
+
+    name = "ray"
 
     def __init__(self, options: ExecutorOptions | None = None, events: RunEvents | None = None) -> None:
         self.options = options or ExecutorOptions(kind="ray")
@@ -298,27 +295,7 @@ class RayExecutor:
                                  "lower --actors or add CPUs to the cluster")
         return replicas, per_actor
 
-    def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents) -> list[ModelState]:
-        """Create the actors and load every model there; the driver keeps only the names."""
-        self._start_actors(store, cfg, events, ShardActor, "corruption tasks",
-                           lambda uri, group, first, fence: (uri, cfg.model_dump(mode="json"), list(self.options.modules),
-                                                             group, first, fence))
-        # the planner on this side needs only the names (ModelState's other fields stay on the actors)
-        return [cast(ModelState, _Named(name, cfg.batch_size)) for name in cfg.models]
-
-    def load_fmr(self, store: Store, cfg: RunConfig, settings: FmrSettings, ds: Dataset, events: RunEvents,
-                 tested: Sequence[TestedModel] | None) -> FmrModels:
-        """Create FMR actors, each with the oracle and a group of the tested models; the driver keeps the names."""
-        if tested is not None:
-            raise UserInputError("ready-made tested models run on the local executor only; name them in the run config "
-                                 "(py:MODULE:ATTR, torchvision:CONFIG.json) for --executor ray")
-        self._start_actors(store, cfg, events, FmrActor, "the oracle on every actor",
-                           lambda uri, group, first, fence: (uri, cfg.model_dump(mode="json"),
-                                                             settings.model_dump(mode="json"), list(self.options.modules),
-                                                             group, fence))
-        return FmrModels(list(cfg.models))
-
-    def _start_actors(self, store: Store, cfg: RunConfig, events: RunEvents, actor: type, extra: str,
+    def start_actors(self, store: Store, cfg: RunConfig, events: RunEvents, actor: type, extra: str,
                       args: Callable[[SecretStr | None, list[str], bool, tuple[str, str, int | None] | None],
                                      tuple[Any, ...]]) -> None:
         """Actors of class ``actor`` over groups of the run's models (``args`` builds each one's arguments), loaded."""
@@ -343,7 +320,7 @@ class RayExecutor:
         self.actors = [actor_cls.remote(*args(uri, groups[g], g == 0, fence_args))
                        for g in range(len(groups)) for _ in range(replicas)]
         try:
-            envs = self._get([a.load.remote() for a in self.actors])
+            envs = self.get([a.load.remote() for a in self.actors])
         except BaseException:
             self._kill_actors()
             raise
@@ -351,13 +328,11 @@ class RayExecutor:
         self._env = {k: v for k, v in envs[0].items() if k not in ("pid", "host")}
         self._env |= {"executor": "ray", "actors": n, "hosts": sorted({e["host"] for e in envs})}
 
-    def fmr_environment(self, models: FmrModels) -> dict[str, Any]:
+    def environment(self) -> dict[str, Any]:
+        """Where the actors loaded (device, versions, hosts), as the run record keeps it."""
         return dict(self._env)
 
-    def environment(self, models: list[ModelState]) -> dict[str, Any]:
-        return dict(self._env)
-
-    def _get(self, refs: Any) -> Any:
+    def get(self, refs: Any) -> Any:
         """``ray.get`` with the worker's own exception: a UserInputError stays one, not a traceback."""
         ray = self.ray
         try:
@@ -369,84 +344,36 @@ class RayExecutor:
             raise
 
     # -- the loop -----------------------------------------------------------------------
-    def _least_loaded(self, group: list[int], load: list[int], collect: Callable[[], None]) -> int:
+    def least_loaded(self, group: list[int], load: list[int], collect: Callable[[], None]) -> int:
         """The actor of ``group`` with the fewest calls in flight, once one is under the bound
         (``collect`` takes a finished call's result until then)."""
         while min(load[i] for i in group) >= self.options.shards_in_flight:
             collect()
         return min(group, key=lambda a: load[a])
 
-    def _release(self) -> None:
+    def release(self) -> None:
         """The run's actors gone, and Ray too where this executor started it."""
         self._kill_actors()
         if self._owns_ray:
             self.ray.shutdown()
             self._owns_ray = False
 
-    def _inputs(self, ds: Dataset, cfg: RunConfig) -> InputPipeline:
+    def inputs(self, ds: Dataset, cfg: RunConfig) -> InputPipeline:
         """The run's clean shards, decoded ahead on the driver as the local executor decodes them (worker
         processes by ``--workers``, their default by where the actors' models run); not pinned here:
         ``ray.put`` copies them into the object store."""
         return InputPipeline(ds, run_workers(cfg.workers, self._gpus_per_actor > 0))
 
-    def execute(self, work: ShardWork) -> None:
-        ray, opts, ctx = self.ray, self.options, work.ctx
-        cfg = ctx.cfg
-        corrupt = ray.remote(_corrupt).options(num_cpus=opts.cpus_per_task)
-        domain = ctx.domain.model_dump(mode="json")
-        modules = list(opts.modules)
-        pending: dict[Any, int] = {}  # shard result -> actor index
-        load = [0] * len(self.actors)
+    def ready_or_cancelled(self, pending: dict[Any, Any], load: list[int], run_id: str, command: str,
+                           cancel: CancelWatch) -> tuple[Any, Any]:
+        """``ready``; a unit an actor refused because its run was cancelled meanwhile is that cancel."""
         try:
-            with self._inputs(ctx.dataset, cfg) as inputs:
-                for shard, todo, batch in inputs.batches(work.plan(), work.shards, work.report_unreadable, work.timer):
-                    ref = ray.put(batch)  # one copy of the clean shard, read by its tasks and its actor
-                    jobs = [(job, corrupt.remote(job, ref, cfg.seed, modules)) for job in todo]
-                    work.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
-                    for group in self.groups:  # every group scores the shard with its models
-                        i = self._least_loaded(group, load, lambda: self._collect(pending, load, work))
-                        pending[self.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs)] = i
-                        load[i] += 1
-            while pending:
-                self._collect(pending, load, work)
-        finally:
-            self._release()
+            return self.ready(pending, load, run_id, command)
+        except LeaseLost:
+            cancel.check(now=True)
+            raise
 
-    def execute_fmr(self, work: FmrWork) -> None:
-        """Per shard: its clean images (from the input pipeline) into the object store once, the oracle's
-        votes once (on one actor, round robin), then one actor call per missing (tested model, shard) unit
-        on its model group."""
-        ray = self.ray
-        domain = work.domain.model_dump(mode="json")
-        pending: dict[Any, tuple[int, str, int]] = {}  # unit result -> (actor index, model, shard)
-        load = [0] * len(self.actors)
-        try:
-            with self._inputs(work.dataset, work.cfg) as inputs:
-                for shard, todo, batch in inputs.batches(work.plan(), work.shards, work.report_unreadable):
-                    ref = ray.put(batch)
-                    votes = self.actors[shard % len(self.actors)].votes.remote(ref)
-                    for name in todo:
-                        group = self.groups[self.group_of[name]]
-                        i = self._least_loaded(group, load, lambda: self._collect_fmr(pending, load, work))
-                        pending[self.actors[i].unit.remote(work.run_id, domain, shard, ref, votes, name)] = (i, name, shard)
-                        load[i] += 1
-            while pending:
-                self._collect_fmr(pending, load, work)
-        finally:
-            self._release()
-
-    def _collect_fmr(self, pending: dict[Any, tuple[int, str, int]], load: list[int], work: FmrWork) -> None:
-        (_, name, shard), images = self._ready(pending, load, work.run_id, "fmr")
-        work.unit_written(name, shard, images)
-
-    def _collect(self, pending: dict[Any, int], load: list[int], work: ShardWork) -> None:
-        _, (units, images) = self._ready(pending, load, work.ctx.run_id, "run")
-        work.stats.computed_units += units
-        if units:
-            work.events.advance(units, images)
-        work.cancel.check()  # between shards: Ray's units are written in its actors
-
-    def _ready(self, pending: dict[Any, Any], load: list[int], run_id: str, command: str) -> tuple[Any, Any]:
+    def ready(self, pending: dict[Any, Any], load: list[int], run_id: str, command: str) -> tuple[Any, Any]:
         """Wait for one pending actor call: (its entry in ``pending``, its result)."""
         ray = self.ray
         ready, _ = ray.wait(list(pending), num_returns=1)
@@ -454,7 +381,7 @@ class RayExecutor:
         i = entry if isinstance(entry, int) else entry[0]
         load[i] -= 1
         try:
-            return entry, self._get(ready[0])
+            return entry, self.get(ready[0])
         except ray.exceptions.RayActorError as e:
             raise WorkerLostError(
                 f"Ray actor {i} (pid {self.actor_pids[i] if i < len(self.actor_pids) else '?'}) was lost "
@@ -469,6 +396,82 @@ class RayExecutor:
                 pass
         self.actors = []
         self.groups = []
+
+
+class CellsOnRay:
+    """The corruption kind's part for the Ray executor: corruption as Ray tasks, ``ShardActor``s holding groups
+    of the models score each shard (every group sees every shard), then the real-shift cells on one actor
+    of each group. An ``--adaptive`` run goes round by round: a round is dispatched once the previous one
+    is stored and observed, so the cells still active are those the local executor would score."""
+
+    def load(self, session: RunSession) -> list[ModelState]:
+        """Create the actors and load every model there; the driver keeps only the names."""
+        executor, cfg = _ray(session), session.cfg
+        with session.startup.stage(STARTUP, "model load"):  # on the executor's machines: one figure
+            executor.start_actors(session.store, cfg, session.events, ShardActor, "corruption tasks",
+                                  lambda uri, group, first, fence: (uri, cfg.model_dump(mode="json"),
+                                                                    list(executor.options.modules), group, first, fence))
+        # the planner on this side needs only the names (ModelState's other fields stay on the actors)
+        return [cast(ModelState, _Named(name, cfg.batch_size)) for name in cfg.models]
+
+    def environment(self, session: RunSession) -> dict[str, Any]:
+        return _ray(session).environment()
+
+    def execute(self, session: RunSession, work: ShardWork) -> None:
+        executor = _ray(session)
+        ray, opts, ctx = executor.ray, executor.options, work.ctx
+        cfg, adaptive = ctx.cfg, work.adaptive
+        corrupt = ray.remote(_corrupt).options(num_cpus=opts.cpus_per_task)
+        domain = ctx.domain.model_dump(mode="json")
+        fence = getattr(ctx.store, "fence", None)  # the driver's: the actors' writes carry it (``live_run_store``)
+        modules = list(opts.modules)
+        pending: dict[Any, int] = {}  # shard result -> actor index
+        load = [0] * len(executor.actors)
+
+        def collect() -> None:
+            _, (units, images) = executor.ready_or_cancelled(pending, load, ctx.run_id, "run", work.cancel)
+            work.stats.computed_units += units
+            if units:
+                work.events.advance(units, images)
+            work.cancel.check()  # between shards: Ray's units are written in its actors
+
+        try:
+            with executor.inputs(ctx.dataset, cfg) as inputs:
+                for shard, todo, batch in inputs.batches(work.plan(), work.shards, work.report_unreadable, work.timer):
+                    if adaptive is not None:
+                        # as the local executor's consume: the cells that stopped since the plan are not scored
+                        if adaptive.finished():
+                            continue
+                        todo = [j for j in todo if j.stability or adaptive.active(j.corruption, j.severity)]
+                    ref = ray.put(batch)  # one copy of the clean shard, read by its tasks and its actor
+                    jobs = [(job, corrupt.remote(job, ref, cfg.seed, modules)) for job in todo]
+                    work.stats.corruption_calls += sum(len(batch.images[: j.n_images]) for j in todo)
+                    for group in executor.groups:  # every group scores the shard with its models
+                        i = executor.least_loaded(group, load, collect)
+                        pending[executor.actors[i].process.remote(ctx.run_id, domain, shard, ref, jobs, fence)] = i
+                        load[i] += 1
+                    if adaptive is not None:  # the round stored, then observed: it decides the next round's cells
+                        while pending:
+                            collect()
+                        adaptive.observe(ctx.store.units(ctx.run_id, shard=shard))
+            while pending:
+                collect()
+            if work.shifts:
+                for shift in work.shifts:  # the actors' events are silent: the notes are said here
+                    for note in shift.notes:
+                        work.events.message(note)
+                for group in executor.groups:  # one actor of each group scores the shifts with its models
+                    pending[executor.actors[group[0]].shifts.remote(ctx.run_id, domain, work.shift_shard_size, fence)] = group[0]
+                    load[group[0]] += 1
+                while pending:
+                    collect()
+        finally:
+            executor.release()
+
+
+def _ray(session: RunSession) -> RayExecutor:
+    assert isinstance(session.executor, RayExecutor)
+    return session.executor
 
 
 class RayEngine(Engine):
@@ -524,4 +527,5 @@ def _check_reachable(address: str, timeout_s: float) -> None:
         ) from None
 
 
-__all__ = ["FmrActor", "RayEngine", "RayExecutor", "ShardActor", "WorkerLostError", "import_ray", "store_locator"]
+__all__ = ["CellsOnRay", "RayEngine", "RayExecutor", "ShardActor", "WorkerLostError", "actor_store", "import_modules",
+           "import_ray", "store_locator"]

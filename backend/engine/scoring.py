@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from domainbench import host_memory
 from domainbench.confusion import SparseConfusion
-from domainbench.models import VisionLanguageModel, create_model, resolve_device
+from domainbench.errors import UserInputError
+from domainbench.models import ModelBackend, VisionLanguageModel, backend_of, create_model, resolve_device
+from domainbench.model_backends import validate_options
 from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative, softmax_confidence
 from domainbench.models.hub_common import as_tensor, autocast_for
 
@@ -27,6 +29,14 @@ if TYPE_CHECKING:
 
 class ModelOutputError(RuntimeError):
     """A model produced NaN or infinite embeddings: its numbers would be meaningless."""
+
+
+class ClassMismatchError(UserInputError):
+    """A plain classifier whose own classes are not the dataset's (``declared``: its classes)."""
+
+    def __init__(self, message: str, declared: list[str]) -> None:
+        super().__init__(message)
+        self.declared = declared
 
 
 @dataclass
@@ -41,53 +51,73 @@ class ModelState:
     timer: StageTimes | None = None
 
 
-def load_models(names: Sequence[str], classes: list[str], device: str, batch_size: int,
-                templates: Sequence[str] | None, say: Callable[[str], None] | None = None,
-                vlm: VLMOptions | None = None, cache: Store | None = None,
-                timer: StageTimes | None = None) -> list[ModelState]:
-    """The models with their zero-shot classifiers (read from ``cache``'s text embeddings when there).
+def load_model(name: str, classes: list[str], device: str | torch.device, batch_size: int,
+               templates: Sequence[str] | None, options: Mapping[str, Any] | None = None, *,
+               cache: Store | None = None, timer: StageTimes | None = None) -> ModelState:
+    """The one model loader (corruption runs, the FMR oracle and FMR's tested models): the model called
+    ``name`` with its per-model ``options`` (checked against its backend's schema) under the run-wide
+    settings (device, batch size, prompt templates), ready to classify ``classes``.
 
-    ``timer`` gets the start-up stages (``engine.timings.STARTUP``): the backends' imports, model
-    load and text embeddings, each summed over the models."""
+    What it builds follows the backend's capabilities (``domainbench.model_backends``): a contrastive
+    model gets its zero-shot classifier (from ``cache``'s text embeddings when there); a generative one is
+    configured with its options (questions, mode, ...); a plain classifier must classify over exactly
+    ``classes``. ``timer`` gets the start-up stages (``engine.timings.STARTUP``)."""
     from domainbench.engine.text_cache import cached_classifier
     from domainbench.engine.timings import STARTUP, StageTimes
 
     timer = timer or StageTimes()
+    backend = backend_of(name)
+    caps = backend.capabilities
+    checked = validate_options(name, options or {})
     dev = resolve_device(device)
+    if dev.type not in caps.devices:  # an endpoint: nothing of it runs on the GPU asked for
+        dev = resolve_device(caps.devices[0])
+    with timer.stage(STARTUP, "imports"):
+        _import_backend(backend)
+    with timer.stage(STARTUP, "model load"):
+        # a generative backend's options say how it is asked (configure, below); others' go to the factory
+        model = create_model(name, dev, None if caps.kind == "generative" else options)
+    with timer.stage(STARTUP, "text embeddings"):
+        if caps.kind == "contrastive" and not is_generative(model):
+            classifier = cached_classifier(cache, model, classes, templates).to(dev)
+        else:  # it classifies itself: no text classifier (an empty one keeps shapes)
+            classifier = torch.zeros((len(classes), 0), device=dev)
+        if is_generative(model):
+            model.configure(classes, VLMOptions.from_options(checked))
+            if hasattr(model, "preflight"):  # an endpoint nobody listens at: refused before the run stores anything
+                model.preflight()
+        elif caps.kind == "classifier":
+            declared = getattr(model, "classes", None)
+            if declared is not None and list(declared) != list(classes):
+                raise ClassMismatchError(f"model {name!r} classifies over {list(declared)} but the dataset's classes are "
+                                         f"{list(classes)}; a plain classifier needs the same classes in the same order",
+                                         list(declared))
+    return ModelState(name, model, classifier, batch_size)
+
+
+def load_models(names: Sequence[str], classes: list[str], device: str, batch_size: int,
+                templates: Sequence[str] | None, say: Callable[[str], None] | None = None,
+                options: Mapping[str, Mapping[str, Any]] | None = None, cache: Store | None = None,
+                timer: StageTimes | None = None) -> list[ModelState]:
+    """The models, each by :func:`load_model` with its options from ``options`` (the run config's ``model_args``)."""
     states = []
     for name in names:
         if say is not None:
-            say(f"loading {name} on {dev}")
-        with timer.stage(STARTUP, "imports"):
-            _import_backend(name)
-        with timer.stage(STARTUP, "model load"):
-            model = create_model(name, dev)
-        with timer.stage(STARTUP, "text embeddings"):
-            if is_generative(model):  # it classifies itself: no text classifier (an empty one keeps shapes)
-                model.configure(classes, vlm or VLMOptions())
-                if hasattr(model, "preflight"):  # an endpoint nobody listens at: refused before the run stores anything
-                    model.preflight()
-                classifier = torch.zeros((len(classes), 0), device=dev)
-            else:
-                classifier = cached_classifier(cache, model, classes, templates).to(dev)
-        states.append(ModelState(name, model, classifier, batch_size))
+            say(f"loading {name} on {resolve_device(device)}")
+        states.append(load_model(name, classes, device, batch_size, templates, (options or {}).get(name),
+                                 cache=cache, timer=timer))
     host_memory.release_freed()  # what loading freed is not needed again (see the function)
     return states
 
 
-def _import_backend(name: str) -> None:
-    """Import the model backends (open_clip, transformers: seconds) before the model is built, so a
-    run's start-up says which of its seconds were imports; an unknown prefix is left to ``create_model``,
-    whose error names the known ones."""
-    from domainbench.models import MODEL_BACKENDS
-
-    prefix, sep, _ = name.partition(":")
-    if sep and prefix in MODEL_BACKENDS:
-        # a backend module that imports its library on first use says how (``import_library``)
-        module = sys.modules.get(getattr(MODEL_BACKENDS.get(prefix).create, "__module__", ""))
-        imports = getattr(module, "import_library", None)
-        if callable(imports):
-            imports()
+def _import_backend(backend: ModelBackend) -> None:
+    """Import the model backend's module (open_clip, transformers: seconds) before the model is built, so a
+    run's start-up says which of its seconds were imports."""
+    # a backend module that imports its library on first use says how (``import_library``)
+    module = sys.modules.get(getattr(backend.factory, "__module__", ""))
+    imports = getattr(module, "import_library", None)
+    if callable(imports):
+        imports()
 
 
 @dataclass
@@ -106,6 +136,10 @@ class Scored:
 def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool = False) -> Scored:
     """Predictions of a batch: embeddings + classifier for a dual encoder, the model itself for a
     generative one (its embeddings, from the vision tower, only when asked for and available)."""
+    if is_classifier(ms.model):
+        logits = classifier_logits(ms, images)
+        preds = logits.argmax(axis=1).astype(np.int64)
+        return Scored(preds, softmax_confidence(logits).astype(np.float32), logits=logits)
     if not is_generative(ms.model):
         emb = encode(ms, images)
         preds, conf, logits = predict_with_confidence(ms, emb, logits=True)
@@ -119,6 +153,40 @@ def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool
         emb = encode(ms, images) if embeddings and not getattr(ms.model, "remote", False) else None
         conf = None if res.scores is None else softmax_confidence(res.scores).astype(np.float32)
         return Scored(res.preds, conf, emb, res, logits=res.scores)
+
+
+def is_classifier(model: object) -> bool:
+    """A plain classifier (``torchvision:``, ``py:``): logits over its own classes, no embeddings."""
+    return getattr(model, "kind", None) == "classifier"
+
+
+def classifier_logits(ms: ModelState, images: np.ndarray | torch.Tensor) -> np.ndarray:
+    """A plain classifier's float32 (N, C) logits, in batches, halving the batch on CUDA out-of-memory."""
+    host = as_host(images)
+    out: list[np.ndarray] = []
+    i = 0
+    while i < len(host):
+        chunk = host[i : i + ms.batch_size]
+        t0 = time.perf_counter()
+        try:
+            chunk_logits = ms.model.logits(chunk).numpy()
+        except torch.OutOfMemoryError as e:
+            halve_batch(ms, e)
+            continue
+        if chunk_logits.shape != (len(chunk), ms.classifier.shape[0]):
+            raise UserInputError(f"model {ms.name!r} returns logits of shape {chunk_logits.shape} for {len(chunk)} images; "
+                                 f"expected ({len(chunk)}, {ms.classifier.shape[0]}): one logit per dataset class")
+        out.append(chunk_logits)
+        i += len(chunk)
+        if ms.timer is not None:
+            ms.timer.add(ms.name, "forward", time.perf_counter() - t0)
+            ms.timer.add(ms.name, "images", len(chunk))
+    logits = np.concatenate(out) if out else np.zeros((0, ms.classifier.shape[0]), dtype=np.float32)
+    if not np.isfinite(logits).all():
+        bad = int((~np.isfinite(logits)).any(axis=1).sum())
+        raise ModelOutputError(f"model {ms.name} returned NaN/inf logits for {bad} of {len(logits)} images; "
+                               "check its weights and preprocessing")
+    return logits.astype(np.float32, copy=False)
 
 
 def halve_batch(ms: ModelState, error: torch.OutOfMemoryError) -> None:

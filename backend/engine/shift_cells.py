@@ -34,7 +34,7 @@ from domainbench.engine.scoring import ModelState, classify, encode
 from domainbench.engine.shards import ShardDamage, calibration_of, write_unit
 from domainbench.engine.tasks import Cell, RunContext
 from domainbench.errors import UserInputError
-from domainbench.models.generative import is_remote_model
+from domainbench.model_backends import has_image_embeddings
 from domainbench.store.records import StabilityRecord
 
 #: a real shift is one cell; it is stored at severity 1 (severity 0 is the clean pass)
@@ -126,7 +126,7 @@ def score_shifts(ctx: RunContext, shifts: list[ShiftImages], shard_size: int, do
             ctx.events.message(note)
         for shard, positions in enumerate(shift_shards(shift, shard_size)):
             unit_todo = {m.name for m in ctx.models if (ctx.run_id, m.name, cell.corruption, cell.severity, shard) not in done}
-            stab_todo = {m.name for m in ctx.models if ctx.cfg.stability and shift.paired and not is_remote_model(m.name)
+            stab_todo = {m.name for m in ctx.models if ctx.cfg.stability and shift.paired and has_image_embeddings(m.name)
                          and (ctx.run_id, m.name, cell.corruption, shard) not in stable}
             if not unit_todo and not stab_todo:
                 continue

@@ -20,7 +20,7 @@ from domainbench.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, as_host, encode
-from domainbench.models.generative import is_remote_model
+from domainbench.model_backends import has_image_embeddings
 from domainbench.store import Store
 from domainbench.store.records import StabilityRecord, ThreatRecord
 
@@ -67,6 +67,22 @@ class Cell:
 
     def job(self, shard: int) -> Job:
         return Job(shard, self.corruption, self.severity, self.params)
+
+
+def cells_of(domain: DomainConfig) -> list[Cell]:
+    """The corruption run's cells in plan order: the clean pass, each corruption's severities, each composition."""
+    cells = [Cell(CLEAN, 0, None)]
+    for c in domain.corruptions:
+        for s in c.severities:
+            # explicit params override the ladder's values at every listed severity
+            ladder = corruptions.resolve_params(c.name, severity=s)
+            params = {**ladder, **c.params} if c.params else None
+            cells.append(Cell(c.name, s, params, params or ladder))
+    for comp in domain.compositions:
+        # one cell of severity 1 per composition; its steps are its parameters
+        steps = {"steps": [[name, severity] for name, severity in comp.pairs]}
+        cells.append(Cell(comp.cell_name, 1, steps, steps))
+    return cells
 
 
 @dataclass
@@ -123,9 +139,9 @@ class StabilityTask:
         self.grids = {c.name: corruptions.get(c.name).continuous_params(ctx.cfg.stability_points)
                       for c in ctx.domain.corruptions}
         self.done = ctx.store.stability.keys(run_id=ctx.run_id)
-        # a remote model has no image embeddings: its stability is n/a, never measured
-        # (told by the name: the Ray driver knows the models by name only)
-        self.remote = {m.name for m in ctx.models if is_remote_model(m.name)}
+        # a model without image embeddings (an endpoint, a plain classifier): its stability is n/a, never
+        # measured (told by the name's backend: the Ray driver knows the models by name only)
+        self.remote = {m.name for m in ctx.models if not has_image_embeddings(m.name)}
         self.buffer: dict[tuple[str, str], dict[int, torch.Tensor]] = {}
         self.indices: dict[int, list[int]] = {}
 

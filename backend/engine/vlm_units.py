@@ -40,7 +40,7 @@ def unparseable_rates(units: Iterable[Any]) -> dict[tuple[str, str, int], float]
 def load_unparseable_rates(store: Any, run_id: str) -> dict[tuple[str, str, int], float]:
     """The run's unparseable rates; its units are read only when it asked for free answers."""
     run = store.get_run(run_id)
-    if run is None or run.config.vlm_mode != "generate":
+    if run is None or not any(opts.get("mode") == "generate" for opts in run.config.model_args.values()):
         return {}
     return unparseable_rates(store.units(run_id))
 
@@ -50,7 +50,9 @@ def question_spread(store: Any, run_id: str) -> tuple[list[str], list[dict[str, 
     under each question alone and their spread (max - min). ([], []) when it does not apply
     (one question, or unlabelled images)."""
     run = store.get_run(run_id)
-    questions = list(run.config.questions or []) if run is not None else []
+    # the questions are per-model options: the first model asked several gives the list shown
+    asked = [list(opts.get("questions") or []) for opts in run.config.model_args.values()] if run is not None else []
+    questions = next((q for q in asked if len(q) >= 2), [])
     if len(questions) < 2:
         return [], []
     units = store.units(run_id)

@@ -1,34 +1,30 @@
-"""A run's remaining work as the engine planned it, and the protocol of what executes it.
+"""The protocol of what executes a run, and a corruption run's remaining work as its kind planned it.
 
-The engine (``domainbench.engine.runner.Engine``) owns a run of any kind from start to report:
-it plans the shards and units, and hands the work to an ``Executor``, which only decides where
-models are loaded and where each shard is corrupted, searched and scored: in this process
-(``LocalExecutor``) or on a Ray cluster (``RayExecutor``). A corruption run's work is a
-``ShardWork`` (scored by ``score_shard``), an FMR run's an ``FmrWork`` (searched by
-``fmr_unit``); both executors run the same unit code, so they store identical records.
+The engine (``domainbench.engine.runner.Engine``) owns a run of any kind from start to report; the
+run's kind (``engine.kinds``) plans its shards and units and hands the work to its part for the
+run's ``Executor``, which only decides where models are loaded and where each shard is corrupted,
+searched and scored: in this process (``LocalExecutor``) or on a Ray cluster (``RayExecutor``). A
+corruption run's work is a ``ShardWork`` (scored by ``score_shard``), an FMR run's an ``FmrWork``
+(``fmr.units``, searched by ``fmr_unit``); both executors run the same unit code, so they store
+identical records.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
-from domainbench.config import FmrSettings, RunConfig
-from domainbench.data import Batch, Dataset
+from domainbench.data import Batch
 from domainbench.data.readable import unreadable_error
 from domainbench.engine.adaptive import AdaptiveStopping
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.jobs import Job
-from domainbench.engine.scoring import ModelState
 from domainbench.engine.shards import score_shard
 from domainbench.engine.tasks import Cell, RunContext, RunEvents, RunStats, RunTask
 from domainbench.engine.timings import StageTimes
-from domainbench.fmr.tested import TestedModel
-from domainbench.fmr.units import FmrModels, FmrWork
-from domainbench.store import Store
 
 
 @dataclass
@@ -51,6 +47,9 @@ class ShardWork:
     adaptive: AdaptiveStopping | None = None
     #: seconds per stage (decoding and corrupting here, each model's stages on the models)
     timer: StageTimes = field(default_factory=StageTimes)
+    #: the run's real-shift folders, opened (``shift_cells``): scored after the cells, in shards of ``shift_shard_size``
+    shifts: list[Any] = field(default_factory=list)
+    shift_shard_size: int = 0
 
     def report_unreadable(self, batch: Batch) -> Batch:
         """``batch`` (a shard from the input pipeline), its unreadable files counted and reported;
@@ -83,24 +82,9 @@ class ShardWork:
 
 
 class Executor(Protocol):
-    """Where a run's models live and its shards are corrupted and scored."""
+    """Where a run's models live and its units are computed: this process (``LocalExecutor``) or a Ray cluster
+    (``RayExecutor``). An executor knows no run kind: it offers its services (loading models, an input
+    pipeline, actors, corruption tasks) and each kind's ``ExecutorPart`` for it (``engine.kinds``) uses them."""
 
-    def load_models(self, store: Store, cfg: RunConfig, ds: Dataset, events: RunEvents) -> list[ModelState]:
-        """Load the run's models where they will score (nothing is stored yet)."""
-
-    def environment(self, models: list[ModelState]) -> dict[str, Any]:
-        """What the run record keeps of where it ran (device, versions, executor)."""
-
-    def execute(self, work: ShardWork) -> None:
-        """Compute every unit of ``work`` and store it by key as it finishes."""
-
-    def load_fmr(self, store: Store, cfg: RunConfig, settings: FmrSettings, ds: Dataset, events: RunEvents,
-                 tested: Sequence[TestedModel] | None) -> FmrModels:
-        """Load an FMR run's oracle and tested models where they will search, checked (nothing is stored yet);
-        ``tested``: ready-made tested models instead of ``cfg.models``."""
-
-    def fmr_environment(self, models: FmrModels) -> dict[str, Any]:
-        """What an FMR run's record keeps of where it ran."""
-
-    def execute_fmr(self, work: FmrWork) -> None:
-        """Compute every missing (tested model, shard) unit of ``work``, the oracle scoring each shard once."""
+    #: ``local`` or ``ray``: what ``--executor`` says and a kind's capabilities name
+    name: str

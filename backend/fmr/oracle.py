@@ -7,20 +7,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-from domainbench.engine.scoring import ModelState, classify
-from domainbench.engine.text_cache import cached_classifier
+from domainbench.engine.scoring import ModelState, classify, load_model
 from domainbench.errors import UserInputError
 from domainbench.metrics.fmr import majority
-from domainbench.models import create_model, resolve_device
-from domainbench.models.generative import VLMOptions, is_generative
+from domainbench.models import capabilities_of
+from domainbench.models.generative import is_generative
 
 if TYPE_CHECKING:
-    from domainbench.store import Store
+    from collections.abc import Mapping
+    from typing import Any
 
-#: prefixes of tested-model kinds that are plain classifiers: they cannot vote zero-shot
-CLASSIFIER_PREFIXES = ("torchvision", "py")
+    from domainbench.store import Store
 
 
 @dataclass
@@ -51,7 +49,7 @@ def check_oracle_names(names: Sequence[str], min_members: int = 2) -> None:
             "add models with --oracle, e.g. --oracle embedded:fmnist-plain,embedded:fmnist-augmented,MODEL"
         )
     for name in names:
-        if name.partition(":")[0] in CLASSIFIER_PREFIXES:
+        if not capabilities_of(name).zero_shot:
             raise UserInputError(
                 f"oracle model {name!r} is a plain classifier, not zero-shot capable; the oracle takes "
                 "vision-language models from the registry (see `domainbench models`)"
@@ -59,20 +57,16 @@ def check_oracle_names(names: Sequence[str], min_members: int = 2) -> None:
 
 
 def load_oracle(names: Sequence[str], classes: list[str], device: str, batch_size: int,
-                templates: Sequence[str] | None, min_members: int = 2, *, cache: Store | None = None) -> Oracle:
-    """The zoo loaded on ``device``; each member's classifier from ``cache``'s text embeddings when there."""
+                templates: Sequence[str] | None, min_members: int = 2, *, cache: Store | None = None,
+                options: Mapping[str, Mapping[str, Any]] | None = None) -> Oracle:
+    """The zoo loaded on ``device`` by the one model loader, each member with its options from ``options``
+    (the run config's ``model_args``); a contrastive member's classifier from ``cache``'s text embeddings when there."""
     check_oracle_names(names, min_members)
-    dev = resolve_device(device)
     members = []
     for name in names:
-        model = create_model(name, dev)
-        if is_generative(model):  # it classifies itself, by the class names' log-likelihood
-            model.configure(classes, VLMOptions())
-            members.append(ModelState(name, model, torch.zeros((len(classes), 0)), batch_size))
-            continue
+        state = load_model(name, classes, device, batch_size, templates, (options or {}).get(name), cache=cache)
         # a duck-typed registry model must still have a text tower to classify zero-shot
-        if not callable(getattr(model, "encode_text", None)):
+        if not is_generative(state.model) and not callable(getattr(state.model, "encode_text", None)):
             raise UserInputError(f"oracle model {name!r} has no text encoder: it is not zero-shot capable")
-        classifier = cached_classifier(cache, model, classes, templates).to(dev)
-        members.append(ModelState(name, model, classifier, batch_size))
+        members.append(state)
     return Oracle(members, len(classes))

@@ -1,16 +1,13 @@
 """The model under test: anything that turns uint8 images into logits over the dataset's classes.
 
-Three kinds, told apart by the name's prefix:
+Every tested model is loaded by the one model loader (``engine.scoring.load_model``) and wrapped by
+its backend's kind (``domainbench.model_backends``):
 
-* a registry vision-language model (``embedded:fmnist-plain``, ``open_clip:…``): zero-shot
-  logits, ``logit_scale`` × cosine similarity to the class prompts;
-* ``torchvision:CONFIG.json``: a torchvision classifier built from a config
-  ``{"arch": "resnet18", "classes": [...], "weights": "state_dict.pt", "mean": [...], "std": [...]}``
-  (``weights`` optional: relative to the config's folder);
-* ``py:MODULE:ATTR``: a Python callable ``f(images uint8 (N,H,W[,C])) -> logits (N, C)``; a
-  ``classes`` attribute, when present, must equal the dataset's classes, and an optional
-  ``torch_logits`` attribute (float images (N,H,W,C) in [0, 1] -> logits) enables the
-  gradient search.
+* a contrastive model (``embedded:fmnist-plain``, ``open_clip:…``): zero-shot logits,
+  ``logit_scale`` × cosine similarity to the class prompts;
+* a generative model (``hf-vlm:``, ``openai-vlm:``): its class scores;
+* a plain classifier (``torchvision:CONFIG.json``, ``py:MODULE:ATTR``; ``domainbench.models.classifier``):
+  its logits; a ``torch_logits`` attribute enables the gradient search.
 
 ``torch_logits`` is the differentiable path the gradient search needs; ``None`` where the
 model has none.
@@ -18,21 +15,16 @@ model has none.
 
 from __future__ import annotations
 
-import importlib
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 
-from domainbench.engine.scoring import ModelState, classify, encode
-from domainbench.engine.text_cache import cached_classifier
+from domainbench.engine.scoring import ClassMismatchError, ModelState, classify, encode, is_classifier, load_model
 from domainbench.errors import UserInputError
-from domainbench.models import create_model, resolve_device
-from domainbench.models.generative import VLMOptions, is_generative
+from domainbench.models.generative import is_generative
 
 if TYPE_CHECKING:
     from domainbench.store import Store
@@ -86,7 +78,7 @@ class ZeroShotTested:
 
 @dataclass
 class CallableTested:
-    """A Python callable (or a torch module wrapped by ``torchvision:``) returning logits."""
+    """A Python callable returning logits: a plain classifier's (``torchvision:``, ``py:``), or a ready-made one."""
 
     name: str
     fn: Callable[[np.ndarray], Any]
@@ -100,66 +92,6 @@ class CallableTested:
     @property
     def torch_logits(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
         return self.grad_fn
-
-
-def _float_nchw(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
-    """float (N,H,W[,C]) in [0, 1] -> normalised (N, 3, H, W): grey images are replicated to RGB."""
-    if x.ndim == 3:
-        x = x[..., None]
-    x = x.permute(0, 3, 1, 2)
-    if x.shape[1] == 1:
-        x = x.expand(-1, 3, -1, -1)
-    m = torch.tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    s = torch.tensor(std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    return (x - m) / s
-
-
-def load_torchvision(spec: str, device: torch.device) -> tuple[CallableTested, list[str] | None]:
-    import torchvision
-
-    path = Path(spec).expanduser()
-    if not path.is_file():
-        raise UserInputError(f"torchvision:{spec}: config file {str(path)!r} does not exist; give a JSON config "
-                             '{"arch": "resnet18", "classes": [...], "weights": "state_dict.pt"}')
-    try:
-        cfg = json.loads(path.read_text())
-        arch, classes = cfg["arch"], list(cfg["classes"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise UserInputError(f"torchvision:{spec}: the config needs \"arch\" and \"classes\" ({e})") from e
-    try:
-        net = torchvision.models.get_model(arch, weights=None, num_classes=len(classes))
-    except ValueError as e:
-        raise UserInputError(f"torchvision:{spec}: unknown architecture {arch!r} ({e})") from e
-    if cfg.get("weights"):
-        wpath = (path.parent / cfg["weights"]).expanduser()
-        if not wpath.is_file():
-            raise UserInputError(f"torchvision:{spec}: weights file {str(wpath)!r} does not exist")
-        net.load_state_dict(torch.load(wpath, map_location="cpu", weights_only=True))
-    net.eval().requires_grad_(False).to(device)
-    mean = cfg.get("mean", [0.485, 0.456, 0.406])
-    std = cfg.get("std", [0.229, 0.224, 0.225])
-
-    def grad_fn(x: torch.Tensor) -> torch.Tensor:
-        return net(_float_nchw(x.to(device), mean, std)).float().cpu()
-
-    def fn(images: np.ndarray) -> torch.Tensor:
-        return grad_fn(torch.from_numpy(np.ascontiguousarray(images)).float() / 255.0)
-
-    return CallableTested(f"torchvision:{spec}", fn, grad_fn), classes
-
-
-def load_callable(spec: str) -> tuple[CallableTested, list[str] | None]:
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise UserInputError(f"py:{spec}: name a callable as py:MODULE:ATTR (e.g. py:mypkg.models:classify)")
-    try:
-        fn = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as e:
-        raise UserInputError(f"py:{spec}: cannot import it ({e}); check the module name and PYTHONPATH") from e
-    if not callable(fn):
-        raise UserInputError(f"py:{spec} is a {type(fn).__name__}, not a callable returning logits")
-    classes = getattr(fn, "classes", None)
-    return CallableTested(f"py:{spec}", fn, getattr(fn, "torch_logits", None)), None if classes is None else list(classes)
 
 
 @dataclass
@@ -186,33 +118,28 @@ class GenerativeTested:
 
 
 def load_tested(name: str, classes: list[str], device: str, batch_size: int,
-                templates: Sequence[str] | None, probe: np.ndarray, *, cache: Store | None = None) -> TestedModel:
-    """Build the tested model and check that it classifies over exactly the dataset's classes
-    (a zero-shot model's classifier from ``cache``'s text embeddings when there).
+                templates: Sequence[str] | None, probe: np.ndarray, *, cache: Store | None = None,
+                options: Mapping[str, Any] | None = None) -> TestedModel:
+    """Build the tested model with its per-model ``options`` and check that it classifies over exactly the
+    dataset's classes (a zero-shot model's classifier from ``cache``'s text embeddings when there).
 
     ``probe`` (a few of the dataset's images) is scored once, so a callable with the wrong
     number of logits is refused before the run is created.
     """
-    dev = resolve_device(device)
-    prefix, _, rest = name.partition(":")
-    declared: list[str] | None = None
-    tested: TestedModel
-    if prefix == "torchvision":
-        tested, declared = load_torchvision(rest, dev)
-    elif prefix == "py":
-        tested, declared = load_callable(rest)
-    else:
-        model = create_model(name, dev)
-        if is_generative(model):
-            model.configure(classes, VLMOptions())
-            tested = GenerativeTested(ModelState(name, model, torch.zeros((len(classes), 0)), batch_size))
-        else:
-            tested = ZeroShotTested(ModelState(name, model, cached_classifier(cache, model, classes, templates).to(dev), batch_size))
-    if declared is not None and declared != list(classes):
+    try:
+        state = load_model(name, classes, device, batch_size, templates, options, cache=cache)
+    except ClassMismatchError as e:
         raise UserInputError(
-            f"tested model {name!r} classifies over {declared} but the dataset's classes are {list(classes)}; "
+            f"tested model {name!r} classifies over {e.declared} but the dataset's classes are {list(classes)}; "
             "FMR needs the same classes in the same order"
-        )
+        ) from None
+    tested: TestedModel
+    if is_classifier(state.model):
+        tested = CallableTested(name, state.model.logits, state.model.torch_logits)
+    elif is_generative(state.model):
+        tested = GenerativeTested(state)
+    else:
+        tested = ZeroShotTested(state)
     out = tested.logits(probe[:2])
     if out.ndim != 2 or out.shape[1] != len(classes):
         raise UserInputError(

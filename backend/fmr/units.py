@@ -78,10 +78,12 @@ def load_fmr_models(cfg: RunConfig, settings: FmrSettings, ds: Dataset, models: 
     """The oracle and ``models`` loaded here and checked (classes, logit width, a gradient path for the
     gradient search); ``tested`` gives ready-made models instead (their names must be ``cfg.models``).
     Zero-shot classifiers come from ``cache``'s text embeddings when there."""
-    oracle = load_oracle(settings.oracle, ds.classes, cfg.device, cfg.batch_size, cfg.templates, cache=cache)
+    oracle = load_oracle(settings.oracle, ds.classes, cfg.device, cfg.batch_size, cfg.templates, cache=cache,
+                         options=cfg.model_args)
     probe = ds.load(np.arange(min(2, len(ds)))).images
     if tested is None:
-        loaded = [load_tested(m, ds.classes, cfg.device, cfg.batch_size, cfg.templates, probe, cache=cache) for m in models]
+        loaded = [load_tested(m, ds.classes, cfg.device, cfg.batch_size, cfg.templates, probe, cache=cache,
+                              options=cfg.options_of(m)) for m in models]
     else:
         loaded = list(tested)
         if [m.name for m in loaded] != list(cfg.models):

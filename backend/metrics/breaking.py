@@ -8,6 +8,10 @@ as the corruption gets stronger. The interval is made from the points evaluated 
 low end is the strongest point whose accuracy interval lies wholly above the threshold (the model
 still clearly works there), its high end the weakest point whose interval lies wholly below it
 (clearly broken there); between them the sample cannot say, to within the bisection's step.
+Each point's accuracy interval is the smoothed per-class normal interval every other balanced
+accuracy gets (``stats.smoothed``): the stratified bootstrap used before gave zero width wherever
+classes had one image, so a 500-image sample of a many-class dataset drew its "clearly above /
+below" from nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from domainbench.results import BreakingPoint  # the record, below the store
-from domainbench.stats import balanced_accuracy_weighted, bootstrap_weights, percentile_interval
+from domainbench.stats.smoothed import balanced_accuracy_interval
 
 BISECTION_STEPS = 6  # resolution 1/64 of the scale
 
@@ -29,20 +33,16 @@ def default_threshold(clean_accuracy: float, n_classes: int) -> float:
 
 def bisect_breaking_point(model: str, corruption: str, correct_at: Callable[[float], np.ndarray], labels: np.ndarray,
                           threshold: float, confidence: float = 0.95, steps: int = BISECTION_STEPS,
-                          resamples: int = 1000, seed: int = 0, threshold_model: str | None = None) -> BreakingPoint:
+                          threshold_model: str | None = None) -> BreakingPoint:
     """Bisect t in [0, 1] for balanced accuracy < ``threshold``; ``correct_at(t)`` is the per-image
     correctness of the model at scale position t (same images, same seeds at every t)."""
-    weights = bootstrap_weights(labels.size, labels, resamples, seed)
-    ones = np.ones((1, labels.size))
     seen: dict[float, tuple[float, tuple[float, float]]] = {}
 
     def accuracy(t: float) -> float:
         if t not in seen:
-            c = correct_at(t)
-            point = float(balanced_accuracy_weighted(c, labels, ones)[0])
-            iv = percentile_interval(balanced_accuracy_weighted(c, labels, weights), confidence)
-            assert iv is not None
-            seen[t] = (point, iv)
+            c = np.asarray(correct_at(t), dtype=bool)
+            point = float(np.mean([c[labels == k].mean() for k in np.unique(labels)]))
+            seen[t] = (point, balanced_accuracy_interval(c, labels, confidence))
         return seen[t][0]
 
     if accuracy(1.0) >= threshold:

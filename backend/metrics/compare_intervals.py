@@ -44,6 +44,8 @@ class RunDraws:
     models: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     #: model -> corruption -> ``confidence.CORRUPTION_METRICS`` name -> (resamples,)
     corruptions: dict[str, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
+    #: an adaptive run's: spread along its anytime-valid intervals, not resampled (``engine.confidence.load_draws``)
+    anytime_valid: bool = False
 
     def permuted(self, order: np.ndarray) -> RunDraws:
         return replace(self, models={m: {k: v[order] for k, v in d.items()} for m, d in self.models.items()},

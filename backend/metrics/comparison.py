@@ -259,10 +259,10 @@ def compare_models(outcomes: ImageOutcomes, models: Sequence[str] | None = None,
         n_images = 0
         for corr, sev in cells:
             both = outcomes.present(a, corr, sev) & outcomes.present(b, corr, sev)
-            if not both.any():  # e.g. a generative model that named no class on any image of the cell
+            if not both.any():  # an answer that named no class is a (wrong) prediction: only unevaluated images
                 raise MetricInputError(f"models {a!r} and {b!r} have no image with a prediction from both in cell "
-                                       f"{corr}@{sev} (an answer that named no class is not a prediction); compare "
-                                       "other models (--models) or check the generative model's answers")
+                                       f"{corr}@{sev} (no image both evaluated); compare other models (--models) "
+                                       "or resume the runs")
             ca, cb = outcomes.correct(a, corr, sev), outcomes.correct(b, corr, sev)
             a_only, b_only = int(np.sum(ca & ~cb & both)), int(np.sum(cb & ~ca & both))
             w = _class_weights(y, both)

@@ -1,7 +1,7 @@
 """Intervals on every number of a run's report, at a chosen confidence level.
 
 Proportions (top-1 accuracy, label flip probability, FMR's SA and PA) get Wilson score
-intervals from their counts. Balanced accuracy and everything built on per-class recalls or flip
+intervals with continuity correction (``stats.proportion_interval``) from their counts. Balanced accuracy and everything built on per-class recalls or flip
 rates (mean corrupted accuracy, safe-cell accuracy, mCE, rCE, mFR, the per-corruption values) get
 the smoothed per-class normal interval of ``stats.smoothed``, drawn as a Gaussian multiplier
 bootstrap: one matrix of multipliers (one per image and draw) is shared by every model and cell,
@@ -10,6 +10,14 @@ drawn as pairs, and a mean over cells as one. With all multipliers 0 the functio
 exactly the report's point values (tested), which is what ties the intervals to the numbers they
 sit beside. The stability means keep a percentile bootstrap over images (stratified by class):
 they are means of continuous per-image values, not of per-class recalls.
+
+Which numbers get an interval, and which method, is each metric's ``interval`` in the metric registry
+(``metrics.registry.interval_metrics``): a cell metric declaring ``"wilson"`` gets the (continuity-corrected) Wilson interval of its
+``counts`` (a plug-in's too: its interval rides on ``CellIntervals`` under its name), ``"smoothed"`` the
+drawn balanced accuracy; a model metric declaring ``"smoothed"`` gets the interval of its draws here
+(``metric_draws`` draws the stored model metrics, the fields of ``ModelIntervals``; a declaration on any
+other model metric is refused); FMR metrics ``"wilson"`` of their rate over the tested images; stability
+means ``"bootstrap"``.
 """
 
 from __future__ import annotations
@@ -24,8 +32,9 @@ from domainbench.config import SHIFT_PREFIX
 from domainbench.metrics.aggregate import CLEAN, CellKey
 from domainbench.metrics.classification import DEGRADATION_EPS
 from domainbench.metrics.outcomes import ImageOutcomes
+from domainbench.metrics.registry import Metric, MetricRegistryError, interval_metrics, metric
 from domainbench.metrics.run_report import STABILITY_METRICS
-from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, wilson_interval
+from domainbench.stats import bootstrap_weights, interval_text, mean_draws, percentile_interval, proportion_interval
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.stats.smoothed import (
     FEW_IMAGES_NOTE,
@@ -42,8 +51,6 @@ if TYPE_CHECKING:
     from domainbench.store.records import StabilityRecord
 
 Interval = tuple[float, float] | None
-#: the model-level numbers of a report that get an interval (the smoothed normal of ``stats.smoothed``, drawn)
-MODEL_METRICS = ("clean_accuracy", "mean_corrupted_accuracy", "mce", "rce", "mfr", "safe_accuracy")
 #: an rCE interval wider than this carries a caution: the baseline's drop from clean is too small to divide by
 RCE_WIDE = 1.0
 
@@ -52,7 +59,13 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class CellIntervals(_Frozen):
+class _Open(BaseModel):
+    """Intervals of the built-in cell metrics as fields; a plug-in cell metric's interval rides along under its name."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class CellIntervals(_Open):
     model: str
     corruption: str
     severity: int
@@ -115,8 +128,36 @@ class RunIntervals(_Frozen):
         return next((m for m in self.models if m.model == name), None)
 
 
-#: the cell metrics that carry an interval, as named in exports (``NAME_ci_low`` / ``NAME_ci_high``)
-CELL_INTERVAL_METRICS = ("top1_accuracy", "balanced_accuracy", "label_flip_probability")
+def cell_interval_metrics() -> tuple[str, ...]:
+    """The cell metrics that carry an interval (the registry's declarations), as named in exports
+    (``NAME_ci_low`` / ``NAME_ci_high``), in the registry's order."""
+    return tuple(m.name for m in interval_metrics("cell"))
+
+
+#: the model metrics ``metric_draws`` can draw: the fields of ``ModelIntervals``
+DRAWABLE_MODEL_METRICS = frozenset(ModelIntervals.model_fields) - {"model", "approximate"}
+
+
+def model_interval_metrics() -> tuple[str, ...]:
+    """The model metrics that carry an interval (the registry's declarations), in the registry's order; a
+    declaration on a model metric the draws do not cover is refused, naming it."""
+    declared = interval_metrics("model")
+    for m in declared:
+        if m.name not in DRAWABLE_MODEL_METRICS or m.interval != "smoothed":
+            raise MetricRegistryError(
+                f"metric {m.name!r} declares interval {m.interval!r}, but the model-level intervals are the smoothed "
+                f"draws of {', '.join(sorted(DRAWABLE_MODEL_METRICS))}; declare interval=None")
+    return tuple(m.name for m in declared)
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    # the names these lists had when they were written out here: now read from the registry's declarations
+    if name == "CELL_INTERVAL_METRICS":
+        return cell_interval_metrics()
+    if name == "MODEL_METRICS":
+        return model_interval_metrics()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 #: the export column that flags a cell's balanced-accuracy interval as approximate (few images per class)
 APPROXIMATE_COLUMN = "balanced_accuracy_ci_approximate"
 
@@ -125,8 +166,8 @@ def interval_columns(cell: CellIntervals | None) -> dict[str, float | bool | Non
     """``{metric}_ci_low`` / ``{metric}_ci_high`` of a cell (None where it has no interval), and whether its
     balanced-accuracy interval is approximate (None without one)."""
     out: dict[str, float | bool | None] = {}
-    for k in CELL_INTERVAL_METRICS:
-        iv = None if cell is None else getattr(cell, k)
+    for k in cell_interval_metrics():
+        iv = None if cell is None else getattr(cell, k, None)
         out[f"{k}_ci_low"], out[f"{k}_ci_high"] = (None, None) if iv is None else iv
     out[APPROXIMATE_COLUMN] = None if cell is None or cell.balanced_accuracy is None else cell.approximate
     return out
@@ -182,7 +223,8 @@ CORRUPTION_METRICS = ("accuracy", "ce", "rce", "fr")
 
 def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
                  ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, dict[str, dict[str, np.ndarray]]]]:
-    """Under each row of multipliers ``weights`` (resamples, n images; ``stats.smoothed.multipliers``): per model, each of MODEL_METRICS; per model and corruption, each of
+    """Under each row of multipliers ``weights`` (resamples, n images; ``stats.smoothed.multipliers``): per model, each
+    model metric declaring an interval (``model_interval_metrics``); per model and corruption, each of
     CORRUPTION_METRICS (nan: not applicable). Real-shift cells (their own images) have no per-corruption values.
 
     The safe-cell accuracy averages, resample by resample, the balanced accuracies of the model's PD-safe cells
@@ -194,6 +236,7 @@ def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
     by_corruption: dict[str, list[int]] = {}
     for corr, sev in common:
         by_corruption.setdefault(corr, []).append(sev)
+    declared = model_interval_metrics()
     b = weights.shape[0]
     nan = np.full(b, np.nan)
     labelled = outcomes.labels is not None
@@ -224,7 +267,7 @@ def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
     corruptions: dict[str, dict[str, dict[str, np.ndarray]]] = {}
     for m in report.models:
         name = m.model
-        d = {k: nan for k in MODEL_METRICS}
+        d = {k: nan for k in DRAWABLE_MODEL_METRICS}
         terms: dict[str, dict[str, np.ndarray]] = {k: {} for k in CORRUPTION_METRICS}
         if by_corruption:
             terms["fr"] = _ratio_terms({c: summed(lfp[name], c) for c in by_corruption},
@@ -251,24 +294,30 @@ def metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray
         for ratio, mean in (("ce", "mce"), ("rce", "rce"), ("fr", "mfr")):
             if terms[ratio]:
                 d[mean] = mean_draws(list(terms[ratio].values()))
-        models[name] = d
+        models[name] = {k: d[k] for k in declared}
         corruptions[name] = {c: {k: terms[k].get(c, nan) for k in CORRUPTION_METRICS}
                              for c in sorted({c for t in terms.values() for c in t})}
     return models, corruptions
 
 
 def model_metric_draws(report: RunReport, outcomes: ImageOutcomes, weights: np.ndarray) -> dict[str, dict[str, np.ndarray]]:
-    """Per model, each of MODEL_METRICS under each row of multipliers ``weights`` (nan: not applicable)."""
+    """Per model, each model metric declaring an interval under each row of multipliers ``weights`` (nan: not
+    applicable)."""
     return metric_draws(report, outcomes, weights)[0]
 
 
 # --------------------------------------------------------------------------- the intervals
 
 
+def _wilson_of_counts(declared: Metric, cell: object, threat: object, confidence: float) -> Interval:
+    counts = declared.counts(cell, threat) if declared.counts is not None else None
+    return None if counts is None else proportion_interval(*counts, confidence)
+
+
 def _wilson_of_rate(rate: float | None, n: int, confidence: float) -> Interval:
     if rate is None or n <= 0:
         return None
-    return wilson_interval(int(round(rate * n)), n, confidence)
+    return proportion_interval(int(round(rate * n)), n, confidence)
 
 
 def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequence[StabilityRecord] = (),
@@ -278,7 +327,7 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
     """Every interval of ``report`` at level ``confidence`` (the draws seeded by ``seed``).
 
     ``shifts``: each real-shift cell's own outcomes; ``unpaired``: shift cells without paired clean
-    images (no flip rate, so no interval for it).
+    images (no flip rate, so no interval for it: their cells' ``lfp`` is None, which the flip counts read).
 
     ``sequential``: per cell, anytime-valid intervals that replace the Wilson ones (an adaptive
     run stopped its cells by looking at the data, and only those keep their coverage then).
@@ -294,13 +343,18 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
     column = {k: i for i, k in enumerate(keys)}
     sizes: list[float] = []
     cells = []
+    declared = interval_metrics("cell")
+    wilson = [d for d in declared if d.interval == "wilson"]
+    smoothed = [d.name for d in declared if d.interval == "smoothed"]  # balanced accuracy's (``Metric.check``)
     for m, c in report.all_cells():
-        top1 = ba = None
+        ba = None
         approximate = False
         o, w = own.get(c.corruption, (outcomes, e))
-        if o.labels is not None and c.confusion is not None:
-            hits = int(np.trace(np.asarray(c.confusion)))
-            top1 = wilson_interval(hits, c.n, confidence)
+        t = report.threat_of(c.corruption, c.severity)
+        # an adaptive run's anytime-valid sequences replace the Wilson intervals (their cells stopped on the data)
+        override = (sequential or {}).get((m.model, c.corruption, c.severity), {})
+        values = {d.name: override.get(d.name, _wilson_of_counts(d, c, t, confidence)) for d in wilson}
+        if smoothed and o.labels is not None and c.confusion is not None:
             key = (m.model, c.corruption, c.severity)
             if key in column:
                 assert linear is not None and drawn_all is not None
@@ -312,12 +366,9 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
             if median == median:
                 sizes.append(median)
                 approximate = median < FEW_IMAGES_PER_CLASS
-        lfp = None if c.corruption == CLEAN or c.corruption in unpaired else wilson_interval(c.flips, c.n, confidence)
-        override = (sequential or {}).get((m.model, c.corruption, c.severity), {})
-        top1 = override.get("top1_accuracy", top1)
-        lfp = override.get("label_flip_probability", lfp)
-        cells.append(CellIntervals(model=m.model, corruption=c.corruption, severity=c.severity, top1_accuracy=top1,
-                                   balanced_accuracy=ba, label_flip_probability=lfp, approximate=approximate))
+        values |= dict.fromkeys(smoothed, ba)
+        cells.append(CellIntervals(model=m.model, corruption=c.corruption, severity=c.severity, approximate=approximate,
+                                   **values))
     draws = model_metric_draws(report, outcomes, e)
     few = {c.model for c in cells if c.approximate and not c.corruption.startswith(SHIFT_PREFIX)}
     models = [ModelIntervals(model=name, approximate=name in few,
@@ -328,14 +379,16 @@ def run_intervals(report: RunReport, outcomes: ImageOutcomes, stability: Sequenc
     if any(c.approximate for c in cells):
         notes.append(f"{FEW_IMAGES_NOTE} (median {median:g} images per class; fewer than {FEW_IMAGES_PER_CLASS} "
                      "makes any interval on balanced accuracy rest on the smoothing)")
+    rce_of = {m.model: m.rce for m in report.models}
     for mi in models:
         if mi.rce is not None and mi.rce[1] - mi.rce[0] > RCE_WIDE:
-            notes.append(f"rCE of {mi.model}: interval {mi.rce[0]:.2f}–{mi.rce[1]:.2f} is wider than {RCE_WIDE:g}: "
+            written = interval_text(rce_of.get(mi.model), mi.rce, digits=2, missing="n/a")
+            notes.append(f"rCE of {mi.model}: {written}, an interval wider than {RCE_WIDE:g}: "
                          "the baseline loses too little from clean to divide by on these images, so rCE is not resolved")
     return RunIntervals(confidence=confidence, resamples=resamples, seed=seed, cells=cells, models=models,
                         stability=stability_intervals(stability, outcomes, confidence, resamples, seed),
-                        fmr=[FmrIntervals(model=f.model, sa=_wilson_of_rate(f.sa, f.n, confidence),
-                                          pa=_wilson_of_rate(f.pa, f.n, confidence))
+                        fmr=[FmrIntervals(model=f.model, **{d.name: _wilson_of_rate(d.read(f), f.n, confidence)
+                                                            for d in interval_metrics("fmr") if d.interval == "wilson"})
                              for f in (report.fmr.models if report.fmr else [])],
                         median_images_per_class=median, notes=notes)
 
@@ -361,7 +414,7 @@ def stability_intervals(records: Sequence[StabilityRecord], outcomes: ImageOutco
                 strata = outcomes.labels[pos]
         w = bootstrap_weights(n, strata, resamples, seed) if n else None
         values = {}
-        for k in STABILITY_METRICS:
+        for k in (k for k in STABILITY_METRICS if metric(k).interval == "bootstrap"):
             v = np.asarray(g[k], dtype=float)
             values[k] = None if w is None or v.size == 0 else percentile_interval(w @ v / n, confidence)
         out.append(StabilityIntervals(model=model, corruption=corruption, **values))

@@ -21,7 +21,9 @@ from domainbench.metrics.classification import MetricInputError
 if TYPE_CHECKING:
     from domainbench.store.records import UnitRecord
 
-MISSING = -1
+#: where a cell did not evaluate an image; distinct from ``models.generative.UNPARSED`` (-1, an answer that named
+#: no class), which is a prediction, and a wrong one: it stays in the pair and counts against its model
+MISSING = -2
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,8 @@ class ImageOutcomes:
 
     ``indices``: sorted dataset indices of the images any cell evaluated; ``labels``: their
     true classes (None for an unlabelled dataset); ``preds[cell]``: the predicted class of each
-    image, ``MISSING`` where the cell did not evaluate that image.
+    image, ``MISSING`` where the cell did not evaluate that image (``UNPARSED`` where a generative model's answer
+    named no class: present, never correct).
     """
 
     indices: np.ndarray

@@ -1,14 +1,19 @@
 """The metric registry: one declaration per metric, from which every table and export derives.
 
 In the style of timm's ``_registry`` / lm-eval's ``Registry``: a metric is declared once, in a
-module of :mod:`domainbench.metrics.defs` (a tuple ``METRICS`` of :class:`Metric`), and the CLI
-summary columns, the CSV/JSON export columns, the UI's table labels and glossary and
-``domainbench metrics`` read it from here. Adding a metric is one declaration (in a new file of
-``defs/`` or beside its family) plus its test; nothing else lists metrics by hand.
+module of :mod:`domainbench.metrics.defs` (a tuple ``METRICS`` of :class:`Metric`) or in a plug-in
+package's module named by an entry point of the group ``domainbench.metrics`` (as corruptions plug in
+through ``domainbench.corruptions``), and the CLI summary columns and its intervals, the CSV/JSON export
+columns, the UI's tables, labels and glossary and ``domainbench metrics`` read it from here. Adding a
+metric is one declaration (a new file) plus its test; nothing else lists metrics by hand.
 
 A declaration says what a number *is* (name, display name, unit, which direction is better, a
-one-line meaning), what it needs from a stored unit, how it aggregates, and which interval the
-statistics attach to it (``"wilson"``, ``"smoothed"`` (``stats.smoothed``), ``"bootstrap"`` or ``None``).
+one-line meaning), the sufficient statistics it needs from a stored unit (``needs``), how it is
+computed and reduced (``field`` / ``compute`` at its level; ``mean_over_cells`` reduces a cell metric to
+the model level) and which interval the statistics attach to it (``"wilson"`` from its ``counts``,
+``"smoothed"`` (``stats.smoothed``), ``"bootstrap"`` or ``None``): ``metrics.confidence`` gives an interval
+to exactly the metrics that declare one. One number has one name; its older names are ``aliases``
+(deprecated: they still resolve, in ``metric()`` and wherever a name is read back).
 """
 
 from __future__ import annotations
@@ -17,10 +22,17 @@ import fnmatch
 import importlib
 import itertools
 import pkgutil
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Literal, get_args
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+if TYPE_CHECKING:
+    from domainbench.report import RunReport, SummaryRow
+    from domainbench.results import ModelSummary
 
 #: what a metric's number describes, from the finest grain up
 Level = Literal["cell", "corruption", "image", "model", "fmr"]
@@ -29,6 +41,12 @@ Unit = Literal["fraction", "ratio", "correlation", "count", "flag", "threat", "c
                "index", "decibel", "nats"]
 Direction = Literal["higher", "lower"]
 Interval = Literal["wilson", "smoothed", "bootstrap"]
+
+#: the entry-point group a package declares its metrics under (the entry point names a module with ``METRICS``,
+#: a Metric, a list of them or a callable returning them)
+ENTRY_POINT_GROUP = "domainbench.metrics"
+#: the levels a plug-in metric may have: computed from a cell's sums, or reduced from them to the model
+PLUGIN_LEVELS = ("cell", "model")
 
 LEVELS: tuple[str, ...] = get_args(Level)
 UNITS: tuple[str, ...] = get_args(Unit)
@@ -86,8 +104,17 @@ class Metric:
     #: False: only runs that produce it have it (a generative model's answers, ``--breaking-point``), so it is an
     #: optional export column, outside the fixed columns and tables
     always: bool = True
-    #: for a cell metric not stored on the cell: ``compute(cell, threat)`` from the CellSummary and its ThreatCell
+    #: its value where no stored field holds it: a cell metric's ``compute(cell, threat)`` from the CellSummary and
+    #: its ThreatCell; a model metric's ``compute(report, model)`` from the RunReport and the model's ModelSummary
+    #: (``mean_over_cells`` builds the usual reduction); ``summary_rows`` puts a model metric's value on its row
     compute: Callable[[Any, Any], Any] | None = None
+    #: for ``interval="wilson"`` on a cell metric: ``counts(cell, threat) -> (successes, trials)`` or None where
+    #: the metric does not apply; the interval is the Wilson score interval of those counts
+    counts: Callable[[Any, Any], tuple[int, int] | None] | None = None
+    #: the number's older names (deprecated): ``metric()``, the registry and ``canonical_name`` resolve them
+    aliases: tuple[str, ...] = ()
+    #: position of its ``_ci_low``/``_ci_high`` export columns among the interval columns (default: ``order``)
+    interval_order: int | None = None
 
     @property
     def table_header(self) -> str:
@@ -108,18 +135,26 @@ class Metric:
         return self.direction == "lower"
 
     def read(self, source: Any, threat: Any = None) -> Any:
-        """The metric's value on a report object of its level (for a cell: the cell and its threat)."""
+        """The metric's value on a report object of its level (for a cell: the cell and its threat; for a
+        model: its ``summary_rows`` row, which holds a computed model metric under the metric's name)."""
+        if self.field is not None and (self.compute is None or self.level == "model"):
+            return getattr(source, self.field)
+        if self.level == "model" and self.compute is not None:
+            extra = getattr(source, "model_extra", None) or {}
+            if self.name not in extra:
+                raise MetricRegistryError(f"metric {self.name!r} is computed: read it from summary_rows(report), "
+                                          "not from report.table()")
+            return extra[self.name]
         if self.compute is not None:
             return self.compute(source, threat)
-        if self.field is None:
-            raise MetricRegistryError(f"metric {self.name!r} declares neither a field nor a compute function")
-        return getattr(source, self.field)
+        raise MetricRegistryError(f"metric {self.name!r} declares neither a field nor a compute function")
 
     def describe(self) -> dict[str, Any]:
         """The declaration as plain data (``domainbench metrics --format json``)."""
         return {"name": self.name, "display": self.display, "unit": self.unit, "direction": self.direction,
                 "meaning": self.meaning, "level": self.level, "needs": list(self.needs),
-                "aggregation": self.aggregation, "interval": self.interval, "help": self.help}
+                "aggregation": self.aggregation, "interval": self.interval, "help": self.help,
+                **({"deprecated_names": list(self.aliases)} if self.aliases else {})}
 
     def check(self) -> None:
         if not self.name.isidentifier():
@@ -132,6 +167,15 @@ class Metric:
             raise MetricRegistryError(f"metric {self.name!r}: direction must be 'higher', 'lower' or None")
         if self.interval not in ("wilson", "smoothed", "bootstrap", None):
             raise MetricRegistryError(f"metric {self.name!r}: interval must be 'wilson', 'smoothed', 'bootstrap' or None")
+        if self.interval == "wilson" and self.level == "cell" and self.counts is None:
+            raise MetricRegistryError(f"metric {self.name!r}: a Wilson interval needs counts(cell, threat) -> "
+                                      "(successes, trials)")
+        if self.interval == "smoothed" and self.level == "cell" and (self.field != "accuracy" or self.compute):
+            # the smoothed interval is drawn from the per-image correctness bits of balanced accuracy only
+            raise MetricRegistryError(f"metric {self.name!r}: interval 'smoothed' is computed for a cell's balanced "
+                                      "accuracy only; declare 'wilson' with counts, or None")
+        if any(not a.isidentifier() or a == self.name for a in self.aliases):
+            raise MetricRegistryError(f"metric {self.name!r}: aliases must be identifiers other than its name")
         if not self.meaning or "\n" in self.meaning:
             raise MetricRegistryError(f"metric {self.name!r}: meaning must be one line")
         if self.percent and self.ui_header and not self.ui_header.endswith(" %"):
@@ -150,22 +194,33 @@ class Registry:
         for m in metrics:
             self.register(m)
 
-    def register(self, metric: Metric) -> Metric:
+    def _aliases(self) -> dict[str, str]:
+        return {a: m.name for m in self._metrics.values() for a in m.aliases}
+
+    def register(self, metric: Metric, origin: str = "") -> Metric:
         metric.check()
-        if metric.name in self._metrics:
-            raise MetricRegistryError(f"metric {metric.name!r} is declared twice; give the new one another name")
+        taken = self._metrics.keys() | self._aliases().keys()
+        for name in (metric.name, *metric.aliases):
+            if name in taken:
+                where = f" ({origin})" if origin else ""
+                raise MetricRegistryError(f"metric name {name!r}{where} is declared twice; give the new one another name")
         self._metrics[metric.name] = metric
         return metric
 
+    def canonical(self, name: str) -> str:
+        """The registry name of ``name`` (itself, or the metric a deprecated alias names); KeyError-free: an
+        unknown name comes back as it is."""
+        return name if name in self._metrics else self._aliases().get(name, name)
+
     def __contains__(self, name: object) -> bool:
-        return name in self._metrics
+        return isinstance(name, str) and self.canonical(name) in self._metrics
 
     def __len__(self) -> int:
         return len(self._metrics)
 
     def get(self, name: str) -> Metric:
         try:
-            return self._metrics[name]
+            return self._metrics[self.canonical(name)]
         except KeyError:
             raise MetricRegistryError(f"no metric {name!r}; `domainbench metrics` lists them") from None
 
@@ -177,9 +232,10 @@ class Registry:
         return [m for m in self.all() if m.level == level and (m.always or not always)]
 
     def find(self, pattern: str = "*") -> list[Metric]:
-        """Metrics whose name or display name matches a shell wildcard (case-insensitive)."""
+        """Metrics whose name, display name or a deprecated alias matches a shell wildcard (case-insensitive)."""
         p = pattern.lower()
-        return [m for m in self.all() if fnmatch.fnmatchcase(m.name.lower(), p) or fnmatch.fnmatchcase(m.display.lower(), p)]
+        return [m for m in self.all()
+                if any(fnmatch.fnmatchcase(n.lower(), p) for n in (m.name, m.display, *m.aliases))]
 
 
 def format_value(metric: Metric, value: Any) -> str:
@@ -214,10 +270,62 @@ def declared_metrics() -> list[Metric]:
     return found
 
 
+def _adopt(obj: Any, origin: str) -> list[Metric]:
+    """The metrics a plug-in object gives: a module's ``METRICS``, a Metric, a list of them or a callable."""
+    if isinstance(obj, ModuleType):
+        return [m for item in getattr(obj, "METRICS", None) or () for m in _adopt(item, origin)]
+    if isinstance(obj, Metric):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [m for item in obj for m in _adopt(item, origin)]
+    if callable(obj):
+        return _adopt(obj(), origin)
+    raise MetricRegistryError(f"{origin} gave {type(obj).__name__}; expected a module with METRICS, a Metric, "
+                              "a list of them or a callable returning them")
+
+
+def plugin_metrics() -> list[tuple[str, Metric]]:
+    """(origin, metric) of every entry point of the group ``domainbench.metrics``, in entry-point name order."""
+    found: list[tuple[str, Metric]] = []
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        dist = getattr(getattr(ep, "dist", None), "name", None)
+        origin = f"metric plug-in {ep.name!r} ({ep.value}{f', from {dist}' if dist else ''})"
+        try:
+            loaded = _adopt(ep.load(), origin)
+        except MetricRegistryError:
+            raise
+        except Exception as exc:  # a broken plug-in must say which one it is
+            raise MetricRegistryError(f"could not load {origin}: {type(exc).__name__}: {exc}; fix or uninstall that "
+                                      "package") from exc
+        for m in loaded:
+            if m.level not in PLUGIN_LEVELS:
+                # the other levels' values live in fixed records (stability, FMR) a plug-in cannot extend
+                raise MetricRegistryError(f"{origin}: metric {m.name!r} has level {m.level!r}; a plug-in metric is a "
+                                          f"{' or a '.join(PLUGIN_LEVELS)} metric")
+            found.append((origin, m))
+    return found
+
+
 @lru_cache(maxsize=1)
 def registry() -> Registry:
-    """The registry of the declared metrics (built on first use, never on import)."""
-    return Registry(declared_metrics())
+    """The registry of the declared metrics, then the plug-ins' (built on first use, never on import)."""
+    reg = Registry(declared_metrics())
+    for origin, m in plugin_metrics():
+        reg.register(m, origin)
+    return reg
+
+
+def reset_plugins() -> None:
+    """Read the declarations and the entry points again on next use (tests, after installing a plug-in)."""
+    registry.cache_clear()
+
+
+def canonical_name(name: str) -> str:
+    """The registry name of a metric name or of one of its deprecated aliases (warned about); other names as given."""
+    canonical = registry().canonical(name)
+    if canonical != name:
+        warnings.warn(f"metric name {name!r} is deprecated; use {canonical!r}", DeprecationWarning, stacklevel=2)
+    return canonical
 
 
 def metric(name: str) -> Metric:
@@ -232,3 +340,36 @@ def summary_metrics() -> list[Metric]:
     """The per-model summary table's metrics (``show``, the run page, ``Run.summary``): the model metrics with a
     CLI header, in the registry's order."""
     return [m for m in metrics_of("model") if m.cli_header]
+
+
+def interval_metrics(level: Level) -> list[Metric]:
+    """The metrics of a level that declare an interval (``metrics.confidence`` computes exactly these), in the
+    order of their interval columns (``interval_order``, else ``order``)."""
+    declared = [m for m in metrics_of(level, always=False) if m.interval]
+    return sorted(declared, key=lambda m: m.order if m.interval_order is None else m.interval_order)
+
+
+def summary_rows(report: RunReport) -> list[SummaryRow]:
+    """The report's summary rows (``RunReport.table``) with each computed model metric's value on its row (the
+    stored ones are fields of the row already): what ``show``, the UI's summary and ``Run.summary`` read."""
+    computed = [m for m in metrics_of("model", always=False) if m.compute is not None and m.field is None]
+    rows = report.table()
+    if not computed:
+        return rows
+    summaries = {s.model: s for s in report.classification.models}
+    return [row.model_copy(update={m.name: m.compute(report, summaries[row.model]) for m in computed})
+            for row in rows]
+
+
+def mean_over_cells(cell_metric: str) -> Callable[[RunReport, ModelSummary], float | None]:
+    """A model metric's reduction: the mean of a cell metric over the model's common corruption cells (the cells
+    every model has, as the mean corrupted accuracy averages), values that do not apply left out; None without any."""
+
+    def reduce(report: RunReport, model: ModelSummary) -> float | None:
+        source = metric(cell_metric)
+        values = [v for c in model.cells if c.in_common
+                  if (v := source.read(c, report.threat_of(c.corruption, c.severity))) is not None]
+        return float(sum(values) / len(values)) if values else None
+
+    reduce.__qualname__ = f"mean_over_cells({cell_metric!r})"
+    return reduce

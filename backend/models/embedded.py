@@ -23,7 +23,6 @@ from pydantic import BaseModel, ConfigDict
 from torch import nn
 
 from domainbench.errors import ModelUnavailableError, UserInputError
-from domainbench.models import register_model
 from domainbench.models.base import VisionLanguageModel
 
 WEIGHTS_DIR = Path(__file__).resolve().parent / "weights"
@@ -204,7 +203,6 @@ class EmbeddedModel(VisionLanguageModel):
         return encode_prompts(texts, self.device)
 
 
-@register_model("embedded", known=list(VARIANTS))
 def create_embedded(spec: str, device: torch.device) -> EmbeddedModel:
     if spec not in VARIANTS:
         close = difflib.get_close_matches(spec, VARIANTS, n=1)

@@ -63,18 +63,12 @@ class VLMOptions:
     retry_budget: float = 1800.0
 
     @classmethod
-    def from_run_config(cls, cfg: Any) -> VLMOptions:
-        return cls(
-            questions=tuple(cfg.questions or (DEFAULT_QUESTION,)),
-            mode=cfg.vlm_mode,
-            score=cfg.vlm_score,
-            dtype=cfg.dtype,
-            concurrency=cfg.concurrency,
-            max_requests=cfg.max_requests,
-            api_key_env=cfg.api_key_env,
-            request_timeout=cfg.request_timeout,
-            retry_budget=cfg.retry_budget,
-        )
+    def from_options(cls, options: Any) -> VLMOptions:
+        """A generative backend's per-model options (``domainbench.model_backends``) as the model reads them;
+        a key its schema lacks keeps its default here."""
+        given = {f: getattr(options, f) for f in cls.__dataclass_fields__ if getattr(options, f, None) is not None}
+        given["questions"] = tuple(given.get("questions") or (DEFAULT_QUESTION,))
+        return cls(**given)
 
 
 @dataclass
@@ -123,25 +117,8 @@ def is_generative(model: object) -> bool:
     return bool(getattr(model, "generative", False))
 
 
-#: prefixes of models that run behind an endpoint (no image embeddings: stability is n/a)
-REMOTE_PREFIXES = ("openai-vlm:",)
-
-
-def is_remote_model(name: str) -> bool:
-    return name.startswith(REMOTE_PREFIXES)
-
-
-#: prefixes of generative VLMs: they score or name the classes themselves; every other backend is contrastive
-GENERATIVE_PREFIXES = ("hf-vlm:", *REMOTE_PREFIXES)
-
-
 def model_kind(model: object) -> str:
     return "generative" if is_generative(model) else "contrastive"
-
-
-def kind_of(name: str) -> str:
-    """A model's kind from its registry name alone (what stored runs have): generative or contrastive."""
-    return "generative" if name.startswith(GENERATIVE_PREFIXES) else "contrastive"
 
 
 _PUNCT = str.maketrans({c: " " for c in string.punctuation})
@@ -195,7 +172,6 @@ __all__ = [
     "VLMOptions",
     "VLMResult",
     "is_generative",
-    "is_remote_model",
     "model_kind",
     "normalise",
     "parse_answer",

@@ -44,7 +44,6 @@ import torch
 from torchvision.transforms import InterpolationMode
 
 from domainbench.errors import ModelUnavailableError, UserInputError
-from domainbench.models import register_model
 from domainbench.models.base import VisionLanguageModel
 from domainbench.models.hub_common import as_uint8_nchw, autocast_for, cached_repo, offline, unavailable, unit_rows
 from domainbench.models.open_clip_backend import BatchPreprocess, _resize_crop_sizes
@@ -276,7 +275,6 @@ def load_hf_model(source: str | Path, device: torch.device, name: str) -> HFDual
     return HFDualEncoder(name, model, image_processor, tokenizer, device)
 
 
-@register_model("hf", known=KNOWN_MODELS)
 def create_hf(spec: str, device: torch.device) -> VisionLanguageModel:
     return load_hf_model(spec, device, f"hf:{spec}")
 

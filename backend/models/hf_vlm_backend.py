@@ -23,7 +23,6 @@ import numpy as np
 import torch
 
 from domainbench.errors import ModelUnavailableError, UserInputError
-from domainbench.models import register_model
 from domainbench.models.generative import (
     ANSWER_CHARS,
     MAX_NEW_TOKENS,
@@ -228,7 +227,6 @@ def load_hf_vlm(source: str | Path, device: torch.device, name: str) -> HFGenera
     return HFGenerativeVLM(name, model.to(device), processor, device)
 
 
-@register_model("hf-vlm", known=KNOWN_MODELS)
 def create_hf_vlm(spec: str, device: torch.device) -> GenerativeVLM:
     return load_hf_vlm(spec, device, f"hf-vlm:{spec}")
 

@@ -22,7 +22,6 @@ from pathlib import Path
 import torch
 
 from domainbench.errors import UserInputError
-from domainbench.models import register_model
 from domainbench.models.base import VisionLanguageModel
 
 
@@ -51,7 +50,6 @@ def load_local(spec: str, device: torch.device) -> VisionLanguageModel:
     )
 
 
-@register_model("local")
 def create_local(spec: str, device: torch.device) -> VisionLanguageModel:
     return load_local(spec, device)
 

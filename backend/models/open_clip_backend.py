@@ -41,7 +41,6 @@ import torchvision.transforms.v2.functional as TF
 from torchvision.transforms import InterpolationMode
 
 from domainbench.errors import ModelUnavailableError, UserInputError
-from domainbench.models import register_model
 from domainbench.models.base import VisionLanguageModel
 from domainbench.models.hub_common import as_uint8_nchw, autocast_for, cached_hf_file, offline, unavailable, unit_rows
 
@@ -434,7 +433,6 @@ def import_library() -> None:
     import open_clip  # noqa: F401
 
 
-@register_model("open_clip", known=KNOWN_MODELS)
 def create_open_clip(spec: str, device: torch.device) -> VisionLanguageModel:
     return load_open_clip(spec, device)
 

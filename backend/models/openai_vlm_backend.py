@@ -43,8 +43,7 @@ from urllib.parse import urlsplit
 import numpy as np
 import torch
 
-from domainbench.errors import UserInputError
-from domainbench.models import register_model
+from domainbench.errors import RESUME_COMMAND, UserInputError
 from domainbench.models import endpoint_transport as transport
 from domainbench.models.generative import (
     ANSWER_CHARS,
@@ -81,7 +80,7 @@ class EndpointStalled(EndpointError):
     """--retry-budget ran out while the endpoint kept throttling or failing: the run stops resumably."""
 
 
-RESUME_HINT = "the answers so far are cached: continue with `domainbench run --resume RUN_ID`"
+RESUME_HINT = f"the answers so far are cached: {RESUME_COMMAND}"
 
 
 def _split(spec: str) -> tuple[str, str, str]:
@@ -433,7 +432,6 @@ class OpenAIVLM(GenerativeVLM):
         return VLMResult(preds, scores=mean, per_question=preds_q if len(per_q) > 1 else None)
 
 
-@register_model("openai-vlm", known=KNOWN_MODELS)
 def create_openai_vlm(spec: str, device: torch.device) -> GenerativeVLM:
     return OpenAIVLM(spec, device)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from domainbench.config import DomainConfig
 from domainbench.errors import UserInputError
-from domainbench.planner import compositions, prompts, rules
+from domainbench.planner import audit, compositions, prompts, rules
 from domainbench.planner.catalogue import Catalogue, load_catalogue
 from domainbench.planner.llm import PlannerError, enforce, redact
 from domainbench.planner.providers import PLANNER_PROVIDERS, PlannerProvider, check_provider_name, choose_provider, register_provider
@@ -124,9 +124,11 @@ def plan(
     if several:
         members = [council.parse_member(s, llm_settings) for s in specs]
         vote, notes, prov = council.run(members, text, n, cat).planned
+        llms = [audit.llm_label(m.settings.model, m.settings.base_url) for m in members if m.provider == "openai"]
     else:
-        _, planner = choose_provider(specs[0], llm_settings)
+        name, planner = choose_provider(specs[0], llm_settings)
         vote, notes, prov = planner.run(text, n, cat, llm_settings)
+        llms = [audit.llm_label(llm_settings.model, llm_settings.base_url)] if name == "openai" else []
     notes = list(notes)
 
     # Final gate for both planners: only catalogue names, parameters in range, rules satisfied.
@@ -157,4 +159,4 @@ def plan(
         cfg.check_catalogue()
     except UserInputError as e:  # a bug, not user input: every name was validated upstream
         raise PlannerError(f"internal error: planned corruption failed catalogue validation: {e}") from e
-    return cfg
+    return audit.stamp(cfg, llms=llms, text=audit.digest_text(text))

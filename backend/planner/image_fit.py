@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from domainbench.config import DomainConfig
+from domainbench.planner.audit import digest_pixels, stamp
 from domainbench.metrics.ladder import NO_EFFECT_PIXELS, NO_EFFECT_SSIM, no_effect, pixel_change
 
 #: images of the dataset a corruption is tried on (the first of each class first: ``Dataset.subset``)
@@ -59,6 +60,7 @@ def fit_to_images(cfg: DomainConfig, images: Sequence[np.ndarray] | np.ndarray, 
     says so (an empty plan cannot run)."""
     if len(images) == 0:
         return cfg
+    cfg = stamp(cfg, dataset=digest_pixels(np.asarray(images)))
     flat = unchanged_cells(cfg, images, seed)
     if not flat:
         return cfg

@@ -28,6 +28,7 @@ Statistics are size-normalised: photos are resized to the clean images' size bef
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ import numpy as np
 from scipy import ndimage
 
 from domainbench.errors import UserInputError
+from domainbench.planner.audit import digest_files
 
 
 #: corruptions whose look one of the statistics measures
@@ -204,6 +206,8 @@ class Reference:
     scale: np.ndarray  # per statistic, in the (log) space distances are taken in
     colour: bool
     n_images: int
+    #: digest of the clean pixels measured (the plan's "dataset" input)
+    fingerprint: str = ""
 
 
 def _vec(stats: dict[str, float]) -> np.ndarray:
@@ -225,7 +229,9 @@ def reference(clean: np.ndarray, seed: int = 0, names: Sequence[str] | None = No
 
     key = (hashlib.sha256(clean.tobytes()).hexdigest(), clean.shape, seed, tuple(names or ()), CANDIDATES)
     if key not in _REFERENCES:
-        _REFERENCES[key] = _reference(clean, seed, names)
+        from domainbench.planner.audit import digest_pixels
+
+        _REFERENCES[key] = dataclasses.replace(_reference(clean, seed, names), fingerprint=digest_pixels(clean))
     return _REFERENCES[key]
 
 
@@ -324,6 +330,8 @@ class PhotoPlan:
     clean: dict[str, float]
     notes: list[str] = field(default_factory=list)
     jpeg_quality: float | None = None
+    #: digest of the photo files read (the plan's "photos" input)
+    photos_digest: str = ""
 
 
 def quality_severity(quality: float) -> float | None:
@@ -351,7 +359,7 @@ def plan_photos(photos: np.ndarray, ref: Reference, files: Sequence[Path] = (), 
              + ", ".join(f"{LABELS[k]} {measured[k]:.3g} (clean {ref.clean[k]:.3g})" for k in STATS
                          if ref.colour or k != "colour_cast")]
     qualities = [q for q in (jpeg_quality(p) for p in files) if q is not None]
-    pp = PhotoPlan(fits, clean_d, chosen, measured, ref.clean, notes)
+    pp = PhotoPlan(fits, clean_d, chosen, measured, ref.clean, notes, photos_digest=digest_files(files) if files else "")
     if qualities:
         pp.jpeg_quality = float(np.median(qualities))
         sev = quality_severity(pp.jpeg_quality)
@@ -401,6 +409,24 @@ class Recovery:
         return self.hits / len(self.trials) if self.trials else 0.0
 
 
+@dataclass
+class Measured:
+    """Deployment photos measured against the clean dataset: what ``to_plan`` turns into a plan."""
+
+    photos: PhotoPlan
+    ref: Reference
+    warnings: list[str]
+    n_photos: int
+
+
+def measure(folder: Path, dataset: str = "sample") -> Measured:
+    """Measure the photos of ``folder`` against ``dataset``'s clean images (``plan --photos``, New domain's upload)."""
+    clean, _ = probe_clean(dataset, n=REFERENCE_IMAGES)
+    shots, warnings, files = load_photos(folder, like=clean)
+    ref = reference(clean)
+    return Measured(plan_photos(shots, ref, files), ref, warnings, len(shots))
+
+
 def probe_clean(spec: str, n: int = 12, offset: int = 0) -> tuple[np.ndarray, str]:
     from domainbench.data import open_dataset
 
@@ -437,6 +463,7 @@ def to_plan(pp: PhotoPlan, ref: Reference, cfg=None, source: str = "deployment p
     """
     from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
     from domainbench.planner import rules
+    from domainbench.planner.audit import stamp
     from domainbench.planner.catalogue import load_catalogue
 
     cat = load_catalogue()
@@ -455,7 +482,8 @@ def to_plan(pp: PhotoPlan, ref: Reference, cfg=None, source: str = "deployment p
         chosen += [required_choice(by_name[n], why) for n, why in req.required.items() if n not in have]
         planner = PlannerProvenance(provider="photos", model="photo-fit", prompt_version="photo-fit-1", samples=1,
                                     frequencies={n: (1.0 if n in have else 0.0) for n in cat.names}, violations=notes)
-        return DomainConfig(domain=text, corruptions=chosen, planner=planner)
+        return stamp(DomainConfig(domain=text, corruptions=chosen, planner=planner),
+                     photos=pp.photos_digest, dataset=ref.fingerprint)
     req = rules.requirements(cfg.domain, cat.names)
     out = []
     text_names = {c.name for c in cfg.corruptions}
@@ -482,4 +510,4 @@ def to_plan(pp: PhotoPlan, ref: Reference, cfg=None, source: str = "deployment p
         out.append(choice)
     planner = cfg.planner.model_copy(update={"violations": [*cfg.planner.violations, *notes],
                                              "model": f"{cfg.planner.model}+photo-fit" if cfg.planner.model else "photo-fit"})
-    return cfg.model_copy(update={"corruptions": out, "planner": planner})
+    return stamp(cfg.model_copy(update={"corruptions": out, "planner": planner}), photos=pp.photos_digest, dataset=ref.fingerprint)

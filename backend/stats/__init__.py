@@ -16,7 +16,7 @@ from domainbench.stats.bootstrap import (
     shared_bootstrap_weights,
     stratified_bootstrap,
 )
-from domainbench.stats.intervals import check_confidence, normal_quantile, wilson_interval
+from domainbench.stats.intervals import check_confidence, normal_quantile, proportion_interval, wilson_interval
 from domainbench.stats.paired import holm, mcnemar_exact, paired_sample_size
 from domainbench.stats.written import interval_text
 
@@ -33,6 +33,7 @@ __all__ = [
     "paired_balanced_accuracy_difference",
     "paired_sample_size",
     "percentile_interval",
+    "proportion_interval",
     "shared_bootstrap_weights",
     "stratified_bootstrap",
     "wilson_interval",

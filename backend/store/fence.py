@@ -108,6 +108,31 @@ class ProcessFence(Fence):
                             "nothing more was written")
 
 
+@dataclass(frozen=True)
+class LiveRunFence(Fence):
+    """A Ray actor's writes: its driver's fence (a worker's lease or a terminal's ``ProcessFence``), and the run
+    still "running". An actor's call can outlive its driver's view of the run (a call in flight when the run was
+    finished, cancelled or deleted): its late units are refused, never added to a terminal run."""
+
+    inner: Fence | None = None
+
+    @classmethod
+    def around(cls, fence: Fence) -> LiveRunFence:
+        return cls(fence.run_id, fence.worker, fence.epoch, inner=fence)
+
+    def holds(self, run: dict[str, Any] | None, now: float | None = None) -> bool:
+        assert self.inner is not None
+        return run is not None and run.get("status") == "running" and self.inner.holds(run, now)
+
+    def mongo_filter(self, now: float | None = None) -> dict[str, Any]:
+        assert self.inner is not None
+        return {**self.inner.mongo_filter(now), "status": "running"}
+
+    def lost(self) -> LeaseLost:
+        assert self.inner is not None
+        return self.inner.lost()
+
+
 class RunFencedOut(LeaseLost, UserInputError):
     """The run this process evaluates was deleted or taken over by another ``--resume`` (one line, exit 2)."""
 

@@ -85,8 +85,9 @@ def _here() -> dict[str, Any]:
 
 
 def _same_work(a: RunRecord, b: RunRecord) -> bool:
-    # an FMR search and a corruption run of one plan and configuration are different work
-    return a.domain_id == b.domain_id and a.config == b.config and a.fmr == b.fmr
+    # an FMR search and a corruption run of one plan and configuration are different work, as are two kinds
+    return (a.domain_id == b.domain_id and a.config == b.config and a.fmr == b.fmr and a.kind == b.kind
+            and a.kind_settings == b.kind_settings)
 
 
 def _dump(run: RunRecord) -> dict[str, Any]:

@@ -85,6 +85,10 @@ class RunRecord(_Record):
     ladder_versions: dict[str, int] = Field(default_factory=dict)
     #: the FMR search of a run made by ``domainbench fmr``
     fmr: FmrSettings | None = None
+    #: a run kind other than the built-in two (``engine.kinds``): its registered name and its settings as
+    #: JSON; left out of a dump when unset, so corruption and FMR runs read and store as before
+    kind: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    kind_settings: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
     # -- the work queue (backend/store/queue.py): set on runs launched into the queue only --
     queued_at: str | None = None
     #: the worker that holds the run; its claim is good until ``lease_until`` (Unix seconds)

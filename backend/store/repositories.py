@@ -70,7 +70,7 @@ class RunRecords(Repository[R]):
 def domain_id(domain: DomainConfig) -> str:
     """A plan's id: the hash of its content (its planning time left out), so one plan is stored once."""
     # a plan without compositions hashes as it did before they existed
-    exclude: dict[str, Any] = {"planner": {"created_at"}} | ({} if domain.compositions else {"compositions": True})
+    exclude: dict[str, Any] = {"planner": {"created_at", "planner_version"}} | ({} if domain.compositions else {"compositions": True})
     blob = json.dumps(domain.model_dump(mode="json", exclude=exclude), sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

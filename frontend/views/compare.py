@@ -22,10 +22,10 @@ from domainbench.frontend.ui import DEMO_HINT, get_store, guard, md_escape, side
 
 RUNS_PARAM = "runs"
 SELECT_KEY = "compare-runs"
-#: at most this many runs are chosen when the URL names none (the newest finished run per domain)
+#: at most this many runs (one per domain) are chosen when the URL names none
 DEFAULT_RUNS = 8
 #: ratios to the baseline: their colour scales are centred on 1.0
-RATIO_METRICS = {m.field for level in ("model", "corruption") for m in metrics_of(level) if m.unit == "ratio" and m.field}
+RATIO_METRICS = data.RATIO_FIELDS
 #: per-corruption metrics: column of the comparison's per-corruption frame -> (label, lower is better, percent)
 FAMILY_METRICS = {
     "accuracy": (metric("balanced_accuracy").display, metric("balanced_accuracy").lower_is_better, True),
@@ -37,25 +37,9 @@ METRIC_PARAM, BASELINE_PARAM, FLAGGED_PARAM = "metric", "baseline", "flagged"
 OWN_BASELINE = "(each run's own)"
 
 
-def default_selection(runs: list[RunRecord]) -> list[str]:
-    """The newest finished corruption run of each domain (newest domains first), at most DEFAULT_RUNS.
-
-    FMR runs are never chosen by default: they measure another thing (FMR on generated images), on
-    their own image subsets; they are compared in their own section.
-    """
-    chosen: dict[str, str] = {}
-    for r in runs:  # newest first
-        if r.fmr is None and r.domain_id not in chosen and run_status(r) == data.FINISHED:
-            chosen[r.domain_id] = r.run_id
-    return list(chosen.values())[:DEFAULT_RUNS]
-
-
-def default_baseline(runs: list[RunRecord], shared: list[str]) -> str | None:
-    """One baseline for every chosen run: the shared model most runs name as their baseline."""
-    if not shared:
-        return None
-    votes = [r.config.baseline_model for r in runs if r.config.baseline_model in shared]
-    return max(shared, key=lambda m: (votes.count(m), -shared.index(m)))
+def default_selection(runs: list[RunRecord]) -> data.DefaultSelection:
+    """Per domain the most complete comparable run (``data.default_selection``), at most DEFAULT_RUNS."""
+    return data.default_selection(runs, DEFAULT_RUNS)
 
 
 def _add_domain_runs(by_domain: dict[str, list[str]]) -> None:
@@ -75,12 +59,19 @@ def choose_runs(runs: list[RunRecord]) -> list[str]:
     known = [r for r in from_url if r in by_id]
     # a default only for the session's first draw: afterwards the widget's own state rules
     # (the "add a domain" button writes it), and Streamlit refuses both at once
-    default = None if SELECT_KEY in st.session_state else (known if from_url else default_selection(runs))
-    if default is not None and not from_url:
+    default = None if SELECT_KEY in st.session_state else (known if from_url else None)
+    if SELECT_KEY not in st.session_state and not from_url:
+        picked = default_selection(runs)
+        default = picked.runs
         n_fmr = sum(1 for r in runs if r.fmr is not None)
-        st.caption(f"Chosen by default: the newest finished corruption run of each domain ({len(default)} runs)"
+        setup = ("" if picked.setup is None else f", all on {picked.setup[0]} with {picked.setup[1]} images and "
+                 f"models {', '.join(picked.setup[2])}")
+        st.caption(f"Chosen by default: the most complete finished corruption run of each domain ({len(default)} runs"
+                   f"{setup}), so every one is comparable with the others"
                    + (f"; the {n_fmr} FMR run(s) are compared in their own section below." if n_fmr else ".")
                    + " Change the selection below; the link keeps it.")
+        if picked.left_out:
+            st.caption("Not in the default: " + "; ".join(f"{md_escape(d)} ({why})" for d, why in picked.left_out.items()))
     chosen = st.multiselect(
         f"runs ({len(runs)} stored; runs of one domain share a column)", list(by_id), default=default,
         # the whole run id: Streamlit tells options apart by their label
@@ -100,14 +91,14 @@ def choose_runs(runs: list[RunRecord]) -> list[str]:
     return chosen
 
 
-def flagged_note(comparison: data.Comparison) -> bool:
+def flagged_note(flagged: dict[str, str]) -> bool:
     """Name the runs that cannot be compared with the rest; whether the user includes them anyway."""
-    if not comparison.flagged:
+    if not flagged:
         return False
-    lines = "\n".join(f"- `{rid}`: {md_escape(why)}" for rid, why in comparison.flagged.items())
+    lines = "\n".join(f"- `{rid}`: {md_escape(why)}" for rid, why in flagged.items())
     st.warning("**Not comparable with the rest** — these runs differ from most chosen runs (other images, "
-               "models or severity ladders), so they are left out of the heatmap, the ranking and the averages:\n"
-               + lines)
+               "models or severity ladders), so they are left out of the heatmap, the ranking, the averages and the "
+               "choice of the shared baseline:\n" + lines)
     include = st.checkbox("include them anyway", value=st.query_params.get(FLAGGED_PARAM) == "1",
                           key="compare-include-flagged")
     st.query_params[FLAGGED_PARAM] = "1" if include else "0"
@@ -148,7 +139,10 @@ def overall_sentence(ranking: pd.DataFrame) -> str | None:
             f"{best[corrupted]} (clean {best[verdict.CI_COLUMNS['clean acc %']]})")
     if len(ranking) > 1:
         second = ranking.iloc[1]
-        line += f", ahead of {second['model']} ({second[corrupted]})"
+        line += f", ahead of {second['model']} ({second[corrupted]}"
+        line += f"; {second['note']})" if second["note"] else ")"
+    if best["note"]:
+        line += f" — {best['model']} is {best['note'].split(';')[0]}, so this is not a like-for-like average"
     return line + ". Per domain, the paired test on the same images says:"
 
 
@@ -257,8 +251,13 @@ def ranking_section(ranking: pd.DataFrame) -> None:
         "rank change": st.column_config.NumberColumn("rank change", format="%+d",
                                                      help="clean rank − corrupted rank: positive climbs under corruption"),
     })
+    if ranking["note"].astype(bool).any():
+        st.warning("Not every model has every domain: " + "; ".join(
+            f"{m}: {n}" for m, n in zip(ranking["model"], ranking["note"], strict=True) if n)
+            + ". Its averages cover only its own domains (the note column).")
     exports.chart(figures.rank_change(ranking), "compare-rank-change", "rank-change")
-    st.caption("Accuracies (%) are averaged over the domain columns a model was evaluated in (`domains`); mean mCE is "
+    st.caption("Accuracies (%) are averaged over the domains a model was evaluated in (`domains`; a domain with "
+               "several columns counts once, its columns averaged first); mean mCE is "
                "a ratio to the baseline (1.0 = as robust as the baseline, lower is better). A rank's bar is the 95 % "
                "interval of the model's rank over the same resamples as the accuracies' intervals.")
 
@@ -278,10 +277,40 @@ def family_section(comparison: data.Comparison, draws: data.Draws) -> None:
         shown = interval_table(matrix, bounds, pct).rename_axis(f"model · {label}{' %' if pct else ''}")
         exports.table(shown, f"compare-family-{metric}-models-x-families", "family-table", hide_index=False)
         st.caption("A family's value averages its corruptions' values over every chosen run; its interval resamples "
-                   "each run's images once for all of that run's cells (see the note above).")
-    # per run × model × corruption, each value with the run's own interval
-    verdict.per_corruption_table(data.corruption_bounds(comparison.per_corruption, draws), "compare-per-corruption",
-                                 "per-corruption")
+                   "each run's images once for all of that run's cells (see the note above). Compositions (stacked "
+                   f"corruptions) are the `{data.COMPOSED}` column; real-shift cells are never in a family (below).")
+        if metric in data.RATIO_FIELDS and (mixed := data.mixed_baselines(data.family_rows(comparison.per_corruption),
+                                                                          "family")):
+            st.warning(f"{label} refused (—) in " + ", ".join(mixed) + ": its runs use different baselines ("
+                       + ", ".join(sorted({b for v in mixed.values() for b in v})) + "); choose a shared baseline above.")
+    # per run × model × corruption, each value with the run's own interval (the real-shift cells apart, below)
+    verdict.per_corruption_table(data.corruption_bounds(data.family_rows(comparison.per_corruption), draws),
+                                 "compare-per-corruption", "per-corruption")
+
+
+def shift_section(store: Store, comparison: data.Comparison) -> None:
+    """The real-shift cells (the user's own images) apart from every family and average, each with its run's
+    own 95 % interval (the run page's cell interval)."""
+    rows = data.shift_rows(comparison.per_corruption)
+    if rows.empty:
+        return
+    st.subheader("Real shift: your own images")
+    parts = []
+    for rid, part in rows.groupby("run", sort=False):
+        report = comparison.reports[rid]
+        ri = verdict.run_intervals(store, store.description, report, rid, report.baseline,
+                                   data.run_fingerprint(store, rid))
+        parts.append(data.corruption_bounds(part, {}, rid, cells=verdict.cell_bands(ri)))
+    frame = pd.concat(parts, ignore_index=True)
+    shown = units.as_percent(verdict.with_ci_text(frame[["group", "run", "model", "corruption", "accuracy",
+                                                         "accuracy_lo", "accuracy_hi"]],
+                                                  {"accuracy": (verdict.ci_column("accuracy %"), True)}),
+                             {"accuracy": "accuracy %"})
+    exports.table(shown.rename(columns={"group": "domain", "corruption": "shift"}), "compare-real-shift", "shift",
+                  column_order=[c for c in shown.rename(columns={"group": "domain", "corruption": "shift"}).columns
+                                if c != "accuracy %"])
+    st.caption("Balanced accuracy on each run's own shifted images, with the cell's 95 % interval as on the run page. "
+               "These cells stay out of every family, average and ranking above (as out of the run's mCE).")
 
 
 def show_comparison(store: Store, chosen: list[str], runs: list[RunRecord]) -> None:
@@ -302,39 +331,38 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
                           format_func=lambda k: data.COMPARE_METRICS[k][0], key="compare-metric",
                           on_change=url_state.bound, args=(METRIC_PARAM, "compare-metric"),
                           help=units.options_help(units.model_metric(k) for k in metrics))
-    shared = data.shared_models(store, chosen)
+    # what is not comparable is left out before anything is read, the baseline's choice included
+    _, flagged = data.included_runs(records, True)
+    include = flagged_note(flagged)
+    included, _ = data.included_runs(records, include)
+    if not included:
+        st.info("Every chosen run is flagged as not comparable; include them above to see their numbers.")
+        return
+    shared = data.shared_of(included)
     options = [*shared, OWN_BASELINE]
     base = c2.selectbox(
         "baseline for mCE / rCE / mFR", options,
-        index=url_state.index(BASELINE_PARAM, options, default_baseline(records, shared) or OWN_BASELINE),
-        help="One model evaluated in every chosen run, so the ratios of every domain share a reference.",
+        index=url_state.index(BASELINE_PARAM, options, data.default_baseline(included, shared) or OWN_BASELINE),
+        help="One model evaluated in every compared run, so the ratios of every domain share a reference; by "
+             "default the baseline the runs' own pages use. With each run's own, ratios to different baselines "
+             "are never averaged.",
         key="compare-baseline", on_change=url_state.bound, args=(BASELINE_PARAM, "compare-baseline"),
     )
     baseline = None if base == OWN_BASELINE else base
     # one cached report per run and baseline, shared with the Runs page
-    comparison = data.compare_runs(store, chosen, baseline, load_view=cached.view_loader(store))
+    comparison = data.compare_runs(store, [r.run_id for r in included], baseline, load_view=cached.view_loader(store))
+    comparison.flagged = flagged
     for p in comparison.problems:
         st.warning(f"left out: {p}")
-    if comparison.frame.empty:
-        st.info("None of the chosen runs has results yet.")
-        return
-    include = flagged_note(comparison)
-    if not include and comparison.flagged:
-        out = set(comparison.flagged)
-        comparison = data.Comparison(comparison.frame[~comparison.frame["run"].isin(out)],
-                                     comparison.per_corruption[~comparison.per_corruption["run"].isin(out)],
-                                     comparison.problems, comparison.flagged, comparison.reports)
     frame = comparison.frame
     if frame.empty:
-        st.info("Every chosen run is flagged as not comparable; include them above to see their numbers.")
+        st.info("None of the chosen runs has results yet.")
         return
     if frame["partial"].any():
         partial = sorted(set(frame.loc[frame["partial"], "domain"]))
         st.warning(f"**Partial results** for {md_escape(', '.join(partial))}: those runs are not finished; their "
                    "numbers cover the units stored so far.")
-    if baseline is None and frame["baseline"].nunique() > 1:
-        st.caption("The runs use different baselines, so mCE / rCE / mFR are not directly comparable across "
-                   "domains; pick a shared baseline above.")
+    mixed_note(comparison)
     draws = cached.compare_draws(store, comparison)
     ranking = ranking_with_intervals(comparison, draws)
     with guard("comparing the models image by image"):
@@ -343,8 +371,23 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
     ranking_section(ranking)
     with guard("drawing the family breakdown"):
         family_section(comparison, draws)
+    with guard("showing the real-shift cells"):
+        shift_section(store, comparison)
     with st.expander("all numbers, one row per run and model"):
         all_numbers(frame, draws)
+
+
+def mixed_note(comparison: data.Comparison) -> None:
+    """Say which columns' ratios are refused: their runs use different baselines (a mean of them is no ratio)."""
+    mixed = data.mixed_baselines(comparison.frame)
+    if mixed:
+        st.warning("**Ratios refused** in " + "; ".join(f"{md_escape(g)} (baselines {', '.join(b)})"
+                                                        for g, b in mixed.items())
+                   + ": the runs of the column use different baselines, so mCE / rCE / mFR and their per-corruption "
+                   "ratios are not averaged there (shown as —). Choose one shared baseline above.")
+    elif comparison.frame["baseline"].nunique() > 1:
+        st.caption("The domains use different baselines, so their mCE / rCE / mFR are not on one scale and no mean "
+                   "over domains is shown; pick a shared baseline above.")
 
 
 def all_numbers(frame: pd.DataFrame, draws: data.Draws) -> None:

@@ -46,8 +46,10 @@ def cached_models() -> list[str]:
 
 def plan_form(store: Store | None) -> None:
     with st.form("plan-form"):
-        text = st.text_area("Describe where your images come from and how they get worse", value=EXAMPLE, height=110,
-                            key="domain-text")
+        # a plan restored from a link has put its own description here (restore_plan); otherwise the example
+        text = st.text_area("Describe where your images come from and how they get worse",
+                            value=None if "domain-text" in st.session_state else EXAMPLE, height=110,
+                            key="domain-text") or ""
         c1, c2 = st.columns(2)
         provider = c1.radio("planner", ["offline", "auto", "openai"], horizontal=True,
                             help="offline: a local sentence-embedding planner, no network. openai: any OpenAI-compatible "
@@ -58,6 +60,16 @@ def plan_form(store: Store | None) -> None:
                                 placeholder="sample, a folder of class folders or a CSV manifest",
                                 help="Given, the planner leaves out corruptions (and severities) that do not change "
                                      "these images, e.g. colour corruptions on grayscale images, and says which.")
+        voters = st.text_area("more planners voting (optional, one per line)", "", key="plan-voters", height=68,
+                              placeholder="openai:gpt-4o@https://api.openai.com/v1\nopenai:llama3@http://localhost:11434/v1",
+                              help="Each line is another OpenAI-compatible endpoint (OpenAI, Ollama, vLLM) that plans too; "
+                                   "a corruption is kept when more than half of the planners choose it, and the plan "
+                                   "shows who chose what.")
+        photos = st.file_uploader("deployment photos (optional)", type=["jpg", "jpeg", "png", "bmp", "tif", "tiff", "webp"],
+                                  accept_multiple_files=True, key="plan-photos",
+                                  help="A few unlabelled photos from where the model will be used: their noise, blur, "
+                                       "JPEG quality, exposure, contrast, haze and colour cast are measured and matched "
+                                       "by corruptions at fitted severities on the dataset below (default: the sample).")
         go = st.form_submit_button("Plan", type="primary")
     if not go:
         return
@@ -71,7 +83,13 @@ def plan_form(store: Store | None) -> None:
         return
     with st.spinner("planning… (the first plan loads the planner's model)"):
         try:
-            cfg = launching.fit_plan(data.plan_domain(text, provider=provider, samples=int(samples)), dataset)
+            providers = [provider, *(v.strip() for v in voters.splitlines() if v.strip())]
+            cfg = data.plan_domain(text, provider=providers if len(providers) > 1 else provider, samples=int(samples))
+            if photos:
+                cfg, skipped = launching.photo_plan(cfg, [(f.name, f.getvalue()) for f in photos], dataset)
+                for w in skipped:
+                    st.warning(w)
+            cfg = launching.fit_plan(cfg, dataset)
             did, path = data.save_domain(store, cfg)
         except Exception as e:  # planner / network / validation: a message, not a traceback
             st.error(f"Planning failed — {error_text(e)}")
@@ -104,6 +122,8 @@ def restore_plan(store: Store) -> None:
                    "store. Plan one below.")
         return
     _planned(did, *found, restored=True)
+    # the form shows the description of the plan below it, so pressing Plan plans that text, not the example
+    st.session_state["domain-text"] = found[0].domain
     _url_edits()
 
 
@@ -169,7 +189,11 @@ def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
                      "selected %": 100.0 * prov.frequencies.get(c.name, 1.0), "reason": c.reason})
     exports.plain_table(pd.DataFrame(rows), column_config={
         "selected %": st.column_config.ProgressColumn("selected %", min_value=0, max_value=100, format="%.0f%%")})
-    for v in prov.violations:
+    agreement, notes = launching.plan_notes(cfg)
+    if agreement is not None:
+        st.markdown("**How the planners voted**")
+        exports.plain_table(agreement)
+    for v in notes:
         st.warning(v)
     with guard("drawing the selection heatmap"):
         freq = data.selection_frequencies(store, extra=cfg)
@@ -301,7 +325,11 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
                           "(SA, PA, FMR per model)", value=False, key="fmr")
         fmr_budget = f2.number_input("FMR budget (steps)", min_value=1, value=10, key="fmr-budget")
         oracle = st.text_input("FMR oracle: at least two zero-shot models, comma-separated",
-                               ", ".join(defaults), key="fmr-oracle")
+                               ", ".join(defaults), key="fmr-oracle",
+                               help="A tested model that is also an oracle member gets FMR near 100 by construction: "
+                                    "name other models here than the models above.")
+        overlap_ok = st.checkbox("FMR: launch even if a tested model is an oracle member (its FMR means nothing)",
+                                 value=False, key="fmr-overlap-ok")
         go = st.form_submit_button("Launch run", type="primary")
     if not go:
         return
@@ -310,6 +338,13 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
         run_cfg = launching.run_config(chosen, dataset, int(limit) or None, baseline.strip() or None, device,
                                        stability and not fmr, threat and not fmr, skip_unreadable)
         settings = launching.fmr_settings(oracle, int(fmr_budget)) if fmr else None
+        both = [m for m in chosen if settings is not None and m in settings.oracle]
+        if both and not overlap_ok:  # said before anything is queued, not after the run finishes
+            st.warning(f"Not queued — {', '.join(both)} {'is' if len(both) == 1 else 'are'} both tested and in the FMR "
+                       "oracle: the oracle labels its own answers correct, so FMR is near 100 by construction. Name "
+                       "other oracle models (or test other models), or tick “launch even if a tested model is an "
+                       "oracle member”.")
+            return
         with st.spinner("checking the dataset and the models…"):
             run = launching.enqueue(store, cfg, run_cfg, fmr=settings)
     except DuplicateRunError as e:
@@ -318,7 +353,11 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
     except Exception as e:
         st.error(f"Nothing was queued — {error_text(e)}")
         return
-    st.success(f"Queued run **{md_escape(printable(run.run_id))}**: a worker picks it up and evaluates it (progress below).")
+    queued = f"Queued run **{md_escape(printable(run.run_id))}**"
+    if progress.worker_alive(store):
+        st.success(f"{queued}: a worker picks it up and evaluates it (progress below).")
+    else:  # never a green "picks it up" while nothing will
+        st.warning(f"{queued}, but nothing evaluates it yet: {progress.NO_WORKER}. It waits in the queue below.")
 
 
 def queue_panel(store: Store) -> None:
@@ -364,10 +403,10 @@ def main() -> None:
     with guard("opening the results store"):
         store = get_store()
         sidebar_store(store)
-    plan_form(store)
-    if store is not None:
+    if store is not None:  # before the form: a link's plan brings its description into it
         with guard("opening the plan of the link"):
             restore_plan(store)
+    plan_form(store)
     cfg, path = st.session_state.get("planned_domain"), st.session_state.get("plan_path")
     if cfg is None:
         st.info("Describe a deployment setting and press **Plan**: the planner picks the corruptions it produces, "

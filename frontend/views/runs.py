@@ -93,6 +93,11 @@ def runs_section(store: Store, runs: list[RunRecord], domain_id: str | None) -> 
     st.fragment(runs_table, run_every=REFRESH_S if live else None)(store, search, statuses, datasets, domain_id, live)
 
 
+def run_id_width(ids: list[str]) -> int:
+    """Pixels for the run column: the longest id in the table's font (about 7.5 px a character) and the cell's padding."""
+    return int(7.5 * max(map(len, ids), default=10)) + 24
+
+
 def runs_table(store: Store, search: str, statuses: list[str], datasets: list[str], domain_id: str | None,
                live: bool) -> None:
     frame = data.filter_runs(data.runs_frame(store), search, statuses, datasets, domain_id)
@@ -105,20 +110,26 @@ def runs_table(store: Store, search: str, statuses: list[str], datasets: list[st
     ids = frame["run"].tolist()
     event = exports.table(
         shown, "runs", "runs", on_select="rerun", selection_mode="single-row",
-        column_order=["status", PROGRESS, "units", "created", "dataset", "images", "domain", "models", "run"],
-        # pixel widths: at a 1,400 px window the facts (status .. images) fit before the long texts
+        column_order=["run", "status", "kind", PROGRESS, "units", "created", "dataset", "images", "domain", "models"],
+        # pixel widths: at a 1,400 px window the facts (status .. images) fit before the long texts; the run id (what a
+        # user copies) first, pinned and as wide as the longest, so it is never cut or scrolled away
         column_config={
+            "run": st.column_config.TextColumn("run", width=run_id_width(ids), pinned=True),
             "status": st.column_config.TextColumn("status", width=85),
+            "kind": st.column_config.TextColumn("kind", width=120, help="what the run measures: corruption (the plan's "
+                                                "cells), FMR (generated images), adaptive (cells stopped once decided), "
+                                                "real shift (your own images beside the plan), composed (stacked "
+                                                "corruptions)"),
+            # one colour whatever the share: a full bar is done, not an alarm (the theme's red was)
             PROGRESS: st.column_config.ProgressColumn(PROGRESS, min_value=0.0, max_value=100.0, format="%.0f%%",
-                                                      width=100, help="share of the run's units stored (a unit: one "
-                                                      "model × corruption × severity × shard of images)"),
+                                                      width=100, color="blue", help="share of the run's units stored "
+                                                      "(a unit: one model × corruption × severity × shard of images)"),
             "units": st.column_config.TextColumn("units", width=120, help="units stored of units planned"),
             "created": st.column_config.TextColumn("created (UTC)", width=135),
             "dataset": st.column_config.TextColumn("dataset", width=110),
             "images": st.column_config.NumberColumn("images", format="%d", width=65),
             "domain": st.column_config.TextColumn("domain", width=200),
             "models": st.column_config.TextColumn("models", width=170),
-            "run": st.column_config.TextColumn("run", width="medium"),
         },
     )
     label = dict(zip(frame["run"], frame["domain"], strict=True))

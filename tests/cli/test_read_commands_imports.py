@@ -22,6 +22,11 @@ from benchmarks.ui_render import fill
 
 #: the model stack: a read command that needs no pixels loads none of it
 MODEL_STACK = ("torch", "open_clip", "transformers")
+#: imported where a computation needs them, never by reading a stored run: scipy.stats (~1 s: the paired tests use
+#: its kernels from scipy.special), scipy.sparse (the breaking point's intervals), and the plotting, image and
+#: data-frame libraries of the UI and the corruptions
+LAZY = ("scipy.stats", "scipy.sparse", "scipy.optimize", "scipy.ndimage", "pandas", "plotly", "numba", "cv2",
+        "sklearn", "streamlit", "ray")
 
 #: runs each command (argv lists, JSON on stdin) through domainbench.cli.main in this one process
 WRAPPER = r"""
@@ -29,6 +34,7 @@ import json, sys
 from domainbench.cli import main
 
 stack = tuple(sys.argv[1].split(","))
+lazy = tuple(sys.argv[2].split(","))
 report = []
 for argv in json.load(sys.stdin):
     sys.argv = ["domainbench", *argv]
@@ -38,7 +44,8 @@ for argv in json.load(sys.stdin):
     except SystemExit as e:
         code = int(e.code or 0)
     loaded = sorted({m.split(".")[0] for m in sys.modules} & set(stack))
-    report.append({"argv": argv, "code": code, "stack": loaded, "query_loaded": "domainbench.query" in sys.modules})
+    report.append({"argv": argv, "code": code, "stack": loaded, "query_loaded": "domainbench.query" in sys.modules,
+                   "lazy": sorted(m for m in lazy if m in sys.modules)})
 sys.stdout.flush()
 sys.stderr.write("\nREPORT " + json.dumps(report) + "\n")
 """
@@ -53,7 +60,7 @@ def bench_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[st
 def _run(home: Path, commands: list[list[str]]) -> list[dict]:
     env = {**os.environ, "DOMAINBENCH_HOME": str(home)}
     env.pop("DOMAINBENCH_MONGO_URI", None)
-    done = subprocess.run([sys.executable, "-c", WRAPPER, ",".join(MODEL_STACK)], input=json.dumps(commands),
+    done = subprocess.run([sys.executable, "-c", WRAPPER, ",".join(MODEL_STACK), ",".join(LAZY)], input=json.dumps(commands),
                           capture_output=True, text=True, env=env, timeout=300)
     line = next((ln for ln in done.stderr.splitlines() if ln.startswith("REPORT ")), None)
     assert line is not None, done.stderr[-3000:]
@@ -74,6 +81,7 @@ def test_read_commands_load_no_model_stack(bench_store: tuple[Path, list[str]], 
     assert [r["argv"] for r in report] == commands
     assert [(r["argv"], r["code"]) for r in report] == [(c, 0) for c in commands]
     assert [(r["argv"], r["stack"]) for r in report] == [(c, []) for c in commands]
+    assert [(r["argv"], r["lazy"]) for r in report] == [(c, []) for c in commands]
     # the commands did read the store (the wrapper saw query's modules load): the check above saw real work
     assert report[3]["query_loaded"] is False and report[4]["query_loaded"] is True
     assert (tmp_path / "p.json").stat().st_size > 0
@@ -85,3 +93,17 @@ def test_the_wrapper_sees_the_model_stack_when_a_command_loads_it(bench_store: t
     home, _ = bench_store
     report = _run(home, [["metrics"], ["models", "embedded:*"]])
     assert report[0]["stack"] == [] and "torch" in report[1]["stack"]
+
+
+def test_the_wrapper_sees_a_lazy_module_when_one_is_imported(bench_store: tuple[Path, list[str]]) -> None:
+    # the wrapper's own check of the lazy list: a module imported before a command shows in that command's line
+    home, (a, _, _) = bench_store
+    import subprocess as sp
+
+    env = {**os.environ, "DOMAINBENCH_HOME": str(home)}
+    env.pop("DOMAINBENCH_MONGO_URI", None)
+    wrapper = "import scipy.stats\n" + WRAPPER
+    done = sp.run([sys.executable, "-c", wrapper, ",".join(MODEL_STACK), ",".join(LAZY)], input=json.dumps([["metrics"]]),
+                  capture_output=True, text=True, env=env, timeout=300)
+    line = next(ln for ln in done.stderr.splitlines() if ln.startswith("REPORT "))
+    assert "scipy.stats" in json.loads(line.removeprefix("REPORT "))[0]["lazy"]

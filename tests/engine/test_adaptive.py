@@ -99,6 +99,45 @@ def test_adaptive_run_stops_early_with_the_same_verdict(home: Path, tmp_path: Pa
     text = " ".join(out.split())
     assert "95 % anytime-valid confidence sequences" in text and "points, anytime-valid, 95 % CI" in text  # the verdict too
 
+    # the CSV export flags every row's intervals as anytime-valid (the full run's as fixed-sample ones)
+    code, out, _ = cli(["export", "ad"], capsys, monkeypatch)
+    assert {r["ci_anytime_valid"] for r in csv.DictReader(io.StringIO(out))} == {"True"}
+    code, out, _ = cli(["export", "full"], capsys, monkeypatch)
+    assert {r["ci_anytime_valid"] for r in csv.DictReader(io.StringIO(out))} == {"False"}
+    assert all(c["ci_anytime_valid"] is True for c in doc["cells"])
+
+    # Compare's draws of the adaptive run are spread along its anytime-valid intervals, not resampled: one run's
+    # aggregate is its own interval at any level, the ratios have none, and a mean with the full run is wider than
+    # the one the (invalid) multiplier bootstrap of its stopped images gives
+    from domainbench import query
+    from domainbench.engine.adaptive import sequential_intervals, sequential_model_intervals
+    from domainbench.metrics.compare_intervals import run_draws as bootstrap_draws
+    from domainbench.stats import mean_draws, percentile_interval
+
+    ad, full = load_report(store, "ad"), load_report(store, "full")
+    drawn = query.draws(store, [full, ad])
+    assert drawn["ad"].anytime_valid and not drawn["full"].anytime_valid
+    shown = {m["model"]: m for m in doc["intervals"]["models"]}
+    for level in (0.9, 0.95):
+        seq = sequential_model_intervals(units, ad, level, 0)
+        cells = sequential_intervals(units, level, 0)
+        for model, d in drawn["ad"].models.items():
+            for k in ("clean_accuracy", "mean_corrupted_accuracy"):
+                assert percentile_interval(d[k], level) == pytest.approx(seq[model][k], abs=2e-3), (model, k, level)
+            assert all(np.isnan(d[k]).all() for k in ("mce", "rce", "mfr"))
+            # one corruption of one severity: its accuracy is that cell's sequence
+            assert percentile_interval(drawn["ad"].corruptions[model]["contrast"]["accuracy"], level) == pytest.approx(
+                cells[(model, "contrast", 4)]["balanced_accuracy"], abs=2e-3)
+            if level == 0.95:
+                assert percentile_interval(d["clean_accuracy"], level) == pytest.approx(shown[model]["clean_accuracy"], abs=2e-3)
+    naive = bootstrap_draws(ad, query.outcomes(store, "ad").outcomes(), "sample", 2000, 0)
+    for model in drawn["ad"].models:
+        valid = percentile_interval(mean_draws([drawn["full"].models[model]["mean_corrupted_accuracy"],
+                                                drawn["ad"].models[model]["mean_corrupted_accuracy"]]))
+        resampled = percentile_interval(mean_draws([drawn["full"].models[model]["mean_corrupted_accuracy"],
+                                                    naive.models[model]["mean_corrupted_accuracy"]]))
+        assert valid[1] - valid[0] > resampled[1] - resampled[0]
+
 
 def test_bad_target_width_is_one_line_exit_2(home: Path, tmp_path: Path, capsys, monkeypatch) -> None:
     domain = DomainConfig(domain="x", corruptions=[CorruptionChoice(name="contrast", severities=[4], reason="r")])

@@ -42,3 +42,22 @@ def test_cells_made_differently_are_not_paired_and_are_named(home: Path, capsys,
     assert "not paired across the runs" in out and "compose:dark noisy, gaussian_noise" in out
     code, out, _ = run_cli(["compare", "plain", "same", "--format", "json"], capsys, monkeypatch)
     assert code == 0 and "differing_cells" not in out  # the JSON of comparable runs is as before
+
+
+def test_a_comparison_reads_each_runs_units_once(home: Path) -> None:
+    """Issue 43: `compare` read every run's unit documents twice (the outcomes, then again for the adaptive look):
+    most of its time on a run of 5,000 units."""
+    from domainbench.engine.confidence import read_outcomes
+
+    store = open_store()
+    for rid, model in (("a", "fake:a"), ("b", "fake:b")):
+        Engine(store).start(_domain(None, 2), CFG.model_copy(update={"models": [model]}), run_id=rid)
+    reads: list[str] = []
+
+    def counted(s, run_id: str):  # noqa: ANN001, ANN202
+        reads.append(run_id)
+        return read_outcomes(s, run_id)
+
+    cmp = paired_comparison(store, ["a", "b"], read=counted)
+    assert sorted(reads) == ["a", "b"]
+    assert cmp.pairs == paired_comparison(store, ["a", "b"]).pairs

@@ -43,7 +43,7 @@ def test_identity_cell_in_show_and_both_exports(home: Path, tmp_path: Path, caps
     code, _, err = run_cli(["run", str(tmp_path / "d.toml"), "--limit", str(N), "--no-stability", "--no-threat",
                             "--run-id", "id1", "--seed", "2", "--workers", "0"], capsys, monkeypatch)
     assert code == 0, err
-    code, show, err = run_cli(["show", "id1"], capsys, monkeypatch)
+    code, show, err = run_cli(["show", "id1", "--details"], capsys, monkeypatch)
     assert code == 0, err
     code, csv_text, err = run_cli(["export", "id1", "--format", "csv"], capsys, monkeypatch)
     assert code == 0, err

@@ -392,3 +392,48 @@ def test_the_ray_driver_decodes_through_the_input_pipelines_workers_to_the_local
     assert _units(store, on_ray) == _units(store, local[0]) and len(_units(store, on_ray)) == 3 * 4
     assert _fmr(store, fmr_on_ray) == _fmr(store, local[1]) and len(_fmr(store, fmr_on_ray)) == 3
     assert _units(store, fmr_on_ray) == _units(store, local[1])
+
+
+def test_ray_scores_real_shift_cells_as_the_local_executor_does(local_ray: Any, home: Path, tmp_path: Path,
+                                                                one_thread: None) -> None:
+    # paired, labelled shift: flips against the stored clean pass, SSIM/PSNR and embedding stability; with one
+    # model per actor each actor group scores the shift with its own models
+    from domainbench.config import RealShift
+    from tests.engine.test_shift_cells import N, _inverted_sample
+
+    _inverted_sample(tmp_path / "inv", class_folders=True)
+    domain = DOMAIN.model_copy(update={"shift": [RealShift(name="inv", path=str(tmp_path / "inv"))]})
+    run_cfg = cfg(limit=N, shard_size=10, threat=False)
+    store = open_store()
+    local = Engine(store).start(domain, run_cfg)
+    engine = make_engine(store, options=RAY_GROUPS)
+    remote = engine.start(domain, run_cfg)
+    a, b = _units(store, local), _units(store, remote)
+    shift_units = {k: v for k, v in a.items() if k[1] == "shift:inv"}
+    assert len(shift_units) == 3 * 2 and a == b  # 3 shards × 2 models, and every other unit the same
+    assert engine.stats.computed_units == len(a)
+    assert all(v[4] > 0 for v in shift_units.values())  # inverted images flip predictions: the pairing held
+    stab = {k: v for k, v in _stability(store, local).items() if k[1] == "shift:inv"}
+    assert len(stab) == 3 * 2 and _stability(store, local) == _stability(store, remote)
+    damage = {(u.model, u.shard): u.damage for u in store.units(local, corruption="shift:inv")}
+    assert all(d is not None for d in damage.values())
+    assert damage == {(u.model, u.shard): u.damage for u in store.units(remote, corruption="shift:inv")}
+    assert _numbers(store, local) == _numbers(store, remote)
+    assert store.get_run(remote).dataset.shifts.keys() == {"inv"}
+
+
+def test_an_adaptive_ray_run_stops_the_cells_the_local_run_stops(local_ray: Any, home: Path, one_thread: None) -> None:
+    # rounds go one at a time on Ray: the cells still active are those the local executor would score
+    run_cfg = cfg(limit=80, shard_size=10, stability=False, threat=False, adaptive=True, target_width=0.45)
+    store = open_store()
+    local = Engine(store).start(DOMAIN, run_cfg)
+    remote = make_engine(store, options=RAY_GROUPS).start(DOMAIN, run_cfg)
+    a, b = _units(store, local), _units(store, remote)
+    assert a == b
+    per_cell: dict[tuple[str, int], int] = {}
+    for model, corruption, severity, _ in a:
+        per_cell[(corruption, severity)] = per_cell.get((corruption, severity), 0) + (model == "fake:a")
+    # every cell settled before the last of the 8 rounds, and the run stopped there on both executors
+    assert set(per_cell) == {("clean", 0), ("gaussian_noise", 1), ("gaussian_noise", 4), ("brightness", 3)}
+    assert max(per_cell.values()) < 8
+    assert _numbers(store, local) == _numbers(store, remote)

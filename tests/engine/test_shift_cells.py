@@ -154,6 +154,20 @@ def test_bad_shift_input_is_one_line_exit_2_and_nothing_written(option: str, exp
     assert code == 2 and "no run 'bad'" in err
 
 
+@pytest.mark.parametrize("folder, expected", [("missing", "does not exist"), ("empty", "holds no images")])
+def test_a_bad_shift_folder_of_a_plan_names_its_table_and_the_fix(folder: str, expected: str, home: Path,
+                                                                   tmp_path: Path, capsys,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36: an error in a plan's [[shift]] said only "give --shift NAME=PATH", a flag the user never gave."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "d.toml").write_text(DOMAIN + f'[[shift]]\nname = "night"\npath = "{folder}"\n')
+    code, _, err = run_cli(["run", str(tmp_path / "d.toml"), "--limit", str(N), "--workers", "0", "--run-id", "bad"],
+                           capsys, monkeypatch)
+    assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+    assert 'the path of the plan\'s [[shift]] table with name = "night"' in err, err
+    assert "a folder of class folders named like the dataset's classes" in err
+
+
 def test_plan_files_hold_shifts_and_older_plans_keep_their_version_and_id(tmp_path: Path) -> None:
     from domainbench.config import DomainConfig, dumps, load_domain
     from domainbench.engine.shift_cells import with_shifts
@@ -201,8 +215,10 @@ def test_a_run_with_a_shift_and_a_composition_shows_both_in_show_and_both_export
     assert doc["run"]["domain"]["shift"] == [{"name": "inv", "path": str(tmp_path / "inv")}]
 
 
-def test_shifts_refuse_adaptive_runs_and_other_executors(home: Path, tmp_path: Path, capsys,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shifts_refuse_adaptive_runs_and_executors_the_kind_has_no_part_for(home: Path, tmp_path: Path, capsys,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # shift cells run on the local and the Ray executor (tests/engine/test_ray_executor.py); an executor the
+    # corruption kind has no part for is refused by its declared capabilities before anything is stored
     from domainbench.config import DomainConfig, RunConfig
     from domainbench.engine.runner import Engine
     from domainbench.errors import UserInputError
@@ -216,8 +232,12 @@ def test_shifts_refuse_adaptive_runs_and_other_executors(home: Path, tmp_path: P
     domain = DomainConfig(domain="x", corruptions=[{"name": "fog"}], shift=[{"name": "inv", "path": str(tmp_path / "inv")}])
     store = open_store()
     try:
-        with pytest.raises(UserInputError, match="local executor"):
-            Engine(store, executor=object()).start(domain, RunConfig(limit=N), run_id="y")  # type: ignore[arg-type]
+        class Elsewhere:
+            name = "dask"
+
+        with pytest.raises(UserInputError, match=r"^--executor dask: corruption runs execute on local or ray; "
+                                                 r"choose --executor local$"):
+            Engine(store, executor=Elsewhere()).start(domain, RunConfig(limit=N), run_id="y")  # type: ignore[arg-type]
         assert store.get_run("y") is None
     finally:
         store.close()

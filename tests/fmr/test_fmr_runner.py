@@ -116,7 +116,9 @@ def test_interrupted_fmr_run_points_to_fmr_resume(home: Path, tmp_path: Path, ca
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(FmrRunner, "start", interrupted)
+    from domainbench.engine.runner import Engine
+
+    monkeypatch.setattr(Engine, "start", interrupted)  # `domainbench fmr` starts through the API's engine
     cfg = save(DOMAIN, tmp_path / "domain.toml")
     code, _, err = _cli(["fmr", str(cfg), "--models", PLAIN, "--oracle", f"{PLAIN},{AUGMENTED}", "--limit", "6",
                          "--device", "cpu"], capsys, monkeypatch)

@@ -70,19 +70,27 @@ def populate(
     store: Store, run_id: str = "20250101-000000-night-abcd", status: str = "done", shards: int = 2,
     models: list[str] | None = None, created_at: str = "2025-01-01T00:00:00+00:00",
     domain: str = "night-time dash-cam footage in the rain", skip_cells: int = 0, labelled: bool = True,
-    error: str | None = None, per_image: bool = False,
+    error: str | None = None, per_image: bool = False, baseline: str | None = None,
+    extra: dict[str, dict[str, int]] | None = None,
 ) -> RunRecord:
     """Write run, units, threat and stability records; ``skip_cells`` leaves the last cells out (a partial run).
     ``per_image``: the units also store per-image predictions (as the engine writes them), matching their
     confusion matrices: of each class's PER_CLASS images in a shard the first k are right (see :func:`image_preds`).
 
+    ``extra``: cells beyond the plan at severity 1, named ``compose:NAME`` (a composition, added to the plan) or
+    ``shift:NAME`` (a real shift), -> per model its correct images per class.
+
     A finished run also gets its stored report, as the engine writes it when a run finishes.
     """
     models = models or list(MODELS)
     dom = domain_doc(domain)
+    extra = extra or {}
+    dom["compositions"] = [{"name": c.split(":", 1)[1], "steps": [{"corruption": "brightness", "severity": 2}]}
+                           for c in extra if c.startswith("compose:")]
+    dom["shift"] = [{"name": c.split(":", 1)[1], "path": "/nonexistent"} for c in extra if c.startswith("shift:")]
     run = {
         "run_id": run_id, "domain_id": "d" + run_id[-4:], "domain": dom, "status": status, "created_at": created_at,
-        "config": {"models": models, "dataset": "sample", "baseline": None, "limit": 60, "seed": 0},
+        "config": {"models": models, "dataset": "sample", "baseline": baseline, "limit": 60, "seed": 0},
         "dataset": {"name": "sample[:60]", "size": PER_CLASS * len(CLASSES) * shards, "classes": CLASSES,
                     "labelled": labelled},
         "environment": {"device": "cpu", "gpu": None},
@@ -97,21 +105,22 @@ def populate(
         cells = cells[:-skip_cells]
     n = PER_CLASS * len(CLASSES)
     units = []
+    cells += [(c, 1) for c in extra]
     for m in models:
         for corr, sev in cells:
-            k = correct(m, sev)
+            k = extra[corr][m] if corr in extra else correct(m, sev)
             for shard in range(shards):
                 units.append({
                     "run_id": run_id, "model": m, "corruption": corr, "severity": sev, "shard": shard, "n": n,
                     "confusion": confusion(k) if labelled else None, "flips": 0 if corr == "clean" else (CLEAN_CORRECT[m] - k) * len(CLASSES),
                     "n_unreadable": 0, "params": {}, "seed": 0, "classes": CLASSES,
-                    **(image_preds(shard, k, labelled and corr == "clean") if per_image else {}),
+                    **(image_preds(shard, k, labelled and (corr == "clean" or corr.startswith("shift:"))) if per_image else {}),
                 })
     store.upsert_many("units", units)
     # threat: noise is safe up to severity 2, brightness always safe
     threat = []
     for corr, sev in cells:
-        if corr == "clean":
+        if corr == "clean" or corr in extra:
             continue
         mean = 0.5 * sev if corr == "gaussian_noise" else 0.2
         for shard in range(shards):
@@ -170,3 +179,29 @@ def populate_fmr(store: Store, run_id: str = "20250104-000000-fmr-5678", oracle:
     stored = store.get_run(run_id)
     assert stored is not None
     return stored
+
+
+#: the misleading-Compare store (:func:`populate_compare`): run ids
+NIGHT, NIGHT_W, XRAY, SHOP = ("20250101-000000-night-abcd", "20241231-000000-night-weak", "20250102-000000-xray-ef01",
+                              "20250103-000000-shop-5a5a")
+NIGHT_UI, XRAY_UI, AUG = "20250106-000000-ui-0001", "20250106-000000-ui-0002", "20250107-000000-aug-0a0a"
+NIGHT_TEXT, XRAY_TEXT, SHOP_TEXT = ("night-time dash-cam footage in the rain", "chest x-rays from portable scanners",
+                                    "dim photos of clothes in a shop")
+
+
+def populate_compare(store: Store) -> None:
+    """A store where the old Compare misled: three domains of 60-image runs of both models (the shop run with a
+    real-shift cell and a composition, with per-image outcomes), an older night run with another baseline, two newer
+    30-image runs launched from the UI (night and x-ray), and the newest run, of a third domain, with one model."""
+    populate(store, run_id=NIGHT)
+    populate(store, run_id=NIGHT_W, baseline="embedded:weak", created_at="2024-12-31T00:00:00+00:00")
+    populate(store, run_id=XRAY, domain=XRAY_TEXT, created_at="2025-01-02T00:00:00+00:00")
+    populate(store, run_id=SHOP, domain=SHOP_TEXT, created_at="2025-01-03T00:00:00+00:00", per_image=True,
+             extra={"shift:dimshop": {"embedded:good": 5, "embedded:weak": 2},
+                    "compose:dark": {"embedded:good": 4, "embedded:weak": 3}})
+    populate(store, run_id=NIGHT_UI, shards=1, created_at="2025-01-06T00:00:00+00:00")
+    populate(store, run_id=XRAY_UI, shards=1, domain=XRAY_TEXT, created_at="2025-01-06T00:00:01+00:00")
+    populate(store, run_id=AUG, models=["embedded:weak"], domain="fashion photos, augmented",
+             created_at="2025-01-07T00:00:00+00:00")
+    for rid, same in ((NIGHT_W, NIGHT), (NIGHT_UI, NIGHT), (XRAY_UI, XRAY)):  # one domain, several runs
+        store.update_run(rid, domain_id="d" + same[-4:])

@@ -17,7 +17,7 @@ def test_default_never_takes_an_fmr_run_and_says_what_it_picked(populated: Store
     populated.update_run(FMR, domain_id="d" + XRAY[-4:])  # ...and the same domain id
     at = compare_page()
     assert at.multiselect(key="compare-runs").value == [XRAY, DONE]
-    assert "newest finished corruption run of each domain (2 runs)" in texts(at.caption)
+    assert "most complete finished corruption run of each domain (2 runs" in texts(at.caption)
     assert "1 FMR run(s) are compared in their own section" in texts(at.caption)
     assert not at.error and "Not comparable" not in texts(at.warning)
     ranking = next(d.value for d in at.dataframe if "rank change" in d.value.columns)

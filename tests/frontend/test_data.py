@@ -127,7 +127,7 @@ def test_cells_frame_and_csv_export(populated: Store) -> None:
     assert len(rows) == 12 and {r["run_id"] for r in rows} == {DONE}
     clean = next(r for r in rows if r["model"] == "embedded:good" and r["corruption"] == "clean")
     assert float(clean["balanced_accuracy"]) == pytest.approx(0.9) and clean["mean_pd_threat"] == ""
-    assert list(rows[0]) == ["run_id", *data.CELL_FIELDS]
+    assert list(rows[0]) == ["run_id", *data.cell_fields()]
     doc = json.loads(data.export_json(populated.get_run(DONE), s))
     assert doc["run"]["run_id"] == DONE and doc["report"]["baseline"] == "embedded:good"
 
@@ -352,10 +352,12 @@ def test_ranking_frame_rank_change_from_clean_to_corrupted() -> None:
     import pandas as pd
 
     frame = pd.DataFrame([
-        {"group": g, "run": g, "model": m, "acc": acc, "mean_corrupted_acc": cor, "mce": mce}
+        {"group": g, "domain_id": g, "baseline": "A", "run": g, "model": m, "acc": acc, "mean_corrupted_acc": cor,
+         "mce": mce}
         for g in ("night", "xray")
         for m, acc, cor, mce in (("A", 0.9, 0.5, 1.0), ("B", 0.8, 0.6, 0.8), ("C", 0.7, 0.2, 1.3))
-    ] + [{"group": "xray", "run": "xray", "model": "D", "acc": 0.95, "mean_corrupted_acc": 0.1, "mce": 2.0}])
+    ] + [{"group": "xray", "domain_id": "xray", "baseline": "A", "run": "xray", "model": "D", "acc": 0.95,
+          "mean_corrupted_acc": 0.1, "mce": 2.0}])
     r = data.ranking_frame(frame).set_index("model")
     assert r.loc["A", "clean rank"] == 2 and r.loc["A", "corrupted rank"] == 2
     assert r.loc["B", "clean rank"] == 3 and r.loc["B", "corrupted rank"] == 1 and r.loc["B", "rank change"] == 2

@@ -12,7 +12,7 @@ from test_app import run_page, summary_table
 
 from domainbench.frontend import data
 from domainbench.frontend.ui import md_escape
-from domainbench.models.generative import kind_of
+from domainbench.model_backends import kind_of
 from domainbench.store import open_store
 from domainbench.store.records import VLMUnitExtras
 
@@ -33,7 +33,8 @@ def test_new_domain_accepts_generative_model_names(name: str) -> None:
 
 
 def test_compare_ranking_marks_each_models_kind() -> None:
-    frame = pd.DataFrame([{"model": m, "group": "d", "acc": a, "mean_corrupted_acc": c, "mce": 1.0}
+    frame = pd.DataFrame([{"model": m, "group": "d", "domain_id": "d", "baseline": "embedded:fmnist-plain", "acc": a,
+                           "mean_corrupted_acc": c, "mce": 1.0}
                           for m, a, c in (("hf-vlm:tiny", 0.9, 0.7), ("embedded:fmnist-plain", 0.8, 0.75))])
     ranking = data.ranking_frame(frame)
     assert dict(zip(ranking["model"], ranking["kind"])) == {"hf-vlm:tiny": "generative",

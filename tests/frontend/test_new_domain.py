@@ -87,7 +87,7 @@ def test_plan_edit_and_launch_into_the_queue(populated: Store, monkeypatch: pyte
 
     launch(at, limit=40)
     assert not at.error, texts(at.error)
-    assert "Queued run" in texts(at.success)
+    assert "Queued run" in texts(at.warning)  # no worker runs here: said, not a green "a worker picks it up"
     queued = [r for r in populated.list_runs() if r.status == "queued"]
     assert len(queued) == 1
     run = queued[0]
@@ -109,6 +109,11 @@ def test_an_fmr_search_is_launched_into_the_queue_like_any_run(populated: Store,
     assert "at least 2 zero-shot models" in texts(at.error)  # refused on the page, nothing queued
     assert [r for r in populated.list_runs() if r.status == "queued"] == []
     launch(at, **{"fmr-oracle": "embedded:fmnist-plain, embedded:fmnist-augmented"})
+    # the tested models are the oracle: said before launch, nothing queued (issue 37, defect 10)
+    assert "both tested and in the FMR oracle" in texts(at.warning)
+    assert [r for r in populated.list_runs() if r.status == "queued"] == []
+    at.checkbox(key="fmr-overlap-ok").check()
+    launch(at)
     assert not at.error, texts(at.error)
     (run,) = [r for r in populated.list_runs() if r.status == "queued"]
     assert run.fmr is not None and run.fmr.oracle == ["embedded:fmnist-plain", "embedded:fmnist-augmented"]

@@ -159,8 +159,10 @@ def test_a_planned_domain_and_its_edits_survive_a_reload(store: Store, monkeypat
     # a corruption added by hand and removed again leaves the link; a new plan starts unedited
     again.button(key="rm-contrast").click().run()
     assert values(again, "add") == [] and values(again, "drop") == ["gaussian_noise"]
+    # the form holds the link's description (issue 37, defect 13: it held the example, so Plan planned another text)
+    assert again.text_area(key="domain-text").value == "dash-cam footage at night"
     next(b for b in again.button if b.label == "Plan").click().run()
-    assert values(again, "plan") not in ([], [did])  # the form's own text: another plan
+    assert values(again, "plan") == [did]  # that description planned again: the same plan, unedited
     assert not [k for k in ("drop", "add", "sev", "dropcomp") if values(again, k)]
 
 

@@ -68,6 +68,11 @@ CASES = {
     "endpoint URL with a password": lambda t, d: ["run", d, "--models", "openai-vlm:m@http://u:hunter2@127.0.0.1:1/v1"],
     "endpoint refuses connections": lambda t, d: ["run", d, "--models", "openai-vlm:m@http://127.0.0.1:1/v1"],
     "resume with another dataset": lambda t, d: ["run", "--resume", "r", "--dataset", str(t)],
+    "model option its backend lacks": lambda t, d: ["run", d, "--model-arg", "fake:a:mode=generate"],
+    "model option of an endpoint nan": lambda t, d: ["run", d, "--models", "openai-vlm:m@http://127.0.0.1:1/v1",
+                                                     "--model-arg", "openai-vlm:m@http://127.0.0.1:1/v1:request_timeout=nan"],
+    "model options table with a bad value": lambda t, d: ["run", d, "--run-config", _write(
+        t, "mt.toml", b'[models."openai-vlm:m@http://127.0.0.1:1/v1"]\nconcurrency = "many"\n')],
     "resume with a plan": lambda t, d: ["run", d, "--resume", "r"],
     "shift file named with a superscript digit": lambda t, d: (_superscript_shift(t), ["run", d, "--limit", "4", "--shift",
                                                                                          f"s={t / 'shift'}"])[1],
@@ -95,6 +100,9 @@ EXPECTED = {
     "endpoint URL with a password": "holds a user name or password",
     "endpoint refuses connections": "connection refused",
     "resume with another dataset": "leave out --dataset",
+    "model option its backend lacks": "--model-arg fake:a: 'mode' is not an option of the fake backend",
+    "model option of an endpoint nan": "--model-arg openai-vlm:m@http://127.0.0.1:1/v1: request_timeout:",
+    "model options table with a bad value": "[models] openai-vlm:m@http://127.0.0.1:1/v1: concurrency:",
     "resume with a plan": "leave out a domain config",
 }
 

@@ -257,8 +257,11 @@ def test_cli_outage_stops_resumably_then_recovers(serve: Any, home: Path, tmp_pa
     down = {"on": True}
     script = Throttle(lambda n, seen: 503 if down["on"] and n >= 3 else None)
     server = serve(script)
-    code, _, err = run_cli(_args(tmp_path, server.url, "--concurrency", "1", "--retry-budget", "0.5"), capsys,
-                           monkeypatch)
+    # shards of 2 images: the first shard is stored before the outage, so the run is kept to be resumed (a run
+    # that stored nothing is dropped: test_an_endpoint_failing_from_its_first_request_leaves_nothing_stored)
+    (tmp_path / "run.toml").write_text("shard_size = 2\n")
+    code, _, err = run_cli(_args(tmp_path, server.url, "--concurrency", "1", "--retry-budget", "0.5",
+                                 "--run-config", str(tmp_path / "run.toml")), capsys, monkeypatch)
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error:"), err
     assert server.url in err and "HTTP 503" in err and "domainbench run --resume remote" in err
@@ -291,3 +294,36 @@ def test_an_unusable_endpoint_is_refused_before_anything_is_stored(
     assert code == 2 and err.startswith("error:") and says in err and err.count("\n") == 1, err
     assert "hunter2" not in err and "Traceback" not in err
     assert not list(open_store().find("runs")) and not (home / "crash").exists()
+
+
+@pytest.mark.parametrize("status", [500, 401, 429])
+def test_an_endpoint_failing_from_its_first_request_leaves_nothing_stored(
+        serve: Any, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        status: int) -> None:
+    """Issue 36 item 17: a new run that stops before it stored any result leaves no run, domain or unit behind;
+    the message says so and to run the command again (not `--resume` of a run that is not there)."""
+    healthy = {"on": False}
+    server = serve(lambda req, n: Answer(content="a dog") if healthy["on"] else Answer(status=status))
+    code, _, err = run_cli(_args(tmp_path, server.url, "--retry-budget", "0.3"), capsys, monkeypatch)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error:"), err
+    assert f"HTTP {status}" in err and "nothing of the run was stored" in err and "--resume" not in err, err
+    store = open_store()
+    assert store.find("runs") == [] and store.find("domains") == [] and store.find("units") == []
+    assert not (home / "crash").exists()
+    healthy["on"] = True  # the same command, run id included, then runs
+    code, _, err = run_cli(_args(tmp_path, server.url), capsys, monkeypatch)
+    assert code == 0, err
+    assert open_store().get_run("remote").status == "done"
+
+
+def test_a_saved_plan_is_kept_when_a_failed_first_request_drops_the_run(
+        serve: Any, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    server = serve(lambda req, n: Answer(status=401))
+    open_store().domains.save(DomainConfig.model_validate(
+        {"domain": "remote", "corruptions": [{"name": "brightness", "severities": [5]}]}), created_at="2026-01-01")
+    before = [d.domain_id for d in open_store().find("domains")]
+    code, _, err = run_cli(_args(tmp_path, server.url), capsys, monkeypatch)
+    assert code == 2 and "nothing of the run was stored" in err, err
+    assert [d.domain_id for d in open_store().find("domains")] == before and open_store().find("runs") == []

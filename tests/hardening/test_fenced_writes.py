@@ -149,3 +149,88 @@ def test_a_ray_actor_writes_under_the_workers_lease_epoch(home: Path) -> None:
     with pytest.raises(LeaseLost):
         actor.store.units.put(_unit("r1", 1))
     assert [u.shard for u in store.find("units")] == [0]
+
+
+def _terminal_run(store, run_id: str = "r1"):  # noqa: ANN001, ANN202
+    """A run started from a terminal (no worker): its record names the driver's pid and host."""
+    from domainbench.store.repositories import domain_id
+
+    domain = DomainConfig(domain="d", corruptions=[CorruptionChoice(name="brightness", severities=[1])])
+    run = RunRecord(run_id=run_id, domain_id=domain_id(domain), domain=domain, config=RunConfig(models=["fake:a"]),
+                    status="running", created_at="2026-01-01T00:00:00", pid=4242, host="driver-host")
+    store.put_run(run)
+    return run
+
+
+@pytest.mark.parametrize("end", ["done", "cancelled", "failed", "deleted"])
+def test_a_ray_actor_of_a_terminal_run_writes_nothing_once_the_run_ended(home: Path, end: str) -> None:
+    """A run from a terminal on Ray: its actors write under the driver's process fence and only while the run is
+    "running"; a call still in flight when the run finished, was cancelled or deleted adds no unit."""
+    from domainbench.engine.ray_executor import ShardActor, store_locator
+    from domainbench.store.fence import ProcessFence, RunFencedOut, fence_out
+
+    store = open_store()
+    run = _terminal_run(store)
+    _, uri = store_locator(store)
+    cfg = RunConfig(models=["fake:a"], stability=False, threat=False).model_dump(mode="json")
+    actor = ShardActor(uri, cfg, [], ["fake:a"], False)  # a terminal run's actors are made before the run exists
+    actor.dataset = object()  # _begin only hands it on; no model is loaded for a write
+    driver = ProcessFence("r1", worker="", pid=4242, host="driver-host")
+    ctx = actor._begin("r1", run.domain.model_dump(mode="json"), driver)
+    ctx.store.units.put(_unit("r1", 0))  # while the run runs, its units land
+    ctx.store.update_run("r1", threat_anchors_per_class=3)  # and its record updates (the threat task's)
+    assert store.get_run("r1").threat_anchors_per_class == 3
+    if end == "deleted":
+        fence_out(store, "r1")
+        store.delete_run("r1")
+    else:
+        store.update_run("r1", status=end)
+    with pytest.raises(LeaseLost):
+        ctx.store.units.put(_unit("r1", 1))
+    assert [u.shard for u in store.find("units")] == ([] if end == "deleted" else [0])
+    if end == "deleted":  # and nothing a later run of the same id could adopt
+        with pytest.raises(RunFencedOut):
+            ctx.store.units.put(_unit("r1", 2))
+        assert store.find("units") == []
+
+
+def test_a_ray_actor_of_a_workers_run_stops_writing_once_the_run_is_done(home: Path) -> None:
+    from domainbench.engine.ray_executor import ShardActor, store_locator
+
+    store = open_store()
+    _queued(store)
+    run = queue_of(store).claim("w1", lease_s=60)
+    lease = Fence(run.run_id, "w1", run.lease_epoch)
+    _, uri = store_locator(FencedStore(store, lease))
+    cfg = RunConfig(models=["fake:a"], stability=False, threat=False).model_dump(mode="json")
+    actor = ShardActor(uri, cfg, [], ["fake:a"], False, (run.run_id, "w1", run.lease_epoch))
+    actor.dataset = object()
+    ctx = actor._begin("r1", run.domain.model_dump(mode="json"), lease)
+    ctx.store.units.put(_unit("r1", 0))
+    store.update_run("r1", status="done")  # the lease is still the worker's: only the status ended
+    with pytest.raises(LeaseLost):
+        ctx.store.units.put(_unit("r1", 1))
+    assert [u.shard for u in store.find("units")] == [0]
+
+
+def test_the_ray_driver_reads_a_refused_unit_of_a_cancelled_run_as_the_cancel(home: Path) -> None:
+    from domainbench.engine.cancel import CancelWatch, RunCancelled
+    from domainbench.engine.ray_executor import RayExecutor
+    from domainbench.store.fence import ProcessFence
+
+    store = open_store()
+    _terminal_run(store)
+    executor = RayExecutor.__new__(RayExecutor)
+
+    def refused(*args: object) -> None:
+        raise ProcessFence("r1", worker="", pid=4242, host="driver-host").lost()
+
+    executor.ready = refused  # type: ignore[method-assign]
+    cancel = CancelWatch(store, "r1")
+    cancel.check()  # a look just now: the next regular one would wait a second
+    store.update_run("r1", status="cancelled")
+    with pytest.raises(RunCancelled):
+        executor.ready_or_cancelled({}, [], "r1", "run", cancel)
+    store.update_run("r1", status="running")  # not cancelled: the refusal itself
+    with pytest.raises(LeaseLost):
+        executor.ready_or_cancelled({}, [], "r1", "fmr", cancel)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 from pathlib import Path
 
@@ -62,6 +63,16 @@ def test_names_print_literally(home: Path, tmp_path: Path, capsys: pytest.Captur
     assert code == 0, err
     rows = list(csv.DictReader(io.StringIO((tmp_path / "p.csv").read_bytes().decode("utf-8"))))  # valid UTF-8
     assert any(r["path"].endswith("\\xff.png") for r in rows) and any(ESC_CLASS in r.values() for r in rows)
+    # JSON a strict parser takes: no lone surrogate, not even as a \udcff escape; the byte as the CSV writes it
+    for target in (None, tmp_path / "p.json"):
+        code, out, err = run_cli(["export", "run:cat:1", "--predictions", "--format", "json",
+                                  *(["-o", str(target)] if target else [])], capsys, monkeypatch)
+        assert code == 0, err
+        text = target.read_bytes().decode("utf-8") if target else out
+        assert "\\ud" not in text.lower(), "a lone surrogate escape"
+        doc = json.loads(text)
+        assert all(isinstance(v, str) and v.encode("utf-8") for r in doc["rows"] for v in r.values() if isinstance(v, str))
+        assert any(r["path"].endswith("\\xff.png") for r in doc["rows"]) and len(doc["rows"]) == len(rows)
 
     code, _, err = run_cli(["rm", "run:cat:1", "--force"], capsys, monkeypatch, quiet=False)
     assert code == 0 and "deleted run run:cat:1" in err and "\U0001f431" not in err, err

@@ -2,12 +2,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest, norm
+from scipy.stats import norm
 from sklearn.metrics import balanced_accuracy_score
 
 from domainbench.metrics.confidence import MODEL_METRICS, model_metric_draws, run_intervals
 from domainbench.metrics.outcomes import image_outcomes
 from tests.metrics.confidence_fixtures import SAFE, synthetic_report, synthetic_units, textbook_loadings
+from tests.oracles.score_interval import wilson_cc_by_root
 
 
 def point(report, m, k: str) -> float | None:  # noqa: ANN001 - a RunReport and its ModelSummary
@@ -39,7 +40,7 @@ def test_zero_multipliers_reproduce_the_report_exactly() -> None:
             assert draws[m.model][k] == pytest.approx([point(report, m, k)] * 2, abs=1e-12), (m.model, k)
 
 
-def test_intervals_wilson_and_bootstrap() -> None:
+def test_intervals_continuity_corrected_wilson_and_smoothed() -> None:
     units = synthetic_units()
     report = synthetic_report(units)
     out = image_outcomes(units)
@@ -48,13 +49,11 @@ def test_intervals_wilson_and_bootstrap() -> None:
         ci = iv.cell(m.model, c.corruption, c.severity)
         assert ci is not None
         hits = int(np.trace(np.asarray(c.confusion)))
-        ref = binomtest(hits, c.n).proportion_ci(0.9, method="wilson")
-        assert ci.top1_accuracy == pytest.approx((ref.low, ref.high), abs=1e-9)
+        assert ci.top1_accuracy == pytest.approx(wilson_cc_by_root(hits, c.n, 0.9), abs=1e-9)
         if c.corruption == "clean":
             assert ci.label_flip_probability is None
         else:
-            ref = binomtest(c.flips, c.n).proportion_ci(0.9, method="wilson")
-            assert ci.label_flip_probability == pytest.approx((ref.low, ref.high), abs=1e-9)
+            assert ci.label_flip_probability == pytest.approx(wilson_cc_by_root(c.flips, c.n, 0.9), abs=1e-9)
         lo, hi = ci.balanced_accuracy
         assert lo <= c.accuracy <= hi and hi - lo > 0.05
     # each cell's interval is the closed-form smoothed one, written out here from the counts (MC error of 1,000 draws)
@@ -71,6 +70,12 @@ def test_intervals_wilson_and_bootstrap() -> None:
     # a caution for each rCE interval wider than 1, and none for the few-images case
     wide = [m.model for m in iv.models if m.rce is not None and m.rce[1] - m.rce[0] > 1.0]
     assert [n.split(":")[0] for n in iv.notes] == [f"rCE of {m}" for m in wide]
+    # each written by interval_text: the point, then the ends, joined by " to " where one is negative
+    for name, note in zip(wide, iv.notes, strict=True):
+        low, high = iv.model(name).rce
+        rce_point = next(m.rce for m in report.models if m.model == name)
+        sep = " to " if f"{low:.2f}".startswith("-") else "–"
+        assert note.startswith(f"rCE of {name}: {rce_point:.2f} ({low:.2f}{sep}{high:.2f}), an interval wider than 1: ")
     # model-level: every interval holds its point value; the baseline's own mCE is exactly 1
     for m in report.models:
         mi = iv.model(m.model)

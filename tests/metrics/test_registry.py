@@ -43,12 +43,12 @@ def test_every_declaration_is_complete_and_names_are_unique() -> None:
 def test_export_columns_keep_their_names_and_order() -> None:
     # the order of today's CSV/JSON exports (the golden file pins the values)
     intervals = [f"{m}_ci_{end}" for m in ("top1_accuracy", "balanced_accuracy", "label_flip_probability")
-                 for end in ("low", "high")] + ["balanced_accuracy_ci_approximate"]
+                 for end in ("low", "high")] + ["balanced_accuracy_ci_approximate", "ci_anytime_valid"]
     assert list(CELL_COLUMNS) == ["model", "corruption", "severity", "n_images", "balanced_accuracy", "top1_accuracy",
                                   "label_flip_probability", "label_flips", "shared_by_all_models", *intervals,
                                   "mean_pd_threat", "pd_safe", "ece", "nll", "ssim", "psnr_db"]
     assert all(CELL_COLUMNS[m.name] == m.meaning for m in metrics_of("cell"))
-    assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the Wilson score interval of top1_accuracy")
+    assert CELL_COLUMNS["top1_accuracy_ci_low"].startswith("lower end of the continuity-corrected Wilson score interval of top1_accuracy")
     assert CELL_COLUMNS["balanced_accuracy_ci_high"].startswith("upper end of the smoothed per-class normal interval")
     assert CELL_COLUMNS["balanced_accuracy_ci_approximate"].startswith("True where the cell's median class has fewer than 5")
     # metrics only some runs have are listed, but add their columns only to those runs' exports
@@ -264,3 +264,101 @@ def test_metrics_command_bad_input(args: list[str], expect: str, capsys: pytest.
     code, out, err = run_cli(args, capsys, monkeypatch)
     assert code == 2 and out == ""
     assert err.startswith("error: ") and expect in err and len(err.strip().splitlines()) == 1
+
+
+# --------------------------------------------------------------------------- one name per number
+
+
+def test_each_number_has_one_name_and_its_old_names_are_deprecated_aliases(capsys: pytest.CaptureFixture[str],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import warnings
+
+    from domainbench.metrics.registry import canonical_name
+
+    units, truth = _units(np.random.default_rng(5))
+    report = RunReport(run_id="r", baseline="m1", seed=0, classification=summarize(units, "m1"),
+                       versions=Versions(domainbench="test"))
+    aliases = {a: m.name for m in registry().all() for a in m.aliases}
+    assert aliases == {"acc": "clean_accuracy", "mean_corrupted_acc": "mean_corrupted_accuracy",
+                       "safe_acc": "safe_accuracy", "corr": "corr_accuracy_lfp", "pearson_acc_lfp": "corr_accuracy_lfp",
+                       "lfp": "label_flip_probability"}
+    # an alias is the old name of the very number: the stored field of that name holds the metric's value
+    for row in report.table():
+        model = report.classification.model(row.model)
+        for alias, name in aliases.items():
+            m = metric(alias)
+            assert m is metric(name)
+            if m.level == "model":
+                holder = row if alias in type(row).model_fields else model
+                assert getattr(holder, alias) == m.read(row), alias
+        y, pred, _ = truth[(row.model, "clean", 0)]
+        assert metric("acc").read(row) == pytest.approx(balanced_accuracy_score(y, pred), abs=1e-12)
+    for cell in report.classification.model("m2").cells:
+        assert metric("lfp").read(cell) == cell.lfp == pytest.approx(cell.flips / cell.n)
+    # no alias is another metric's name, and the lookups that read names back resolve them
+    assert not set(aliases) & {m.name for m in registry().all()}
+    assert [m.name for m in registry().find("corr")] == ["corr_accuracy_lfp"]
+    with pytest.warns(DeprecationWarning, match="'safe_acc' is deprecated; use 'safe_accuracy'"):
+        assert canonical_name("safe_acc") == "safe_accuracy"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert canonical_name("mce") == "mce" and canonical_name("not_a_metric") == "not_a_metric"
+    code, out, _ = run_cli(["metrics", "pearson_acc_lfp", "--format", "json"], capsys, monkeypatch)
+    assert code == 0 and json.loads(out) == [metric("corr_accuracy_lfp").describe()]
+    assert json.loads(out)[0]["deprecated_names"] == ["corr", "pearson_acc_lfp"]
+    with pytest.raises(MetricRegistryError, match="'acc' is declared twice"):
+        Registry([*registry().all(), Metric("acc", "A", "count", None, "a clash", "cell", ("n",), "sum", field="n")])
+
+
+# --------------------------------------------------------------------------- the interval a metric declares
+
+
+def _declared(monkeypatch: pytest.MonkeyPatch, **changes: dict[str, object]) -> None:
+    """The registry with some declarations changed (name -> fields), as a changed ``defs/`` file would make it."""
+    import dataclasses
+
+    from domainbench.metrics import registry as module
+
+    changed = Registry([dataclasses.replace(m, **changes.get(m.name, {})) for m in declared_metrics()])
+    monkeypatch.setattr(module, "registry", lambda: changed)
+
+
+def test_the_interval_a_metric_declares_is_the_one_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scipy.stats import binomtest
+
+    from domainbench.engine.export import cell_columns
+    from domainbench.metrics.confidence import model_interval_metrics, run_intervals
+    from domainbench.metrics.outcomes import image_outcomes
+    from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units
+
+    units = synthetic_units()
+    report, outcomes = synthetic_report(units), image_outcomes(units)
+
+    def intervals():  # noqa: ANN202
+        return run_intervals(report, outcomes, confidence=0.9, resamples=200, seed=1)
+
+    before = intervals()
+    # declared with none, top-1 accuracy and mCE get none, and top-1's export columns go; the rest is as it was
+    _declared(monkeypatch, top1_accuracy={"interval": None}, mce={"interval": None})
+    after = intervals()
+    assert all(c.top1_accuracy is None for c in after.cells) and all(m.mce is None for m in after.models)
+    assert "top1_accuracy_ci_low" not in cell_columns() and "balanced_accuracy_ci_low" in cell_columns()
+    for b, a in zip(before.cells, after.cells, strict=True):
+        assert (a.balanced_accuracy, a.label_flip_probability) == (b.balanced_accuracy, b.label_flip_probability)
+    for b, a in zip(before.models, after.models, strict=True):
+        assert a.model_dump(exclude={"mce"}) == b.model_dump(exclude={"mce"}) and b.mce is not None
+    # declared as a Wilson interval of other counts, that is what the cell gets (scipy's Wilson of those counts)
+    _declared(monkeypatch, label_flips={"interval": "wilson", "counts": lambda cell, threat: (cell.flips, 2 * cell.n)})
+    got = intervals()
+    for m, c in report.all_cells():
+        ref = binomtest(c.flips, 2 * c.n).proportion_ci(0.9, method="wilson")
+        assert got.cell(m.model, c.corruption, c.severity).label_flips == pytest.approx((ref.low, ref.high), abs=1e-12)
+    assert "label_flips_ci_high" in cell_columns()
+    # an interval the statistics cannot compute is refused, naming the metric
+    _declared(monkeypatch, corr_accuracy_lfp={"interval": "smoothed"})
+    with pytest.raises(MetricRegistryError, match="'corr_accuracy_lfp' declares interval 'smoothed'"):
+        model_interval_metrics()
+    with pytest.raises(MetricRegistryError, match="needs counts"):
+        Metric("w", "W", "fraction", "higher", "x", "cell", ("n",), "sum", field="n", interval="wilson").check()
+    with pytest.raises(MetricRegistryError, match="balanced accuracy only"):
+        Metric("s", "S", "fraction", "higher", "x", "cell", ("n",), "sum", field="n", interval="smoothed").check()

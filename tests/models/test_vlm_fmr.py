@@ -44,3 +44,19 @@ def test_an_unparsed_answer_abstains_from_the_vote() -> None:
 
     votes = np.array([[1, 1, -1], [2, -1, -1], [0, 1, -1], [-1, -1, -1]])
     assert majority(votes, 3).tolist() == [1, 2, TIE, TIE]
+
+
+def test_fmr_asks_a_generative_model_with_the_runs_options(llava: Path) -> None:
+    """FMR's tested models and oracle load with the run's per-model options (they once took the defaults)."""
+    ims = np.random.default_rng(2).integers(0, 256, (3, 28, 28), dtype=np.uint8)
+    options = {"score": "mean", "questions": ["What is this?", "Which animal or object is it?"]}
+    tested = load_tested(f"hf-vlm:{llava}", CLASSES, "cpu", 4, None, ims, options=options)
+    direct = create_model(f"hf-vlm:{llava}", "cpu")
+    direct.configure(CLASSES, VLMOptions(questions=tuple(options["questions"]), score="mean"))
+    asked = direct.classify(ims, 4).scores
+    np.testing.assert_allclose(tested.logits(ims).numpy(), asked, atol=1e-5)
+    direct.configure(CLASSES, VLMOptions())
+    assert not np.allclose(asked, direct.classify(ims, 4).scores, atol=1e-3)  # the options changed the scores
+    oracle = load_oracle([f"hf-vlm:{llava}", "embedded:fmnist-plain"], CLASSES, "cpu", 4, None,
+                         options={f"hf-vlm:{llava}": options})
+    assert oracle.members[0].model.options.score == "mean" and len(oracle.members[0].model.options.questions) == 2

@@ -277,10 +277,12 @@ def test_embedded_models_agree_with_clip_benchmark(home: Path, tmp_path: Path) -
 def test_hub_backends_agree_with_clip_benchmark(home: Path, tmp_path: Path, hub_models: dict[str, str]) -> None:
     got = assert_agree(list(hub_models.values()), limit=HUB_LIMIT, tmp=tmp_path)
     # every built-in backend took part (plug-ins registered by other tests are not ours to check)
-    builtin = {p for p in MODEL_BACKENDS.names() if MODEL_BACKENDS.origin(p).startswith("built-in")}
-    # generative VLMs classify by likelihood or answers, not embeddings: clip_benchmark has no protocol
-    # for them (tests/models/test_vlm_run.py holds them to a plainly written unbatched reference)
-    builtin -= {"hf-vlm", "openai-vlm"}
+    # generative VLMs classify by likelihood or answers, and plain classifiers by their own logits, not
+    # embeddings: clip_benchmark has no protocol for them (tests/models/test_vlm_run.py holds generative
+    # ones to a plainly written unbatched reference; test_backend_registry.py the classifiers to their logits)
+    builtin = {p for p in MODEL_BACKENDS.names() if MODEL_BACKENDS.origin(p).startswith("built-in")
+               and MODEL_BACKENDS.get(p).capabilities.kind == "contrastive"}
+    assert {"embedded", "open_clip", "hf", "local"} <= builtin
     tested = {m.split(":", 1)[0] for m in hub_models.values()} | {"embedded"}
     assert builtin <= tested
     assert len(got) == 2 * len(hub_models)

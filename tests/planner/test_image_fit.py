@@ -62,7 +62,11 @@ def test_grayscale_sample_loses_the_colour_severities_that_change_nothing() -> N
 def test_colour_images_keep_every_colour_corruption() -> None:
     rgb = np.random.default_rng(0).integers(0, 256, size=(4, 32, 32, 3), dtype=np.uint8)
     cfg = plan_of(("saturate", [1, 5]), ("chromatic_aberration", [3]))
-    assert fit_to_images(cfg, rgb, "colour") == cfg
+    fitted = fit_to_images(cfg, rgb, "colour")
+    assert fitted.corruptions == cfg.corruptions and fitted.planner.violations == cfg.planner.violations
+    from domainbench.planner.audit import digest_pixels
+
+    assert fitted.planner.inputs == {"dataset": digest_pixels(rgb)}  # the pixels it rests on are recorded
 
 
 def test_a_plan_that_would_be_empty_is_kept_and_says_so() -> None:

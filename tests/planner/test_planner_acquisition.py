@@ -164,7 +164,7 @@ def test_every_rule_factor_is_an_acquisition_factor() -> None:
 def test_the_benchmark_targets_quick() -> None:
     """benchmarks/planner_agreement.py, quick: the paper's six and the new set's tuning part meet issue 39's
     targets; the held-out third is scored and printed (it is never tuned on), with a floor at its value
-    before any tuning (0.655) so a regression shows."""
+    when it was first run, before any tuning (0.829 = 29/35, 2026-11-27), so a regression shows."""
     from benchmarks import planner_agreement as bench
 
     def offline(text: str) -> set[str]:
@@ -178,4 +178,15 @@ def test_the_benchmark_targets_quick() -> None:
     assert tuned.recall >= bench.NEW_RECALL and tuned.impossible_picks == 0, (tuned.missed, tuned.impossible)
     held = bench.score_new(offline, heldout=True)
     print(f"held-out third: recall {held.recall:.3f}, impossible picks {held.impossible_picks}")
-    assert held.required == 29 and held.recall >= 0.655
+    assert held.required == 35 and held.found >= 29
+
+
+def test_a_portable_xray_scanner_is_no_flatbed() -> None:
+    """The product's own example: 'scanners' beside 'X-rays' is a radiography unit, so the flatbed rule
+    (which forbids motion blur: the lid holds the page still) must not fire; a page scanner still reads so."""
+    from domainbench.planner import rules
+
+    xray = rules.requirements("Chest X-rays from portable scanners in intensive care.", ["motion_blur", "rain"])
+    assert "flatbed or sheet-fed scans" not in {k.label for k in xray.kinds}
+    page = rules.requirements("Invoices fed through an office scanner.", ["motion_blur", "rain"])
+    assert "flatbed or sheet-fed scans" in {k.label for k in page.kinds} and "motion_blur" in page.forbidden

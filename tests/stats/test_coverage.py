@@ -24,6 +24,8 @@ def test_every_quick_interval_holds_its_truth(rows: list[dict]) -> None:
     assert {r["scenario"] for r in now if r["what"].startswith("cell balanced")} == {
         "100 classes, n = 100, spread 0.0", "100 classes, n = 100, spread 0.5",
         "10 classes, n = 300, spread 0.0", "10 classes, n = 300, spread 0.5"}
+    # run --breaking-point's interval, with one image per class (where its old bootstrap held 5 of 20)
+    assert [r["scenario"] for r in now if r["what"].startswith("breaking point")] == ["100 classes, n = 100, spread 0.5"]
     # 0.94 less three Monte Carlo errors: 0.880 at 120 replications
     failing = [(r["what"], r["scenario"], r["share"]) for r in now if not passes(r, quick=True)]
     assert not failing and all(r["share"] >= lenient(0.94, REPS) for r in now), failing

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from domainbench.metrics.registry import Metric
+from domainbench.results import CLEAN
 
 
 def top1_accuracy(cell: Any, threat: Any = None) -> float | None:
@@ -15,6 +16,21 @@ def top1_accuracy(cell: Any, threat: Any = None) -> float | None:
     if total == 0:
         return None
     return int(cell.confusion.correct().sum()) / total
+
+
+def top1_counts(cell: Any, threat: Any = None) -> tuple[int, int] | None:
+    """(correct, images) of a labelled cell: what its Wilson interval is of."""
+    if cell.confusion is None:
+        return None
+    return int(cell.confusion.correct().sum()), cell.n
+
+
+def flip_counts(cell: Any, threat: Any = None) -> tuple[int, int] | None:
+    """(flips, images) of a corrupted cell paired with clean images; None for the clean pass (0 by definition)
+    and for an unpaired real-shift cell (nothing to flip from)."""
+    if cell.corruption == CLEAN or cell.lfp is None:
+        return None
+    return cell.flips, cell.n
 
 
 _CELL = "summed over the cell's shards"
@@ -35,11 +51,12 @@ METRICS = (
     Metric("top1_accuracy", "top-1 accuracy", "fraction", "higher",
            "fraction of images whose top-1 prediction is the true class (empty when unlabelled)", "cell",
            ("confusion",), f"confusion matrices {_CELL}, then trace over total", interval="wilson",
-           order=30, percent=True, compute=top1_accuracy),
+           order=30, percent=True, compute=top1_accuracy, counts=top1_counts,
+           interval_order=15),  # the exports' interval columns have always begun with top-1's
     Metric("label_flip_probability", "label flip probability", "fraction", "lower",
            "fraction of images whose prediction differs from the clean one (0 for clean)", "cell", ("flips", "n"),
            f"flips and images {_CELL}, then flips over images", interval="wilson", order=40, percent=True,
-           field="lfp", ui_header="flip probability %"),
+           field="lfp", ui_header="flip probability %", counts=flip_counts, aliases=("lfp",)),
     Metric("label_flips", "label flips", "count", "lower", "number of images whose prediction differs from the clean one",
            "cell", ("flips",), _CELL, order=50, field="flips"),
     Metric("shared_by_all_models", "shared by all models", "flag", None,
@@ -61,11 +78,11 @@ METRICS = (
     # -- one model over the run: the summary table
     Metric("clean_accuracy", "clean accuracy", "fraction", "higher", "balanced accuracy on the uncorrupted images",
            "model", ("confusion",), "the clean pass's cell", interval="smoothed", order=10, cli_header="clean%",
-           ui_header="clean acc %", percent=True, field="acc", cli_note=_ACC_NOTE),
+           ui_header="clean acc %", percent=True, field="acc", cli_note=_ACC_NOTE, aliases=("acc",)),
     Metric("mean_corrupted_accuracy", "mean corrupted accuracy", "fraction", "higher",
            "balanced accuracy averaged over the corruption × severity cells", "model", ("confusion",), _COMMON,
            interval="smoothed", order=20, cli_header="corr%", ui_header="corrupted acc %", percent=True,
-           field="mean_corrupted_acc", cli_note=_ACC_NOTE),
+           field="mean_corrupted_acc", cli_note=_ACC_NOTE, aliases=("mean_corrupted_acc",)),
     Metric("mce", "mCE", "ratio", "lower",
            "mean corruption error: the model's errors under corruption relative to the baseline's, averaged over the "
            "corruptions", "model", ("confusion",),
@@ -79,5 +96,5 @@ METRICS = (
     Metric("corr_accuracy_lfp", "corr(acc, LFP)", "correlation", None,
            "Pearson correlation of balanced accuracy and label flip probability across the cells", "model",
            ("confusion", "flips", "n"), "Pearson's r over the common cells (needs 3)", order=70, cli_header="r",
-           field="corr", cli_note="Pearson(accuracy, flip probability) across cells"),
+           field="corr", cli_note="Pearson(accuracy, flip probability) across cells", aliases=("corr", "pearson_acc_lfp")),
 )

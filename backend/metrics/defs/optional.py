@@ -12,6 +12,6 @@ METRICS = (
     Metric("breaking_point", "breaking point", "fraction", "higher",
            "where on the corruption's continuous scale (0 weakest, 1 strongest) balanced accuracy falls below the "
            "threshold", "corruption", ("images scored along the scale (run --breaking-point)",),
-           "bisection of the scale, balanced accuracy at each point evaluated", interval="bootstrap", order=40,
+           "bisection of the scale, balanced accuracy at each point evaluated", interval="smoothed", order=40,
            always=False, field="breaking_point"),
 )

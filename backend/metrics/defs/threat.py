@@ -23,5 +23,5 @@ METRICS = (
            "balanced accuracy averaged over the cells the PD threat shows label-preserving (PD-safe)", "model",
            ("confusion", "threat: sum, n"), "mean over the PD-safe common cells", interval="smoothed", order=30,
            cli_header="safe%", ui_header="safe-cell acc %", percent=True, field="safe_acc",
-           cli_note="averaged over cells whose PD threat is safe"),
+           cli_note="averaged over cells whose PD threat is safe", aliases=("safe_acc",)),
 )
