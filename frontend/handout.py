@@ -137,7 +137,7 @@ def _thumbnails(run: RunRecord, flips: list[Flip]) -> str:
 
 def caveats(run: RunRecord, report: RunReport, intervals: RunIntervals | None) -> list[str]:
     """What the run did not measure or measures only approximately, in plain sentences."""
-    from domainbench.models.generative import is_remote_model
+    from domainbench.model_backends import capabilities_of
 
     out = []
     if not report.models or not report.models[0].labeled:
@@ -152,7 +152,7 @@ def caveats(run: RunRecord, report: RunReport, intervals: RunIntervals | None) -
         out.append(f"PD-borderline cells (the images cannot tell whether labels survive): {', '.join(border)}.")
     if not report.threat:
         out.append("The PD threat was not computed (run --no-threat): no cell is known to be label-preserving.")
-    remote = [m for m in report.model_names if is_remote_model(m)]
+    remote = [m for m in report.model_names if (c := capabilities_of(m)).remote and not c.image_embeddings]
     if remote:
         out.append(f"Remote models without image embeddings (no stability, no PD threat from them): {', '.join(remote)}.")
     if not report.stability:
