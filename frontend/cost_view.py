@@ -5,12 +5,12 @@ draw the same figure."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import plotly.graph_objects as go
-
-from domainbench.frontend.figures import model_colors
 from domainbench.metrics.cost import ModelCost, fastest_not_worse, model_costs
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 TITLE = "cost beside robustness (stars: Pareto-efficient; bars: 95 % intervals)"
 
@@ -31,6 +31,10 @@ def sentence(costs: Sequence[ModelCost], comparison: Any) -> str | None:
 
 def pareto_figure(costs: Sequence[ModelCost], bounds: Mapping[str, tuple[float, float] | None]) -> go.Figure:
     """``bounds``: per model the interval of its mean corrupted accuracy (fractions), drawn as error bars."""
+    import plotly.graph_objects as go  # here: `report --format md` draws nothing and stays without plotly
+
+    from domainbench.frontend.figures import model_colors
+
     colors = model_colors([c.model for c in costs])
     fig = go.Figure()
     for c in costs:

@@ -152,7 +152,7 @@ def caveats(run: RunRecord, report: RunReport, intervals: RunIntervals | None) -
         out.append(f"PD-borderline cells (the images cannot tell whether labels survive): {', '.join(border)}.")
     if not report.threat:
         out.append("The PD threat was not computed (run --no-threat): no cell is known to be label-preserving.")
-    remote = [m for m in report.model_names if capabilities_of(m).remote]
+    remote = [m for m in report.model_names if (c := capabilities_of(m)).remote and not c.image_embeddings]
     if remote:
         out.append(f"Remote models without image embeddings (no stability, no PD threat from them): {', '.join(remote)}.")
     if not report.stability:

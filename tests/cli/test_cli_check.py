@@ -12,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest, norm
+from scipy.stats import norm
 
 from domainbench.config import CorruptionChoice, DomainConfig, save
 from tests.cli_runner import run_cli as cli
+from tests.oracles.score_interval import wilson_cc_by_root
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "engine"))
@@ -82,12 +83,12 @@ def test_requirements_hold_or_fail_by_the_run_s_numbers(at: Path, capsys, monkey
     assert cli(["check", "both", "-r", f"mce <= {worst - 0.001}", "--model", best], capsys, monkeypatch)[0] == 0
 
 
-def test_a_cell_requirement_reads_the_cell_and_its_wilson_interval(at: Path, capsys, monkeypatch) -> None:
+def test_a_cell_requirement_reads_the_cell_and_its_proportion_interval(at: Path, capsys, monkeypatch) -> None:
     code, out, err = cli(["export", "both"], capsys, monkeypatch)
     row = next(r for r in csv.DictReader(io.StringIO(out)) if r["model"] == PLAIN and r["corruption"] == "contrast"
                and r["severity"] == "5")
     lfp, flips = float(row["label_flip_probability"]), int(row["label_flips"])
-    high = binomtest(flips, 60).proportion_ci(0.9, method="wilson").high  # independent of the package
+    high = wilson_cc_by_root(flips, 60, 0.9)[1]  # the registry's "wilson": continuity-corrected, by root-finding
     req = f"model={PLAIN} label_flip_probability@contrast:5 <= {lfp:.6f}"
     assert cli(["check", "both", "-r", req], capsys, monkeypatch)[0] == 0
     code, out, err = cli(["check", "both", "-r", req, "--confident", "--confidence", "0.9"], capsys, monkeypatch)
