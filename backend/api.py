@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from domainbench.config import DomainConfig, RunConfig
     from domainbench.engine.executor_options import ExecutorOptions
     from domainbench.engine.tasks import RunEvents, RunStats
+    from domainbench.finetune.train import FinetuneResult
     from domainbench.metrics.comparison import Comparison
     from domainbench.metrics.confidence import RunIntervals
     from domainbench.metrics.registry import Metric
@@ -380,3 +381,29 @@ def resume(run_id: str, *, skip_unreadable: bool = False, executor: str | Execut
     units are not recomputed. ``skip_unreadable`` goes on past an image file that does not decode."""
     return run_plan(_store(store), lambda engine: engine.resume(run_id, skip_unreadable), executor=executor_options(executor),
                     events=events)
+
+
+# --------------------------------------------------------------------------- fine-tuning
+
+
+def finetune(model: str, plan: DomainConfig | str | Path, dataset: str | Path, out: str | Path, *, overwrite: bool = False,
+             on_step: Callable[[int, int, int, float, float], None] | None = None, **options: Any) -> FinetuneResult:
+    """Fine-tune ``model``'s image tower so corrupted images embed like clean ones (``domainbench finetune``).
+
+    Minimises L1 + λ·L2 (stability paper §6.1) on ``dataset``'s training split (labels unread), each step
+    drawing corruptions from ``plan``; writes ``out``, a ``local:`` model folder with a model card.
+    ``options``: ``epochs``, ``lr``, ``lam``, ``batch_size``, ``train_split``, ``trainable`` (``all`` or
+    ``last-N``), ``seed``, ``device``, ``image_size``. ``on_step(epoch, step, steps, l1, l2)`` sees progress.
+    Returns the result: ``.model`` is the name to evaluate (``local:OUT``), ``.state`` the split and loss curve.
+    """
+    from domainbench.finetune import train
+
+    return train(model, plan, dataset, out, overwrite=overwrite, on_step=on_step, **options)
+
+
+def finetune_resume(out: str | Path, *, epochs: int | None = None,
+                    on_step: Callable[[int, int, int, float, float], None] | None = None) -> FinetuneResult:
+    """Continue the fine-tune in ``out`` from its last epoch checkpoint (bit-identical to not stopping)."""
+    from domainbench.finetune import resume
+
+    return resume(out, epochs=epochs, on_step=on_step)
