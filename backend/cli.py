@@ -1131,7 +1131,7 @@ def finetune(
     last = result.state.history[-1] if result.state.history else None
     if last is not None:
         _say(f"epoch {last['epoch']:g}: L1 {last['l1']:+.4f}, L2 {last['l2']:+.4f}")
-    console.print(f"fine-tuned model in {markup_safe(result.out)}: evaluate it with --models {markup_safe(result.model)}")
+    console.print(f"fine-tuned model in {markup_safe(result.out)}: evaluate it with --models {markup_safe(result.model)}", soft_wrap=True)
 
 
 def _terminate(signum: int, frame: Any) -> None:

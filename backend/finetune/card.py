@@ -6,12 +6,11 @@ from pathlib import Path
 from typing import Any
 
 
-def card_text(state: Any, out: Path) -> str:
+def card_text(state: Any, out: Path, plan_file: str) -> str:
     from domainbench.config import load_domain
-    from domainbench.finetune.train import PLAN_FILE
 
     o = state.options
-    plan = load_domain(out / PLAN_FILE)
+    plan = load_domain(out / plan_file)
     cells = [f"{c.name} (severities {', '.join(map(str, c.severities))})" for c in plan.corruptions]
     cells += [f"{c.cell_name} ({' then '.join(f'{n}@{s}' for n, s in c.pairs)})" for c in plan.compositions]
     fp = state.fingerprint
@@ -25,7 +24,7 @@ def card_text(state: Any, out: Path) -> str:
         "",
         "## Lineage",
         f"- base model: `{state.base}`",
-        f"- plan: domain {plan.domain!r} ({PLAN_FILE} in this folder); each step draws per image one of: {'; '.join(cells)}",
+        f"- plan: domain {plan.domain!r} ({plan_file} in this folder); each step draws per image one of: {'; '.join(cells)}",
         "",
         "## Data",
         f"- dataset: `{state.dataset}` ({state.n_images} images; fingerprint kind {fp.get('kind')}, "
@@ -47,5 +46,5 @@ def card_text(state: Any, out: Path) -> str:
     return "\n".join(lines)
 
 
-def write_card(path: Path, state: Any, out: Path) -> None:
-    path.write_text(card_text(state, out), encoding="utf-8")
+def write_card(path: Path, state: Any, out: Path, plan_file: str) -> None:
+    path.write_text(card_text(state, out, plan_file), encoding="utf-8")

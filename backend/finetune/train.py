@@ -249,7 +249,7 @@ def _save(out: Path, state: FinetuneState, base_model: Any, tower: Any, optimize
     _atomic(out / STATE_FILE, lambda p: p.write_text(state.model_dump_json(indent=1)))
     from domainbench.finetune.card import write_card
 
-    _atomic(out / CARD_FILE, lambda p: write_card(p, state, out))
+    _atomic(out / CARD_FILE, lambda p: write_card(p, state, out, PLAN_FILE))
 
 
 # --------------------------------------------------------------------------- training
@@ -355,7 +355,7 @@ def _loop(out: Path, state: FinetuneState, domain: DomainConfig, ds: Any, on_ste
             loss.backward()
             grads_ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
             if not (torch.isfinite(loss) and grads_ok):
-                raise _diverged(out, state, epoch, step, float(loss))
+                raise _diverged(out, state, epoch, step, float(loss.detach()))
             optimizer.step()
             if not all(torch.isfinite(p).all() for p in params):
                 raise _diverged(out, state, epoch, step, float("nan"))
