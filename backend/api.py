@@ -407,3 +407,21 @@ def finetune_resume(out: str | Path, *, epochs: int | None = None,
     from domainbench.finetune import resume
 
     return resume(out, epochs=epochs, on_step=on_step)
+
+
+def finetune_evaluate(out: str | Path, *, seed: int | None = None, device: str | None = None,
+                      store: Store | str | Path | None = None, events: RunEvents | None = None, **settings: Any) -> Run:
+    """The fine-tune's built-in evaluation: the base and the fine-tuned model side by side under its plan, on
+    the held-out images only (the split's other part; never a training image). Returns the run:
+    ``.summary()`` has clean and corrupted accuracy with intervals, ``.report.stability`` the DivergenceRadius
+    and cosine robustness per model and corruption. ``settings``: more run settings (``stability_images``, ...)."""
+    from domainbench.finetune.heldout import heldout_manifest, read_state
+    from domainbench.finetune.train import PLAN_FILE
+
+    out = Path(out).resolve()
+    state = read_state(out)
+    manifest, classes = heldout_manifest(out)
+    settings.setdefault("threat", False)  # the PD threat says nothing about the fine-tune; it only costs time
+    return run(out / PLAN_FILE, [state.base, f"local:{out}"], dataset=manifest, classes=classes, baseline=state.base,
+               image_size=state.options.image_size, seed=state.options.seed if seed is None else seed,
+               device=device or state.options.device, store=store, events=events, **settings)
