@@ -1097,6 +1097,7 @@ def finetune(
     image_size: Annotated[Optional[int], typer.Option(help="File images are resized and centre-cropped to this size (default 224).")] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace OUT when it is an earlier fine-tune's folder.")] = False,
     resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue the fine-tune in this folder from its last checkpoint.")] = None,
+    evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="After training, evaluate base and fine-tuned model on the held-out images.")] = True,
 ) -> None:
     """Fine-tune a model's image tower so corrupted images embed like clean ones (stability paper §6.1)."""
     from domainbench import api
@@ -1132,6 +1133,36 @@ def finetune(
     if last is not None:
         _say(f"epoch {last['epoch']:g}: L1 {last['l1']:+.4f}, L2 {last['l2']:+.4f}")
     console.print(f"fine-tuned model in {markup_safe(result.out)}: evaluate it with --models {markup_safe(result.model)}", soft_wrap=True)
+    if evaluate:
+        store = _store()
+        with (eval_progress := _progress()) or contextlib.nullcontext():
+            run = api.finetune_evaluate(result.out, store=store, events=RichEvents(eval_progress))
+        _print_finetune_evaluation(run, result.state.base, f"local:{result.out.resolve()}")
+
+
+def _print_finetune_evaluation(run: Any, base: str, tuned: str) -> None:
+    """Base beside fine-tuned on the held-out images: accuracy clean and corrupted with intervals, DivergenceRadius."""
+    summary = run.summary().set_index("model")
+    table = Table(title=f"held-out evaluation (run {run.id}, {summary.shape[0]} models)", box=box.SIMPLE)
+    for col in ("model", "clean accuracy", "corrupted accuracy", *(f"radius {s.corruption}" for s in run.report.stability
+                                                                     if s.model == base)):
+        table.add_column(col)
+    radius = {(s.model, s.corruption): s.divergence_radius for s in run.report.stability}
+
+    def acc(row: Any, name: str) -> str:
+        return f"{row[name]:.3f} [{row[name + '_ci_low']:.3f}, {row[name + '_ci_high']:.3f}]"
+
+    for name in (base, tuned):
+        row = summary.loc[name]
+        table.add_row(literal(name), acc(row, "clean_accuracy"), acc(row, "mean_corrupted_accuracy"),
+                      *(f"{radius[(name, s.corruption)]:.3f}" for s in run.report.stability if s.model == base))
+    console.print(table)
+    b, t = summary.loc[base], summary.loc[tuned]
+    above = t["mean_corrupted_accuracy_ci_low"] > b["mean_corrupted_accuracy"]
+    console.print(f"verdict: corrupted accuracy {b['mean_corrupted_accuracy']:.3f} -> {acc(t, 'mean_corrupted_accuracy')} "
+                  f"({'its interval lies above the base' if above else 'not clearly above the base'}); clean accuracy "
+                  f"{b['clean_accuracy']:.3f} -> {acc(t, 'clean_accuracy')}. `domainbench show {run.id}` has every cell.",
+                  soft_wrap=True, markup=False)
 
 
 def _terminate(signum: int, frame: Any) -> None:

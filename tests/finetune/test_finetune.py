@@ -176,8 +176,17 @@ def test_the_cli_trains_and_prints_the_model_name(data: tuple[Path, Path], tmp_p
                                                   capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     images, plan = data
     out = tmp_path / "ft"
+    monkeypatch.setenv("DOMAINBENCH_HOME", str(tmp_path / "home"))
     code, stdout, err = run_cli(["finetune", BASE, "--plan", str(plan), "--dataset", str(images), "-o", str(out), "--epochs", "1",
                                  "--batch-size", "16", "--image-size", "28", "--lambda", "5"], capsys, monkeypatch)
     assert code == 0, err
     assert f"--models local:{out}" in stdout
+    # the built-in evaluation ran on the 8 held-out images and printed base beside fine-tuned
+    assert "held-out evaluation" in stdout and "verdict: corrupted accuracy" in stdout
+    from domainbench import api
+
+    run_id = stdout.split("domainbench show ")[1].split("`")[0]
+    run = api.load_run(run_id, store=tmp_path / "home")
+    assert run.record.config.models == [BASE, f"local:{out.resolve()}"]
+    assert run.report.model(BASE).clean.n == 8
     assert json.loads((out / "finetune.json").read_text())["options"]["lam"] == 5.0
