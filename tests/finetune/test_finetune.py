@@ -190,3 +190,13 @@ def test_the_cli_trains_and_prints_the_model_name(data: tuple[Path, Path], tmp_p
     assert run.record.config.models == [BASE, f"local:{out.resolve()}"]
     assert run.report.model(BASE).clean.n == 8
     assert json.loads((out / "finetune.json").read_text())["options"]["lam"] == 5.0
+
+
+def test_lambda_trades_robustness_for_closeness_to_the_base(data: tuple[Path, Path], tmp_path: Path) -> None:
+    # the paper's λ trade-off on the training losses: λ = 0 ends more stable under corruption (lower L1)
+    # and further from the base (higher L2) than λ = 5
+    images, plan = data
+    free = train(BASE, plan, images, tmp_path / "l0", **{**FAST, "epochs": 2, "lam": 0.0}).state.history[-1]
+    tied = train(BASE, plan, images, tmp_path / "l5", **{**FAST, "epochs": 2, "lam": 5.0}).state.history[-1]
+    assert free["l1"] < tied["l1"] and free["l2"] > tied["l2"]
+    assert free["loss"] == pytest.approx(free["l1"]) and tied["loss"] == pytest.approx(tied["l1"] + 5 * tied["l2"])
