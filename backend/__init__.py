@@ -25,10 +25,12 @@ except PackageNotFoundError:  # a source checkout that was never installed
     __version__ = "0+unknown"
 
 if TYPE_CHECKING:
-    from domainbench.api import Run, check, compare, list_corruptions, list_models, list_runs, load_plan, load_run, plan, resume, run
+    from domainbench.api import (Run, check, compare, finetune, finetune_resume, list_corruptions, list_models, list_runs,
+                                 load_plan, load_run, plan, resume, run)
 
 #: the names ``domainbench`` lends from ``domainbench.api``
-API = ("Run", "check", "compare", "list_corruptions", "list_models", "list_runs", "load_plan", "load_run", "plan", "resume", "run")
+API = ("Run", "check", "compare", "finetune", "finetune_resume", "list_corruptions", "list_models", "list_runs", "load_plan",
+       "load_run", "plan", "resume", "run")
 
 __all__ = ["__version__", *API]
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from domainbench.engine.gate import CheckResult
     from domainbench.engine.executor_options import ExecutorOptions
     from domainbench.engine.tasks import RunEvents, RunStats
+    from domainbench.finetune.train import FinetuneResult
     from domainbench.metrics.comparison import Comparison
     from domainbench.metrics.confidence import RunIntervals
     from domainbench.metrics.registry import Metric
@@ -413,3 +414,47 @@ def resume(run_id: str, *, skip_unreadable: bool = False, executor: str | Execut
     units are not recomputed. ``skip_unreadable`` goes on past an image file that does not decode."""
     return run_plan(_store(store), lambda engine: engine.resume(run_id, skip_unreadable), executor=executor_options(executor),
                     events=events)
+
+
+# --------------------------------------------------------------------------- fine-tuning
+
+
+def finetune(model: str, plan: DomainConfig | str | Path, dataset: str | Path, out: str | Path, *, overwrite: bool = False,
+             on_step: Callable[[int, int, int, float, float], None] | None = None, **options: Any) -> FinetuneResult:
+    """Fine-tune ``model``'s image tower so corrupted images embed like clean ones (``domainbench finetune``).
+
+    Minimises L1 + λ·L2 (stability paper §6.1) on ``dataset``'s training split (labels unread), each step
+    drawing corruptions from ``plan``; writes ``out``, a ``local:`` model folder with a model card.
+    ``options``: ``epochs``, ``lr``, ``lam``, ``batch_size``, ``train_split``, ``trainable`` (``all`` or
+    ``last-N``), ``seed``, ``device``, ``image_size``. ``on_step(epoch, step, steps, l1, l2)`` sees progress.
+    Returns the result: ``.model`` is the name to evaluate (``local:OUT``), ``.state`` the split and loss curve.
+    """
+    from domainbench.finetune import train
+
+    return train(model, plan, dataset, out, overwrite=overwrite, on_step=on_step, **options)
+
+
+def finetune_resume(out: str | Path, *, epochs: int | None = None,
+                    on_step: Callable[[int, int, int, float, float], None] | None = None) -> FinetuneResult:
+    """Continue the fine-tune in ``out`` from its last epoch checkpoint (bit-identical to not stopping)."""
+    from domainbench.finetune import resume
+
+    return resume(out, epochs=epochs, on_step=on_step)
+
+
+def finetune_evaluate(out: str | Path, *, seed: int | None = None, device: str | None = None,
+                      store: Store | str | Path | None = None, events: RunEvents | None = None, **settings: Any) -> Run:
+    """The fine-tune's built-in evaluation: the base and the fine-tuned model side by side under its plan, on
+    the held-out images only (the split's other part; never a training image). Returns the run:
+    ``.summary()`` has clean and corrupted accuracy with intervals, ``.report.stability`` the DivergenceRadius
+    and cosine robustness per model and corruption. ``settings``: more run settings (``stability_images``, ...)."""
+    from domainbench.finetune.heldout import heldout_manifest, read_state
+    from domainbench.finetune.train import PLAN_FILE
+
+    out = Path(out).resolve()
+    state = read_state(out)
+    manifest, classes = heldout_manifest(out)
+    settings.setdefault("threat", False)  # the PD threat says nothing about the fine-tune; it only costs time
+    return run(out / PLAN_FILE, [state.base, f"local:{out}"], dataset=manifest, classes=classes, baseline=state.base,
+               image_size=state.options.image_size, seed=state.options.seed if seed is None else seed,
+               device=device or state.options.device, store=store, events=events, **settings)

@@ -1345,6 +1345,104 @@ def demo(
                   f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {markup_safe(run_id)}` prints this table again.")
 
 
+# --------------------------------------------------------------------------- finetune (docs/finetune.md)
+
+
+def _number(flag: str, text: Optional[str]) -> Optional[float]:
+    """A number option read as text, so a typo is one `error:` line (click's usage error is several)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise UserInputError(f"{flag} {text!r} is not a number; give e.g. {flag} 1") from None
+
+
+@app.command()
+def finetune(
+    model: Annotated[Optional[str], typer.Argument(help="The base model, e.g. embedded:fmnist-plain.")] = None,
+    plan: Annotated[Optional[Path], typer.Option("--plan", help="Domain config TOML: the corruptions to train against.")] = None,
+    dataset: Annotated[Optional[str], typer.Option("--dataset", help="Images (labels are never read): sample, a folder or a CSV manifest.")] = None,
+    out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Output folder: a local: model (evaluate with --models local:OUT).")] = None,
+    epochs: Annotated[Optional[int], typer.Option(help="Epochs over the training images (default 5).")] = None,
+    lr: Annotated[Optional[str], typer.Option("--lr", help="Adam learning rate (default 1e-4).")] = None,
+    lam: Annotated[Optional[str], typer.Option("--lambda", help="λ, weight of staying close to the base (L2); default 1.")] = None,
+    batch_size: Annotated[Optional[int], typer.Option(help="Images per step (default 32).")] = None,
+    train_split: Annotated[Optional[str], typer.Option(help="Share of the files trained on, in (0, 1); the rest is held out (default 0.8).")] = None,
+    trainable: Annotated[Optional[str], typer.Option(help="all, or last-N: only the last N layers with weights train.")] = None,
+    seed: Annotated[Optional[int], typer.Option(help="Seed of the split, the order and the corruptions drawn (default 0).")] = None,
+    device: Annotated[Optional[str], typer.Option(help="cpu, cuda or cuda:N (default cpu).")] = None,
+    image_size: Annotated[Optional[int], typer.Option(help="File images are resized and centre-cropped to this size (default 224).")] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace OUT when it is an earlier fine-tune's folder.")] = False,
+    resume: Annotated[Optional[Path], typer.Option("--resume", help="Continue the fine-tune in this folder from its last checkpoint.")] = None,
+    evaluate: Annotated[bool, typer.Option("--evaluate/--no-evaluate", help="After training, evaluate base and fine-tuned model on the held-out images.")] = True,
+) -> None:
+    """Fine-tune a model's image tower so corrupted images embed like clean ones (stability paper §6.1)."""
+    from domainbench import api
+
+    progress = None if STATE.quiet else Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                                 TextColumn("steps"), TimeElapsedColumn(), TimeRemainingColumn(), console=err_console)
+    task: list[Any] = []
+
+    def on_step(epoch: int, step: int, steps: int, l1: float, l2: float) -> None:
+        if progress is None:
+            return
+        if not task:
+            task.append(progress.add_task("fine-tuning", total=None))
+        progress.update(task[0], total=steps, completed=step, description=f"epoch {epoch}  L1 {l1:+.4f}  L2 {l2:+.4f}")
+
+    try:
+        with progress or contextlib.nullcontext():
+            if resume is not None:
+                if model or plan or dataset or out:
+                    raise UserInputError("--resume OUT continues a fine-tune as it was set up: give it alone (with --epochs to train longer)")
+                result = api.finetune_resume(resume, epochs=epochs, on_step=on_step)
+            else:
+                if not (model and plan and dataset and out):
+                    raise UserInputError("finetune needs MODEL --plan plan.toml --dataset DIR -o OUT (or --resume OUT)")
+                result = api.finetune(model, plan, dataset, out, overwrite=overwrite, on_step=on_step, epochs=epochs,
+                                      lr=_number("--lr", lr), lam=_number("--lambda", lam), batch_size=batch_size,
+                                      train_split=_number("--train-split", train_split), trainable=trainable, seed=seed,
+                                      device=device, image_size=image_size)
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted: the last finished epoch is kept; continue with `domainbench finetune --resume {resume or out}`")
+        sys.exit(130)
+    last = result.state.history[-1] if result.state.history else None
+    if last is not None:
+        _say(f"epoch {last['epoch']:g}: L1 {last['l1']:+.4f}, L2 {last['l2']:+.4f}")
+    console.print(f"fine-tuned model in {markup_safe(result.out)}: evaluate it with --models {markup_safe(result.model)}", soft_wrap=True)
+    if evaluate:
+        store = _store()
+        with (eval_progress := _progress()) or contextlib.nullcontext():
+            run = api.finetune_evaluate(result.out, store=store, events=RichEvents(eval_progress))
+        _print_finetune_evaluation(run, result.state.base, f"local:{result.out.resolve()}")
+
+
+def _print_finetune_evaluation(run: Any, base: str, tuned: str) -> None:
+    """Base beside fine-tuned on the held-out images: accuracy clean and corrupted with intervals, DivergenceRadius."""
+    summary = run.summary().set_index("model")
+    table = Table(title=f"held-out evaluation (run {run.id}, {summary.shape[0]} models)", box=box.SIMPLE)
+    for col in ("model", "clean accuracy", "corrupted accuracy", *(f"radius {s.corruption}" for s in run.report.stability
+                                                                     if s.model == base)):
+        table.add_column(col)
+    radius = {(s.model, s.corruption): s.divergence_radius for s in run.report.stability}
+
+    def acc(row: Any, name: str) -> str:
+        return f"{row[name]:.3f} [{row[name + '_ci_low']:.3f}, {row[name + '_ci_high']:.3f}]"
+
+    for name in (base, tuned):
+        row = summary.loc[name]
+        table.add_row(literal(name), acc(row, "clean_accuracy"), acc(row, "mean_corrupted_accuracy"),
+                      *(f"{radius[(name, s.corruption)]:.3f}" for s in run.report.stability if s.model == base))
+    console.print(table)
+    b, t = summary.loc[base], summary.loc[tuned]
+    above = t["mean_corrupted_accuracy_ci_low"] > b["mean_corrupted_accuracy"]
+    console.print(f"verdict: corrupted accuracy {b['mean_corrupted_accuracy']:.3f} -> {acc(t, 'mean_corrupted_accuracy')} "
+                  f"({'its interval lies above the base' if above else 'not clearly above the base'}); clean accuracy "
+                  f"{b['clean_accuracy']:.3f} -> {acc(t, 'clean_accuracy')}. `domainbench show {run.id}` has every cell.",
+                  soft_wrap=True, markup=False)
+
+
 def _terminate(signum: int, frame: Any) -> None:
     # `docker stop`, `kill` and the like: stop like Ctrl-C, so the run is marked interrupted
     raise KeyboardInterrupt

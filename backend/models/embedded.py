@@ -203,6 +203,19 @@ class EmbeddedModel(VisionLanguageModel):
         return encode_prompts(texts, self.device)
 
 
+def load_embedded_dir(path: Path, device: torch.device | str, name: str) -> EmbeddedModel:
+    """A folder written by ``domainbench finetune`` (``local:PATH``): its ``domainbench_model.json`` names
+    the weights file, in the format of ``weights/<variant>.safetensors``."""
+    try:
+        weights = str(json.loads((Path(path) / "domainbench_model.json").read_text())["weights"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ModelUnavailableError(f"{name}: domainbench_model.json is unreadable ({e}); write the folder again with "
+                                    "`domainbench finetune`") from None
+    model = EmbeddedModel(Path(weights).stem, device, weights_dir=Path(path))
+    model.name = name
+    return model
+
+
 def create_embedded(spec: str, device: torch.device) -> EmbeddedModel:
     if spec not in VARIANTS:
         close = difflib.get_close_matches(spec, VARIANTS, n=1)

@@ -12,6 +12,10 @@ PATH is a folder in one of two formats, told apart by the file that describes it
   processor) of a CLIP, SigLIP or ALIGN model; loaded by
   :func:`domainbench.models.hf_backend.load_hf_model`.
 
+* ``domainbench_model.json`` -> an embedded model whose image tower ``domainbench finetune`` trained:
+  ``model.safetensors`` in the embedded weights format (the text tower is the embedded MiniLM);
+  loaded by :func:`domainbench.models.embedded.load_embedded_dir`.
+
 A bare open_clip checkpoint file has no architecture in it: use ``open_clip:ARCH/PATH``.
 """
 
@@ -35,6 +39,10 @@ def load_local(spec: str, device: torch.device) -> VisionLanguageModel:
             f"{name}: {str(path)!r} is a file; a checkpoint file needs its architecture, use "
             f"open_clip:ARCH/{path} (e.g. open_clip:ViT-B-32/{path}), or give a model folder"
         )
+    if (path / "domainbench_model.json").is_file():  # an embedded model's image tower fine-tuned (domainbench.finetune)
+        from domainbench.models.embedded import load_embedded_dir
+
+        return load_embedded_dir(path, device, name)
     if (path / "open_clip_config.json").is_file():
         from domainbench.models.open_clip_backend import load_open_clip_dir
 
