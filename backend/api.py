@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from domainbench.engine.gate import CheckResult
     from domainbench.engine.executor_options import ExecutorOptions
     from domainbench.engine.tasks import RunEvents, RunStats
-    from domainbench.finetune.train import FinetuneResult
+    from domainbench.tuning.train import FinetuneResult
     from domainbench.metrics.comparison import Comparison
     from domainbench.metrics.confidence import RunIntervals
     from domainbench.metrics.registry import Metric
@@ -429,7 +429,7 @@ def finetune(model: str, plan: DomainConfig | str | Path, dataset: str | Path, o
     ``last-N``), ``seed``, ``device``, ``image_size``. ``on_step(epoch, step, steps, l1, l2)`` sees progress.
     Returns the result: ``.model`` is the name to evaluate (``local:OUT``), ``.state`` the split and loss curve.
     """
-    from domainbench.finetune import train
+    from domainbench.tuning import train
 
     return train(model, plan, dataset, out, overwrite=overwrite, on_step=on_step, **options)
 
@@ -437,7 +437,7 @@ def finetune(model: str, plan: DomainConfig | str | Path, dataset: str | Path, o
 def finetune_resume(out: str | Path, *, epochs: int | None = None,
                     on_step: Callable[[int, int, int, float, float], None] | None = None) -> FinetuneResult:
     """Continue the fine-tune in ``out`` from its last epoch checkpoint (bit-identical to not stopping)."""
-    from domainbench.finetune import resume
+    from domainbench.tuning import resume
 
     return resume(out, epochs=epochs, on_step=on_step)
 
@@ -448,8 +448,8 @@ def finetune_evaluate(out: str | Path, *, seed: int | None = None, device: str |
     the held-out images only (the split's other part; never a training image). Returns the run:
     ``.summary()`` has clean and corrupted accuracy with intervals, ``.report.stability`` the DivergenceRadius
     and cosine robustness per model and corruption. ``settings``: more run settings (``stability_images``, ...)."""
-    from domainbench.finetune.heldout import heldout_manifest, read_state
-    from domainbench.finetune.train import PLAN_FILE
+    from domainbench.tuning.heldout import heldout_manifest, read_state
+    from domainbench.tuning.train import PLAN_FILE
 
     out = Path(out).resolve()
     state = read_state(out)

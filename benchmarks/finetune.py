@@ -1,4 +1,4 @@
-"""Robustness fine-tuning speed: ``domainbench.finetune`` against a bare PyTorch loop on the same batches.
+"""Robustness fine-tuning speed: ``domainbench.tuning`` against a bare PyTorch loop on the same batches.
 
 Both train ``embedded:fmnist-plain``'s image tower with L1 + λ·L2 on the bundled sample under a
 noise-and-blur plan: the same split, image order, corruption draws (``corrupt_step``, the engine's
@@ -31,8 +31,8 @@ from safetensors.torch import load_file
 
 from domainbench.config import CorruptionChoice, DomainConfig
 from domainbench.data import open_dataset
-from domainbench.finetune import train
-from domainbench.finetune.train import _as_rgb, _rng, _split, corrupt_step, plan_cells
+from domainbench.tuning import train
+from domainbench.tuning.train import _as_rgb, _rng, _split, corrupt_step, plan_cells
 from domainbench.models import create_model
 
 BASE = "embedded:fmnist-plain"

@@ -190,3 +190,18 @@ def test_bad_input_raises_one_clear_error_and_stores_nothing(tmp_path: Path) -> 
     with pytest.raises(UserInputError, match="--executor 'spark'"):
         domainbench.run(domain, MODELS, executor="spark", store=tmp_path)
     assert domainbench.list_runs(store=tmp_path) == []
+
+
+def test_no_subpackage_shadows_an_api_name() -> None:
+    """``domainbench.NAME`` stays the API's function after every subpackage is imported: a subpackage named like
+    an API function (a ``domainbench/finetune/`` beside ``domainbench.finetune()``) would replace it on first import."""
+    import importlib
+    import pkgutil
+
+    import domainbench
+    from domainbench import api
+
+    for info in pkgutil.iter_modules(domainbench.__path__):
+        assert info.name not in domainbench.API, f"domainbench.{info.name} is a module and an API name"
+        importlib.import_module(f"domainbench.{info.name}")
+    assert all(getattr(domainbench, name) is getattr(api, name) for name in domainbench.API)

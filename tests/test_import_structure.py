@@ -247,7 +247,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # what computes from images and records
     ("compute", ("domainbench.models", "domainbench.metrics", "domainbench.planner")),
     # what runs: the engine, its executors, FMR's search
-    ("engine", ("domainbench.engine", "domainbench.fmr", "domainbench.finetune")),
+    ("engine", ("domainbench.engine", "domainbench.fmr", "domainbench.tuning")),
     # reading results: the one API show, export, compare and the UI read runs and reports through
     ("query", ("domainbench.query",)),
     # what people and machines start: the CLI, the UI, the queue's worker and launcher

@@ -39,7 +39,7 @@ def load_local(spec: str, device: torch.device) -> VisionLanguageModel:
             f"{name}: {str(path)!r} is a file; a checkpoint file needs its architecture, use "
             f"open_clip:ARCH/{path} (e.g. open_clip:ViT-B-32/{path}), or give a model folder"
         )
-    if (path / "domainbench_model.json").is_file():  # an embedded model's image tower fine-tuned (domainbench.finetune)
+    if (path / "domainbench_model.json").is_file():  # an embedded model's image tower fine-tuned (domainbench.tuning)
         from domainbench.models.embedded import load_embedded_dir
 
         return load_embedded_dir(path, device, name)

@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 from domainbench.config import load_domain
 from domainbench.data import load_sample
 from domainbench.errors import UserInputError
-from domainbench.finetune import FinetuneDiverged, resume, train
-from domainbench.finetune.train import corrupt_step, plan_cells, _losses, _split
+from domainbench.tuning import FinetuneDiverged, resume, train
+from domainbench.tuning.train import corrupt_step, plan_cells, _losses, _split
 from domainbench.models import create_model
 from tests.cli_runner import run_cli
 
@@ -87,7 +87,7 @@ def test_each_step_corrupts_with_the_engines_kernels(data: tuple[Path, Path]) ->
     assert np.array_equal(out, corrupt_step(imgs, idx, cells, seed=0, epoch=1, step=0))  # seeded
     assert not np.array_equal(out, corrupt_step(imgs, idx, cells, seed=0, epoch=2, step=0))  # a new draw each epoch
     # every image equals the engine's job for some cell of the plan, run alone on that image
-    from domainbench.finetune.train import _epoch_seed
+    from domainbench.tuning.train import _epoch_seed
 
     for i in range(16):
         matches = [c for c in cells if np.array_equal(out[i], run_job(c.job(0), imgs[i:i + 1], idx[i:i + 1], _epoch_seed(0, 1)).images[0])]

@@ -7,6 +7,6 @@ base and the fine-tuned model on the images training never saw. See docs/finetun
 
 from __future__ import annotations
 
-from domainbench.finetune.train import (FinetuneDiverged, FinetuneOptions, FinetuneResult, resume, train)
+from domainbench.tuning.train import (FinetuneDiverged, FinetuneOptions, FinetuneResult, resume, train)
 
 __all__ = ["FinetuneDiverged", "FinetuneOptions", "FinetuneResult", "resume", "train"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from domainbench.errors import UserInputError
-from domainbench.finetune.train import STATE_FILE, FinetuneState
+from domainbench.tuning.train import STATE_FILE, FinetuneState
 
 HELDOUT_DIR = "heldout"
 

@@ -247,7 +247,7 @@ def _save(out: Path, state: FinetuneState, base_model: Any, tower: Any, optimize
     _atomic(out / MODEL_FILE, lambda p: save_file(weights, str(p), metadata={"domainbench": json.dumps(meta)}))
     _atomic(out / MARKER_FILE, lambda p: p.write_text(json.dumps({"format": "embedded", "weights": MODEL_FILE, "base": state.base})))
     _atomic(out / STATE_FILE, lambda p: p.write_text(state.model_dump_json(indent=1)))
-    from domainbench.finetune.card import write_card
+    from domainbench.tuning.card import write_card
 
     _atomic(out / CARD_FILE, lambda p: write_card(p, state, out, PLAN_FILE))
 
