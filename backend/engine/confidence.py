@@ -133,7 +133,7 @@ def anytime_valid_draws(drawn: RunDraws, units: tuple[UnitRecord, ...], report: 
     seed = report.seed
     per_level_models = {c: sequential_model_intervals(units, report, c, seed) for c in levels}
     severities: dict[str, set[int]] = {}
-    for model_summary, cell in report.all_cells():
+    for _, cell in report.all_cells():
         if cell.corruption != CLEAN and not cell.corruption.startswith(SHIFT_PREFIX):
             severities.setdefault(cell.corruption, set()).add(cell.severity)
     ks = {len(v) for v in severities.values()}
