@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_weights, percentile_interval
-from domainbench.stats.intervals import DEFAULT_CONFIDENCE, wilson_interval
+from domainbench.stats.intervals import DEFAULT_CONFIDENCE, proportion_interval
 from domainbench.stats.paired import mcnemar_exact, sign_flip_test
 
 
@@ -68,7 +68,7 @@ def clustered_interval(values: np.ndarray, clusters: np.ndarray, confidence: flo
 def rate_interval(flags: np.ndarray, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float] | None:
     """Wilson interval of the share of True among ``flags`` (None when empty)."""
     f = np.asarray(flags, dtype=bool)
-    return wilson_interval(int(f.sum()), int(f.size), confidence)
+    return proportion_interval(int(f.sum()), int(f.size), confidence)
 
 
 def paired_p_value(a: np.ndarray, b: np.ndarray, clusters: np.ndarray | None = None) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fe_synthetic as syn
 import pytest
-from scipy.stats import binomtest
+from tests.oracles.score_interval import wilson_cc_by_root
 from test_app import run_page
 
 from domainbench import query
@@ -21,9 +21,9 @@ def test_fmr_sa_and_pa_are_shown_with_their_intervals(store: Store) -> None:
     report = query.report(store, FMR)
     ri = query.intervals(store, report)
     (iv,) = ri.fmr
-    # SA: 5 of the 6 images right on the clean pass (fe_synthetic.populate_fmr), Wilson as scipy computes it
-    wilson = binomtest(5, 6).proportion_ci(method="wilson")
-    assert iv.sa == pytest.approx((wilson.low, wilson.high))
-    assert row["SA (95 % CI)"] == f"{100 * 5 / 6:.1f} % ({100 * wilson.low:.1f}–{100 * wilson.high:.1f})"
+    # SA: 5 of the 6 images right on the clean pass (fe_synthetic.populate_fmr), the continuity-corrected Wilson
+    low, high = wilson_cc_by_root(5, 6)
+    assert iv.sa == pytest.approx((low, high), abs=1e-9)
+    assert row["SA (95 % CI)"] == f"{100 * 5 / 6:.1f} % ({100 * low:.1f}–{100 * high:.1f})"
     m = report.fmr.models[0]
     assert row["PA (95 % CI)"] == f"{100 * m.pa:.1f} % ({100 * iv.pa[0]:.1f}–{100 * iv.pa[1]:.1f})"

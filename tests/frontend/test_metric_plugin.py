@@ -14,7 +14,7 @@ from pathlib import Path
 import fe_synthetic as syn
 import numpy as np
 import pytest
-from scipy.stats import binomtest
+from tests.oracles.score_interval import wilson_cc_by_root
 from test_app import run_page, summary_table
 
 from domainbench.metrics import registry as metric_registry
@@ -68,10 +68,11 @@ def test_a_plugin_metric_reaches_show_the_exports_and_the_ui(plugin: None, store
     monkeypatch.setenv("COLUMNS", "250")
     code, out, _ = run_cli(["show", RUN], capsys, monkeypatch)
     assert code == 0, out
-    header = next(line for line in out.splitlines() if "mCE" in line)
-    assert header.split()[-1] == "err%"
-    for model in syn.MODELS:
-        line = next(line for line in out.splitlines() if line.split()[:1] == [model])  # the table's row
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if "mCE" in line)
+    assert lines[at].split()[-1] == "err%"
+    for model in syn.MODELS:  # the table's row (a verdict sentence above the table starts with a model's name too)
+        line = next(line for line in lines[at:] if line.split()[:1] == [model])
         assert line.split()[-1] == f"{100 * _mean_error(model):.1f}"
 
     # the CSV: the cell column and its Wilson interval columns (scipy's Wilson interval of the same counts)
@@ -84,9 +85,9 @@ def test_a_plugin_metric_reaches_show_the_exports_and_the_ui(plugin: None, store
         error = _expected_error(row["model"], int(row["severity"]))
         assert float(row["top1_error"]) == pytest.approx(error, abs=1e-12)
         assert float(row["top1_error"]) == pytest.approx(1 - float(row["top1_accuracy"]), abs=1e-12)
-        ci = binomtest(round(error * n), n).proportion_ci(confidence_level=0.95, method="wilson")
+        # the declared "wilson": the continuity-corrected Wilson (issue 34), its ends found by root-finding
         assert (float(row["top1_error_ci_low"]), float(row["top1_error_ci_high"])) == pytest.approx(
-            (ci.low, ci.high), abs=1e-12)
+            wilson_cc_by_root(round(error * n), n), abs=1e-9)
 
     # the JSON: the same column in its cells, its unit, its interval beside the built-in ones
     code, out, _ = run_cli(["export", RUN, "--format", "json"], capsys, monkeypatch)

@@ -324,10 +324,9 @@ def _declared(monkeypatch: pytest.MonkeyPatch, **changes: dict[str, object]) -> 
 
 
 def test_the_interval_a_metric_declares_is_the_one_computed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from scipy.stats import binomtest
-
     from domainbench.engine.export import cell_columns
     from domainbench.metrics.confidence import model_interval_metrics, run_intervals
+    from tests.oracles.score_interval import wilson_cc_by_root
     from domainbench.metrics.outcomes import image_outcomes
     from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units
 
@@ -347,12 +346,13 @@ def test_the_interval_a_metric_declares_is_the_one_computed(monkeypatch: pytest.
         assert (a.balanced_accuracy, a.label_flip_probability) == (b.balanced_accuracy, b.label_flip_probability)
     for b, a in zip(before.models, after.models, strict=True):
         assert a.model_dump(exclude={"mce"}) == b.model_dump(exclude={"mce"}) and b.mce is not None
-    # declared as a Wilson interval of other counts, that is what the cell gets (scipy's Wilson of those counts)
+    # declared as a Wilson interval of other counts, that is what the cell gets (the continuity-corrected Wilson
+    # of those counts, each end found by root-finding on the corrected score test)
     _declared(monkeypatch, label_flips={"interval": "wilson", "counts": lambda cell, threat: (cell.flips, 2 * cell.n)})
     got = intervals()
     for m, c in report.all_cells():
-        ref = binomtest(c.flips, 2 * c.n).proportion_ci(0.9, method="wilson")
-        assert got.cell(m.model, c.corruption, c.severity).label_flips == pytest.approx((ref.low, ref.high), abs=1e-12)
+        ref = wilson_cc_by_root(c.flips, 2 * c.n, 0.9)
+        assert got.cell(m.model, c.corruption, c.severity).label_flips == pytest.approx(ref, abs=1e-9)
     assert "label_flips_ci_high" in cell_columns()
     # an interval the statistics cannot compute is refused, naming the metric
     _declared(monkeypatch, corr_accuracy_lfp={"interval": "smoothed"})
