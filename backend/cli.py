@@ -770,11 +770,12 @@ def print_cost(run: Any, report: RunReport, comparison: Comparison | None) -> No
     costs = model_costs(timings, report.model_names, accuracy)
     parts = [f"{c.model} {c.images_per_second:,.0f}" + (" (Pareto)" if c.pareto else "")
              for c in costs if c.images_per_second is not None]
+    # folded at the terminal's width (a model name is never broken: rich folds between words)
     console.print(literal("  images/s (preprocess + forward, this machine): " + ", ".join(parts)), style="dim",
-                  highlight=False, soft_wrap=True)
+                  highlight=False, markup=False)
     sentence = fastest_not_worse(costs, comparison)
     if sentence:
-        console.print(literal(f"  {sentence}"), style="dim", highlight=False, soft_wrap=True)
+        console.print(literal(f"  {sentence}"), style="dim", highlight=False, markup=False)
 
 
 def print_question_spread(store: Any, run_id: str) -> None:

@@ -42,7 +42,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
+    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
@@ -233,13 +233,20 @@ def export_rows(report: RunReport, store: Store | None = None,
 def _export_sources(report: RunReport, store: Store, confidence: float) -> tuple[Any, ...]:
     run = store.get_run(report.run_id)
     read = outcomes_once()  # the intervals and the groups' paired tests: the run's units read once
+    tied = _groups_if_any(store, report, confidence, read)
     return (report, intervals(store, report, confidence, read), load_unparseable_rates(store, report.run_id),
-            run.breaking_points if run is not None else [], groups(store, report, confidence, read).letters
-            if _has_groups(report) else None)
+            run.breaking_points if run is not None else [], None if tied is None else tied.letters)
 
 
-def _has_groups(report: RunReport) -> bool:
-    return len(report.model_names) > 1 and report.models[0].labeled
+def _groups_if_any(store: Store, report: RunReport, confidence: float, read: OutcomesReader) -> TiedGroups | None:
+    """The run's tied groups, or None where its models cannot be paired (one model, no labels, no image that two
+    models both evaluated): an export then has no group column rather than failing."""
+    if not (len(report.model_names) > 1 and report.models[0].labeled):
+        return None
+    try:
+        return groups(store, report, confidence, read)
+    except UserInputError:
+        return None
 
 
 def groups(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
@@ -256,7 +263,8 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
     if store is None:
         return to_json(run, report, extra=shifts)
     read = outcomes_once()  # the intervals and the pairs of one run: its units read once
-    tied = ({"groups": groups(store, report, confidence, read).model_dump(mode="json")} if _has_groups(report) else {})
+    found = _groups_if_any(store, report, confidence, read)
+    tied = {} if found is None else {"groups": found.model_dump(mode="json")}
     return to_json(run, report, intervals(store, report, confidence, read),
                    {**pairs(store, report, confidence, read), **tied, **breaking_section(run.breaking_points), **shifts})
 
@@ -267,6 +275,11 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
 def cell_units(store: Store, run_id: str, corruption: str, severity: int) -> list[UnitRecord]:
     """The units of one cell (every model and shard): per-image predictions."""
     return store.units(run_id, corruption=corruption, severity=severity)
+
+
+def model_units(store: Store, run_id: str, model: str) -> list[UnitRecord]:
+    """Every unit of one model (clean pass and every cell): per-image predictions."""
+    return store.units(run_id, model=model)
 
 
 def clean_units(store: Store, run_id: str, model: str | None = None) -> list[UnitRecord]:

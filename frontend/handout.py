@@ -93,7 +93,7 @@ def confident_flips(store: Store, run: RunRecord, per_model: int = FLIPS_PER_MOD
     the model is surest of (ties broken by cell and image, so the choice is deterministic)."""
     out: list[Flip] = []
     for model in run.config.models:
-        units = store.units(run.run_id, model=model)
+        units = query.model_units(store, run.run_id, model)
         clean: dict[int, int] = {}
         labels: dict[int, int] = {}
         classes: list[str] = []

@@ -221,19 +221,20 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: 
                 st.markdown(f"- **{md_escape(model)}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
 
 
-def cost_section(view: data.RunView, ri: Any) -> None:
+def cost_tab(s: Shown) -> None:
     """Cost beside robustness (``metrics.cost``): accuracy against images/s, the Pareto-efficient models starred."""
     from domainbench.frontend import cost_view
 
+    view, ri = s.view, s.ci
     costs = cost_view.costs_of(view.run, view.report)
     if not any(c.images_per_second is not None for c in costs):
+        st.info("This run stored no stage timings for its models, so their images/s are not known.")
         return
     bounds = {m.model: m.mean_corrupted_accuracy for m in ri.models} if ri is not None else {}
-    with st.expander("cost beside robustness", expanded=False):
-        exports.chart(cost_view.pareto_figure(costs, bounds), f"{view.run.run_id}-cost", "cost")
-        st.caption("images/s: the images each model scored over its preprocess + forward seconds on the run's machine "
-                   "(shared with what else ran there: it ranks this run's models). Stars: Pareto-efficient, no other "
-                   "model at least as accurate and as fast.")
+    exports.chart(cost_view.pareto_figure(costs, bounds), f"{view.run.run_id}-cost", "cost")
+    st.caption("images/s: the images each model scored over its preprocess + forward seconds on the run's machine "
+               "(shared with what else ran there: it ranks this run's models). Stars: Pareto-efficient, no other "
+               "model at least as accurate and as fast.")
 
 
 def pd_kinds(report: RunReport) -> dict[str, list[str]]:
@@ -478,6 +479,7 @@ TABS: dict[str, Callable[[Shown], None]] = {
     "Stability": stability_tab,
     "Accuracy vs radius": radius_tab,
     "Damage & calibration": damage_tab,
+    "Cost": cost_tab,
     "Gallery": gallery_tab,
     "Flip differences": flip_differences_tab,
     "Confusion matrix": confusion_tab,
@@ -594,7 +596,6 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint),
                     notes=[] if ri is None else ri.notes, groups=verdict.groups(store, store_key, run_id, fingerprint))
     verdict.anytime_note(ri)
-    cost_section(view, ri)
     shift_section.show(view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")

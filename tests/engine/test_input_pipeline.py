@@ -194,7 +194,8 @@ def test_a_run_and_an_fmr_run_with_models_on_cuda_score_pinned_batches_and_store
     fmr = FmrSettings(oracle=["fake:b", "fake:c"], budget=1, candidates=2, shard_size=10)
     on_cpu = Engine(store).start(DOMAIN, plan), Engine(store).start(DOMAIN, plan, fmr=fmr)
     assert pins == []
-    monkeypatch.setattr("domainbench.engine.local_executor.models_device", lambda models: torch.device("cuda"))
+    for kind in ("domainbench.engine.corruption_kind", "domainbench.fmr.kind"):  # each kind's local part asks it
+        monkeypatch.setattr(f"{kind}.models_device", lambda models: torch.device("cuda"))
     monkeypatch.setattr("torch.cuda.get_device_name", lambda device: "pretend")
     on_cuda = Engine(store).start(DOMAIN, plan)
     assert pins == [(10, 28, 28)] * (3 + 3 * 2)  # per shard: the clean images, then each corrupted cell

@@ -47,7 +47,7 @@ def test_verdict_first_then_the_table_with_intervals(real_store: Store, real_run
     from domainbench.frontend.cost_view import TITLE
     from domainbench.metrics.cost import throughput
 
-    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    charts = [json.loads(c.proto.spec) for c in run_page(run_id, "Cost").get("plotly_chart")]  # its own tab
     cost = next(c for c in charts if c["layout"]["title"]["text"] == TITLE)
     timings = real_store.get_run(run_id).timings
     assert {t["name"]: t["x"][0] for t in cost["data"]} == {m: throughput(timings, m)[2] for m in report.model_names}

@@ -49,7 +49,7 @@ def test_names_print_literally(home: Path, tmp_path: Path, capsys: pytest.Captur
                              capsys, monkeypatch, quiet=False)
     assert code == 0, err
     assert "run run:cat:1" in out and "\U0001f431" not in out + err
-    code, out, err = run_cli(["show", "run:cat:1"], capsys, monkeypatch)
+    code, out, err = run_cli(["show", "run:cat:1", "--details"], capsys, monkeypatch)  # the damage list names every cell
     assert code == 0, err
     assert "run run:cat:1" in out and "\U0001f431" not in out
     assert "\x1b" not in out and "compose:dark\\x1b[2J\\x0anoisy" in out  # the composition, escaped on one line
