@@ -314,6 +314,8 @@ class RunConfig(_Strict):
     # what the run evaluates (domainbench.task_runs): zero-shot classification (every run before tasks), or
     # VQA / image-text retrieval on a task manifest given as the dataset; left out of a dump while the default
     task: Literal["classification", "vqa", "retrieval"] = _unless_default("classification")
+    # VQA: the answer's bound in new tokens (checked by models.vqa_answering.check_max_new_tokens)
+    max_new_tokens: int = _unless_default(16)
 
     @model_validator(mode="before")
     @classmethod

@@ -80,6 +80,20 @@ def load_task_run(store: Store, run_id: str) -> TaskRunResult:
                          list(ks.get("predictions", [])))
 
 
+def check_task_options(domain: DomainConfig, cfg: RunConfig, executor: str = "local") -> None:
+    """What a task run cannot honour yet, refused in one line before anything is opened."""
+    task = cfg.task
+    if cfg.max_new_tokens != 16 and task != "vqa":
+        raise UserInputError(f"--max-new-tokens bounds VQA answers; leave it out of a {task} run")
+    if executor != "local":
+        raise UserInputError(f"--executor {executor}: {task} runs execute on --executor local only; leave it out")
+    given = [flag for flag, on in (("--adaptive", cfg.adaptive), ("--breaking-point", cfg.breaking_point),
+                                   ("--shift / [[shift]]", bool(domain.shift))) if on]
+    if given:
+        raise UserInputError(f"{given[0]}: {task} runs evaluate every image of every corruption cell and do not "
+                             f"support it yet; leave it out")
+
+
 def start_task_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None) -> str:
     """Evaluate ``cfg.task`` on the manifest ``cfg.dataset`` under every cell of ``domain``, then store it.
 
@@ -101,7 +115,8 @@ def start_task_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: s
     domain.check_catalogue()
     device = str(resolve_device(cfg.device))
     result = evaluate_task(domain, task, cfg.dataset, cfg.models, limit=cfg.limit, seed=cfg.seed,
-                           batch_size=cfg.batch_size, device=device, image_size=cfg.image_size)
+                           batch_size=cfg.batch_size, device=device, image_size=cfg.image_size,
+                           max_new_tokens=cfg.max_new_tokens)
     fp = result.fingerprint
     info = DatasetInfo(name=os.path.basename(cfg.dataset), size=fp.images.files, classes=[], labelled=False,
                        path=cfg.dataset, fingerprint=fp.images)
@@ -163,4 +178,4 @@ class TaskKind:
 for _task in TASK_KINDS:
     register_kind(TaskKind(_task))
 
-__all__ = ["TASK_KINDS", "TaskKind", "TaskRunResult", "is_task_run", "load_task_run", "start_task_run"]
+__all__ = ["TASK_KINDS", "TaskKind", "check_task_options", "TaskRunResult", "is_task_run", "load_task_run", "start_task_run"]
