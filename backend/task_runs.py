@@ -109,7 +109,7 @@ def start_task_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: s
     check_new_run_id(store, run_id)
     if cfg.dataset == "sample":
         raise UserInputError(f"--task {task} needs a {task} manifest as --dataset (.jsonl or .csv; see docs/tasks.md); "
-                             "`domainbench demo --task vqa` writes one from the bundled sample")
+                             "domainbench.data.task_samples.write_sample_manifests(FOLDER) writes both from the bundled sample")
     cfg = cfg.model_copy(update={"dataset": os.path.abspath(os.path.expanduser(cfg.dataset))}) \
         if os.path.exists(os.path.expanduser(cfg.dataset)) else cfg
     domain.check_catalogue()

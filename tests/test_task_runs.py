@@ -159,12 +159,22 @@ def test_bad_input_is_one_error_line_and_nothing_is_stored(
           "--max-new-tokens", "8"], "--max-new-tokens"),
         (["--task", "vqa", "--dataset", str(inputs["vqa"]), "--models", llava, "--adaptive"], "--adaptive"),
         (["--task", "poetry", "--dataset", str(inputs["vqa"]), "--models", llava], "task"),
+        (["--task", "vqa", "--dataset", str(_bad_jsonl(bad_root, [{"image": image, "question": "Is it?",
+                                                                    "answers": [1, 2]}])), "--models", llava],
+         "line 1"),
+        (["--task", "vqa", "--dataset", str(_bad_jsonl(bad_root, [{"image": image, "question": "Which?",
+                                                                    "choices": ["a", "b"], "answers": ["c"]}])),
+          "--models", llava], "line 1"),
     ]
     monkeypatch.setenv("DOMAINBENCH_HOME", str(tmp_path))
     for args, says in cases:
         code, out, err = run_cli(base + args, capsys, monkeypatch)
         assert code == 2, (args, err)
         assert err.startswith("error: ") and err.count("\n") == 1 and says in err, (args, err)
+    latin = bad_root / "latin.csv"
+    latin.write_bytes(f"image,question\n{image},Est-ce une chaussure \xe9t\xe9 ?\n".encode("latin-1"))
+    code, _, err = run_cli(base + ["--task", "vqa", "--dataset", str(latin), "--models", llava], capsys, monkeypatch)
+    assert code == 2 and "UTF-8" in err and err.count("\n") == 1, err
     missing = _bad_jsonl(bad_root, [{"image": "images/nope.png", "question": "Is this a shoe?"}])
     code, _, err = run_cli(base + ["--task", "vqa", "--dataset", str(missing), "--models", llava], capsys, monkeypatch)
     assert code == 2 and "nope.png" in err and err.count("\n") == 1
