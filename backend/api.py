@@ -411,9 +411,9 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
 
 def run_task(store: Store, domain: DomainConfig, cfg: RunConfig, *, run_id: str | None = None,
              executor: ExecutorOptions | None = None) -> Run:
-    """A VQA or retrieval run (``cfg.task``) on the manifest ``cfg.dataset`` (``domainbench.task_runs``), stored
-    once evaluated; its results: ``domainbench.task_runs.load_task_run(store, run.id)``."""
-    from domainbench.task_runs import check_task_options, start_task_run
+    """A VQA or retrieval run (``cfg.task``) on the manifest ``cfg.dataset`` (``domainbench.engine.task_kind``), stored
+    once evaluated; its results: ``domainbench.engine.task_kind.load_task_run(store, run.id)``."""
+    from domainbench.engine.task_kind import check_task_options, start_task_run
 
     check_task_options(domain, cfg, executor.kind if executor is not None else "local")
     t0 = time.perf_counter()

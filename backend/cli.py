@@ -593,10 +593,10 @@ def run(
 
 
 def _run_task(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any) -> None:
-    """``run --task vqa|retrieval``: evaluated, then stored and printed (``domainbench.task_runs``)."""
+    """``run --task vqa|retrieval``: evaluated, then stored and printed (``domainbench.engine.task_kind``)."""
     from domainbench import api
-    from domainbench.task_output import print_task_result
-    from domainbench.task_runs import check_task_options, load_task_run
+    from domainbench.engine.task_output import print_task_result
+    from domainbench.engine.task_kind import check_task_options, load_task_run
 
     check_task_options(domain, cfg, exec_options.kind)  # before the store is opened
     store = _store()
@@ -607,7 +607,7 @@ def _run_task(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any) -
 
 def _task_run(store: Any, run_id: str, confidence: float) -> Any:
     """The stored task run ``run_id`` (None for a classification run); its intervals are stored at 95%."""
-    from domainbench.task_runs import is_task_run, load_task_run
+    from domainbench.engine.task_kind import is_task_run, load_task_run
 
     if not is_task_run(store.get_run(run_id)):
         return None
@@ -735,7 +735,7 @@ def show(
     store = _store()
     task_run = _task_run(store, run_id, confidence)
     if task_run is not None:
-        from domainbench.task_output import print_task_result
+        from domainbench.engine.task_output import print_task_result
 
         print_task_result(console, task_run)
         return
@@ -964,7 +964,7 @@ def export(
 
 
 def _export_task(result: Any, format: str, output: Optional[Path], predictions: bool) -> None:
-    from domainbench.task_output import export_text, predictions_text
+    from domainbench.engine.task_output import export_text, predictions_text
 
     text, n = predictions_text(result, format) if predictions else (export_text(result, format), len(result.rows))
     if output:

@@ -18,7 +18,7 @@ from domainbench.engine.task_eval import evaluate_task
 from domainbench.errors import UserInputError
 from domainbench.metrics.task_report import RETRIEVAL_COLUMNS, VQA_COLUMNS
 from domainbench.store import open_store
-from domainbench.task_output import VQA_PREDICTION_COLUMNS
+from domainbench.engine.task_output import VQA_PREDICTION_COLUMNS
 from tests.cli_runner import run_cli
 from tests.engine.test_task_eval import _independent_normalise
 from tests.models.tiny_vlms import save_tiny_llava
@@ -100,7 +100,7 @@ def test_retrieval_from_python_equals_the_library_and_exports_its_columns(
     done = domainbench.run(inputs["plan"], EMBEDDED, dataset=inputs["retrieval"], task="retrieval",
                            run_config={"image_size": 32}, store=tmp_path, run_id="ret-1")
     direct = evaluate_task(DOMAIN, "retrieval", inputs["retrieval"], EMBEDDED, image_size=32)
-    from domainbench.task_runs import load_task_run
+    from domainbench.engine.task_kind import load_task_run
 
     stored = load_task_run(done.store, done.id)
     assert stored.rows == direct.rows

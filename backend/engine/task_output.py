@@ -1,6 +1,6 @@
 """A stored VQA or retrieval run printed (``run``, ``show``) and exported (``export``; ``--predictions``).
 
-The numbers are the ones the run stored (``task_runs.load_task_run``): the table reads the export rows, the
+The numbers are the ones the run stored (``engine.task_kind.load_task_run``): the table reads the export rows, the
 verdicts the paired tests; nothing is recomputed here, so what is printed is what is exported.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from domainbench.task_runs import TaskRunResult
+from domainbench.engine.task_kind import TaskRunResult
 
 #: the issue's prediction columns (VQA); retrieval has one row per query with the rank of its first correct item
 VQA_PREDICTION_COLUMNS = ("model", "corruption", "severity", "image", "path", "question", "references", "answer",
