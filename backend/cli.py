@@ -1380,11 +1380,15 @@ def _say_always(text: str) -> None:
 @app.command()
 def demo(
     limit: Annotated[Optional[int], typer.Option(help="Images of the bundled sample to use (default: all 1,000).")] = None,
+    task: Annotated[str, typer.Option("--task", help="classification (default), vqa or retrieval: write task manifests from the bundled sample and evaluate the embedded models on them.")] = "classification",
 ) -> None:
     """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
     from domainbench import api, query
     from domainbench.config import save
 
+    if task != "classification":
+        _demo_task(task, limit)
+        return
     run_cfg = api.build_run_config(None, limit=limit)
     store = _store()  # first: a bad DOMAINBENCH_HOME is reported before anything is written there
     _say(f"domain: {DEMO_DOMAIN}")
@@ -1397,6 +1401,42 @@ def demo(
     print_report(query.report(store, run_id))
     console.print(f"\nResults are stored in {markup_safe(store.description)}. Browse them with [bold]make ui[/bold] "
                   f"(or `domainbench ui`) and open http://localhost:8501 ; `domainbench show {markup_safe(run_id)}` prints this table again.")
+
+
+def _demo_task(task: str, limit: Optional[int]) -> None:
+    """``demo --task vqa|retrieval``: manifests written from the bundled sample, both embedded models evaluated.
+
+    The embedded models are contrastive: they answer the yes/no and multiple-choice questions (by prompt
+    similarity), so the VQA demo keeps those; open questions need a generative model (`run --task vqa`)."""
+    import json
+
+    from domainbench import api
+    from domainbench.data.manifests import load_vqa_manifest
+    from domainbench.data.task_samples import write_sample_manifests
+    from domainbench.engine.task_kind import TASK_KINDS, load_task_run
+    from domainbench.engine.task_output import print_task_result
+
+    if task not in TASK_KINDS:
+        raise UserInputError(f"--task {task!r}: the demo runs classification, vqa or retrieval; choose one of those")
+    if limit is not None and limit < 1:
+        raise UserInputError(f"--limit {limit}: give at least 1 image")
+    store = _store()  # first: a bad DOMAINBENCH_HOME is reported before anything is written there
+    folder = _settings().home / f"demo-{task}"
+    vqa, retrieval = write_sample_manifests(folder, images=limit or 20)
+    manifest = retrieval
+    if task == "vqa":
+        m = load_vqa_manifest(vqa)
+        open_lines = {m.line_of[i] for i in m.open_questions()}
+        manifest = folder / "vqa-closed.jsonl"
+        manifest.write_text("".join(line + "\n" for n, line in enumerate(vqa.read_text().splitlines(), start=1)
+                                    if n not in open_lines and line.strip()))
+        json.loads(manifest.read_text().splitlines()[0])  # the kept rows are the manifest's own JSON lines
+    domain = api.plan(DEMO_DOMAIN, provider="offline")
+    _say(f"{task} manifest {markup_safe(manifest)}; planned {len(domain.corruptions)} corruptions")
+    done = api.run(domain, dataset=manifest, task=task, run_config={"image_size": 28}, store=store)
+    print_task_result(console, load_task_run(store, done.id))
+    console.print(f"\n`domainbench show {markup_safe(done.id)}` prints this table again; "
+                  f"`domainbench export {markup_safe(done.id)} --predictions` lists every answer.")
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -179,3 +179,20 @@ def test_bad_input_is_one_error_line_and_nothing_is_stored(
     code, _, err = run_cli(base + ["--task", "vqa", "--dataset", str(missing), "--models", llava], capsys, monkeypatch)
     assert code == 2 and "nope.png" in err and err.count("\n") == 1
     assert open_store(home=tmp_path).list_runs() == []
+
+
+def test_demo_vqa_answers_the_closed_questions_with_the_embedded_models(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    out, _ = _cli(["demo", "--task", "vqa", "--limit", "4"], tmp_path, capsys, monkeypatch)
+    assert "VQA%" in out
+    (run,) = open_store(home=tmp_path).list_runs()
+    from domainbench.engine.task_kind import load_task_run
+
+    result = load_task_run(open_store(home=tmp_path), run.run_id)
+    assert run.kind == "vqa" and sorted(run.config.models) == sorted(EMBEDDED)
+    questions = {p["question"] for p in result.predictions}
+    assert "What kind of garment is this?" not in questions and "Is this a shoe?" in questions
+    clean = [p for p in result.predictions if p["model"] == EMBEDDED[0] and p["corruption"] == "clean"
+             and p["question"] == "Is this a shoe?"]
+    row = next(r for r in result.rows if r["model"] == EMBEDDED[0] and r["corruption"] == "clean")
+    assert len(clean) == 4 and row["yes_no_accuracy"] == pytest.approx(np.mean([p["correct"] for p in clean]))
