@@ -405,7 +405,21 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     cfg = build_run_config(run_config, models=names, dataset=str(dataset) if dataset is not None else None,
                            baseline=baseline, limit=limit, seed=seed, device=device, **settings)
     options = executor_options(executor)
+    if cfg.task != "classification":  # ``task="vqa"`` / ``"retrieval"``: dataset is the task manifest
+        return run_task(_store(store), domain, cfg, run_id=run_id, executor=options)
     return run_plan(_store(store), lambda engine: engine.start(domain, cfg, run_id=run_id), executor=options, events=events)
+
+
+def run_task(store: Store, domain: DomainConfig, cfg: RunConfig, *, run_id: str | None = None,
+             executor: ExecutorOptions | None = None) -> Run:
+    """A VQA or retrieval run (``cfg.task``) on the manifest ``cfg.dataset`` (``domainbench.engine.task_kind``), stored
+    once evaluated; its results: ``domainbench.engine.task_kind.load_task_run(store, run.id)``."""
+    from domainbench.engine.task_kind import check_task_options, start_task_run
+
+    check_task_options(domain, cfg, executor.kind if executor is not None else "local")
+    t0 = time.perf_counter()
+    rid = start_task_run(store, domain, cfg, run_id)
+    return Run(rid, store, seconds=time.perf_counter() - t0)
 
 
 def resume(run_id: str, *, skip_unreadable: bool = False, executor: str | ExecutorOptions | None = "local",

@@ -513,6 +513,8 @@ def run(
     breaking_point: Annotated[Optional[str], typer.Option("--breaking-point", metavar="[THRESHOLD]", help="Find where each model's balanced accuracy falls below THRESHOLD on each corruption's continuous scale (default: halfway between clean and chance).")] = None,
     skip_unreadable: Annotated[Optional[bool], typer.Option("--skip-unreadable", help="Skip image files that do not decode (counted and listed in the run) instead of refusing the dataset; with --resume, go on past the file that stopped the run.")] = None,
     shift: Annotated[Optional[list[str]], typer.Option("--shift", metavar="NAME=PATH", help="Also evaluate your own shifted images as the cell shift:NAME (repeatable): class folders named like the dataset's classes, or files named like its files.")] = None,
+    max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", help="--task vqa: generative models' answers are at most this many new tokens (default 16).")] = None,
+    task: Annotated[Optional[str], typer.Option("--task", help="classification (default), vqa or retrieval: VQA and retrieval read a task manifest as --dataset (docs/tasks.md).")] = None,
 ) -> None:
     """Evaluate models zero-shot on a dataset under a domain's corruptions."""
     from domainbench import api, query
@@ -538,7 +540,8 @@ def run(
             "request_timeout": request_timeout, "retry_budget": retry_budget,
             "adaptive": adaptive, "target_width": target_width,
             "breaking_point": True if breaking_point is not None else None, "breaking_threshold": _threshold(breaking_point),
-            "skip_unreadable": skip_unreadable, "model_args": _model_args(model_arg),
+            "skip_unreadable": skip_unreadable, "model_args": _model_args(model_arg), "task": task,
+            "max_new_tokens": max_new_tokens,
         })
         for note in cfg_notes:
             _say(markup_safe(note))
@@ -554,8 +557,12 @@ def run(
             "--stability/--no-stability": stability, "--threat/--no-threat": threat, "--run-id": run_id,
             "--template": template, "--question": question, "--vlm-mode": vlm_mode, "--vlm-score": vlm_score,
             "--dtype": dtype, "--adaptive": adaptive, "--target-width": target_width,
-            "--breaking-point": breaking_point, "--shift": shift, "--model-arg": model_arg})
+            "--breaking-point": breaking_point, "--shift": shift, "--model-arg": model_arg, "--task": task,
+            "--max-new-tokens": max_new_tokens})
         endpoint = _endpoint_overrides(concurrency, max_requests, api_key_env, request_timeout, retry_budget)
+    if not resume and cfg.task != "classification":
+        _run_task(domain, cfg, run_id, exec_options)
+        return
     store = _store()
     progress = _progress()
     from domainbench.engine.timings import STARTUP
@@ -583,6 +590,33 @@ def run(
     print_report(report, None, verdicts)
     print_shift_matches(report)
     print_timings(store.get_run(run_id))
+
+
+def _run_task(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any) -> None:
+    """``run --task vqa|retrieval``: evaluated, then stored and printed (``domainbench.engine.task_kind``)."""
+    from domainbench import api
+    from domainbench.engine.task_output import print_task_result
+    from domainbench.engine.task_kind import check_task_options, load_task_run
+
+    check_task_options(domain, cfg, exec_options.kind)  # before the store is opened
+    store = _store()
+    done = api.run_task(store, domain, cfg, run_id=run_id, executor=exec_options)
+    _say(f"run {markup_safe(done.id)}: {cfg.task} on {len(cfg.models)} model(s), {done.seconds:.1f} s")
+    print_task_result(console, load_task_run(store, done.id))
+
+
+def _task_run(store: Any, run_id: str, confidence: float) -> Any:
+    """The stored task run ``run_id`` (None for a classification run); its intervals are stored at 95%."""
+    run = store.get_run(run_id)
+    # the kind's name read off the record: importing engine.task_kind registers the kinds (torch), and a read
+    # command of a classification run loads no model stack
+    if run is None or run.kind not in ("vqa", "retrieval"):
+        return None
+    from domainbench.engine.task_kind import load_task_run
+
+    if confidence != 0.95:
+        raise UserInputError(f"--confidence {confidence}: run {run_id} stored its intervals at 0.95; leave out --confidence")
+    return load_task_run(store, run_id)
 
 
 def _refuse_ignored_on_resume(run_id: str, given: dict[str, Any]) -> None:
@@ -702,6 +736,12 @@ def show(
 
     check_confidence(confidence)
     store = _store()
+    task_run = _task_run(store, run_id, confidence)
+    if task_run is not None:
+        from domainbench.engine.task_output import print_task_result
+
+        print_task_result(console, task_run)
+        return
     report = query.report(store, run_id, baseline)
     read = query.outcomes_once()  # the intervals and the verdicts: the run's units read once
     verdicts = (query.comparison(store, [run_id], confidence=confidence, read=read)
@@ -904,6 +944,10 @@ def export(
 
         output_file(output)
     store = _store()
+    task_run = _task_run(store, run_id, confidence)
+    if task_run is not None:
+        _export_task(task_run, format, output, predictions)
+        return
     if predictions:
         from domainbench.engine.predictions import write_predictions
 
@@ -919,6 +963,19 @@ def export(
 
         write_atomically(output, text)
         _say(f"wrote {markup_safe(output)}")
+    else:
+        sys.stdout.write(text)
+
+
+def _export_task(result: Any, format: str, output: Optional[Path], predictions: bool) -> None:
+    from domainbench.engine.task_output import export_text, predictions_text
+
+    text, n = predictions_text(result, format) if predictions else (export_text(result, format), len(result.rows))
+    if output:
+        from domainbench.safe_output import write_atomically
+
+        write_atomically(output, text)
+        _say(f"wrote {n} rows to {markup_safe(output)}")
     else:
         sys.stdout.write(text)
 
@@ -1327,11 +1384,15 @@ def _say_always(text: str) -> None:
 @app.command()
 def demo(
     limit: Annotated[Optional[int], typer.Option(help="Images of the bundled sample to use (default: all 1,000).")] = None,
+    task: Annotated[str, typer.Option("--task", help="classification (default), vqa or retrieval: write task manifests from the bundled sample and evaluate the embedded models on them.")] = "classification",
 ) -> None:
     """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
     from domainbench import api, query
     from domainbench.config import save
 
+    if task != "classification":
+        _demo_task(task, limit)
+        return
     run_cfg = api.build_run_config(None, limit=limit)
     store = _store()  # first: a bad DOMAINBENCH_HOME is reported before anything is written there
     _say(f"domain: {DEMO_DOMAIN}")
@@ -1442,6 +1503,42 @@ def _print_finetune_evaluation(run: Any, base: str, tuned: str) -> None:
                   f"({'its interval lies above the base' if above else 'not clearly above the base'}); clean accuracy "
                   f"{b['clean_accuracy']:.3f} -> {acc(t, 'clean_accuracy')}. `domainbench show {run.id}` has every cell.",
                   soft_wrap=True, markup=False)
+
+
+def _demo_task(task: str, limit: Optional[int]) -> None:
+    """``demo --task vqa|retrieval``: manifests written from the bundled sample, both embedded models evaluated.
+
+    The embedded models are contrastive: they answer the yes/no and multiple-choice questions (by prompt
+    similarity), so the VQA demo keeps those; open questions need a generative model (`run --task vqa`)."""
+    import json
+
+    from domainbench import api
+    from domainbench.data.manifests import load_vqa_manifest
+    from domainbench.data.task_samples import write_sample_manifests
+    from domainbench.engine.task_kind import TASK_KINDS, load_task_run
+    from domainbench.engine.task_output import print_task_result
+
+    if task not in TASK_KINDS:
+        raise UserInputError(f"--task {task!r}: the demo runs classification, vqa or retrieval; choose one of those")
+    if limit is not None and limit < 1:
+        raise UserInputError(f"--limit {limit}: give at least 1 image")
+    store = _store()  # first: a bad DOMAINBENCH_HOME is reported before anything is written there
+    folder = _settings().home / f"demo-{task}"
+    vqa, retrieval = write_sample_manifests(folder, images=limit or 20)
+    manifest = retrieval
+    if task == "vqa":
+        m = load_vqa_manifest(vqa)
+        open_lines = {m.line_of[i] for i in m.open_questions()}
+        manifest = folder / "vqa-closed.jsonl"
+        manifest.write_text("".join(line + "\n" for n, line in enumerate(vqa.read_text().splitlines(), start=1)
+                                    if n not in open_lines and line.strip()))
+        json.loads(manifest.read_text().splitlines()[0])  # the kept rows are the manifest's own JSON lines
+    domain = api.plan(DEMO_DOMAIN, provider="offline")
+    _say(f"{task} manifest {markup_safe(manifest)}; planned {len(domain.corruptions)} corruptions")
+    done = api.run(domain, dataset=manifest, task=task, run_config={"image_size": 28}, store=store)
+    print_task_result(console, load_task_run(store, done.id))
+    console.print(f"\n`domainbench show {markup_safe(done.id)}` prints this table again; "
+                  f"`domainbench export {markup_safe(done.id)} --predictions` lists every answer.")
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -311,6 +311,11 @@ class RunConfig(_Strict):
     # an image file that does not decode stops the run (a silently smaller dataset changes every number)
     # unless the user chose to skip such files: they are then counted and listed in the run record
     skip_unreadable: bool = _unless_default(False)
+    # what the run evaluates (domainbench.engine.task_kind): zero-shot classification (every run before tasks), or
+    # VQA / image-text retrieval on a task manifest given as the dataset; left out of a dump while the default
+    task: Literal["classification", "vqa", "retrieval"] = _unless_default("classification")
+    # VQA: the answer's bound in new tokens (checked by models.vqa_answering.check_max_new_tokens)
+    max_new_tokens: int = _unless_default(16)
 
     @model_validator(mode="before")
     @classmethod

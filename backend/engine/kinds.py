@@ -174,7 +174,7 @@ RUN_KINDS: Registry[RunKind] = Registry(
     "run kind",
     error=UnknownRunKindError,
     group="domainbench.run_kinds",
-    builtins=("domainbench.engine.corruption_kind", "domainbench.fmr.kind"),
+    builtins=("domainbench.engine.corruption_kind", "domainbench.fmr.kind", "domainbench.engine.task_kind"),
     adopt=_adopt,
 )
 

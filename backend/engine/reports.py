@@ -18,6 +18,9 @@ def build_report(store: Store, run_id: str, baseline: str | None = None) -> RunR
     run = store.get_run(run_id)
     if run is None:
         raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
+    if run.kind in ("vqa", "retrieval"):  # engine.task_kind: its results are on the run record, not in units
+        raise UserInputError(f"run {run_id} is a {run.kind} run: read it with `domainbench show {run_id}` or "
+                             f"`domainbench export {run_id}`")
     models = run.config.models
     baseline = baseline or run.config.baseline_model
     if baseline not in models:

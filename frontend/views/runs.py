@@ -584,6 +584,11 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
         st.caption(f":material/autorenew: live: this page refreshes itself every {REFRESH_S} s")
     with st.container():  # always present, so the tabs below keep their place when notes come and go
         status_notes(view)
+    if view.run.kind in ("vqa", "retrieval"):  # a task run: its rows are on the run record (engine.task_kind)
+        from domainbench.frontend import task_section
+
+        task_section.show(store, run_id)
+        return
     if view.report is None:
         st.info(f"No results yet: {view.error}")
         return
