@@ -405,7 +405,7 @@ class CellsOnRay:
 
     def load(self, session: RunSession) -> list[ModelState]:
         """Create the actors and load every model there; the driver keeps only the names."""
-        executor, cfg = _ray(session), session.cfg
+        executor, cfg = session_executor(session), session.cfg
         with session.startup.stage(STARTUP, "model load"):  # on the executor's machines: one figure
             executor.start_actors(session.store, cfg, session.events, ShardActor, "corruption tasks",
                                   lambda uri, group, first, fence: (uri, cfg.model_dump(mode="json"),
@@ -414,10 +414,10 @@ class CellsOnRay:
         return [cast(ModelState, _Named(name, cfg.batch_size)) for name in cfg.models]
 
     def environment(self, session: RunSession) -> dict[str, Any]:
-        return _ray(session).environment()
+        return session_executor(session).environment()
 
     def execute(self, session: RunSession, work: ShardWork) -> None:
-        executor = _ray(session)
+        executor = session_executor(session)
         ray, opts, ctx = executor.ray, executor.options, work.ctx
         cfg, adaptive = ctx.cfg, work.adaptive
         corrupt = ray.remote(_corrupt).options(num_cpus=opts.cpus_per_task)
@@ -468,7 +468,8 @@ class CellsOnRay:
             executor.release()
 
 
-def _ray(session: RunSession) -> RayExecutor:
+def session_executor(session: RunSession) -> RayExecutor:
+    """The session's executor, which a kind's Ray part runs on."""
     assert isinstance(session.executor, RayExecutor)
     return session.executor
 

@@ -23,7 +23,7 @@ from domainbench.engine.dataset_pin import open_run_dataset
 from domainbench.engine.input_pipeline import Pinning
 from domainbench.engine.kinds import RunSession
 from domainbench.engine.local_executor import local_environment, models_device
-from domainbench.engine.ray_executor import RayExecutor, actor_store, import_modules, live_run_store
+from domainbench.engine.ray_executor import actor_store, import_modules, live_run_store, session_executor
 from domainbench.fmr.oracle import Oracle
 from domainbench.fmr.tested import TestedModel
 from domainbench.fmr.units import FmrModels, FmrWork, fmr_unit, load_fmr_models
@@ -83,7 +83,7 @@ class FmrOnRay:
 
     def load(self, session: RunSession) -> FmrModels:
         """Create FMR actors, each with the oracle and a group of the tested models; the driver keeps the names."""
-        executor, cfg, settings = _ray(session), session.cfg, session.settings
+        executor, cfg, settings = session_executor(session), session.cfg, session.settings
         executor.start_actors(session.store, cfg, session.events, FmrActor, "the oracle on every actor",
                               lambda uri, group, first, fence: (uri, cfg.model_dump(mode="json"),
                                                                 settings.model_dump(mode="json"),
@@ -91,13 +91,13 @@ class FmrOnRay:
         return FmrModels(list(cfg.models))
 
     def environment(self, session: RunSession) -> dict[str, Any]:
-        return _ray(session).environment()
+        return session_executor(session).environment()
 
     def execute(self, session: RunSession, work: FmrWork) -> None:
         """Per shard: its clean images (from the input pipeline) into the object store once, the oracle's
         votes once (on one actor, round robin), then one actor call per missing (tested model, shard) unit
         on its model group."""
-        executor = _ray(session)
+        executor = session_executor(session)
         ray = executor.ray
         domain = work.domain.model_dump(mode="json")
         fence = getattr(work.store, "fence", None)  # the driver's: the actors' writes carry it (``live_run_store``)
@@ -122,11 +122,6 @@ class FmrOnRay:
                 collect()
         finally:
             executor.release()
-
-
-def _ray(session: RunSession) -> RayExecutor:
-    assert isinstance(session.executor, RayExecutor)
-    return session.executor
 
 
 __all__ = ["FmrActor", "FmrOnRay"]
