@@ -24,6 +24,7 @@ import torch
 
 from domainbench.engine.scoring import ClassMismatchError, ModelState, classify, encode, is_classifier, load_model
 from domainbench.errors import UserInputError
+from domainbench.models.classifier import ClassifierModel
 from domainbench.models.generative import is_generative
 
 if TYPE_CHECKING:
@@ -76,22 +77,13 @@ class ZeroShotTested:
         return fn
 
 
-@dataclass
-class CallableTested:
-    """A Python callable returning logits: a plain classifier's (``torchvision:``, ``py:``), or a ready-made one."""
+class CallableTested(ClassifierModel):
+    """A Python callable returning logits, as a tested model: a plain classifier's (``torchvision:``, ``py:``), or a
+    ready-made one (its logits and gradient path are the classifier backend's)."""
 
-    name: str
-    fn: Callable[[np.ndarray], Any]
-    grad_fn: Callable[[torch.Tensor], torch.Tensor] | None = None
-
-    def logits(self, images: np.ndarray) -> torch.Tensor:
-        with torch.inference_mode():
-            out = self.fn(images)
-        return torch.as_tensor(np.asarray(out.detach().cpu() if isinstance(out, torch.Tensor) else out), dtype=torch.float32)
-
-    @property
-    def torch_logits(self) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        return self.grad_fn
+    def __init__(self, name: str, fn: Callable[[np.ndarray], Any],
+                 grad_fn: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+        super().__init__(name, fn, torch.device("cpu"), grad_fn=grad_fn)
 
 
 @dataclass
