@@ -438,13 +438,14 @@ def bin_fit(part: pd.DataFrame) -> tuple[float, float] | None:
 
 
 def bin_interval(accuracy: float, count: int, confidence: float = 0.95) -> tuple[float, float] | None:
-    """95 % interval of a bin's accuracy: Wilson's over its images. Each image's accuracy is a share in
-    [0, 1] whose variance is at most p(1 − p), so the binomial interval does not understate the spread."""
-    from domainbench.stats.intervals import wilson_interval
+    """95 % interval of a bin's accuracy: the proportion interval every share of images gets (continuity-corrected
+    Wilson, ``stats.proportion_interval``) over its images. Each image's accuracy is a share in [0, 1] whose
+    variance is at most p(1 − p), so the binomial interval does not understate the spread."""
+    from domainbench.stats.intervals import proportion_interval
 
     if count <= 0 or accuracy != accuracy:
         return None
-    return wilson_interval(int(round(accuracy * count)), int(count), confidence)
+    return proportion_interval(int(round(accuracy * count)), int(count), confidence)
 
 
 def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int = 3, chance: float | None = None) -> go.Figure:

@@ -290,7 +290,7 @@ def flips_tab(s: Shown) -> None:
     exports.chart(figures.lfp_heatmap(s.report, verdict.cell_bands(s.ci, "label_flip_probability")),
                   f"{s.run_id}-label-flips", "lfp")
     st.caption(f"{units.metric_line(declared('label_flip_probability'))} Each cell: the value in %; its 95 % "
-               "interval (Wilson) is in the hover as (low–high).")
+               "interval (continuity-corrected Wilson) is in the hover as (low–high).")
 
 
 def threat_tab(s: Shown) -> None:

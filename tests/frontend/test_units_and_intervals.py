@@ -19,7 +19,7 @@ from domainbench.frontend.exports import MISSING
 from domainbench.frontend.views.runs import card_value
 from domainbench.metrics.registry import metric
 from domainbench.stats import percentile_interval
-from domainbench.stats.intervals import wilson_interval
+from tests.oracles.score_interval import wilson_cc_by_root
 from domainbench.store import Store
 
 
@@ -116,13 +116,17 @@ def test_error_bars_are_the_intervals_around_the_values() -> None:
     err = figures._error_bars([0.5, None], [0.7, None], [60.0, 80.0])
     assert err["array"] == pytest.approx([10.0, 0.0]) and err["arrayminus"] == pytest.approx([10.0, 0.0])
     assert figures._error_bars([None], [None], [1.0]) is None
-    # a bin's interval is Wilson's over its images (scipy-free check by hand: 8 of 10)
-    assert figures.bin_interval(0.8, 10) == pytest.approx(wilson_interval(8, 10))
+    # a bin's interval is every proportion's: the continuity-corrected Wilson (by hand, 8 of 10: each end is the
+    # plain Wilson end of 7.5 and 8.5 successes)
+    assert figures.bin_interval(0.8, 10) == pytest.approx(wilson_cc_by_root(8, 10), abs=1e-9)
     lo, hi = figures.bin_interval(0.8, 10)
     z = 1.959963984540054
-    centre = (0.8 + z * z / 20) / (1 + z * z / 10)
-    half = z * np.sqrt(0.8 * 0.2 / 10 + z * z / 400) / (1 + z * z / 10)
-    assert (lo, hi) == pytest.approx((centre - half, centre + half))
+
+    def plain(p: float, end: int) -> float:
+        return ((p + z * z / 20) + end * z * np.sqrt(p * (1 - p) / 10 + z * z / 400)) / (1 + z * z / 10)
+
+    assert (lo, hi) == pytest.approx((plain(0.75, -1), plain(0.85, 1)))
+    assert (round(lo, 4), round(hi, 4)) == (0.4422, 0.9646)
 
 
 def test_per_corruption_bars_and_radius_chart_draw_intervals_and_chance() -> None:
@@ -137,7 +141,7 @@ def test_per_corruption_bars_and_radius_chart_draw_intervals_and_chance() -> Non
                           "accuracy": a, "count": 10} for i, (r, a) in enumerate([(0.1, 0.9), (0.2, 0.5)])])
     fig = figures.accuracy_vs_radius(bins, pd.DataFrame(), chance=0.1)
     line = fig.data[0]
-    lo, hi = wilson_interval(9, 10)
+    lo, hi = wilson_cc_by_root(9, 10)
     assert line.error_y.array[0] == pytest.approx(100 * hi - 90) and line.error_y.arrayminus[0] == pytest.approx(90 - 100 * lo)
     assert any(s.y0 == pytest.approx(10.0) for s in fig.layout.shapes)
 
