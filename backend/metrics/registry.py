@@ -284,6 +284,14 @@ def _adopt(obj: Any, origin: str) -> list[Metric]:
                               "a list of them or a callable returning them")
 
 
+def cell_statistics() -> tuple[str, ...]:
+    """What a plug-in metric may declare it ``needs``: the sufficient statistics a cell holds, summed over its
+    units' shards (the fields of ``CellSummary``), and ``threat`` (its PD threat cell, pooled over the shards)."""
+    from domainbench.results import CellSummary
+
+    return (*(f for f in CellSummary.model_fields if f not in ("corruption", "severity")), "threat")
+
+
 def plugin_metrics() -> list[tuple[str, Metric]]:
     """(origin, metric) of every entry point of the group ``domainbench.metrics``, in entry-point name order."""
     found: list[tuple[str, Metric]] = []
@@ -297,11 +305,16 @@ def plugin_metrics() -> list[tuple[str, Metric]]:
         except Exception as exc:  # a broken plug-in must say which one it is
             raise MetricRegistryError(f"could not load {origin}: {type(exc).__name__}: {exc}; fix or uninstall that "
                                       "package") from exc
+        statistics = cell_statistics()
         for m in loaded:
             if m.level not in PLUGIN_LEVELS:
                 # the other levels' values live in fixed records (stability, FMR) a plug-in cannot extend
                 raise MetricRegistryError(f"{origin}: metric {m.name!r} has level {m.level!r}; a plug-in metric is a "
                                           f"{' or a '.join(PLUGIN_LEVELS)} metric")
+            unknown = [n for n in m.needs if n not in statistics]
+            if unknown or not m.needs:
+                raise MetricRegistryError(f"{origin}: metric {m.name!r} needs {', '.join(map(repr, unknown)) or 'nothing'}; "
+                                          f"its needs name the cell statistics it reads: {', '.join(statistics)}")
             found.append((origin, m))
     return found
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,6 +139,15 @@ def test_a_broken_or_clashing_plugin_is_named(tmp_path: Path, capsys: pytest.Cap
         # 'acc' is the deprecated name of clean_accuracy: a plug-in cannot take it
         with pytest.raises(MetricRegistryError, match=r"metric name 'acc' \(metric plug-in 'example'.*declared twice"):
             metric_registry.registry()
+        # the statistics a plug-in needs are the cell's: a name it does not hold is refused
+        (tmp_path / "site" / "clashing_metrics.py").write_text(
+            "from domainbench.metrics.registry import Metric\n"
+            "METRICS = [Metric('tally', 'T', 'count', None, 'x', 'cell', ('n', 'logits'), 'sum', field='n')]\n")
+        sys.modules.pop("clashing_metrics", None)
+        metric_registry.reset_plugins()
+        with pytest.raises(MetricRegistryError, match=r"metric 'tally' needs 'logits'; its needs name the cell "
+                                                      r"statistics it reads: n, n_unreadable, flips, lfp, accuracy"):
+            metric_registry.registry()
         (tmp_path / "site" / "plugin_example-0.1.dist-info" / "entry_points.txt").write_text(
             "[domainbench.metrics]\nexample = no_such_metrics_module\n")
         metric_registry.reset_plugins()
@@ -150,5 +160,6 @@ def test_a_broken_or_clashing_plugin_is_named(tmp_path: Path, capsys: pytest.Cap
                               "plugin-example)") and "fix or uninstall that package" in err
     finally:
         monkeypatch.undo()
+        sys.modules.pop("clashing_metrics", None)
         metric_registry.reset_plugins()
     assert len(metric_registry.registry()) == len(metric_registry.declared_metrics())
