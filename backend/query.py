@@ -42,7 +42,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
+    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
@@ -275,6 +275,28 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
 def cell_units(store: Store, run_id: str, corruption: str, severity: int) -> list[UnitRecord]:
     """The units of one cell (every model and shard): per-image predictions."""
     return store.units(run_id, corruption=corruption, severity=severity)
+
+
+def task_run(store: Store, run_id: str) -> Any:
+    """A VQA or retrieval run's stored result (``engine.task_kind.TaskResult``): its rows with intervals, paired
+    tests and answers (or queries). Imports the task machinery (torch) only when a task run is read."""
+    from domainbench.engine.task_kind import load_task_run
+
+    return load_task_run(store, run_id)
+
+
+def task_verdict_lines(result: Any) -> list[str]:
+    """The paired verdicts of a task run that hold after Holm, as `show` prints them."""
+    from domainbench.engine.task_output import verdict_lines
+
+    return verdict_lines(result)
+
+
+def task_prediction_columns(task: str) -> tuple[str, ...]:
+    """The columns of a task run's answer (VQA) or query (retrieval) rows, as `export --predictions` writes them."""
+    from domainbench.engine.task_output import RETRIEVAL_PREDICTION_COLUMNS, VQA_PREDICTION_COLUMNS
+
+    return tuple(VQA_PREDICTION_COLUMNS if task == "vqa" else RETRIEVAL_PREDICTION_COLUMNS)
 
 
 def model_units(store: Store, run_id: str, model: str) -> list[UnitRecord]:
