@@ -161,12 +161,17 @@ def scrub_secrets(text: str, secret: str | None) -> str:
     return _BEARER.sub(lambda m: f"{m.group(1)} <redacted>", redact(text, secret))
 
 
+#: held while a model opens its answer cache
+_CACHE_OPEN = threading.Lock()
+
+
 class AnswerCache:
     """Answers on disk, keyed by (model, endpoint, image hash, request): a resumed run sends nothing twice."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        # another process (a second run, a worker) may hold the file: wait for it as the store does
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30.0)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         self._lock = threading.Lock()
@@ -244,8 +249,11 @@ class OpenAIVLM(GenerativeVLM):
                                 "fix the URL (nothing was stored)") from None
 
     def cache(self) -> AnswerCache:
-        if self._cache is None:
-            self._cache = AnswerCache(default_cache_path())
+        # the request pool's threads all ask on the first images: one opens the file, the others wait for it (two
+        # connections switching a new file to WAL at once fail with "database is locked")
+        with _CACHE_OPEN:
+            if self._cache is None:
+                self._cache = AnswerCache(default_cache_path())
         return self._cache
 
     def _spend(self) -> None:

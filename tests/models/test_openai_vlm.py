@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import csv
 import io
+import time
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +231,29 @@ def test_a_key_the_server_echoes_is_never_stored(serve: Any, home: Path, tmp_pat
         stored.append(extra.read_bytes())
     for blob in stored:
         assert b"plainkey0123456789" not in blob and b"abc.def-123" not in blob and b"plainkey" not in blob
+
+
+def test_the_request_threads_open_one_answer_cache(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's first images are asked from every thread of the request pool at once: they share one cache, opened
+    once (two connections switching a new file to WAL at once failed with "database is locked")."""
+    import threading
+
+    from domainbench.models import openai_vlm_backend as backend
+
+    opened: list[Path] = []
+    real = backend.AnswerCache
+
+    def slow_open(path: Path) -> AnswerCache:  # widen the window two threads would race through
+        opened.append(path)
+        time.sleep(0.05)
+        return real(path)
+
+    monkeypatch.setattr(backend, "AnswerCache", slow_open)
+    m = OpenAIVLM("fake-vlm@http://127.0.0.1:9", device=None)  # type: ignore[arg-type]
+    got: list[AnswerCache] = []
+    threads = [threading.Thread(target=lambda: got.append(m.cache())) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(opened) == 1 and len(got) == 8 and all(c is got[0] for c in got)
