@@ -414,7 +414,7 @@ def plan(
 
 def _plan_to_explain(spec: str) -> Any:
     """A plan TOML, the stored plan whose id is ``spec``, or the plan of the run ``spec``."""
-    from domainbench.config import DomainConfig, load_domain
+    from domainbench.config import load_domain
 
     path = Path(spec)
     if path.is_file():
@@ -422,7 +422,7 @@ def _plan_to_explain(spec: str) -> Any:
     store = _store()
     found = store.domains.get(domain_id=spec)
     if found is not None:
-        return DomainConfig.model_validate(found.model_dump(exclude={"domain_id", "created_at"}))
+        return found.config()
     run = store.runs.get(run_id=spec)
     if run is not None:
         return run.domain

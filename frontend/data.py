@@ -1106,7 +1106,7 @@ def stored_plan(store: Store, domain_id: str) -> tuple[DomainConfig, Path | None
     record = stored_domain(store, domain_id)
     if record is None:
         return None
-    cfg = DomainConfig.model_validate(record.model_dump(exclude={"domain_id", "created_at"}))
+    cfg = record.config()
     path = _plan_file(domain_id)
     return cfg, path if path.is_file() else None
 

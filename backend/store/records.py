@@ -43,6 +43,10 @@ class DomainRecord(DomainConfig):
     domain_id: str
     created_at: str = ""
 
+    def config(self) -> DomainConfig:
+        """The plan itself, without the store's id and time (what `plan -o` writes)."""
+        return DomainConfig.model_validate(self.model_dump(exclude={"domain_id", "created_at"}))
+
 
 class DatasetInfo(_Record):
     name: str
