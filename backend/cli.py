@@ -578,6 +578,14 @@ def run(
         done = api.run_plan(store, evaluate, executor=exec_options, events=RichEvents(progress))
     run_id, s = done.id, done.stats
     assert s is not None
+    task_run = _task_run(store, run_id, 0.95) if resume else None
+    if task_run is not None:  # a resumed VQA or retrieval run
+        from domainbench.engine.task_output import print_task_result
+
+        _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
+             f"{done.seconds:.1f} s")
+        print_task_result(console, task_run)
+        return
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {done.seconds:.1f} s")
     report = query.report(store, run_id)  # the engine stored it as the run finished
@@ -606,7 +614,7 @@ def _run_task(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any) -
 
 
 def _task_run(store: Any, run_id: str, confidence: float) -> Any:
-    """The stored task run ``run_id`` (None for a classification run); its intervals are stored at 95%."""
+    """The stored task run ``run_id`` (None for a classification run), its intervals at ``confidence``."""
     run = store.get_run(run_id)
     # the kind's name read off the record: importing engine.task_kind registers the kinds (torch), and a read
     # command of a classification run loads no model stack
@@ -614,9 +622,7 @@ def _task_run(store: Any, run_id: str, confidence: float) -> Any:
         return None
     from domainbench.engine.task_kind import load_task_run
 
-    if confidence != 0.95:
-        raise UserInputError(f"--confidence {confidence}: run {run_id} stored its intervals at 0.95; leave out --confidence")
-    return load_task_run(store, run_id)
+    return load_task_run(store, run_id, confidence)
 
 
 def _refuse_ignored_on_resume(run_id: str, given: dict[str, Any]) -> None:

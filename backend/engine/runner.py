@@ -85,6 +85,9 @@ class Engine:
         k = kind_of(run)
         s = self._session(k, run.domain, run.config, k.settings_of(run), run, {"tested": tested})
         k.capabilities.check(k.name, s)
+        own = getattr(k, "resume_run", None)
+        if own is not None:  # a kind whose input is not a classification dataset (a task manifest) resumes itself
+            return str(own(s))
         restart = k.check_resume(s)
         if run.dataset is None:  # a queued run's first start pins its dataset, as `start` does
             s.cfg = pinned_config(s.cfg)
