@@ -42,7 +42,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
+    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_gallery_pixels", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
@@ -283,6 +283,16 @@ def task_run(store: Store, run_id: str) -> Any:
     from domainbench.engine.task_kind import load_task_run
 
     return load_task_run(store, run_id)
+
+
+def task_gallery_pixels(result: Any, corruption: str, severity: int, images: list[int]) -> Any:
+    """(clean, corrupted) pixels of a task run's ``images`` in one cell, re-created from its manifest and seed."""
+    from domainbench.engine.task_eval import gallery_pixels
+
+    run = result.run
+    cfg = run.config
+    return gallery_pixels(run.domain, result.task, cfg.dataset, corruption, severity, images, limit=cfg.limit,
+                          seed=cfg.seed, image_size=cfg.image_size)
 
 
 def task_verdict_lines(result: Any) -> list[str]:

@@ -208,6 +208,24 @@ def evaluate_task(domain: DomainConfig, task: str, manifest: str | Path, models:
     return TaskResult(inputs.task, inputs.fingerprint, rows, paired, [p for u in units for p in u.predictions])
 
 
+def gallery_pixels(domain: DomainConfig, task: str, manifest: str | Path, corruption: str, severity: int,
+                   images: Sequence[int], *, limit: int | None = None, seed: int = 0,
+                   image_size: int = 224) -> tuple[np.ndarray, np.ndarray]:
+    """(clean, corrupted) pixels of a stored run's ``images`` (indices as its prediction rows give them) in one
+    cell: re-created from the manifest and the run's seed, exactly as the run corrupted them."""
+    m: VQAManifest | RetrievalManifest = (load_vqa_manifest(manifest) if task == "vqa"
+                                          else load_retrieval_manifest(manifest)).subset(limit, seed)
+    chosen = np.asarray(images, dtype=np.int64)
+    clean = _decode([m.images[i] for i in chosen], image_size)
+    cell = next((c for c in cells_of(domain) if (c.corruption, c.severity) == (corruption, severity)), None)
+    if cell is None:
+        raise UserInputError(f"the run's plan has no cell {corruption}/{severity}")
+    if cell.corruption == CLEAN:
+        return clean, clean
+    origin = chosen if m.origin is None else m.origin[chosen]
+    return clean, run_job(cell.job(0), clean, origin, seed).images
+
+
 @dataclass
 class _Unit:
     model: str
@@ -252,4 +270,4 @@ def _retrieval_predictions(model: str, corruption: str, severity: int, m: Retrie
 
 
 __all__ = ["TASKS", "TaskInputs", "TaskResult", "cell_pixels", "check_task", "evaluate_cell", "evaluate_task",
-           "prepare_task", "task_rows", "unit_outcomes"]
+           "gallery_pixels", "prepare_task", "task_rows", "unit_outcomes"]
