@@ -70,6 +70,10 @@ def get_run(store: Store, run_id: str) -> RunRecord:
     return run
 
 
+#: run kinds of VQA and retrieval runs (``engine.task_kind.TASK_KINDS``, named here so a read imports no torch)
+TASK_KINDS = ("vqa", "retrieval")
+
+
 def expected_cells(run: RunRecord) -> int:
     """Cells a finished run has: per model the clean pass, every severity, every composition and every real
     shift (one cell each, as ``engine.runner`` evaluates them), or one FMR search."""
@@ -85,6 +89,8 @@ def done_cells(store: Store, run: RunRecord) -> int:
     the model of an FMR run (one search per model). Only keys are read, never documents."""
     if run.fmr is not None:
         return len({k[1] for k in store.fmr.keys(run_id=run.run_id)})
+    if run.kind in TASK_KINDS:  # a VQA or retrieval run stores one unit per (model, cell)
+        return len(store.task_units.keys(run_id=run.run_id))
     return len({(k[1], k[2], k[3]) for k in store.units.keys(run_id=run.run_id)})
 
 

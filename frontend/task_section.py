@@ -49,7 +49,7 @@ def gallery_rows(predictions: pd.DataFrame, corruption: str, severity: int, flip
 
 
 def _mark(flipped: object) -> str:
-    return "⚠ flipped" if flipped is True else ("same" if flipped is False else "")
+    return "⚠ flip" if flipped is True else ("same" if flipped is False else "")
 
 
 def gallery(result: object, run_id: str) -> None:
@@ -59,7 +59,7 @@ def gallery(result: object, run_id: str) -> None:
     if not cells:
         return
     st.markdown("**Gallery**: each image clean (left) beside the corrupted one, its questions with the references "
-                "and every model's clean and corrupted answer; ⚠ marks a flipped answer")
+                "and every model's clean and corrupted answer; ⚠ flip marks a changed answer")
     c1, c2 = st.columns([3, 2])
     corruption, severity = c1.selectbox("cell", cells, format_func=lambda c: f"{c[0]} / severity {c[1]}",
                                          key=f"{run_id}-task-gallery-cell")

@@ -530,7 +530,11 @@ def run_header(view: data.RunView) -> None:
     c2.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)")
     c3.metric("images", run.dataset.size if run.dataset else "?")
     done = progress.progress_of(run, view.report, view.n_units, view.total_cells)
-    c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
+    if run.kind in ("vqa", "retrieval"):  # one stored unit per (model, cell): the share of those stored
+        c4.metric("evaluated", f"{100 * view.done_cells / max(view.total_cells, 1):.0f} %",
+                  help=f"{view.done_cells} of {view.total_cells} (model, cell) units stored")
+    else:
+        c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
     c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
     # what kind of run this is, beside its progress: an adaptive run's cells stop early, a shift cell has its own images
     n = f"{done.n_min:,}" if done.n_min == done.n_max else f"{done.n_min:,}–{done.n_max:,}"

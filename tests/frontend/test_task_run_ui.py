@@ -66,6 +66,8 @@ def test_the_vqa_gallery_shows_each_image_clean_and_corrupted_with_every_answer(
 
     page = run_page(rid)
     assert not page.exception, [e.value for e in page.exception]
+    assert "Run kind: VQA." in [c.value for c in page.caption]
+    assert next(m for m in page.metric if m.label == "evaluated").value == "100 %"
     answers = [d.value for d in page.dataframe if "corrupted answer" in d.value.columns]
     assert len(answers) == len(images) and len(page.get("image")) == 2 * len(images)
     captions = [c.caption for img in page.get("image") for c in img.proto.imgs]
@@ -73,4 +75,4 @@ def test_the_vqa_gallery_shows_each_image_clean_and_corrupted_with_every_answer(
     first = answers[0]
     mine = noisy[noisy["image"] == images[0]]
     assert first["corrupted answer"].tolist() == mine["answer"].tolist()
-    assert first[""].tolist() == ["⚠ flipped" if f else "same" for f in mine["flipped"]]
+    assert first[""].tolist() == ["⚠ flip" if f else "same" for f in mine["flipped"]]
