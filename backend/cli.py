@@ -1431,7 +1431,13 @@ def finetune(
     lam: Annotated[Optional[str], typer.Option("--lambda", help="λ, weight of staying close to the base (L2); default 1.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per step (default 32).")] = None,
     train_split: Annotated[Optional[str], typer.Option(help="Share of the files trained on, in (0, 1); the rest is held out (default 0.8).")] = None,
-    trainable: Annotated[Optional[str], typer.Option(help="all, or last-N: only the last N layers with weights train.")] = None,
+    trainable: Annotated[Optional[str], typer.Option(help="all, lora, or last-N: only the last N layers with weights train.")] = None,
+    lora: Annotated[bool, typer.Option("--lora", help="Train LoRA adapters only (peft); the same as --trainable lora.")] = False,
+    lora_rank: Annotated[Optional[int], typer.Option(help="LoRA rank (default 8).")] = None,
+    lora_alpha: Annotated[Optional[str], typer.Option(help="LoRA alpha (default 16).")] = None,
+    lora_targets: Annotated[Optional[str], typer.Option(help="LoRA target layers: linear (every nn.Linear, default) or comma-separated module names.")] = None,
+    precision: Annotated[Optional[str], typer.Option(help="fp32 (default), bf16 (CPU or CUDA) or fp16 (CUDA): the forward passes' autocast.")] = None,
+    grad_accum: Annotated[Optional[int], typer.Option(help="Split each step's --batch-size into K micro-batches (same step, less memory).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of the split, the order and the corruptions drawn (default 0).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu, cuda or cuda:N (default cpu).")] = None,
     image_size: Annotated[Optional[int], typer.Option(help="File images are resized and centre-cropped to this size (default 224).")] = None,
@@ -1462,10 +1468,13 @@ def finetune(
             else:
                 if not (model and plan and dataset and out):
                     raise UserInputError("finetune needs MODEL --plan plan.toml --dataset DIR -o OUT (or --resume OUT)")
+                if lora and trainable not in (None, "lora"):
+                    raise UserInputError(f"--lora and --trainable {trainable} disagree: give one of them")
                 result = api.finetune(model, plan, dataset, out, overwrite=overwrite, on_step=on_step, epochs=epochs,
                                       lr=_number("--lr", lr), lam=_number("--lambda", lam), batch_size=batch_size,
-                                      train_split=_number("--train-split", train_split), trainable=trainable, seed=seed,
-                                      device=device, image_size=image_size)
+                                      train_split=_number("--train-split", train_split), trainable="lora" if lora else trainable,
+                                      seed=seed, device=device, image_size=image_size, precision=precision, grad_accum=grad_accum,
+                                      lora_rank=lora_rank, lora_alpha=_number("--lora-alpha", lora_alpha), lora_targets=lora_targets)
     except KeyboardInterrupt:
         err_console.print(f"interrupted: the last finished epoch is kept; continue with `domainbench finetune --resume {resume or out}`")
         sys.exit(130)
