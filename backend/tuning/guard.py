@@ -1,0 +1,75 @@
+"""A fine-tuned model is never scored on its own training images by accident.
+
+A run that evaluates a ``local:`` fine-tune (a folder with ``finetune.json``) on a dataset holding
+any of the files it was trained on is refused with one line naming the overlap: its accuracy and
+stability there measure memorisation, not the held-out behaviour the fine-tune is judged on. Two
+ways to see an overlap, both from what the fine-tune recorded:
+
+* the run's dataset has the fine-tune's dataset fingerprint (the same folder, a copy of it, or the
+  bundled sample): its training indices are the run's images at those positions;
+* otherwise the files themselves: the run's files, resolved, against the fine-tune's training files
+  (its dataset listed again at the recorded indices; a dataset that no longer exists has none).
+
+The built-in evaluation (``OUT/heldout/manifest.csv``) lists only held-out files and passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from domainbench.errors import UserInputError
+
+
+def _state_of(model: str) -> Any | None:
+    from domainbench.tuning.train import STATE_FILE, FinetuneState
+
+    if not model.startswith("local:"):
+        return None
+    path = Path(model.removeprefix("local:")).expanduser() / STATE_FILE
+    if not path.is_file():
+        return None
+    try:
+        return FinetuneState.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return None  # not a fine-tune this version wrote: loading the model reports what is wrong with it
+
+
+def overlap(state: Any, ds: Any, fingerprint: dict[str, Any]) -> list[str]:
+    """The run's images (as names) that ``state``'s fine-tune trained on."""
+    train = state.train_indices
+    if fingerprint == state.fingerprint:
+        if ds.paths is not None:
+            return [str(ds.paths[i]) for i in train]
+        return [f"image {i} of {state.dataset}" for i in train]
+    if ds.paths is None:
+        return []
+    from domainbench.data import open_dataset
+
+    try:
+        trained = open_dataset(state.dataset, image_size=state.options.image_size)
+    except UserInputError:
+        return []  # the training dataset is gone: no file of it can be in this run
+    if trained.paths is None or len(trained) != state.n_images:
+        return []
+    files = {Path(trained.paths[i]).resolve() for i in train}
+    return [str(p) for p in ds.paths if Path(p).resolve() in files]
+
+
+def check_not_training_images(models: Sequence[str], ds: Any) -> None:
+    """Refuse a run that would score a fine-tuned model on images it was trained on (one ``UserInputError``)."""
+    states = [(m, s) for m in models if (s := _state_of(m)) is not None]
+    if not states:
+        return
+    from domainbench.data.fingerprint import dataset_fingerprint
+
+    fingerprint = dataset_fingerprint(ds).model_dump(mode="json")
+    for model, state in states:
+        hits = overlap(state, ds, fingerprint)
+        if hits:
+            folder = model.removeprefix("local:")
+            raise UserInputError(
+                f"{model} was fine-tuned on {len(hits)} of this dataset's {len(ds)} images (e.g. {hits[0]}): scores on its "
+                f"training images say nothing about held-out ones; evaluate it on {Path(folder) / 'heldout' / 'manifest.csv'} "
+                f"(`domainbench finetune` writes it) or on images it never saw")
