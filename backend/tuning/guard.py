@@ -36,10 +36,12 @@ def _state_of(model: str) -> Any | None:
         return None  # not a fine-tune this version wrote: loading the model reports what is wrong with it
 
 
-def overlap(state: Any, ds: Any, fingerprint: dict[str, Any]) -> list[str]:
+def overlap(state: Any, ds: Any, fingerprint: Any) -> list[str]:
     """The run's images (as names) that ``state``'s fine-tune trained on."""
+    from domainbench.data.fingerprint import DatasetFingerprint
+
     train = state.train_indices
-    if fingerprint == state.fingerprint:
+    if not DatasetFingerprint.model_validate(state.fingerprint).differences(fingerprint):  # the same content, wherever it lies
         if ds.paths is not None:
             return [str(ds.paths[i]) for i in train]
         return [f"image {i} of {state.dataset}" for i in train]
@@ -64,7 +66,7 @@ def check_not_training_images(models: Sequence[str], ds: Any) -> None:
         return
     from domainbench.data.fingerprint import dataset_fingerprint
 
-    fingerprint = dataset_fingerprint(ds).model_dump(mode="json")
+    fingerprint = dataset_fingerprint(ds)
     for model, state in states:
         hits = overlap(state, ds, fingerprint)
         if hits:

@@ -445,19 +445,22 @@ def _loop(out: Path, state: FinetuneState, domain: DomainConfig, ds: Any, on_ste
             if scaler is not None:
                 # the scaler skips a step whose scaled gradients overflowed and lowers its scale: not a divergence
                 scaler.unscale_(optimizer)
-                grads_ok = True
+                checked = torch.stack([l1, l2, loss])
             else:
-                grads_ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
-            if not (torch.isfinite(loss) and grads_ok):
-                raise _diverged(out, state, epoch, step, float(loss.detach()))
+                # one norm over all gradients is non-finite iff one of them is: one reduction, one sync per step
+                grads = [p.grad for p in params if p.grad is not None]
+                checked = torch.stack([l1, l2, loss, _total_norm(grads).to(loss.device)])
+            values = checked.tolist()
+            if not all(math.isfinite(v) for v in values):
+                raise _diverged(out, state, epoch, step, values[2])
             if scaler is not None:
                 scaler.step(optimizer)
                 scaler.update()
             else:
                 optimizer.step()
-            if not all(torch.isfinite(p).all() for p in params):
+            if not math.isfinite(float(_total_norm([p.detach() for p in params]))):
                 raise _diverged(out, state, epoch, step, float("nan"))
-            v1, v2 = float(l1), float(l2)
+            v1, v2 = values[0], values[1]
             sums += (v1, v2)
             if on_step is not None:
                 on_step(epoch, step + 1, steps, v1, v2)
@@ -466,6 +469,12 @@ def _loop(out: Path, state: FinetuneState, domain: DomainConfig, ds: Any, on_ste
         state.history.append({"epoch": epoch, "l1": float(m1), "l2": float(m2), "loss": float(m1 + opts.lam * m2)})
         _save(out, state, spec, tower, optimizer, scaler)
     return FinetuneResult(out, state)
+
+
+def _total_norm(tensors: list[Any]) -> Any:
+    import torch
+
+    return torch.nn.utils.get_total_norm(tensors) if tensors else torch.zeros(())
 
 
 def _diverged(out: Path, state: FinetuneState, epoch: int, step: int, loss: float) -> FinetuneDiverged:

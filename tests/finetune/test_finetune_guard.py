@@ -78,3 +78,12 @@ def test_the_bundled_sample_is_recognised_by_its_fingerprint(tmp_path: Path) -> 
     with pytest.raises(UserInputError, match=r"fine-tuned on 3 of this dataset's 1000 images \(e\.g\. image 3 of sample\)"):
         check_not_training_images([f"local:{tmp_path / 'ft'}"], ds)
     check_not_training_images(["embedded:fmnist-plain", f"local:{tmp_path}"], ds)  # not a fine-tune: nothing to check
+
+
+def test_an_identical_copy_of_the_training_folder_is_recognised(tuned: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    import shutil
+
+    images, _, ft = tuned
+    copy = shutil.copytree(images, tmp_path / "copy")
+    with pytest.raises(UserInputError, match=r"fine-tuned on 32 of this dataset's 40 images \(e\.g\. .*/copy/"):
+        check_not_training_images([f"local:{ft}"], open_dataset(str(copy), image_size=28))
