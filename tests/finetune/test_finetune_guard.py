@@ -13,7 +13,7 @@ from domainbench.data import load_sample, open_dataset
 from domainbench.data.fingerprint import dataset_fingerprint
 from domainbench.errors import UserInputError
 from domainbench.tuning import train
-from domainbench.tuning.guard import check_not_training_images
+from domainbench.models.finetune_guard import check_not_training_images
 from domainbench.tuning.train import FinetuneOptions, FinetuneState
 from tests.cli_runner import run_cli
 
@@ -87,3 +87,10 @@ def test_an_identical_copy_of_the_training_folder_is_recognised(tuned: tuple[Pat
     copy = shutil.copytree(images, tmp_path / "copy")
     with pytest.raises(UserInputError, match=r"fine-tuned on 32 of this dataset's 40 images \(e\.g\. .*/copy/"):
         check_not_training_images([f"local:{ft}"], open_dataset(str(copy), image_size=28))
+
+
+def test_the_guard_reads_the_file_training_writes() -> None:
+    from domainbench.models import finetune_guard
+    from domainbench.tuning import train as training
+
+    assert finetune_guard.STATE_FILE == training.STATE_FILE

@@ -10,33 +10,49 @@ ways to see an overlap, both from what the fine-tune recorded:
 * otherwise the files themselves: the run's files, resolved, against the fine-tune's training files
   (its dataset listed again at the recorded indices; a dataset that no longer exists has none).
 
-The built-in evaluation (``OUT/heldout/manifest.csv``) lists only held-out files and passes.
+The built-in evaluation (``OUT/heldout/manifest.csv``) lists only held-out files and passes. This module
+reads ``finetune.json`` as plain JSON (the engine calls it; ``domainbench.tuning`` imports the engine).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from domainbench.errors import UserInputError
 
 
-def _state_of(model: str) -> Any | None:
-    from domainbench.tuning.train import STATE_FILE, FinetuneState
+#: the state file ``domainbench.tuning.train`` writes (``STATE_FILE`` there)
+STATE_FILE = "finetune.json"
 
+
+@dataclass(frozen=True)
+class _Trained:
+    dataset: str
+    fingerprint: dict[str, Any]
+    n_images: int
+    train_indices: list[int]
+    image_size: int
+
+
+def _state_of(model: str) -> _Trained | None:
     if not model.startswith("local:"):
         return None
     path = Path(model.removeprefix("local:")).expanduser() / STATE_FILE
     if not path.is_file():
         return None
     try:
-        return FinetuneState.model_validate_json(path.read_text())
-    except (OSError, ValueError):
+        raw = json.loads(path.read_text())
+        return _Trained(str(raw["dataset"]), dict(raw["fingerprint"]), int(raw["n_images"]),
+                        [int(i) for i in raw["train_indices"]], int(raw["options"]["image_size"]))
+    except (OSError, ValueError, KeyError, TypeError):
         return None  # not a fine-tune this version wrote: loading the model reports what is wrong with it
 
 
-def overlap(state: Any, ds: Any, fingerprint: Any) -> list[str]:
+def overlap(state: _Trained, ds: Any, fingerprint: Any) -> list[str]:
     """The run's images (as names) that ``state``'s fine-tune trained on."""
     from domainbench.data.fingerprint import DatasetFingerprint
 
@@ -50,7 +66,7 @@ def overlap(state: Any, ds: Any, fingerprint: Any) -> list[str]:
     from domainbench.data import open_dataset
 
     try:
-        trained = open_dataset(state.dataset, image_size=state.options.image_size)
+        trained = open_dataset(state.dataset, image_size=state.image_size)
     except UserInputError:
         return []  # the training dataset is gone: no file of it can be in this run
     if trained.paths is None or len(trained) != state.n_images:
