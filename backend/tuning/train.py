@@ -385,11 +385,17 @@ def resume(out: str | Path, *, epochs: int | None = None, on_step: StepCallback 
 
 def _prepare(spec: Any, opts: FinetuneOptions) -> Any:
     """The tower being trained: a copy of the base's (f′ = f), wrapped with LoRA adapters for ``--trainable lora``."""
+    import torch
+
     tower = copy.deepcopy(spec.module).eval()
     if opts.trainable == "lora":
         from domainbench.tuning.lora import wrap
 
-        tower = wrap(tower, opts.lora_rank, opts.lora_alpha, opts.lora_targets).eval()
+        # peft draws the adapters' A matrices from torch's global generator: seeded here, so a fine-tune
+        # (and a resumed one, which restores them from its checkpoint) is a function of --seed alone
+        with torch.random.fork_rng():
+            torch.manual_seed(_epoch_seed(opts.seed, 0))
+            tower = wrap(tower, opts.lora_rank, opts.lora_alpha, opts.lora_targets).eval()
     return tower
 
 

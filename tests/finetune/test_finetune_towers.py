@@ -224,3 +224,19 @@ def test_bad_options_are_one_error_line(data: tuple[Path, Path], tmp_path: Path,
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_lora_resumes_bit_identically(data: tuple[Path, Path], tmp_path: Path) -> None:
+    from domainbench.tuning import resume
+
+    images, plan = data
+    opts = {**FAST, "image_size": 28, "trainable": "lora", "lora_rank": 2}
+    train("embedded:fmnist-plain", plan, images, tmp_path / "whole", **{**opts, "epochs": 2})
+    train("embedded:fmnist-plain", plan, images, tmp_path / "half", **opts)
+    resume(tmp_path / "half", epochs=2)
+    a, b = (load_file(str(tmp_path / d / "model.safetensors")) for d in ("whole", "half"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    base = load_file(str(Path(__file__).parents[2] / "backend/models/weights/fmnist-plain.safetensors"))
+    # only the head's linear layers carry adapters, so only they move once merged
+    changed = sorted(k for k in a if not torch.equal(a[k], base[k]))
+    assert changed and all(k.startswith("image_tower.head.") and k.endswith(".weight") for k in changed)
