@@ -91,6 +91,6 @@ def test_an_identical_copy_of_the_training_folder_is_recognised(tuned: tuple[Pat
 
 def test_the_guard_reads_the_file_training_writes() -> None:
     from domainbench.models import finetune_guard
-    from domainbench.tuning import train as training
+    from domainbench.tuning.train import STATE_FILE
 
-    assert finetune_guard.STATE_FILE == training.STATE_FILE
+    assert finetune_guard.STATE_FILE == STATE_FILE
