@@ -91,3 +91,28 @@ def check_not_training_images(models: Sequence[str], ds: Any) -> None:
                 f"{model} was fine-tuned on {len(hits)} of this dataset's {len(ds)} images (e.g. {hits[0]}): scores on its "
                 f"training images say nothing about held-out ones; evaluate it on {Path(folder) / 'heldout' / 'manifest.csv'} "
                 f"(`domainbench finetune` writes it) or on images it never saw")
+
+
+def lineage(model: str) -> str | None:
+    """One line of where a ``local:`` fine-tune comes from (base, plan, λ), from its folder; None for any other model.
+
+    Read as plain JSON and TOML (no torch, no model loaded): the run page shows it for every run that names one."""
+    if not model.startswith("local:"):
+        return None
+    folder = Path(model.removeprefix("local:")).expanduser()
+    try:
+        raw = json.loads((folder / STATE_FILE).read_text())
+        o = raw["options"]
+        parts = [f"λ {float(o['lam']):g}", f"{int(raw.get('epochs_done', 0))} epoch(s)", f"trainable {o.get('trainable', 'all')}"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    domain = None
+    try:
+        import tomllib
+
+        domain = tomllib.loads((folder / "plan.toml").read_text()).get("domain")
+    except (OSError, ValueError):
+        pass
+    plan = f" under the plan {domain!r}" if isinstance(domain, str) else ""
+    return (f"{model} is a fine-tune of {raw.get('base')}{plan}: {', '.join(parts)}, "
+            f"{len(raw.get('train_indices', []))} training images of {raw.get('dataset')}")
