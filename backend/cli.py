@@ -1434,10 +1434,16 @@ def finetune(
     out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Output folder: a local: model (evaluate with --models local:OUT).")] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Epochs over the training images (default 5).")] = None,
     lr: Annotated[Optional[str], typer.Option("--lr", help="Adam learning rate (default 1e-4).")] = None,
-    lam: Annotated[Optional[str], typer.Option("--lambda", help="λ, weight of staying close to the base (L2); default 1.")] = None,
+    lam: Annotated[Optional[str], typer.Option("--lambda", help="λ, weight of staying close to the base (L2); default 1. Several (0,1,5): one model each, one trade-off table.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per step (default 32).")] = None,
     train_split: Annotated[Optional[str], typer.Option(help="Share of the files trained on, in (0, 1); the rest is held out (default 0.8).")] = None,
-    trainable: Annotated[Optional[str], typer.Option(help="all, or last-N: only the last N layers with weights train.")] = None,
+    trainable: Annotated[Optional[str], typer.Option(help="all, lora, or last-N: only the last N layers with weights train.")] = None,
+    lora: Annotated[bool, typer.Option("--lora", help="Train LoRA adapters only (peft); the same as --trainable lora.")] = False,
+    lora_rank: Annotated[Optional[int], typer.Option(help="LoRA rank (default 8).")] = None,
+    lora_alpha: Annotated[Optional[str], typer.Option(help="LoRA alpha (default 16).")] = None,
+    lora_targets: Annotated[Optional[str], typer.Option(help="LoRA target layers: linear (every nn.Linear, default) or comma-separated module names.")] = None,
+    precision: Annotated[Optional[str], typer.Option(help="fp32 (default), bf16 (CPU or CUDA) or fp16 (CUDA): the forward passes' autocast.")] = None,
+    grad_accum: Annotated[Optional[int], typer.Option(help="Split each step's --batch-size into K micro-batches (same step, less memory).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of the split, the order and the corruptions drawn (default 0).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu, cuda or cuda:N (default cpu).")] = None,
     image_size: Annotated[Optional[int], typer.Option(help="File images are resized and centre-cropped to this size (default 224).")] = None,
@@ -1451,6 +1457,11 @@ def finetune(
     progress = None if STATE.quiet else Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                                  TextColumn("steps"), TimeElapsedColumn(), TimeRemainingColumn(), console=err_console)
     task: list[Any] = []
+    sweep: list[float] | None = None
+    if lam is not None and "," in lam and resume is None:
+        from domainbench.tuning.sweep import parse_lambdas
+
+        sweep = parse_lambdas(lam)
 
     def on_step(epoch: int, step: int, steps: int, l1: float, l2: float) -> None:
         if progress is None:
@@ -1468,13 +1479,25 @@ def finetune(
             else:
                 if not (model and plan and dataset and out):
                     raise UserInputError("finetune needs MODEL --plan plan.toml --dataset DIR -o OUT (or --resume OUT)")
-                result = api.finetune(model, plan, dataset, out, overwrite=overwrite, on_step=on_step, epochs=epochs,
-                                      lr=_number("--lr", lr), lam=_number("--lambda", lam), batch_size=batch_size,
-                                      train_split=_number("--train-split", train_split), trainable=trainable, seed=seed,
-                                      device=device, image_size=image_size)
+                if lora and trainable not in (None, "lora"):
+                    raise UserInputError(f"--lora and --trainable {trainable} disagree: give one of them")
+                options = dict(epochs=epochs, lr=_number("--lr", lr), batch_size=batch_size,
+                               train_split=_number("--train-split", train_split), trainable="lora" if lora else trainable,
+                               seed=seed, device=device, image_size=image_size, precision=precision, grad_accum=grad_accum,
+                               lora_rank=lora_rank, lora_alpha=_number("--lora-alpha", lora_alpha), lora_targets=lora_targets)
+                if sweep is not None:
+                    from domainbench.tuning.sweep import train_sweep
+
+                    results = train_sweep(model, plan, dataset, out, sweep, overwrite=overwrite, on_step=on_step, **options)
+                else:
+                    result = api.finetune(model, plan, dataset, out, overwrite=overwrite, on_step=on_step,
+                                          lam=_number("--lambda", lam), **options)
     except KeyboardInterrupt:
-        err_console.print(f"interrupted: the last finished epoch is kept; continue with `domainbench finetune --resume {resume or out}`")
+        where = "the λ folder it was training in" if sweep is not None else resume or out
+        err_console.print(f"interrupted: the last finished epoch is kept; continue with `domainbench finetune --resume {where}`")
         sys.exit(130)
+    if sweep is not None:
+        return _finetune_sweep_done(results, evaluate)
     last = result.state.history[-1] if result.state.history else None
     if last is not None:
         _say(f"epoch {last['epoch']:g}: L1 {last['l1']:+.4f}, L2 {last['l2']:+.4f}")
@@ -1484,6 +1507,31 @@ def finetune(
         with (eval_progress := _progress()) or contextlib.nullcontext():
             run = api.finetune_evaluate(result.out, store=store, events=RichEvents(eval_progress))
         _print_finetune_evaluation(run, result.state.base, f"local:{result.out.resolve()}")
+
+
+def _finetune_sweep_done(results: list[Any], evaluate: bool) -> None:
+    """After a λ sweep: each model's name, then one held-out run of the base and all of them, as one table."""
+    from domainbench import api
+    from domainbench.tuning.sweep import tradeoff_rows
+
+    for r in results:
+        console.print(f"λ = {r.state.options.lam:g}: evaluate it with --models {markup_safe(r.model)}", soft_wrap=True)
+    if not evaluate:
+        return
+    store = _store()
+    with (eval_progress := _progress()) or contextlib.nullcontext():
+        run = api.finetune_evaluate(results[0].out, also=[r.out for r in results[1:]], store=store, events=RichEvents(eval_progress))
+    rows = tradeoff_rows(run, results[0].state.base, {r.state.options.lam: f"local:{r.out.resolve()}" for r in results})
+    corruptions = list(rows[0].radius)
+    table = Table(title=f"λ trade-off on the held-out images (run {run.id})", box=box.SIMPLE)
+    for col in ("model", "λ", "clean accuracy", "corrupted accuracy", *(f"radius {c}" for c in corruptions)):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(literal(row.model), "base" if row.lam is None else f"{row.lam:g}",
+                      *(f"{e:.3f} [{lo:.3f}, {hi:.3f}]" for e, lo, hi in (row.clean, row.corrupted)),
+                      *(f"{row.radius[c]:.3f}" for c in corruptions))
+    console.print(table)
+    console.print(f"`domainbench show {run.id}` has every cell.", soft_wrap=True, markup=False)
 
 
 def _print_finetune_evaluation(run: Any, base: str, tuned: str) -> None:

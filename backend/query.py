@@ -57,6 +57,13 @@ def __getattr__(name: str) -> Any:
 # --------------------------------------------------------------------------- runs
 
 
+def finetune_lineage(models: Sequence[str]) -> list[str]:
+    """For each ``local:`` fine-tune among ``models``: one line of its lineage (base, plan, λ; docs/finetune.md)."""
+    from domainbench.models.finetune_guard import lineage
+
+    return [line for m in models if (line := lineage(m)) is not None]
+
+
 def list_runs(store: Store) -> list[RunRecord]:
     """Every stored run, newest first."""
     return store.list_runs()

@@ -62,6 +62,9 @@ class Engine:
         s.cfg = pinned_config(s.cfg)
         with self.startup.stage(STARTUP, "dataset"):
             s.dataset = open_run_dataset(s.cfg)
+        from domainbench.models.finetune_guard import check_not_training_images
+
+        check_not_training_images(s.cfg.models, s.ds)  # a fine-tune scored on its own training images is refused
         k.open(s)
         part = k.part(self.executor.name)
         s.models = part.load(s)

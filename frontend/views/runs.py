@@ -14,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from domainbench import query
 from domainbench.store.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
@@ -544,6 +545,8 @@ def run_header(view: data.RunView) -> None:
                   if cfg.adaptive else "")
                + (". Real-shift cells are evaluated on your own images (their own count)" if run.domain.shift else "")
                + ".")
+    for line in query.finetune_lineage(cfg.models):  # a fine-tuned model says what it was trained from
+        st.caption(f":material/account_tree: {md_escape(line)}")
     with st.expander("corruptions of this domain and run configuration"):
         exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
         exports.table(config_frame(run), f"{run.run_id}-configuration", "run-config",
