@@ -1,0 +1,207 @@
+"""`domainbench run PLAN --dataset CLIPS --frames N` end to end (issue 41): stored, shown, exported; the exported
+temporal flip rate equals its recomputation from the `--predictions` rows; a run that stops resumes to the same
+records; bad input is one `error:` line with nothing stored."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tests.cli_runner import run_cli
+from tests.video.clip_fixtures import ensure_corrupt_clip, has_temporal, sample_clips
+
+EMBEDDED = "embedded:fmnist-plain,embedded:fmnist-augmented"
+TEMPORAL = ("camera_shake", "flicker", "frame_drop", "h264_compression")
+
+
+def _plan(temporal: bool) -> str:
+    text = 'domain = "dash-cam footage at night"\n'
+    text += '[[corruptions]]\nname = "gaussian_noise"\nseverities = [3]\n'
+    text += '[[corruptions]]\nname = "brightness"\nseverities = [5]\nmode = "static"\n' if temporal else \
+            '[[corruptions]]\nname = "brightness"\nseverities = [5]\n'
+    if temporal:
+        for name in TEMPORAL:
+            text += f'[[corruptions]]\nname = "{name}"\nseverities = [4]\n'
+    return text
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    ensure_corrupt_clip()
+    root = tmp_path_factory.mktemp("clip_runs")
+    sample_clips(root / "clips")
+    (root / "plan.toml").write_text(_plan(has_temporal()))
+    (root / "run.toml").write_text("image_size = 32\nworkers = 0\n")
+    return {"root": root, "clips": root / "clips", "plan": root / "plan.toml", "run": root / "run.toml",
+            "home": root / "home"}
+
+
+def _cli(args: list[str], env: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+         code: int = 0) -> tuple[str, str]:
+    monkeypatch.setenv("DOMAINBENCH_HOME", str(env["home"]))
+    got, out, err = run_cli(args, capsys, monkeypatch)
+    assert got == code, err
+    return out, err
+
+
+def _run_args(env: dict[str, Path], run_id: str) -> list[str]:
+    return ["run", str(env["plan"]), "--dataset", str(env["clips"]), "--frames", "8", "--models", EMBEDDED,
+            "--run-config", str(env["run"]), "--run-id", run_id]
+
+
+@pytest.fixture(scope="module")
+def first_run(env: dict[str, Path]) -> str:
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setenv("DOMAINBENCH_HOME", str(env["home"]))
+        import sys
+
+        from domainbench.cli import main
+
+        mp.setattr(sys, "argv", ["domainbench", "--quiet", *_run_args(env, "clips-1")])
+        try:
+            main()
+        except SystemExit as e:
+            assert not e.code
+    finally:
+        mp.undo()
+    return "clips-1"
+
+
+def _csv(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_clip_run_is_shown_and_exported_and_flip_rate_recomputes_from_the_predictions(
+        env: dict[str, Path], first_run: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    out, _ = _cli(["show", first_run], env, capsys, monkeypatch)
+    assert "clip run clips-1: 6 clips, 48 sampled frames" in out and "flip%" in out and "gaussian_noise/3" in out
+    rows = _csv(_cli(["export", first_run, "--format", "csv"], env, capsys, monkeypatch)[0])
+    cells = {(r["corruption"], r["severity"]) for r in rows}
+    assert ("clean", "0") in cells and ("gaussian_noise", "3") in cells
+    if has_temporal():
+        assert {(n, "4") for n in TEMPORAL} <= cells
+        assert {r["mode"] for r in rows if r["corruption"] == "brightness"} == {"static"}
+    assert len(rows) == 2 * len(cells)
+    assert {"frame_accuracy", "clip_accuracy_mean", "clip_accuracy_vote", "temporal_flip_rate", "flip_rate_added",
+            "recovery_time", "temporal_flip_rate_ci_low"} <= set(rows[0])
+    preds = _csv(_cli(["export", first_run, "--predictions"], env, capsys, monkeypatch)[0])
+    assert len(preds) == 2 * len(cells) * 48  # one row per (model, cell, clip, frame)
+    assert list(preds[0])[:8] == ["model", "corruption", "severity", "mode", "clip", "frame_index", "time", "label"]
+    # the flip rate recomputed from the rows: consecutive rows of a (model, cell, clip), in frame order
+    by: dict[tuple[str, str, str], list[tuple[int, str]]] = defaultdict(list)
+    for p in preds:
+        by[(p["model"], p["corruption"] + p["severity"] + p["mode"], p["clip"])].append((int(p["frame_index"]),
+                                                                                         p["prediction"]))
+    for r in rows:
+        flips = pairs = right = frames = 0
+        for (model, cell, _clip), seq in by.items():
+            if model != r["model"] or cell != r["corruption"] + r["severity"] + r["mode"]:
+                continue
+            seq.sort()
+            pairs += len(seq) - 1
+            flips += sum(a[1] != b[1] for a, b in zip(seq, seq[1:]))
+        for p in preds:
+            if p["model"] == r["model"] and p["corruption"] + p["severity"] + p["mode"] == r["corruption"] + r["severity"] + r["mode"]:
+                frames += 1
+                right += p["label"] == p["prediction"]
+        assert float(r["temporal_flip_rate"]) == flips / pairs
+        assert float(r["frame_accuracy"]) == right / frames
+    doc = json.loads(_cli(["export", first_run, "--format", "json"], env, capsys, monkeypatch)[0])
+    assert doc["kind"] == "clip" and doc["sampling"]["frames"] == 8 and len(doc["clips"]) == 6
+    assert all(len(c["frame_indices"]) == 8 for c in doc["clips"]) and doc["paired"]
+    assert doc["rows"][0]["temporal_flip_rate"] == float(rows[0]["temporal_flip_rate"])
+
+
+def test_a_run_that_stops_resumes_to_the_same_records(env: dict[str, Path], first_run: str,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from domainbench.engine import clip_kind
+
+    real, calls = clip_kind.score_cell, []
+
+    def dies_on_the_third(ms, frames):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(ms, frames)
+
+    monkeypatch.setattr(clip_kind, "score_cell", dies_on_the_third)
+    _cli(_run_args(env, "clips-2"), env, capsys, monkeypatch, code=130)
+    monkeypatch.setattr(clip_kind, "score_cell", real)
+    _cli(["run", "--resume", "clips-2"], env, capsys, monkeypatch)
+    one = _cli(["export", first_run, "--format", "json"], env, capsys, monkeypatch)[0]
+    two = _cli(["export", "clips-2", "--format", "json"], env, capsys, monkeypatch)[0]
+    a, b = json.loads(one), json.loads(two)
+    assert a["rows"] == b["rows"] and a["paired"] == b["paired"] and a["clips"] == b["clips"]
+    p1 = _cli(["export", first_run, "--predictions"], env, capsys, monkeypatch)[0]
+    assert p1 == _cli(["export", "clips-2", "--predictions"], env, capsys, monkeypatch)[0]
+
+
+def _runs(env: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> str:
+    return _cli(["ls"], env, capsys, monkeypatch)[0]
+
+
+@pytest.mark.parametrize("case", ["frames0", "unreadable", "ray", "fps_and_frames"])
+def test_bad_clip_input_is_one_error_line_and_nothing_is_stored(
+        env: dict[str, Path], first_run: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    before = _runs(env, capsys, monkeypatch)
+    args = _run_args(env, f"bad-{case}")
+    if case == "frames0":
+        args[args.index("--frames") + 1] = "0"
+        want = "--frames 0"
+    elif case == "unreadable":
+        import shutil
+
+        shutil.copytree(env["clips"], tmp_path / "clips")
+        (tmp_path / "clips" / "trouser" / "broken.mp4").write_text("not a video")
+        args[args.index("--dataset") + 1] = str(tmp_path / "clips")
+        want = "clip trouser/broken.mp4: is not a readable video"
+    elif case == "ray":
+        args += ["--executor", "ray"]
+        want = "--executor ray: clip runs execute on --executor local only"
+    else:
+        args += ["--fps", "2"]
+        want = "--frames and --fps both given"
+    _, err = _cli(args, env, capsys, monkeypatch, code=2)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and want in lines[0], err
+    assert _runs(env, capsys, monkeypatch) == before
+
+
+def test_skip_unreadable_leaves_the_clip_out_and_records_it(env: dict[str, Path], first_run: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str],
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    shutil.copytree(env["clips"], tmp_path / "clips")
+    (tmp_path / "clips" / "trouser" / "broken.mp4").write_text("not a video")
+    plan = tmp_path / "plan.toml"
+    plan.write_text('domain = "d"\n[[corruptions]]\nname = "gaussian_noise"\nseverities = [3]\n')
+    _cli(["run", str(plan), "--dataset", str(tmp_path / "clips"), "--frames", "4", "--models", "embedded:fmnist-plain",
+          "--run-config", str(env["run"]), "--run-id", "skipping", "--skip-unreadable"], env, capsys, monkeypatch)
+    doc = json.loads(_cli(["export", "skipping", "--format", "json"], env, capsys, monkeypatch)[0])
+    assert doc["unreadable"] == [{"clip": "trouser/broken.mp4", "why": doc["unreadable"][0]["why"]}]
+    assert len(doc["clips"]) == 6 and doc["rows"][0]["frames"] == 24
+
+
+def test_a_still_image_run_refuses_a_temporal_corruption(env: dict[str, Path], tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from domainbench.engine import clip_kind
+
+    monkeypatch.setattr(clip_kind, "_temporal", lambda name: name == "gaussian_noise" or
+                        (has_temporal() and __import__("domainbench.corruptions.clips").corruptions.clips.is_temporal(name)))
+    plan = tmp_path / "plan.toml"
+    plan.write_text('domain = "d"\n[[corruptions]]\nname = "gaussian_noise"\nseverities = [3]\n')
+    _, err = _cli(["run", str(plan), "--limit", "10", "--models", "embedded:fmnist-plain"], env, capsys, monkeypatch,
+                  code=2)
+    assert err.startswith("error: corruption 'gaussian_noise' is temporal") and "--dataset a clip folder" in err
+    assert len(err.strip().splitlines()) == 1
