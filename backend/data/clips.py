@@ -330,12 +330,17 @@ def _decode_one(args: tuple[Clip, Sampling, int]) -> DecodedClip | tuple[str, st
         return (e.clip, e.why)
 
 
-def decode_clips(ds: ClipDataset, sampling: Sampling, *, skip_unreadable: bool = False,
-                 workers: int = 0) -> tuple[list[DecodedClip], list[tuple[str, str]]]:
-    """Every clip's sampled frames, decoded in ``workers`` processes (0: here), and the clips skipped as
-    unreadable with why. Without ``skip_unreadable`` the first unreadable clip raises its one-line error."""
+#: clips below which decoding stays in this process: starting the worker processes costs more than a few clips
+PARALLEL_FROM = 16
+
+
+def decode_clips(ds: ClipDataset, sampling: Sampling, *, skip_unreadable: bool = False, workers: int = 0,
+                 parallel_from: int = PARALLEL_FROM) -> tuple[list[DecodedClip], list[tuple[str, str]]]:
+    """Every clip's sampled frames, decoded in ``workers`` processes (0 or 1: here) once there are
+    ``parallel_from`` clips or more, and the clips skipped as unreadable with why, in the dataset's order
+    whatever the workers. Without ``skip_unreadable`` the first unreadable clip raises its one-line error."""
     jobs = [(c, sampling, ds.image_size) for c in ds.clips]
-    if workers > 1 and len(jobs) > 1:
+    if workers > 1 and len(jobs) >= max(2, parallel_from):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 

@@ -144,3 +144,15 @@ def test_frames_over_the_bound_and_bad_sampling_options_are_refused(tmp_path: Pa
                          (Sampling(frames=None, fps=2.0, max_frames=0), "--max-frames 0")):
         with pytest.raises(UserInputError, match=pattern):
             bad.check()
+
+
+def test_decoding_in_worker_processes_gives_the_same_frames(tmp_path: Path) -> None:
+    for c in range(2):
+        for j in range(2):
+            encode_clip(_frames(6 + j + c), tmp_path / f"c{c}" / f"{j}.mp4")
+    ds = open_clips(str(tmp_path), image_size=32)
+    here, _ = decode_clips(ds, Sampling(frames=4, seed=2))
+    pooled, _ = decode_clips(ds, Sampling(frames=4, seed=2), workers=2, parallel_from=2)
+    assert [d.clip.name for d in pooled] == [d.clip.name for d in here]
+    for a, b in zip(here, pooled):
+        assert np.array_equal(a.frames, b.frames) and a.indices == b.indices and a.times == b.times
