@@ -326,6 +326,24 @@ def load_clip_run(store: Store, run_id: str) -> ClipRunResult:
     return ClipRunResult(run, list(ks["rows"]), list(ks.get("paired", [])), list(ks["clips"]), dict(ks["units"]))
 
 
+def strip_frames(run: RunRecord, clip_name: str, corruption: str, severity: int,
+                 mode: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """One clip's sampled frames, clean and under a cell, as the run saw them (re-decoded from the run's clips and
+    corrupted with the run's seed: frames are not stored); for the run page's clip strip."""
+    from domainbench.data.clips import decode_clip
+    from domainbench.label_sets import resolve_classes
+
+    ks = run.kind_settings or {}
+    s = ks.get("sampling") or {}
+    ds = open_clips(run.config.dataset, resolve_classes(run.config.classes), run.config.image_size)
+    clip = next((c for c in ds.clips if c.name == clip_name), None)
+    if clip is None:
+        raise UserInputError(f"clip {clip_name} is no longer in {run.config.dataset}; restore it to see its frames")
+    d = decode_clip(clip, Sampling(s.get("frames"), s.get("fps"), s.get("max_frames"), s.get("seed", 0)),
+                    ds.image_size)
+    return d.frames, corrupt(ClipCell(corruption, severity, mode), d, run.config.seed)
+
+
 class ClipKind:
     """The registry's entry for clip runs (``engine.kinds``). A clip run starts with :func:`start_clip_run` and
     resumes with :func:`resume_clip_run` (the CLI's ``run`` and ``run --resume``); the engine's own start,
@@ -372,4 +390,4 @@ register_kind(ClipKind())
 
 __all__ = ["CLIP_KIND", "ClipCell", "ClipKind", "ClipRunResult", "check_clip_options", "clip_cells", "clip_results",
            "clip_seed", "is_clip_run", "load_clip_run", "refuse_temporal_on_images", "resume_clip_run",
-           "score_cell", "start_clip_run"]
+           "score_cell", "start_clip_run", "strip_frames"]
