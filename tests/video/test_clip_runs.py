@@ -10,6 +10,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.cli_runner import run_cli
@@ -213,3 +214,29 @@ def test_a_still_image_run_refuses_a_temporal_corruption(env: dict[str, Path], t
                   code=2)
     assert err.startswith("error: corruption 'flicker' is temporal") and "give --dataset a clip folder" in err
     assert len(err.strip().splitlines()) == 1 and _runs(env, capsys, monkeypatch) == before
+
+
+def test_a_generative_vlm_answers_each_frame_and_its_clip_is_the_vote(tmp_path: Path) -> None:
+    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.data.clip_samples import write_sample_clips
+    from domainbench.data.clips import Sampling
+    from domainbench.engine.clip_kind import load_clip_run, start_clip_run
+    from domainbench.metrics.clips import vote
+    from domainbench.store import open_store
+    from tests.models.tiny_vlms import save_tiny_llava
+
+    clips = write_sample_clips(tmp_path / "clips", per_class=1, frames=6, size=32, classes=2, seed=0)
+    model = f"hf-vlm:{save_tiny_llava(tmp_path / 'llava')}"
+    store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    domain = DomainConfig(domain="d", corruptions=[CorruptionChoice(name="flicker", severities=[5])])
+    rid = start_clip_run(store, domain, RunConfig(dataset=str(clips), image_size=32, workers=0, models=[model]),
+                         Sampling(frames=3), "vlm-clips")
+    result = load_clip_run(store, rid)
+    assert [r["corruption"] for r in result.rows] == ["clean", "flicker"]
+    for r in result.rows:
+        assert r["clip_accuracy_mean"] is None and r["frames"] == 6  # no embedding: the vote only
+        unit = result.units[f"{model}\t" + ("clean" if r["corruption"] == "clean" else "flicker:5")]
+        votes = [vote(np.asarray(p)) for p in unit["preds"]]
+        labels = [c["label"] for c in result.clips]
+        assert r["clip_accuracy_vote"] == np.mean(np.asarray(votes) == np.asarray(labels))
+    store.close()
