@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import numpy as np
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -23,6 +24,7 @@ PREDICTION_COLUMNS = ("model", "corruption", "severity", "mode", "clip", "frame_
                       "clean_prediction", "correct", "flipped", "clip_prediction_vote", "clip_prediction_mean")
 _SHOWN = ("frame_accuracy", "clip_accuracy_mean", "clip_accuracy_vote", "temporal_flip_rate", "flip_rate_added",
           "recovery_time")
+_SHORT = {"independent": "indep", "static": "static"}
 _HEADERS = {"frame_accuracy": "frame%", "clip_accuracy_mean": "clip%\nmean", "clip_accuracy_vote": "clip%\nvote",
             "temporal_flip_rate": "flip%", "flip_rate_added": "flip%\nadded", "recovery_time": "recovery\nframes"}
 
@@ -40,7 +42,7 @@ def columns() -> tuple[str, ...]:
 def _cell(row: dict[str, Any]) -> str:
     if row["corruption"] == CLEAN:
         return CLEAN
-    return f"{row['corruption']}/{row['severity']}" + (f" ({row['mode']})" if row.get("mode") else "")
+    return f"{row['corruption']}/{row['severity']}" + (f" {_SHORT.get(row['mode'], row['mode'])}" if row.get("mode") else "")
 
 
 def _value(row: dict[str, Any], metric: str) -> str:
@@ -64,15 +66,21 @@ def verdict_lines(result: ClipRunResult, alpha: float = 0.05) -> list[str]:
 def print_clip_result(console: Console, result: ClipRunResult) -> None:
     run = result.run
     frames = sum(len(c["frame_indices"]) for c in result.clips)
-    table = Table(title=f"clip run {run.run_id}: {len(result.clips)} clips, {frames} sampled frames "
-                        "(95% intervals, bootstrap over clips)")
-    table.add_column("model", overflow="fold")
-    table.add_column("cell", no_wrap=True)
-    for m in _SHOWN:
-        table.add_column(_HEADERS[m], no_wrap=True)
-    for row in result.rows:
-        table.add_row(row["model"], _cell(row), *(_value(row, m) for m in _SHOWN))
-    console.print(table, markup=False, highlight=False)
+    console.print(f"clip run {run.run_id}: {len(result.clips)} clips, {frames} sampled frames "
+                  "(95% intervals, bootstrap over clips)", markup=False, highlight=False)
+    # one table per model: a model column would leave the numbers no room in an 80-column terminal
+    for model in dict.fromkeys(r["model"] for r in result.rows):
+        table = Table(title=model, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+        rows = [r for r in result.rows if r["model"] == model]
+        cells = [[_value(r, m) for m in _SHOWN] for r in rows]
+        table.add_column("cell", overflow="fold")
+        for k, m in enumerate(_SHOWN):
+            # as wide as its widest number or interval: the cell name folds instead
+            widest = max([len(part) for c in cells for part in c[k].split("\n")] + [6])
+            table.add_column(_HEADERS[m], no_wrap=True, min_width=widest)
+        for r, values in zip(rows, cells):
+            table.add_row(_cell(r), *values)
+        console.print(table, markup=False, highlight=False)
     console.print("  frame% per-frame accuracy; clip% mean/vote: clip accuracy by mean embedding / majority vote; "
                   "flip%: temporal flip rate; flip% added: minus the clean clips'; recovery: frames until the clean "
                   "prediction returns (docs/video.md)", style="dim", markup=False, highlight=False)

@@ -92,7 +92,7 @@ def test_clip_run_is_shown_and_exported_and_flip_rate_recomputes_from_the_predic
         env: dict[str, Path], first_run: str, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     out, _ = _cli(["show", first_run], env, capsys, monkeypatch)
-    assert "clip run clips-1: 6 clips, 48 sampled frames" in out and "flip%" in out and "gaussian_noise/3" in out
+    assert "clip run clips-1: 6 clips, 48 sampled frames" in out and "flip%" in out and "flicker/4" in out
     rows = _csv(_cli(["export", first_run, "--format", "csv"], env, capsys, monkeypatch)[0])
     cells = {(r["corruption"], r["severity"]) for r in rows}
     assert ("clean", "0") in cells and ("gaussian_noise", "3") in cells
