@@ -149,11 +149,14 @@ def is_clip_dataset(spec: str) -> bool:
         return "clip" in [h.strip() for h in header]
     if not path.is_dir():
         return False
+    videos = frame_folders = stills = False
     for cls in (d for d in path.iterdir() if d.is_dir()):
         for entry in cls.iterdir():
-            if _is_video(entry) or (entry.is_dir() and _frames_in(entry)):
-                return True
-    return False
+            videos = videos or _is_video(entry)
+            stills = stills or (entry.is_file() and entry.suffix.lower() in IMAGE_EXTENSIONS)
+            frame_folders = frame_folders or (entry.is_dir() and bool(_frames_in(entry)))
+    # class folders of still images with a stray sub-folder stay an image dataset
+    return videos or (frame_folders and not stills)
 
 
 def _clip_at(root: Path, path: Path, label: int | None) -> Clip | None:

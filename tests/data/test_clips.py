@@ -82,6 +82,12 @@ def test_frame_folders_manifests_and_class_folders(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     encode_clip(moving_item_frames(np.full((28, 28), 200, np.uint8), 6, 32, rng), tmp_path / "ds" / "dog" / "d.mp4")
     assert is_clip_dataset(str(tmp_path / "ds")) and not is_clip_dataset(str(tmp_path))
+    stills = tmp_path / "stills" / "cat"
+    (stills / "sub").mkdir(parents=True)
+    for name in ("a.png", "sub/b.png"):
+        Image.fromarray(_frames(1)[0]).save(stills / name)
+    assert not is_clip_dataset(str(tmp_path / "stills"))  # still images with a stray folder: an image dataset
+    assert is_clip_dataset(str(tmp_path / "ds" / "cat" / "..")) and not is_clip_dataset("sample")
     ds = open_clips(str(tmp_path / "ds"), image_size=32)
     assert ds.classes == ["cat", "dog"] and [c.label for c in ds.clips] == [0, 1]
     got = decode_clip(ds.clips[0], Sampling(frames=3, seed=0), 32)
