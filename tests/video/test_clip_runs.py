@@ -130,22 +130,40 @@ def test_clip_run_is_shown_and_exported_and_flip_rate_recomputes_from_the_predic
     assert doc["rows"][0]["temporal_flip_rate"] == float(rows[0]["temporal_flip_rate"])
 
 
-def test_a_run_that_stops_resumes_to_the_same_records(env: dict[str, Path], first_run: str,
-                                                      capsys: pytest.CaptureFixture[str],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from domainbench.engine import clip_kind
+_KILLER = """
+import os, signal, sys
+from domainbench.engine import clip_kind
+real, calls = clip_kind.score_cell, []
+def dies_on_the_third(ms, frames):
+    calls.append(1)
+    if len(calls) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)  # a kill: nothing runs after it, the run stays 'running'
+    return real(ms, frames)
+clip_kind.score_cell = dies_on_the_third
+from domainbench.cli import main
+sys.argv = ["domainbench", "--quiet", *sys.argv[1:]]
+main()
+"""
 
-    real, calls = clip_kind.score_cell, []
 
-    def dies_on_the_third(ms, frames):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(ms, frames)
+def test_a_killed_run_resumes_to_the_same_records(env: dict[str, Path], first_run: str,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import subprocess
+    import sys
 
-    monkeypatch.setattr(clip_kind, "score_cell", dies_on_the_third)
-    _cli(_run_args(env, "clips-2"), env, capsys, monkeypatch, code=130)
-    monkeypatch.setattr(clip_kind, "score_cell", real)
+    from domainbench.store import open_store
+
+    killed = subprocess.run([sys.executable, "-c", _KILLER, *_run_args(env, "clips-2")],
+                            env={**os.environ, "DOMAINBENCH_HOME": str(env["home"])}, capture_output=True, text=True,
+                            timeout=600)
+    assert killed.returncode == -9, killed.stderr
+    monkeypatch.setenv("DOMAINBENCH_HOME", str(env["home"]))
+    store = open_store()
+    run = store.get_run("clips-2")
+    assert run is not None and run.status == "running" and len(run.kind_settings["units"]) == 2
+    store.close()
     _cli(["run", "--resume", "clips-2"], env, capsys, monkeypatch)
     one = _cli(["export", first_run, "--format", "json"], env, capsys, monkeypatch)[0]
     two = _cli(["export", "clips-2", "--format", "json"], env, capsys, monkeypatch)[0]
