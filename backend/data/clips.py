@@ -60,7 +60,10 @@ class Sampling:
             raise UserInputError("--frames and --fps both given: sample a fixed number of frames per clip (--frames N) "
                                  "or a rate (--fps F with --max-frames M); give one")
         if self.fps is None and self.frames is None:
-            return Sampling(8, None, self.max_frames, self.seed).check()
+            if self.max_frames is not None:
+                raise UserInputError(f"--max-frames {self.max_frames} bounds --fps sampling; give --fps F too, or "
+                                     "--frames N instead")
+            return Sampling(8, None, None, self.seed)
         if self.frames is not None and self.frames < 1:
             raise UserInputError(f"--frames {self.frames}: a clip needs at least one sampled frame; give --frames N "
                                  "with N >= 1 (8 is the default)")

@@ -147,9 +147,11 @@ def test_frames_over_the_bound_and_bad_sampling_options_are_refused(tmp_path: Pa
         decode_clips(ds, Sampling(frames=2))
     for bad, pattern in ((Sampling(frames=0), r"--frames 0: .*--frames N with N >= 1"),
                          (Sampling(frames=4, fps=2.0), "give one"), (Sampling(frames=None, fps=-1.0), "--fps -1.0"),
-                         (Sampling(frames=None, fps=2.0, max_frames=0), "--max-frames 0")):
+                         (Sampling(frames=None, fps=2.0, max_frames=0), "--max-frames 0"),
+                         (Sampling(frames=None, max_frames=4), "--max-frames 4 bounds --fps sampling; give --fps")):
         with pytest.raises(UserInputError, match=pattern):
             bad.check()
+    assert Sampling(frames=None).check() == Sampling(frames=8)  # the default
 
 
 def test_decoding_in_worker_processes_gives_the_same_frames(tmp_path: Path) -> None:
