@@ -631,8 +631,7 @@ def _run_clips(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any, 
         stored = store.get_run(run_id) if run_id else None
         if stored is None or stored.kind != "clip":
             return False
-        if exec_options.kind != "local":
-            raise UserInputError(f"--executor {exec_options.kind}: clip runs execute on --executor local only; leave it out")
+        check_clip_options(stored.domain, stored.config, exec_options.kind)
         rid = resume_clip_run(store, stored.run_id, say=lambda m: _say(markup_safe(m)))
     else:
         check_clip_options(domain, cfg, exec_options.kind)  # before the store is opened

@@ -126,8 +126,10 @@ class ClipInputs:
 
 
 def check_clip_options(domain: DomainConfig, cfg: RunConfig, executor: str = "local") -> None:
-    if executor != "local":
-        raise UserInputError(f"--executor {executor}: clip runs execute on --executor local only; leave it out")
+    allowed = ClipKind.capabilities.executors  # the kind's declared capabilities say where it runs
+    if executor not in allowed:
+        raise UserInputError(f"--executor {executor}: clip runs execute on --executor {' or '.join(allowed)} only; "
+                             f"choose --executor {allowed[0]} or leave it out")
     given = [flag for flag, on in (("--adaptive", cfg.adaptive), ("--breaking-point", cfg.breaking_point),
                                    ("--shift / [[shift]]", bool(domain.shift)), ("--limit", cfg.limit is not None),
                                    ("--task", cfg.task != "classification")) if on]
