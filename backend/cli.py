@@ -1315,7 +1315,7 @@ def gallery(
     from domainbench.corruptions import get, names
     from domainbench.safe_output import output_dir, output_file, write_atomically
 
-    chosen = [get(n).name for n in _csv(corruptions_) or names()]  # unknown names fail before writing
+    chosen = [get(n).name for n in _csv(corruptions_) or names(temporal=False)]  # unknown names fail before writing
     folder = output_dir(output)
     for name in chosen:  # a FIFO or folder among the sheets' names is refused before any sheet is written
         output_file(folder / f"{name}.png")
