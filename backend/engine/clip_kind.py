@@ -89,11 +89,12 @@ def clip_cells(domain: DomainConfig) -> list[ClipCell]:
 
 def refuse_temporal_on_images(domain: DomainConfig) -> None:
     """A still-image run cannot apply a temporal corruption: refused in one line naming it and the fix."""
-    for c in domain.corruptions:
-        if _temporal(c.name):
-            raise UserInputError(f"corruption {c.name!r} is temporal (it evolves across a clip's frames) and does not "
-                                 "apply to still images; give --dataset a clip folder (class folders of videos or of "
-                                 "frame folders), or remove it from the plan")
+    temporal = [c.name for c in domain.corruptions if _temporal(c.name)]
+    if temporal:
+        more = f" (and {', '.join(map(repr, temporal[1:]))})" if len(temporal) > 1 else ""
+        raise UserInputError(f"corruption {temporal[0]!r}{more} is temporal (it evolves across a clip's frames) and "
+                             "does not apply to still images; give --dataset a clip folder (class folders of videos "
+                             "or of frame folders), or remove the temporal corruptions from the plan")
 
 
 def clip_seed(seed: int, clip: str) -> int:

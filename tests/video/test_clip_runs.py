@@ -231,6 +231,10 @@ def test_a_still_image_run_refuses_a_temporal_corruption(env: dict[str, Path], t
     _, err = _cli(["run", str(plan), "--limit", "10", "--models", "embedded:fmnist-plain"], env, capsys, monkeypatch,
                   code=2)
     assert err.startswith("error: corruption 'flicker' is temporal") and "give --dataset a clip folder" in err
+    plan.write_text(plan.read_text() + '[[corruptions]]\nname = "frame_drop"\nseverities = [2]\n')
+    _, err = _cli(["run", str(plan), "--limit", "10", "--models", "embedded:fmnist-plain"], env, capsys, monkeypatch,
+                  code=2)
+    assert err.startswith("error: corruption 'flicker' (and 'frame_drop') is temporal")
     assert len(err.strip().splitlines()) == 1 and _runs(env, capsys, monkeypatch) == before
 
 
