@@ -94,8 +94,11 @@ class CorruptionKind:
         session.domain = shift_cells.with_shifts(session.domain, [])  # shift paths absolute, as the run stores them
 
     def check_resume(self, session: RunSession) -> dict[str, Any]:
+        from domainbench.engine.clip_kind import refuse_temporal_on_images
+
         run = session.run
         assert run is not None
+        refuse_temporal_on_images(run.domain)  # a queued run (the UI's launch) reaches the engine here, not in check
         ladders = check_ladders(run, has_units=bool(session.store.units.keys(run_id=run.run_id)))
         check_same_frost_texture(session.store, run)
         return {"ladder_versions": ladders}

@@ -262,3 +262,19 @@ def test_a_generative_vlm_answers_each_frame_and_its_clip_is_the_vote(tmp_path: 
         labels = [c["label"] for c in result.clips]
         assert r["clip_accuracy_vote"] == np.mean(np.asarray(votes) == np.asarray(labels))
     store.close()
+
+
+def test_a_queued_still_image_run_with_a_temporal_corruption_is_refused_when_a_worker_takes_it(tmp_path: Path) -> None:
+    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.engine.lifecycle import queue_run
+    from domainbench.engine.runner import Engine
+    from domainbench.errors import UserInputError
+    from domainbench.store import open_store
+
+    store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    domain = DomainConfig(domain="d", corruptions=[CorruptionChoice(name="h264_compression", severities=[2])])
+    run = queue_run(store, domain, RunConfig(limit=10, models=["embedded:fmnist-plain"]), "queued-still")
+    with pytest.raises(UserInputError, match="'h264_compression' is temporal"):
+        Engine(store).resume(run.run_id)
+    assert not list(store.units.keys(run_id=run.run_id))
+    store.close()
