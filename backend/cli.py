@@ -515,8 +515,11 @@ def run(
     shift: Annotated[Optional[list[str]], typer.Option("--shift", metavar="NAME=PATH", help="Also evaluate your own shifted images as the cell shift:NAME (repeatable): class folders named like the dataset's classes, or files named like its files.")] = None,
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", help="--task vqa: generative models' answers are at most this many new tokens (default 16).")] = None,
     task: Annotated[Optional[str], typer.Option("--task", help="classification (default), vqa or retrieval: VQA and retrieval read a task manifest as --dataset (docs/tasks.md).")] = None,
+    frames: Annotated[Optional[int], typer.Option("--frames", help="Clips: frames sampled evenly over each clip's duration (default 8; docs/video.md).")] = None,
+    fps: Annotated[Optional[float], typer.Option("--fps", help="Clips: sample frames at this rate instead of --frames (with --max-frames).")] = None,
+    max_frames: Annotated[Optional[int], typer.Option("--max-frames", help="Clips with --fps: at most this many frames per clip.")] = None,
 ) -> None:
-    """Evaluate models zero-shot on a dataset under a domain's corruptions."""
+    """Evaluate models zero-shot on a dataset (images or clips) under a domain's corruptions."""
     from domainbench import api, query
 
     _load_plugins(corruptions_module)
@@ -558,11 +561,22 @@ def run(
             "--template": template, "--question": question, "--vlm-mode": vlm_mode, "--vlm-score": vlm_score,
             "--dtype": dtype, "--adaptive": adaptive, "--target-width": target_width,
             "--breaking-point": breaking_point, "--shift": shift, "--model-arg": model_arg, "--task": task,
-            "--max-new-tokens": max_new_tokens})
+            "--max-new-tokens": max_new_tokens, "--frames": frames, "--fps": fps, "--max-frames": max_frames})
         endpoint = _endpoint_overrides(concurrency, max_requests, api_key_env, request_timeout, retry_budget)
+        if _run_clips(None, None, resume, exec_options, None):
+            return
     if not resume and cfg.task != "classification":
         _run_task(domain, cfg, run_id, exec_options)
         return
+    if not resume:
+        from domainbench.data.clips import Sampling, is_clip_dataset
+
+        if frames is not None or fps is not None or max_frames is not None or is_clip_dataset(cfg.dataset):
+            _run_clips(domain, cfg, run_id, exec_options, Sampling(frames, fps, max_frames, cfg.seed).check())
+            return
+        from domainbench.engine.clip_kind import refuse_temporal_on_images
+
+        refuse_temporal_on_images(domain)
     store = _store()
     progress = _progress()
     from domainbench.engine.timings import STARTUP
@@ -611,6 +625,44 @@ def _run_task(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any) -
     done = api.run_task(store, domain, cfg, run_id=run_id, executor=exec_options)
     _say(f"run {markup_safe(done.id)}: {cfg.task} on {len(cfg.models)} model(s), {done.seconds:.1f} s")
     print_task_result(console, load_task_run(store, done.id))
+
+
+def _run_clips(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any, sampling: Any) -> bool:
+    """A clip run started (``sampling`` given) or resumed (``run_id`` of a stored clip run), then printed; False
+    for a resume of another kind of run (``domainbench.engine.clip_kind``)."""
+    from domainbench.engine.clip_kind import check_clip_options, load_clip_run, resume_clip_run, start_clip_run
+    from domainbench.engine.clip_output import print_clip_result
+
+    started = time.perf_counter()
+    if sampling is None:
+        store = _store()
+        stored = store.get_run(run_id) if run_id else None
+        if stored is None or stored.kind != "clip":
+            return False
+        check_clip_options(stored.domain, stored.config, exec_options.kind)
+        rid = resume_clip_run(store, stored.run_id, say=lambda m: _say(markup_safe(m)))
+    else:
+        check_clip_options(domain, cfg, exec_options.kind)  # before the store is opened
+        store = _store()
+        rid = start_clip_run(store, domain, cfg, sampling, run_id, say=lambda m: _say(markup_safe(m)),
+                             executor=exec_options.kind)
+    result = load_clip_run(store, rid)
+    _say(f"run {markup_safe(rid)}: clips on {len(result.run.config.models)} model(s), "
+         f"{time.perf_counter() - started:.1f} s")
+    print_clip_result(console, result)
+    return True
+
+
+def _clip_run(store: Any, run_id: str, confidence: float) -> Any:
+    """The stored clip run ``run_id`` (None for another kind); its intervals are stored at 95%."""
+    run = store.get_run(run_id)
+    if run is None or run.kind != "clip":
+        return None
+    from domainbench.engine.clip_kind import load_clip_run
+
+    if confidence != 0.95:
+        raise UserInputError(f"--confidence {confidence}: run {run_id} stored its intervals at 0.95; leave out --confidence")
+    return load_clip_run(store, run_id)
 
 
 def _task_run(store: Any, run_id: str, confidence: float) -> Any:
@@ -747,6 +799,12 @@ def show(
         from domainbench.engine.task_output import print_task_result
 
         print_task_result(console, task_run)
+        return
+    clip_run = _clip_run(store, run_id, confidence)
+    if clip_run is not None:
+        from domainbench.engine.clip_output import print_clip_result
+
+        print_clip_result(console, clip_run)
         return
     report = query.report(store, run_id, baseline)
     read = query.outcomes_once()  # the intervals and the verdicts: the run's units read once
@@ -953,6 +1011,19 @@ def export(
     task_run = _task_run(store, run_id, confidence)
     if task_run is not None:
         _export_task(task_run, format, output, predictions)
+        return
+    clip_run = _clip_run(store, run_id, confidence)
+    if clip_run is not None:
+        from domainbench.engine.clip_output import export_text as clip_text, predictions_text as clip_predictions
+
+        text, n = clip_predictions(clip_run, format) if predictions else (clip_text(clip_run, format), len(clip_run.rows))
+        if output:
+            from domainbench.safe_output import write_atomically
+
+            write_atomically(output, text)
+            _say(f"wrote {n} rows to {markup_safe(output)}")
+        else:
+            sys.stdout.write(text)
         return
     if predictions:
         from domainbench.engine.predictions import write_predictions
@@ -1250,7 +1321,7 @@ def gallery(
     from domainbench.corruptions import get, names
     from domainbench.safe_output import output_dir, output_file, write_atomically
 
-    chosen = [get(n).name for n in _csv(corruptions_) or names()]  # unknown names fail before writing
+    chosen = [get(n).name for n in _csv(corruptions_) or names(temporal=False)]  # unknown names fail before writing
     folder = output_dir(output)
     for name in chosen:  # a FIFO or folder among the sheets' names is refused before any sheet is written
         output_file(folder / f"{name}.png")

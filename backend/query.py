@@ -42,7 +42,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_gallery_pixels", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
+    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_gallery_pixels", "task_verdict_lines", "task_prediction_columns", "clip_run", "clip_prediction_rows", "clip_verdict_lines", "clip_strip", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
@@ -306,6 +306,34 @@ def task_gallery_pixels(result: Any, corruption: str, severity: int, images: lis
     cfg = run.config
     return gallery_pixels(run.domain, result.task, cfg.dataset, corruption, severity, images, limit=cfg.limit,
                           seed=cfg.seed, image_size=cfg.image_size)
+
+
+def clip_run(store: Store, run_id: str) -> Any:
+    """A clip run's stored result (``engine.clip_kind.ClipRunResult``): its rows with intervals, paired tests, clips
+    and frame predictions. Imports the clip machinery (torch) only when a clip run is read."""
+    from domainbench.engine.clip_kind import load_clip_run
+
+    return load_clip_run(store, run_id)
+
+
+def clip_prediction_rows(result: Any) -> list[dict[str, Any]]:
+    """One row per (model, cell, clip, sampled frame), as `export --predictions` writes them."""
+    from domainbench.engine.clip_output import prediction_rows
+
+    return prediction_rows(result)
+
+
+def clip_verdict_lines(result: Any) -> list[str]:
+    from domainbench.engine.clip_output import verdict_lines
+
+    return verdict_lines(result)
+
+
+def clip_strip(result: Any, clip: str, corruption: str, severity: int, mode: str | None) -> tuple[Any, Any]:
+    """A clip's sampled frames, clean and corrupted (re-decoded from the run's clips: frames are not stored)."""
+    from domainbench.engine.clip_kind import strip_frames
+
+    return strip_frames(result.run, clip, corruption, severity, mode)
 
 
 def task_verdict_lines(result: Any) -> list[str]:

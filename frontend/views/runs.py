@@ -596,6 +596,14 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
 
         task_section.show(store, run_id)
         return
+    if view.run.kind == "clip":  # a clip run: its rows and frame predictions are on the run record (engine.clip_kind)
+        from domainbench.frontend import clip_section
+
+        if view.status == "done":
+            clip_section.show(store, run_id)
+        else:
+            st.info(f"No results yet: the clip run is {view.status}; `domainbench run --resume {run_id}` continues it")
+        return
     if view.report is None:
         st.info(f"No results yet: {view.error}")
         return

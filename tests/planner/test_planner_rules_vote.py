@@ -196,7 +196,8 @@ def test_catalogue_rendering(catalogue: Catalogue) -> None:
     lines = text.splitlines()
     assert len(lines) == len(catalogue.entries)
     for line, e in zip(lines, catalogue.entries, strict=True):
-        assert line.startswith(f"- {e.name} ({e.family}): {e.description.strip()}")
+        family = f"{e.family}, temporal: video clips only" if e.temporal else e.family  # clip-only entries are marked
+        assert line.startswith(f"- {e.name} ({family}): {e.description.strip()}")
         assert all(s.strip() in line for s in e.situations)
         for key, spec in e.parameters.items():
             assert key in line
