@@ -112,3 +112,7 @@ def test_a_plan_with_temporal_corruptions_loads(tmp_path: Path) -> None:
     # the fit to probe images measures the image corruptions and leaves the clip ones as planned
     changes = pixel_changes(cfg, np.full((2, 32, 32, 3), 120, np.uint8))
     assert set(changes) == {("fog", 1), ("fog", 2)}
+    # and `plan --preview` / New domain show the expected damage of the image cells only
+    from domainbench.metrics.ladder import expected_damage
+
+    assert [(d.cell, d.severity) for d in expected_damage(cfg, np.full((32, 32, 3), 120, np.uint8))] == [("fog", 1), ("fog", 2)]
