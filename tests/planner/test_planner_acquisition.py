@@ -190,3 +190,42 @@ def test_a_portable_xray_scanner_is_no_flatbed() -> None:
     assert "flatbed or sheet-fed scans" not in {k.label for k in xray.kinds}
     page = rules.requirements("Invoices fed through an office scanner.", ["motion_blur", "rain"])
     assert "flatbed or sheet-fed scans" in {k.label for k in page.kinds} and "motion_blur" in page.forbidden
+
+
+@pytest.mark.parametrize(
+    ("text", "factor", "corruption"),
+    [
+        # a camera that nothing holds level turns the scene's up anywhere
+        ("A pill camera tumbles through the gut.", "free_rotation", "rotation"),
+        # an analogue radio link tears lines when it is disturbed
+        ("Video from a model aircraft comes down an analogue link and breaks up near the trees.", "analogue_link", "row_noise"),
+        # a film of droplets on the optics is a veil
+        ("A rooftop weather camera with dew on the dome every morning.", "condensation", "fog"),
+        ("The lens fogs up when the door opens.", "condensation", "fog"),
+        # re-encoding for a stream is lossy
+        ("Lectures re-encoded for streaming.", "lossy_transmission", "jpeg_compression"),
+    ],
+)
+def test_general_acquisition_factors(text: str, factor: str, corruption: str) -> None:
+    found = {f.factor for f in acquisition.read(text)}
+    assert factor in found, found
+    assert any(h.name == corruption and h.cue == f"acquisition:{factor}" for h in acquisition.implied(text))
+
+
+def test_factor_vetoes_in_context() -> None:
+    # dew on the leaves is the subject; light that interferes is optics; a phone's front camera is a selfie
+    assert "condensation" not in {f.factor for f in acquisition.read("Macro photos of dew on the leaves at dawn.")}
+    assert "analogue_link" not in {f.factor for f in acquisition.read("Thin film interference colours on soap bubbles.")}
+    assert "forward_view" not in {f.factor for f in acquisition.read("Selfies from a phone's front camera.")}
+
+
+def test_something_in_the_way_is_an_occluder_but_dirt_on_it_is_not() -> None:
+    from domainbench.planner import cues
+
+    def occluder(text: str) -> bool:
+        return "occluder" in {h.name for h in cues.find(text)}
+
+    assert occluder("Plates are often dirty or partly covered by tow bars.")
+    assert occluder("Fingers often cover part of the page.")
+    assert not occluder("The lens is covered by dust after a week.")
+    assert not occluder("Fields covered by cloud.")
