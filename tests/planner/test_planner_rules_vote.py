@@ -47,6 +47,7 @@ def test_every_rule_name_is_in_the_catalogue(catalogue: Catalogue) -> None:
         ("Satellite images of farmland", ["aerial", "satellite"]),
         ("Satellite and aerial imaging of farmland", ["aerial"]),  # aircraft blur: not orbit alone
         ("Dash-cam video of cars on the motorway", ["driving"]),
+        ("High-speed cameras film golf swings on a driving range.", []),  # a range, not a road
     ],
 )
 def test_kind_detection(text: str, kinds: list[str]) -> None:
@@ -235,6 +236,8 @@ FPV = ("First-person-view drone racing video is sent over an analogue 5.8 GHz li
         (FPV, True),
         ("Photos of cats and dogs sent in by pet owners.", True),
         ("Shelves of a supermarket photographed every hour.", True),
+        # radar sees through clouds, so a SAR image from orbit shows none
+        ("Satellite SAR images of sea ice in the Arctic.", True),
         # seen from above, or with the sky in view, clouds can hide the scene
         ("Drone surveys of vineyards flown at midday.", False),
         ("Satellite images of farmland.", False),
