@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from domainbench.planner import acquisition
+from domainbench.planner import acquisition, cues
 from domainbench.planner.keywords import keyword_pattern, load_book
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def detect_kinds(text: str, path: str | Path | None = None) -> list[DetectedKind
             found.append(DetectedKind(name, kind.label, shown.keyword))
             continue
         pattern = comp.patterns.get(name)
-        m = pattern.search(norm) if pattern is not None else None
+        m = next((m for m in pattern.finditer(norm) if not cues.negated(norm, m.start())), None) if pattern is not None else None
         if m:
             keyword = written[m.start() : m.end()] if same_positions else m.group(0)
             found.append(DetectedKind(name, kind.label, keyword))
@@ -162,7 +162,8 @@ def unmet_needs(text: str, path: str | Path | None = None) -> dict[str, str]:
     for name, need in comp.book.needs.items():
         by_factor = bool(set(need.factors) & factors) and not set(need.unless_factors) & factors
         pattern = comp.need_patterns.get(name)
-        if not by_factor and not (pattern is not None and pattern.search(norm)):
+        shown = pattern is not None and any(not cues.negated(norm, m.start()) for m in pattern.finditer(norm))
+        if not by_factor and not shown:
             out[name] = f"a scene that shows no {need.needs} ({need.because})"
     return out
 
