@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from domainbench.planner.cues import Hit, _clause, _normalise, quote_around
+from domainbench.planner.cues import Hit, _clause, _normalise, negated, quote_around
 from domainbench.planner.keywords import keyword_pattern, load_book
 
 ACQUISITION_PATH = Path(__file__).with_name("acquisition.toml")
@@ -110,6 +110,8 @@ def read(text: str, path: str | Path | None = None) -> list[Finding]:
     for name, pattern in patterns.items():
         for m in pattern.finditer(norm):
             veto = unless[name]
+            if negated(norm, m.start()):  # "without a tripod" is no fixed mount
+                continue
             if veto is None or not veto.search(_clause(norm, m.start(), m.end())):
                 found.append(Finding(name, book.factors[name].label, m.group(0), quote_around(norm, m.start(), m.end()), m.start()))
                 break
