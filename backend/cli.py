@@ -574,9 +574,11 @@ def run(
         if frames is not None or fps is not None or max_frames is not None or is_clip_dataset(cfg.dataset):
             _run_clips(domain, cfg, run_id, exec_options, Sampling(frames, fps, max_frames, cfg.seed).check())
             return
-        from domainbench.engine.clip_kind import refuse_temporal_on_images
+        from domainbench.engine.clip_kind import left_out_note, still_image_plan
 
-        refuse_temporal_on_images(domain)
+        domain, temporal = still_image_plan(domain)
+        if temporal:
+            _say(markup_safe(left_out_note(temporal)))
     store = _store()
     progress = _progress()
     from domainbench.engine.timings import STARTUP

@@ -40,7 +40,6 @@ from domainbench.store.records import DatasetInfo, RunRecord
 
 CLIP_KIND = "clip"
 CLEAN = "clean"
-MODES = ("static", "independent")
 DEFAULT_MODE = "independent"
 
 
@@ -76,13 +75,13 @@ def clip_cells(domain: DomainConfig) -> list[ClipCell]:
         if c.params:
             raise UserInputError(f"corruption {c.name!r}: explicit params are not applied to clips yet; "
                                  "remove its params and choose severities")
-        mode = getattr(c, "mode", None)
+        mode = c.mode
         if _temporal(c.name):
-            mode = None
+            if mode is not None:
+                raise UserInputError(f"corruption {c.name!r} is temporal: it has its own course over the frames and "
+                                     f"takes no mode; remove mode = {mode!r} from its plan entry")
         else:
             mode = mode or DEFAULT_MODE
-            if mode not in MODES:
-                raise UserInputError(f"corruption {c.name!r}: mode {mode!r} is not one of {', '.join(MODES)}; fix the plan")
         cells += [ClipCell(c.name, s, mode) for s in c.severities]
     return cells
 
@@ -95,6 +94,27 @@ def refuse_temporal_on_images(domain: DomainConfig) -> None:
         raise UserInputError(f"corruption {temporal[0]!r}{more} is temporal (it evolves across a clip's frames) and "
                              "does not apply to still images; give --dataset a clip folder (class folders of videos "
                              "or of frame folders), or remove the temporal corruptions from the plan")
+
+
+def still_image_plan(domain: DomainConfig) -> tuple[DomainConfig, list[str]]:
+    """The plan a still-image run evaluates, and the temporal corruptions it leaves out.
+
+    A footage domain's plan ("dash-cam video at night") holds temporal corruptions beside image ones, and people
+    often evaluate it on extracted frames: the image part is run and the rest named, rather than refusing the
+    whole plan. A plan of temporal corruptions only has nothing for still images and is refused."""
+    temporal = [c.name for c in domain.corruptions if _temporal(c.name)]
+    if not temporal:
+        return domain, []
+    if len(temporal) == len(domain.corruptions):
+        refuse_temporal_on_images(domain)
+    kept = [c for c in domain.corruptions if not _temporal(c.name)]
+    return domain.model_copy(update={"corruptions": kept}), temporal
+
+
+def left_out_note(temporal: list[str]) -> str:
+    return (f"note: {', '.join(temporal)} {'is' if len(temporal) == 1 else 'are'} temporal (evolving across a "
+            "clip's frames) and left out of this still-image run; give --dataset a clip folder to evaluate "
+            f"{'it' if len(temporal) == 1 else 'them'}")
 
 
 def clip_seed(seed: int, clip: str) -> int:

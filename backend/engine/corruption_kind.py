@@ -87,10 +87,13 @@ class CorruptionKind:
         return {"ladder_versions": ladder_versions(session.domain)}
 
     def check(self, session: RunSession) -> None:
-        from domainbench.engine.clip_kind import refuse_temporal_on_images
+        from domainbench.engine.clip_kind import left_out_note, still_image_plan
 
         session.domain.check_catalogue()
-        refuse_temporal_on_images(session.domain)  # the Python API's and the UI's runs too, not only the CLI's
+        # the Python API's and the UI's runs too, not only the CLI's; the stored plan is what was evaluated
+        session.domain, temporal = still_image_plan(session.domain)
+        if temporal:
+            session.events.message(left_out_note(temporal))
         session.domain = shift_cells.with_shifts(session.domain, [])  # shift paths absolute, as the run stores them
 
     def check_resume(self, session: RunSession) -> dict[str, Any]:

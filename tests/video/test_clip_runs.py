@@ -221,20 +221,26 @@ def test_skip_unreadable_leaves_the_clip_out_and_records_it(env: dict[str, Path]
     assert len(doc["clips"]) == 6 and doc["rows"][0]["frames"] == 24
 
 
-def test_a_still_image_run_refuses_a_temporal_corruption(env: dict[str, Path], tmp_path: Path,
-                                                         capsys: pytest.CaptureFixture[str],
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_still_image_run_leaves_temporal_corruptions_out_and_refuses_a_plan_of_them_only(
+        env: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     plan = tmp_path / "plan.toml"
     plan.write_text('domain = "d"\n[[corruptions]]\nname = "gaussian_noise"\nseverities = [3]\n'
-                    '[[corruptions]]\nname = "flicker"\nseverities = [3]\n')
+                    '[[corruptions]]\nname = "flicker"\nseverities = [3]\n'
+                    '[[corruptions]]\nname = "frame_drop"\nseverities = [2]\n')
+    monkeypatch.setenv("DOMAINBENCH_HOME", str(env["home"]))
+    code, out, err = run_cli(["run", str(plan), "--limit", "10", "--models", "embedded:fmnist-plain", "--run-id",
+                              "frames", "--no-stability", "--no-threat"], capsys, monkeypatch, quiet=False)
+    assert code == 0, err
+    assert "note: flicker, frame_drop are temporal" in out + err and "give --dataset a clip folder" in out + err
+    doc = json.loads(_cli(["export", "frames", "--format", "json"], env, capsys, monkeypatch)[0])
+    assert sorted({c["corruption"] for c in doc["cells"]}) == ["clean", "gaussian_noise"]
+
+    plan.write_text('domain = "d"\n[[corruptions]]\nname = "flicker"\nseverities = [3]\n'
+                    '[[corruptions]]\nname = "frame_drop"\nseverities = [2]\n')
     before = _runs(env, capsys, monkeypatch)
     _, err = _cli(["run", str(plan), "--limit", "10", "--models", "embedded:fmnist-plain"], env, capsys, monkeypatch,
                   code=2)
-    assert err.startswith("error: corruption 'flicker' is temporal") and "give --dataset a clip folder" in err
-    plan.write_text(plan.read_text() + '[[corruptions]]\nname = "frame_drop"\nseverities = [2]\n')
-    _, err = _cli(["run", str(plan), "--limit", "10", "--models", "embedded:fmnist-plain"], env, capsys, monkeypatch,
-                  code=2)
-    assert err.startswith("error: corruption 'flicker' (and 'frame_drop') is temporal")
+    assert err.startswith("error: corruption 'flicker' (and 'frame_drop') is temporal") and "clip folder" in err
     assert len(err.strip().splitlines()) == 1 and _runs(env, capsys, monkeypatch) == before
 
 
@@ -264,7 +270,7 @@ def test_a_generative_vlm_answers_each_frame_and_its_clip_is_the_vote(tmp_path: 
     store.close()
 
 
-def test_a_queued_still_image_run_with_a_temporal_corruption_is_refused_when_a_worker_takes_it(tmp_path: Path) -> None:
+def test_a_queued_still_image_run_of_temporal_corruptions_only_is_refused_when_a_worker_takes_it(tmp_path: Path) -> None:
     from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
     from domainbench.engine.lifecycle import queue_run
     from domainbench.engine.runner import Engine
@@ -278,3 +284,24 @@ def test_a_queued_still_image_run_with_a_temporal_corruption_is_refused_when_a_w
         Engine(store).resume(run.run_id)
     assert not list(store.units.keys(run_id=run.run_id))
     store.close()
+
+
+def test_the_plan_names_each_image_corruptions_mode_and_a_plan_without_modes_keeps_its_id() -> None:
+    from domainbench.config import DomainConfig
+    from domainbench.engine.clip_kind import clip_cells
+    from domainbench.errors import UserInputError
+    from domainbench.store.repositories import domain_id
+
+    entries = [{"name": "gaussian_noise", "severities": [2], "mode": "static"}, {"name": "motion_blur", "severities": [3]},
+               {"name": "flicker", "severities": [4]}]
+    domain = DomainConfig.model_validate({"domain": "d", "corruptions": entries})
+    assert [(c.corruption, c.severity, c.mode) for c in clip_cells(domain)] == [
+        ("clean", 0, None), ("gaussian_noise", 2, "static"), ("motion_blur", 3, "independent"), ("flicker", 4, None)]
+    # an unset mode is not written, so plans made before the field hash to the ids they were stored under
+    plain = DomainConfig.model_validate({"domain": "d", "corruptions": entries[1:]})
+    assert "mode" not in plain.model_dump(mode="json")["corruptions"][0]
+    assert domain_id(plain) != domain_id(domain)
+    with pytest.raises(UserInputError, match=r"'flicker' is temporal.*remove mode = 'static'"):
+        clip_cells(DomainConfig.model_validate({"domain": "d", "corruptions": [entries[2] | {"mode": "static"}]}))
+    with pytest.raises(ValueError, match="static"):
+        DomainConfig.model_validate({"domain": "d", "corruptions": [entries[1] | {"mode": "sometimes"}]})
