@@ -15,6 +15,7 @@ scored per second of each and their ratio, run / bare (target >= 0.8).
 
     python benchmarks/video.py --quick                 # 12 clips, CPU, under a minute
     python benchmarks/video.py --device cuda           # 96 clips of 64 frames at 224 px, on a GPU
+    python benchmarks/video.py --device cuda --vit     # the same with open_clip ViT-B-32 (random weights, no download)
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--frames", type=int, default=None, help="frames sampled per clip (default 16, quick 8)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--vit", action="store_true",
+                    help="score with open_clip ViT-B-32 at random weights (the users' shape) instead of the embedded models")
     args = ap.parse_args()
     per_class, length, size = (2, 24, 64) if args.quick else (16, 64, 224)
     frames = args.frames or (8 if args.quick else 16)
@@ -84,8 +87,15 @@ def main() -> None:
         names = [c.name for c in ds.clips]
         sampling = Sampling(frames=frames, seed=0)
         store = SQLiteStore(str(Path(tmp) / "db.sqlite"))
-        models = load_models(MODELS, ds.classes, args.device, batch, None, cache=store)
-        cfg = RunConfig(dataset=str(root), models=MODELS, image_size=size, device=args.device, workers=0,
+        names_of_models = MODELS
+        if args.vit:
+            from engine import make_checkpoint  # benchmarks/engine.py: the same random checkpoint its run uses
+
+            ckpt = Path(tmp) / "vit-b-32-random.safetensors"
+            make_checkpoint(ckpt)
+            names_of_models = [f"open_clip:ViT-B-32/{ckpt}"]
+        models = load_models(names_of_models, ds.classes, args.device, batch, None, cache=store)
+        cfg = RunConfig(dataset=str(root), models=names_of_models, image_size=size, device=args.device, workers=0,
                         batch_size=batch)
         clip_kind._load_models = lambda *_a, **_k: models  # loaded once above, for both sides
         domain = DomainConfig(domain="video benchmark", corruptions=[])
