@@ -43,7 +43,8 @@ from domainbench.store.sqlite_store import SQLiteStore
 MODELS = ["embedded:fmnist-plain", "embedded:fmnist-augmented"]
 
 
-def bare_loop(clips: list[Path], models: list, sampling: Sampling, size: int, names: list[str], batch: int) -> int:
+def bare_loop(clips: list[Path], models: list, sampling: Sampling, size: int, names: list[str], batch: int,
+              device: str = "cpu") -> int:
     import av
 
     frames_scored = 0
@@ -62,7 +63,7 @@ def bare_loop(clips: list[Path], models: list, sampling: Sampling, size: int, na
     for ms in models:
         with torch.inference_mode():
             for i in range(0, len(allframes), batch):
-                pixels = ms.model.preprocess(allframes[i:i + batch])
+                pixels = ms.model.preprocess(allframes[i:i + batch]).to(device)
                 emb = torch.nn.functional.normalize(ms.model.encode_image(pixels).float(), dim=1)
                 (emb @ ms.classifier.T.float()).argmax(dim=1).cpu()
         frames_scored += len(allframes)
@@ -111,7 +112,7 @@ def main() -> None:
             run_t.append(time.perf_counter() - t0)
             n_run = sum(len(c["frame_indices"]) for c in clip_kind.load_clip_run(store, rid).clips) * len(models)
             t0 = time.perf_counter()
-            n_bare = bare_loop([c.path for c in ds.clips], models, sampling, size, names, batch)
+            n_bare = bare_loop([c.path for c in ds.clips], models, sampling, size, names, batch, args.device)
             if args.device.startswith("cuda"):
                 torch.cuda.synchronize()
             bare_t.append(time.perf_counter() - t0)
