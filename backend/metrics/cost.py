@@ -40,6 +40,18 @@ def throughput(timings: Mapping[str, Mapping[str, float]], model: str) -> tuple[
     return images, seconds, (images / seconds if images and seconds > 0 else None)
 
 
+def pooled_timings(runs: Sequence[Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
+    """Several runs' timings as one: per model its images and stage seconds summed over the runs, so its images/s
+    is its images over all its seconds (a run with more images weighs more, as it took longer)."""
+    out: dict[str, dict[str, float]] = {}
+    for timings in runs:
+        for model, row in timings.items():
+            pooled = out.setdefault(model, {})
+            for key, value in row.items():
+                pooled[key] = pooled.get(key, 0.0) + float(value)
+    return out
+
+
 def pareto_front(points: Mapping[str, tuple[float | None, float | None]]) -> set[str]:
     """The models no other dominates: (accuracy, speed) both at least as high and one higher. A model missing a
     coordinate is on no front."""
