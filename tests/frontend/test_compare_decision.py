@@ -129,3 +129,39 @@ def test_runs_on_other_images_say_why_they_have_no_groups(populated: Store) -> N
     rank = _chart(at, "rank by accuracy")
     assert "letters" not in rank["layout"]["title"]["text"]
     assert all(" (" not in t["name"] for t in rank["data"])
+
+
+def test_pooling_keeps_a_cell_two_runs_made_alike_once_and_renames_one_made_differently(
+        two_domains: tuple[Path, list[str]], tmp_path: Path) -> None:
+    """The first run copied under two more ids (units and all): once as it is (its cells the same images), once with
+    its noise given other parameters (the same name, other images)."""
+    import shutil
+
+    import numpy as np
+
+    from domainbench.engine.compare import paired_comparison, pooled_outcomes
+    from domainbench.engine.confidence import load_outcomes, read_outcomes
+
+    home = tmp_path / "home"
+    shutil.copytree(two_domains[0], home)
+    first = two_domains[1][0]
+    store = open_store(None, home)
+    try:
+        run = store.get_run(first)
+        for new, params in (("copy-same", {}), ("copy-other", {"sigma": 0.5})):
+            noise = run.domain.corruptions[0].model_copy(update={"params": params})
+            store.put_run(run.model_copy(update={"run_id": new,
+                                                 "domain": run.domain.model_copy(update={"corruptions": [noise]})}))
+            store.upsert_many("units", [u.model_copy(update={"run_id": new}) for u in store.find("units", run_id=first)])
+        own = load_outcomes(store, first, read_outcomes).preds
+        same = pooled_outcomes(store, [first, "copy-same"])
+        assert same.preds.keys() == own.keys()
+        alone, pooled = paired_comparison(store, [first]), pooled_comparison(store, [first, "copy-same"])
+        assert [v.accuracy_a for v in pooled.verdicts] == [v.accuracy_a for v in alone.verdicts]
+        assert pooled.groups.letters == alone.groups.letters
+        other = pooled_outcomes(store, [first, "copy-other"])
+        renamed = {(m, f"{c} [copy-other]", s) for m, c, s in own if c == "gaussian_noise"}
+        assert renamed and other.preds.keys() == own.keys() | renamed
+        assert all(np.array_equal(other.preds[(m, c.split(" [")[0], s)], other.preds[(m, c, s)]) for m, c, s in renamed)
+    finally:
+        store.close()
