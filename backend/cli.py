@@ -816,6 +816,10 @@ def print_cost(run: Any, report: RunReport, comparison: Comparison | None) -> No
     sentence = fastest_not_worse(costs, comparison)
     if sentence:
         console.print(literal(f"  {sentence}"), style="dim", highlight=False, markup=False)
+    for c in costs:  # what the run measured besides time (engine.resources), one line per model that has any
+        if columns := c.resource_columns():
+            console.print(literal(f"  {c.model}: " + ", ".join(f"{k} {v}" for k, v in columns.items())), style="dim",
+                          highlight=False, markup=False)
 
 
 def print_question_spread(store: Any, run_id: str) -> None:

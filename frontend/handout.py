@@ -223,6 +223,11 @@ def _add_costs(s: RunSection) -> None:
     s.cost_sentence = sentence(s.costs, s.comparison) if s.costs else None
 
 
+def _resource_headers(costs: Sequence[Any]) -> list[str]:
+    """The resource columns (``ModelCost.resource_columns``) any model of the run has, in their order."""
+    return list(dict.fromkeys(h for c in costs for h in c.resource_columns()))
+
+
 def pareto_figure(s: RunSection) -> Any:
     from domainbench.frontend.cost_view import pareto_figure as figure
 
@@ -359,11 +364,13 @@ def to_html(sections: Sequence[RunSection], across: Comparison | None, why_not: 
             p.append(f'<div class="figure">{pio.to_html(f, full_html=False, include_plotlyjs=not plotly_js_done)}</div>')
             plotly_js_done = True
         if s.costs:
+            extra = _resource_headers(s.costs)
             p += ["<h3>Cost beside robustness</h3>", _table(
-                ["model", "images/s", "corrupted acc %", "Pareto-efficient"],
+                ["model", "images/s", "corrupted acc %", "Pareto-efficient", *extra],
                 [f"<tr>{_td(c.model)}<td data-cost=\"{html.escape(c.model)}\">"
                  f"{'n/a' if c.images_per_second is None else f'{c.images_per_second:,.0f}'}</td>"
-                 f"{_td(_num(c.corrupted_accuracy, percent=True))}{_td('yes' if c.pareto else '')}</tr>"
+                 f"{_td(_num(c.corrupted_accuracy, percent=True))}{_td('yes' if c.pareto else '')}"
+                 + "".join(_td(c.resource_columns().get(h, "n/a")) for h in extra) + "</tr>"
                  for c in s.costs], "cost"),
                   f'<p class="note">images/s: images scored over the preprocess + forward seconds of the run\'s timings '
                   "(this machine, shared with what else ran).</p>"]
@@ -456,10 +463,12 @@ def to_markdown(sections: Sequence[RunSection], across: Comparison | None, why_n
                          *(_with_interval(x.read(c, t), getattr(iv, x.name, None) if x.name in CELL_INTERVALS else None,
                                           x.percent) for x in shown)])
         if s.costs:
+            extra = _resource_headers(s.costs)
             out += ["### Cost beside robustness", _md_table(
-                ["model", "images/s", "corrupted acc %", "Pareto-efficient"],
+                ["model", "images/s", "corrupted acc %", "Pareto-efficient", *extra],
                 [[c.model, "n/a" if c.images_per_second is None else f"{c.images_per_second:,.0f}",
-                  _num(c.corrupted_accuracy, percent=True), "yes" if c.pareto else ""] for c in s.costs])]
+                  _num(c.corrupted_accuracy, percent=True), "yes" if c.pareto else "",
+                  *(c.resource_columns().get(h, "n/a") for h in extra)] for c in s.costs])]
             if s.cost_sentence:
                 out.append(s.cost_sentence[0].upper() + s.cost_sentence[1:] + ".")
         out += ["### Per corruption and severity", _md_table(["model", "cell", *(_header(x) for x in shown)], rows)]

@@ -165,3 +165,29 @@ def test_pooling_keeps_a_cell_two_runs_made_alike_once_and_renames_one_made_diff
         assert all(np.array_equal(other.preds[(m, c.split(" [")[0], s)], other.preds[(m, c, s)]) for m, c, s in renamed)
     finally:
         store.close()
+
+
+def test_the_cost_tab_and_the_report_show_each_models_parameters_and_peak_memory(
+        two_store: Store, two_domains: tuple[Path, list[str]]) -> None:
+    from test_app import run_page
+
+    from domainbench.frontend.handout import write_report
+    from domainbench.models.embedded import EmbeddedModel
+    from domainbench.engine.resources import weights
+
+    run_id = two_domains[1][0]
+    timings = two_store.get_run(run_id).timings
+    at = run_page(run_id, "Cost")
+    assert not at.error
+    table = next(d.value for d in at.dataframe if "peak memory" in d.value.columns).set_index("model")
+    md = write_report(two_store, [run_id], fmt="md")
+    for variant in ("fmnist-plain", "fmnist-augmented"):
+        model = f"embedded:{variant}"
+        n, size = weights(EmbeddedModel(variant))
+        peak = timings[model]["peak_host_bytes"]
+        assert peak >= size
+        shown = table.loc[model]
+        assert shown["parameters"] == (f"{n / 1e6:.3g} M" if n >= 1e6 else f"{n / 1e3:.3g} k")
+        assert shown["peak memory"] == f"{peak / 2**20:,.1f} MiB (host)"
+        row = next(line for line in md.splitlines() if line.startswith(f"| {model} |") and "MiB" in line)
+        assert shown["parameters"] in row and shown["peak memory"] in row

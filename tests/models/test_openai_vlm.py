@@ -171,6 +171,7 @@ def test_run_with_an_endpoint_end_to_end(serve: Any, home: Path, tmp_path: Path,
     assert "parameters" not in spent and not any(k.startswith("peak_") for k in spent)  # nothing of it runs here
     code, out, err = run_cli(["show", "remote"], capsys, monkeypatch)
     assert code == 0 and "n/a (remote model)" in out
+    assert f"  {name}: requests 6, tokens (prompt + completion) 615 + 18" in out.splitlines()
 
 
 def test_choice_mode_nll_with_a_missing_true_letter_is_unbounded_never_a_wrong_number(
