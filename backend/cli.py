@@ -818,8 +818,9 @@ def print_cost(run: Any, report: RunReport, comparison: Comparison | None) -> No
         console.print(literal(f"  {sentence}"), style="dim", highlight=False, markup=False)
     for c in costs:  # what the run measured besides time (engine.resources), one line per model that has any
         if columns := c.resource_columns():
+            # never folded: a continuation line would fall out of the indented timings block
             console.print(literal(f"  {c.model}: " + ", ".join(f"{k} {v}" for k, v in columns.items())), style="dim",
-                          highlight=False, markup=False)
+                          highlight=False, markup=False, soft_wrap=True)
 
 
 def print_question_spread(store: Any, run_id: str) -> None:
