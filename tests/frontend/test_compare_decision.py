@@ -191,3 +191,11 @@ def test_the_cost_tab_and_the_report_show_each_models_parameters_and_peak_memory
         assert shown["peak memory"] == f"{peak / 2**20:,.1f} MiB (host)"
         row = next(line for line in md.splitlines() if line.startswith(f"| {model} |") and "MiB" in line)
         assert shown["parameters"] in row and shown["peak memory"] in row
+    # where classes break first (its numbers are checked by hand in tests/cli/test_cli_check.py's classes.csv)
+    from domainbench.metrics.class_breaks import breaks_first, class_cells
+
+    ranks = breaks_first(class_cells(two_store.get_report(run_id), list(two_store.get_run(run_id).dataset.classes)))
+    lines = md.splitlines()
+    at_table = lines.index("### Where classes break first")
+    first = lines[at_table + 4]  # after a blank line, the header and its rule
+    assert first == f"| {ranks[0].label} | {ranks[0].mean_breaking_severity:.2f} | {ranks[0].broken} of {ranks[0].pairs} |"
