@@ -79,3 +79,24 @@ def test_a_run_stores_each_models_parameters_and_peak_memory(tmp_path) -> None: 
         assert (row["parameters"], row["weight_bytes"]) == (n, size)
         assert row["peak_host_bytes"] >= size and "peak_gpu_bytes" not in row
         assert "requests" not in row
+
+
+def test_on_cuda_the_peak_is_the_allocators_peak_above_what_was_allocated_before(monkeypatch) -> None:  # noqa: ANN001
+    """No GPU here: torch.cuda's counters are stood in for, to check which are read and reset, and in which order."""
+    import torch
+
+    calls: list[str] = []
+    allocated = {"now": 300, "peak": 300}
+
+    def reset(dev) -> None:  # noqa: ANN001
+        calls.append("reset")
+        allocated["peak"] = allocated["now"]
+
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda dev: calls.append("allocated") or allocated["now"])
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", reset)
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda dev: calls.append("max") or allocated["peak"])
+    meter = PeakMemory()
+    with meter.measure("m", "cuda:0"):
+        allocated["peak"] = 1_300  # a batch's activations: 1,000 bytes above the 300 held before
+    assert calls == ["allocated", "reset", "max"]
+    assert meter.working == {"m": 1_000} and meter.where == {"m": "gpu"}
