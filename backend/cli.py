@@ -1000,10 +1000,50 @@ def export_hard(run_id: str, output: Optional[Path], threshold: float) -> None:
     write_atomically(folder / "files.txt", "".join(f"{f}\n" for f in found.files))
     copies = write_hard_copies(_store(), run_id, found, folder)
     classes = write_class_breaks(_store(), run_id, folder)
+    clusters = write_failure_clusters(_store(), run_id, found, folder)
     _say(f"wrote {len(found.rows)} hard images of {found.n_images} (at least {100 * threshold:g} % of model × corrupted "
          f"cell pairs wrong) to {markup_safe(folder)}: hard.csv, files.txt, and {copies} corrupted copies (their worst "
          "cells, the pixels the models saw) in corrupted/ (corrupted.csv)"
-         + ("; where each class breaks: classes.csv" if classes else ""))
+         + ("; where each class breaks: classes.csv" if classes else "")
+         + (f"; the hard images in {clusters} clusters by their clean embeddings: clusters.csv" if clusters else ""))
+
+
+def write_failure_clusters(store: Any, run_id: str, found: Any, folder: Path) -> int:
+    """``clusters.csv`` (image, cluster, model, silhouette): the hard images clustered by the clean embeddings of the
+    run's baseline (or its first model with embeddings; ``metrics.class_breaks.failure_clusters``). Returns the number
+    of clusters; 0 (nothing written) without hard images or a model with embeddings."""
+    import csv
+    import io
+
+    from domainbench import query
+    from domainbench.engine.scoring import encode, load_model
+    from domainbench.metrics.class_breaks import failure_clusters
+    from domainbench.models.generative import is_generative
+    from domainbench.safe_output import write_atomically
+
+    if not found.rows:
+        return 0
+    run = query.get_run(store, run_id)
+    report = query.report(store, run_id)
+    classes = list(run.dataset.classes) if run.dataset is not None else []
+    images, kept = query.recreate_images(run, "clean", 0, sorted(int(r["image"]) for r in found.rows))
+    for name in dict.fromkeys([report.baseline, *report.model_names]):
+        ms = load_model(name, classes, "cpu", run.config.batch_size, run.config.templates,
+                        run.config.model_args.get(name))
+        if is_generative(ms.model) or getattr(ms.model, "kind", None) == "classifier":
+            continue  # no image embedding of its own (or a remote one)
+        emb = encode(ms, images).cpu().numpy()
+        break
+    else:
+        return 0
+    labels, score = failure_clusters(emb, run.config.seed)
+    buf = io.StringIO()
+    out = csv.writer(buf)
+    out.writerow(["image", "cluster", "model", "silhouette"])
+    for idx, label in sorted(zip((int(i) for i in kept), (int(c) for c in labels), strict=True), key=lambda t: (t[1], t[0])):
+        out.writerow([idx, label, name, "" if score is None else repr(score)])
+    write_atomically(folder / "clusters.csv", buf.getvalue())
+    return int(labels.max()) + 1 if len(labels) else 0
 
 
 def write_class_breaks(store: Any, run_id: str, folder: Path) -> bool:

@@ -94,3 +94,36 @@ def breaks_first(cells: Sequence[ClassCell]) -> list[ClassRank]:
     ranks = [ClassRank(label=label, mean_breaking_severity=float(np.mean([top + 1 if b is None else b for b in v])),
                        broken=sum(b is not None for b in v), pairs=len(v)) for label, v in per.items()]
     return sorted(ranks, key=lambda r: (r.mean_breaking_severity, -r.broken, r.label))
+
+
+#: failure clusters: the most clusters tried (at most one fewer than the images)
+MAX_CLUSTERS = 8
+
+
+def failure_clusters(embeddings: np.ndarray, seed: int = 0) -> tuple[np.ndarray, float | None]:
+    """The hard images grouped by their clean embeddings: k-means (scikit-learn, ``n_init=10``, seeded) for every k from
+    2 to ``MAX_CLUSTERS`` (and below the number of images), the k with the largest mean silhouette kept. Returns each
+    image's cluster (numbered by size, largest 0) and that silhouette; fewer than three images are one cluster
+    (silhouette None): a silhouette needs two clusters and an image beside another in one."""
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    x = np.asarray(embeddings, dtype=np.float64)
+    n = len(x)
+    if n < 3:
+        return np.zeros(n, dtype=int), None
+    best: tuple[float, np.ndarray] | None = None
+    for k in range(2, min(MAX_CLUSTERS, n - 1) + 1):
+        labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(x)
+        if len(set(labels)) < 2:
+            continue
+        score = float(silhouette_score(x, labels))
+        if best is None or score > best[0]:
+            best = (score, labels)
+    if best is None:  # every image in one place: one cluster
+        return np.zeros(n, dtype=int), None
+    score, labels = best
+    sizes = np.bincount(labels)
+    order = sorted(range(len(sizes)), key=lambda c: (-sizes[c], c))
+    rename = {c: k for k, c in enumerate(order)}
+    return np.array([rename[c] for c in labels], dtype=int), score

@@ -281,5 +281,31 @@ def test_export_hard_writes_the_images_most_models_get_wrong(at: Path, tmp_path:
         mean.setdefault(r["class"], []).append(6 if by_hand is None else by_hand)
     rank = sorted(mean, key=lambda c: (sum(mean[c]) / 2, -sum(v < 6 for v in mean[c]), c))
     assert [r["class"] for r in got][::2] == rank and [int(r["breaks_first_rank"]) for r in got][::2] == list(range(1, 11))
+    # the failure clusters: k-means on the hard images' clean embeddings, the k of the best silhouette; redone here with
+    # the embedded model's own embed_images and scikit-learn, every k tried, and compared as partitions
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    from domainbench import query
+    from domainbench.models.embedded import EmbeddedModel
+
+    clustered = list(csv.DictReader(io.StringIO((tmp_path / "hard" / "clusters.csv").read_text())))
+    assert sorted(int(r["image"]) for r in clustered) == sorted(expected)
+    s = open_store()
+    try:
+        images, kept = query.recreate_images(s.get_run("both"), "clean", 0, sorted(expected))
+        seed = s.get_run("both").config.seed
+    finally:
+        s.close()
+    model = clustered[0]["model"]
+    emb = EmbeddedModel(model.split(":", 1)[1]).embed_images(images).numpy().astype(np.float64)
+    scores = {k: silhouette_score(emb, KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(emb))
+              for k in range(2, min(8, len(emb) - 1) + 1)}
+    k = max(scores, key=scores.get)
+    labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(emb)
+    by_hand = {frozenset(int(i) for i, c in zip(kept, labels, strict=True) if c == j) for j in set(labels)}
+    got = {frozenset(int(r["image"]) for r in clustered if r["cluster"] == c) for c in {r["cluster"] for r in clustered}}
+    assert got == by_hand and len(got) == k
+    assert float(clustered[0]["silhouette"]) == pytest.approx(scores[k], rel=1e-6)
     code, out, err = cli(["export", "both", "--hard"], capsys, monkeypatch)
     assert code == 2 and err.strip() == "error: export --hard writes a folder: give it with -o, e.g. -o hard/"
