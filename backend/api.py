@@ -457,18 +457,26 @@ def finetune_resume(out: str | Path, *, epochs: int | None = None,
 
 
 def finetune_evaluate(out: str | Path, *, seed: int | None = None, device: str | None = None,
-                      store: Store | str | Path | None = None, events: RunEvents | None = None, **settings: Any) -> Run:
+                      store: Store | str | Path | None = None, events: RunEvents | None = None,
+                      also: Sequence[str | Path] = (), **settings: Any) -> Run:
     """The fine-tune's built-in evaluation: the base and the fine-tuned model side by side under its plan, on
     the held-out images only (the split's other part; never a training image). Returns the run:
     ``.summary()`` has clean and corrupted accuracy with intervals, ``.report.stability`` the DivergenceRadius
-    and cosine robustness per model and corruption. ``settings``: more run settings (``stability_images``, ...)."""
+    and cosine robustness per model and corruption. ``also``: more fine-tunes of the same base on the same
+    split (a λ sweep), evaluated in the same run. ``settings``: more run settings (``stability_images``, ...)."""
     from domainbench.tuning.heldout import heldout_manifest, read_state
     from domainbench.tuning.train import PLAN_FILE
 
     out = Path(out).resolve()
     state = read_state(out)
+    others = [Path(o).resolve() for o in also]
+    for o in others:
+        s = read_state(o)
+        if (s.base, s.fingerprint, s.heldout_indices) != (state.base, state.fingerprint, state.heldout_indices):
+            raise UserInputError(f"{o} is not a fine-tune of {state.base} on the same held-out images as {out}; evaluate it on its own")
     manifest, classes = heldout_manifest(out)
     settings.setdefault("threat", False)  # the PD threat says nothing about the fine-tune; it only costs time
-    return run(out / PLAN_FILE, [state.base, f"local:{out}"], dataset=manifest, classes=classes, baseline=state.base,
+    models = [state.base, f"local:{out}", *(f"local:{o}" for o in others)]
+    return run(out / PLAN_FILE, models, dataset=manifest, classes=classes, baseline=state.base,
                image_size=state.options.image_size, seed=state.options.seed if seed is None else seed,
                device=device or state.options.device, store=store, events=events, **settings)

@@ -515,8 +515,11 @@ def run(
     shift: Annotated[Optional[list[str]], typer.Option("--shift", metavar="NAME=PATH", help="Also evaluate your own shifted images as the cell shift:NAME (repeatable): class folders named like the dataset's classes, or files named like its files.")] = None,
     max_new_tokens: Annotated[Optional[int], typer.Option("--max-new-tokens", help="--task vqa: generative models' answers are at most this many new tokens (default 16).")] = None,
     task: Annotated[Optional[str], typer.Option("--task", help="classification (default), vqa or retrieval: VQA and retrieval read a task manifest as --dataset (docs/tasks.md).")] = None,
+    frames: Annotated[Optional[int], typer.Option("--frames", help="Clips: frames sampled evenly over each clip's duration (default 8; docs/video.md).")] = None,
+    fps: Annotated[Optional[float], typer.Option("--fps", help="Clips: sample frames at this rate instead of --frames (with --max-frames).")] = None,
+    max_frames: Annotated[Optional[int], typer.Option("--max-frames", help="Clips with --fps: at most this many frames per clip.")] = None,
 ) -> None:
-    """Evaluate models zero-shot on a dataset under a domain's corruptions."""
+    """Evaluate models zero-shot on a dataset (images or clips) under a domain's corruptions."""
     from domainbench import api, query
 
     _load_plugins(corruptions_module)
@@ -558,11 +561,24 @@ def run(
             "--template": template, "--question": question, "--vlm-mode": vlm_mode, "--vlm-score": vlm_score,
             "--dtype": dtype, "--adaptive": adaptive, "--target-width": target_width,
             "--breaking-point": breaking_point, "--shift": shift, "--model-arg": model_arg, "--task": task,
-            "--max-new-tokens": max_new_tokens})
+            "--max-new-tokens": max_new_tokens, "--frames": frames, "--fps": fps, "--max-frames": max_frames})
         endpoint = _endpoint_overrides(concurrency, max_requests, api_key_env, request_timeout, retry_budget)
+        if _run_clips(None, None, resume, exec_options, None):
+            return
     if not resume and cfg.task != "classification":
         _run_task(domain, cfg, run_id, exec_options)
         return
+    if not resume:
+        from domainbench.data.clips import Sampling, is_clip_dataset
+
+        if frames is not None or fps is not None or max_frames is not None or is_clip_dataset(cfg.dataset):
+            _run_clips(domain, cfg, run_id, exec_options, Sampling(frames, fps, max_frames, cfg.seed).check())
+            return
+        from domainbench.engine.clip_kind import left_out_note, still_image_plan
+
+        domain, temporal = still_image_plan(domain)
+        if temporal:
+            _say(markup_safe(left_out_note(temporal)))
     store = _store()
     progress = _progress()
     from domainbench.engine.timings import STARTUP
@@ -578,6 +594,14 @@ def run(
         done = api.run_plan(store, evaluate, executor=exec_options, events=RichEvents(progress))
     run_id, s = done.id, done.stats
     assert s is not None
+    task_run = _task_run(store, run_id, 0.95) if resume else None
+    if task_run is not None:  # a resumed VQA or retrieval run
+        from domainbench.engine.task_output import print_task_result
+
+        _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
+             f"{done.seconds:.1f} s")
+        print_task_result(console, task_run)
+        return
     _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
          f"{len(s.unreadable)} unreadable images, {done.seconds:.1f} s")
     report = query.report(store, run_id)  # the engine stored it as the run finished
@@ -605,8 +629,46 @@ def _run_task(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any) -
     print_task_result(console, load_task_run(store, done.id))
 
 
+def _run_clips(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any, sampling: Any) -> bool:
+    """A clip run started (``sampling`` given) or resumed (``run_id`` of a stored clip run), then printed; False
+    for a resume of another kind of run (``domainbench.engine.clip_kind``)."""
+    from domainbench.engine.clip_kind import check_clip_options, load_clip_run, resume_clip_run, start_clip_run
+    from domainbench.engine.clip_output import print_clip_result
+
+    started = time.perf_counter()
+    if sampling is None:
+        store = _store()
+        stored = store.get_run(run_id) if run_id else None
+        if stored is None or stored.kind != "clip":
+            return False
+        check_clip_options(stored.domain, stored.config, exec_options.kind)
+        rid = resume_clip_run(store, stored.run_id, say=lambda m: _say(markup_safe(m)))
+    else:
+        check_clip_options(domain, cfg, exec_options.kind)  # before the store is opened
+        store = _store()
+        rid = start_clip_run(store, domain, cfg, sampling, run_id, say=lambda m: _say(markup_safe(m)),
+                             executor=exec_options.kind)
+    result = load_clip_run(store, rid)
+    _say(f"run {markup_safe(rid)}: clips on {len(result.run.config.models)} model(s), "
+         f"{time.perf_counter() - started:.1f} s")
+    print_clip_result(console, result)
+    return True
+
+
+def _clip_run(store: Any, run_id: str, confidence: float) -> Any:
+    """The stored clip run ``run_id`` (None for another kind); its intervals are stored at 95%."""
+    run = store.get_run(run_id)
+    if run is None or run.kind != "clip":
+        return None
+    from domainbench.engine.clip_kind import load_clip_run
+
+    if confidence != 0.95:
+        raise UserInputError(f"--confidence {confidence}: run {run_id} stored its intervals at 0.95; leave out --confidence")
+    return load_clip_run(store, run_id)
+
+
 def _task_run(store: Any, run_id: str, confidence: float) -> Any:
-    """The stored task run ``run_id`` (None for a classification run); its intervals are stored at 95%."""
+    """The stored task run ``run_id`` (None for a classification run), its intervals at ``confidence``."""
     run = store.get_run(run_id)
     # the kind's name read off the record: importing engine.task_kind registers the kinds (torch), and a read
     # command of a classification run loads no model stack
@@ -614,9 +676,7 @@ def _task_run(store: Any, run_id: str, confidence: float) -> Any:
         return None
     from domainbench.engine.task_kind import load_task_run
 
-    if confidence != 0.95:
-        raise UserInputError(f"--confidence {confidence}: run {run_id} stored its intervals at 0.95; leave out --confidence")
-    return load_task_run(store, run_id)
+    return load_task_run(store, run_id, confidence)
 
 
 def _refuse_ignored_on_resume(run_id: str, given: dict[str, Any]) -> None:
@@ -741,6 +801,12 @@ def show(
         from domainbench.engine.task_output import print_task_result
 
         print_task_result(console, task_run)
+        return
+    clip_run = _clip_run(store, run_id, confidence)
+    if clip_run is not None:
+        from domainbench.engine.clip_output import print_clip_result
+
+        print_clip_result(console, clip_run)
         return
     report = query.report(store, run_id, baseline)
     read = query.outcomes_once()  # the intervals and the verdicts: the run's units read once
@@ -952,6 +1018,19 @@ def export(
     task_run = _task_run(store, run_id, confidence)
     if task_run is not None:
         _export_task(task_run, format, output, predictions)
+        return
+    clip_run = _clip_run(store, run_id, confidence)
+    if clip_run is not None:
+        from domainbench.engine.clip_output import export_text as clip_text, predictions_text as clip_predictions
+
+        text, n = clip_predictions(clip_run, format) if predictions else (clip_text(clip_run, format), len(clip_run.rows))
+        if output:
+            from domainbench.safe_output import write_atomically
+
+            write_atomically(output, text)
+            _say(f"wrote {n} rows to {markup_safe(output)}")
+        else:
+            sys.stdout.write(text)
         return
     if predictions:
         from domainbench.engine.predictions import write_predictions
@@ -1362,7 +1441,7 @@ def gallery(
     from domainbench.corruptions import get, names
     from domainbench.safe_output import output_dir, output_file, write_atomically
 
-    chosen = [get(n).name for n in _csv(corruptions_) or names()]  # unknown names fail before writing
+    chosen = [get(n).name for n in _csv(corruptions_) or names(temporal=False)]  # unknown names fail before writing
     folder = output_dir(output)
     for name in chosen:  # a FIFO or folder among the sheets' names is refused before any sheet is written
         output_file(folder / f"{name}.png")
@@ -1546,10 +1625,16 @@ def finetune(
     out: Annotated[Optional[Path], typer.Option("-o", "--out", help="Output folder: a local: model (evaluate with --models local:OUT).")] = None,
     epochs: Annotated[Optional[int], typer.Option(help="Epochs over the training images (default 5).")] = None,
     lr: Annotated[Optional[str], typer.Option("--lr", help="Adam learning rate (default 1e-4).")] = None,
-    lam: Annotated[Optional[str], typer.Option("--lambda", help="λ, weight of staying close to the base (L2); default 1.")] = None,
+    lam: Annotated[Optional[str], typer.Option("--lambda", help="λ, weight of staying close to the base (L2); default 1. Several (0,1,5): one model each, one trade-off table.")] = None,
     batch_size: Annotated[Optional[int], typer.Option(help="Images per step (default 32).")] = None,
     train_split: Annotated[Optional[str], typer.Option(help="Share of the files trained on, in (0, 1); the rest is held out (default 0.8).")] = None,
-    trainable: Annotated[Optional[str], typer.Option(help="all, or last-N: only the last N layers with weights train.")] = None,
+    trainable: Annotated[Optional[str], typer.Option(help="all, lora, or last-N: only the last N layers with weights train.")] = None,
+    lora: Annotated[bool, typer.Option("--lora", help="Train LoRA adapters only (peft); the same as --trainable lora.")] = False,
+    lora_rank: Annotated[Optional[int], typer.Option(help="LoRA rank (default 8).")] = None,
+    lora_alpha: Annotated[Optional[str], typer.Option(help="LoRA alpha (default 16).")] = None,
+    lora_targets: Annotated[Optional[str], typer.Option(help="LoRA target layers: linear (every nn.Linear, default) or comma-separated module names.")] = None,
+    precision: Annotated[Optional[str], typer.Option(help="fp32 (default), bf16 (CPU or CUDA) or fp16 (CUDA): the forward passes' autocast.")] = None,
+    grad_accum: Annotated[Optional[int], typer.Option(help="Split each step's --batch-size into K micro-batches (same step, less memory).")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Seed of the split, the order and the corruptions drawn (default 0).")] = None,
     device: Annotated[Optional[str], typer.Option(help="cpu, cuda or cuda:N (default cpu).")] = None,
     image_size: Annotated[Optional[int], typer.Option(help="File images are resized and centre-cropped to this size (default 224).")] = None,
@@ -1563,6 +1648,11 @@ def finetune(
     progress = None if STATE.quiet else Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                                  TextColumn("steps"), TimeElapsedColumn(), TimeRemainingColumn(), console=err_console)
     task: list[Any] = []
+    sweep: list[float] | None = None
+    if lam is not None and "," in lam and resume is None:
+        from domainbench.tuning.sweep import parse_lambdas
+
+        sweep = parse_lambdas(lam)
 
     def on_step(epoch: int, step: int, steps: int, l1: float, l2: float) -> None:
         if progress is None:
@@ -1580,13 +1670,25 @@ def finetune(
             else:
                 if not (model and plan and dataset and out):
                     raise UserInputError("finetune needs MODEL --plan plan.toml --dataset DIR -o OUT (or --resume OUT)")
-                result = api.finetune(model, plan, dataset, out, overwrite=overwrite, on_step=on_step, epochs=epochs,
-                                      lr=_number("--lr", lr), lam=_number("--lambda", lam), batch_size=batch_size,
-                                      train_split=_number("--train-split", train_split), trainable=trainable, seed=seed,
-                                      device=device, image_size=image_size)
+                if lora and trainable not in (None, "lora"):
+                    raise UserInputError(f"--lora and --trainable {trainable} disagree: give one of them")
+                options = dict(epochs=epochs, lr=_number("--lr", lr), batch_size=batch_size,
+                               train_split=_number("--train-split", train_split), trainable="lora" if lora else trainable,
+                               seed=seed, device=device, image_size=image_size, precision=precision, grad_accum=grad_accum,
+                               lora_rank=lora_rank, lora_alpha=_number("--lora-alpha", lora_alpha), lora_targets=lora_targets)
+                if sweep is not None:
+                    from domainbench.tuning.sweep import train_sweep
+
+                    results = train_sweep(model, plan, dataset, out, sweep, overwrite=overwrite, on_step=on_step, **options)
+                else:
+                    result = api.finetune(model, plan, dataset, out, overwrite=overwrite, on_step=on_step,
+                                          lam=_number("--lambda", lam), **options)
     except KeyboardInterrupt:
-        err_console.print(f"interrupted: the last finished epoch is kept; continue with `domainbench finetune --resume {resume or out}`")
+        where = "the λ folder it was training in" if sweep is not None else resume or out
+        err_console.print(f"interrupted: the last finished epoch is kept; continue with `domainbench finetune --resume {where}`")
         sys.exit(130)
+    if sweep is not None:
+        return _finetune_sweep_done(results, evaluate)
     last = result.state.history[-1] if result.state.history else None
     if last is not None:
         _say(f"epoch {last['epoch']:g}: L1 {last['l1']:+.4f}, L2 {last['l2']:+.4f}")
@@ -1596,6 +1698,31 @@ def finetune(
         with (eval_progress := _progress()) or contextlib.nullcontext():
             run = api.finetune_evaluate(result.out, store=store, events=RichEvents(eval_progress))
         _print_finetune_evaluation(run, result.state.base, f"local:{result.out.resolve()}")
+
+
+def _finetune_sweep_done(results: list[Any], evaluate: bool) -> None:
+    """After a λ sweep: each model's name, then one held-out run of the base and all of them, as one table."""
+    from domainbench import api
+    from domainbench.tuning.sweep import tradeoff_rows
+
+    for r in results:
+        console.print(f"λ = {r.state.options.lam:g}: evaluate it with --models {markup_safe(r.model)}", soft_wrap=True)
+    if not evaluate:
+        return
+    store = _store()
+    with (eval_progress := _progress()) or contextlib.nullcontext():
+        run = api.finetune_evaluate(results[0].out, also=[r.out for r in results[1:]], store=store, events=RichEvents(eval_progress))
+    rows = tradeoff_rows(run, results[0].state.base, {r.state.options.lam: f"local:{r.out.resolve()}" for r in results})
+    corruptions = list(rows[0].radius)
+    table = Table(title=f"λ trade-off on the held-out images (run {run.id})", box=box.SIMPLE)
+    for col in ("model", "λ", "clean accuracy", "corrupted accuracy", *(f"radius {c}" for c in corruptions)):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(literal(row.model), "base" if row.lam is None else f"{row.lam:g}",
+                      *(f"{e:.3f} [{lo:.3f}, {hi:.3f}]" for e, lo, hi in (row.clean, row.corrupted)),
+                      *(f"{row.radius[c]:.3f}" for c in corruptions))
+    console.print(table)
+    console.print(f"`domainbench show {run.id}` has every cell.", soft_wrap=True, markup=False)
 
 
 def _print_finetune_evaluation(run: Any, base: str, tuned: str) -> None:

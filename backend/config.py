@@ -59,6 +59,9 @@ class CorruptionChoice(_Strict):
     severities: list[StrictInt] = Field(default_factory=lambda: [1, 2, 3, 4, 5])
     params: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
+    #: an image corruption on clips: one draw for the whole clip ("static") or a new one per frame
+    #: ("independent", the default); left out of dumps while unset, so existing plans keep their ids
+    mode: Literal["static", "independent"] | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @field_validator("severities")
     @classmethod

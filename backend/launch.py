@@ -112,4 +112,14 @@ def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str 
     """
     from domainbench.engine.lifecycle import queue_run
 
+    if cfg.task != "classification" and fmr is None:  # a VQA or retrieval run: its manifest and models checked
+        from domainbench.engine.task_kind import check_task_inputs
+
+        if not domain.domain.strip():
+            raise UserInputError("the domain description is empty; describe where your images come from")
+        return queue_run(store, domain, check_task_inputs(domain, cfg), run_id, kind=cfg.task)
+    if fmr is None:
+        from domainbench.engine.clip_kind import still_image_plan
+
+        domain, _ = still_image_plan(domain)  # the queued run stores the plan it evaluates: its image corruptions
     return queue_run(store, domain, check_inputs(domain, cfg, fmr), run_id, fmr=fmr)

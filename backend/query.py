@@ -42,7 +42,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
+    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_gallery_pixels", "task_verdict_lines", "task_prediction_columns", "clip_run", "clip_prediction_rows", "clip_verdict_lines", "clip_strip", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
@@ -57,6 +57,13 @@ def __getattr__(name: str) -> Any:
 # --------------------------------------------------------------------------- runs
 
 
+def finetune_lineage(models: Sequence[str]) -> list[str]:
+    """For each ``local:`` fine-tune among ``models``: one line of its lineage (base, plan, λ; docs/finetune.md)."""
+    from domainbench.models.finetune_guard import lineage
+
+    return [line for m in models if (line := lineage(m)) is not None]
+
+
 def list_runs(store: Store) -> list[RunRecord]:
     """Every stored run, newest first."""
     return store.list_runs()
@@ -68,6 +75,10 @@ def get_run(store: Store, run_id: str) -> RunRecord:
     if run is None:
         raise UserInputError(f"no run {run_id!r} in {store.description}; pick one from the runs table or `domainbench ls`")
     return run
+
+
+#: run kinds of VQA and retrieval runs (``engine.task_kind.TASK_KINDS``, named here so a read imports no torch)
+TASK_KINDS = ("vqa", "retrieval")
 
 
 def expected_cells(run: RunRecord) -> int:
@@ -85,6 +96,8 @@ def done_cells(store: Store, run: RunRecord) -> int:
     the model of an FMR run (one search per model). Only keys are read, never documents."""
     if run.fmr is not None:
         return len({k[1] for k in store.fmr.keys(run_id=run.run_id)})
+    if run.kind in TASK_KINDS:  # a VQA or retrieval run stores one unit per (model, cell)
+        return len(store.task_units.keys(run_id=run.run_id))
     return len({(k[1], k[2], k[3]) for k in store.units.keys(run_id=run.run_id)})
 
 
@@ -290,6 +303,44 @@ def task_run(store: Store, run_id: str) -> Any:
     from domainbench.engine.task_kind import load_task_run
 
     return load_task_run(store, run_id)
+
+
+def task_gallery_pixels(result: Any, corruption: str, severity: int, images: list[int]) -> Any:
+    """(clean, corrupted) pixels of a task run's ``images`` in one cell, re-created from its manifest and seed."""
+    from domainbench.engine.task_eval import gallery_pixels
+
+    run = result.run
+    cfg = run.config
+    return gallery_pixels(run.domain, result.task, cfg.dataset, corruption, severity, images, limit=cfg.limit,
+                          seed=cfg.seed, image_size=cfg.image_size)
+
+
+def clip_run(store: Store, run_id: str) -> Any:
+    """A clip run's stored result (``engine.clip_kind.ClipRunResult``): its rows with intervals, paired tests, clips
+    and frame predictions. Imports the clip machinery (torch) only when a clip run is read."""
+    from domainbench.engine.clip_kind import load_clip_run
+
+    return load_clip_run(store, run_id)
+
+
+def clip_prediction_rows(result: Any) -> list[dict[str, Any]]:
+    """One row per (model, cell, clip, sampled frame), as `export --predictions` writes them."""
+    from domainbench.engine.clip_output import prediction_rows
+
+    return prediction_rows(result)
+
+
+def clip_verdict_lines(result: Any) -> list[str]:
+    from domainbench.engine.clip_output import verdict_lines
+
+    return verdict_lines(result)
+
+
+def clip_strip(result: Any, clip: str, corruption: str, severity: int, mode: str | None) -> tuple[Any, Any]:
+    """A clip's sampled frames, clean and corrupted (re-decoded from the run's clips: frames are not stored)."""
+    from domainbench.engine.clip_kind import strip_frames
+
+    return strip_frames(result.run, clip, corruption, severity, mode)
 
 
 def task_verdict_lines(result: Any) -> list[str]:

@@ -110,7 +110,7 @@ def main() -> None:
     image = photos[0]
     batch = np.stack([photos[i % 2] if i % 4 < 2 else photos[i % 2][:, ::-1] for i in range(BATCH)])
     refs = albumentations_equivalents()
-    names = args.only or corruptions.names()
+    names = args.only or corruptions.names(temporal=False)  # temporal ones corrupt clips, not images
 
     header = f"{'corruption':<22}{'single img/s':>13}{'batch32 img/s':>14}{'albu img/s':>11}{'single/albu':>12}{'batch/albu':>11}{'ms/img':>8}"
     print(f"224x224 uint8 RGB, 1 thread, severity 3, {'quick' if args.quick else 'full'} run")

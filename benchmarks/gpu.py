@@ -325,7 +325,7 @@ def main() -> None:
     print("no GPU: CUDA is not available on this machine, so the GPU targets (forward vs end-to-end, utilisation) are "
           "not measured.\nMeasuring the torch device kernels on CPU against the numpy kernels instead "
           f"(one thread each, batch of {batch} at {SIZE}x{SIZE}, severity 3).\n")
-    names = args.only or corruptions.names()
+    names = args.only or corruptions.names(temporal=False)  # temporal ones corrupt clips, not images
     cpu_table(names, batch, repeats=1 if args.quick else 5)
 
 

@@ -12,6 +12,9 @@ Public API::
         -> np.ndarray, or (np.ndarray, drawn) with return_drawn=True (see corruptions.draws)
     corruptions.corrupt_composed(images, [(name, severity), ...], seeds) -> (np.ndarray, [drawn per step])
     corruptions.register(...), corruptions.load_module("my.module")
+    corruptions.corrupt_clip(name, frames, severity, seed=..., fps=..., mode=None) -> np.ndarray
+    corruptions.is_temporal(name) -> bool, corruptions.temporal_names() -> list[str]
+        (clips: temporal corruptions and image corruptions frame by frame; see corruptions.clips)
 
 ``domainbench.corruptions.named_registry.Registry`` is the registry pattern the backend's model, dataset
 and planner-provider registries share; this package imports nothing from ``backend``.
@@ -20,6 +23,7 @@ and planner-provider registries share; this package imports nothing from ``backe
 from __future__ import annotations
 
 from domainbench.corruptions.api import Drawn, corrupt, corrupt_batch, resolve_params, validate_params
+from domainbench.corruptions.clips import corrupt_clip, is_temporal, temporal_names
 from domainbench.corruptions.compose import MAX_STEPS, check_steps, corrupt_composed
 from domainbench.corruptions.draws import record
 from domainbench.corruptions.errors import CorruptionError
@@ -43,15 +47,18 @@ __all__ = [
     "check_steps",
     "corrupt",
     "corrupt_batch",
+    "corrupt_clip",
     "corrupt_composed",
     "derive_seed",
     "get",
+    "is_temporal",
     "load_module",
     "names",
     "record",
     "register",
     "resolve_params",
     "specs",
+    "temporal_names",
     "unregister",
     "validate_params",
 ]

@@ -11,7 +11,7 @@ from domainbench.corruptions.draws import RecordingGenerator
 from domainbench.corruptions.errors import CorruptionError
 from domainbench.corruptions.registry import get
 from domainbench.corruptions.seeding import batch_seeds, check_seed
-from domainbench.corruptions.spec import CorruptionSpec
+from domainbench.corruptions.spec import CorruptionSpec, temporal_refusal
 
 # what a kernel drew, per quantity one entry per image (JSON-serialisable)
 Drawn = dict[str, list[Any]]
@@ -100,6 +100,8 @@ def _run(
     spec: CorruptionSpec, images: np.ndarray, params: dict[str, Any], seeds: list[int], fixed: Mapping[str, Any] | None = None
 ) -> tuple[np.ndarray, Drawn]:
     """Apply ``spec`` to an (N, H, W, C) batch; C = 1 is routed through RGB for colour-only kernels."""
+    if spec.temporal:
+        raise CorruptionError(temporal_refusal(spec.name))
     model = spec.params_model.model_validate(params)
     rngs = [RecordingGenerator(s, f) for s, f in zip(seeds, _fixed_per_image(spec, fixed, len(seeds)))]
     grey_via_rgb = images.shape[-1] == 1 and not spec.grayscale

@@ -17,6 +17,7 @@ from domainbench.corruptions.api import corrupt_batch
 from domainbench.corruptions.errors import CorruptionError
 from domainbench.corruptions.registry import get
 from domainbench.corruptions.seeding import derive_seed
+from domainbench.corruptions.spec import temporal_refusal
 
 #: more steps than this stop being a plausible single domain and multiply the cost
 MAX_STEPS = 5
@@ -27,7 +28,8 @@ def check_steps(steps: Sequence[tuple[str, int]]) -> None:
     if not 1 <= len(steps) <= MAX_STEPS:
         raise CorruptionError(f"a composition has 1 to {MAX_STEPS} steps, got {len(steps)}; split it or drop steps")
     for name, severity in steps:
-        get(name)  # raises with close names
+        if get(name).temporal:  # raises with close names for an unknown one
+            raise CorruptionError(f"composition step {name}: {temporal_refusal(name)}")
         if isinstance(severity, bool) or not isinstance(severity, int) or not 1 <= severity <= 5:
             raise CorruptionError(f"composition step {name}: severity must be an integer in 1..5, got {severity!r}")
 

@@ -107,9 +107,16 @@ def get(name: str) -> CorruptionSpec:
     return REGISTRY.get(name)
 
 
-def names(pattern: str = "*") -> list[str]:
-    """Registered corruption names matching a shell wildcard (all by default), sorted."""
-    return REGISTRY.names(pattern)
+def names(pattern: str = "*", *, temporal: bool | None = None) -> list[str]:
+    """Registered corruption names matching a shell wildcard (all by default), sorted.
+
+    ``temporal=False``: the image corruptions only (what applies to a still image);
+    ``temporal=True``: the temporal ones only (clips; see ``domainbench.corruptions.clips``).
+    """
+    found = REGISTRY.names(pattern)
+    if temporal is None:
+        return found
+    return [n for n in found if REGISTRY.get(n).temporal is bool(temporal)]
 
 
 def specs() -> list[CorruptionSpec]:

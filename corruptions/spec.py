@@ -15,6 +15,13 @@ generator per image. When present it is also used for single images (as a batch 
 batch equals its images corrupted one by one by construction; a spec may then leave ``apply``
 out, and gets that batch-of-one call as its ``apply``. A spec needs at least one of the two.
 
+Temporal corruptions (``apply_clip``): ``apply_clip(frames, params, rng, fps) -> frames`` where
+``frames`` is a C-contiguous uint8 array (T, H, W, 3) of one clip, ``fps`` its frame rate and
+``rng`` one generator for the whole clip; it returns a new uint8 array of the same shape. A spec
+with ``apply_clip`` is *temporal*: its state evolves across frames, so it has no still-image
+kernel (``corrupt``/``corrupt_batch`` refuse it; ``domainbench.corruptions.clips.corrupt_clip``
+applies it).
+
 Size-dependent parameters (blur sigmas, kernel lengths, displacement amplitudes) are given in
 pixels *at a 224-pixel short side* and scaled by ``min(H, W) / 224`` inside the kernel.
 """
@@ -46,6 +53,7 @@ DEFAULT_LADDER_VERSION = 1
 
 Kernel = Callable[[np.ndarray, Any, np.random.Generator], np.ndarray]
 BatchKernel = Callable[[np.ndarray, Any, list[np.random.Generator]], np.ndarray]
+ClipKernel = Callable[[np.ndarray, Any, np.random.Generator, float], np.ndarray]
 
 
 class Params(BaseModel):
@@ -116,6 +124,18 @@ def _single_from_batch(apply_batch: BatchKernel) -> Kernel:
     return apply
 
 
+def temporal_refusal(name: str) -> str:
+    return (f"corruption {name!r} is temporal (it changes across the frames of a clip) and does not apply to a still "
+            f"image; apply it to a clip with domainbench.corruptions.clips.corrupt_clip, or choose an image corruption")
+
+
+def _refuse_still(name: str) -> Kernel:
+    def apply(image: np.ndarray, params: Any, rng: np.random.Generator) -> np.ndarray:
+        raise CorruptionError(temporal_refusal(name))
+
+    return apply
+
+
 @dataclass(frozen=True)
 class CorruptionSpec:
     """One corruption: planner-facing metadata, parameter schema, severity ladder and kernel.
@@ -145,6 +165,12 @@ class CorruptionSpec:
     backend: str = "numpy"
     draws: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     ladder_version: int = DEFAULT_LADDER_VERSION
+    apply_clip: ClipKernel | None = None
+
+    @property
+    def temporal(self) -> bool:
+        """True for a corruption of whole clips (state across frames); it has no still-image kernel."""
+        return self.apply_clip is not None
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
@@ -155,9 +181,13 @@ class CorruptionSpec:
             raise CorruptionError(f"corruption {self.name!r}: family {self.family!r} is not one of {FAMILIES}")
         if not self.description.strip() or not self.situations:
             raise CorruptionError(f"corruption {self.name!r} needs a description and at least one situation")
+        if self.apply_clip is not None:
+            if self.apply is not None or self.apply_batch is not None:
+                raise CorruptionError(f"corruption {self.name!r}: a temporal corruption (apply_clip) takes no still-image kernel")
+            object.__setattr__(self, "apply", _refuse_still(self.name))
         if self.apply is None:
             if self.apply_batch is None:
-                raise CorruptionError(f"corruption {self.name!r} needs a kernel: give apply, apply_batch or both")
+                raise CorruptionError(f"corruption {self.name!r} needs a kernel: give apply, apply_batch (or both), or apply_clip")
             object.__setattr__(self, "apply", _single_from_batch(self.apply_batch))
         if not (isinstance(self.params_model, type) and issubclass(self.params_model, BaseModel)):
             raise CorruptionError(f"corruption {self.name!r}: params_model must be a pydantic model class")
@@ -245,4 +275,5 @@ class CorruptionSpec:
             "ladder": {str(s): dict(p) for s, p in self.ladder.items()},
             "backend": self.backend,
             "ladder_version": self.ladder_version,
+            "temporal": self.temporal,
         }

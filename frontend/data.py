@@ -63,6 +63,8 @@ def run_kind(run: RunRecord) -> str:
     shift" (the user's own images beside the plan) and "composed" (stacked corruptions)."""
     if run.fmr is not None:
         return "FMR"
+    if run.kind in ("vqa", "retrieval"):
+        return "VQA" if run.kind == "vqa" else "image-text retrieval"
     parts = ["corruption"]
     if run.config.adaptive:
         parts.append("adaptive")

@@ -24,6 +24,9 @@ def records(store: Store, run_id: str, status: str = "done") -> None:
                          "labels": [0], "clean_preds": [0], "final_preds": [1], "validated": [True], "steps": [2],
                          "oracle_clean": [[0]], "oracle_final": [[0]], "ops": [[["fog", 0.5]]], "images": [None],
                          "originals": [None]})
+    store.upsert("task_units", {"run_id": run_id, "model": "m", "corruption": "fog", "severity": 1,
+                                "head": {"images": 1, "questions": 1}, "outcomes": {"vqa_accuracy": [[1.0], [0.0]]},
+                                "raw": {"answers": ["yes"]}, "predictions": [{"answer": "yes"}]})
 
 
 def counts(store: Store, run_id: str) -> dict[str, int]:

@@ -196,7 +196,7 @@ def test_the_built_in_run_kinds_are_modules_on_the_engine_floor() -> None:
 
     mods, engine = _modules(), [name for name, _ in LAYERS].index("engine")
     assert RUN_KINDS.builtins == ("domainbench.engine.corruption_kind", "domainbench.fmr.kind",
-                                  "domainbench.engine.task_kind")
+                                  "domainbench.engine.task_kind", "domainbench.engine.clip_kind")
     assert all(m in mods and layer_of(m) == engine for m in RUN_KINDS.builtins)
 
 

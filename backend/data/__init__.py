@@ -23,12 +23,16 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from domainbench.corruptions.named_registry import Registry
 from domainbench.data.decoding import display_name
 from domainbench.errors import UserInputError
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
 SAMPLE_PATH = Path(__file__).parent / "sample" / "fashion_mnist_sample.npz"
@@ -135,21 +139,28 @@ def _decode(path: Path, size: int) -> np.ndarray:
     from domainbench.data.decoding import to_rgb
 
     with Image.open(path) as im:
-        im = to_rgb(im)
-        w, h = im.size
-        scale = size / min(w, h)
-        resized = (max(size, round(w * scale)), max(size, round(h * scale)))
-        if resized[0] * resized[1] > MAX_RESIZE_AREA * size * size:
-            # a very wide or tall image (6000x1 would be 1.3 GB scaled whole by its short side): only
-            # the centre square that the crop keeps is resampled, straight to size x size
-            side = min(w, h)
-            left, top = (w - side) / 2, (h - side) / 2
-            return np.asarray(im.resize((size, size), Image.Resampling.BICUBIC,
-                                        box=(left, top, left + side, top + side)), dtype=np.uint8)
-        im = im.resize(resized, Image.Resampling.BICUBIC)
-        w, h = im.size
-        left, top = (w - size) // 2, (h - size) // 2
-        return np.asarray(im.crop((left, top, left + size, top + size)), dtype=np.uint8)
+        return square_image(to_rgb(im), size)
+
+
+def square_image(im: Image.Image, size: int) -> np.ndarray:
+    """An RGB PIL image as a ``size`` x ``size`` uint8 array: scaled by its short side, centre-cropped (every
+    dataset kind's frames and images go through this one resize, so a clip's frame equals the same still)."""
+    from PIL import Image
+
+    w, h = im.size
+    scale = size / min(w, h)
+    resized = (max(size, round(w * scale)), max(size, round(h * scale)))
+    if resized[0] * resized[1] > MAX_RESIZE_AREA * size * size:
+        # a very wide or tall image (6000x1 would be 1.3 GB scaled whole by its short side): only
+        # the centre square that the crop keeps is resampled, straight to size x size
+        side = min(w, h)
+        left, top = (w - side) / 2, (h - side) / 2
+        return np.asarray(im.resize((size, size), Image.Resampling.BICUBIC,
+                                    box=(left, top, left + side, top + side)), dtype=np.uint8)
+    im = im.resize(resized, Image.Resampling.BICUBIC)
+    w, h = im.size
+    left, top = (w - size) // 2, (h - size) // 2
+    return np.asarray(im.crop((left, top, left + size, top + size)), dtype=np.uint8)
 
 
 def load_sample() -> Dataset:

@@ -89,12 +89,21 @@ class CorruptionKind:
         return {"ladder_versions": ladder_versions(session.domain)}
 
     def check(self, session: RunSession) -> None:
+        from domainbench.engine.clip_kind import left_out_note, still_image_plan
+
         session.domain.check_catalogue()
+        # the Python API's and the UI's runs too, not only the CLI's; the stored plan is what was evaluated
+        session.domain, temporal = still_image_plan(session.domain)
+        if temporal:
+            session.events.message(left_out_note(temporal))
         session.domain = shift_cells.with_shifts(session.domain, [])  # shift paths absolute, as the run stores them
 
     def check_resume(self, session: RunSession) -> dict[str, Any]:
+        from domainbench.engine.clip_kind import refuse_temporal_on_images
+
         run = session.run
         assert run is not None
+        refuse_temporal_on_images(run.domain)  # a queued run (the UI's launch) reaches the engine here, not in check
         ladders = check_ladders(run, has_units=bool(session.store.units.keys(run_id=run.run_id)))
         check_same_frost_texture(session.store, run)
         return {"ladder_versions": ladders}

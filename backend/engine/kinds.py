@@ -1,6 +1,6 @@
 """Run kinds behind one protocol, and the small registry the engine finds them in.
 
-A run kind (corruption cells, FMR, and the VQA, retrieval and clip kinds still to come) supplies what
+A run kind (corruption cells, FMR, VQA, retrieval, clips) supplies what
 is its own: the checks made before its run is created, the inputs it opens beside the run's dataset,
 its plan and units, where they run on each executor, and its report. Everything else is the engine's
 and is written once (``engine.runner.Engine``): the run id, dataset pinning and fingerprinting, the
@@ -174,7 +174,8 @@ RUN_KINDS: Registry[RunKind] = Registry(
     "run kind",
     error=UnknownRunKindError,
     group="domainbench.run_kinds",
-    builtins=("domainbench.engine.corruption_kind", "domainbench.fmr.kind", "domainbench.engine.task_kind"),
+    builtins=("domainbench.engine.corruption_kind", "domainbench.fmr.kind", "domainbench.engine.task_kind",
+              "domainbench.engine.clip_kind"),
     adopt=_adopt,
 )
 

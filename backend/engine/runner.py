@@ -62,6 +62,9 @@ class Engine:
         s.cfg = pinned_config(s.cfg)
         with self.startup.stage(STARTUP, "dataset"):
             s.dataset = open_run_dataset(s.cfg)
+        from domainbench.models.finetune_guard import check_not_training_images
+
+        check_not_training_images(s.cfg.models, s.ds)  # a fine-tune scored on its own training images is refused
         k.open(s)
         part = k.part(self.executor.name)
         s.models = part.load(s)
@@ -85,6 +88,9 @@ class Engine:
         k = kind_of(run)
         s = self._session(k, run.domain, run.config, k.settings_of(run), run, {"tested": tested})
         k.capabilities.check(k.name, s)
+        own = getattr(k, "resume_run", None)
+        if own is not None:  # a kind whose input is not a classification dataset (a task manifest) resumes itself
+            return str(own(s))
         restart = k.check_resume(s)
         if run.dataset is None:  # a queued run's first start pins its dataset, as `start` does
             s.cfg = pinned_config(s.cfg)

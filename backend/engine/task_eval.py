@@ -41,9 +41,8 @@ from domainbench.metrics.task_report import (
     VQA_METRICS,
     paired_tests,
     retrieval_outcomes,
-    retrieval_row,
+    task_row,
     vqa_outcomes,
-    vqa_row,
 )
 from domainbench.metrics.vqa import VQAScores, normalize_answer, score_vqa
 from domainbench.model_backends import kind_of
@@ -87,13 +86,26 @@ def _open_questions(m: VQAManifest) -> list[str]:
     return [f"{unit} {m.line_of[i]} {m.rows[i].question!r}" for i in m.open_questions()]
 
 
-def evaluate_task(domain: DomainConfig, task: str, manifest: str | Path, models: Sequence[str], *,
-                  limit: int | None = None, seed: int = 0, batch_size: int = 8,
-                  max_new_tokens: int = MAX_NEW_TOKENS, device: str = "cpu", image_size: int = 224,
-                  confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES) -> TaskResult:
-    """Evaluate ``models`` on a task manifest under every cell of ``domain`` (module docstring)."""
+@dataclass
+class TaskInputs:
+    """A task manifest checked against the run's models and its images decoded: what every cell reads."""
+
+    task: str
+    manifest: VQAManifest | RetrievalManifest
+    images: np.ndarray
+    indices: np.ndarray  # each image's index in the whole manifest (its corruption draws depend on it)
+    cells: list[Any]
+    fingerprint: ManifestFingerprint
+    #: model name -> its caption embeddings (retrieval: captions are clean in every cell, encoded once)
+    captions: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def prepare_task(domain: DomainConfig, task: str, manifest: str | Path, models: Sequence[str], *,
+                 limit: int | None = None, seed: int = 0, image_size: int = 224,
+                 max_new_tokens: int = MAX_NEW_TOKENS) -> TaskInputs:
+    """Every refusal (the task, the manifest's rows, a model that cannot do the task) before a model loads;
+    then the manifest's images decoded once."""
     task = check_task(task)
-    check_confidence(confidence)
     check_max_new_tokens(max_new_tokens)
     if not models:
         raise UserInputError("give at least one model with --models")
@@ -102,45 +114,126 @@ def evaluate_task(domain: DomainConfig, task: str, manifest: str | Path, models:
     open_questions = _open_questions(m) if isinstance(m, VQAManifest) else []
     for name in models:  # every refusal before a model loads or an image decodes
         check_model_for_task(name, kind_of(name) == "generative", task, open_questions)
-    from domainbench.models import create_model
-
     images = _decode(m.images, image_size)
     indices = np.arange(len(m.images)) if m.origin is None else m.origin
+    return TaskInputs(task, m, images, indices, cells_of(domain), m.fingerprint())
+
+
+def cell_pixels(inputs: TaskInputs, cell: Any, seed: int) -> np.ndarray:
+    """The manifest's images under ``cell``, drawn as a classification run of the same seed draws them."""
+    return inputs.images if cell.corruption == CLEAN else run_job(cell.job(0), inputs.images, inputs.indices, seed).images
+
+
+def _floats(outcomes: dict[str, tuple[np.ndarray, np.ndarray]]) -> dict[str, list[list[float]]]:
+    return {k: [np.asarray(v, float).tolist(), np.asarray(c, float).tolist()] for k, (v, c) in outcomes.items()}
+
+
+def evaluate_cell(inputs: TaskInputs, name: str, model: Any, cell: Any, pixels: np.ndarray,
+                  clean_raw: dict[str, list[Any]] | None, *, batch_size: int = 8,
+                  max_new_tokens: int = MAX_NEW_TOKENS) -> dict[str, Any]:
+    """One model on one cell: a ``TaskUnitRecord``'s fields but its key (``clean_raw``: the model's clean unit's
+    ``raw``, None on the clean cell itself)."""
+    m = inputs.manifest
+    if isinstance(m, VQAManifest):
+        answers = _vqa_answers(model, pixels, m, batch_size, max_new_tokens)
+        clean = None if clean_raw is None else list(clean_raw["answers"])
+        scores = score_vqa(answers, [r.answers for r in m.rows], [is_yes_no(r) for r in m.rows],
+                           [bool(r.choices) for r in m.rows], clean_answers=clean)
+        head = {"images": int(np.unique(m.image_of).size), "questions": int(scores.accuracy.size)}
+        return {"head": head, "outcomes": _floats(vqa_outcomes(scores, m.image_of)), "raw": {"answers": answers},
+                "predictions": _vqa_predictions(name, cell.corruption, cell.severity, m, answers, scores,
+                                                answers if clean is None else clean)}
+    image_emb, caption_emb = embed_for_retrieval(model, pixels, m.captions, batch_size, inputs.captions.get(name))
+    inputs.captions[name] = caption_emb
+    rscores = score_retrieval(image_emb, caption_emb, m.caption_image)
+    clean_r = None if clean_raw is None else RetrievalScores(**{k: np.asarray(v) for k, v in clean_raw.items()})
+    head = {"images": int(rscores.image_ranks.size), "captions": int(rscores.caption_ranks.size)}
+    raw = {f: np.asarray(getattr(rscores, f)).tolist() for f in RETRIEVAL_RAW}
+    return {"head": head, "outcomes": _floats(retrieval_outcomes(rscores, clean_r)), "raw": raw,
+            "predictions": _retrieval_predictions(name, cell.corruption, cell.severity, m, rscores,
+                                                  rscores if clean_r is None else clean_r)}
+
+
+#: the fields of a ``RetrievalScores`` a retrieval unit stores (what a later cell's top-1 changes compare with)
+RETRIEVAL_RAW = ("caption_ranks", "image_ranks", "caption_top1", "image_top1", "caption_image")
+
+
+def unit_outcomes(unit: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """A stored unit's (``TaskUnitRecord`` or ``evaluate_cell`` dict) outcomes as arrays."""
+    outcomes = unit["outcomes"] if isinstance(unit, dict) else unit.outcomes
+    return {k: (np.asarray(v, float), np.asarray(c, float)) for k, (v, c) in outcomes.items()}
+
+
+def task_rows(task: str, units: Sequence[Any], confidence: float = DEFAULT_CONFIDENCE,
+              resamples: int = DEFAULT_RESAMPLES, seed: int = 0) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(export rows, Holm-corrected paired tests) of ``units`` in their order, at ``confidence``.
+
+    ``units``: ``TaskUnitRecord``s (or objects with their model, corruption, severity, head and outcomes), so a
+    stored run's numbers are recomputed at any confidence from what it stored."""
+    check_confidence(confidence)
+    metrics = VQA_METRICS if task == "vqa" else RETRIEVAL_METRICS
+    rows, outcomes = [], {}
+    for u in units:
+        o = unit_outcomes(u)
+        rows.append(task_row({"model": u.model, "corruption": u.corruption, "severity": u.severity, **u.head}, o,
+                             metrics, confidence, resamples, seed))
+        outcomes[(u.model, u.corruption, u.severity)] = o
+    paired = [p for metric in metrics for p in paired_tests(outcomes, metric)]
+    return rows, paired
+
+
+def evaluate_task(domain: DomainConfig, task: str, manifest: str | Path, models: Sequence[str], *,
+                  limit: int | None = None, seed: int = 0, batch_size: int = 8,
+                  max_new_tokens: int = MAX_NEW_TOKENS, device: str = "cpu", image_size: int = 224,
+                  confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES) -> TaskResult:
+    """Evaluate ``models`` on a task manifest under every cell of ``domain`` (module docstring)."""
+    check_confidence(confidence)
+    inputs = prepare_task(domain, task, manifest, models, limit=limit, seed=seed, image_size=image_size,
+                          max_new_tokens=max_new_tokens)
+    from domainbench.models import create_model
+
     loaded = {name: create_model(name, device) for name in models}
-    cells = cells_of(domain)
-    result = TaskResult(task, m.fingerprint())
-    outcomes: dict[tuple[str, str, int], dict[str, tuple[np.ndarray, np.ndarray]]] = {}
-    clean_state: dict[str, Any] = {}
-    for cell in cells:
-        pixels = images if cell.corruption == CLEAN else run_job(cell.job(0), images, indices, seed).images
+    units: list[Any] = []
+    clean: dict[str, dict[str, list[Any]]] = {}
+    for cell in inputs.cells:
+        pixels = cell_pixels(inputs, cell, seed)
         for name, model in loaded.items():
-            key = (name, cell.corruption, cell.severity)
-            if isinstance(m, VQAManifest):
-                answers = _vqa_answers(model, pixels, m, batch_size, max_new_tokens)
-                clean = clean_state.get(name)
-                scores = score_vqa(answers, [r.answers for r in m.rows], [is_yes_no(r) for r in m.rows],
-                                   [bool(r.choices) for r in m.rows], clean_answers=clean)
-                if cell.corruption == CLEAN:
-                    clean_state[name] = answers
-                result.rows.append(vqa_row(name, cell.corruption, cell.severity, scores, m.image_of, confidence,
-                                           resamples, seed))
-                result.predictions += _vqa_predictions(name, cell.corruption, cell.severity, m, answers, scores,
-                                                       clean_state[name])
-                outcomes[key] = vqa_outcomes(scores, m.image_of)
-            else:
-                image_emb, caption_emb = embed_for_retrieval(model, pixels, m.captions, batch_size)
-                rscores = score_retrieval(image_emb, caption_emb, m.caption_image)
-                clean_r = clean_state.get(name)
-                if cell.corruption == CLEAN:
-                    clean_state[name] = rscores
-                result.rows.append(retrieval_row(name, cell.corruption, cell.severity, rscores, clean_r, confidence,
-                                                 resamples, seed))
-                result.predictions += _retrieval_predictions(name, cell.corruption, cell.severity, m, rscores,
-                                                             clean_state[name])
-                outcomes[key] = retrieval_outcomes(rscores, clean_r)
-    for metric in VQA_METRICS if task == "vqa" else RETRIEVAL_METRICS:
-        result.paired += paired_tests(outcomes, metric)
-    return result
+            unit = evaluate_cell(inputs, name, model, cell, pixels, clean.get(name), batch_size=batch_size,
+                                 max_new_tokens=max_new_tokens)
+            if cell.corruption == CLEAN:
+                clean[name] = unit["raw"]
+            units.append(_Unit(name, cell.corruption, cell.severity, unit["head"], unit["outcomes"],
+                               unit["predictions"]))
+    rows, paired = task_rows(inputs.task, units, confidence, resamples, seed)
+    return TaskResult(inputs.task, inputs.fingerprint, rows, paired, [p for u in units for p in u.predictions])
+
+
+def gallery_pixels(domain: DomainConfig, task: str, manifest: str | Path, corruption: str, severity: int,
+                   images: Sequence[int], *, limit: int | None = None, seed: int = 0,
+                   image_size: int = 224) -> tuple[np.ndarray, np.ndarray]:
+    """(clean, corrupted) pixels of a stored run's ``images`` (indices as its prediction rows give them) in one
+    cell: re-created from the manifest and the run's seed, exactly as the run corrupted them."""
+    m: VQAManifest | RetrievalManifest = (load_vqa_manifest(manifest) if task == "vqa"
+                                          else load_retrieval_manifest(manifest)).subset(limit, seed)
+    chosen = np.asarray(images, dtype=np.int64)
+    clean = _decode([m.images[i] for i in chosen], image_size)
+    cell = next((c for c in cells_of(domain) if (c.corruption, c.severity) == (corruption, severity)), None)
+    if cell is None:
+        raise UserInputError(f"the run's plan has no cell {corruption}/{severity}")
+    if cell.corruption == CLEAN:
+        return clean, clean
+    origin = chosen if m.origin is None else m.origin[chosen]
+    return clean, run_job(cell.job(0), clean, origin, seed).images
+
+
+@dataclass
+class _Unit:
+    model: str
+    corruption: str
+    severity: int
+    head: dict[str, Any]
+    outcomes: dict[str, list[list[float]]]
+    predictions: list[dict[str, Any]]
 
 
 def _vqa_answers(model: Any, pixels: np.ndarray, m: VQAManifest, batch_size: int, max_new_tokens: int) -> list[str]:
@@ -176,4 +269,5 @@ def _retrieval_predictions(model: str, corruption: str, severity: int, m: Retrie
     return rows
 
 
-__all__ = ["TASKS", "TaskResult", "check_task", "evaluate_task"]
+__all__ = ["TASKS", "TaskInputs", "TaskResult", "cell_pixels", "check_task", "evaluate_cell", "evaluate_task",
+           "gallery_pixels", "prepare_task", "task_rows", "unit_outcomes"]

@@ -66,7 +66,7 @@ def print_task_result(console: Console, result: TaskRunResult) -> None:
     run = result.run
     count = "questions" if result.task == "vqa" else "captions"
     table = Table(title=f"{result.task} run {run.run_id} on {run.dataset.path if run.dataset else run.config.dataset} "
-                        f"(95% intervals)")
+                        f"({100 * result.confidence:g}% intervals)")
     for col in ("model", "cell", f"images/{count}"):
         table.add_column(col, overflow="fold")
     for m in _SHOWN[result.task]:
@@ -103,6 +103,7 @@ def export_text(result: TaskRunResult, fmt: str) -> str:
     return json.dumps({"run_id": run.run_id, "task": result.task, "domain": run.domain.domain,
                        "dataset": run.dataset.path if run.dataset else run.config.dataset,
                        "manifest": (run.kind_settings or {}).get("manifest"), "models": run.config.models,
+                       "confidence": result.confidence,
                        "rows": [{c: r.get(c) for c in result.columns} for r in result.rows],
                        "paired": result.paired}, indent=2) + "\n"
 

@@ -118,8 +118,12 @@ class ExpectedDamage:
 
 def expected_damage(cfg: DomainConfig, image: np.ndarray, seed: int = 0) -> list[ExpectedDamage]:
     """Per chosen (corruption, severity) of the plan, and per composition, the SSIM of ``image`` corrupted."""
+    from domainbench.corruptions import is_temporal
+
     out = []
     for c in cfg.corruptions:
+        if is_temporal(c.name):
+            continue  # a clip corruption does nothing to one still image: no expected damage to show
         images = severity_ladder(image, c.name, c.severities, seed)
         for s, v, x in zip(c.severities, ladder_ssim(image, images), images, strict=True):
             out.append(ExpectedDamage(c.name, s, v, looks_unchanged(pixel_change(image, x), v)))

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from domainbench.results import ModelSummary
 
 #: what a metric's number describes, from the finest grain up
-Level = Literal["cell", "corruption", "image", "model", "fmr"]
+Level = Literal["cell", "corruption", "image", "model", "fmr", "clip"]
 #: the scale a number lives on
 Unit = Literal["fraction", "ratio", "correlation", "count", "flag", "threat", "cosine", "distance", "percent", "steps",
                "index", "decibel", "nats"]

@@ -79,7 +79,7 @@ def estimate(values: np.ndarray, clusters: np.ndarray, confidence: float = DEFAU
     return float(v.mean()), *(ci if ci is not None else (None, None))
 
 
-def _row(head: dict[str, Any], outcomes: Mapping[str, tuple[np.ndarray, np.ndarray]], metrics: Sequence[str],
+def task_row(head: dict[str, Any], outcomes: Mapping[str, tuple[np.ndarray, np.ndarray]], metrics: Sequence[str],
          confidence: float, resamples: int, seed: int) -> dict[str, Any]:
     row = dict(head)
     for m in metrics:
@@ -95,7 +95,7 @@ def vqa_row(model: str, corruption: str, severity: int, scores: VQAScores, clust
     is None, never 0."""
     head = {"model": model, "corruption": corruption, "severity": severity,
             "images": int(np.unique(clusters).size), "questions": int(scores.accuracy.size)}
-    return _row(head, vqa_outcomes(scores, clusters), VQA_METRICS, confidence, resamples, seed)
+    return task_row(head, vqa_outcomes(scores, clusters), VQA_METRICS, confidence, resamples, seed)
 
 
 def retrieval_row(model: str, corruption: str, severity: int, scores: RetrievalScores,
@@ -103,7 +103,7 @@ def retrieval_row(model: str, corruption: str, severity: int, scores: RetrievalS
                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
     head = {"model": model, "corruption": corruption, "severity": severity,
             "images": int(scores.image_ranks.size), "captions": int(scores.caption_ranks.size)}
-    return _row(head, retrieval_outcomes(scores, clean), RETRIEVAL_METRICS, confidence, resamples, seed)
+    return task_row(head, retrieval_outcomes(scores, clean), RETRIEVAL_METRICS, confidence, resamples, seed)
 
 
 def paired_tests(outcomes: Mapping[tuple[str, str, int], Mapping[str, tuple[np.ndarray, np.ndarray]]],
@@ -142,6 +142,7 @@ __all__ = [
     "paired_tests",
     "retrieval_outcomes",
     "retrieval_row",
+    "task_row",
     "vqa_outcomes",
     "vqa_row",
 ]

@@ -156,12 +156,17 @@ def _contrastive_answers(model: VisionLanguageModel, images: np.ndarray, asks: S
 
 
 def embed_for_retrieval(model: VisionLanguageModel, images: np.ndarray, captions: Sequence[str],
-                        batch_size: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """(image embeddings, caption embeddings) as float32 arrays; generative models are refused."""
+                        batch_size: int = 64, caption_embeddings: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(image embeddings, caption embeddings) as float32 arrays; generative models are refused.
+
+    ``caption_embeddings``: the model's embeddings of ``captions`` from an earlier cell (captions are never
+    corrupted, so every cell reuses the clean cell's instead of encoding them again)."""
     check_model_for_task(model.name, is_generative(model), "retrieval")
     with torch.inference_mode():
         ims = [model.encode_image(model.preprocess(images[s : s + batch_size]).to(model.device)).float().cpu()
                for s in range(0, len(images), batch_size)]
+        if caption_embeddings is not None:
+            return torch.cat(ims).numpy(), caption_embeddings
         txt = [model.encode_text(list(captions[s : s + batch_size])).float().cpu()
                for s in range(0, len(captions), batch_size)]
     return torch.cat(ims).numpy(), torch.cat(txt).numpy()

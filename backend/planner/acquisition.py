@@ -22,13 +22,13 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from domainbench.planner.cues import Hit, _clause, _normalise, quote_around
+from domainbench.planner.cues import Hit, _clause, _normalise, negated, quote_around
 from domainbench.planner.keywords import keyword_pattern, load_book
 
 ACQUISITION_PATH = Path(__file__).with_name("acquisition.toml")
 
 
-CATEGORIES = ("medium", "platform", "light", "optics", "sensor", "transmission", "subject")
+CATEGORIES = ("medium", "platform", "light", "optics", "sensor", "transmission", "subject", "footage")
 
 
 class Implication(BaseModel):
@@ -42,7 +42,7 @@ class Implication(BaseModel):
 class Factor(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    category: Literal["medium", "platform", "light", "optics", "sensor", "transmission", "subject"]
+    category: Literal["medium", "platform", "light", "optics", "sensor", "transmission", "subject", "footage"]
     label: str = Field(min_length=1)
     keywords: list[str] = Field(min_length=1)
     #: corruption -> how this factor produces it (a sentence, or the sentence with severity levels);
@@ -110,6 +110,8 @@ def read(text: str, path: str | Path | None = None) -> list[Finding]:
     for name, pattern in patterns.items():
         for m in pattern.finditer(norm):
             veto = unless[name]
+            if negated(norm, m.start()):  # "without a tripod" is no fixed mount
+                continue
             if veto is None or not veto.search(_clause(norm, m.start(), m.end())):
                 found.append(Finding(name, book.factors[name].label, m.group(0), quote_around(norm, m.start(), m.end()), m.start()))
                 break
@@ -118,6 +120,12 @@ def read(text: str, path: str | Path | None = None) -> list[Finding]:
     present = {f.factor for f in found}
     found = [f for f in found if not set(book.factors[f.factor].unless_factors) & present]
     return sorted(found, key=lambda f: f.start)
+
+
+def footage(text: str, path: str | Path | None = None) -> Finding | None:
+    """The first evidence that the images are frames of video (a ``footage`` factor), or None for still pictures."""
+    book = factor_book(path)
+    return next((f for f in read(text, path) if book.factors[f.factor].category == "footage"), None)
 
 
 def implied(text: str, catalogue_names: set[str] | None = None, path: str | Path | None = None) -> list[Hit]:

@@ -27,6 +27,8 @@ class CatalogueEntry(BaseModel):
     situations: list[str]
     parameters: dict[str, dict[str, Any]] = Field(default_factory=dict)
     ordinal: bool = True
+    #: a corruption of video clips (state across frames): proposed only for footage
+    temporal: bool = False
 
 
 class Catalogue(BaseModel):
@@ -46,9 +48,19 @@ class Catalogue(BaseModel):
     def by_name(self) -> dict[str, CatalogueEntry]:
         return {e.name: e for e in self.entries}
 
+    @property
+    def temporal_names(self) -> list[str]:
+        return [e.name for e in self.entries if e.temporal]
+
+    def still(self) -> Catalogue:
+        """The image corruptions only (what a still photograph can show)."""
+        return Catalogue(entries=[e for e in self.entries if not e.temporal])
+
     def fingerprint(self) -> str:
         """Content hash: changes whenever a name, description, situation or schema changes."""
-        blob = json.dumps([e.model_dump() for e in self.entries], sort_keys=True, default=str)
+        # an image corruption's entry hashes as before the temporal flag existed (cached embeddings stay valid)
+        dumps = [e.model_dump(exclude=None if e.temporal else {"temporal"}) for e in self.entries]
+        blob = json.dumps(dumps, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
     def suggest(self, name: str) -> str:

@@ -108,6 +108,17 @@ def _clause(text: str, start: int, end: int) -> str:
     return text[left : right_m.start() if right_m else len(text)]
 
 
+# a keyword right after a negation, at most one word between ("without a tripod", "no flash",
+# "never at night"), is evidence of the opposite; "not only at night" (two words) still counts
+_NEGATED = re.compile(r"\b(?:without|no|not|never|nor|free of|instead of)\W+(?:[\w'-]+\W+)?$", re.IGNORECASE)
+
+
+def negated(text: str, start: int) -> bool:
+    """Whether the word at ``start`` is negated within its clause ("usually without a tripod")."""
+    left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    return _NEGATED.search(text[left:start]) is not None
+
+
 def quote_around(text: str, start: int, end: int) -> str:
     """The clause of ``text`` holding ``text[start:end]``, cut to a window of words around it."""
     left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
@@ -132,6 +143,8 @@ def find(text: str, catalogue_names: set[str] | None = None, path: str | Path | 
         found = None
         for m in pattern.finditer(norm):
             unless = comp.unless[name]
+            if negated(norm, m.start()):
+                continue
             if unless is None or not unless.search(_clause(norm, m.start(), m.end())):
                 found = m
                 break

@@ -37,6 +37,8 @@ def _corrupted(cfg: DomainConfig, clean: np.ndarray, seed: int) -> Iterator[tupl
     from domainbench import corruptions
 
     for c in cfg.corruptions:
+        if corruptions.is_temporal(c.name):
+            continue  # a clip corruption has no effect to measure on still probe images; it stays as planned
         for s in c.severities:
             yield (c.name, s), np.stack([np.asarray(corruptions.corrupt(x, c.name, severity=s, seed=seed)) for x in clean])
 

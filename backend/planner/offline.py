@@ -184,6 +184,51 @@ CUED_ONLY_FAMILIES = frozenset({"geometric"})
 OUTDOOR_FAMILIES = frozenset({"weather"})
 
 
+#: a temporal corruption that is the moving form of an image corruption: proposed for footage whose still plan has it
+MOVING_FORM = {"rain": "moving_rain", "snow": "moving_snow"}
+
+
+def temporal_choices(domain_text: str, catalogue: Catalogue, still: list[CorruptionChoice]) -> list[CorruptionChoice]:
+    """Temporal corruptions for a description of video footage, each with its reason; none for still pictures.
+
+    Footage is read from the text (a ``footage`` acquisition factor: video, dash-cam, drone, CCTV, endoscope,
+    broadcast, body cam, robot camera, unless the clause speaks of photos or stills). It brings the
+    corruptions of video itself (compression across the group of pictures, dropped frames); the other
+    factors' temporal implications (a hand or a vehicle shakes the camera, mains lamps flicker, dirt builds
+    up on the lens) and the moving form of the weather the still plan chose are added. Whatever the sanity
+    rules forbid for the still form (rain underground) is left out for the moving form too.
+    """
+    names = set(catalogue.temporal_names)
+    evidence = acquisition.footage(domain_text) if names else None
+    if evidence is None:
+        return []
+    hits: dict[str, cues.Hit] = {}
+    for h in acquisition.implied(domain_text, names):
+        hits.setdefault(h.name, h)
+    req = rules.requirements(domain_text, catalogue.still().names)
+    chosen = {c.name: c for c in still}
+    out = []
+    for e in catalogue.entries:
+        if not e.temporal:
+            continue
+        still_form = next((k for k, v in MOVING_FORM.items() if v == e.name), None)
+        if still_form is not None and still_form in req.forbidden:
+            continue
+        full = list(range(1, 6)) if e.ordinal else [1]
+        hit = hits.get(e.name)
+        if hit is not None:
+            reason = f"The description says '{hit.quote}': {hit.why}."
+            levels = [s for s in hit.severities if e.ordinal] or full
+        elif still_form is not None and still_form in chosen:
+            reason = (f"The plan has {still_form} and the description says '{evidence.quote}' (the pictures are frames "
+                      f"of video): in video the {still_form} moves from frame to frame.")
+            levels = full
+        else:
+            continue
+        out.append(CorruptionChoice(name=e.name, severities=levels, reason=reason[0].upper() + reason[1:]))
+    return out
+
+
 @dataclass(frozen=True)
 class Reading:
     """What the description says outright: cue hits per corruption, and whether it is outdoors."""
@@ -299,6 +344,21 @@ class OfflinePlanner:
         return out
 
     def run(self, domain_text: str, samples: int) -> VoteResult:
+        full = self.catalogue
+        # the image corruptions are chosen from the still catalogue alone, exactly as before temporal ones
+        # existed (they would shift the semantic match's per-chunk mean); footage then adds its own
+        self.catalogue = full.still()
+        try:
+            vote = self._run_still(domain_text, samples)
+        finally:
+            self.catalogue = full
+        temporal = temporal_choices(domain_text, full, vote.chosen)
+        vote.chosen = [*vote.chosen, *temporal]
+        picked = {c.name for c in temporal}
+        vote.frequencies = {**vote.frequencies, **{n: float(n in picked) for n in full.temporal_names}}
+        return vote
+
+    def _run_still(self, domain_text: str, samples: int) -> VoteResult:
         names = self.catalogue.names
         n = len(names)
         req = rules.requirements(domain_text, names)

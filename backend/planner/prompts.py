@@ -115,7 +115,7 @@ def render_catalogue(catalogue: Catalogue) -> str:
             _render(
                 "catalogue_entry.txt",
                 name=e.name,
-                family=e.family,
+                family=f"{e.family}, temporal: video clips only" if e.temporal else e.family,
                 description=e.description.strip(),
                 situations="; ".join(s.strip() for s in e.situations),
                 parameters=_render_parameters(e),

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from domainbench.planner import acquisition
+from domainbench.planner import acquisition, cues
 from domainbench.planner.keywords import keyword_pattern, load_book
 
 log = logging.getLogger(__name__)
@@ -46,15 +46,37 @@ class DomainKind(BaseModel):
         return self
 
 
+class Need(BaseModel):
+    """What the scene must show for one corruption to be physically possible (rules.toml ``[needs]``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: what the scene must show, read after "a scene that shows no" ("overhead view or the sky in view")
+    needs: str = Field(min_length=1)
+    #: the physics, quoted in the refusal
+    because: str = Field(min_length=1)
+    factors: list[str] = Field(default_factory=list)
+    unless_factors: list[str] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _evidence(self) -> Need:
+        if not self.keywords and not self.factors:
+            raise ValueError(f"need {self.needs!r} needs keywords or factors that show it")
+        return self
+
+
 class RuleBook(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     version: int = 1
     required_everywhere: list[str] = Field(default_factory=list)
     kinds: dict[str, DomainKind] = Field(default_factory=dict)
+    #: corruption -> what the scene must show for it to be possible at all
+    needs: dict[str, Need] = Field(default_factory=dict)
 
     def names(self) -> set[str]:
-        out = set(self.required_everywhere)
+        out = set(self.required_everywhere) | set(self.needs)
         for k in self.kinds.values():
             out.update(k.forbidden)
             out.update(k.required)
@@ -81,6 +103,7 @@ class Requirements:
 class _Compiled:
     book: RuleBook
     patterns: dict[str, re.Pattern[str]]
+    need_patterns: dict[str, re.Pattern[str]]
     fingerprint: str
 
 
@@ -88,7 +111,8 @@ class _Compiled:
 def _compile(path: str) -> _Compiled:
     book, raw = load_book(Path(path), RuleBook, "sanity rules", "backend/planner/rules.toml")
     patterns = {name: keyword_pattern(kind.keywords) for name, kind in book.kinds.items() if kind.keywords}
-    return _Compiled(book, patterns, hashlib.sha256(raw).hexdigest()[:12])
+    need_patterns = {name: keyword_pattern(need.keywords) for name, need in book.needs.items() if need.keywords}
+    return _Compiled(book, patterns, need_patterns, hashlib.sha256(raw).hexdigest()[:12])
 
 
 def rule_book(path: str | Path | None = None) -> RuleBook:
@@ -120,11 +144,28 @@ def detect_kinds(text: str, path: str | Path | None = None) -> list[DetectedKind
             found.append(DetectedKind(name, kind.label, shown.keyword))
             continue
         pattern = comp.patterns.get(name)
-        m = pattern.search(norm) if pattern is not None else None
+        m = next((m for m in pattern.finditer(norm) if not cues.negated(norm, m.start())), None) if pattern is not None else None
         if m:
             keyword = written[m.start() : m.end()] if same_positions else m.group(0)
             found.append(DetectedKind(name, kind.label, keyword))
     return found
+
+
+def unmet_needs(text: str, path: str | Path | None = None) -> dict[str, str]:
+    """Corruptions the scene cannot produce because nothing in ``text`` shows what they need -> why."""
+    comp = _compile(str(path or RULES_PATH))
+    if not comp.book.needs:
+        return {}
+    factors = {f.factor for f in acquisition.read(text)}
+    norm = _normalise(text)
+    out = {}
+    for name, need in comp.book.needs.items():
+        by_factor = bool(set(need.factors) & factors) and not set(need.unless_factors) & factors
+        pattern = comp.need_patterns.get(name)
+        shown = pattern is not None and any(not cues.negated(norm, m.start()) for m in pattern.finditer(norm))
+        if not by_factor and not shown:
+            out[name] = f"a scene that shows no {need.needs} ({need.because})"
+    return out
 
 
 def requirements(text: str, catalogue_names: Iterable[str], path: str | Path | None = None) -> Requirements:
@@ -146,6 +187,10 @@ def requirements(text: str, catalogue_names: Iterable[str], path: str | Path | N
         for name in kind.required:
             if name in known and name not in req.required:
                 req.required[name] = f"{k.label} (the description mentions {k.keyword!r})"
+    # physics: what nothing in the scene makes possible is refused, whichever planner proposed it
+    for name, why in unmet_needs(text, path).items():
+        if name in known and name not in req.forbidden:
+            req.forbidden[name] = why
     # Forbidden wins over required when two detected kinds disagree.
     for name in list(req.required):
         if name in req.forbidden:

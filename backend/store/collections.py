@@ -20,6 +20,8 @@ class Collection(StrEnum):
     THREAT = "threat"
     #: FMR outcomes and generated images of one tested model over one shard
     FMR = "fmr"
+    #: one (model, cell) of a VQA or retrieval run: its outcomes, answers or ranks and prediction rows
+    TASK_UNITS = "task_units"
     #: a finished run's report (rebuildable from the other records)
     SUMMARIES = "summaries"
     #: class lists too long to repeat in every unit, stored once by digest (labelsets.py)
@@ -36,6 +38,7 @@ KEY_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.STABILITY: ("run_id", "model", "corruption", "shard"),
     Collection.THREAT: ("run_id", "corruption", "severity", "shard"),
     Collection.FMR: ("run_id", "model", "shard"),
+    Collection.TASK_UNITS: ("run_id", "model", "corruption", "severity"),
     Collection.SUMMARIES: ("run_id",),
     Collection.LABELSETS: ("labelset_id",),
     Collection.TEXT_EMBEDDINGS: ("cache_key",),

@@ -229,6 +229,27 @@ class FmrUnitRecord(_Record):
         return _as_long_as(v, info, "indices")
 
 
+class TaskUnitRecord(_Record):
+    """One (run, model, cell) of a VQA or retrieval run (``engine.task_kind``), stored as soon as it is computed.
+
+    ``outcomes``: per metric, [per-outcome values, the image of each] (``metrics.task_report.vqa_outcomes`` /
+    ``retrieval_outcomes``), from which the row's numbers, intervals at any confidence and the paired tests are
+    computed; ``raw``: the model's answers (VQA) or per-query ranks and top-1 items (retrieval), what a later cell's
+    flips and top-1 changes compare with; ``predictions``: the export's prediction rows.
+    """
+
+    schema_version: Literal[1] = 1
+    run_id: str
+    model: str
+    corruption: str
+    severity: int = Field(ge=0)
+    head: dict[str, Any]
+    outcomes: dict[str, list[list[float]]]
+    raw: dict[str, list[Any]]
+    predictions: list[dict[str, Any]]
+    computed_at: str | None = None
+
+
 class LabelSetRecord(_Record):
     """A class list stored once and named by the digest of its JSON (``domainbench.store.labelsets``)."""
 
@@ -256,6 +277,7 @@ RECORDS: dict[Collection, type[BaseModel]] = {
     Collection.STABILITY: StabilityRecord,
     Collection.THREAT: ThreatRecord,
     Collection.FMR: FmrUnitRecord,
+    Collection.TASK_UNITS: TaskUnitRecord,
     # a finished run's report (rebuildable from the other records)
     Collection.SUMMARIES: RunReport,
     Collection.LABELSETS: LabelSetRecord,
@@ -269,6 +291,7 @@ CURRENT_VERSIONS: dict[Collection, int] = {
     Collection.STABILITY: 1,
     Collection.THREAT: 1,
     Collection.FMR: 1,
+    Collection.TASK_UNITS: 1,
     Collection.SUMMARIES: REPORT_SCHEMA_VERSION,
     Collection.LABELSETS: 1,
     Collection.TEXT_EMBEDDINGS: 1,

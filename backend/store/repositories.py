@@ -19,7 +19,7 @@ from domainbench.store.collections import Collection
 if TYPE_CHECKING:
     from domainbench.config import DomainConfig
     from domainbench.report import RunReport
-    from domainbench.store.records import (DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord,
+    from domainbench.store.records import (DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, TaskUnitRecord,
                                            TextEmbeddingRecord, ThreatRecord, UnitRecord)
 
 R = TypeVar("R")
@@ -131,6 +131,10 @@ class Repositories:
     @property
     def fmr(self: Documents) -> RunRecords[FmrUnitRecord]:
         return RunRecords(self, Collection.FMR)
+
+    @property
+    def task_units(self: Documents) -> RunRecords[TaskUnitRecord]:
+        return RunRecords(self, Collection.TASK_UNITS)
 
     @property
     def caches(self: Documents) -> CacheRepository:

@@ -34,7 +34,10 @@ def card_text(state: Any, out: Path, plan_file: str) -> str:
         "",
         "## Hyperparameters",
         f"- epochs {o.epochs} (done {state.epochs_done}), lr {o.lr:g} (Adam), λ {o.lam:g}, batch size {o.batch_size}, "
-        f"trainable {o.trainable}, train split {o.train_split:g}, seed {o.seed}, device {o.device}, image size {o.image_size}",
+        f"trainable {o.trainable}, train split {o.train_split:g}, seed {o.seed}, device {o.device}, image size {o.image_size}, "
+        f"precision {o.precision}, gradient accumulation {o.grad_accum}",
+        *([f"- LoRA (peft): rank {o.lora_rank}, alpha {o.lora_alpha:g}, targets {o.lora_targets}; the adapters are merged into "
+           "the saved weights (the adapters alone: lora_adapter.safetensors)"] if o.trainable == "lora" else []),
         "",
         "## Loss curve (means over each epoch's steps)",
         "",

@@ -8,9 +8,12 @@ and per-image seeding an evaluation does. All randomness is a function of (seed,
 epoch's image order, the cells drawn and the kernels' seeds, so a resumed run replays the same batches
 and, with the optimizer state restored, ends bit-identical to an uninterrupted one.
 
-Only the image tower trains; the text tower is not touched (the embedded models' MiniLM is shared
-and frozen). Batch-norm layers keep the base model's running statistics (eval mode), so f′ = f at
-step 0 exactly and small batches of corrupted images do not shift them.
+Only the image tower trains (``towers.py``: embedded, open_clip and hf towers); the text tower is not
+touched. Batch-norm layers keep the base model's running statistics (eval mode), so f′ = f at step 0
+exactly and small batches of corrupted images do not shift them. ``--trainable lora`` trains peft
+adapters only (``lora.py``); ``--precision`` autocasts the forward passes (the weights and the loss stay
+float32); ``--grad-accum K`` splits each step's batch into K micro-batches whose gradients add up to
+the whole batch's, so the step, its images and its corruptions are those of K = 1.
 """
 
 from __future__ import annotations
@@ -33,15 +36,11 @@ from domainbench.config import DomainConfig
 from domainbench.errors import UserInputError
 
 #: the files of a fine-tuned model folder (``local:OUT`` reads the first two)
-MODEL_FILE = "model.safetensors"
-MARKER_FILE = "domainbench_model.json"
 STATE_FILE = "finetune.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 PLAN_FILE = "plan.toml"
 CARD_FILE = "MODEL_CARD.md"
-
-#: base models whose image tower this module can train (other backends are refused in one line)
-TRAINABLE_PREFIXES = ("embedded:",)
+ADAPTER_FILE = "lora_adapter.safetensors"
 
 StepCallback = Callable[[int, int, int, float, float], None]  # (epoch, step, steps, l1, l2)
 
@@ -64,27 +63,47 @@ class FinetuneOptions(BaseModel):
     seed: int = Field(default=0, ge=0)
     device: str = "cpu"
     image_size: int = Field(default=224, ge=16, le=4096)
+    precision: str = "fp32"
+    grad_accum: int = Field(default=1, ge=1, le=65_536)
+    lora_rank: int = Field(default=8, ge=1, le=4096)
+    lora_alpha: float = Field(default=16.0, gt=0, allow_inf_nan=False)
+    lora_targets: str = "linear"
 
     @field_validator("trainable")
     @classmethod
     def _trainable(cls, v: str) -> str:
-        if v != "all" and not re.fullmatch(r"last-[1-9][0-9]*", v):
-            raise ValueError(f"trainable must be all or last-N (N ≥ 1 layers), got {v!r}")
+        if v not in ("all", "lora") and not re.fullmatch(r"last-[1-9][0-9]*", v):
+            raise ValueError(f"trainable must be all, lora or last-N (N ≥ 1 layers), got {v!r}")
+        return v
+
+    @field_validator("precision")
+    @classmethod
+    def _precision(cls, v: str) -> str:
+        if v not in ("fp32", "bf16", "fp16"):
+            raise ValueError(f"precision must be fp32, bf16 or fp16, got {v!r}")
         return v
 
 
-_OPTION_FLAGS = {"lam": "--lambda", "train_split": "--train-split", "batch_size": "--batch-size", "image_size": "--image-size"}
+_OPTION_FLAGS = {"lam": "--lambda", "train_split": "--train-split", "batch_size": "--batch-size", "image_size": "--image-size",
+                 "grad_accum": "--grad-accum"}
 
 
 def check_options(**given: Any) -> FinetuneOptions:
     """``FinetuneOptions`` from keywords, a bad value as one ``UserInputError`` naming its flag."""
     try:
-        return FinetuneOptions(**{k: v for k, v in given.items() if v is not None})
+        FinetuneOptions(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as e:
         err = e.errors()[0]
         name = str(err["loc"][0]) if err["loc"] else "option"
         flag = _OPTION_FLAGS.get(name, "--" + name.replace("_", "-"))
         raise UserInputError(f"{flag} {err.get('input')!r}: {err['msg']}") from None
+    opts = FinetuneOptions(**{k: v for k, v in given.items() if v is not None})
+    if opts.batch_size % opts.grad_accum:
+        raise UserInputError(f"--grad-accum {opts.grad_accum} does not divide --batch-size {opts.batch_size}: the step's batch "
+                             "is split into that many equal micro-batches; choose a divisor")
+    if opts.precision == "fp16" and not opts.device.startswith("cuda"):
+        raise UserInputError(f"--precision fp16 needs a CUDA device (--device {opts.device}): on CPU use bf16 or fp32")
+    return opts
 
 
 class FinetuneState(BaseModel):
@@ -138,12 +157,6 @@ def _check_out(out: Path, overwrite: bool) -> None:
         if not out.is_dir() or (any(out.iterdir()) and not (out / STATE_FILE).is_file()):
             raise UserInputError(f"-o {str(out)!r} exists and is not a fine-tuned model folder; --overwrite only replaces "
                                  "one written by `domainbench finetune`: choose a new folder")
-
-
-def _check_base(model: str) -> None:
-    if not model.startswith(TRAINABLE_PREFIXES):
-        raise UserInputError(f"{model!r}: fine-tuning trains the image tower of an embedded model for now "
-                             f"({', '.join(p + '...' for p in TRAINABLE_PREFIXES)}); give e.g. embedded:fmnist-plain")
 
 
 def _split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -207,17 +220,52 @@ def _trainable_params(tower: Any, trainable: str) -> list[Any]:
     return [p for m in chosen for p in m.parameters()]
 
 
-def _losses(tower: Any, frozen: Any, clean: Any, corrupted: Any) -> tuple[Any, Any]:
+def _autocast(device: Any, precision: str) -> Any:
+    import contextlib
+
+    import torch
+
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
+
+
+def _losses(tower: Any, frozen: Any, clean: Any, corrupted: Any, cast: Callable[[], Any] | None = None) -> tuple[Any, Any]:
+    import contextlib
+
     import torch
     import torch.nn.functional as F
 
-    with torch.no_grad():
-        z0 = F.normalize(frozen(clean), dim=-1)
-    z = F.normalize(tower(clean), dim=-1)
-    zc = F.normalize(tower(corrupted), dim=-1)
+    cast = cast or contextlib.nullcontext
+    with torch.no_grad(), cast():
+        f0 = frozen(clean)
+    with cast():
+        f, fc = tower(clean), tower(corrupted)
+    # the cosines in float32 whatever the forward's precision: the loss is a difference of numbers near −1
+    z0, z, zc = (F.normalize(t.float(), dim=-1) for t in (f0, f, fc))
     l1 = -(z * zc).sum(-1).mean()
     l2 = -(z0 * z).sum(-1).mean()
     return l1, l2
+
+
+def accumulate(tower: Any, frozen: Any, clean: Any, corrupted: Any, lam: float, micro: int,
+               cast: Callable[[], Any] | None = None, scale: Callable[[Any], Any] | None = None) -> tuple[Any, Any]:
+    """Backward L1 + λ·L2 of the whole batch in ``micro`` equal micro-batches; returns the batch's (L1, L2).
+
+    Each micro-batch's mean loss is weighted by its share of the batch, so the gradients add up to those
+    of the batch's mean (equal to float rounding); with one micro-batch the weight is exactly 1."""
+    n = clean.shape[0]
+    size = n // micro
+    l1_sum = l2_sum = 0.0
+    for k in range(micro):
+        sl = slice(k * size, (k + 1) * size)
+        l1, l2 = _losses(tower, frozen, clean[sl], corrupted[sl], cast)
+        share = size / n
+        part = (l1 + lam * l2) * share
+        (scale(part) if scale is not None else part).backward()
+        l1_sum = l1_sum + l1.detach() * share
+        l2_sum = l2_sum + l2.detach() * share
+    return l1_sum, l2_sum
 
 
 # --------------------------------------------------------------------------- output folder
@@ -229,23 +277,31 @@ def _atomic(path: Path, write: Callable[[Path], None]) -> None:
     os.replace(tmp, path)
 
 
-def _save(out: Path, state: FinetuneState, base_model: Any, tower: Any, optimizer: Any) -> None:
-    """One epoch's checkpoint: optimizer + weights (resume), the model file (``local:``), the state and card.
+def _tower_weights(tower: Any, lora: bool) -> dict[str, Any]:
+    from domainbench.tuning.lora import merged_state
+
+    return merged_state(tower) if lora else tower.state_dict()
+
+
+def _save(out: Path, state: FinetuneState, spec: Any, tower: Any, optimizer: Any, scaler: Any) -> None:
+    """One epoch's checkpoint: optimizer + weights (resume), the model files (``local:``), the state and card.
 
     Each file is replaced atomically and the checkpoint, which resume reads, goes first; a kill between
     files leaves a folder that resumes from the checkpoint."""
     import torch
-    from safetensors.torch import save_file
 
-    weights = {f"image_tower.{k}": v.detach().cpu().contiguous() for k, v in tower.state_dict().items()}
-    weights["logit_scale"] = torch.tensor(math.log(base_model.logit_scale))
+    lora = state.options.trainable == "lora"
     _atomic(out / CHECKPOINT_FILE, lambda p: torch.save(
         {"epochs_done": state.epochs_done, "history": state.history, "tower": tower.state_dict(),
-         "optimizer": optimizer.state_dict()}, p))
-    meta = {**base_model.metadata, "config": base_model.config.model_dump(mode="json"),
-            "finetune": {"base": state.base, "epochs_done": state.epochs_done, "lambda": state.options.lam}}
-    _atomic(out / MODEL_FILE, lambda p: save_file(weights, str(p), metadata={"domainbench": json.dumps(meta)}))
-    _atomic(out / MARKER_FILE, lambda p: p.write_text(json.dumps({"format": "embedded", "weights": MODEL_FILE, "base": state.base})))
+         "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict() if scaler is not None else None}, p))
+    meta = {"base": state.base, "epochs_done": state.epochs_done, "lambda": state.options.lam, "trainable": state.options.trainable}
+    spec.write(out, _tower_weights(tower, lora), meta, _atomic)
+    if lora:
+        from safetensors.torch import save_file
+
+        from domainbench.tuning.lora import adapter_state
+
+        _atomic(out / ADAPTER_FILE, lambda p: save_file(adapter_state(tower), str(p)))
     _atomic(out / STATE_FILE, lambda p: p.write_text(state.model_dump_json(indent=1)))
     from domainbench.tuning.card import write_card
 
@@ -255,18 +311,28 @@ def _save(out: Path, state: FinetuneState, base_model: Any, tower: Any, optimize
 # --------------------------------------------------------------------------- training
 
 
+def _load_base(model: str, device: str) -> tuple[Any, Any]:
+    """The base model on the training device and its trainable tower (refused in one line if it has none)."""
+    from domainbench.models import create_model
+    from domainbench.tuning.towers import tower_of
+
+    base = create_model(model, device=device)
+    return base, tower_of(base)
+
+
 def train(model: str, plan: DomainConfig | str | Path, dataset: str | Path, out: str | Path, *,
           overwrite: bool = False, on_step: StepCallback | None = None, **options: Any) -> FinetuneResult:
     """Fine-tune ``model``'s image tower under ``plan`` on ``dataset`` (labels unread) into the folder ``out``.
 
     ``options``: the fields of :class:`FinetuneOptions` (``epochs``, ``lr``, ``lam``, ``batch_size``,
-    ``train_split``, ``trainable``, ``seed``, ``device``, ``image_size``). Every input is checked before
-    anything is written."""
+    ``train_split``, ``trainable``, ``seed``, ``device``, ``image_size``, ``precision``, ``grad_accum``,
+    ``lora_rank``, ``lora_alpha``, ``lora_targets``). Every input is checked before anything is written."""
     from domainbench.data import open_dataset
     from domainbench.data.fingerprint import dataset_fingerprint
+    from domainbench.tuning.towers import check_name
 
     opts = check_options(**options)
-    _check_base(model)
+    check_name(model)
     domain = _check_plan(plan)
     out = Path(out)
     _check_out(out, overwrite)
@@ -277,15 +343,17 @@ def train(model: str, plan: DomainConfig | str | Path, dataset: str | Path, out:
                              f"{opts.train_split}) is fewer than two batches of {opts.batch_size}; add images or lower --batch-size")
     if len(held_idx) == 0:
         raise UserInputError(f"--train-split {opts.train_split} leaves no held-out image of {len(ds)}; lower it")
+    loaded = _load_base(model, opts.device)
     state = FinetuneState(base=model, dataset=str(dataset), fingerprint=dataset_fingerprint(ds).model_dump(mode="json"),
                           n_images=len(ds), train_indices=train_idx.tolist(), heldout_indices=held_idx.tolist(), options=opts)
+    tower = _prepare(loaded[1], opts)  # a bad --lora-targets is refused here, before the folder is touched
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     from domainbench.config import save
 
     save(domain, out / PLAN_FILE)
-    return _loop(out, state, domain, ds, on_step, checkpoint=None)
+    return _loop(out, state, domain, ds, on_step, checkpoint=None, loaded=loaded, tower=tower)
 
 
 def resume(out: str | Path, *, epochs: int | None = None, on_step: StepCallback | None = None) -> FinetuneResult:
@@ -310,33 +378,60 @@ def resume(out: str | Path, *, epochs: int | None = None, on_step: StepCallback 
     if now != state.fingerprint:
         raise UserInputError(f"--resume {str(out)!r}: the dataset {state.dataset!r} changed since training began; resuming "
                              "would train on other images: start a new fine-tuning")
-    return _loop(out, state, load_domain(out / PLAN_FILE), ds, on_step, checkpoint=checkpoint)
+    loaded = _load_base(state.base, state.options.device)
+    return _loop(out, state, load_domain(out / PLAN_FILE), ds, on_step, checkpoint=checkpoint, loaded=loaded,
+                 tower=_prepare(loaded[1], state.options))
+
+
+def _prepare(spec: Any, opts: FinetuneOptions) -> Any:
+    """The tower being trained: a copy of the base's (f′ = f), wrapped with LoRA adapters for ``--trainable lora``."""
+    import torch
+
+    tower = copy.deepcopy(spec.module).eval()
+    if opts.trainable == "lora":
+        from domainbench.tuning.lora import wrap
+
+        # peft draws the adapters' A matrices from torch's global generator: seeded here, so a fine-tune
+        # (and a resumed one, which restores them from its checkpoint) is a function of --seed alone
+        with torch.random.fork_rng():
+            torch.manual_seed(_epoch_seed(opts.seed, 0))
+            tower = wrap(tower, opts.lora_rank, opts.lora_alpha, opts.lora_targets).eval()
+    return tower
 
 
 def _loop(out: Path, state: FinetuneState, domain: DomainConfig, ds: Any, on_step: StepCallback | None,
-          checkpoint: dict[str, Any] | None) -> FinetuneResult:
+          checkpoint: dict[str, Any] | None, loaded: tuple[Any, Any], tower: Any) -> FinetuneResult:
     import torch
-
-    from domainbench.models import create_model
 
     opts = state.options
     device = torch.device(opts.device)
-    base = create_model(state.base, device="cpu")
-    tower = copy.deepcopy(base.tower).to(device).eval()
-    frozen = copy.deepcopy(base.tower).to(device).eval().requires_grad_(False)
-    params = _trainable_params(tower, opts.trainable)
+    base, spec = loaded
+    frozen = spec.module.eval().requires_grad_(False)  # the base's own tower is f: never trained, never copied again
+    if opts.trainable == "lora":
+        params = [p for p in tower.parameters() if p.requires_grad]
+    else:
+        params = _trainable_params(tower, opts.trainable)
     optimizer = torch.optim.Adam(params, lr=opts.lr)
+    # fp16 needs loss scaling (its gradients underflow); bf16 has float32's range and needs none
+    scaler = torch.amp.GradScaler(device.type) if opts.precision == "fp16" else None
     if checkpoint is not None:
         tower.load_state_dict(checkpoint["tower"])
         optimizer.load_state_dict(checkpoint["optimizer"])
+        if scaler is not None and checkpoint.get("scaler"):
+            scaler.load_state_dict(checkpoint["scaler"])
     else:
-        _save(out, state, base, tower, optimizer)  # epoch 0 (f′ = f): the good checkpoint a divergence falls back to
+        _save(out, state, spec, tower, optimizer, scaler)  # epoch 0 (f′ = f): the good checkpoint a divergence falls back to
     cells = plan_cells(domain)
     train_idx = np.asarray(state.train_indices, dtype=np.int64)
     steps = len(train_idx) // opts.batch_size  # whole batches only: every step's loss has the same weight
 
     def pixels(images: np.ndarray) -> Any:
-        return base.preprocess(images).to(device)
+        if device.type == "cpu" or not base.device_preprocess:
+            return base.preprocess(images).to(device)
+        return base.preprocess_tensor(torch.from_numpy(images).to(device, non_blocking=True))
+
+    def cast() -> Any:
+        return _autocast(device, opts.precision)
 
     for epoch in range(state.epochs_done + 1, opts.epochs + 1):
         order = train_idx[_rng(opts.seed, 0x0DE5, epoch).permutation(len(train_idx))]
@@ -349,25 +444,43 @@ def _loop(out: Path, state: FinetuneState, domain: DomainConfig, ds: Any, on_ste
                 raise UserInputError(f"image {bad[1]} does not decode ({bad[2]}); remove it from the dataset and start again")
             clean = _as_rgb(batch.images)
             corrupted = corrupt_step(clean, idx, cells, opts.seed, epoch, step)
-            l1, l2 = _losses(tower, frozen, pixels(clean), pixels(corrupted))
-            loss = l1 + opts.lam * l2
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grads_ok = all(torch.isfinite(p.grad).all() for p in params if p.grad is not None)
-            if not (torch.isfinite(loss) and grads_ok):
-                raise _diverged(out, state, epoch, step, float(loss.detach()))
-            optimizer.step()
-            if not all(torch.isfinite(p).all() for p in params):
+            l1, l2 = accumulate(tower, frozen, pixels(clean), pixels(corrupted), opts.lam, opts.grad_accum, cast,
+                                scaler.scale if scaler is not None else None)
+            loss = l1 + opts.lam * l2
+            if scaler is not None:
+                # the scaler skips a step whose scaled gradients overflowed and lowers its scale: not a divergence
+                scaler.unscale_(optimizer)
+                checked = torch.stack([l1, l2, loss])
+            else:
+                # one norm over all gradients is non-finite iff one of them is: one reduction, one sync per step
+                grads = [p.grad for p in params if p.grad is not None]
+                checked = torch.stack([l1, l2, loss, _total_norm(grads).to(loss.device)])
+            values = checked.tolist()
+            if not all(math.isfinite(v) for v in values):
+                raise _diverged(out, state, epoch, step, values[2])
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            if not math.isfinite(float(_total_norm([p.detach() for p in params]))):
                 raise _diverged(out, state, epoch, step, float("nan"))
-            v1, v2 = l1.item(), l2.item()
+            v1, v2 = values[0], values[1]
             sums += (v1, v2)
             if on_step is not None:
                 on_step(epoch, step + 1, steps, v1, v2)
         m1, m2 = sums / steps
         state.epochs_done = epoch
         state.history.append({"epoch": epoch, "l1": float(m1), "l2": float(m2), "loss": float(m1 + opts.lam * m2)})
-        _save(out, state, base, tower, optimizer)
+        _save(out, state, spec, tower, optimizer, scaler)
     return FinetuneResult(out, state)
+
+
+def _total_norm(tensors: list[Any]) -> Any:
+    import torch
+
+    return torch.nn.utils.get_total_norm(tensors) if tensors else torch.zeros(())
 
 
 def _diverged(out: Path, state: FinetuneState, epoch: int, step: int, loss: float) -> FinetuneDiverged:

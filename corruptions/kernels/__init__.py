@@ -7,5 +7,5 @@ from __future__ import annotations
 
 BUILTIN_MODULES: tuple[str, ...] = tuple(
     f"domainbench.corruptions.kernels.{family}"
-    for family in ("blur", "digital", "geometric", "noise", "occlusion", "photometric", "sensor", "weather")
+    for family in ("blur", "digital", "geometric", "noise", "occlusion", "photometric", "sensor", "weather", "temporal")
 )

@@ -163,8 +163,13 @@ class SnowParams(Params):
 def snow(img: np.ndarray, p: SnowParams, rng: np.random.Generator) -> np.ndarray:
     """ImageNet-C snow: a zoomed, thresholded Gaussian field streaked by a one-sided motion trail,
     added twice (as is and rotated by 180 degrees) to a whitened scene."""
-    h, w = img.shape[:2]
-    s = size_scale(img)
+    full = snow_layer(img.shape[0], img.shape[1], p, rng)
+    return snow_blend(img, full + full[::-1, ::-1], p)
+
+
+def snow_layer(h: int, w: int, p: SnowParams, rng: np.random.Generator) -> np.ndarray:
+    """The streaked flake field (h, w) float32 in [0, 1] of ImageNet-C snow (one copy, before its 180-degree twin)."""
+    s = side_scale(h, w)
     field = rng.normal(p.mean, p.spread, (h, w)).astype(np.float32)
     layer = clipped_zoom(field[..., None], max(1.0, p.zoom * s))[..., 0]  # flakes no smaller than a pixel
     layer[layer < p.threshold] = 0
@@ -174,10 +179,15 @@ def snow(img: np.ndarray, p: SnowParams, rng: np.random.Generator) -> np.ndarray
     layer = np.round(layer * 255) / np.float32(255.0)
     full = np.zeros((h, w), np.float32)
     full[: layer.shape[0], : layer.shape[1]] = layer[:h, :w]
+    return full
+
+
+def snow_blend(img: np.ndarray, flakes: np.ndarray, p: SnowParams) -> np.ndarray:
+    """ImageNet-C snow's whitened scene plus the flakes (h, w) float32."""
     x = img.astype(np.float32) / np.float32(255.0)
     grey = luminance(img) / np.float32(255.0) if img.shape[-1] == 3 else x[..., 0]
     x = np.float32(p.scene) * x + np.float32(1 - p.scene) * np.maximum(x, (grey * np.float32(1.5) + np.float32(0.5))[..., None])
-    x = x + (full + full[::-1, ::-1])[..., None]
+    x = x + flakes[..., None]
     return to_uint8(np.clip(x, 0, 1) * np.float32(255.0))
 
 

@@ -17,6 +17,7 @@ SECTIONS = {
     "cell": "Per model, corruption and severity: the charts, the Damage & calibration tab and the export's rows",
     "image": "Per image: the Stability tab",
     "fmr": "FMR runs",
+    "clip": "Clip runs (video): per model and cell, over the clips' sampled frames",
 }
 UNITS = (
     "Units: accuracies and rates are shown in % (a column's name ends in %), ratios to the baseline model as "

@@ -14,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from domainbench import query
 from domainbench.store.status import run_status
 from domainbench.report import RunReport
 from domainbench.store import Store
@@ -531,7 +532,11 @@ def run_header(view: data.RunView) -> None:
     c2.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)")
     c3.metric("images", run.dataset.size if run.dataset else "?")
     done = progress.progress_of(run, view.report, view.n_units, view.total_cells)
-    c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
+    if run.kind in ("vqa", "retrieval"):  # one stored unit per (model, cell): the share of those stored
+        c4.metric("evaluated", f"{100 * view.done_cells / max(view.total_cells, 1):.0f} %",
+                  help=f"{view.done_cells} of {view.total_cells} (model, cell) units stored")
+    else:
+        c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
     c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
     # what kind of run this is, beside its progress: an adaptive run's cells stop early, a shift cell has its own images
     n = f"{done.n_min:,}" if done.n_min == done.n_max else f"{done.n_min:,}–{done.n_max:,}"
@@ -541,6 +546,8 @@ def run_header(view: data.RunView) -> None:
                   if cfg.adaptive else "")
                + (". Real-shift cells are evaluated on your own images (their own count)" if run.domain.shift else "")
                + ".")
+    for line in query.finetune_lineage(cfg.models):  # a fine-tuned model says what it was trained from
+        st.caption(f":material/account_tree: {md_escape(line)}")
     with st.expander("corruptions of this domain and run configuration"):
         exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
         exports.table(config_frame(run), f"{run.run_id}-configuration", "run-config",
@@ -589,6 +596,14 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
         from domainbench.frontend import task_section
 
         task_section.show(store, run_id)
+        return
+    if view.run.kind == "clip":  # a clip run: its rows and frame predictions are on the run record (engine.clip_kind)
+        from domainbench.frontend import clip_section
+
+        if view.status == "done":
+            clip_section.show(store, run_id)
+        else:
+            st.info(f"No results yet: the clip run is {view.status}; `domainbench run --resume {run_id}` continues it")
         return
     if view.report is None:
         st.info(f"No results yet: {view.error}")

@@ -30,7 +30,7 @@ def _flat(values):
             yield v
 
 
-@pytest.mark.parametrize("name", corruptions.names())
+@pytest.mark.parametrize("name", corruptions.names(temporal=False))
 def test_drawn_values_are_declared_per_image_in_range_and_json(images, name):
     spec = corruptions.get(name)
     plain = corruptions.corrupt_batch(images, name, severity=4, seeds=SEEDS)
@@ -46,7 +46,7 @@ def test_drawn_values_are_declared_per_image_in_range_and_json(images, name):
             assert all(lo <= v <= hi for v in _flat(values)), (key, values)
 
 
-@pytest.mark.parametrize("name", [n for n in corruptions.names() if corruptions.get(n).draws])
+@pytest.mark.parametrize("name", [n for n in corruptions.names(temporal=False) if corruptions.get(n).draws])
 def test_fixing_the_drawn_values_with_the_same_seeds_changes_nothing(images, name):
     out, drawn = corruptions.corrupt_batch(images, name, severity=3, seeds=SEEDS, return_drawn=True)
     again, drawn_again = corruptions.corrupt_batch(images, name, severity=3, seeds=SEEDS, return_drawn=True, drawn=drawn)

@@ -43,7 +43,7 @@ REFERENCE_RISE = 0.02
 UNTOUCHED = 0.002
 #: steps (s, s + 1) exempt beyond the reference's plateaus, with the reason in the module docstring
 EXTRA_EXEMPT = {"saturate": {(2, 3)}}
-ORDINAL = [n for n in corruptions.names() if corruptions.get(n).ordinal]
+ORDINAL = [n for n in corruptions.names(temporal=False) if corruptions.get(n).ordinal]
 
 
 @lru_cache

@@ -217,7 +217,9 @@ def test_metrics_command_lists_every_metric(capsys: pytest.CaptureFixture[str], 
     assert listed == [m.name for m in registry().all()]
     code, out, _ = run_cli(["metrics", "*flip*", "--format", "json"], capsys, monkeypatch)
     assert code == 0
-    assert json.loads(out) == [metric("label_flip_probability").describe(), metric("label_flips").describe()]
+    assert json.loads(out) == [metric(n).describe() for n in ("label_flip_probability", "label_flips",
+                                                               "temporal_flip_rate", "temporal_flip_rate_clean",
+                                                               "flip_rate_added")]
     assert json.loads(out)[0]["interval"] == "wilson" and json.loads(out)[0]["direction"] == "lower"
 
 

@@ -278,3 +278,16 @@ def test_partial_sample_failure_is_voted_and_reported(fake_llm: FakeLLM) -> None
     cfg = llm_plan(fake_llm, samples=4, concurrency=1)
     assert cfg.planner.samples == 3
     assert any("rejected" in v for v in cfg.planner.violations)
+
+
+def test_a_corruption_the_scene_cannot_produce_is_refused(fake_llm: FakeLLM, catalogue: Catalogue) -> None:
+    """An LLM that puts clouds over a racing drone's forward view is told why, and the plan drops them."""
+    fpv = "First-person-view drone racing video, streamed live from the drone's nose camera."
+    fake_llm.script = lambda req, n: Reply(content=answer(("brightness", [1]), ("contrast", [1]), ("gaussian_noise", [1]),
+                                                          ("motion_blur", [2]), ("cloud_overlay", [2])))
+    cfg = llm_plan(fake_llm, text=fpv, samples=1)
+    repair = next(r["messages"][-1]["content"] for r in fake_llm.requests if len(r["messages"]) == 4)
+    assert "'cloud_overlay' is implausible for a scene that shows no overhead view or the sky in view" in repair
+    names = [c.name for c in cfg.corruptions]
+    assert "cloud_overlay" not in names and "motion_blur" in names
+    assert rules.check(fpv, names, catalogue.names) == []

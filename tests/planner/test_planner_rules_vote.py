@@ -47,6 +47,7 @@ def test_every_rule_name_is_in_the_catalogue(catalogue: Catalogue) -> None:
         ("Satellite images of farmland", ["aerial", "satellite"]),
         ("Satellite and aerial imaging of farmland", ["aerial"]),  # aircraft blur: not orbit alone
         ("Dash-cam video of cars on the motorway", ["driving"]),
+        ("High-speed cameras film golf swings on a driving range.", []),  # a range, not a road
     ],
 )
 def test_kind_detection(text: str, kinds: list[str]) -> None:
@@ -196,7 +197,8 @@ def test_catalogue_rendering(catalogue: Catalogue) -> None:
     lines = text.splitlines()
     assert len(lines) == len(catalogue.entries)
     for line, e in zip(lines, catalogue.entries, strict=True):
-        assert line.startswith(f"- {e.name} ({e.family}): {e.description.strip()}")
+        family = f"{e.family}, temporal: video clips only" if e.temporal else e.family  # clip-only entries are marked
+        assert line.startswith(f"- {e.name} ({family}): {e.description.strip()}")
         assert all(s.strip() in line for s in e.situations)
         for key, spec in e.parameters.items():
             assert key in line
@@ -220,3 +222,49 @@ def test_prompt_version_tracks_template_content(tmp_path, monkeypatch, repo_prom
     with pytest.raises(ValueError, match="repair.txt"):
         prompts.prompt_version()
     prompts._load.cache_clear()
+
+
+# -- physics: what a corruption needs of the scene ------------------------------------------------
+
+FPV = ("First-person-view drone racing video is sent over an analogue 5.8 GHz link and re-encoded for "
+       "streaming; the picture breaks up with interference at the far end of the track.")
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        # a racing drone looks ahead, not down: no clouds below it, and no aerial kind
+        (FPV, True),
+        ("Photos of cats and dogs sent in by pet owners.", True),
+        ("Shelves of a supermarket photographed every hour.", True),
+        # radar sees through clouds, so a SAR image from orbit shows none
+        ("Satellite SAR images of sea ice in the Arctic.", True),
+        # seen from above, or with the sky in view, clouds can hide the scene
+        ("Drone surveys of vineyards flown at midday.", False),
+        ("Satellite images of farmland.", False),
+        ("A webcam on a mountain hut watches the valley.", False),
+        ("An all-sky camera records meteors at night.", False),
+        ("Street cameras on a cloudy day.", False),
+    ],
+)
+def test_cloud_overlay_needs_an_overhead_view_or_the_sky(text: str, refused: bool, catalogue: Catalogue) -> None:
+    req = rules.requirements(text, catalogue.names)
+    assert ("cloud_overlay" in req.forbidden) is refused, req.forbidden.get("cloud_overlay")
+    if refused:
+        # said as physics, in the form every planner's repair and --explain quote
+        assert req.forbidden["cloud_overlay"] == (
+            "a scene that shows no overhead view or the sky in view (clouds hide the ground only when it is "
+            "seen from above, and otherwise only the sky behind the scene)")
+        assert "cloud_overlay" not in req.required
+
+
+def test_the_fpv_drone_is_no_aerial_kind_but_a_survey_drone_is() -> None:
+    assert "aerial" not in {k.name for k in rules.detect_kinds(FPV)}
+    assert "aerial" in {k.name for k in rules.detect_kinds("Drone surveys of vineyards flown at midday.")}
+
+
+def test_a_need_without_evidence_is_rejected_at_load(tmp_path) -> None:
+    bad = tmp_path / "rules.toml"
+    bad.write_text('version = 1\n[needs.cloud_overlay]\nneeds = "sky"\nbecause = "physics"\n', encoding="utf-8")
+    with pytest.raises(Exception, match="needs keywords or factors"):
+        rules.rule_book(bad)

@@ -1,0 +1,416 @@
+"""Clip runs (issue 41): every model on every sampled frame of every clip, clean and under each cell of the plan.
+
+A clip run is started by :func:`start_clip_run` (``domainbench run PLAN --dataset CLIPS [--frames N]``). Before
+anything is stored it checks the plan, opens the clips, decodes every clip's sampled frames and loads the
+models, so a bad clip or a bad option ends in one ``error:`` line with nothing written. It then creates the run
+(``RunRecord.kind = "clip"``) and stores each unit, one (model, cell), on the run record as it finishes
+(``kind_settings["units"]``), so a killed run resumes (:func:`resume_clip_run`, ``run --resume RUN``) without
+recomputing a stored unit, after checking that the clips and their sampled frames are the ones it started on.
+When every unit is stored, the rows of metrics (``metrics.clips``) and the paired verdicts are stored beside
+them and the run is done.
+
+Cells: the clean clips, then each corruption × severity of the plan. A temporal corruption
+(``corruptions.clips.is_temporal``) evolves across the frames of a clip; an image corruption is applied with
+one draw for the whole clip (``mode = "static"`` in the plan's corruption table) or a new draw per frame
+(``"independent"``, the default). Every clip's corruption seed comes from the run's seed and the clip's name
+only: the same on every cell, process and order.
+
+Models: a contrastive model scores each frame (its embedding and zero-shot prediction); the clip's prediction
+is reported by the mean of its frames' embeddings and by majority vote. A generative VLM answers each frame as
+an image (no mean embedding; the vote only). Runs execute on ``--executor local`` (Ray is refused in one line).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from domainbench.config import DomainConfig, RunConfig
+from domainbench.data.clips import ClipDataset, DecodedClip, Sampling, decode_clips, open_clips
+from domainbench.engine.kinds import KindCapabilities, RunSession, register_kind
+from domainbench.errors import UserInputError
+from domainbench.store import Store
+from domainbench.store.records import DatasetInfo, RunRecord
+
+CLIP_KIND = "clip"
+CLEAN = "clean"
+DEFAULT_MODE = "independent"
+
+
+def _temporal(name: str) -> bool:
+    try:
+        from domainbench.corruptions.clips import is_temporal
+    except ImportError:  # a build without temporal corruptions: every corruption is an image corruption
+        return False
+    return bool(is_temporal(name))
+
+
+@dataclass(frozen=True)
+class ClipCell:
+    corruption: str
+    severity: int
+    #: static | independent for an image corruption; None for the clean cell and a temporal corruption
+    mode: str | None
+
+    @property
+    def key(self) -> str:
+        if self.corruption == CLEAN:
+            return CLEAN
+        return f"{self.corruption}:{self.severity}" + (f"/{self.mode}" if self.mode else "")
+
+
+def clip_cells(domain: DomainConfig) -> list[ClipCell]:
+    """The clean cell, then every corruption × severity of the plan (compositions and explicit params refused)."""
+    if domain.compositions:
+        raise UserInputError(f"composition {domain.compositions[0].cell_name!r}: clip runs do not evaluate compositions "
+                             "yet; remove the [[composition]] tables from the plan")
+    cells = [ClipCell(CLEAN, 0, None)]
+    for c in domain.corruptions:
+        if c.params:
+            raise UserInputError(f"corruption {c.name!r}: explicit params are not applied to clips yet; "
+                                 "remove its params and choose severities")
+        mode = c.mode
+        if _temporal(c.name):
+            if mode is not None:
+                raise UserInputError(f"corruption {c.name!r} is temporal: it has its own course over the frames and "
+                                     f"takes no mode; remove mode = {mode!r} from its plan entry")
+        else:
+            mode = mode or DEFAULT_MODE
+        cells += [ClipCell(c.name, s, mode) for s in c.severities]
+    return cells
+
+
+def refuse_temporal_on_images(domain: DomainConfig) -> None:
+    """A still-image run cannot apply a temporal corruption: refused in one line naming it and the fix."""
+    temporal = [c.name for c in domain.corruptions if _temporal(c.name)]
+    if temporal:
+        more = f" (and {', '.join(map(repr, temporal[1:]))})" if len(temporal) > 1 else ""
+        raise UserInputError(f"corruption {temporal[0]!r}{more} is temporal (it evolves across a clip's frames) and "
+                             "does not apply to still images; give --dataset a clip folder (class folders of videos "
+                             "or of frame folders), or remove the temporal corruptions from the plan")
+
+
+def still_image_plan(domain: DomainConfig) -> tuple[DomainConfig, list[str]]:
+    """The plan a still-image run evaluates, and the temporal corruptions it leaves out.
+
+    A footage domain's plan ("dash-cam video at night") holds temporal corruptions beside image ones, and people
+    often evaluate it on extracted frames: the image part is run and the rest named, rather than refusing the
+    whole plan. A plan of temporal corruptions only has nothing for still images and is refused."""
+    temporal = [c.name for c in domain.corruptions if _temporal(c.name)]
+    if not temporal:
+        return domain, []
+    if len(temporal) == len(domain.corruptions):
+        refuse_temporal_on_images(domain)
+    kept = [c for c in domain.corruptions if not _temporal(c.name)]
+    return domain.model_copy(update={"corruptions": kept}), temporal
+
+
+def left_out_note(temporal: list[str]) -> str:
+    return (f"note: {', '.join(temporal)} {'is' if len(temporal) == 1 else 'are'} temporal (evolving across a "
+            "clip's frames) and left out of this still-image run; give --dataset a clip folder to evaluate "
+            f"{'it' if len(temporal) == 1 else 'them'}")
+
+
+def clip_seed(seed: int, clip: str) -> int:
+    """A clip's corruption seed: from the run's seed and the clip's name (every cell, process and order alike)."""
+    return int.from_bytes(hashlib.sha256(f"{seed}\0{clip}".encode()).digest()[:4], "little") & 0x7FFFFFFF
+
+
+def corrupt(cell: ClipCell, clip: DecodedClip, seed: int) -> np.ndarray:
+    if cell.corruption == CLEAN:
+        return clip.frames
+    from domainbench.corruptions.clips import corrupt_clip
+
+    return corrupt_clip(cell.corruption, clip.frames, cell.severity, seed=clip_seed(seed, clip.clip.name),
+                        fps=clip.fps, mode=cell.mode)
+
+
+def unit_key(model: str, cell: ClipCell) -> str:
+    return f"{model}\t{cell.key}"
+
+
+@dataclass
+class ClipInputs:
+    """What a start or a resume has opened before anything is written."""
+
+    dataset: ClipDataset
+    sampling: Sampling
+    clips: list[DecodedClip]
+    unreadable: list[tuple[str, str]]
+    cells: list[ClipCell]
+
+
+def check_clip_options(domain: DomainConfig, cfg: RunConfig, executor: str = "local") -> None:
+    allowed = ClipKind.capabilities.executors  # the kind's declared capabilities say where it runs
+    if executor not in allowed:
+        raise UserInputError(f"--executor {executor}: clip runs execute on --executor {' or '.join(allowed)} only; "
+                             f"choose --executor {allowed[0]} or leave it out")
+    given = [flag for flag, on in (("--adaptive", cfg.adaptive), ("--breaking-point", cfg.breaking_point),
+                                   ("--shift / [[shift]]", bool(domain.shift)), ("--limit", cfg.limit is not None),
+                                   ("--task", cfg.task != "classification")) if on]
+    if given:
+        raise UserInputError(f"{given[0]}: clip runs evaluate every sampled frame of every clip in every cell and do "
+                             "not support it yet; leave it out")
+
+
+def open_inputs(domain: DomainConfig, cfg: RunConfig, sampling: Sampling) -> ClipInputs:
+    from domainbench.corruptions.api import MIN_SIDE
+    from domainbench.label_sets import resolve_classes
+
+    cells = clip_cells(domain)
+    domain.check_catalogue()
+    if cfg.image_size < MIN_SIDE:
+        raise UserInputError(f"image_size = {cfg.image_size}: corruptions need frames of at least {MIN_SIDE}x{MIN_SIDE} "
+                             f"pixels; set image_size to {MIN_SIDE} or more")
+    ds = open_clips(cfg.dataset, resolve_classes(cfg.classes), cfg.image_size)
+    if len(ds.classes) < 2:
+        raise UserInputError(f"clip dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 "
+                             "by construction; give at least two classes")
+    workers = cfg.workers if cfg.workers is not None else min(8, os.cpu_count() or 1)
+    clips, unreadable = decode_clips(ds, sampling, skip_unreadable=cfg.skip_unreadable, workers=workers)
+    return ClipInputs(ds, sampling, clips, unreadable, cells)
+
+
+def _load_models(store: Store, cfg: RunConfig, classes: list[str]) -> list[Any]:
+    from domainbench.engine.scoring import load_models
+
+    return load_models(cfg.models, classes, cfg.device, cfg.batch_size, cfg.templates, options=cfg.model_args,
+                       cache=store)
+
+
+def score_cell(ms: Any, frames: list[np.ndarray]) -> dict[str, Any]:
+    """One model on one cell's clips: each frame's prediction and, with embeddings, each clip's mean-embedding one."""
+    import torch
+
+    from domainbench.engine.scoring import classify, predict
+
+    lengths = [len(f) for f in frames]
+    scored = classify(ms, np.concatenate(frames), embeddings=False)
+    bounds = np.cumsum([0, *lengths])
+    preds = [scored.preds[a:b].astype(int).tolist() for a, b in zip(bounds[:-1], bounds[1:])]
+    mean_preds = None
+    if scored.embeddings is not None:
+        emb = scored.embeddings.float()
+        means = torch.stack([emb[a:b].mean(dim=0) for a, b in zip(bounds[:-1], bounds[1:])])
+        means = torch.nn.functional.normalize(means, dim=1).to(scored.embeddings.dtype)
+        mean_preds = predict(ms, means).astype(int).tolist()
+    return {"preds": preds, "mean_preds": mean_preds}
+
+
+def _clips_record(inputs: ClipInputs) -> list[dict[str, Any]]:
+    return [{"clip": d.clip.name, "label": d.clip.label, "frame_indices": d.indices,
+             "times": [round(t, 6) for t in d.times], "fps": d.fps, "total_frames": d.total_frames}
+            for d in inputs.clips]
+
+
+def _evaluate(store: Store, run_id: str, cfg: RunConfig, inputs: ClipInputs, models: list[Any],
+              say: Callable[[str], None]) -> None:
+    """Every unit still missing, stored on the run record one by one; then the rows, verdicts and status done."""
+    from domainbench.engine.lifecycle import now
+
+    run = store.get_run(run_id)
+    assert run is not None and run.kind_settings is not None
+    ks = dict(run.kind_settings)
+    units: dict[str, Any] = dict(ks.get("units", {}))
+    try:
+        for cell in inputs.cells:
+            todo = [ms for ms in models if unit_key(ms.name, cell) not in units]
+            if not todo:
+                continue
+            frames = [corrupt(cell, c, cfg.seed) for c in inputs.clips]
+            for ms in todo:
+                units[unit_key(ms.name, cell)] = {"model": ms.name, "cell": cell.key, **score_cell(ms, frames)}
+                ks["units"] = units
+                store.update_run(run_id, kind_settings=ks)
+                say(f"{ms.name} · {cell.key}: {sum(len(f) for f in frames)} frames")
+        ks.update(clip_results(ks, [m.name for m in models], inputs.cells))
+        store.update_run(run_id, kind_settings=ks, status="done", finished_at=now())
+    except KeyboardInterrupt:
+        store.update_run(run_id, status="interrupted", finished_at=now())
+        raise
+    except Exception as e:
+        store.update_run(run_id, status="failed", finished_at=now(), error=f"{type(e).__name__}: {e}")
+        raise
+
+
+def clip_results(ks: dict[str, Any], models: list[str], cells: list[ClipCell]) -> dict[str, Any]:
+    """The run's rows (one per model × cell, ``metrics.clips.cell_metrics``) and paired verdicts from its units."""
+    from domainbench.metrics.clips import ClipCellData, cell_metrics, paired_verdicts
+
+    labels_list = [c["label"] for c in ks["clips"]]
+    labels = None if any(lab is None for lab in labels_list) else np.asarray(labels_list, dtype=int)
+    data: dict[tuple[str, str], ClipCellData] = {}
+    for u in ks["units"].values():
+        data[(u["model"], u["cell"])] = ClipCellData([np.asarray(p, dtype=int) for p in u["preds"]], labels,
+                                                     None if u["mean_preds"] is None else np.asarray(u["mean_preds"]))
+    rows = []
+    for m in models:
+        clean = data[(m, CLEAN)]
+        for cell in cells:
+            d = data[(m, cell.key)]
+            metrics = cell_metrics(d, None if cell.corruption == CLEAN else clean)
+            rows.append({"model": m, "corruption": cell.corruption, "severity": cell.severity, "mode": cell.mode,
+                         **metrics})
+    return {"rows": _json_safe(rows), "paired": _json_safe(paired_verdicts(data, models, [c.key for c in cells]))}
+
+
+def _json_safe(value: Any) -> Any:
+    from domainbench.engine.task_kind import _json_safe as safe
+
+    return safe(value)
+
+
+def _info(inputs: ClipInputs, cfg: RunConfig) -> DatasetInfo:
+    from domainbench.data.fingerprint import dataset_fingerprint
+
+    ds = inputs.dataset
+    return DatasetInfo(name=ds.name, size=len(ds), classes=ds.classes, labelled=ds.labelled, path=cfg.dataset,
+                       fingerprint=dataset_fingerprint(ds))
+
+
+def start_clip_run(store: Store, domain: DomainConfig, cfg: RunConfig, sampling: Sampling, run_id: str | None = None,
+                   say: Callable[[str], None] | None = None, executor: str = "local") -> str:
+    """Check, open and decode everything, load the models, then create the clip run and evaluate it; the run id."""
+    from domainbench.engine.dataset_pin import pinned_config
+    from domainbench.engine.lifecycle import check_new_run_id, create_run
+    from domainbench.models import resolve_device
+
+    say = say or (lambda _m: None)
+    check_clip_options(domain, cfg, executor)
+    check_new_run_id(store, run_id)
+    cfg = pinned_config(cfg)
+    inputs = open_inputs(domain, cfg, sampling.check())
+    models = _load_models(store, cfg, inputs.dataset.classes)
+    settings = {"sampling": sampling.as_dict(), "clips": _clips_record(inputs),
+                "unreadable": [{"clip": c, "why": w} for c, w in inputs.unreadable], "units": {}}
+    environment = {"device": str(resolve_device(cfg.device)), "executor": "local", "host": platform.node()}
+    rid = create_run(store, domain, cfg, run_id, _info(inputs, cfg), environment, kind=CLIP_KIND,
+                     kind_settings=settings)
+    _evaluate(store, rid, cfg, inputs, models, say)
+    return rid
+
+
+def resume_clip_run(store: Store, run_id: str, say: Callable[[str], None] | None = None) -> str:
+    """Continue a clip run: the same clips and sampled frames (checked), only the units not stored yet."""
+    from domainbench.engine.lifecycle import restart_run, stored_run
+
+    say = say or (lambda _m: None)
+    run = stored_run(store, run_id)
+    if run.kind != CLIP_KIND or run.kind_settings is None:
+        raise UserInputError(f"run {run_id} is not a clip run")
+    if run.status == "done":
+        raise UserInputError(f"run {run_id} is done; read it with `domainbench show {run_id}`")
+    ks = run.kind_settings
+    s = ks["sampling"]
+    inputs = open_inputs(run.domain, run.config, Sampling(s["frames"], s["fps"], s["max_frames"], s["seed"]))
+    if run.dataset is not None and run.dataset.fingerprint is not None:
+        changed = run.dataset.fingerprint.differences(_info(inputs, run.config).fingerprint)  # type: ignore[arg-type]
+        if changed:
+            raise UserInputError(f"run {run_id} was evaluated on clips {run.config.dataset}, but their {changed} changed; "
+                                 "restore the clips or start a new run")
+    if _clips_record(inputs) != ks["clips"]:
+        raise UserInputError(f"run {run_id}: the clips decode to other sampled frames than when it started; "
+                             "restore the clips or start a new run")
+    models = _load_models(store, run.config, inputs.dataset.classes)
+    restart_run(store, run_id)
+    _evaluate(store, run_id, run.config, inputs, models, say)
+    return run_id
+
+
+@dataclass(frozen=True)
+class ClipRunResult:
+    run: RunRecord
+    rows: list[dict[str, Any]]
+    paired: list[dict[str, Any]]
+    clips: list[dict[str, Any]]
+    units: dict[str, Any]
+
+
+def is_clip_run(run: RunRecord | None) -> bool:
+    return run is not None and run.kind == CLIP_KIND
+
+
+def load_clip_run(store: Store, run_id: str) -> ClipRunResult:
+    from domainbench.engine.lifecycle import stored_run
+
+    run = stored_run(store, run_id)
+    if not is_clip_run(run):
+        raise UserInputError(f"run {run_id} is not a clip run; read it with `domainbench show {run_id}`")
+    ks = run.kind_settings or {}
+    if run.status != "done" or "rows" not in ks:
+        raise UserInputError(f"run {run_id} is {run.status} and has no results yet; continue it with "
+                             f"`domainbench run --resume {run_id}`")
+    return ClipRunResult(run, list(ks["rows"]), list(ks.get("paired", [])), list(ks["clips"]), dict(ks["units"]))
+
+
+def strip_frames(run: RunRecord, clip_name: str, corruption: str, severity: int,
+                 mode: str | None) -> tuple[np.ndarray, np.ndarray]:
+    """One clip's sampled frames, clean and under a cell, as the run saw them (re-decoded from the run's clips and
+    corrupted with the run's seed: frames are not stored); for the run page's clip strip."""
+    from domainbench.data.clips import decode_clip
+    from domainbench.label_sets import resolve_classes
+
+    ks = run.kind_settings or {}
+    s = ks.get("sampling") or {}
+    ds = open_clips(run.config.dataset, resolve_classes(run.config.classes), run.config.image_size)
+    clip = next((c for c in ds.clips if c.name == clip_name), None)
+    if clip is None:
+        raise UserInputError(f"clip {clip_name} is no longer in {run.config.dataset}; restore it to see its frames")
+    d = decode_clip(clip, Sampling(s.get("frames"), s.get("fps"), s.get("max_frames"), s.get("seed", 0)),
+                    ds.image_size)
+    return d.frames, corrupt(ClipCell(corruption, severity, mode), d, run.config.seed)
+
+
+class ClipKind:
+    """The registry's entry for clip runs (``engine.kinds``). A clip run starts with :func:`start_clip_run` and
+    resumes with :func:`resume_clip_run` (the CLI's ``run`` and ``run --resume``); the engine's own start,
+    resume and a worker's claim are refused in one line before anything changes."""
+
+    name = CLIP_KIND
+    capabilities = KindCapabilities(executors=("local",))
+
+    def claims(self, run: RunRecord) -> bool:
+        return False  # found by RunRecord.kind
+
+    def settings_of(self, run: RunRecord) -> Any:
+        return run.kind_settings
+
+    def record_fields(self, session: RunSession) -> dict[str, Any]:
+        return {"kind": self.name, "kind_settings": session.settings}
+
+    def _refuse(self, run_id: str) -> UserInputError:
+        return UserInputError(f"run {run_id} is a clip run: continue it with `domainbench run --resume {run_id}`")
+
+    def check(self, session: RunSession) -> None:
+        raise UserInputError("clip runs start with `domainbench run PLAN --dataset CLIPS --frames N`")
+
+    def check_resume(self, session: RunSession) -> dict[str, Any]:
+        raise self._refuse(session.run.run_id if session.run is not None else "")
+
+    def open(self, session: RunSession) -> None:
+        raise self._refuse(session.run_id)
+
+    def dataset_info(self, session: RunSession, info: DatasetInfo) -> DatasetInfo:
+        return info
+
+    def part(self, executor: str) -> Any:
+        raise UserInputError("clip runs execute on --executor local only")
+
+    def evaluate(self, session: RunSession) -> str:
+        raise self._refuse(session.run_id)
+
+    def report(self, store: Store, run_id: str) -> Any:
+        raise UserInputError(f"run {run_id} is a clip run: read it with `domainbench show {run_id}`")
+
+
+register_kind(ClipKind())
+
+__all__ = ["CLIP_KIND", "ClipCell", "ClipKind", "ClipRunResult", "check_clip_options", "clip_cells", "clip_results",
+           "clip_seed", "is_clip_run", "load_clip_run", "refuse_temporal_on_images", "resume_clip_run",
+           "score_cell", "start_clip_run", "strip_frames"]
