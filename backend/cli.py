@@ -882,6 +882,11 @@ def print_cost(run: Any, report: RunReport, comparison: Comparison | None) -> No
     sentence = fastest_not_worse(costs, comparison)
     if sentence:
         console.print(literal(f"  {sentence}"), style="dim", highlight=False, markup=False)
+    for c in costs:  # what the run measured besides time (engine.resources), one line per model that has any
+        if columns := c.resource_columns():
+            # never folded: a continuation line would fall out of the indented timings block
+            console.print(literal(f"  {c.model}: " + ", ".join(f"{k} {v}" for k, v in columns.items())), style="dim",
+                          highlight=False, markup=False, soft_wrap=True)
 
 
 def print_question_spread(store: Any, run_id: str) -> None:
@@ -1072,8 +1077,121 @@ def export_hard(run_id: str, output: Optional[Path], threshold: float) -> None:
         output_file(folder / name)
     write_atomically(folder / "hard.csv", hard_csv(found))
     write_atomically(folder / "files.txt", "".join(f"{f}\n" for f in found.files))
+    copies = write_hard_copies(_store(), run_id, found, folder)
+    classes = write_class_breaks(_store(), run_id, folder)
+    clusters = write_failure_clusters(_store(), run_id, found, folder)
     _say(f"wrote {len(found.rows)} hard images of {found.n_images} (at least {100 * threshold:g} % of model × corrupted "
-         f"cell pairs wrong) to {markup_safe(folder)}: hard.csv, files.txt")
+         f"cell pairs wrong) to {markup_safe(folder)}: hard.csv, files.txt, and {copies} corrupted copies (their worst "
+         "cells, the pixels the models saw) in corrupted/ (corrupted.csv)"
+         + ("; where each class breaks: classes.csv" if classes else "")
+         + (f"; the hard images in {clusters} clusters by their clean embeddings: clusters.csv" if clusters else ""))
+
+
+def write_failure_clusters(store: Any, run_id: str, found: Any, folder: Path) -> int:
+    """``clusters.csv`` (image, cluster, model, silhouette): the hard images clustered by the clean embeddings of the
+    run's baseline (or its first model with embeddings; ``metrics.class_breaks.failure_clusters``). Returns the number
+    of clusters; 0 (nothing written) without hard images or a model with embeddings."""
+    import csv
+    import io
+
+    from domainbench import query
+    from domainbench.engine.scoring import encode, load_model
+    from domainbench.metrics.class_breaks import failure_clusters
+    from domainbench.models.generative import is_generative
+    from domainbench.safe_output import write_atomically
+
+    if not found.rows:
+        return 0
+    run = query.get_run(store, run_id)
+    report = query.report(store, run_id)
+    classes = list(run.dataset.classes) if run.dataset is not None else []
+    images, kept = query.recreate_images(run, "clean", 0, sorted(int(r["image"]) for r in found.rows))
+    for name in dict.fromkeys([report.baseline, *report.model_names]):
+        ms = load_model(name, classes, "cpu", run.config.batch_size, run.config.templates,
+                        run.config.model_args.get(name))
+        if is_generative(ms.model) or getattr(ms.model, "kind", None) == "classifier":
+            continue  # no image embedding of its own (or a remote one)
+        emb = encode(ms, images).cpu().numpy()
+        break
+    else:
+        return 0
+    labels, score = failure_clusters(emb, run.config.seed)
+    buf = io.StringIO()
+    out = csv.writer(buf)
+    out.writerow(["image", "cluster", "model", "silhouette"])
+    for idx, label in sorted(zip((int(i) for i in kept), (int(c) for c in labels), strict=True), key=lambda t: (t[1], t[0])):
+        out.writerow([idx, label, name, "" if score is None else repr(score)])
+    write_atomically(folder / "clusters.csv", buf.getvalue())
+    return int(labels.max()) + 1 if len(labels) else 0
+
+
+def write_class_breaks(store: Any, run_id: str, folder: Path) -> bool:
+    """``classes.csv``: per model × corruption × class its accuracy (recall) per severity, its threshold and the
+    severity where it breaks (``metrics.class_breaks``), the classes that break first first. False (nothing written)
+    for an unlabelled run."""
+    import csv
+    import io
+
+    from domainbench import query
+    from domainbench.metrics.class_breaks import breaks_first, class_cells
+    from domainbench.safe_output import write_atomically
+
+    run = query.get_run(store, run_id)
+    classes = list(run.dataset.classes) if run.dataset is not None else []
+    cells = class_cells(query.report(store, run_id), classes) if classes else []
+    if not cells:
+        return False
+    order = {r.label: k for k, r in enumerate(breaks_first(cells))}
+    severities = sorted({s for c in cells for s in c.recall})
+    buf = io.StringIO()
+    out = csv.writer(buf)
+    out.writerow(["breaks_first_rank", "class", "model", "corruption", "clean", "threshold",
+                  *(f"severity_{s}" for s in severities), "breaks_at"])
+    for c in sorted(cells, key=lambda c: (order.get(c.label, len(order)), c.model, c.corruption)):
+        out.writerow([order.get(c.label, len(order)) + 1, c.label, c.model, c.corruption,
+                      "" if c.clean is None else repr(c.clean), "" if c.threshold is None else repr(c.threshold),
+                      *("" if c.recall.get(s) is None else repr(c.recall[s]) for s in severities),
+                      "" if c.breaks_at is None else c.breaks_at])
+    write_atomically(folder / "classes.csv", buf.getvalue())
+    return True
+
+
+def write_hard_copies(store: Any, run_id: str, found: Any, folder: Path) -> int:
+    """Each hard image as each of its worst cells made it, ``corrupted/CELL/IMAGE.png``, and ``corrupted.csv`` (image,
+    corruption, severity, file). The images are remade per cell by ``query.recreate`` (the engine's job and the run's
+    seed), so they are the pixels the models saw. Returns how many were written."""
+    import csv
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from domainbench import query
+    from domainbench.safe_output import write_atomically
+
+    run = query.get_run(store, run_id)
+    wanted: dict[tuple[str, int], list[int]] = {}
+    for row, cells in zip(found.rows, found.cells, strict=True):
+        for cell in cells:
+            wanted.setdefault(cell, []).append(int(row["image"]))
+    listing = io.StringIO()
+    out = csv.writer(listing)
+    out.writerow(["image", "corruption", "severity", "file"])
+    written = []
+    for (corruption, severity), indices in sorted(wanted.items()):
+        made, kept = query.recreate(run, corruption, severity, sorted(indices))
+        # a composition's name may hold characters a file name should not
+        sub = folder / "corrupted" / f"{re.sub(r'[^A-Za-z0-9_.+-]', '_', corruption)}@{severity}"
+        for image, idx in zip(made.images, kept, strict=True):
+            name = sub / f"{int(idx)}.png"
+            buf = io.BytesIO()
+            Image.fromarray(np.ascontiguousarray(image)).save(buf, format="PNG")
+            write_atomically(name, buf.getvalue())
+            written.append((int(idx), corruption, severity, name.relative_to(folder).as_posix()))
+    for row in sorted(written):
+        out.writerow(row)
+    write_atomically(folder / "corrupted.csv", listing.getvalue())
+    return len(written)
 
 
 @app.command()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from domainbench.config import SHIFT_PREFIX
-from domainbench.engine.compare import paired_comparison, run_pairs
+from domainbench.engine.compare import paired_comparison, pooled_comparison, run_pairs
 from domainbench.engine.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
 from domainbench.engine.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
@@ -225,6 +225,13 @@ def comparison(store: Store, run_ids: list[str], models: list[str] | None = None
                confidence: float = DEFAULT_CONFIDENCE, read: OutcomesReader = read_outcomes) -> Comparison:
     """The paired comparison of the runs' models: plain verdicts and per-cell tests (``compare``, ``show``)."""
     return paired_comparison(store, run_ids, models, confidence, read=read)
+
+
+def pooled(store: Store, run_ids: list[str], confidence: float = DEFAULT_CONFIDENCE,
+           read: OutcomesReader = read_outcomes) -> Comparison:
+    """The paired comparison over every run's corrupted cells (runs of several domains on the same images): the
+    Compare page's tied groups (``engine.compare.pooled_comparison``)."""
+    return pooled_comparison(store, run_ids, confidence, read=read)
 
 
 def export_csv(report: RunReport, store: Store | None = None, confidence: float = DEFAULT_CONFIDENCE) -> str:

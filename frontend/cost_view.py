@@ -49,3 +49,30 @@ def pareto_figure(costs: Sequence[ModelCost], bounds: Mapping[str, tuple[float, 
     fig.update_layout(title=TITLE, xaxis_title="images/s (preprocess + forward, the run's machine)",
                       yaxis_title="mean corrupted balanced accuracy (%)", height=420)
     return fig
+
+
+#: under the resource table: how each column was measured (``engine.resources``)
+RESOURCE_NOTE = ("parameters: of the torch modules the model holds (the embedded models' shared text tower is not "
+                 "theirs); peak memory: its weights plus the most one batch took above what was allocated before it "
+                 "(CUDA's allocator on a GPU, the process's peak resident set on the host); requests and tokens: what "
+                 "an endpoint model sent and its answers reported (answers from the cache cost nothing).")
+
+
+def resource_table(costs: Sequence[ModelCost], name: str) -> None:
+    """Per model what the run measured besides time, where it measured any (runs before it was recorded have none)."""
+    import pandas as pd
+    import streamlit as st
+
+    from domainbench.frontend import exports
+
+    rows = [{"model": c.model, "images/s": c.images_per_second, **c.resource_columns()} for c in costs]
+    if not any(len(r) > 2 for r in rows):
+        st.caption("This run stored no parameter counts, memory or request counts (runs before they were recorded, or "
+                   "run on Ray).")
+        return
+    frame = pd.DataFrame(rows)
+    measured = [c for c in frame.columns if c not in ("model", "images/s")]
+    frame[measured] = frame[measured].fillna("n/a")
+    exports.table(frame, name, "resources",
+                  column_config={"images/s": st.column_config.NumberColumn("images/s", format="%.1f")})
+    st.caption(RESOURCE_NOTE)

@@ -7,7 +7,7 @@ A model keeps the same colour in every figure of a page (:func:`model_colors`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -534,9 +534,11 @@ def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, perc
     return fig
 
 
-def rank_change(ranking: pd.DataFrame) -> go.Figure:
+def rank_change(ranking: pd.DataFrame, groups: Mapping[str, str] | None = None) -> go.Figure:
     """Slope chart: each model's rank on clean images (left) and under corruption (right); with the ranking's
-    ``clean rank low/high`` and ``corrupted rank low/high`` columns, each rank's 95 % interval as an error bar."""
+    ``clean rank low/high`` and ``corrupted rank low/high`` columns, each rank's 95 % interval as an error bar.
+    ``groups``: model -> its tied-group letters (``metrics.letters``), written beside its corrupted rank and its
+    name, so ranks the data cannot tell apart are read as one group, not as an order."""
     data = ranking.dropna(subset=["clean rank", "corrupted rank"]) if len(ranking) else ranking
     if len(data) == 0:
         return _empty("rank change clean → corrupted", "no model has both accuracies")
@@ -550,16 +552,21 @@ def rank_change(ranking: pd.DataFrame) -> go.Figure:
         ivs = [None if np.isnan(lo) else (float(lo), float(hi)) for lo, hi in ivs]
         err = _error_bars([None if iv is None else iv[0] for iv in ivs], [None if iv is None else iv[1] for iv in ivs],
                           ranks, scale=1.0)
-        fig.add_trace(go.Scatter(x=[0, 1], y=ranks, mode="lines+markers+text", name=m,
-                                 text=[f"{r}" for r in ranks], textposition=["middle left", "middle right"],
+        letters = (groups or {}).get(m, "")
+        fig.add_trace(go.Scatter(x=[0, 1], y=ranks, mode="lines+markers+text",
+                                 name=f"{m} ({letters})" if letters else m,
+                                 text=[f"{ranks[0]}", f"{ranks[1]} {letters}" if letters else f"{ranks[1]}"],
+                                 textposition=["middle left", "middle right"],
                                  line={"color": colors[m]}, error_y=err,
                                  customdata=["" if iv is None else f" (95 % interval {iv[0]:.0f}–{iv[1]:.0f})"
                                              for iv in ivs],
                                  hovertemplate=f"{m}<br>rank %{{y}}%{{customdata}}<extra></extra>"))
     # numeric x with room on both sides, so the rank labels are never cut; the model names are in the legend
     bars = any(t.error_y.array is not None for t in fig.data)
-    fig.update_layout(title="rank by accuracy: clean → corrupted (1 = best" + ("; bars: 95 % intervals of the rank)"
-                                                                              if bars else ")"),
+    title = "rank by accuracy: clean → corrupted (1 = best" + ("; bars: 95 % intervals of the rank" if bars else "")
+    if groups:
+        title += "; letters: tied groups, models sharing a letter are not significantly different"
+    fig.update_layout(title=title + ")",
                       xaxis={"tickvals": [0, 1], "ticktext": ["clean", "corrupted"], "range": [-0.3, 1.3],
                              "title": "accuracy on"},
                       yaxis={"autorange": "reversed", "dtick": 1, "title": "rank (1 = best)"},

@@ -66,6 +66,8 @@ class RunSection:
     figures: list[Any] = field(default_factory=list)
     costs: list[Any] = field(default_factory=list)
     cost_sentence: str | None = None
+    #: the classes, those that break at the mildest severities first (``metrics.class_breaks``)
+    class_ranks: list[Any] = field(default_factory=list)
 
 
 def _versions() -> dict[str, str]:
@@ -194,6 +196,7 @@ def build(store: Store, run_ids: Sequence[str], confidence: float = 0.95, thumbn
         note = _thumbnails(run, flips) if thumbnails and flips else ""
         section = RunSection(run, report, intervals, comparison, why, flips, note, caveats(run, report, intervals))
         _add_costs(section)
+        _add_class_breaks(section)
         if figures:
             from domainbench.frontend import figures as fig
 
@@ -221,6 +224,31 @@ def _add_costs(s: RunSection) -> None:
 
     s.costs = costs_of(s.run, s.report, s.comparison)
     s.cost_sentence = sentence(s.costs, s.comparison) if s.costs else None
+
+
+def _add_class_breaks(s: RunSection) -> None:
+    from domainbench.metrics.class_breaks import breaks_first, class_cells
+
+    classes = list(s.run.dataset.classes) if s.run.dataset is not None else []
+    s.class_ranks = breaks_first(class_cells(s.report, classes)) if classes else []
+
+
+#: the report's table of the classes that break first: at most this many rows
+CLASS_ROWS = 10
+CLASS_HEADER = ["class", "mean breaking severity", "breaks in (model × corruption)"]
+CLASS_NOTE = ("A class breaks under a corruption at the lowest severity where its accuracy (recall) falls below "
+              "halfway from its clean accuracy to chance; a pair where it never breaks counts as the highest severity "
+              "+ 1. Lowest first: the classes that break at the mildest severities.")
+
+
+def _class_rows(s: RunSection) -> list[list[str]]:
+    return [[r.label, f"{r.mean_breaking_severity:.2f}", f"{r.broken} of {r.pairs}"]
+            for r in s.class_ranks[:CLASS_ROWS]]
+
+
+def _resource_headers(costs: Sequence[Any]) -> list[str]:
+    """The resource columns (``ModelCost.resource_columns``) any model of the run has, in their order."""
+    return list(dict.fromkeys(h for c in costs for h in c.resource_columns()))
 
 
 def pareto_figure(s: RunSection) -> Any:
@@ -359,16 +387,23 @@ def to_html(sections: Sequence[RunSection], across: Comparison | None, why_not: 
             p.append(f'<div class="figure">{pio.to_html(f, full_html=False, include_plotlyjs=not plotly_js_done)}</div>')
             plotly_js_done = True
         if s.costs:
+            extra = _resource_headers(s.costs)
             p += ["<h3>Cost beside robustness</h3>", _table(
-                ["model", "images/s", "corrupted acc %", "Pareto-efficient"],
+                ["model", "images/s", "corrupted acc %", "Pareto-efficient", *extra],
                 [f"<tr>{_td(c.model)}<td data-cost=\"{html.escape(c.model)}\">"
                  f"{'n/a' if c.images_per_second is None else f'{c.images_per_second:,.0f}'}</td>"
-                 f"{_td(_num(c.corrupted_accuracy, percent=True))}{_td('yes' if c.pareto else '')}</tr>"
+                 f"{_td(_num(c.corrupted_accuracy, percent=True))}{_td('yes' if c.pareto else '')}"
+                 + "".join(_td(c.resource_columns().get(h, "n/a")) for h in extra) + "</tr>"
                  for c in s.costs], "cost"),
                   f'<p class="note">images/s: images scored over the preprocess + forward seconds of the run\'s timings '
                   "(this machine, shared with what else ran).</p>"]
             if s.cost_sentence:
                 p.append(f'<p class="cost-sentence">{html.escape(s.cost_sentence[0].upper() + s.cost_sentence[1:])}.</p>')
+        if s.class_ranks:
+            p += ["<h3>Where classes break first</h3>",
+                  _table(CLASS_HEADER, ["<tr>" + "".join(_td(x) for x in row) + "</tr>" for row in _class_rows(s)],
+                         "class-breaks"),
+                  f'<p class="note">{html.escape(CLASS_NOTE)}</p>']
         header, rows = _cell_rows(s)
         p += ["<h3>Per corruption and severity</h3>", _table(header, rows, "cells")]
         from domainbench.metrics.damage_report import damage_line
@@ -456,12 +491,16 @@ def to_markdown(sections: Sequence[RunSection], across: Comparison | None, why_n
                          *(_with_interval(x.read(c, t), getattr(iv, x.name, None) if x.name in CELL_INTERVALS else None,
                                           x.percent) for x in shown)])
         if s.costs:
+            extra = _resource_headers(s.costs)
             out += ["### Cost beside robustness", _md_table(
-                ["model", "images/s", "corrupted acc %", "Pareto-efficient"],
+                ["model", "images/s", "corrupted acc %", "Pareto-efficient", *extra],
                 [[c.model, "n/a" if c.images_per_second is None else f"{c.images_per_second:,.0f}",
-                  _num(c.corrupted_accuracy, percent=True), "yes" if c.pareto else ""] for c in s.costs])]
+                  _num(c.corrupted_accuracy, percent=True), "yes" if c.pareto else "",
+                  *(c.resource_columns().get(h, "n/a") for h in extra)] for c in s.costs])]
             if s.cost_sentence:
                 out.append(s.cost_sentence[0].upper() + s.cost_sentence[1:] + ".")
+        if s.class_ranks:
+            out += ["### Where classes break first", _md_table(CLASS_HEADER, _class_rows(s)), CLASS_NOTE]
         out += ["### Per corruption and severity", _md_table(["model", "cell", *(_header(x) for x in shown)], rows)]
         if s.flips:
             out += ["### The most confident flips", _md_table(

@@ -113,6 +113,57 @@ def merged_outcomes(store: Store, run_ids: Sequence[str], read: OutcomesReader =
     return merged
 
 
+def pooled_outcomes(store: Store, run_ids: Sequence[str], read: OutcomesReader = read_outcomes) -> ImageOutcomes:
+    """The runs' per-image outcomes as one, every run's cells kept (``merged_outcomes`` keeps a model's cells of the
+    first run that has it): for the tied groups of several domains' runs on the same images, each model judged over
+    all of its corrupted cells. A later run's cell that an earlier run made the same way is the same images and
+    predictions and is kept once; one of the same name made differently is kept as ``name [run id]``."""
+    merged = merged_outcomes(store, run_ids, read)  # the checks: same dataset, fingerprint, seed, images, labels
+    preds = dict(merged.preds)
+    made: dict[str, tuple[object, ...]] = {}
+    for rid in run_ids:
+        run = store.get_run(rid)
+        assert run is not None  # merged_outcomes found every run
+        ident = cell_identities(run)
+        other = set(_differing_cells(made, ident))
+        made = {**ident, **made}
+        out = load_outcomes(store, rid, read)
+        for (model, corruption, severity), p in out.preds.items():
+            key = (model, f"{corruption} [{rid}]" if corruption in other else corruption, severity)
+            preds.setdefault(key, p)
+    return ImageOutcomes(indices=merged.indices, labels=merged.labels, preds=preds)
+
+
+def pooled_comparison(store: Store, run_ids: Sequence[str], confidence: float = DEFAULT_CONFIDENCE,
+                      resamples: int = DEFAULT_RESAMPLES, read: OutcomesReader = read_outcomes) -> Comparison:
+    """The paired comparison of the runs' models over every run's corrupted cells (``pooled_outcomes``): the
+    Compare page's tied groups across domains. Adaptive runs are refused: their tests follow each run's own order."""
+    confidence = check_confidence(confidence)
+    read = cache(read)
+    adaptive = [rid for rid in run_ids if read(store, rid).adaptive_units is not None]
+    if adaptive and len(run_ids) > 1:
+        raise UserInputError(f"run(s) {', '.join(adaptive)} stopped their cells adaptively: their tests follow each "
+                             "run's own order of images, so they are not pooled with other runs; compare them alone")
+    if len(run_ids) == 1:
+        return paired_comparison(store, run_ids, confidence=confidence, resamples=resamples, read=read)
+    outcomes = pooled_outcomes(store, run_ids, read)
+    if outcomes.labels is None:
+        raise UserInputError(f"run(s) {', '.join(run_ids)} are on an unlabelled dataset: models can only be compared "
+                             "on labelled images")
+    configured = [m for rid in run_ids for m in store.get_run(rid).config.models]  # type: ignore[union-attr]
+    evaluated = set(outcomes.models())
+    available = list(dict.fromkeys([m for m in configured if m in evaluated] + sorted(evaluated)))
+    if len(available) < 2:
+        raise UserInputError(f"run(s) {', '.join(run_ids)} evaluated only {', '.join(available)}; a comparison needs two "
+                             "models")
+    first = store.get_run(run_ids[0])
+    assert first is not None
+    try:
+        return compare_models(outcomes, available, confidence, resamples, first.config.seed)
+    except MetricInputError as e:
+        raise UserInputError(str(e)) from None
+
+
 def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str] | None = None,
                       confidence: float = DEFAULT_CONFIDENCE, resamples: int = DEFAULT_RESAMPLES,
                       read: OutcomesReader = read_outcomes) -> Comparison:

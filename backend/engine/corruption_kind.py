@@ -30,6 +30,8 @@ from domainbench.engine.lifecycle import complete_run
 from domainbench.engine.local_executor import LocalExecutor, local_environment, models_device, submit_job
 from domainbench.engine.reports import build_report
 from domainbench.engine.tasks import Cell, RunContext, RunTask, StabilityTask, ThreatTask, cells_of
+from domainbench.engine.resources import PeakMemory
+from domainbench.engine.resources import record as record_resources
 from domainbench.engine.timings import STARTUP, StageTimes
 from domainbench.engine.work import ShardWork
 from domainbench.errors import UserInputError
@@ -163,8 +165,13 @@ class CorruptionKind:
         timer = session.timer = StageTimes(stored.timings if stored is not None else None)  # a resume adds to its sessions
         for stage, seconds in session.startup.seconds.get(STARTUP, {}).items():
             timer.add(STARTUP, stage, seconds)
+        meter = PeakMemory()
         for ms in ctx.models:
-            ms.timer = timer
+            ms.timer, ms.meter = timer, meter
+
+        def timings() -> dict[str, dict[str, float]]:
+            record_resources(timer.seconds, ctx.models, meter)
+            return timer.rounded()
         work = ShardWork(ctx, shards, cells, done, tasks, stats, events,
                          plan=lambda: _plan(ctx, shards, cells, done, tasks, adaptive),
                          cancel=CancelWatch(session.store, ctx.run_id), adaptive=adaptive, timer=timer,
@@ -178,9 +185,9 @@ class CorruptionKind:
 
                 ctx.store.update_run(ctx.run_id, breaking_points=measure_breaking_points(ctx, cfg.breaking_threshold))
             return {"n_unreadable": len(stats.unreadable), "unreadable": [p for _, p, _ in stats.unreadable[:100]],
-                    "timings": timer.rounded()}
+                    "timings": timings()}
 
-        return complete_run(ctx.store, ctx.run_id, compute, stopped=lambda: {"timings": timer.rounded()}, report=self.report)
+        return complete_run(ctx.store, ctx.run_id, compute, stopped=lambda: {"timings": timings()}, report=self.report)
 
 
 def _plan(ctx: RunContext, shards: list[np.ndarray], cells: list[Cell], done: set[tuple[Any, ...]], tasks: list[RunTask],

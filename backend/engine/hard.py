@@ -6,7 +6,9 @@ hard when that share is at least ``threshold`` (default one half: most models ge
 domain's corruptions). The folder gets ``hard.csv`` (one row per hard image, hardest first, with why: the share,
 how many models are wrong on it clean and under corruption, its worst cells and the commonest wrong answer) and
 ``files.txt`` (the clean image files, one a line; for an in-memory dataset such as the bundled sample, their
-indices).
+indices). ``export --hard`` also writes each hard image as its worst cells made it (``corrupted/``, listed in
+``corrupted.csv``): remade by the engine's own job from the run's seed (``query.recreate``), so the pixels are
+those the models saw.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -44,6 +46,8 @@ class HardImages:
     files: list[str]
     n_images: int
     threshold: float
+    #: per row, the (corruption, severity) of its worst cells (``worst_cells``), for their corrupted copies
+    cells: list[list[tuple[str, int]]] = field(default_factory=list)
 
 
 def hard_images(store: Store, run_id: str, threshold: float = 0.5) -> HardImages:
@@ -69,6 +73,7 @@ def hard_images(store: Store, run_id: str, threshold: float = 0.5) -> HardImages
     mostly = np.zeros(out.n, dtype=int)
     clean_wrong = np.zeros(out.n, dtype=int)
     per_cell: dict[str, np.ndarray] = {}
+    cell_of = {f"{c}@{s}": (c, s) for c, s in cells}
     answers: list[Counter[int]] = [Counter() for _ in range(out.n)]
     for m in models:
         m_wrong = np.zeros(out.n)
@@ -95,7 +100,7 @@ def hard_images(store: Store, run_id: str, threshold: float = 0.5) -> HardImages
     chosen = np.flatnonzero((pairs > 0) & (hardness >= threshold - 1e-12))
     chosen = chosen[np.lexsort((out.indices[chosen], -hardness[chosen]))]
     paths = _paths(run)
-    rows, files = [], []
+    rows, files, worst_cells = [], [], []
     for i in chosen:
         idx = int(out.indices[i])
         path = paths[idx] if paths is not None and idx < len(paths) else ""
@@ -111,7 +116,8 @@ def hard_images(store: Store, run_id: str, threshold: float = 0.5) -> HardImages
             "common_answer": classes[common[0][0]] if common and classes else "",
         })
         files.append(path or str(idx))
-    return HardImages(rows, files, out.n, threshold)
+        worst_cells.append([cell_of[name] for _, name in worst[:3]])
+    return HardImages(rows, files, out.n, threshold, worst_cells)
 
 
 def _paths(run: object) -> list[str] | None:

@@ -16,6 +16,7 @@ import torch
 
 from domainbench import host_memory
 from domainbench.confusion import SparseConfusion
+from domainbench.engine.resources import PeakMemory, measured
 from domainbench.errors import UserInputError
 from domainbench.models import ModelBackend, VisionLanguageModel, backend_of, create_model, resolve_device
 from domainbench.model_backends import validate_options
@@ -49,6 +50,8 @@ class ModelState:
     batch_size: int
     #: the run's stage timer (``engine/timings.py``); None: not timed (FMR, Ray actors, tests)
     timer: StageTimes | None = None
+    #: the run's peak-memory meter (``engine/resources.py``); None: not measured, as ``timer``
+    meter: PeakMemory | None = None
 
 
 def load_model(name: str, classes: list[str], device: str | torch.device, batch_size: int,
@@ -146,7 +149,10 @@ def classify(ms: ModelState, images: np.ndarray | torch.Tensor, embeddings: bool
         return Scored(preds, conf, emb, logits=logits)
     while True:
         try:
-            res = ms.model.classify(as_host(images), ms.batch_size)
+            # an endpoint's memory is the server's: nothing of it is measured here
+            with measured(None if getattr(ms.model, "remote", False) else ms.meter, ms.name,
+                          getattr(ms.model, "device", "cpu")):
+                res = ms.model.classify(as_host(images), ms.batch_size)
         except torch.OutOfMemoryError as e:
             halve_batch(ms, e)
             continue
@@ -169,7 +175,8 @@ def classifier_logits(ms: ModelState, images: np.ndarray | torch.Tensor) -> np.n
         chunk = host[i : i + ms.batch_size]
         t0 = time.perf_counter()
         try:
-            chunk_logits = ms.model.logits(chunk).numpy()
+            with measured(ms.meter, ms.name, getattr(ms.model, "device", "cpu")):
+                chunk_logits = ms.model.logits(chunk).numpy()
         except torch.OutOfMemoryError as e:
             halve_batch(ms, e)
             continue
@@ -209,7 +216,7 @@ def encode(ms: ModelState, images: np.ndarray | torch.Tensor) -> torch.Tensor:
     while i < len(images):
         chunk = images[i : i + ms.batch_size]
         try:
-            with torch.inference_mode(), autocast_for(model.device):
+            with torch.inference_mode(), autocast_for(model.device), measured(ms.meter, ms.name, model.device):
                 t0 = time.perf_counter()
                 pix = pixels(model, chunk)
                 t1 = time.perf_counter()

@@ -30,6 +30,46 @@ class ModelCost(BaseModel):
     corrupted_accuracy: float | None
     #: no other model is at least as accurate and at least as fast, and better in one
     pareto: bool
+    #: what the run measured besides time (``engine.resources``; None where it did not): the parameters the model
+    #: holds, its peak memory while scoring and where ("gpu" or "host"), an endpoint's requests and reported tokens
+    parameters: int | None = None
+    peak_memory_bytes: int | None = None
+    memory: str | None = None
+    requests: int | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    def resource_columns(self) -> dict[str, str]:
+        """The measured resources as display text, one column each; a column the run did not measure is absent."""
+        out = {}
+        if self.parameters is not None:
+            out["parameters"] = _count(self.parameters)
+        if self.peak_memory_bytes is not None:
+            out["peak memory"] = f"{self.peak_memory_bytes / 2**20:,.1f} MiB ({self.memory})"
+        if self.requests is not None:
+            out["requests"] = f"{self.requests:,}"
+        if self.prompt_tokens is not None or self.completion_tokens is not None:
+            out["tokens (prompt + completion)"] = f"{self.prompt_tokens or 0:,} + {self.completion_tokens or 0:,}"
+        return out
+
+
+def _count(n: int) -> str:
+    """1234567 -> "1.23 M" (parameters are read in millions or billions)."""
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if n >= div:
+            return f"{n / div:.3g} {unit}"
+    return str(n)
+
+
+def resources(timings: Mapping[str, Mapping[str, float]], model: str) -> dict[str, Any]:
+    """The ``ModelCost`` resource fields of ``model`` from a run's timings row (``engine.resources``' keys)."""
+    row = timings.get(model, {})
+    out: dict[str, Any] = {k: int(row[k]) for k in ("parameters", "requests", "prompt_tokens", "completion_tokens")
+                           if k in row}
+    for where in ("gpu", "host"):
+        if f"peak_{where}_bytes" in row:
+            out |= {"peak_memory_bytes": int(row[f"peak_{where}_bytes"]), "memory": where}
+    return out
 
 
 def throughput(timings: Mapping[str, Mapping[str, float]], model: str) -> tuple[int, float, float | None]:
@@ -38,6 +78,18 @@ def throughput(timings: Mapping[str, Mapping[str, float]], model: str) -> tuple[
     images = int(row.get("images", 0))
     seconds = float(sum(row.get(s, 0.0) for s in COST_STAGES))
     return images, seconds, (images / seconds if images and seconds > 0 else None)
+
+
+def pooled_timings(runs: Sequence[Mapping[str, Mapping[str, float]]]) -> dict[str, dict[str, float]]:
+    """Several runs' timings as one: per model its images and stage seconds summed over the runs, so its images/s
+    is its images over all its seconds (a run with more images weighs more, as it took longer)."""
+    out: dict[str, dict[str, float]] = {}
+    for timings in runs:
+        for model, row in timings.items():
+            pooled = out.setdefault(model, {})
+            for key, value in row.items():
+                pooled[key] = pooled.get(key, 0.0) + float(value)
+    return out
 
 
 def pareto_front(points: Mapping[str, tuple[float | None, float | None]]) -> set[str]:
@@ -57,7 +109,7 @@ def model_costs(timings: Mapping[str, Mapping[str, float]], models: Sequence[str
     rows = {m: throughput(timings, m) for m in models}
     front = pareto_front({m: (accuracy.get(m), rows[m][2]) for m in models})
     return [ModelCost(model=m, images=rows[m][0], seconds=rows[m][1], images_per_second=rows[m][2],
-                      corrupted_accuracy=accuracy.get(m), pareto=m in front) for m in models]
+                      corrupted_accuracy=accuracy.get(m), pareto=m in front, **resources(timings, m)) for m in models]
 
 
 def fastest_not_worse(costs: Sequence[ModelCost], comparison: Any) -> str | None:

@@ -206,6 +206,9 @@ class OpenAIVLM(GenerativeVLM):
         self._cache = cache
         self._lock = threading.Lock()
         self.requests_sent = 0
+        #: the tokens the endpoint's answers reported in ``usage`` (``engine.resources``: stored per run)
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
         self._limit: transport.AdaptiveLimit | None = None  # shared by every batch: the endpoint's state
         self.configure(["?"], VLMOptions())
 
@@ -265,6 +268,23 @@ class OpenAIVLM(GenerativeVLM):
                     "(add --max-requests to raise the guard)"
                 )
             self.requests_sent += 1
+
+    @property
+    def requests(self) -> int:
+        """Requests sent (every attempt, retries included), as ``--max-requests`` counts them."""
+        return self.requests_sent
+
+    def _count_usage(self, doc: Any) -> None:
+        """Add an answer's ``usage`` (OpenAI's prompt_tokens / completion_tokens); a server that reports none adds
+        nothing, and a malformed count is ignored rather than failing the answer."""
+        usage = doc.get("usage") if isinstance(doc, dict) else None
+        if not isinstance(usage, dict):
+            return
+        counts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens")]
+        counts = [n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else 0 for n in counts]
+        with self._lock:
+            self.prompt_tokens += counts[0]
+            self.completion_tokens += counts[1]
 
     def _headers(self) -> dict[str, str]:
         key = os.environ.get(self.options.api_key_env) or "none"  # local servers take any key
@@ -347,6 +367,7 @@ class OpenAIVLM(GenerativeVLM):
             raise EndpointError(redact(f"{self.name} returned a malformed response (not JSON: {snippet!r}); check that "
                                        f"the URL is the server's OpenAI-compatible /v1 base; {RESUME_HINT}",
                                        secret)) from None
+        self._count_usage(doc)
         try:
             choice = doc["choices"][0]
             if not isinstance(choice, dict) or not isinstance(choice["message"], dict):

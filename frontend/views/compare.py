@@ -16,7 +16,7 @@ from domainbench.metrics.registry import metric, metrics_of
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
-from domainbench.frontend import cached, data, exports, figures, units, url_state, verdict
+from domainbench.frontend import cached, data, decision, exports, figures, units, url_state, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import DEMO_HINT, get_store, guard, md_escape, sidebar_store
 
@@ -239,7 +239,7 @@ def heatmap_section(comparison: data.Comparison, metric: str, draws: data.Draws)
     draws_note(draws)
 
 
-def ranking_section(ranking: pd.DataFrame) -> None:
+def ranking_section(ranking: pd.DataFrame, groups: dict[str, str] | None = None) -> None:
     st.subheader("Ranking: clean → corrupted")
     shown = ranking.drop(columns=[c for _, low, high in data.RANKING_INTERVALS.values() for c in (low, high)])
     ci_note = "The interval is of the average over the domain columns (drawn, see above)."
@@ -257,11 +257,55 @@ def ranking_section(ranking: pd.DataFrame) -> None:
         st.warning("Not every model has every domain: " + "; ".join(
             f"{m}: {n}" for m, n in zip(ranking["model"], ranking["note"], strict=True) if n)
             + ". Its averages cover only its own domains (the note column).")
-    exports.chart(figures.rank_change(ranking), "compare-rank-change", "rank-change")
+    exports.chart(figures.rank_change(ranking, groups), "compare-rank-change", "rank-change")
     st.caption("Accuracies (%) are averaged over the domains a model was evaluated in (`domains`; a domain with "
                "several columns counts once, its columns averaged first); mean mCE is "
                "a ratio to the baseline (1.0 = as robust as the baseline, lower is better). A rank's bar is the 95 % "
                "interval of the model's rank over the same resamples as the accuracies' intervals.")
+
+
+def groups_section(joint: decision.JointGroups) -> None:
+    """The chosen runs' tied groups in a line under the ranking (their letters are beside the ranks above)."""
+    with st.container(key="compare-groups"):
+        if joint.letters:
+            st.text(joint.sentence)
+            st.caption("Tied groups over every chosen run together: one paired test per pair of models over all the "
+                       "runs' corrupted cells (each cell once, a cell two runs made alike counted once), the run "
+                       "verdicts' test, Holm-adjusted; the rank chart writes each model's letters beside its corrupted "
+                       "rank.")
+        else:
+            st.caption(f"No tied groups across the chosen runs: {md_escape(joint.why)}")
+
+
+def cost_section(comparison: data.Comparison, records: list[RunRecord], ranking: pd.DataFrame,
+                 joint: decision.JointGroups) -> None:
+    """Cost beside robustness over the chosen runs: each model's corrupted accuracy (the ranking's, with its
+    interval) against its images/s over all of them, the Pareto-efficient models starred (``metrics.cost``)."""
+    from domainbench.frontend import cost_view
+
+    st.subheader("Cost beside robustness")
+    runs = set(comparison.frame["run"])
+    costs = decision.costs_across([r.timings for r in records if r.run_id in runs], ranking)
+    if not any(c.images_per_second is not None for c in costs):
+        st.info("None of the chosen runs stored stage timings for its models, so their images/s are not known.")
+        return
+    exports.chart(cost_view.pareto_figure(costs, decision.bounds_of(ranking)), "compare-cost", "cost")
+    line = decision.cost_sentence(costs, joint)
+    if line:
+        st.text(line[0].upper() + line[1:] + ".")
+    exports.table(pd.DataFrame([{"model": c.model, "images": c.images, "seconds": c.seconds,
+                                 "images/s": c.images_per_second,
+                                 "corrupted acc %": None if c.corrupted_accuracy is None else 100 * c.corrupted_accuracy,
+                                 "group": joint.letters.get(c.model, ""), "Pareto-efficient": c.pareto}
+                                for c in costs]),
+                  "compare-cost", "cost-table", column_config={
+                      "seconds": st.column_config.NumberColumn("seconds", format="%.2f"),
+                      "images/s": st.column_config.NumberColumn("images/s", format="%.1f"),
+                      "corrupted acc %": st.column_config.NumberColumn("corrupted acc %", format="%.1f")})
+    st.caption("images/s: the images each model scored over its preprocess + forward seconds, summed over the chosen "
+               "runs (each on its own machine, shared with what else ran there: it ranks these runs' models, it is "
+               "no benchmark across machines). Accuracy: the ranking's corrupted accuracy over the domain columns, "
+               "with its 95 % interval. Stars: Pareto-efficient, no other model at least as accurate and as fast.")
 
 
 def family_section(comparison: data.Comparison, draws: data.Draws) -> None:
@@ -370,7 +414,13 @@ def corruption_comparison(store: Store, chosen: list[str], records: list[RunReco
     with guard("comparing the models image by image"):
         verdict_section(store, comparison, ranking)
     heatmap_section(comparison, metric, draws)
-    ranking_section(ranking)
+    joint = decision.JointGroups(why="the paired comparison failed")
+    with guard("grouping the models by what the data can tell apart"):
+        joint = decision.groups_of(store, list(dict.fromkeys(frame["run"])))
+    ranking_section(ranking, joint.letters)
+    groups_section(joint)
+    with guard("setting cost beside robustness"):
+        cost_section(comparison, records, ranking, joint)
     with guard("drawing the family breakdown"):
         family_section(comparison, draws)
     with guard("showing the real-shift cells"):

@@ -236,6 +236,7 @@ def cost_tab(s: Shown) -> None:
     st.caption("images/s: the images each model scored over its preprocess + forward seconds on the run's machine "
                "(shared with what else ran there: it ranks this run's models). Stars: Pareto-efficient, no other "
                "model at least as accurate and as fast.")
+    cost_view.resource_table(costs, f"{view.run.run_id}-resources")
 
 
 def pd_kinds(report: RunReport) -> dict[str, list[str]]:

@@ -235,5 +235,77 @@ def test_export_hard_writes_the_images_most_models_get_wrong(at: Path, tmp_path:
         assert int(r["pairs"]) == 2 * 2  # two models × two corrupted cells
     # the bundled sample is in memory: the file list names the images by index
     assert (tmp_path / "hard" / "files.txt").read_text().split() == [str(i) for i in expected]
+    # the corrupted copies: each hard image under each of its worst cells, and each one's pixels are those the models
+    # saw: both models, scoring the PNG anew with the engine's scoring, predict what the run stored for that cell
+    import numpy as np
+    from PIL import Image
+
+    from domainbench.engine.scoring import classify, load_model
+    from domainbench.store import open_store
+
+    copies = list(csv.DictReader(io.StringIO((tmp_path / "hard" / "corrupted.csv").read_text())))
+    for r in rows:
+        cells = {w.rsplit(":", 1)[0] for w in r["worst_cells"].split()}
+        assert {f"{c['corruption']}@{c['severity']}" for c in copies if c["image"] == r["image"]} == cells and cells
+    stored = {(int(r["image"]), r["model"], r["corruption"], int(r["severity"])): r["prediction"]
+              for r in csv.DictReader(io.StringIO(preds))}
+    s = open_store()
+    try:
+        classes = list(s.get_run("both").dataset.classes)
+    finally:
+        s.close()
+    pixels = np.stack([np.asarray(Image.open(tmp_path / "hard" / c["file"])) for c in copies])
+    assert pixels.dtype == np.uint8 and pixels.shape[0] == len(copies) >= len(rows)
+    for model in (PLAIN, AUG):
+        got = classify(load_model(model, classes, "cpu", 64, None), pixels).preds
+        assert [classes[p] for p in got] == [stored[(int(c["image"]), model, c["corruption"], int(c["severity"]))]
+                                             for c in copies]
+    # where each class breaks, by hand from the predictions export: its recall per cell, the threshold halfway from
+    # its clean recall to chance (ten classes), the first severity below it; the ranking by the mean breaking
+    # severity over (model, corruption), never breaking counted as 6 (the run's top severity, 5, + 1)
+    hits: dict[tuple[str, str, int, str], list[bool]] = {}
+    for r in csv.DictReader(io.StringIO(preds)):
+        hits.setdefault((r["model"], r["corruption"], int(r["severity"]), r["label"]), []).append(r["correct"] == "True")
+    recall = {k: sum(v) / len(v) for k, v in hits.items()}
+    got = list(csv.DictReader(io.StringIO((tmp_path / "hard" / "classes.csv").read_text())))
+    assert len(got) == 2 * 1 * len(classes)  # models × corruptions × classes
+    mean: dict[str, list[int]] = {}
+    for r in got:
+        clean = recall[(r["model"], "clean", 0, r["class"])]
+        threshold = (clean + 0.1) / 2
+        assert float(r["clean"]) == pytest.approx(clean) and float(r["threshold"]) == pytest.approx(threshold)
+        by_hand = next((s for s in (3, 5) if recall[(r["model"], "contrast", s, r["class"])] < threshold), None)
+        assert r["breaks_at"] == ("" if by_hand is None else str(by_hand))
+        for s in (3, 5):
+            assert float(r[f"severity_{s}"]) == pytest.approx(recall[(r["model"], "contrast", s, r["class"])])
+        mean.setdefault(r["class"], []).append(6 if by_hand is None else by_hand)
+    rank = sorted(mean, key=lambda c: (sum(mean[c]) / 2, -sum(v < 6 for v in mean[c]), c))
+    assert [r["class"] for r in got][::2] == rank and [int(r["breaks_first_rank"]) for r in got][::2] == list(range(1, 11))
+    # the failure clusters: k-means on the hard images' clean embeddings, the k of the best silhouette; redone here with
+    # the embedded model's own embed_images and scikit-learn, every k tried, and compared as partitions
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+
+    from domainbench import query
+    from domainbench.models.embedded import EmbeddedModel
+
+    clustered = list(csv.DictReader(io.StringIO((tmp_path / "hard" / "clusters.csv").read_text())))
+    assert sorted(int(r["image"]) for r in clustered) == sorted(expected)
+    s = open_store()
+    try:
+        images, kept = query.recreate_images(s.get_run("both"), "clean", 0, sorted(expected))
+        seed = s.get_run("both").config.seed
+    finally:
+        s.close()
+    model = clustered[0]["model"]
+    emb = EmbeddedModel(model.split(":", 1)[1]).embed_images(images).numpy().astype(np.float64)
+    scores = {k: silhouette_score(emb, KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(emb))
+              for k in range(2, min(8, len(emb) - 1) + 1)}
+    k = max(scores, key=scores.get)
+    labels = KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(emb)
+    by_hand = {frozenset(int(i) for i, c in zip(kept, labels, strict=True) if c == j) for j in set(labels)}
+    got = {frozenset(int(r["image"]) for r in clustered if r["cluster"] == c) for c in {r["cluster"] for r in clustered}}
+    assert got == by_hand and len(got) == k
+    assert float(clustered[0]["silhouette"]) == pytest.approx(scores[k], rel=1e-6)
     code, out, err = cli(["export", "both", "--hard"], capsys, monkeypatch)
     assert code == 2 and err.strip() == "error: export --hard writes a folder: give it with -o, e.g. -o hard/"

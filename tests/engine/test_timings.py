@@ -33,7 +33,9 @@ def test_a_run_records_seconds_per_stage_and_the_images_each_model_scored(run_id
     # run-wide: waiting for decoded and corrupted batches, and measuring each cell's damage (SSIM, PSNR)
     assert set(t[RUN]) == {"decode", "corruption", "damage"} and all(v >= 0 for v in t[RUN].values())
     for model in ("fake:a", "fake:b"):
-        assert set(t[model]) == {"preprocess", "forward", "scoring", "store", "images"}
+        # beside them its peak memory while scoring (engine.resources; the fake model holds no torch module, so no
+        # parameter count)
+        assert set(t[model]) == {"preprocess", "forward", "scoring", "store", "images", "peak_host_bytes"}
         assert t[model]["images"] == N * 3  # clean + 2 cells: every forward pass counted once
         assert all(t[model][s] > 0 for s in ("preprocess", "forward", "scoring", "store"))
 

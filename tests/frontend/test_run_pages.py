@@ -219,7 +219,8 @@ def test_compare_on_a_real_run(real_store: Store, real_run: tuple[Path, str]) ->
     for row in report.table():
         assert ranking.loc[row.model, "clean acc %"] == pytest.approx(100 * row.acc)
         assert ranking.loc[row.model, "corrupted acc %"] == pytest.approx(100 * row.mean_corrupted_acc)
-    assert len(at.get("plotly_chart")) == 3
+    # the heatmap, the rank change, cost beside robustness (issue 40) and the families
+    assert [c.key for c in at.get("plotly_chart")] == ["chart-heatmap", "chart-rank-change", "chart-cost", "chart-family"]
 
 
 def test_compare_adds_every_finished_run_of_a_domain(populated: Store) -> None:

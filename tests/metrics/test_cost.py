@@ -74,3 +74,18 @@ def test_the_fastest_model_the_data_cannot_tell_from_the_best() -> None:
     assert [c_.model for c_ in costs if c_.pareto] == ["good"]
     assert fastest_not_worse(costs, c).endswith("good (1,000 images/s): it is also the fastest")
     assert fastest_not_worse(costs, None) is None
+
+
+def test_the_resources_a_run_stored_are_read_and_shown_and_absent_ones_left_out() -> None:
+    timings = {"gpu": {"images": 10.0, "preprocess": 1.0, "forward": 1.0, "parameters": 151_277_313.0,
+                       "weight_bytes": 605_109_252.0, "peak_gpu_bytes": 3 * 2**30 + 2**29},
+               "api": {"images": 10.0, "forward": 4.0, "requests": 12.0, "prompt_tokens": 9_876.0,
+                       "completion_tokens": 24.0},
+               "old": {"images": 10.0, "forward": 2.0}}
+    costs = {c.model: c for c in model_costs(timings, ["gpu", "api", "old"], {"gpu": 0.5, "api": 0.6, "old": 0.4})}
+    assert (costs["gpu"].parameters, costs["gpu"].peak_memory_bytes, costs["gpu"].memory) == (151_277_313, 3.5 * 2**30, "gpu")
+    assert costs["gpu"].resource_columns() == {"parameters": "151 M", "peak memory": "3,584.0 MiB (gpu)"}
+    assert costs["api"].resource_columns() == {"requests": "12", "tokens (prompt + completion)": "9,876 + 24"}
+    assert costs["old"].resource_columns() == {} and costs["old"].parameters is None
+    # the resources change nothing of the throughput or the front
+    assert [c.images_per_second for c in costs.values()] == [5.0, 2.5, 5.0]

@@ -28,6 +28,7 @@ class Answer:
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     trickle: float = 0.0  # seconds between the body's bytes (a server that never quite finishes)
+    usage: dict[str, int] | None = None  # the answer's "usage" (OpenAI's token counts), sent when given
 
 
 class FakeVLMServer:
@@ -66,8 +67,9 @@ class FakeVLMServer:
                             top = [{"token": t, "logprob": lp, "bytes": None} for t, lp in ans.top_logprobs]
                             choice["logprobs"] = {"content": [{"token": ans.top_logprobs[0][0], "bytes": None,
                                                                "logprob": ans.top_logprobs[0][1], "top_logprobs": top}]}
-                        body = json.dumps({"id": f"c{n}", "object": "chat.completion", "created": 0,
-                                           "model": req.get("model"), "choices": [choice]}).encode()
+                        doc = {"id": f"c{n}", "object": "chat.completion", "created": 0,
+                               "model": req.get("model"), "choices": [choice]}
+                        body = json.dumps(doc | ({"usage": ans.usage} if ans.usage is not None else {})).encode()
                     self.send_response(ans.status)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(body)))

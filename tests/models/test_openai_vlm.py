@@ -142,7 +142,8 @@ def test_run_with_an_endpoint_end_to_end(serve: Any, home: Path, tmp_path: Path,
     """The CLI: a run that hits --max-requests stops with exit 2 and resumes without resending; the
     key reaches the server only; stability of a remote model reads n/a."""
     monkeypatch.setenv("MY_VLM_KEY", SECRET)
-    server = serve(lambda req, n: Answer(content="Trouser" if n % 2 else "a sneaker, I think"))
+    server = serve(lambda req, n: Answer(content="Trouser" if n % 2 else "a sneaker, I think",
+                                         usage={"prompt_tokens": 100 + n, "completion_tokens": 3, "total_tokens": 0}))
     domain = save(DomainConfig(domain="remote", corruptions=[CorruptionChoice(name="brightness", severities=[5])]),
                   tmp_path / "plan.toml")
     name = f"openai-vlm:fake@{server.url}"
@@ -163,8 +164,14 @@ def test_run_with_an_endpoint_end_to_end(serve: Any, home: Path, tmp_path: Path,
     assert SECRET not in dump and "MY_VLM_KEY" in dump  # the variable's name is stored, never its value
     assert {u.model for u in store.units("remote")} == {name, "embedded:fmnist-plain"}
     assert not [s for s in store.stability("remote") if s.model == name]
+    # its cost, kept over the interruption: the requests sent and the tokens the answers reported, summed over both
+    # sessions (4 then 2 requests, the n-th reporting 100 + n prompt tokens and 3 completion tokens)
+    spent = store.get_run("remote").timings[name]
+    assert (spent["requests"], spent["prompt_tokens"], spent["completion_tokens"]) == (6, sum(range(100, 106)), 18)
+    assert "parameters" not in spent and not any(k.startswith("peak_") for k in spent)  # nothing of it runs here
     code, out, err = run_cli(["show", "remote"], capsys, monkeypatch)
     assert code == 0 and "n/a (remote model)" in out
+    assert f"  {name}: requests 6, tokens (prompt + completion) 615 + 18" in out.splitlines()
 
 
 def test_choice_mode_nll_with_a_missing_true_letter_is_unbounded_never_a_wrong_number(
