@@ -179,7 +179,39 @@ def with_intervals(table: pd.DataFrame, report: RunReport, ci: dict[str, dict[st
     return out
 
 
+@st.cache_data(show_spinner="comparing the models' label flips image by image…", max_entries=32)
+def flip_verdicts(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> tuple[list[str], str]:
+    """An unlabelled run's verdict (``query.flip_verdicts``: by label flips, which need no labels), or why there is none."""
+    from domainbench import query
+    from domainbench.frontend.cached import read_outcomes
+
+    try:
+        return [v.sentence for v in query.flip_verdicts(_store, [run_id], read=read_outcomes)], ""
+    except ValueError as e:  # no per-image predictions stored
+        return [], str(e)
+    except Exception as e:  # a partial run's data the statistics cannot use yet: say so, draw the rest
+        log.warning("label-free verdict of run %s failed", run_id, exc_info=True)
+        return [], f"the paired comparison of flips failed on this run's stored data ({type(e).__name__})"
+
+
+def _unlabelled(store: Store, run_id: str) -> bool:
+    run = store.get_run(run_id)
+    return run is not None and run.dataset is not None and not run.dataset.labelled and len(run.config.models) > 1
+
+
 def show(store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> None:
+    if _unlabelled(store, run_id):
+        # balanced accuracy needs labels; whether a corruption changes a model's answer does not
+        sentences, why = flip_verdicts(store, store_key, run_id, fingerprint)
+        if sentences:
+            with st.container(border=True):
+                st.markdown("**Verdict without labels** (label flips: how often a corruption changes each model's clean "
+                            "prediction; paired sign-flip test on the same images, Holm-adjusted over the model pairs)")
+                for s in sentences:
+                    st.text(s)
+        else:
+            st.caption(f"No verdict: {why}")
+        return
     sentences, why = verdicts(store, store_key, run_id, fingerprint)
     if sentences:
         with st.container(border=True):

@@ -187,20 +187,24 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: 
     table = verdict.with_intervals(data.summary_frame(report), report, ci)
     if groups:
         table.insert(table.columns.get_loc("model") + 1, "group", [groups.get(m, "") for m in table["model"]])
-    # where a value has its "(95 % CI)" column, that column is shown in its place (the CSV keeps both)
-    shown = [c for c in table.columns if verdict.CI_COLUMNS.get(c) not in table.columns]
-    exports.table(
-        table, f"{report.run_id}-summary", "summary", column_order=shown,
-        column_config={
-            "baseline": st.column_config.CheckboxColumn("baseline"),
-            "group": st.column_config.TextColumn("group", help=f"Tied groups: {GROUP_NOTE} 0.05."),
-            # each metric's header hovers to the registry's help (exports.table adds it)
-            **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f")
-               for m in data.summary_metrics()},
-            **{ci: st.column_config.TextColumn(ci, help=verdict.ci_help(base)) for base, ci in verdict.CI_COLUMNS.items()},
-        },
-    )
+    shown, folded = summary_columns(table)
+    config = {
+        "model": st.column_config.TextColumn("model", width=MODEL_WIDTH, pinned=True),
+        "baseline": st.column_config.CheckboxColumn("baseline"),
+        "group": st.column_config.TextColumn("group", width=GROUP_WIDTH, help=f"Tied groups: {GROUP_NOTE} 0.05."),
+        # each metric's header hovers to the registry's help (exports.table adds it)
+        **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f",
+                                                         width=VALUE_WIDTH)
+           for m in data.summary_metrics()},
+        **{ci: st.column_config.TextColumn(ci, help=verdict.ci_help(base), width=CI_WIDTH)
+           for base, ci in verdict.CI_COLUMNS.items()},
+    }
+    exports.table(table, f"{report.run_id}-summary", "summary", column_order=shown, column_config=config)
+    if folded:
+        with st.expander(f"more columns: {', '.join(folded)}"):
+            exports.plain_table(table, column_order=["model", *folded], column_config=config, key="summary-more")
     st.caption(
+        f"Baseline: {md_escape(report.baseline)} (change it above). "
         "mCE / rCE / mFR are relative to the baseline (1.0 = as robust as the baseline, lower is better). Hover a "
         "column's name for what it means, or open the glossary below (every metric: the Glossary page). "
         f"{exports.MISSING} = not applicable (e.g. unlabelled data), never zero."
@@ -219,6 +223,33 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: 
                     st.markdown(f"- **{md_escape(model)}**: {line}")
             for model, cells in dropped.items():
                 st.markdown(f"- **{md_escape(model)}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
+
+
+#: the summary's column widths (px): a "(95 % CI)" text such as "0.894 (0.702–1.412)" or "61.2 % (58.1–64.3)" whole
+MODEL_WIDTH, GROUP_WIDTH, CI_WIDTH, VALUE_WIDTH = 170, 50, 150, 80
+#: the run page's content width at a 1,400 px window (the sidebar and the page's padding taken off): the summary's
+#: shown columns fit in it, so nothing is cut or scrolled away
+CONTENT_1400 = 1000
+#: the summary's secondary columns: in a folded "more columns" table (and the CSV), not beside the headline numbers
+SECONDARY = ("safe-cell acc %", "corr(acc, LFP)", "kind", "baseline")
+
+
+def summary_columns(table: Any) -> tuple[list[str], list[str]]:
+    """(the summary's shown columns, its folded ones): the model, its group, then the headline metrics, those with a
+    value first (on an unlabelled run mFR, the one defined number, comes before the accuracies it lacks); where a value
+    has its "(95 % CI)" column, that column in its place (the CSV keeps both)."""
+    columns = [c for c in table.columns if verdict.CI_COLUMNS.get(c) not in table.columns]
+    base = {ci: b for b, ci in verdict.CI_COLUMNS.items()}
+    secondary = {*SECONDARY, *(verdict.CI_COLUMNS.get(c) for c in SECONDARY)}
+
+    def defined(c: str) -> bool:
+        values = table[base.get(c, c)]
+        return bool(values.notna().any()) if values.dtype != object else bool(values.map(lambda v: v is not None).any())
+
+    lead = [c for c in ("model", "group") if c in columns]
+    metrics = [c for c in columns if c not in lead and c not in secondary]
+    folded = [c for name in SECONDARY for c in (name, verdict.CI_COLUMNS.get(name)) if c in columns]
+    return lead + [c for c in metrics if defined(c)] + [c for c in metrics if not defined(c)], folded
 
 
 def cost_tab(s: Shown) -> None:
