@@ -131,7 +131,10 @@ def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3
         fig.add_hline(y=100.0 / n_classes, line_dash="dot", line_color="#777", row="all", col="all",
                       annotation_text=f"chance ({100.0 / n_classes:.0f} %)", annotation_position="bottom right")
         fig.update_yaxes(range=[0, 100])
-    fig.update_xaxes(title_text="severity", tick0=0, dtick=1)
+    # the run's severities and no others: a band over the top severity reaches past it, and Plotly's own ticks
+    # then added a severity that does not exist
+    top = max((c.severity for m in models for c in m.cells if c.corruption in names), default=5)
+    fig.update_xaxes(title_text="severity", tickmode="array", tickvals=list(range(top + 1)), range=[-0.4, top + 0.5])
     fig.update_yaxes(matches="y")  # one scale for every panel, so corruptions compare at a glance
     fig.update_yaxes(title_text=label, col=1)
     fig.update_layout(title=f"{label} vs severity (0 = clean)" + ("; bars: 95 % intervals" if bands else ""),

@@ -120,12 +120,16 @@ def per_corruption_table(frame: pd.DataFrame, file: str, key: str) -> None:
     from domainbench.frontend import exports, units
     from domainbench.frontend.data import PER_CORRUPTION_METRICS
 
-    ci = {m: ci_column(m) for m in PER_CORRUPTION_METRICS}
+    # the ratios under the names every other table and chart gives them (CE, rCE, FR: the registry's headers)
+    header = {m: ("accuracy %" if m == "accuracy" else PER_CORRUPTION_METRICS[m].table_header) for m in PER_CORRUPTION_METRICS}
+    ci = {m: ci_column(header[m].removesuffix(" %")) for m in PER_CORRUPTION_METRICS}
     shown = units.as_percent(with_ci_text(frame, {m: (ci[m], m == "accuracy") for m in PER_CORRUPTION_METRICS}),
                              {"accuracy": "accuracy %"})
-    valued = {"accuracy %" if m == "accuracy" else m: c for m, c in ci.items()}
+    shown = shown.rename(columns={m: h for m, h in header.items() if m != "accuracy"})
+    valued = {header[m]: c for m, c in ci.items()}
+    ratios = [header[m] for m in PER_CORRUPTION_METRICS if m != "accuracy"]
     exports.table(shown, file, key, column_order=[c for c in shown.columns if valued.get(c) not in shown.columns],
-                  column_config={**{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
+                  column_config={**{c: st.column_config.NumberColumn(c, format="%.3f") for c in ratios},
                                  "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f"),
                                  **{c: st.column_config.TextColumn(c, help=ci_help(value)) for value, c in valued.items()}})
 

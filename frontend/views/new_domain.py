@@ -175,8 +175,9 @@ def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
     if st.session_state.get("plan_restored"):
         literal_text("Planned for (the plan of this link)", cfg.domain)
     saved = f"config saved to `{path}`" if path else f"stored as domain {st.session_state.get('plan_id')}"
-    st.caption(f"planner {prov.provider} · {prov.model or 'no model'} · {prov.samples} sample(s) · prompt "
-               f"{prov.prompt_version or '?'} · {saved}")
+    # the prompt's version is an internal hash: on hover, for a bug report, not in the reader's line
+    st.caption(f"planner {prov.provider} · {prov.model or 'no model'} · {prov.samples} sample(s) · {saved}",
+               help=f"planner prompt version: {prov.prompt_version or 'not recorded'}")
     if st.session_state.get("plan_note"):
         st.warning(st.session_state["plan_note"])
     rows = []

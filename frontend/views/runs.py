@@ -304,7 +304,10 @@ def per_corruption_tab(s: Shown) -> None:
     frame = data.corruption_bounds(data.per_corruption_frame(s.report), {s.run_id: draws}, s.run_id,
                                    cells=verdict.cell_bands(s.ci))
     metrics = data.PER_CORRUPTION_METRICS
+    # the tab opens on a metric this run defines (an unlabelled run has no CE: FR, its flips)
+    defined = [k for k in metrics if k in frame.columns and frame[k].notna().any()]
     metric = st.radio("metric", list(metrics), horizontal=True, key=f"percorr-{s.run_id}",
+                      index=list(metrics).index(defined[0]) if defined else 0,
                       format_func=lambda k: metrics[k].display, help=units.options_help(metrics.values()))
     exports.chart(figures.per_corruption_bars(frame, metric, metrics[metric].display, chance=s.chance),
                   f"{s.run_id}-{metric}-per-corruption", "percorr")

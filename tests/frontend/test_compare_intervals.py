@@ -179,7 +179,7 @@ def test_all_numbers_and_per_corruption_tables_carry_each_runs_own_intervals(two
     assert "rCE (95 % CI)" in order and "rCE" not in order and "safe-cell acc %" not in order
     # per run × corruption: accuracy (the severities' mean, resample by resample), CE, rCE, FR
     draws = query.run_draws(two_domains, report)
-    per = next(d.value for d in at.dataframe if "fr (95 % CI)" in d.value.columns)
+    per = next(d.value for d in at.dataframe if "FR (95 % CI)" in d.value.columns)
     per = per[per["run"] == NIGHT].set_index(["model", "corruption"])
     checked = 0
     for m in report.models:
@@ -187,9 +187,10 @@ def test_all_numbers_and_per_corruption_tables_carry_each_runs_own_intervals(two
             got = per.loc[(m.model, name)]
             assert got["accuracy (95 % CI)"] == pm(got["accuracy %"] / 100,
                                                    percentile_interval(draws.corruptions[m.model][name]["accuracy"]), True)
-            for ratio, values in (("ce", m.ce_per_corruption), ("rce", m.rce_per_corruption), ("fr", m.fr_per_corruption)):
+            for ratio, head, values in (("ce", "CE", m.ce_per_corruption), ("rce", "rCE", m.rce_per_corruption),
+                                        ("fr", "FR", m.fr_per_corruption)):
                 if values.get(name) is not None:
                     ci = percentile_interval(draws.corruptions[m.model][name][ratio])
-                    assert got[f"{ratio} (95 % CI)"] == pm(values[name], ci, False), (m.model, name, ratio)
+                    assert got[f"{head} (95 % CI)"] == pm(values[name], ci, False), (m.model, name, ratio)
                     checked += 1
     assert checked
