@@ -128,10 +128,14 @@ def per_corruption_table(frame: pd.DataFrame, file: str, key: str) -> None:
     shown = shown.rename(columns={m: h for m, h in header.items() if m != "accuracy"})
     valued = {header[m]: c for m, c in ci.items()}
     ratios = [header[m] for m in PER_CORRUPTION_METRICS if m != "accuracy"]
+    # the headers are the summary's (rCE is also the model's mean there): each column hovers to its own per-corruption
+    # metric's help, given here, not looked up by header
+    per = {header[m]: PER_CORRUPTION_METRICS[m] for m in PER_CORRUPTION_METRICS if m != "accuracy"}
     exports.table(shown, file, key, column_order=[c for c in shown.columns if valued.get(c) not in shown.columns],
-                  column_config={**{c: st.column_config.NumberColumn(c, format="%.3f") for c in ratios},
+                  column_config={**{c: st.column_config.NumberColumn(c, format="%.3f", help=per[c].help) for c in ratios},
                                  "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f"),
-                                 **{c: st.column_config.TextColumn(c, help=ci_help(value)) for value, c in valued.items()}})
+                                 **{c: st.column_config.TextColumn(c, help=f"{per[value].help} {CI_WRITTEN}" if value in per
+                                                                   else ci_help(value)) for value, c in valued.items()}})
 
 
 def pm(value: float | None, interval: tuple[float, float] | None, percent: bool) -> str:

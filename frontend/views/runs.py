@@ -557,15 +557,17 @@ def run_header(view: data.RunView) -> None:
     st.subheader(f"{status_badge(view.status)} · {md_escape(printable(view.run_id))}")
     literal_text("Domain", run.domain.domain)
     cfg = run.config
-    # the dataset's card is the widest: its name (``sample[:16]``, a folder) must not be cut
-    c1, c2, c3, c4, c5 = st.columns([2, 5, 2, 2, 3])
-    c1.metric("models", len(view.models), help=", ".join(view.models))
+    # cards as wide as their values, in a row that wraps: fixed columns cut them at 1,024 px ("evalu… 1…",
+    # "sample[:2…"); a long dataset name (a folder) is shortened in its card, whole on hover
+    cards = st.container(horizontal=True, gap="large")
+    cards.metric("models", len(view.models), help=", ".join(view.models), width="content")
     dataset = run.dataset.name if run.dataset else cfg.dataset
-    c2.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)")
-    c3.metric("images", run.dataset.size if run.dataset else "?")
+    cards.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)",
+                 width="content")
+    cards.metric("images", run.dataset.size if run.dataset else "?", width="content")
     done = progress.progress_of(run, view.report, view.n_units, view.total_cells)
-    c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
-    c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
+    cards.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line(), width="content")
+    cards.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)", width="content")
     # what kind of run this is, beside its progress: an adaptive run's cells stop early, a shift cell has its own images
     n = f"{done.n_min:,}" if done.n_min == done.n_max else f"{done.n_min:,}–{done.n_max:,}"
     st.caption(f"Run kind: {data.run_kind(run)}"

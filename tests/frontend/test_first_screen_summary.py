@@ -45,3 +45,33 @@ def test_7_an_unlabelled_run_shows_its_defined_number_first_and_a_label_free_ver
     assert "Without labels, by label flips: embedded:good flips on 18.0 % of images" in verdict
     assert "embedded:weak on 36.0 %" in verdict and "embedded:good is steadier" in verdict
     assert "Verdict without labels" in texts(at.markdown)
+
+
+def _parent_of(block, kind: str, label: str):  # noqa: ANN001, ANN202 - the block holding the element of that label
+    for child in getattr(block, "children", {}).values():
+        if type(child).__name__ == kind and getattr(child, "label", None) == label:
+            return block
+        found = _parent_of(child, kind, label)
+        if found is not None:
+            return found
+    return None
+
+
+def horizontal(block) -> bool:  # noqa: ANN001
+    from streamlit.proto.Block_pb2 import Block
+
+    return block.proto.flex_container.direction == Block.FlexContainer.Direction.HORIZONTAL
+
+
+def test_8_cards_and_buttons_wrap_instead_of_being_cut_at_1024_px(store: Store) -> None:
+    syn.populate(store, run_id="r-labelled", status="running", skip_cells=2)
+    at = run_page("r-labelled")
+    # the cards in a row that wraps (fixed columns cut "evaluated" to "evalu…" and its value to "1…" at 1,024 px)
+    cards = _parent_of(at.main, "Metric", "evaluated")
+    assert horizontal(cards) and cards.proto.flex_container.wrap
+    assert [m.label for m in cards.children.values()] == ["models", "dataset", "images", "evaluated", "created"]
+    assert next(m.value for m in at.metric if m.label == "dataset") == "sample[:60]"  # whole
+    # the run's buttons too ("Del…" in a sixth of the page)
+    buttons = _parent_of(at.main, "Button", "Delete…")
+    assert horizontal(buttons) and buttons.proto.flex_container.wrap
+    assert [b.label for b in buttons.children.values()] == ["Cancel run", "Delete…"]

@@ -43,7 +43,7 @@ def test_no_table_shows_none_for_an_undefined_value(store: Store) -> None:
 def test_per_corruption_accuracy_is_a_percentage_with_its_interval(real_store: Store, real_run: tuple[Path, str]) -> None:
     run_id = real_run[1]
     at = run_page(run_id, "Per corruption")
-    table = next(d for d in at.dataframe if "rCE" in d.value.columns)
+    table = next(d for d in at.dataframe if "rCE" in d.value.columns and "corruption" in d.value.columns)
     shown = table.value.set_index(["model", "corruption"])
     assert "accuracy" not in shown.columns and "accuracy %" in shown.columns
     report = real_store.get_report(run_id)
