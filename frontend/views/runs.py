@@ -225,13 +225,14 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: 
                 st.markdown(f"- **{md_escape(model)}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
 
 
-#: the summary's column widths (px): a "(95 % CI)" text such as "0.894 (0.702–1.412)" or "61.2 % (58.1–64.3)" whole
-MODEL_WIDTH, GROUP_WIDTH, CI_WIDTH, VALUE_WIDTH = 170, 50, 150, 80
-#: the run page's content width at a 1,400 px window (the sidebar and the page's padding taken off): the summary's
-#: shown columns fit in it, so nothing is cut or scrolled away
-CONTENT_1400 = 1000
+#: the summary's column widths (px), measured in Chromium: a model name such as "embedded:fmnist-augmented" (about
+#: 7 px a character) and a "(95 % CI)" text such as "0.103 (-0.080 to 0.368)*" (about 6 px a character) whole
+MODEL_WIDTH, GROUP_WIDTH, CI_WIDTH, VALUE_WIDTH = 200, 50, 165, 80
+#: the run page's content width at a 1,400 px window (the sidebar and the page's padding taken off; measured in
+#: Chromium): the summary's shown columns fit in it, so nothing is cut or scrolled away
+CONTENT_1400 = 940
 #: the summary's secondary columns: in a folded "more columns" table (and the CSV), not beside the headline numbers
-SECONDARY = ("safe-cell acc %", "corr(acc, LFP)", "kind", "baseline")
+SECONDARY = ("rCE", "safe-cell acc %", "corr(acc, LFP)", "kind", "baseline")
 
 
 def summary_columns(table: Any) -> tuple[list[str], list[str]]:
