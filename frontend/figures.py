@@ -282,8 +282,9 @@ def threat_chart(report: RunReport) -> go.Figure:
     # the tilted cell labels take their own room below the plot (automargin), which no longer squeezes the bars to a
     # strip: the figure grows by the longest label; the legend sits above the plot, where nothing cuts it
     labels = 7 * max(map(len, order)) * 0.8
-    fig.update_layout(title="PD threat per corruption cell: share of images the corruption may have moved to another "
-                            "class (lower = more label-preserving)",
+    # two lines: a Plotly title never wraps, and one line ran past a 1,024 px window's chart
+    fig.update_layout(title="PD threat per corruption cell<br><sup>share of images possibly moved to another class "
+                            "(lower = more label-preserving)</sup>",
                       xaxis_title="corruption, severity", yaxis_title="images with PD threat above 1 (%)",
                       barmode="overlay", showlegend=True, height=int(THREAT_PLOT_HEIGHT + 120 + labels),
                       legend={"title": {"text": "cell"}, "orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
@@ -528,10 +529,11 @@ def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int =
         fig.update_xaxes(title_text="radius R_dr", row=last // cols + 1, col=c + 1)
     fig.update_yaxes(title_text="accuracy (%)", col=1, range=[0, 100])
     _panel_titles(fig, names)
-    fig.update_layout(title="accuracy under perturbation vs DivergenceRadius R_dr (the distance between normalised "
-                            "embeddings; quantile bins, bars: 95 % intervals; dashed: least-squares line of the plotted "
-                            "bins)", height=280 * rows + 80, legend={"title": {"text": "model"}},
-                      showlegend=True, title_font_size=14)
+    # short lines: a Plotly title never wraps, and one line ran past the chart at 1,024 and 1,400 px
+    fig.update_layout(title="accuracy under perturbation vs DivergenceRadius R_dr<br><sup>R_dr: the distance between "
+                            "normalised embeddings; images in quantile bins</sup><br><sup>bars: 95 % intervals; dashed: "
+                            "least-squares line of the plotted bins</sup>", height=280 * rows + 110, margin={"t": 120},
+                      legend={"title": {"text": "model"}}, showlegend=True)
     return fig
 
 

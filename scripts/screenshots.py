@@ -83,7 +83,9 @@ def main() -> None:
                     for tab in TABS:
                         page.get_by_role("tab", name=tab).dispatch_event("click")
                         settled(page)
-                        page.get_by_role("tab", name=tab).scroll_into_view_if_needed()
+                        # the tab's row at the top of the window: what the tab draws fills the rest
+                        page.get_by_role("tab", name=tab).evaluate("e => e.scrollIntoView({block: 'start'})")
+                        page.wait_for_timeout(500)
                         page.screenshot(path=str(out / f"run-{tab.split()[0].lower()}-{width}.png"))
                         print(f"run-{tab.split()[0].lower()}-{width}.png")
                     shoot(f"/?run={UNLABELLED}", "run-unlabelled")

@@ -252,7 +252,7 @@ def test_accuracy_vs_radius_bins_and_the_fitted_line() -> None:
     assert np.allclose(fit.x, [0.05, 0.15]) and np.allclose(fit.y, [90.0, 50.0]) and fit.line.dash == "dash"
     assert np.allclose(fit_b.y, [80.0, 20.0])
     # the axis is named briefly (a panel's width), what the radius is in the title
-    assert fig.layout.xaxis.title.text == "radius R_dr" and "DivergenceRadius R_dr (the distance" in fig.layout.title.text
+    assert fig.layout.xaxis.title.text == "radius R_dr" and "R_dr: the distance between normalised embeddings" in fig.layout.title.text
     empty = figures.accuracy_vs_radius(bins.iloc[0:0], summary_frame)
     assert len(empty.data) == 0 and "stability" in empty.layout.annotations[0].text
 

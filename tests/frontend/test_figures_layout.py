@@ -41,6 +41,12 @@ def test_9_the_pd_threat_chart_keeps_its_plot_area_and_its_legend_above_it() -> 
     assert fig.layout.height >= figures.THREAT_PLOT_HEIGHT + fig.layout.margin.t + 5 * label * 0.7
     assert fig.layout.legend.orientation == "h" and fig.layout.legend.y > 1  # above the plot: never cut
     assert fig.layout.xaxis.automargin and fig.layout.xaxis.tickangle == -45
+    # a Plotly title never wraps: in lines that fit a 1,024 px window's chart (about 560 px: 80 characters of its
+    # smaller second line, 40 of the first)
+    import re
+
+    first, second = fig.layout.title.text.split("<br>")
+    assert len(first) <= 40 and len(re.sub("<[^>]+>", "", second)) <= 80
 
 
 def test_8_panel_titles_and_axis_titles_fit_their_panels() -> None:
@@ -54,4 +60,8 @@ def test_8_panel_titles_and_axis_titles_fit_their_panels() -> None:
     x_titles = [fig.layout[k].title.text for k in fig.layout.to_plotly_json() if k.startswith("xaxis")]
     # a short title, under each column's lowest panel only (the two rows' long titles overprinted each other)
     assert [t for t in x_titles if t] == ["radius R_dr"] * 3
+    import re
+
+    lines = [re.sub("<[^>]+>", "", ln) for ln in fig.layout.title.text.split("<br>")]
+    assert len(lines) == 3 and all(len(ln) <= 80 for ln in lines)  # a title never wraps: lines that fit 1,024 px
     assert figures.short_label("compose:brightness+gaussian_noise+motion_blur+fog", 20) == "compose:brigh…ur+fog"
