@@ -564,10 +564,11 @@ def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, perc
     hover = [["" if np.isnan(lo) else f" (95 % interval {lo:.{digits}f}–{hi:.{digits}f}{unit})"
               for lo, hi in zip(lrow, hrow, strict=True)] for lrow, hrow in zip(low, high, strict=True)]
     runs = runs_per_column or {}
-    full = [f"{c} ({runs[c]} runs)" if runs.get(c, 1) > 1 else str(c) for c in matrix.columns]
+    suffix = [f" ({runs[c]} runs)" if runs.get(c, 1) > 1 else "" for c in matrix.columns]
+    full = [f"{c}{n}" for c, n in zip(matrix.columns, suffix, strict=True)]
     # a long domain text was cut at the figure's edge: each column's label shortened (kept apart from its
-    # neighbours), the full text in the cell's hover
-    x = _unique([short_label(c, COLUMN_LABEL_CHARS) for c in full])
+    # neighbours, its run count whole), the full text in the cell's hover
+    x = _unique([short_label(str(c), COLUMN_LABEL_CHARS) + n for c, n in zip(matrix.columns, suffix, strict=True)])
     fig = go.Figure(go.Heatmap(
         z=[[None if np.isnan(v) else float(v) for v in row] for row in z], x=x, y=list(matrix.index), text=text,
         customdata=[[[h, name] for h, name in zip(row, full, strict=True)] for row in hover], texttemplate="%{text}",
