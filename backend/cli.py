@@ -232,6 +232,37 @@ def _ci(v: Any, interval: tuple[float, float] | None, pct: bool = False, approxi
     return interval_text(v, interval, pct, unit=False, missing="n/a") + ("*" if approximate else "")
 
 
+def summary_tables(headers: list[str], rows: list[tuple[str, list[str]]], width: int) -> list[Table]:
+    """The summary as tables that fit ``width`` columns, each beginning with the model's name (never broken): a metric
+    column is as wide as its longest word, so an interval ("(65.5–100.0)") wraps under its value, whole; the metric
+    columns that do not fit go on in a table under the first, rather than folding an interval mid-number."""
+    model = max((len(m) for m, _ in rows), default=5)
+
+    def need(k: int) -> int:
+        return max(len(w) for w in [*headers[k].split(), *(w for _, cells in rows for w in cells[k].split())])
+
+    # a column costs its width and the space between columns (padding 1 on each side, the edges unpadded)
+    groups: list[list[int]] = [[]]
+    used = model
+    for k in range(len(headers)):
+        cost = need(k) + 2
+        if groups[-1] and used + cost > width:
+            groups.append([])
+            used = model
+        groups[-1].append(k)
+        used += cost
+    tables = []
+    for group in groups:
+        table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
+        table.add_column("model", no_wrap=True, min_width=model)
+        for k in group:
+            table.add_column(headers[k], justify="right", overflow="fold", min_width=need(k))
+        for name, cells in rows:
+            table.add_row(name, *(cells[k] for k in group))
+        tables.append(table)
+    return tables
+
+
 def print_report(report: RunReport, intervals: RunIntervals | None = None, verdicts: Comparison | None = None) -> None:
     """The run's line, its ``verdicts`` first (the answer, where several models were compared), then the summary."""
     from domainbench.metrics.registry import column_notes, summary_rows
@@ -243,20 +274,16 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None, verdi
         print_verdicts(verdicts)
         print_groups(verdicts)
         console.print()
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, collapse_padding=True)
-    # a model name is never broken (as wide as the longest name); in a narrow terminal an interval wraps under its
-    # value and the metric columns fold: never cut to "…", which would hide the interval's ends
-    table.add_column("model", no_wrap=True, min_width=max((len(literal(m)) for m in report.model_names), default=5))
     columns = summary_columns()
-    for metric in columns:
-        table.add_column(metric.cli_header, justify="right", overflow="fold", min_width=5)
+    rows = []
     for row in summary_rows(report):
         iv = intervals.model(row.model) if intervals else None
         # a metric the statistics give an interval (ModelIntervals has a field of its name) shows it beside the value
-        table.add_row(literal(row.model), *(_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent,
-                                                approximate=bool(iv and iv.approximate and m.interval == "smoothed"))
-                                            for m in columns))
-    console.print(table)
+        rows.append((literal(row.model), [_ci(m.read(row), getattr(iv, m.name, None), pct=m.percent,
+                                              approximate=bool(iv and iv.approximate and m.interval == "smoothed"))
+                                          for m in columns]))
+    for table in summary_tables([m.cli_header for m in columns], rows, console.width):
+        console.print(table)
     caps = {row.model: capabilities_of(row.model) for row in report.table()}
     remote = [m for m, c in caps.items() if c.remote and not c.image_embeddings]
     if remote and report.stability:

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from domainbench.config import SHIFT_PREFIX
-from domainbench.engine.compare import paired_comparison, pooled_comparison, run_pairs
+from domainbench.engine.compare import flip_comparison, paired_comparison, pooled_comparison, run_pairs
 from domainbench.engine.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
 from domainbench.engine.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
-from domainbench.metrics.comparison import Comparison
+from domainbench.metrics.comparison import Comparison, FlipVerdict
 from domainbench.metrics.compare_intervals import RunDraws, aligned
 from domainbench.metrics.confidence import RunIntervals
 from domainbench.metrics.shift_match import ShiftMatch, matches_section, shift_matches
@@ -42,7 +42,7 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_gallery_pixels", "task_verdict_lines", "task_prediction_columns", "clip_run", "clip_prediction_rows", "clip_verdict_lines", "clip_strip", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
+    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "flip_verdicts", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows", "task_gallery_pixels", "clip_run", "clip_prediction_rows", "clip_verdict_lines", "clip_strip", "pooled",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
@@ -232,6 +232,12 @@ def pooled(store: Store, run_ids: list[str], confidence: float = DEFAULT_CONFIDE
     """The paired comparison over every run's corrupted cells (runs of several domains on the same images): the
     Compare page's tied groups (``engine.compare.pooled_comparison``)."""
     return pooled_comparison(store, run_ids, confidence, read=read)
+
+
+def flip_verdicts(store: Store, run_ids: list[str], confidence: float = DEFAULT_CONFIDENCE,
+                  read: OutcomesReader = read_outcomes) -> list[FlipVerdict]:
+    """The label-free comparison of the runs' models, by label flips (an unlabelled run's verdict)."""
+    return flip_comparison(store, run_ids, confidence, read=read)
 
 
 def export_csv(report: RunReport, store: Store | None = None, confidence: float = DEFAULT_CONFIDENCE) -> str:

@@ -25,10 +25,13 @@ from domainbench.frontend import data
 log = logging.getLogger("domainbench.ui")
 
 
-@st.cache_data(show_spinner="reading the run's report…", max_entries=64)
+@st.cache_resource(show_spinner="reading the run's report…", max_entries=64)
 def run_view(
     _store: Store, store_key: str, run_id: str, baseline: str | None, fingerprint: tuple[Any, ...]
 ) -> data.RunView:
+    """The run's record and report, once per run state and baseline, shared (read-only: no page changes it) by every
+    session and rerun: a cache_data entry was unpickled, report and all, on every rerun of every page that reads it,
+    the run page's fragment refreshes and each of Compare's runs included."""
     return data.load_run_view(_store, run_id, baseline)
 
 

@@ -56,7 +56,8 @@ def figure_html(fig: go.Figure) -> str:
 def chart(fig: go.Figure, name: str, key: str) -> None:
     """The figure, then its PNG and HTML downloads (made on click)."""
     st.plotly_chart(fig, width="stretch", key=f"chart-{key}")
-    c1, c2, _ = st.columns([1, 1, 4])
+    # a row as wide as its buttons (fixed columns cut "HTML" to "HT…" at 1,024 px)
+    c1 = c2 = st.container(horizontal=True)
     base = slug(name)
     if png_available():
         c1.download_button("PNG", lambda: figure_png(fig), file_name=f"{base}.png", mime="image/png",

@@ -79,6 +79,28 @@ def _empty(title: str, message: str) -> go.Figure:
     return fig
 
 
+#: characters of a panel title at three panels across a 1,024 px window (about 300 px each); longer names (a
+#: composition's steps) are shortened, the full name on hover
+PANEL_TITLE_CHARS = 34
+#: characters of a heatmap's column label before it is shortened (the full name in the cell's hover)
+COLUMN_LABEL_CHARS = 24
+
+
+def short_label(text: str, n: int) -> str:
+    """``text`` in at most ``n`` characters: its head, "…" and its tail (a composition's or domain's end tells it apart)."""
+    text = " ".join(str(text).split())
+    if len(text) <= n:
+        return text
+    tail = (n - 1) // 3
+    return text[: n - 1 - tail].rstrip() + "…" + text[len(text) - tail:].lstrip()
+
+
+def _panel_titles(fig: go.Figure, names: Sequence[str]) -> None:
+    """Subplot titles shortened to a panel's width, each hovering to the full name (neighbours never overprint)."""
+    for annotation, name in zip(fig.layout.annotations, names, strict=False):
+        annotation.update(text=short_label(name, PANEL_TITLE_CHARS), hovertext=name)
+
+
 def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3, bands: CellBands | None = None) -> go.Figure:
     """Metric vs severity, one panel per corruption, one line per model; severity 0 is clean.
 
@@ -131,9 +153,13 @@ def severity_lines(report: RunReport, metric: str = "accuracy", columns: int = 3
         fig.add_hline(y=100.0 / n_classes, line_dash="dot", line_color="#777", row="all", col="all",
                       annotation_text=f"chance ({100.0 / n_classes:.0f} %)", annotation_position="bottom right")
         fig.update_yaxes(range=[0, 100])
-    fig.update_xaxes(title_text="severity", tick0=0, dtick=1)
+    # the run's severities and no others: a band over the top severity reaches past it, and Plotly's own ticks
+    # then added a severity that does not exist
+    top = max((c.severity for m in models for c in m.cells if c.corruption in names), default=5)
+    fig.update_xaxes(title_text="severity", tickmode="array", tickvals=list(range(top + 1)), range=[-0.4, top + 0.5])
     fig.update_yaxes(matches="y")  # one scale for every panel, so corruptions compare at a glance
     fig.update_yaxes(title_text=label, col=1)
+    _panel_titles(fig, names)
     fig.update_layout(title=f"{label} vs severity (0 = clean)" + ("; bars: 95 % intervals" if bands else ""),
                       height=260 * rows + 80, margin={"t": 80}, legend={"title": {"text": "model"}}, showlegend=True)
     return fig
@@ -253,12 +279,23 @@ def threat_chart(report: RunReport) -> go.Figure:
     order = [cell_label(t.corruption, t.severity) for t in cells]
     fig.add_hline(y=100.0 * UNSAFE_SHARE_CUT, line_dash="dash", line_color="#555",
                   annotation_text=f"cut ({100 * UNSAFE_SHARE_CUT:g} %)", annotation_position="top left")
-    fig.update_layout(title="PD threat per corruption cell: share of images the corruption may have moved to another "
-                            "class (lower = more label-preserving)",
+    # the tilted cell labels take their own room below the plot (automargin), which no longer squeezes the bars to a
+    # strip: the figure grows by the longest label; the legend sits above the plot, where nothing cuts it
+    labels = 7 * max(map(len, order)) * 0.8
+    # two lines: a Plotly title never wraps, and one line ran past a 1,024 px window's chart
+    fig.update_layout(title="PD threat per corruption cell<br><sup>share of images possibly moved to another class "
+                            "(lower = more label-preserving)</sup>",
                       xaxis_title="corruption, severity", yaxis_title="images with PD threat above 1 (%)",
-                      barmode="overlay", legend={"title": {"text": "cell"}}, showlegend=True,
-                      xaxis={"categoryorder": "array", "categoryarray": order}, yaxis={"range": [0, 100]})
+                      barmode="overlay", showlegend=True, height=int(THREAT_PLOT_HEIGHT + 120 + labels),
+                      legend={"title": {"text": "cell"}, "orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+                      margin={"t": 110},
+                      xaxis={"categoryorder": "array", "categoryarray": order, "tickangle": -45, "automargin": True},
+                      yaxis={"range": [0, 100]})
     return fig
+
+
+#: the PD-threat chart's plot area (px), whatever the number and length of the cells' labels below it
+THREAT_PLOT_HEIGHT = 300
 
 
 def _ends(low: float | None, high: float | None) -> tuple[float, float] | None:
@@ -485,11 +522,18 @@ def accuracy_vs_radius(bins: pd.DataFrame, summary: pd.DataFrame, columns: int =
     if chance:
         fig.add_hline(y=100.0 * chance, line_dash="dot", line_color="#777", row="all", col="all",
                       annotation_text=f"chance ({100 * chance:.0f} %)", annotation_position="bottom right")
-    fig.update_xaxes(title_text="DivergenceRadius R_dr (distance between normalised embeddings)")
-    fig.update_yaxes(title_text="accuracy under perturbation (%)", col=1, range=[0, 100])
-    fig.update_layout(title="accuracy vs DivergenceRadius (quantile bins, bars: 95 % intervals; dashed: least-squares "
-                            "line of the plotted bins)", height=280 * rows + 80, legend={"title": {"text": "model"}},
-                      showlegend=True)
+    # a short axis title under each panel of the bottom row (a long one overprinted its neighbours); the full
+    # meaning is in the figure's title
+    for c in range(cols):  # the lowest panel of each column
+        last = max(i for i in range(len(names)) if i % cols == c)
+        fig.update_xaxes(title_text="radius R_dr", row=last // cols + 1, col=c + 1)
+    fig.update_yaxes(title_text="accuracy (%)", col=1, range=[0, 100])
+    _panel_titles(fig, names)
+    # short lines: a Plotly title never wraps, and one line ran past the chart at 1,024 and 1,400 px
+    fig.update_layout(title="accuracy under perturbation vs DivergenceRadius R_dr<br><sup>R_dr: the distance between "
+                            "normalised embeddings; images in quantile bins</sup><br><sup>bars: 95 % intervals; dashed: "
+                            "least-squares line of the plotted bins</sup>", height=280 * rows + 110, margin={"t": 120},
+                      legend={"title": {"text": "model"}}, showlegend=True)
     return fig
 
 
@@ -520,18 +564,36 @@ def metric_heatmap(matrix: pd.DataFrame, label: str, lower_is_better: bool, perc
     hover = [["" if np.isnan(lo) else f" (95 % interval {lo:.{digits}f}–{hi:.{digits}f}{unit})"
               for lo, hi in zip(lrow, hrow, strict=True)] for lrow, hrow in zip(low, high, strict=True)]
     runs = runs_per_column or {}
-    x = [f"{c} ({runs[c]} runs)" if runs.get(c, 1) > 1 else str(c) for c in matrix.columns]
+    suffix = [f" ({runs[c]} runs)" if runs.get(c, 1) > 1 else "" for c in matrix.columns]
+    full = [f"{c}{n}" for c, n in zip(matrix.columns, suffix, strict=True)]
+    # a long domain text was cut at the figure's edge: each column's label shortened (kept apart from its
+    # neighbours, its run count whole), the full text in the cell's hover
+    x = _unique([short_label(str(c), COLUMN_LABEL_CHARS) + n for c, n in zip(matrix.columns, suffix, strict=True)])
     fig = go.Figure(go.Heatmap(
         z=[[None if np.isnan(v) else float(v) for v in row] for row in z], x=x, y=list(matrix.index), text=text,
-        customdata=hover, texttemplate="%{text}", colorscale="RdYlGn_r" if lower_is_better else "RdYlGn",
-        colorbar={"title": label + unit}, zmid=center,
-        hovertemplate="%{y}<br>%{x}<br>" + label + f" %{{z:.{digits}f}}{unit}%{{customdata}}<extra></extra>",
+        customdata=[[[h, name] for h, name in zip(row, full, strict=True)] for row in hover], texttemplate="%{text}",
+        colorscale="RdYlGn_r" if lower_is_better else "RdYlGn", zmid=center,
+        # few ticks, the title beside the bar: on a short figure (two models) its default ticks overprinted each other
+        colorbar={"title": {"text": label + unit, "side": "right"}, "nticks": 5, "thickness": 14},
+        hovertemplate="%{y}<br>%{customdata[1]}<br>" + label + f" %{{z:.{digits}f}}{unit}%{{customdata[0]}}<extra></extra>",
     ))
     fig.update_layout(title=f"{label} per model and {x_title} ({'lower' if lower_is_better else 'higher'} is better)"
                             + ("; value (95 % interval)" if bounds is not None and not np.isnan(low).all() else ""),
-                      xaxis_title=x_title, yaxis_title="model", yaxis={"autorange": "reversed"},
-                      height=max(320, 180 + 36 * len(matrix.index)))
+                      xaxis_title=x_title, yaxis_title="model",
+                      xaxis={"automargin": True, "tickangle": -30 if len(x) > 3 else 0},
+                      yaxis={"autorange": "reversed", "automargin": True},
+                      height=max(360, 200 + 36 * len(matrix.index)))
     return fig
+
+
+def _unique(labels: list[str]) -> list[str]:
+    """Labels made distinct (two shortened alike get " (2)", …): a heatmap merges equal column labels."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
+    return out
 
 
 def rank_change(ranking: pd.DataFrame, groups: Mapping[str, str] | None = None) -> go.Figure:

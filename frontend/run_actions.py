@@ -19,7 +19,8 @@ CONFIRM_KEY = "confirm-delete"
 
 def actions(store: Store, run_id: str, status: str, on_deleted: object = None) -> None:
     """Cancel / Resume / Delete buttons for a run in ``status`` (as users see it)."""
-    c1, c2, _ = st.columns([1, 1, 4])
+    # a row as wide as its buttons (it wraps rather than cutting a label: fixed columns read "Del…" at 1,024 px)
+    c1 = c2 = st.container(horizontal=True)
     if status in CANCELLABLE:
         if c1.button("Cancel run", icon=":material/stop_circle:", key=f"cancel-{run_id}",
                      help="Stops at the next finished unit; finished units are kept and the run can be resumed."):

@@ -120,14 +120,22 @@ def per_corruption_table(frame: pd.DataFrame, file: str, key: str) -> None:
     from domainbench.frontend import exports, units
     from domainbench.frontend.data import PER_CORRUPTION_METRICS
 
-    ci = {m: ci_column(m) for m in PER_CORRUPTION_METRICS}
+    # the ratios under the names every other table and chart gives them (CE, rCE, FR: the registry's headers)
+    header = {m: ("accuracy %" if m == "accuracy" else PER_CORRUPTION_METRICS[m].table_header) for m in PER_CORRUPTION_METRICS}
+    ci = {m: ci_column(header[m].removesuffix(" %")) for m in PER_CORRUPTION_METRICS}
     shown = units.as_percent(with_ci_text(frame, {m: (ci[m], m == "accuracy") for m in PER_CORRUPTION_METRICS}),
                              {"accuracy": "accuracy %"})
-    valued = {"accuracy %" if m == "accuracy" else m: c for m, c in ci.items()}
+    shown = shown.rename(columns={m: h for m, h in header.items() if m != "accuracy"})
+    valued = {header[m]: c for m, c in ci.items()}
+    ratios = [header[m] for m in PER_CORRUPTION_METRICS if m != "accuracy"]
+    # the headers are the summary's (rCE is also the model's mean there): each column hovers to its own per-corruption
+    # metric's help, given here, not looked up by header
+    per = {header[m]: PER_CORRUPTION_METRICS[m] for m in PER_CORRUPTION_METRICS if m != "accuracy"}
     exports.table(shown, file, key, column_order=[c for c in shown.columns if valued.get(c) not in shown.columns],
-                  column_config={**{c: st.column_config.NumberColumn(c, format="%.3f") for c in ("ce", "rce", "fr")},
+                  column_config={**{c: st.column_config.NumberColumn(c, format="%.3f", help=per[c].help) for c in ratios},
                                  "accuracy %": st.column_config.NumberColumn("accuracy %", format="%.1f"),
-                                 **{c: st.column_config.TextColumn(c, help=ci_help(value)) for value, c in valued.items()}})
+                                 **{c: st.column_config.TextColumn(c, help=f"{per[value].help} {CI_WRITTEN}" if value in per
+                                                                   else ci_help(value)) for value, c in valued.items()}})
 
 
 def pm(value: float | None, interval: tuple[float, float] | None, percent: bool) -> str:
@@ -179,7 +187,39 @@ def with_intervals(table: pd.DataFrame, report: RunReport, ci: dict[str, dict[st
     return out
 
 
+@st.cache_data(show_spinner="comparing the models' label flips image by image…", max_entries=32)
+def flip_verdicts(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> tuple[list[str], str]:
+    """An unlabelled run's verdict (``query.flip_verdicts``: by label flips, which need no labels), or why there is none."""
+    from domainbench import query
+    from domainbench.frontend.cached import read_outcomes
+
+    try:
+        return [v.sentence for v in query.flip_verdicts(_store, [run_id], read=read_outcomes)], ""
+    except ValueError as e:  # no per-image predictions stored
+        return [], str(e)
+    except Exception as e:  # a partial run's data the statistics cannot use yet: say so, draw the rest
+        log.warning("label-free verdict of run %s failed", run_id, exc_info=True)
+        return [], f"the paired comparison of flips failed on this run's stored data ({type(e).__name__})"
+
+
+def _unlabelled(store: Store, run_id: str) -> bool:
+    run = store.get_run(run_id)
+    return run is not None and run.dataset is not None and not run.dataset.labelled and len(run.config.models) > 1
+
+
 def show(store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> None:
+    if _unlabelled(store, run_id):
+        # balanced accuracy needs labels; whether a corruption changes a model's answer does not
+        sentences, why = flip_verdicts(store, store_key, run_id, fingerprint)
+        if sentences:
+            with st.container(border=True):
+                st.markdown("**Verdict without labels** (label flips: how often a corruption changes each model's clean "
+                            "prediction; paired sign-flip test on the same images, Holm-adjusted over the model pairs)")
+                for s in sentences:
+                    st.text(s)
+        else:
+            st.caption(f"No verdict: {why}")
+        return
     sentences, why = verdicts(store, store_key, run_id, fingerprint)
     if sentences:
         with st.container(border=True):

@@ -17,7 +17,7 @@ from domainbench.engine.adaptive import arrival_ranks
 from domainbench.engine.confidence import OutcomesReader, load_outcomes, read_outcomes
 from domainbench.errors import UserInputError
 from domainbench.metrics.classification import MetricInputError
-from domainbench.metrics.comparison import Comparison, compare_models
+from domainbench.metrics.comparison import Comparison, FlipVerdict, compare_flips, compare_models
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.report import RunReport
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
@@ -199,6 +199,21 @@ def paired_comparison(store: Store, run_ids: Sequence[str], models: Sequence[str
         comparison = compare_models(outcomes, list(models) if models else available, confidence, resamples,
                                     first.config.seed, arrival=arrival)
         return comparison.model_copy(update={"differing_cells": differing}) if differing else comparison
+    except MetricInputError as e:
+        raise UserInputError(str(e)) from None
+
+
+def flip_comparison(store: Store, run_ids: Sequence[str], confidence: float = DEFAULT_CONFIDENCE,
+                    read: OutcomesReader = read_outcomes) -> list[FlipVerdict]:
+    """The runs' models compared by label flips (``metrics.comparison.compare_flips``): the verdict of an unlabelled run,
+    where balanced accuracy is not defined."""
+    confidence = check_confidence(confidence)
+    outcomes = merged_outcomes(store, run_ids, cache(read))
+    configured = [m for rid in run_ids for m in store.get_run(rid).config.models]  # type: ignore[union-attr]
+    evaluated = set(outcomes.models())
+    names = list(dict.fromkeys([m for m in configured if m in evaluated] + sorted(evaluated)))
+    try:
+        return compare_flips(outcomes, names, confidence)
     except MetricInputError as e:
         raise UserInputError(str(e)) from None
 

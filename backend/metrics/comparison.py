@@ -333,3 +333,85 @@ def compare_models(outcomes: ImageOutcomes, models: Sequence[str] | None = None,
         verdicts.append(PairVerdict(**fields, sentence=verdict_sentence({**fields}, confidence)))
     return Comparison(confidence=confidence, resamples=resamples, seed=seed,
                       method=FIXED_METHOD if stream is None else ADAPTIVE_METHOD, pairs=pairs, verdicts=verdicts)
+
+
+class FlipVerdict(_Frozen):
+    """One pair of models compared without labels: by how often a corruption changes their clean prediction."""
+
+    model_a: str
+    model_b: str
+    #: the mean over the corrupted cells of each model's share of images whose prediction the corruption flipped
+    flips_a: float
+    flips_b: float
+    difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    p_holm: float
+    pairs_compared: int
+    cells: int
+    n_images: int
+    #: "a" or "b": the model that flips less (the steadier one), None for a tie at this sample size
+    steadier: str | None
+    sentence: str
+
+
+def flip_sentence(v: dict, confidence: float) -> str:
+    """The label-free verdict, e.g. "without labels, by label flips: A flips on 8.0 % of images under the corruptions,
+    B on 20.0 % (-12.0 points, 95 % CI -15.1 to -8.9, p < 0.001): A is steadier" (a tie says so)."""
+    level = f"{100 * confidence:g} %"
+    m = v["pairs_compared"]
+    over = f" Holm-adjusted over {m} model pairs" if m > 1 else ""
+    numbers = (f"{v['model_a']} flips on {_pct(v['flips_a'])} of images under the corruptions, {v['model_b']} on "
+               f"{_pct(v['flips_b'])} ({_points(v['difference'])} points, {level} CI {100 * v['ci_low']:.1f} to "
+               f"{100 * v['ci_high']:.1f}, p {_p(v['p_holm'])}{over}; {v['n_images']:,} images, {v['cells']} cells)")
+    if v["steadier"] is None:
+        return (f"Without labels, by label flips: {numbers}: {v['model_a']} and {v['model_b']} are equally steady at this "
+                "sample size. Steadier is not more accurate: a model that always answers the same class never flips.")
+    win = v["model_a"] if v["steadier"] == "a" else v["model_b"]
+    return (f"Without labels, by label flips: {numbers}: {win} is steadier under this domain's corruptions. "
+            "Steadier is not more accurate: a model that always answers the same class never flips.")
+
+
+def compare_flips(outcomes: ImageOutcomes, models: Sequence[str] | None = None,
+                  confidence: float = 0.95) -> list[FlipVerdict]:
+    """Every pair of ``models`` compared by label flips, which need no labels (an unlabelled run's verdict).
+
+    Per pair, each corrupted cell both models evaluated (with both clean predictions) gives each image the
+    difference of the two flip indicators, divided by the cell's images; an image's contribution is the mean of
+    these over the cells, so the contributions sum to the difference of the two mean flip rates. That sum gets the
+    verdict's sign-flip test over images (``stats.paired.sign_flip_test``: images are the paired unit, a cell's
+    severities are the same images) and its inverted interval; the p-values are Holm-adjusted over the pairs."""
+    names = list(models) if models is not None else outcomes.models()
+    if len(set(names)) < 2:
+        raise MetricInputError(f"a comparison needs at least two models, got {names}")
+    raw: list[dict] = []
+    for a, b in combinations(names, 2):
+        cells = sorted(k for k in _cells_of(outcomes, a) & _cells_of(outcomes, b) if k[0] != CLEAN)
+        shares, rate_a, rate_b, n_images = [], [], [], 0
+        for corr, sev in cells:
+            both = (outcomes.present(a, corr, sev) & outcomes.present(b, corr, sev)
+                    & outcomes.present(a, CLEAN, 0) & outcomes.present(b, CLEAN, 0))
+            n = int(both.sum())
+            if n == 0:
+                continue
+            fa, fb = outcomes.flipped(a, corr, sev) & both, outcomes.flipped(b, corr, sev) & both
+            shares.append((fa.astype(float) - fb.astype(float)) / n)
+            rate_a.append(float(fa.sum()) / n)
+            rate_b.append(float(fb.sum()) / n)
+            n_images = max(n_images, n)
+        if not shares:
+            raise MetricInputError(f"models {a!r} and {b!r} share no corrupted cell with per-image predictions (and their "
+                                   "clean ones) stored: nothing to compare")
+        share = np.mean(shares, axis=0)
+        low, high = _fixed_interval(share, confidence)
+        raw.append({"model_a": a, "model_b": b, "flips_a": float(np.mean(rate_a)), "flips_b": float(np.mean(rate_b)),
+                    "difference": float(np.mean(rate_a) - np.mean(rate_b)), "ci_low": low, "ci_high": high,
+                    "p_value": sign_flip_test(share), "cells": len(shares), "n_images": n_images})
+    adjusted = holm([r["p_value"] for r in raw])
+    out = []
+    for r, p_adj in zip(raw, adjusted, strict=True):
+        steadier = None if p_adj >= 1 - confidence or r["difference"] == 0 else "a" if r["difference"] < 0 else "b"
+        fields = {**r, "p_holm": p_adj, "pairs_compared": len(raw), "steadier": steadier}
+        out.append(FlipVerdict(**fields, sentence=flip_sentence(fields, confidence)))
+    return out

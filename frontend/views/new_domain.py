@@ -36,6 +36,24 @@ def cached_gallery(index: int, name: str) -> list[np.ndarray]:
     return data.gallery(data.preview_image(index), name)
 
 
+@st.cache_resource(show_spinner=False, max_entries=256)
+def cached_ladder(index: int, name: str) -> tuple[list[np.ndarray], list[float], list[int]]:
+    """A corruption's preview on one sample image: its five severities, their SSIM to the clean image and the
+    severities with no effect; once per (image, corruption), shared read-only: an edit of the plan (a severity
+    clicked) reran the whole preview, unpickling the images and computing every SSIM again."""
+    clean = data.preview_image(index)
+    images = cached_gallery(index, name)
+    return images, ladder.ladder_ssim(clean, images), ladder.no_effect_severities(clean, images, range(1, 6))
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def cached_composed(index: int, pairs: tuple[tuple[str, int], ...]) -> tuple[np.ndarray, float]:
+    """A composition's preview on one sample image and its SSIM, once per (image, steps)."""
+    clean = data.preview_image(index)
+    image = ladder.composed(clean, list(pairs))
+    return image, ladder.ladder_ssim(clean, [image])[0]
+
+
 @st.cache_data(show_spinner=False)
 def cached_models() -> list[str]:
     return data.known_models()
@@ -175,8 +193,9 @@ def show_plan(store: Store, cfg: DomainConfig, path: str) -> None:
     if st.session_state.get("plan_restored"):
         literal_text("Planned for (the plan of this link)", cfg.domain)
     saved = f"config saved to `{path}`" if path else f"stored as domain {st.session_state.get('plan_id')}"
-    st.caption(f"planner {prov.provider} · {prov.model or 'no model'} · {prov.samples} sample(s) · prompt "
-               f"{prov.prompt_version or '?'} · {saved}")
+    # the prompt's version is an internal hash: on hover, for a bug report, not in the reader's line
+    st.caption(f"planner {prov.provider} · {prov.model or 'no model'} · {prov.samples} sample(s) · {saved}",
+               help=f"planner prompt version: {prov.prompt_version or 'not recorded'}")
     if st.session_state.get("plan_note"):
         st.warning(st.session_state["plan_note"])
     rows = []
@@ -266,15 +285,12 @@ def gallery_section(cfg: DomainConfig) -> None:
         cls = st.selectbox("sample image", list(first), key="gallery-class")
         index = first[cls]
         st.image(data.preview_image(index), caption="clean", width=112)
-        clean = data.preview_image(index)
         for c in cfg.corruptions:
             with guard(f"previewing {c.name}"), st.container(border=True, key=f"preview-{c.name}"):
-                images = cached_gallery(index, c.name)
-                damage = ladder.ladder_ssim(clean, images)
+                images, damage, flat = cached_ladder(index, c.name)
                 st.markdown(f"**{c.name}** — severities 1–5 (evaluated: {', '.join(map(str, c.severities))})")
                 if c.reason:
                     st.text(f"why: {c.reason}")
-                flat = ladder.no_effect_severities(clean, images, range(1, 6))
                 if flat:
                     run_flat = [s for s in flat if s in c.severities]
                     st.warning(f"{c.name} has no effect on this image at severit{'y' if len(flat) == 1 else 'ies'} "
@@ -287,12 +303,12 @@ def gallery_section(cfg: DomainConfig) -> None:
                     for s, v in zip(range(1, 6), damage, strict=True)])
         for comp in cfg.compositions:
             with guard(f"previewing {comp.cell_name}"), st.container(border=True, key=f"preview-{comp.cell_name}"):
-                composed = ladder.composed(clean, comp.pairs)
+                composed, ssim = cached_composed(index, tuple((c, int(s)) for c, s in comp.pairs))
                 st.markdown(f"**{md_escape(comp.cell_name)}** — steps in order: "
                             + " → ".join(f"{md_escape(c)} s{s}" for c, s in comp.pairs))
                 if comp.reason:
                     st.text(f"why: {comp.reason}")
-                st.image(composed, width=112, caption=f"SSIM {ladder.ladder_ssim(clean, [composed])[0]:.2f}")
+                st.image(composed, width=112, caption=f"SSIM {ssim:.2f}")
         st.caption("SSIM against the clean image (1 = unchanged, lower = more damage) predicts how hard each "
                    "severity is before anything is evaluated.")
 

@@ -188,20 +188,24 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: 
     table = verdict.with_intervals(data.summary_frame(report), report, ci)
     if groups:
         table.insert(table.columns.get_loc("model") + 1, "group", [groups.get(m, "") for m in table["model"]])
-    # where a value has its "(95 % CI)" column, that column is shown in its place (the CSV keeps both)
-    shown = [c for c in table.columns if verdict.CI_COLUMNS.get(c) not in table.columns]
-    exports.table(
-        table, f"{report.run_id}-summary", "summary", column_order=shown,
-        column_config={
-            "baseline": st.column_config.CheckboxColumn("baseline"),
-            "group": st.column_config.TextColumn("group", help=f"Tied groups: {GROUP_NOTE} 0.05."),
-            # each metric's header hovers to the registry's help (exports.table adds it)
-            **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f")
-               for m in data.summary_metrics()},
-            **{ci: st.column_config.TextColumn(ci, help=verdict.ci_help(base)) for base, ci in verdict.CI_COLUMNS.items()},
-        },
-    )
+    shown, folded = summary_columns(table)
+    config = {
+        "model": st.column_config.TextColumn("model", width=MODEL_WIDTH, pinned=True),
+        "baseline": st.column_config.CheckboxColumn("baseline"),
+        "group": st.column_config.TextColumn("group", width=GROUP_WIDTH, help=f"Tied groups: {GROUP_NOTE} 0.05."),
+        # each metric's header hovers to the registry's help (exports.table adds it)
+        **{m.table_header: st.column_config.NumberColumn(m.table_header, format="%.1f" if m.percent else "%.3f",
+                                                         width=VALUE_WIDTH)
+           for m in data.summary_metrics()},
+        **{ci: st.column_config.TextColumn(ci, help=verdict.ci_help(base), width=CI_WIDTH)
+           for base, ci in verdict.CI_COLUMNS.items()},
+    }
+    exports.table(table, f"{report.run_id}-summary", "summary", column_order=shown, column_config=config)
+    if folded:
+        with st.expander(f"more columns: {', '.join(folded)}"):
+            exports.plain_table(table, column_order=["model", *folded], column_config=config, key="summary-more")
     st.caption(
+        f"Baseline: {md_escape(report.baseline)} (change it above). "
         "mCE / rCE / mFR are relative to the baseline (1.0 = as robust as the baseline, lower is better). Hover a "
         "column's name for what it means, or open the glossary below (every metric: the Glossary page). "
         f"{exports.MISSING} = not applicable (e.g. unlabelled data), never zero."
@@ -220,6 +224,34 @@ def summary_section(report: RunReport, ci: dict[str, Any] | None = None, notes: 
                     st.markdown(f"- **{md_escape(model)}**: {line}")
             for model, cells in dropped.items():
                 st.markdown(f"- **{md_escape(model)}**: {len(cells)} cell(s) not shared by every model, left out of the aggregates")
+
+
+#: the summary's column widths (px), measured in Chromium: a model name such as "embedded:fmnist-augmented" (about
+#: 7 px a character) and a "(95 % CI)" text such as "0.103 (-0.080 to 0.368)*" (about 6 px a character) whole
+MODEL_WIDTH, GROUP_WIDTH, CI_WIDTH, VALUE_WIDTH = 200, 50, 165, 80
+#: the run page's content width at a 1,400 px window (the sidebar and the page's padding taken off; measured in
+#: Chromium): the summary's shown columns fit in it, so nothing is cut or scrolled away
+CONTENT_1400 = 940
+#: the summary's secondary columns: in a folded "more columns" table (and the CSV), not beside the headline numbers
+SECONDARY = ("rCE", "safe-cell acc %", "corr(acc, LFP)", "kind", "baseline")
+
+
+def summary_columns(table: Any) -> tuple[list[str], list[str]]:
+    """(the summary's shown columns, its folded ones): the model, its group, then the headline metrics, those with a
+    value first (on an unlabelled run mFR, the one defined number, comes before the accuracies it lacks); where a value
+    has its "(95 % CI)" column, that column in its place (the CSV keeps both)."""
+    columns = [c for c in table.columns if verdict.CI_COLUMNS.get(c) not in table.columns]
+    base = {ci: b for b, ci in verdict.CI_COLUMNS.items()}
+    secondary = {*SECONDARY, *(verdict.CI_COLUMNS.get(c) for c in SECONDARY)}
+
+    def defined(c: str) -> bool:
+        values = table[base.get(c, c)]
+        return bool(values.notna().any()) if values.dtype != object else bool(values.map(lambda v: v is not None).any())
+
+    lead = [c for c in ("model", "group") if c in columns]
+    metrics = [c for c in columns if c not in lead and c not in secondary]
+    folded = [c for name in SECONDARY for c in (name, verdict.CI_COLUMNS.get(name)) if c in columns]
+    return lead + [c for c in metrics if defined(c)] + [c for c in metrics if not defined(c)], folded
 
 
 def cost_tab(s: Shown) -> None:
@@ -275,7 +307,10 @@ def per_corruption_tab(s: Shown) -> None:
     frame = data.corruption_bounds(data.per_corruption_frame(s.report), {s.run_id: draws}, s.run_id,
                                    cells=verdict.cell_bands(s.ci))
     metrics = data.PER_CORRUPTION_METRICS
+    # the tab opens on a metric this run defines (an unlabelled run has no CE: FR, its flips)
+    defined = [k for k in metrics if k in frame.columns and frame[k].notna().any()]
     metric = st.radio("metric", list(metrics), horizontal=True, key=f"percorr-{s.run_id}",
+                      index=list(metrics).index(defined[0]) if defined else 0,
                       format_func=lambda k: metrics[k].display, help=units.options_help(metrics.values()))
     exports.chart(figures.per_corruption_bars(frame, metric, metrics[metric].display, chance=s.chance),
                   f"{s.run_id}-{metric}-per-corruption", "percorr")
@@ -525,19 +560,21 @@ def run_header(view: data.RunView) -> None:
     st.subheader(f"{status_badge(view.status)} · {md_escape(printable(view.run_id))}")
     literal_text("Domain", run.domain.domain)
     cfg = run.config
-    # the dataset's card is the widest: its name (``sample[:16]``, a folder) must not be cut
-    c1, c2, c3, c4, c5 = st.columns([2, 5, 2, 2, 3])
-    c1.metric("models", len(view.models), help=", ".join(view.models))
+    # cards as wide as their values, in a row that wraps: fixed columns cut them at 1,024 px ("evalu… 1…",
+    # "sample[:2…"); a long dataset name (a folder) is shortened in its card, whole on hover
+    cards = st.container(horizontal=True, gap="large")
+    cards.metric("models", len(view.models), help=", ".join(view.models), width="content")
     dataset = run.dataset.name if run.dataset else cfg.dataset
-    c2.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)")
-    c3.metric("images", run.dataset.size if run.dataset else "?")
+    cards.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)",
+                 width="content")
+    cards.metric("images", run.dataset.size if run.dataset else "?", width="content")
     done = progress.progress_of(run, view.report, view.n_units, view.total_cells)
     if run.kind in ("vqa", "retrieval"):  # one stored unit per (model, cell): the share of those stored
-        c4.metric("evaluated", f"{100 * view.done_cells / max(view.total_cells, 1):.0f} %",
-                  help=f"{view.done_cells} of {view.total_cells} (model, cell) units stored")
+        cards.metric("evaluated", f"{100 * view.done_cells / max(view.total_cells, 1):.0f} %",
+                     help=f"{view.done_cells} of {view.total_cells} (model, cell) units stored", width="content")
     else:
-        c4.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line())
-    c5.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)")  # a metric cuts longer values
+        cards.metric("evaluated", f"{100 * done.share:.0f} %", help=done.line(), width="content")
+    cards.metric("created", run.created_at[:10], help=f"{run.created_at} (UTC)", width="content")
     # what kind of run this is, beside its progress: an adaptive run's cells stop early, a shift cell has its own images
     n = f"{done.n_min:,}" if done.n_min == done.n_max else f"{done.n_min:,}–{done.n_max:,}"
     st.caption(f"Run kind: {data.run_kind(run)}"

@@ -45,7 +45,8 @@ def test_show_prints_the_verdict_first_and_never_breaks_a_model_name(width: int,
     assert out.index("beats") < out.index(" model ") < out.index("(low–high)")
     # each model's row starts with its whole name (never "embedded:fmnis" / "t-augmented")
     rows = _table_rows(out.split("(low–high)")[0].split(" model ", 1)[1])
-    assert sorted(r.split()[0] for r in rows) == sorted(MODELS)
+    # (at 80 columns the metrics go on in a second table, the names repeated: test_show_keeps_every_interval_whole)
+    assert sorted(set(r.split()[0] for r in rows)) == sorted(MODELS) and len(rows) % len(MODELS) == 0
     assert all(len(ln) <= width for ln in lines)
     # the damage of every cell is a detail: named, not printed, unless asked for
     assert "damage (mean SSIM" not in out and f"domainbench show {sample_run} --details" in out
@@ -84,3 +85,22 @@ def test_compare_at_80_columns_keeps_names_and_p_values_whole(sample_run: str, c
         for text in (*(("<0.001" if v < 0.001 else f"{v:.3g}") for v in (p.p_value, p.p_holm, p.p_balanced_holm)),
                      f"{100 * p.difference:+.1f}"):
             assert f" {text} " in f" {row} ", (text, row)
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_show_keeps_every_interval_whole(width: int, sample_run: str, capsys, monkeypatch) -> None:  # noqa: ANN001
+    """At 80 columns the summary's intervals were folded mid-number ("(65.5–10" / "0.0)"): each is now whole on one
+    line (the metric columns go on in a second table under the first, the model names repeated)."""
+    monkeypatch.setenv("COLUMNS", str(width))
+    code, out, err = cli(["show", sample_run], capsys, monkeypatch)
+    assert code == 0, err
+    table = out.split(" model ", 1)[1].split("(low–high)")[0]
+    intervals = re.findall(r"\(([^()]*)\)", table)
+    assert intervals and all(re.fullmatch(r"-?[\d.]+(–| to )-?[\d.]+", iv) for iv in intervals), intervals
+    assert table.count("(") == table.count(")") and all(ln.count("(") == ln.count(")") for ln in table.splitlines())
+    # every model's every interval is printed: two models x the metrics that have one
+    from domainbench.metrics.registry import metrics_of
+
+    shown = [m for m in metrics_of("model") if m.cli_header and m.interval]
+    assert len(intervals) >= 2 * len([m for m in shown if m.name in ("clean_accuracy", "mean_corrupted_accuracy")])
+    assert all(len(ln) <= width for ln in out.splitlines())

@@ -88,8 +88,8 @@ def test_heatmap_cells_hover_and_table_carry_the_interval(two_domains: Store) ->
     lo, hi = _own(two_domains, "embedded:good").clean_accuracy
     value = two_domains.get_report(NIGHT).model("embedded:good").clean_accuracy
     assert heat["text"][0][0] == f"{100 * value:.1f} ({100 * lo:.1f}–{100 * hi:.1f})"
-    assert heat["customdata"][0][0] == f" (95 % interval {100 * lo:.1f}–{100 * hi:.1f} %)"
-    assert "%{customdata}" in heat["hovertemplate"]
+    assert heat["customdata"][0][0][0] == f" (95 % interval {100 * lo:.1f}–{100 * hi:.1f} %)"
+    assert "%{customdata[0]}" in heat["hovertemplate"]
     table = next(d.value for d in at.dataframe if "embedded:good" in d.value.index)
     assert table.loc["embedded:good"].tolist() == [f"{100 * value:.1f} % ({100 * lo:.1f}–{100 * hi:.1f})"] * 2
 
@@ -114,7 +114,7 @@ def test_the_family_heatmap_and_its_table_match_the_textbook_draws(two_domains: 
     heat = next(c for c in (json.loads(p.proto.spec) for p in at.get("plotly_chart"))
                 if c["data"] and c["data"][0]["type"] == "heatmap" and family in c["data"][0]["x"])["data"][0]
     row = heat["y"].index("embedded:weak")
-    assert heat["customdata"][row][heat["x"].index(family)].endswith(f"(95 % interval {100 * lo:.1f}–{100 * hi:.1f} %)")
+    assert heat["customdata"][row][heat["x"].index(family)][0].endswith(f"(95 % interval {100 * lo:.1f}–{100 * hi:.1f} %)")
 
 
 def test_runs_without_per_image_outcomes_show_values_and_say_why_no_interval(populated: Store) -> None:
@@ -149,10 +149,10 @@ def test_a_column_of_two_runs_and_an_included_run_on_other_images(two_domains: S
     row = heat["y"].index("embedded:good")
     two = next(i for i, x in enumerate(heat["x"]) if x.endswith("(2 runs)"))
     lo, hi = _own(two_domains, "embedded:good").clean_accuracy
-    assert heat["customdata"][row][two].endswith(f"(95 % interval {100 * lo:.1f}–{100 * hi:.1f} %)")
+    assert heat["customdata"][row][two][0].endswith(f"(95 % interval {100 * lo:.1f}–{100 * hi:.1f} %)")
     own = query.intervals(two_domains, two_domains.get_report(small)).model("embedded:good").clean_accuracy
     col = heat["x"].index(next(x for x in heat["x"] if x.startswith("a smaller set")))
-    assert heat["customdata"][row][col].endswith(f"(95 % interval {100 * own[0]:.1f}–{100 * own[1]:.1f} %)")
+    assert heat["customdata"][row][col][0].endswith(f"(95 % interval {100 * own[0]:.1f}–{100 * own[1]:.1f} %)")
 
 
 def test_all_numbers_and_per_corruption_tables_carry_each_runs_own_intervals(two_domains: Store) -> None:
@@ -163,7 +163,7 @@ def test_all_numbers_and_per_corruption_tables_carry_each_runs_own_intervals(two
     base = at.selectbox(key="compare-baseline").value
     report = query.report(two_domains, NIGHT, base)
     iv = query.intervals(two_domains, report)
-    everything = next(d for d in at.dataframe if "rCE (95 % CI)" in d.value.columns)
+    everything = next(d for d in at.dataframe if "rCE (95 % CI)" in d.value.columns and "corruption" not in d.value.columns)
     rows = everything.value[everything.value["run"] == NIGHT].set_index("model")
     assert any(v is not None for v in report.safe_accuracy.values())
     for row in report.table():
@@ -179,7 +179,7 @@ def test_all_numbers_and_per_corruption_tables_carry_each_runs_own_intervals(two
     assert "rCE (95 % CI)" in order and "rCE" not in order and "safe-cell acc %" not in order
     # per run × corruption: accuracy (the severities' mean, resample by resample), CE, rCE, FR
     draws = query.run_draws(two_domains, report)
-    per = next(d.value for d in at.dataframe if "fr (95 % CI)" in d.value.columns)
+    per = next(d.value for d in at.dataframe if "FR (95 % CI)" in d.value.columns)
     per = per[per["run"] == NIGHT].set_index(["model", "corruption"])
     checked = 0
     for m in report.models:
@@ -187,9 +187,10 @@ def test_all_numbers_and_per_corruption_tables_carry_each_runs_own_intervals(two
             got = per.loc[(m.model, name)]
             assert got["accuracy (95 % CI)"] == pm(got["accuracy %"] / 100,
                                                    percentile_interval(draws.corruptions[m.model][name]["accuracy"]), True)
-            for ratio, values in (("ce", m.ce_per_corruption), ("rce", m.rce_per_corruption), ("fr", m.fr_per_corruption)):
+            for ratio, head, values in (("ce", "CE", m.ce_per_corruption), ("rce", "rCE", m.rce_per_corruption),
+                                        ("fr", "FR", m.fr_per_corruption)):
                 if values.get(name) is not None:
                     ci = percentile_interval(draws.corruptions[m.model][name][ratio])
-                    assert got[f"{ratio} (95 % CI)"] == pm(values[name], ci, False), (m.model, name, ratio)
+                    assert got[f"{head} (95 % CI)"] == pm(values[name], ci, False), (m.model, name, ratio)
                     checked += 1
     assert checked

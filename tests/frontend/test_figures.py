@@ -251,7 +251,8 @@ def test_accuracy_vs_radius_bins_and_the_fitted_line() -> None:
     assert np.allclose(a.x, [0.05, 0.15]) and np.allclose(a.y, [90.0, 50.0])
     assert np.allclose(fit.x, [0.05, 0.15]) and np.allclose(fit.y, [90.0, 50.0]) and fit.line.dash == "dash"
     assert np.allclose(fit_b.y, [80.0, 20.0])
-    assert fig.layout.xaxis.title.text.startswith("DivergenceRadius R_dr (")
+    # the axis is named briefly (a panel's width), what the radius is in the title
+    assert fig.layout.xaxis.title.text == "radius R_dr" and "R_dr: the distance between normalised embeddings" in fig.layout.title.text
     empty = figures.accuracy_vs_radius(bins.iloc[0:0], summary_frame)
     assert len(empty.data) == 0 and "stability" in empty.layout.annotations[0].text
 
@@ -288,10 +289,11 @@ def test_metric_heatmap_writes_each_interval_in_its_cell_and_hover() -> None:
     high = pd.DataFrame({"night": [0.92, float("nan")], "xray": [0.84, float("nan")]}, index=["A", "B"])
     hm = figures.metric_heatmap(matrix, "clean accuracy", False, percent=True, bounds=(low, high)).data[0]
     assert list(hm.text[0]) == ["90.0 (87.0–92.0)", "80.0 (75.0–84.0)"] and list(hm.text[1]) == ["70.0", ""]
-    assert hm.customdata[0][0] == " (95 % interval 87.0–92.0 %)" and hm.customdata[1][0] == ""
-    assert "%{customdata}" in hm.hovertemplate
+    # the hover: the column's full label, then the interval
+    assert list(hm.customdata[0][0]) == [" (95 % interval 87.0–92.0 %)", "night"] and hm.customdata[1][0][0] == ""
+    assert "%{customdata[0]}" in hm.hovertemplate and "%{customdata[1]}" in hm.hovertemplate
     ratio = figures.metric_heatmap(matrix, "mCE", True, bounds=(low, high)).data[0]
-    assert ratio.text[0][0] == "0.900 (0.870–0.920)" and ratio.customdata[0][0] == " (95 % interval 0.870–0.920)"
+    assert ratio.text[0][0] == "0.900 (0.870–0.920)" and ratio.customdata[0][0][0] == " (95 % interval 0.870–0.920)"
 
 
 def test_rank_change_draws_each_ranks_interval_as_an_error_bar() -> None:

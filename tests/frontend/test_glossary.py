@@ -30,7 +30,7 @@ DERIVED = {"clean acc (95 % CI)": "clean_accuracy", "corrupted acc (95 % CI)": "
            "mCE (95 % CI)": "mce", "mean mCE": "mce"}
 #: metric columns each page must show (before this change, most had no help or a hand-written one)
 MUST_SEE = {"clean acc %", "corrupted acc %", "safe-cell acc %", "mCE", "rCE", "mFR", "corr(acc, LFP)", "accuracy %",
-            "SSIM", "PSNR dB", "ECE", "NLL", "ce", "rce", "fr", "n_images", "balanced_accuracy", "top1_accuracy",
+            "SSIM", "PSNR dB", "ECE", "NLL", "CE", "FR", "n_images", "balanced_accuracy", "top1_accuracy",
             "label_flip_probability", "mean_pd_threat", "SA %", "PA %", "FMR", "validation rate %", "mean steps",
             "DivergenceRadius R_dr"}
 
@@ -39,8 +39,10 @@ def expected_metric(column: str, per_corruption: bool) -> Metric | None:
     """The metric a column holds, from the registry's names alone: its UI header (a count's display name,
     "images", names other counts too), a cell metric's export name, and in a per-corruption table the
     per-corruption ratios' fields."""
-    if per_corruption and column in ("ce", "rce", "fr"):
-        return metric(f"{column}_per_corruption")
+    # a per-corruption table names its ratios CE / rCE / FR as the summary does (issue 37, 16): they hover to the
+    # per-corruption metric, not the summary's mean of the same header
+    if per_corruption and column in ("CE", "rCE", "FR"):
+        return metric(f"{column.lower()}_per_corruption")
     for level in ("model", "fmr", "cell", "image", "corruption"):
         for m in metrics_of(level, always=False):
             if (column == m.table_header and m.unit != "count") or (level == "cell" and column == m.name):
@@ -83,7 +85,7 @@ def test_every_metric_column_on_every_page_hovers_to_the_registry_help(both_runs
             columns = list(table.value.columns)
             for c in columns:
                 shown = (config.get(c) or {}).get("help")
-                m = expected_metric(c, per_corruption="rce" in columns)
+                m = expected_metric(c, per_corruption="corruption" in columns and "CE" in columns)
                 if m is not None:
                     assert shown == m.help, (where, c)
                     seen.add(c)

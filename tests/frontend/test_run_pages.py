@@ -89,16 +89,16 @@ def test_a_running_run_keeps_its_tab_while_its_numbers_change(store: Store) -> N
     at = run_page(LIVE, "Per corruption")
     assert "8 of 12" in texts(at.warning)
     assert at.session_state["tab"] == "Per corruption"
-    before = next(d.value for d in at.dataframe if "ce" in d.value.columns)
+    before = next(d.value for d in at.dataframe if "CE" in d.value.columns and "corruption" in d.value.columns)
     assert set(before["corruption"]) == {"gaussian_noise"}  # brightness not stored yet
     syn.populate(store, run_id=LIVE, status="running")  # the remaining cells arrive
     at.run()
     assert not at.exception and at.session_state["tab"] == "Per corruption"
     assert "12 of 12" in texts(at.warning)
-    after = next(d.value for d in at.dataframe if "ce" in d.value.columns)
+    after = next(d.value for d in at.dataframe if "CE" in d.value.columns and "corruption" in d.value.columns)
     assert set(after["corruption"]) == {"gaussian_noise", "brightness"}
     expected = data.per_corruption_frame(data.load_run_view(store, LIVE).report)
-    assert after["ce"].tolist() == pytest.approx(expected["ce"].tolist())
+    assert after["CE"].tolist() == pytest.approx(expected["ce"].tolist())
 
 
 # --------------------------------------------------------------------------- the run, from a real run
@@ -133,12 +133,12 @@ def test_every_tab_of_a_real_run_draws_without_error(real_store: Store, real_run
 
 def test_per_corruption_tab_shows_the_reports_ce(real_store: Store, real_run: tuple[Path, str]) -> None:
     at = run_page(real_run[1], "Per corruption")
-    shown = next(d.value for d in at.dataframe if "rce" in d.value.columns)
+    shown = next(d.value for d in at.dataframe if "rCE" in d.value.columns and "corruption" in d.value.columns)
     report = real_store.get_report(real_run[1])
-    for row in shown.itertuples(index=False):
-        m = report.model(row.model)
-        assert row.ce == pytest.approx(m.ce_per_corruption[row.corruption])
-        assert row.fr == pytest.approx(m.fr_per_corruption[row.corruption])
+    for row in shown.to_dict("records"):  # the ratios under the summary's names: CE, FR
+        m = report.model(row["model"])
+        assert row["CE"] == pytest.approx(m.ce_per_corruption[row["corruption"]])
+        assert row["FR"] == pytest.approx(m.fr_per_corruption[row["corruption"]])
 
 
 def test_gallery_shows_each_models_prediction_and_marks_flips(real_store: Store, real_run: tuple[Path, str]) -> None:

@@ -43,7 +43,7 @@ def test_no_table_shows_none_for_an_undefined_value(store: Store) -> None:
 def test_per_corruption_accuracy_is_a_percentage_with_its_interval(real_store: Store, real_run: tuple[Path, str]) -> None:
     run_id = real_run[1]
     at = run_page(run_id, "Per corruption")
-    table = next(d for d in at.dataframe if "rce" in d.value.columns)
+    table = next(d for d in at.dataframe if "rCE" in d.value.columns and "corruption" in d.value.columns)
     shown = table.value.set_index(["model", "corruption"])
     assert "accuracy" not in shown.columns and "accuracy %" in shown.columns
     report = real_store.get_report(run_id)
@@ -58,21 +58,23 @@ def test_per_corruption_accuracy_is_a_percentage_with_its_interval(real_store: S
             assert shown.loc[(m.model, name), "accuracy (95 % CI)"] == verdict.pm(acc, iv, True)
             assert shown.loc[(m.model, name), "accuracy (95 % CI)"] == f"{100 * acc:.1f} % ({100 * iv[0]:.1f}–{100 * iv[1]:.1f})"
             # and every ratio with its own interval, under the same resamples
-            for ratio, value in (("ce", m.ce_per_corruption), ("rce", m.rce_per_corruption), ("fr", m.fr_per_corruption)):
+            # (under the names every other table gives them: CE, rCE, FR)
+            for ratio, head, value in (("ce", "CE", m.ce_per_corruption), ("rce", "rCE", m.rce_per_corruption),
+                                       ("fr", "FR", m.fr_per_corruption)):
                 if value.get(name) is None:
-                    assert shown.loc[(m.model, name), f"{ratio} (95 % CI)"] == MISSING
+                    assert shown.loc[(m.model, name), f"{head} (95 % CI)"] == MISSING
                 else:
                     iv = percentile_interval(draws.corruptions[m.model][name][ratio])
-                    assert shown.loc[(m.model, name), f"{ratio} (95 % CI)"] == verdict.pm(value[name], iv, False)
+                    assert shown.loc[(m.model, name), f"{head} (95 % CI)"] == verdict.pm(value[name], iv, False)
     config = json.loads(table.proto.columns)
     # the registry's help on the per-corruption ratio, which says it is a ratio and that lower is better
-    assert config["ce"]["help"] == metric("ce_per_corruption").help
-    assert "ratio to the baseline" in config["ce"]["help"] and config["ce"]["help"].endswith("Lower is better.")
-    assert config["rce (95 % CI)"]["help"].startswith(metric("rce_per_corruption").help)
+    assert config["CE"]["help"] == metric("ce_per_corruption").help
+    assert "ratio to the baseline" in config["CE"]["help"] and config["CE"]["help"].endswith("Lower is better.")
+    assert config["rCE (95 % CI)"]["help"].startswith(metric("rce_per_corruption").help)
     # each value is shown once: with its interval
     order = list(table.proto.column_order)
-    assert {"accuracy (95 % CI)", "ce (95 % CI)", "rce (95 % CI)", "fr (95 % CI)"} <= set(order)
-    assert not {"accuracy %", "ce", "rce", "fr"} & set(order)
+    assert {"accuracy (95 % CI)", "CE (95 % CI)", "rCE (95 % CI)", "FR (95 % CI)"} <= set(order)
+    assert not {"accuracy %", "CE", "rCE", "FR", "ce", "rce", "fr"} & set(order)
 
 
 def test_per_corruption_chart_draws_each_metrics_interval(real_store: Store, real_run: tuple[Path, str]) -> None:
