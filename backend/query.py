@@ -42,6 +42,8 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
+    # the store's handle and its record types, for the readers' annotations (the frontend imports nothing of the store)
+    "Store", "RunRecord", "StabilityRecord", "FmrUnitRecord", "run_status", "find_run",
     "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
@@ -60,6 +62,11 @@ def __getattr__(name: str) -> Any:
 def list_runs(store: Store) -> list[RunRecord]:
     """Every stored run, newest first."""
     return store.list_runs()
+
+
+def find_run(store: Store, run_id: str) -> RunRecord | None:
+    """The run, or None when the store has none by that id."""
+    return store.get_run(run_id)
 
 
 def get_run(store: Store, run_id: str) -> RunRecord:

@@ -19,7 +19,7 @@ import streamlit as st
 
 from domainbench import query
 from domainbench.report import RunReport
-from domainbench.store import Store
+from domainbench.query import Store
 from domainbench.frontend import data
 
 log = logging.getLogger("domainbench.ui")

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from domainbench.report import RunReport
-from domainbench.store import Store
-from domainbench.store.records import RunRecord
+from domainbench import query
+from domainbench.query import RunRecord, Store
 
 #: the environment variable through which `domainbench ui` tells the pages its built-in worker's process
 UI_WORKER_ENV = "DOMAINBENCH_UI_WORKER_PID"
@@ -137,7 +137,7 @@ def worker_alive(store: Store, now: float | None = None) -> bool:
     if builtin_worker_alive():
         return True
     if any(r.worker and r.lease_until is not None and r.lease_until > now and r.status == "running"
-           for r in store.list_runs()):
+           for r in query.list_runs(store)):
         return True
     return bool(heartbeat.alive(Settings.from_env().home, store.description, now))
 
@@ -152,7 +152,7 @@ def workers_status(store: Store, now: float | None = None) -> tuple[str, str]:
     from domainbench.settings import Settings
 
     now = time.time() if now is None else now
-    runs = store.list_runs()
+    runs = query.list_runs(store)
     holding = {r.worker: r.run_id for r in runs
                if r.worker and r.lease_until is not None and r.lease_until > now and r.status == "running"}
     waiting = sum(1 for r in runs if r.status == "queued")

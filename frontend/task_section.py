@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from domainbench import query
-from domainbench.store import Store
+from domainbench.query import Store
 
 
 def show(store: Store, run_id: str) -> None:

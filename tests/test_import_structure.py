@@ -251,6 +251,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("engine", ("domainbench.engine", "domainbench.fmr", "domainbench.tuning")),
     # reading results: the one API show, export, compare and the UI read runs and reports through
     ("query", ("domainbench.query",)),
+    # what changes runs on a user's behalf, checked: launching into the queue, cancel, requeue, delete, save a plan
+    # (the UI's writes; the frontend reaches the store through here and through query only)
+    ("service", ("domainbench.service",)),
     # what people and machines start: the CLI, the UI, the queue's worker and launcher
     # (api: the Python API, `import domainbench`'s functions, on the code the CLI runs)
     ("entry", ("domainbench.cli", "domainbench.api", "domainbench.frontend", "domainbench.worker", "domainbench.launch")),
@@ -312,6 +315,24 @@ def test_the_floor_checker_sees_an_upward_import() -> None:
     assert upward_imports(graph) == ["domainbench.store.records (store) -> domainbench.metrics.aggregate (compute)"]
     assert layer_of("domainbench.metrics.defs.fmr") == 3 and layer_of("domainbench.report") == 1
     assert layer_of("domainbench.reporting") is None  # a prefix is a whole name, not the start of one
+
+
+def store_imports_of(graph: dict[str, set[str]], package: str = "domainbench.frontend") -> dict[str, list[str]]:
+    """The modules of ``package`` that import the store (or run its ``__init__``), with what they import of it."""
+    found = {m: sorted(t for t in ts if _within(t, "domainbench.store")) for m, ts in graph.items() if _within(m, package)}
+    return {m: ts for m, ts in found.items() if ts}
+
+
+def test_the_frontend_imports_nothing_of_the_store() -> None:
+    # the UI reads through domainbench.query and writes through domainbench.service: a change of how runs are
+    # stored, queued or removed is made below those, never in a page
+    assert store_imports_of(import_graph(parents=True)) == {}
+
+
+def test_the_store_import_finder_sees_one() -> None:
+    graph = {"domainbench.frontend.views.runs": {"domainbench.store.records"}, "domainbench.frontend.data": {"domainbench.query"},
+             "domainbench.store.records": set(), "domainbench.query": {"domainbench.store"}}
+    assert store_imports_of(graph) == {"domainbench.frontend.views.runs": ["domainbench.store.records"]}
 
 
 def test_the_records_import_no_model_stack() -> None:
