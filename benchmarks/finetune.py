@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
 
-from domainbench.config import CorruptionChoice, DomainConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig
 from domainbench.data import open_dataset
 from domainbench.tuning import train
 from domainbench.tuning.train import _as_rgb, _rng, _split, corrupt_step, plan_cells

@@ -21,16 +21,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from domainbench.config import COMPOSITION_PREFIX, SHIFT_PREFIX, DomainConfig
+from domainbench.records.config import COMPOSITION_PREFIX, SHIFT_PREFIX, DomainConfig
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric, metric, metrics_of, summary_metrics, summary_rows
-from domainbench.model_backends import kind_of
+from domainbench.records.model_backends import kind_of
 from domainbench.query import (FINISHED, cell_fields, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
                                run_fingerprint, stability_records, stored_domain, stored_domains, stored_units)
 from domainbench.query import intervals as intervals_of
 from domainbench.metrics.compare_intervals import RunDraws
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.stats import mean_draws, percentile_interval
 from domainbench import query
 from domainbench.query import RunRecord, StabilityRecord, Store, run_status
@@ -261,7 +261,7 @@ def _pct(v: float | None) -> float | None:
 def cells_frame(report: RunReport) -> pd.DataFrame:
     """Long form, one row per model × (corruption, severity) including the clean pass.
 
-    Columns: ``domainbench.engine.export.cell_fields()`` (described in ``cell_columns()``).
+    Columns: ``domainbench.query.export.cell_fields()`` (described in ``cell_columns()``).
     """
     return pd.DataFrame(cell_rows(report), columns=cell_fields())
 
@@ -1084,7 +1084,7 @@ def plan_domain(text: str, provider: str | list[str] = "offline", samples: int =
 
 def save_domain(store: Store, cfg: DomainConfig) -> tuple[str, Path]:
     """Store the plan (for the selection heatmap) and write its TOML under $DOMAINBENCH_HOME/domains; its id and file."""
-    from domainbench.config import save
+    from domainbench.records.config import save
     from domainbench.service.runs import save_domain as store_domain
 
     did = store_domain(store, cfg, created_at=cfg.planner.created_at or _now())

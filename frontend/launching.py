@@ -1,6 +1,6 @@
 """Data for the New domain page's plan editor, launch form and queue panel (no Streamlit here).
 
-A run launched from the page goes into the store's queue (``domainbench.launch``); a worker
+A run launched from the page goes into the store's queue (``domainbench.service.launch``); a worker
 (``domainbench worker``, started beside ``domainbench ui``) takes it from there.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from domainbench.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
 from domainbench import query
 from domainbench.query import RunRecord, Store, run_status
 from domainbench.errors import UserInputError
@@ -165,7 +165,7 @@ def fmr_settings(oracle: str, budget: int) -> FmrSettings:
 def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig, fmr: FmrSettings | None = None) -> RunRecord:
     """Check every input and queue the run, an FMR search with ``fmr`` settings (``DuplicateRunError``
     when the same run is queued or running)."""
-    from domainbench.launch import enqueue_run
+    from domainbench.service.launch import enqueue_run
 
     return enqueue_run(store, domain, cfg, fmr=fmr)
 

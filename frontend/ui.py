@@ -13,7 +13,7 @@ import streamlit as st
 
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric
-from domainbench.settings import Settings
+from domainbench.runtime.settings import Settings
 from domainbench.query import Store
 from domainbench.service.runs import open_store
 

@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from domainbench.metrics.registry import Metric, metrics_of
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.stats import interval_text
 from domainbench.query import Store
 

@@ -18,6 +18,7 @@ README.md, pyproject.toml, the Makefile, the Dockerfile and docker-compose.yml:
   (split when only some of the names moved; parenthesised and ``as`` forms too);
 - relative imports (``from .config import X``, ``from ..engine import export``) whose target moved, made
   absolute; those of a file the script moves are all made absolute (its package changes);
+- a sub-package's moved module cited without ``domainbench.``: ``engine.export`` -> ``query.export``;
 - checkout paths: ``backend/config.py`` -> ``backend/records/config.py``, ``engine/export.py`` -> ``query/export.py``.
 """
 
@@ -101,6 +102,9 @@ def _path_rules() -> list[tuple[re.Pattern[str], str]]:
     for old, new in file_moves().items():
         # backend/config.py; and, without the checkout folder, engine/export.py (the way docs and comments cite them)
         rules.append((re.compile(r"(?<![\w./-])" + re.escape(old) + r"(?![\w/])"), new))
+        # and the same path joined with pathlib: ROOT / "backend" / "settings.py"
+        join = r"([\"'])" + r"\1[ \t]*/[ \t]*\1".join(re.escape(part) for part in old.split("/")) + r"\1"
+        rules.append((re.compile(join), "\\1" + "\\1 / \\1".join(new.split("/")) + "\\1"))
         o_short, n_short = old.split("/", 1)[1], new.split("/", 1)[1]
         if "/" in o_short:
             rules.append((re.compile(r"(?<![\w./-])" + re.escape(o_short) + r"(?![\w/])"), n_short))
@@ -108,6 +112,13 @@ def _path_rules() -> list[tuple[re.Pattern[str], str]]:
 
 
 _PATHS = _path_rules()
+
+#: a moved module of a sub-package cited without the package's name, as docs and comments do (``engine.export``);
+#: a bare top-level name (``config``) is too common a word to rewrite
+_SHORT = {old.removeprefix("domainbench."): new.removeprefix("domainbench.") for old, new in MOVES.items()
+          if old.count(".") >= 2}
+_SHORT_DOTTED = re.compile(r"(?<![\w.])(" + "|".join(re.escape(n) for n in sorted(_SHORT, key=len, reverse=True))
+                           + r")(?![\w])")
 
 _NAME = r"\w+(?:[ \t]+as[ \t]+\w+)?"
 _NAMES = rf"{_NAME}(?:[ \t]*,[ \t]*{_NAME})*"
@@ -188,6 +199,7 @@ def rewrite(text: str, package: str | None = None, moved_file: bool = False) -> 
     changes nothing."""
     text = _FROM.sub(lambda m: _rewrite_from(m, package, moved_file), text)
     text = _DOTTED.sub(lambda d: MOVES[d.group(1)], text)
+    text = _SHORT_DOTTED.sub(lambda d: _SHORT[d.group(1)], text)
     for pattern, new in _PATHS:
         text = pattern.sub(new, text)
     return text

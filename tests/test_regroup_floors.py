@@ -37,7 +37,8 @@ def f(monkeypatch):
         return domainbench.config.DomainConfig, importlib.import_module("domainbench.worker")
 
 BOOT = "import sys; from domainbench.cli import main; from domainbench import heartbeat, errors; main()"
-# see backend/config.py and backend/engine/export.py, engine/export.py
+# see backend/config.py and backend/engine/export.py, engine/export.py (engine.export.to_csv, not self.engine.gate)
+SETTINGS = ROOT / "backend" / "settings.py", ROOT / 'backend' / 'engine' / 'gate.py'
 '''
 
 NEW_STYLE = '''\
@@ -61,7 +62,8 @@ def f(monkeypatch):
         return domainbench.records.config.DomainConfig, importlib.import_module("domainbench.app.worker")
 
 BOOT = "import sys; from domainbench.app.cli import main; from domainbench.runtime import heartbeat; from domainbench import errors; main()"
-# see backend/records/config.py and backend/query/export.py, query/export.py
+# see backend/records/config.py and backend/query/export.py, query/export.py (query.export.to_csv, not self.engine.gate)
+SETTINGS = ROOT / "backend" / "runtime" / "settings.py", ROOT / 'backend' / 'query' / 'gate.py'
 '''
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.store import Store, home_dir, open_store
 from domainbench.store.queue import CANCELLABLE, REQUEUEABLE, DuplicateRunError, queue_of
 from domainbench.store.records import RunRecord

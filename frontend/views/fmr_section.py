@@ -17,7 +17,7 @@ import pandas as pd
 from domainbench.fmr.images import from_png_b64
 from domainbench.metrics.registry import Metric, metric, metrics_of
 from domainbench.query import fmr_records
-from domainbench.report import FmrOracleReport, FmrReport, RunReport
+from domainbench.records.report import FmrOracleReport, FmrReport, RunReport
 from domainbench.query import Store
 from domainbench.query import FmrUnitRecord
 

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench import query
 from domainbench.query import Store
 from domainbench.service.runs import DuplicateRunError
-from domainbench.literal import printable
+from domainbench.runtime.literal import printable
 from domainbench.frontend import data, exports, figures, ladder, launching, progress, url_state
 from domainbench.frontend.ui import error_text, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
 

@@ -16,8 +16,8 @@ import streamlit as st
 
 from domainbench import query
 from domainbench.query import RunRecord, Store, run_status
-from domainbench.report import RunReport
-from domainbench.literal import printable
+from domainbench.records.report import RunReport
+from domainbench.runtime.literal import printable
 from domainbench.frontend import (cached, data, exports, figures, ladder, progress, run_actions, shift_section, units,
                                   url_state, verdict)
 from domainbench.frontend.views import fmr_section

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from domainbench.config import SHIFT_PREFIX
-from domainbench.engine.compare import paired_comparison, run_pairs
-from domainbench.engine.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
-from domainbench.engine.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
+from domainbench.records.config import SHIFT_PREFIX
+from domainbench.query.compare import paired_comparison, run_pairs
+from domainbench.query.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
+from domainbench.query.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
@@ -25,7 +25,7 @@ from domainbench.metrics.comparison import Comparison
 from domainbench.metrics.compare_intervals import RunDraws, aligned
 from domainbench.metrics.confidence import RunIntervals
 from domainbench.metrics.shift_match import ShiftMatch, matches_section, shift_matches
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, UnitRecord
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
@@ -33,7 +33,7 @@ from domainbench.stats.intervals import DEFAULT_CONFIDENCE
 from domainbench.store.status import run_status
 
 if TYPE_CHECKING:
-    from domainbench.engine.gate import CheckResult
+    from domainbench.query.gate import CheckResult
     from domainbench.metrics.letters import TiedGroups
     from domainbench.engine.jobs import Corrupted
     from domainbench.engine.tasks import Cell
@@ -294,14 +294,14 @@ def task_run(store: Store, run_id: str) -> Any:
 
 def task_verdict_lines(result: Any) -> list[str]:
     """The paired verdicts of a task run that hold after Holm, as `show` prints them."""
-    from domainbench.engine.task_output import verdict_lines
+    from domainbench.query.task_output import verdict_lines
 
     return verdict_lines(result)
 
 
 def task_prediction_columns(task: str) -> tuple[str, ...]:
     """The columns of a task run's answer (VQA) or query (retrieval) rows, as `export --predictions` writes them."""
-    from domainbench.engine.task_output import RETRIEVAL_PREDICTION_COLUMNS, VQA_PREDICTION_COLUMNS
+    from domainbench.query.task_output import RETRIEVAL_PREDICTION_COLUMNS, VQA_PREDICTION_COLUMNS
 
     return tuple(VQA_PREDICTION_COLUMNS if task == "vqa" else RETRIEVAL_PREDICTION_COLUMNS)
 
@@ -415,10 +415,10 @@ def drawn_of(run: RunRecord, unit: UnitRecord) -> dict[str, list[Any]]:
 # not cached: a cached dataset keeps the listing it was opened with, so a folder changed since would pass the
 # fingerprint check and its indices name other files (issue 36, item 4)
 def _run_dataset(config_json: str) -> Any:
-    from domainbench.config import RunConfig
+    from domainbench.records.config import RunConfig
     from domainbench.data import open_dataset
 
-    from domainbench.label_sets import resolve_classes
+    from domainbench.records.label_sets import resolve_classes
 
     cfg = RunConfig.model_validate_json(config_json)
     return open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
@@ -431,8 +431,8 @@ def check(store: Store, run_id: str, requirements: Sequence[str] = (), *, agains
           models: Sequence[str] | None = None, confident: bool = False, confidence: float = DEFAULT_CONFIDENCE,
           baseline: str | None = None) -> CheckResult:
     """``domainbench check``: the run's requirements (``metrics.requirements``) and, ``against`` a baseline run of
-    the same plan and images, whether a model regressed significantly (``engine.regression``)."""
-    from domainbench.engine.gate import run_check
+    the same plan and images, whether a model regressed significantly (``query.regression``)."""
+    from domainbench.query.gate import run_check
 
     return run_check(store, report(store, run_id, baseline), requirements, against=against, models=models,
                      confident=confident, confidence=confidence, read=outcomes_once())
