@@ -27,8 +27,7 @@ from domainbench.metrics.comparison import Comparison
 from domainbench.metrics.confidence import RunIntervals
 from domainbench.metrics.registry import Metric, summary_metrics
 from domainbench.records.report import RunReport
-from domainbench.query import Store
-from domainbench.query import RunRecord
+from domainbench.query import RunRecord, Store
 
 #: packages whose versions the report names (read from the installed metadata: nothing is imported)
 PACKAGES = ("domainbench", "numpy", "scipy", "torch", "open_clip_torch", "transformers", "plotly", "pydantic")

@@ -18,8 +18,7 @@ from domainbench.fmr.images import from_png_b64
 from domainbench.metrics.registry import Metric, metric, metrics_of
 from domainbench.query import fmr_records
 from domainbench.records.report import FmrOracleReport, FmrReport, RunReport
-from domainbench.query import Store
-from domainbench.query import FmrUnitRecord
+from domainbench.query import FmrUnitRecord, Store
 
 PAGE = 12
 _NO_ORACLE = FmrOracleReport(members=[], clean_agreement=None, member_accuracy={})
