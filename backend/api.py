@@ -25,15 +25,15 @@ from domainbench.errors import UserInputError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from domainbench.config import DomainConfig, RunConfig
-    from domainbench.engine.gate import CheckResult
+    from domainbench.records.config import DomainConfig, RunConfig
+    from domainbench.query.gate import CheckResult
     from domainbench.engine.executor_options import ExecutorOptions
     from domainbench.engine.tasks import RunEvents, RunStats
     from domainbench.tuning.train import FinetuneResult
     from domainbench.metrics.comparison import Comparison
     from domainbench.metrics.confidence import RunIntervals
     from domainbench.metrics.registry import Metric
-    from domainbench.report import RunReport
+    from domainbench.records.report import RunReport
     from domainbench.store import Store
     from domainbench.store.records import RunRecord
 
@@ -47,7 +47,7 @@ def _store(store: Store | str | Path | None) -> Store:
     from domainbench.store import open_store
 
     if store is None:
-        from domainbench.settings import Settings
+        from domainbench.runtime.settings import Settings
 
         settings = Settings.from_env()
         return open_store(settings.store_uri, settings.home)
@@ -66,7 +66,7 @@ def _store(store: Store | str | Path | None) -> Store:
 class Run:
     """A stored run: its id and store, and what it reports.
 
-    ``report`` is the run's :class:`~domainbench.report.RunReport` against ``baseline`` (the run's own
+    ``report`` is the run's :class:`~domainbench.records.report.RunReport` against ``baseline`` (the run's own
     baseline by default), as ``domainbench show`` reads it; ``stats`` says what the call that returned
     this handle computed (``None`` for a run only loaded).
     """
@@ -275,12 +275,12 @@ def plan(text: str, *, provider: str = "auto", samples: int = 10, dataset: str |
     ``output`` also writes the plan as TOML (what ``plan -o`` writes). Nothing is written to the store:
     a run stores its domain.
     """
-    from domainbench.config import save
+    from domainbench.records.config import save
     from domainbench.planner import plan as make_plan
-    from domainbench.settings import Settings
+    from domainbench.runtime.settings import Settings
 
     if output is not None:
-        from domainbench.safe_output import output_file
+        from domainbench.runtime.safe_output import output_file
 
         output_file(Path(output))
     probe = None
@@ -305,7 +305,7 @@ def load_plan(path: str | Path, *, shifts: Mapping[str, str | Path] | Sequence[s
     ``shifts``: ``{"night": "photos/night"}`` or ``["night=photos/night"]`` (``--shift``); a relative path
     in the plan file is relative to it. Notes about the file (an alias evaluated once) go to ``notes``.
     """
-    from domainbench.config import load_domain
+    from domainbench.records.config import load_domain
 
     path = Path(path)
     return _with_shifts(load_domain(path, notes=notes), shifts, path.parent)
@@ -330,7 +330,7 @@ def build_run_config(run_config: RunConfig | str | Path | Mapping[str, Any] | No
     setting given as a keyword on top (as the CLI's flags are: ``models=[...]``, ``limit=200``, ``seed=0``,
     ``device="cuda"``, ``batch_size``, ``templates``, ``model_args={"hf-vlm:…": {"mode": "generate"}}``, ...;
     ``None`` means "not given"). A deprecated field of the TOML adds a warning to ``notes``."""
-    from domainbench.config import RunConfig
+    from domainbench.records.config import RunConfig
 
     given = {k: v for k, v in settings.items() if v is not None}
     if isinstance(run_config, RunConfig):
@@ -351,7 +351,7 @@ def executor_options(executor: str | ExecutorOptions | None = None, **options: A
     if isinstance(executor, ExecutorOptions):
         return executor
     if executor is None:
-        from domainbench.settings import Settings
+        from domainbench.runtime.settings import Settings
 
         settings = Settings.from_env()
         executor = settings.executor
@@ -392,12 +392,12 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     (``list_models()``; default: the two embedded models); ``dataset``: ``sample`` (default), a folder of
     class folders, a CSV manifest or an image folder (with ``classes=[...]``). Any other run setting is a
     keyword (``classes``, ``batch_size``, ``workers``, ``templates``, ``stability``, ``threat``, ``adaptive``,
-    ``corrupt_on``, ``skip_unreadable``, ...; the fields of ``domainbench.config.RunConfig``) or comes from
+    ``corrupt_on``, ``skip_unreadable``, ...; the fields of ``domainbench.records.config.RunConfig``) or comes from
     ``run_config``; ``model_args={"hf-vlm:…": {"mode": "generate"}}`` gives models their options (each
     checked against its backend's schema, ``domainbench models --backends``). ``store``: the store to write (default: the CLI's, ``$DOMAINBENCH_HOME``); ``events``:
     progress callbacks (``domainbench.engine.tasks.RunEvents``; default silent).
     """
-    from domainbench.config import DomainConfig
+    from domainbench.records.config import DomainConfig
 
     # a plan's relative shift paths are relative to its file; those given with a DomainConfig to the working directory
     domain = _with_shifts(domain, shifts, Path.cwd()) if isinstance(domain, DomainConfig) else load_plan(domain, shifts=shifts)

@@ -1,7 +1,7 @@
 """Errors a user can fix. The CLI prints them on one line and exits with status 2.
 
 Any other exception that reaches the CLI is an internal error: exit status 1, the traceback
-in a file, and a request to report it (``backend/crash_report.py``).
+in a file, and a request to report it (``backend/runtime/crash_report.py``).
 """
 
 from __future__ import annotations

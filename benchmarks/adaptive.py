@@ -22,7 +22,7 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import domainbench
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.stats.confseq import coverage_simulation
 from domainbench.store.sqlite_store import SQLiteStore
 

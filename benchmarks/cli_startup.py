@@ -50,7 +50,7 @@ def _exit_line():
 atexit.register(_exit_line)
 """ % (set(MODEL_STACK),)
 #: the console script's own code path
-ENTRY = EXIT_LINE + "sys.argv = ['domainbench', *sys.argv[1:]]\nfrom domainbench.cli import main\nmain()\n"
+ENTRY = EXIT_LINE + "sys.argv = ['domainbench', *sys.argv[1:]]\nfrom domainbench.app.cli import main\nmain()\n"
 
 
 def _children_cpu() -> float:

@@ -153,7 +153,7 @@ def domain_toml(path: Path, cells: list[tuple[str, list[int]]]) -> None:
     path.write_text(text)
 
 
-CLI = "from domainbench.cli import main; import sys; sys.argv[0] = 'domainbench'; main()"
+CLI = "from domainbench.app.cli import main; import sys; sys.argv[0] = 'domainbench'; main()"
 
 
 def ckpt_path(work: Path, safetensors: bool = False) -> Path:
@@ -284,7 +284,7 @@ def bytes_per_unit() -> dict[str, float]:
     import mongomock
 
     from domainbench import corruptions
-    from domainbench.drawn_params import pack_params
+    from domainbench.records.drawn_params import pack_params
     from domainbench.engine.jobs import CLEAN, Corrupted
     from domainbench.engine.shards import write_unit
     from domainbench.engine.tasks import Cell
@@ -335,7 +335,7 @@ def text_embeddings(n_classes: int, device: str, work: Path) -> dict[str, float]
 
     from domainbench.engine.text_cache import cached_classifier
     from domainbench.models import create_model
-    from domainbench.label_sets import imagenet1k, resolve_templates
+    from domainbench.records.label_sets import imagenet1k, resolve_templates
     from domainbench.store import open_store
 
     ckpt = ckpt_path(work)

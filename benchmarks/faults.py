@@ -42,7 +42,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "tests" / "engine"
-BOOT = "import fake_models, sys; sys.argv[0] = 'domainbench'; from domainbench.cli import main; main()"
+BOOT = "import fake_models, sys; sys.argv[0] = 'domainbench'; from domainbench.app.cli import main; main()"
 # a full disk after some unit writes, as SQLite meets it: once FAULTS_FULL_AFTER units are stored,
 # the store file is capped at its size (``PRAGMA max_page_count``, per connection), and SQLite answers
 # the next write that needs a page with SQLITE_FULL, exactly as on a full file system
@@ -64,7 +64,7 @@ def counting(self, collection, docs, fence=None):
             cap["pages"] = real_conn(self).execute("PRAGMA page_count").fetchone()[0]
 SQLiteStore._conn, SQLiteStore._upsert_many = capped_conn, counting
 sys.argv[0] = "domainbench"
-from domainbench.cli import main
+from domainbench.app.cli import main
 main()
 """
 DOMAIN_TOML = """domain = "faults benchmark"
@@ -115,7 +115,7 @@ class Bench:
 
     def report_rows(self, run_id: str) -> list[dict[str, str]]:
         """The run's CSV export (what `domainbench export` writes), computed in this process."""
-        from domainbench.engine.export import to_csv
+        from domainbench.query.export import to_csv
         from domainbench.engine.reports import load_report
 
         rows = list(csv.DictReader(io.StringIO(to_csv(load_report(self.store(), run_id)))))
@@ -186,7 +186,7 @@ def full_disk(b: Bench, total: int) -> tuple[int, int, str]:
 
 def takeover(b: Bench, total: int) -> tuple[int, int, str]:
     """Worker w1 is paused past its lease; w2 takes the run over and finishes; w1 wakes up and must write nothing."""
-    from domainbench.config import RunConfig, load_domain
+    from domainbench.records.config import RunConfig, load_domain
     from domainbench.store.queue import queue_of
     from domainbench.store.records import RunRecord
     from domainbench.store.repositories import domain_id

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from domainbench.config import CorruptionChoice, DomainConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig
 from domainbench.data import open_dataset
 from domainbench.models import create_model
 from domainbench.tuning import train

@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from domainbench.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
 from domainbench.data import open_dataset
 from domainbench.fmr.differentiable import gradient_search
 from domainbench.fmr.generator import SearchConfig, greedy_search

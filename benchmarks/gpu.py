@@ -24,7 +24,7 @@ import os
 os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # the engine's host memory settings (huge pages for torch, heap reuse for temporaries), before torch loads
-from domainbench import host_memory  # noqa: E402
+from domainbench.runtime import host_memory  # noqa: E402
 
 host_memory.configure()
 

@@ -47,7 +47,7 @@ from domainbench.metrics.compare_intervals import aligned, run_draws
 from domainbench.metrics.confidence import cells_balanced_accuracy, run_intervals
 from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.metrics.threat import safe_accuracy
-from domainbench.report import RunReport, ThreatCell, Versions
+from domainbench.records.report import RunReport, ThreatCell, Versions
 from domainbench.stats import bootstrap_weights, mean_draws, percentile_interval, proportion_interval
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES, balanced_accuracies_weighted
 from domainbench.stats.smoothed import multipliers

@@ -19,7 +19,7 @@ os.environ.setdefault("NO_ALBUMENTATIONS_UPDATE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import domainbench  # noqa: E402
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig  # noqa: E402
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig  # noqa: E402
 from domainbench.store import open_store  # noqa: E402
 
 DOMAIN = DomainConfig(domain="ray benchmark", corruptions=[

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from domainbench.confusion import SparseConfusion
+from domainbench.records.confusion import SparseConfusion
 from domainbench.engine.reports import build_report
 from domainbench.store.base import Store
 from domainbench.store.records import RunRecord, UnitRecord

@@ -107,7 +107,7 @@ def main() -> None:
         return report(*a, **k)
 
     LocalExecutor.load_models, CellsLocal.execute, corruption_kind.build_report = load_models, run_shards, build_report
-    from domainbench.cli import main as cli
+    from domainbench.app.cli import main as cli
 
     sys.argv = ["domainbench", *args]
     try:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.store.sqlite_store import SQLiteStore
 
 CONFUSION = [[5 if i == j else 0 for j in range(10)] for i in range(10)]

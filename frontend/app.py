@@ -15,7 +15,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import streamlit as st  # noqa: E402
 
-from domainbench import host_memory  # noqa: E402
+from domainbench.runtime import host_memory  # noqa: E402
 
 host_memory.configure()
 

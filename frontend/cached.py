@@ -18,8 +18,8 @@ import pandas as pd
 import streamlit as st
 
 from domainbench import query
-from domainbench.report import RunReport
-from domainbench.store import Store
+from domainbench.records.report import RunReport
+from domainbench.query import Store
 from domainbench.frontend import data
 
 log = logging.getLogger("domainbench.ui")
@@ -116,8 +116,8 @@ def warm_corruption_registry() -> threading.Thread:
         from domainbench import corruptions
         corruptions.names()
         # the run page's verdict and intervals (the statistics take seconds to import, once per server)
-        import domainbench.engine.compare  # noqa: F401
-        import domainbench.engine.confidence  # noqa: F401
+        import domainbench.query.compare  # noqa: F401
+        import domainbench.query.confidence  # noqa: F401
 
     thread = threading.Thread(target=load, name="warm-corruptions", daemon=True)
     thread.start()

@@ -15,11 +15,11 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.metrics.aggregate import CellSummary
 from domainbench.metrics.damage_report import INFINITE
-from domainbench.report import RunReport
-from domainbench.unit_sums import N_BINS
+from domainbench.records.report import RunReport
+from domainbench.records.unit_sums import N_BINS
 
 #: x axes of the accuracy chart: the damage scale or the severity number
 X_AXES = {"ssim": "damage: SSIM against the clean images (1 = untouched)", "severity": "severity number"}

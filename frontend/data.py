@@ -21,20 +21,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from domainbench.config import COMPOSITION_PREFIX, SHIFT_PREFIX, DomainConfig
+from domainbench.records.config import COMPOSITION_PREFIX, SHIFT_PREFIX, DomainConfig
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric, metric, metrics_of, summary_metrics, summary_rows
-from domainbench.model_backends import kind_of
+from domainbench.records.model_backends import kind_of
 from domainbench.query import (FINISHED, cell_fields, cell_rows, cell_units, clean_units, comparison, done_cells,
                                expected_cells, export_csv, export_json, get_run, recreate_images, report_of,
                                run_fingerprint, stability_records, stored_domain, stored_domains, stored_units)
 from domainbench.query import intervals as intervals_of
 from domainbench.metrics.compare_intervals import RunDraws
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.stats import mean_draws, percentile_interval
-from domainbench.store import Store, home_dir
-from domainbench.store.records import RunRecord, StabilityRecord
-from domainbench.store.status import run_status
+from domainbench import query
+from domainbench.query import RunRecord, StabilityRecord, Store, run_status
 
 #: stability metric -> its label (the metric registry's image metrics)
 STABILITY_METRICS = {m.name: m.display for m in metrics_of("image")}
@@ -84,7 +83,7 @@ def runs_frame(store: Store, runs: list[RunRecord] | None = None) -> pd.DataFram
     """
     from domainbench.frontend.progress import unit_progress
 
-    runs = store.list_runs() if runs is None else runs
+    runs = query.list_runs(store) if runs is None else runs
     rows = []
     for r in runs:
         status = run_status(r)
@@ -264,7 +263,7 @@ def _pct(v: float | None) -> float | None:
 def cells_frame(report: RunReport) -> pd.DataFrame:
     """Long form, one row per model × (corruption, severity) including the clean pass.
 
-    Columns: ``domainbench.engine.export.cell_fields()`` (described in ``cell_columns()``).
+    Columns: ``domainbench.query.export.cell_fields()`` (described in ``cell_columns()``).
     """
     return pd.DataFrame(cell_rows(report), columns=cell_fields())
 
@@ -1019,14 +1018,14 @@ def draws_problems(draws: Draws) -> dict[str, str]:
 def _baseline_for(store: Store, run_id: str, wanted: str | None) -> str | None:
     """``wanted`` where the run evaluated it, else the run's own baseline (named, so the Runs
     page's cached report of that baseline is reused); None for a run that is not stored."""
-    run = store.get_run(run_id)
+    run = query.find_run(store, run_id)
     if run is None:
         return None
     return wanted if wanted in run.config.models else run.config.baseline_model
 
 
 def _models_of(store: Store, run_id: str) -> list[str]:
-    run = store.get_run(run_id)
+    run = query.find_run(store, run_id)
     return list(run.config.models) if run else []
 
 
@@ -1087,13 +1086,17 @@ def plan_domain(text: str, provider: str | list[str] = "offline", samples: int =
 
 def save_domain(store: Store, cfg: DomainConfig) -> tuple[str, Path]:
     """Store the plan (for the selection heatmap) and write its TOML under $DOMAINBENCH_HOME/domains; its id and file."""
-    from domainbench.config import save
-    did = store.domains.save(cfg, created_at=cfg.planner.created_at or _now())
+    from domainbench.records.config import save
+    from domainbench.service.runs import save_domain as store_domain
+
+    did = store_domain(store, cfg, created_at=cfg.planner.created_at or _now())
     return did, save(cfg, _plan_file(did))
 
 
 def _plan_file(domain_id: str) -> Path:
-    return home_dir().resolve() / "domains" / f"{domain_id}.toml"
+    from domainbench.service.runs import plans_dir
+
+    return plans_dir() / f"{domain_id}.toml"
 
 
 #: a stored plan's id (``DomainRepository.save``: 16 hexadecimal characters of its content hash)

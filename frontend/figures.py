@@ -1,4 +1,4 @@
-"""Pure Plotly figure builders: a run's report (``domainbench.report.RunReport``) or frames in, ``go.Figure`` out.
+"""Pure Plotly figure builders: a run's report (``domainbench.records.report.RunReport``) or frames in, ``go.Figure`` out.
 
 No Streamlit and no store access here, so each builder is tested on small hand-made reports.
 A model keeps the same colour in every figure of a page (:func:`model_colors`).
@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from domainbench.metrics.aggregate import CellSummary, ModelSummary
 from domainbench.metrics.registry import metric, metrics_of
-from domainbench.report import RunReport, StabilityMean, ThreatCell
+from domainbench.records.report import RunReport, StabilityMean, ThreatCell
 from domainbench.stats import interval_text
 
 SAFE_COLOR = "#2ca02c"

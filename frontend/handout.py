@@ -26,9 +26,8 @@ from domainbench.errors import UserInputError
 from domainbench.metrics.comparison import Comparison
 from domainbench.metrics.confidence import RunIntervals
 from domainbench.metrics.registry import Metric, summary_metrics
-from domainbench.report import RunReport
-from domainbench.store import Store
-from domainbench.store.records import RunRecord
+from domainbench.records.report import RunReport
+from domainbench.query import RunRecord, Store
 
 #: packages whose versions the report names (read from the installed metadata: nothing is imported)
 PACKAGES = ("domainbench", "numpy", "scipy", "torch", "open_clip_torch", "transformers", "plotly", "pydantic")
@@ -139,7 +138,7 @@ def _thumbnails(run: RunRecord, flips: list[Flip]) -> str:
 
 def caveats(run: RunRecord, report: RunReport, intervals: RunIntervals | None) -> list[str]:
     """What the run did not measure or measures only approximately, in plain sentences."""
-    from domainbench.model_backends import capabilities_of
+    from domainbench.records.model_backends import capabilities_of
 
     out = []
     if not report.models or not report.models[0].labeled:

@@ -1,6 +1,6 @@
 """Data for the New domain page's plan editor, launch form and queue panel (no Streamlit here).
 
-A run launched from the page goes into the store's queue (``domainbench.launch``); a worker
+A run launched from the page goes into the store's queue (``domainbench.service.launch``); a worker
 (``domainbench worker``, started beside ``domainbench ui``) takes it from there.
 """
 
@@ -14,12 +14,11 @@ from typing import Any
 
 import pandas as pd
 
-from domainbench.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
-from domainbench.store.status import run_status
+from domainbench.records.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
+from domainbench import query
+from domainbench.query import RunRecord, Store, run_status
 from domainbench.errors import UserInputError
-from domainbench.store import Store
-from domainbench.store.queue import REQUEUEABLE, queue_of
-from domainbench.store.records import RunRecord
+from domainbench.service.runs import REQUEUEABLE, requeue
 
 
 @dataclass(frozen=True)
@@ -166,7 +165,7 @@ def fmr_settings(oracle: str, budget: int) -> FmrSettings:
 def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig, fmr: FmrSettings | None = None) -> RunRecord:
     """Check every input and queue the run, an FMR search with ``fmr`` settings (``DuplicateRunError``
     when the same run is queued or running)."""
-    from domainbench.launch import enqueue_run
+    from domainbench.service.launch import enqueue_run
 
     return enqueue_run(store, domain, cfg, fmr=fmr)
 
@@ -174,7 +173,7 @@ def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig, fmr: FmrSettings
 def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:
     """The runs a user launched or may resume, newest first: queued, running, interrupted, failed, recent done."""
     rows = []
-    for r in store.list_runs():
+    for r in query.list_runs(store):
         status = run_status(r)
         if status == "done" and r.queued_at is None:
             continue  # finished runs started from a terminal belong on the Runs page only
@@ -188,4 +187,4 @@ def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:
 
 def resume(store: Store, run_id: str) -> RunRecord:
     """Put an interrupted or failed run back into the queue; finished units are kept."""
-    return queue_of(store).requeue(run_id)
+    return requeue(store, run_id)

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from domainbench.report import RunReport
-from domainbench.store import Store
-from domainbench.store.records import RunRecord
+from domainbench.records.report import RunReport
+from domainbench import query
+from domainbench.query import RunRecord, Store
 
 #: the environment variable through which `domainbench ui` tells the pages its built-in worker's process
 UI_WORKER_ENV = "DOMAINBENCH_UI_WORKER_PID"
@@ -50,7 +50,7 @@ def progress_of(run: RunRecord, report: RunReport | None, units: int, cells_tota
     """From the stored report's cells (their actual n): what the run meant to evaluate. A cell plans the dataset's
     images, except a real-shift cell (the user's own folder: its own images) and, once an adaptive run is finished, a
     cell it stopped early (its images are what it meant to evaluate); a cell not stored yet plans the dataset's."""
-    from domainbench.config import SHIFT_PREFIX
+    from domainbench.records.config import SHIFT_PREFIX
 
     size = run.dataset.size if run.dataset else 0
     stopped = bool(run.config.adaptive) and run.status == "done"
@@ -114,7 +114,7 @@ def _seconds_since(iso: str | None) -> float | None:
 
 def builtin_worker_alive() -> bool | None:
     """Whether the worker `domainbench ui` started is alive; None when this UI was started otherwise."""
-    from domainbench.settings import Settings
+    from domainbench.runtime.settings import Settings
 
     pid = Settings.from_env().ui_worker_pid
     if not pid or not pid.isdigit():
@@ -130,14 +130,14 @@ def builtin_worker_alive() -> bool | None:
 
 def worker_alive(store: Store, now: float | None = None) -> bool:
     """Whether any worker would pick a queued run up now (as :func:`workers_status` counts them)."""
-    from domainbench import heartbeat
-    from domainbench.settings import Settings
+    from domainbench.runtime import heartbeat
+    from domainbench.runtime.settings import Settings
 
     now = time.time() if now is None else now
     if builtin_worker_alive():
         return True
     if any(r.worker and r.lease_until is not None and r.lease_until > now and r.status == "running"
-           for r in store.list_runs()):
+           for r in query.list_runs(store)):
         return True
     return bool(heartbeat.alive(Settings.from_env().home, store.description, now))
 
@@ -146,13 +146,13 @@ def workers_status(store: Store, now: float | None = None) -> tuple[str, str]:
     """(level, message): which workers are alive for this store, even when nothing is queued.
 
     Alive: a worker holding a run under a lease that has not run out, a worker whose heartbeat is
-    recent (``domainbench.heartbeat``: idle workers on this machine), or the UI's built-in worker.
+    recent (``domainbench.runtime.heartbeat``: idle workers on this machine), or the UI's built-in worker.
     """
-    from domainbench import heartbeat
-    from domainbench.settings import Settings
+    from domainbench.runtime import heartbeat
+    from domainbench.runtime.settings import Settings
 
     now = time.time() if now is None else now
-    runs = store.list_runs()
+    runs = query.list_runs(store)
     holding = {r.worker: r.run_id for r in runs
                if r.worker and r.lease_until is not None and r.lease_until > now and r.status == "running"}
     waiting = sum(1 for r in runs if r.status == "queued")

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from domainbench.store import Store
-from domainbench.store.queue import CANCELLABLE, REQUEUEABLE, queue_of
-from domainbench.store.removal import delete_runs
+from domainbench.query import Store
+from domainbench.service.runs import CANCELLABLE, REQUEUEABLE, cancel, delete_runs, requeue
 from domainbench.frontend.ui import error_text
 
 #: session-state key of the run whose delete awaits confirmation
@@ -24,11 +23,11 @@ def actions(store: Store, run_id: str, status: str, on_deleted: object = None) -
     if status in CANCELLABLE:
         if c1.button("Cancel run", icon=":material/stop_circle:", key=f"cancel-{run_id}",
                      help="Stops at the next finished unit; finished units are kept and the run can be resumed."):
-            _do(lambda: queue_of(store).cancel(run_id), f"Run {run_id} is cancelled: it stops after its current unit.")
+            _do(lambda: cancel(store, run_id), f"Run {run_id} is cancelled: it stops after its current unit.")
     elif status in REQUEUEABLE:
         if c1.button("Resume", icon=":material/play_circle:", key=f"resume-{run_id}",
                      help="Puts the run back into the queue; a worker computes only the missing units."):
-            _do(lambda: queue_of(store).requeue(run_id), f"Run {run_id} is queued again; a worker resumes it.")
+            _do(lambda: requeue(store, run_id), f"Run {run_id} is queued again; a worker resumes it.")
     if c2.button("Delete…", icon=":material/delete:", key=f"delete-{run_id}"):
         st.session_state[CONFIRM_KEY] = run_id
     if st.session_state.get(CONFIRM_KEY) == run_id:

@@ -9,10 +9,10 @@ import pandas as pd
 import streamlit as st
 
 from domainbench import query
-from domainbench.config import SHIFT_PREFIX
+from domainbench.records.config import SHIFT_PREFIX
 from domainbench.frontend import exports
 from domainbench.frontend.ui import md_escape
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 
 #: how a real-shift cell is marked wherever cells are listed: it is measured on real images, not synthesised
 REAL_BADGE = "real"

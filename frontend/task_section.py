@@ -10,7 +10,7 @@ import streamlit as st
 
 from domainbench import query
 from domainbench.frontend import data
-from domainbench.store import Store
+from domainbench.query import Store
 
 
 def show(store: Store, run_id: str) -> None:

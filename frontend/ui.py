@@ -13,8 +13,9 @@ import streamlit as st
 
 from domainbench.errors import UserInputError
 from domainbench.metrics.registry import Metric
-from domainbench.settings import Settings
-from domainbench.store import Store, open_store
+from domainbench.runtime.settings import Settings
+from domainbench.query import Store
+from domainbench.service.runs import open_store
 
 log = logging.getLogger("domainbench.ui")
 DEMO_HINT = (

@@ -15,9 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from domainbench.metrics.registry import Metric, metrics_of
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.stats import interval_text
-from domainbench.store import Store
+from domainbench.query import Store
 
 log = logging.getLogger("domainbench.ui")
 
@@ -40,7 +40,7 @@ def verdicts_and_groups(_store: Store, store_key: str, run_id: str,
     from domainbench import query
     from domainbench.frontend.cached import read_outcomes
 
-    run = _store.get_run(run_id)
+    run = query.find_run(_store, run_id)
     if run is None or len(run.config.models) < 2:
         return [], "one model: there is nothing to compare it with", {}
     try:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from domainbench.cli import main
+from domainbench.app.cli import main
 
 
 def run_cli(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,

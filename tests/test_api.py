@@ -170,7 +170,7 @@ def test_list_models_and_corruptions(capsys: pytest.CaptureFixture[str], monkeyp
 
 
 def test_plan_is_the_cli_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from domainbench.config import load_domain
+    from domainbench.records.config import load_domain
 
     text = "dash-cam footage at night, rain on the windscreen"
     plan = domainbench.plan(text, provider="offline", output=tmp_path / "api.toml")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance, RunConfig, dumps, load_domain, load_run, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, PlannerProvenance, RunConfig, dumps, load_domain, load_run, save
 from domainbench.errors import UserInputError
 
 names = st.sampled_from(["gaussian_noise", "fog", "motion_blur", "contrast", "rotation"])

@@ -132,8 +132,8 @@ def _decoded(value: dict[str, Any]) -> list[Any] | None:
     How a record encodes its numbers is the store's business; the golden file pins the numbers, so a
     change of encoding (dense -> sparse confusion, lists -> packed arrays) is not a change of results.
     """
-    from domainbench.confusion import SparseConfusion
-    from domainbench.packed import PackedArray
+    from domainbench.records.confusion import SparseConfusion
+    from domainbench.records.packed import PackedArray
 
     if set(value) == {"classes", "index", "count"}:
         return SparseConfusion(value["classes"], _strip(value["index"]), _strip(value["count"])).dense().tolist()

@@ -158,7 +158,7 @@ def test_no_import_cycles() -> None:
 
 def package_of(module: str) -> str:
     """The unit a package-level cycle is counted between: ``domainbench``'s direct child (a package such
-    as ``domainbench.engine``, with everything below it, or a top-level module such as ``domainbench.config``)."""
+    as ``domainbench.engine``, with everything below it, or a top-level module such as ``domainbench.records.config``)."""
     return ".".join(module.split(".")[:2])
 
 
@@ -232,28 +232,27 @@ def test_the_cycle_finder_finds_cycles(graph: dict[str, set[str]], expected: lis
 #: top-level module or package must be placed here (the test says so).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # plain helpers and leaf libraries: no domainbench import outside this floor
-    ("ground", ("domainbench", "domainbench.errors", "domainbench.literal", "domainbench.packed", "domainbench.drawn_params",
-                "domainbench.settings",
-                "domainbench.resource_bounds", "domainbench.safe_output", "domainbench.disk_full",
-                "domainbench.host_memory", "domainbench.parent_watch", "domainbench.crash_report", "domainbench.stats",
-                "domainbench.heartbeat",
-                "domainbench.corruptions", "domainbench.data")),
-    # plain typed data every floor above shares: configs, confusion counts, unit and summary results, the report
-    # (label_sets: named class lists and prompt templates, plain data the run config checks names against)
-    ("records", ("domainbench.config", "domainbench.confusion", "domainbench.results", "domainbench.report",
-                 "domainbench.model_backends",
-                 "domainbench.unit_sums", "domainbench.label_sets")),
+    # (runtime: the settings reader, user text and output files, resource bounds, watchdogs, crash reports, heartbeat)
+    ("ground", ("domainbench", "domainbench.errors", "domainbench.runtime", "domainbench.stats", "domainbench.corruptions",
+                "domainbench.data")),
+    # plain typed data every floor above shares: configs, confusion counts, unit and summary results, the report, label
+    # sets, the model backends as data, packed per-image arrays (records/: importing it loads no torch)
+    ("records", ("domainbench.records",)),
     # the store: documents, repositories, the queue; nothing from metrics, models, engine or FMR
     ("store", ("domainbench.store",)),
     # what computes from images and records
     ("compute", ("domainbench.models", "domainbench.metrics", "domainbench.planner")),
     # what runs: the engine, its executors, FMR's search
     ("engine", ("domainbench.engine", "domainbench.fmr", "domainbench.tuning")),
-    # reading results: the one API show, export, compare and the UI read runs and reports through
+    # reading results: the one API show, export, compare and the UI read runs and reports through (query/__init__), and
+    # the read side below it (exports, comparisons, intervals, per-image predictions, the gate)
     ("query", ("domainbench.query",)),
-    # what people and machines start: the CLI, the UI, the queue's worker and launcher
-    # (api: the Python API, `import domainbench`'s functions, on the code the CLI runs)
-    ("entry", ("domainbench.cli", "domainbench.api", "domainbench.frontend", "domainbench.worker", "domainbench.launch")),
+    # what changes runs on a user's behalf, checked: launching into the queue, cancel, requeue, delete, save a plan
+    # (the UI's writes; the frontend reaches the store through here and through query only)
+    ("service", ("domainbench.service",)),
+    # what people and machines start: the CLI and the queue's worker (app/), the UI, the Python API (`import
+    # domainbench`'s functions, on the code the CLI runs)
+    ("entry", ("domainbench.app", "domainbench.api", "domainbench.frontend")),
 ]
 
 #: the one import allowed up the floors: the root package lends the Python API's names, importing
@@ -302,16 +301,34 @@ def test_an_import_runs_the_packages_above_it() -> None:
     assert "domainbench.metrics" in graph["domainbench.engine.reports"]  # it imports domainbench.metrics.run_report
     assert "domainbench.engine" not in graph["domainbench.engine.reports"]
     assert _packages_above("domainbench.models.label_sets") == ["domainbench", "domainbench.models"]
-    assert upward_imports({"domainbench.config": {"domainbench.models"}}) == [
-        "domainbench.config (records) -> domainbench.models (compute)"]
+    assert upward_imports({"domainbench.records.config": {"domainbench.models"}}) == [
+        "domainbench.records.config (records) -> domainbench.models (compute)"]
 
 
 def test_the_floor_checker_sees_an_upward_import() -> None:
     graph = {"domainbench.store.records": {"domainbench.metrics.aggregate"}, "domainbench.metrics.aggregate": set(),
-             "domainbench.cli": {"domainbench.store"}, "domainbench.store": set()}
+             "domainbench.app.cli": {"domainbench.store"}, "domainbench.store": set()}
     assert upward_imports(graph) == ["domainbench.store.records (store) -> domainbench.metrics.aggregate (compute)"]
-    assert layer_of("domainbench.metrics.defs.fmr") == 3 and layer_of("domainbench.report") == 1
+    assert layer_of("domainbench.metrics.defs.fmr") == 3 and layer_of("domainbench.records.report") == 1
     assert layer_of("domainbench.reporting") is None  # a prefix is a whole name, not the start of one
+
+
+def store_imports_of(graph: dict[str, set[str]], package: str = "domainbench.frontend") -> dict[str, list[str]]:
+    """The modules of ``package`` that import the store (or run its ``__init__``), with what they import of it."""
+    found = {m: sorted(t for t in ts if _within(t, "domainbench.store")) for m, ts in graph.items() if _within(m, package)}
+    return {m: ts for m, ts in found.items() if ts}
+
+
+def test_the_frontend_imports_nothing_of_the_store() -> None:
+    # the UI reads through domainbench.query and writes through domainbench.service: a change of how runs are
+    # stored, queued or removed is made below those, never in a page
+    assert store_imports_of(import_graph(parents=True)) == {}
+
+
+def test_the_store_import_finder_sees_one() -> None:
+    graph = {"domainbench.frontend.views.runs": {"domainbench.store.records"}, "domainbench.frontend.data": {"domainbench.query"},
+             "domainbench.store.records": set(), "domainbench.query": {"domainbench.store"}}
+    assert store_imports_of(graph) == {"domainbench.frontend.views.runs": ["domainbench.store.records"]}
 
 
 def test_the_records_import_no_model_stack() -> None:
@@ -320,7 +337,7 @@ def test_the_records_import_no_model_stack() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, domainbench.config, domainbench.store.records, domainbench.models, domainbench.label_sets\n"
+    code = ("import sys, domainbench.records.config, domainbench.store.records, domainbench.models, domainbench.records.label_sets\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'open_clip', 'transformers', 'cv2'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -365,6 +382,6 @@ def test_the_architecture_floor_table_is_layers() -> None:
 
 
 def test_the_floor_table_reader_sees_a_difference() -> None:
-    text = "x\n| floor | modules | what |\n|---|---|---|\n| entry | `cli`, `api` | a |\n| ground | `domainbench`, `errors` | b |\n\nafter"
-    assert floor_table(text) == [("entry", {"domainbench.cli", "domainbench.api"}),
+    text = "x\n| floor | modules | what |\n|---|---|---|\n| entry | `app`, `api` | a |\n| ground | `domainbench`, `errors` | b |\n\nafter"
+    assert floor_table(text) == [("entry", {"domainbench.app", "domainbench.api"}),
                                  ("ground", {"domainbench", "domainbench.errors"})]

@@ -148,7 +148,7 @@ def test_wheel_holds_the_packages_and_their_data(wheel: Path, source: Path) -> N
     assert not [n for n in names if re.search(r"train_embedded|stability_reference|oracles", n)]
 
     entry_points = zipfile.ZipFile(wheel).read(f"{dist_info}/entry_points.txt").decode()
-    assert "domainbench = domainbench.cli:main" in entry_points
+    assert "domainbench = domainbench.app.cli:main" in entry_points
 
 
 def test_installed_packages_come_from_the_wheel(installed: Installed) -> None:

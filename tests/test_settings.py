@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from domainbench.settings import Settings, redact_uri
+from domainbench.runtime.settings import Settings, redact_uri
 
 
 def test_from_env_reads_the_store_location() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from domainbench.errors import UserInputError
-from domainbench.settings import Settings
+from domainbench.runtime.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,14 +27,14 @@ def _domainbench_names(trees: dict[Path, ast.Module]) -> set[str]:
 
 
 def test_no_module_but_settings_reads_a_domainbench_variable() -> None:
-    """``os.environ`` is read for DOMAINBENCH_* names only by ``domainbench.settings``; elsewhere it is written
+    """``os.environ`` is read for DOMAINBENCH_* names only by ``domainbench.runtime.settings``; elsewhere it is written
     (setdefault of third-party switches), handed on to a child process, or read for a name the user chose
     (a VLM endpoint's key variable).
 
     corruptions/ is a leaf library below the settings (it imports nothing of domainbench) and is not checked.
     """
     trees = {path: ast.parse(path.read_text()) for folder in ("backend", "frontend", "prompts")
-             for path in (ROOT / folder).rglob("*.py") if path != ROOT / "backend" / "settings.py"}
+             for path in (ROOT / folder).rglob("*.py") if path != ROOT / "backend" / "runtime" / "settings.py"}
     constants = _domainbench_names(trees)
 
     def names_a_domainbench_variable(arg: ast.AST) -> bool:
@@ -117,7 +117,7 @@ def test_the_cli_takes_the_executor_from_the_settings_file(tmp_path: Path, monke
     anything is opened, naming the flag (the same check as for --address)."""
     from typer.testing import CliRunner
 
-    from domainbench.cli import app
+    from domainbench.app.cli import app
 
     for k, v in _file(tmp_path, 'executor = "ray"\nray_address = "nowhere"\n').items():
         monkeypatch.setenv(k, v)

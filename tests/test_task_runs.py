@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 import domainbench
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data.task_samples import write_sample_manifests
 from domainbench.engine.task_eval import evaluate_task
 from domainbench.errors import UserInputError
 from domainbench.metrics.task_report import RETRIEVAL_COLUMNS, VQA_COLUMNS
 from domainbench.store import open_store
-from domainbench.engine.task_output import VQA_PREDICTION_COLUMNS
+from domainbench.query.task_output import VQA_PREDICTION_COLUMNS
 from tests.cli_runner import run_cli
 from tests.engine.test_task_eval import _independent_normalise
 from tests.models.tiny_vlms import save_tiny_llava

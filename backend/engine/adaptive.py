@@ -26,7 +26,7 @@ from domainbench.stats.confseq import anytime_p_value, betting_cs, class_balance
 
 if TYPE_CHECKING:
     from domainbench.engine.tasks import Cell, RunContext
-    from domainbench.report import RunReport
+    from domainbench.records.report import RunReport
     from domainbench.store import Store
     from domainbench.store.records import UnitRecord
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from domainbench import corruptions
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine import shift_cells
 from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards, adaptive_stopping
@@ -35,7 +35,7 @@ from domainbench.engine.resources import record as record_resources
 from domainbench.engine.timings import STARTUP, StageTimes
 from domainbench.engine.work import ShardWork
 from domainbench.errors import UserInputError
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.store import Store
 from domainbench.store.fenced_store import fenced_for_this_process
 from domainbench.store.records import DatasetInfo, RunRecord

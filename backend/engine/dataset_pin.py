@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from domainbench.config import RunConfig
+from domainbench.records.config import RunConfig
 from domainbench.data import Dataset, open_dataset
 from domainbench.data.fingerprint import dataset_fingerprint
 from domainbench.data.readable import check_readable
 from domainbench.errors import UserInputError
-from domainbench.label_sets import check_unique, resolve_classes
+from domainbench.records.label_sets import check_unique, resolve_classes
 from domainbench.store.records import DatasetInfo, RunRecord
 
 

@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from domainbench.config import COMPOSITION_PREFIX
+from domainbench.records.config import COMPOSITION_PREFIX
 from domainbench.engine.jobs import Corrupted, Job, composition_steps, image_seeds
 from domainbench.engine.scoring import to_device
 from domainbench.models.hub_common import as_tensor

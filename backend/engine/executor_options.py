@@ -1,6 +1,6 @@
 """Where a run executes: in this process (``local``) or on a Ray cluster (``ray``); its options.
 
-The options model is declared with the other settings (``domainbench.settings.ExecutorOptions``);
+The options model is declared with the other settings (``domainbench.runtime.settings.ExecutorOptions``);
 the environment's choice for a long-running worker is ``Settings.executor_options``.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from domainbench.settings import ENV_EXECUTOR, ENV_RAY_ADDRESS, ExecutorKind, ExecutorOptions, Settings
+from domainbench.runtime.settings import ENV_EXECUTOR, ENV_RAY_ADDRESS, ExecutorKind, ExecutorOptions, Settings
 
 
 def options_from_env(environ: Mapping[str, str] | None = None) -> ExecutorOptions:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from domainbench import corruptions
-from domainbench.config import COMPOSITION_PREFIX
+from domainbench.records.config import COMPOSITION_PREFIX
 if TYPE_CHECKING:
-    from domainbench.unit_sums import DamageSums
+    from domainbench.records.unit_sums import DamageSums
 
 CLEAN = "clean"
 #: stability grid point j draws from seed tag GRID_SEED_TAG + j: disjoint from severities 1..5
@@ -112,11 +112,11 @@ def _corrupt(job: Job, images: np.ndarray, indices: np.ndarray, run_seed: int) -
 def init_worker() -> None:
     import os
 
-    from domainbench import host_memory
+    from domainbench.runtime import host_memory
     host_memory.configure()  # a spawned process starts with glibc's defaults
     import signal
 
-    from domainbench.parent_watch import watch_parent
+    from domainbench.runtime.parent_watch import watch_parent
     watch_parent(signal.SIGKILL)  # a corruption worker holds nothing worth saving: end with the engine
 
     # each worker is one process on one core: nested BLAS/OpenCV threads only oversubscribe

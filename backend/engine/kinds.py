@@ -28,12 +28,12 @@ from domainbench.corruptions.named_registry import Registry
 from domainbench.errors import UserInputError
 
 if TYPE_CHECKING:
-    from domainbench.config import DomainConfig, RunConfig
+    from domainbench.records.config import DomainConfig, RunConfig
     from domainbench.data import Dataset
     from domainbench.engine.tasks import RunEvents, RunStats
     from domainbench.engine.timings import StageTimes
     from domainbench.engine.work import Executor
-    from domainbench.report import RunReport
+    from domainbench.records.report import RunReport
     from domainbench.store import Store
     from domainbench.store.records import DatasetInfo, RunRecord
 

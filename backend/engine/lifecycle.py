@@ -16,11 +16,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
-from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.reports import build_report
 from domainbench.errors import NOTHING_STORED, RESUME_COMMAND, UserInputError
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.store import Store
 from domainbench.store.queue import queue_of
 from domainbench.store.records import DatasetInfo, RunRecord

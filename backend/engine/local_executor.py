@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from domainbench.config import RunConfig
+from domainbench.records.config import RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.device_corruption import job_site, run_device_job
 from domainbench.engine.input_pipeline import InputPipeline

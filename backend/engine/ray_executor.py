@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from pydantic import SecretStr
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.records.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.executor_options import ExecutorOptions
@@ -44,7 +44,7 @@ from domainbench.engine.tasks import (Cell, RunContext, RunEvents, RunTask, Sile
 from domainbench.engine.timings import STARTUP
 from domainbench.engine.work import ShardWork
 from domainbench.errors import UserInputError
-from domainbench.settings import redact_uri
+from domainbench.runtime.settings import redact_uri
 from domainbench.store import Store, open_store
 from domainbench.store.fence import Fence, LeaseLost
 

@@ -10,7 +10,7 @@ from domainbench import __version__
 from domainbench.errors import UserInputError
 from domainbench.metrics.run_report import build_report as _build
 from domainbench.metrics.run_report import rebaseline
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.store import Store
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.engine.dataset_pin import check_same_dataset, dataset_info, open_run_dataset, pinned_config
 from domainbench.engine.kinds import DEFAULT_KIND, RunKind, RunSession, get_kind, kind_of
 from domainbench.engine.lifecycle import check_new_run_id, create_run, new_run_id, now, restart_run, stored_run

@@ -19,7 +19,7 @@ from domainbench.confusion import SparseConfusion
 from domainbench.engine.resources import PeakMemory, measured
 from domainbench.errors import UserInputError
 from domainbench.models import ModelBackend, VisionLanguageModel, backend_of, create_model, resolve_device
-from domainbench.model_backends import validate_options
+from domainbench.records.model_backends import validate_options
 from domainbench.models.generative import UNPARSED, VLMOptions, VLMResult, is_generative, softmax_confidence
 from domainbench.models.hub_common import as_tensor, autocast_for
 
@@ -61,7 +61,7 @@ def load_model(name: str, classes: list[str], device: str | torch.device, batch_
     ``name`` with its per-model ``options`` (checked against its backend's schema) under the run-wide
     settings (device, batch size, prompt templates), ready to classify ``classes``.
 
-    What it builds follows the backend's capabilities (``domainbench.model_backends``): a contrastive
+    What it builds follows the backend's capabilities (``domainbench.records.model_backends``): a contrastive
     model gets its zero-shot classifier (from ``cache``'s text embeddings when there); a generative one is
     configured with its options (questions, mode, ...); a plain classifier must classify over exactly
     ``classes``. ``timer`` gets the start-up stages (``engine.timings.STARTUP``)."""

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from domainbench import corruptions
-from domainbench.config import COMPOSITION_PREFIX, SHIFT_PREFIX
+from domainbench.records.config import COMPOSITION_PREFIX, SHIFT_PREFIX
 from domainbench.corruptions.kernels.frost_photos import texture_of
 from domainbench.data import Batch
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
@@ -30,7 +30,7 @@ from domainbench.metrics.damage import SSIM_RADIUS, SsimReference, damage_sums
 from domainbench.models.generative import VLMResult
 from domainbench.models.hub_common import as_tensor
 from domainbench.store.records import UnitRecord
-from domainbench.unit_sums import CalibrationCounts, DamageSums
+from domainbench.records.unit_sums import CalibrationCounts, DamageSums
 
 
 class CorruptedFuture(Protocol):

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from domainbench.config import DomainConfig, RealShift, RunConfig
+from domainbench.records.config import DomainConfig, RealShift, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.data.fingerprint import DatasetFingerprint, dataset_fingerprint
 from domainbench.data.readable import check_readable, unreadable_error
@@ -34,7 +34,7 @@ from domainbench.engine.scoring import ModelState, classify, encode
 from domainbench.engine.shards import ShardDamage, calibration_of, write_unit
 from domainbench.engine.tasks import Cell, RunContext
 from domainbench.errors import UserInputError
-from domainbench.model_backends import has_image_embeddings
+from domainbench.records.model_backends import has_image_embeddings
 from domainbench.store.records import StabilityRecord
 
 #: a real shift is one cell; it is stored at severity 1 (severity 0 is the clean pass)

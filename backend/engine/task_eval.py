@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.data import decode_files
 from domainbench.data.decoding import display_name
 from domainbench.data.manifests import (
@@ -45,7 +45,7 @@ from domainbench.metrics.task_report import (
     vqa_outcomes,
 )
 from domainbench.metrics.vqa import VQAScores, normalize_answer, score_vqa
-from domainbench.model_backends import kind_of
+from domainbench.records.model_backends import kind_of
 from domainbench.models.generative import MAX_NEW_TOKENS
 from domainbench.models.vqa_answering import Ask, answer_questions, check_max_new_tokens, check_model_for_task, embed_for_retrieval
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES

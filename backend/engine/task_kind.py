@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.records.config import DomainConfig, RunConfig
 from domainbench.engine.kinds import KindCapabilities, RunSession, register_kind
 from domainbench.errors import UserInputError
 from domainbench.store import Store

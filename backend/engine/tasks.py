@@ -16,11 +16,11 @@ import numpy as np
 import torch
 
 from domainbench import corruptions
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.records.config import DomainConfig, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.jobs import CLEAN, Corrupted, Job
 from domainbench.engine.scoring import ModelState, as_host, encode
-from domainbench.model_backends import has_image_embeddings
+from domainbench.records.model_backends import has_image_embeddings
 from domainbench.store import Store
 from domainbench.store.records import StabilityRecord, ThreatRecord
 

@@ -5,7 +5,7 @@ a queued run's worker or an FMR run of the same model and label set reads it bac
 The cache key is the SHA-256 of the model's name, the class names, the templates and the
 model's embedding of one probe prompt: other weights behind the same name (a retrained
 ``local:`` checkpoint), or another device's arithmetic, give another key, so a stale entry is
-never used. Rows are float32, stored bit for bit (``domainbench.packed``), one packed array a
+never used. Rows are float32, stored bit for bit (``domainbench.records.packed``), one packed array a
 class, so a large classifier splits into MongoDB parts like any long list.
 """
 
@@ -21,8 +21,8 @@ import torch
 
 from domainbench.models import VisionLanguageModel, build_classifier
 from domainbench.models.base import DEFAULT_TEMPLATES
-from domainbench.label_sets import resolve_templates
-from domainbench.packed import PackedArray
+from domainbench.records.label_sets import resolve_templates
+from domainbench.records.packed import PackedArray
 from domainbench.store import Store
 from domainbench.store.records import TextEmbeddingRecord
 

@@ -11,5 +11,5 @@ corruption catalogue), ``differentiable`` (torch corruptions and the gradient-gu
 ``images`` (PNG payloads), ``units`` (one (tested model, shard) unit, the same code on every
 executor), ``kind`` (the FMR run kind of the engine's one lifecycle), ``runner`` (``FmrRunner``: the
 engine started with FMR settings). SA, PA and FMR are computed in ``domainbench.metrics.fmr``; the
-settings are ``domainbench.config.FmrSettings``.
+settings are ``domainbench.records.config.FmrSettings``.
 """

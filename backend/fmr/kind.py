@@ -22,7 +22,7 @@ from domainbench.engine.local_executor import local_environment, models_device
 from domainbench.engine.reports import build_report
 from domainbench.fmr.oracle import check_oracle_names
 from domainbench.fmr.units import FmrModels, FmrWork, auto_shard_size, check_fmr_inputs, load_fmr_models, score_fmr_shards
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.store import Store
 from domainbench.store.fenced_store import fenced_for_this_process
 from domainbench.store.records import DatasetInfo, RunRecord

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from pydantic import SecretStr
 
-from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.dataset_pin import open_run_dataset
 from domainbench.engine.input_pipeline import Pinning

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.engine.lifecycle import stored_run
 from domainbench.engine.tasks import RunEvents

@@ -1,7 +1,7 @@
 """The model under test: anything that turns uint8 images into logits over the dataset's classes.
 
 Every tested model is loaded by the one model loader (``engine.scoring.load_model``) and wrapped by
-its backend's kind (``domainbench.model_backends``):
+its backend's kind (``domainbench.records.model_backends``):
 
 * a contrastive model (``embedded:fmnist-plain``, ``open_clip:…``): zero-shot logits,
   ``logit_scale`` × cosine similarity to the class prompts;

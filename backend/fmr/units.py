@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 
-from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.data import Batch, Dataset
 from domainbench.engine.cancel import CancelWatch
 from domainbench.engine.jobs import CLEAN

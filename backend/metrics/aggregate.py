@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from domainbench.config import SHIFT_PREFIX
-from domainbench.confusion import SparseConfusion
+from domainbench.records.config import SHIFT_PREFIX
+from domainbench.records.confusion import SparseConfusion
 from domainbench.metrics.classification import (
     MetricInputError,
     balanced_accuracy_from_counts,
@@ -45,16 +45,9 @@ from domainbench.metrics.classification import (
     pearson_acc_lfp,
     rce_per_corruption,
 )
-# the typed results live below the store (domainbench.results); they are this module's vocabulary too
-from domainbench.results import (
-    CLEAN,
-    CellKey,
-    CellSummary,
-    ModelSummary,
-    RunSummary,
-    UnitDocument,
-)
-from domainbench.unit_sums import CalibrationCounts, DamageSums
+# the typed results live below the store (domainbench.records.results); they are this module's vocabulary too
+from domainbench.records.results import CLEAN, CellKey, CellSummary, ModelSummary, RunSummary, UnitDocument
+from domainbench.records.unit_sums import CalibrationCounts, DamageSums
 
 # --------------------------------------------------------------------------- unit documents
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from domainbench.results import BreakingPoint  # the record, below the store
+from domainbench.records.results import BreakingPoint  # the record, below the store
 from domainbench.stats.smoothed import balanced_accuracy_interval
 
 BISECTION_STEPS = 6  # resolution 1/64 of the scale

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from domainbench.unit_sums import CONFIDENCE_SCALE, N_BINS, NLL_SCALE, CalibrationCounts, fixed_point
+from domainbench.records.unit_sums import CONFIDENCE_SCALE, N_BINS, NLL_SCALE, CalibrationCounts, fixed_point
 
 def bin_of(confidence: np.ndarray) -> np.ndarray:
     """The bin of each top-1 confidence (torch.bucketize(right=True) over 16 equal edges, 1.0 in the last)."""

@@ -28,7 +28,7 @@ from domainbench.metrics.outcomes import ImageOutcomes
 from domainbench.stats.smoothed import shared_multipliers
 
 if TYPE_CHECKING:
-    from domainbench.report import RunReport
+    from domainbench.records.report import RunReport
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class RunDraws:
     models: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     #: model -> corruption -> ``confidence.CORRUPTION_METRICS`` name -> (resamples,)
     corruptions: dict[str, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
-    #: an adaptive run's: spread along its anytime-valid intervals, not resampled (``engine.confidence.load_draws``)
+    #: an adaptive run's: spread along its anytime-valid intervals, not resampled (``query.confidence.load_draws``)
     anytime_valid: bool = False
 
     def permuted(self, order: np.ndarray) -> RunDraws:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from domainbench.config import SHIFT_PREFIX
+from domainbench.records.config import SHIFT_PREFIX
 from domainbench.metrics.aggregate import CLEAN, CellKey
 from domainbench.metrics.classification import DEGRADATION_EPS
 from domainbench.metrics.outcomes import ImageOutcomes
@@ -47,7 +47,7 @@ from domainbench.stats.smoothed import (
 )
 
 if TYPE_CHECKING:
-    from domainbench.report import RunReport
+    from domainbench.records.report import RunReport
     from domainbench.store.records import StabilityRecord
 
 Interval = tuple[float, float] | None

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
-from domainbench.unit_sums import DATA_RANGE, MSE_SCALE, SSIM_SCALE, DamageSums, fixed_point
+from domainbench.records.unit_sums import DATA_RANGE, MSE_SCALE, SSIM_SCALE, DamageSums, fixed_point
 
 SSIM_SIGMA = 1.5
 #: scipy.ndimage.gaussian_filter's default truncation, which scikit-image uses

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domainbench.report import RunReport
-from domainbench.unit_sums import DamageSums
+from domainbench.records.report import RunReport
+from domainbench.records.unit_sums import DamageSums
 
 INFINITE = "∞"
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from domainbench.report import FmrModelReport, FmrOracleReport, FmrReport
+from domainbench.records.report import FmrModelReport, FmrOracleReport, FmrReport
 
 if TYPE_CHECKING:
-    from domainbench.config import FmrSettings
+    from domainbench.records.config import FmrSettings
     from domainbench.store.records import FmrUnitRecord
 
 #: the label ``majority`` gives when the top vote count is shared: no agreement, a rejection

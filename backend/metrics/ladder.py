@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.errors import UserInputError
 
 #: a corrupted image this close to its clean one (mean absolute difference on the 0-255 scale) and ...

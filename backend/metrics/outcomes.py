@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from domainbench.config import SHIFT_PREFIX
+from domainbench.records.config import SHIFT_PREFIX
 from domainbench.metrics.aggregate import CLEAN, CellKey
 from domainbench.metrics.classification import MetricInputError
 

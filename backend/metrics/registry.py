@@ -31,8 +31,8 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
-    from domainbench.report import RunReport, SummaryRow
-    from domainbench.results import ModelSummary
+    from domainbench.records.report import RunReport, SummaryRow
+    from domainbench.records.results import ModelSummary
 
 #: what a metric's number describes, from the finest grain up
 Level = Literal["cell", "corruption", "image", "model", "fmr", "clip"]
@@ -287,7 +287,7 @@ def _adopt(obj: Any, origin: str) -> list[Metric]:
 def cell_statistics() -> tuple[str, ...]:
     """What a plug-in metric may declare it ``needs``: the sufficient statistics a cell holds, summed over its
     units' shards (the fields of ``CellSummary``), and ``threat`` (its PD threat cell, pooled over the shards)."""
-    from domainbench.results import CellSummary
+    from domainbench.records.results import CellSummary
 
     return (*(f for f in CellSummary.model_fields if f not in ("corruption", "severity")), "threat")
 

@@ -28,7 +28,7 @@ from domainbench.metrics.registry import Metric, MetricRegistryError, registry
 
 if TYPE_CHECKING:
     from domainbench.metrics.confidence import RunIntervals
-    from domainbench.report import RunReport
+    from domainbench.records.report import RunReport
 
 #: comparison operators, longest first so ``<=`` is not read as ``<``
 OPERATORS: dict[str, Callable[[float, float], bool]] = {"<=": operator.le, ">=": operator.ge, "<": operator.lt,

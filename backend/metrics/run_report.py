@@ -15,7 +15,7 @@ import numpy as np
 from domainbench.metrics.aggregate import CellStats, summarize
 from domainbench.metrics.registry import metrics_of
 from domainbench.metrics.threat import pd_safety, safe_accuracy, share_interval
-from domainbench.report import (
+from domainbench.records.report import (
     DropCorrelationReport,
     LinkEntry,
     RadiusBinReport,
@@ -28,7 +28,7 @@ from domainbench.report import (
 )
 
 if TYPE_CHECKING:
-    from domainbench.report import FmrReport
+    from domainbench.records.report import FmrReport
     from domainbench.store.records import FmrUnitRecord, RunRecord, StabilityRecord, ThreatRecord, UnitRecord
 
 #: the PD threat is normalised so that moving all the way onto another class's anchor scores

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from domainbench.config import COMPOSITION_PREFIX, SHIFT_PREFIX
-from domainbench.results import CellSummary, ModelSummary, RunSummary
+from domainbench.records.config import COMPOSITION_PREFIX, SHIFT_PREFIX
+from domainbench.records.results import CellSummary, ModelSummary, RunSummary
 
 Cell = tuple[str, int]
 #: fewer models cannot be ranked meaningfully (ρ of two points is always ±1)

@@ -3,12 +3,12 @@
 ``create_model("embedded:fmnist-plain")``, ``create_model("open_clip:ViT-B-32/openai")``,
 ``create_model("hf:google/siglip-base-patch16-224")``, ``create_model("local:/path")``.
 
-The backends themselves are plain data declared in ``domainbench.model_backends`` (capabilities, options
+The backends themselves are plain data declared in ``domainbench.records.model_backends`` (capabilities, options
 schema, and the ``"module:attr"`` of the loader, imported on first use: open_clip and transformers are
 slow to import). The package itself imports no torch (listing runs imports the result records, which name
 this package's plain parts, and must not pay torch's start-up); the interface (``VisionLanguageModel``,
 ``build_classifier``) is loaded from ``models.base`` on first use. Plug-ins come from the entry-point group
-``domainbench.models`` (see ``domainbench.model_backends``) or call ``register_model``.
+``domainbench.models`` (see ``domainbench.records.model_backends``) or call ``register_model``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from domainbench.errors import UserInputError
-from domainbench.model_backends import (
+from domainbench.records.model_backends import (
     ENTRY_POINT_GROUP,
     MODEL_BACKENDS,
     Capabilities,

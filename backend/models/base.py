@@ -87,7 +87,7 @@ def build_classifier(
         raise ValueError("no class names given: a zero-shot classifier needs at least one class")
     import torch
 
-    from domainbench.label_sets import resolve_templates
+    from domainbench.records.label_sets import resolve_templates
 
     templates = resolve_templates(templates) or DEFAULT_TEMPLATES
     prompts = [t.format(c) for c in classnames for t in templates]

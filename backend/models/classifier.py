@@ -1,6 +1,6 @@
 """Plain classifiers as models: logits over their own classes, no text tower, no image embeddings.
 
-Two built-in backends (``domainbench.model_backends``):
+Two built-in backends (``domainbench.records.model_backends``):
 
 * ``torchvision:CONFIG.json``: a torchvision classifier built from a config
   ``{"arch": "resnet18", "classes": [...], "weights": "state_dict.pt", "mean": [...], "std": [...]}``

@@ -56,7 +56,7 @@ class Reply:
 
 
 def backoff_base() -> float:
-    from domainbench.settings import retry_backoff_base
+    from domainbench.runtime.settings import retry_backoff_base
 
     return retry_backoff_base(BACKOFF_BASE)
 

@@ -64,7 +64,7 @@ class VLMOptions:
 
     @classmethod
     def from_options(cls, options: Any) -> VLMOptions:
-        """A generative backend's per-model options (``domainbench.model_backends``) as the model reads them;
+        """A generative backend's per-model options (``domainbench.records.model_backends``) as the model reads them;
         a key its schema lacks keeps its default here."""
         given = {f: getattr(options, f) for f in cls.__dataclass_fields__ if getattr(options, f, None) is not None}
         given["questions"] = tuple(given.get("questions") or (DEFAULT_QUESTION,))

@@ -156,7 +156,7 @@ _BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-*]+")
 
 def scrub_secrets(text: str, secret: str | None) -> str:
     """``text`` with the key (whole or its visible ends), key-like strings and bearer tokens replaced."""
-    from domainbench.settings import redact_key as redact
+    from domainbench.runtime.settings import redact_key as redact
 
     return _BEARER.sub(lambda m: f"{m.group(1)} <redacted>", redact(text, secret))
 
@@ -191,7 +191,7 @@ class AnswerCache:
 
 
 def default_cache_path() -> Path:
-    from domainbench.settings import Settings
+    from domainbench.runtime.settings import Settings
 
     return Settings.from_env().home / "vlm-answers.sqlite"
 
@@ -295,7 +295,7 @@ class OpenAIVLM(GenerativeVLM):
 
         Retries go on until ``--retry-budget`` seconds have passed since the first attempt; the
         wait before each is the server's ``Retry-After`` or a jittered exponential back-off."""
-        from domainbench.settings import redact_key as redact
+        from domainbench.runtime.settings import redact_key as redact
 
         secret = os.environ.get(self.options.api_key_env)
         url = f"{self.base_url}/chat/completions"
@@ -339,7 +339,7 @@ class OpenAIVLM(GenerativeVLM):
 
     def _refuse(self, reply: transport.Reply, secret: str | None) -> None:
         """An answer that retrying cannot change (400, 401, 403, 404, 422, ...): one line saying what to do."""
-        from domainbench.settings import redact_key as redact
+        from domainbench.runtime.settings import redact_key as redact
 
         status = reply.status
         if status == 401:
@@ -358,7 +358,7 @@ class OpenAIVLM(GenerativeVLM):
 
     def _choice(self, reply: transport.Reply, secret: str | None) -> dict[str, Any]:
         """choices[0] of a 200 answer, checked to be a chat completion (a dict with a dict message)."""
-        from domainbench.settings import redact_key as redact
+        from domainbench.runtime.settings import redact_key as redact
 
         try:
             doc = reply.json()

@@ -29,7 +29,7 @@ import torch
 
 from domainbench.errors import UserInputError
 from domainbench.models.base import VisionLanguageModel
-from domainbench.model_backends import capabilities_of
+from domainbench.records.model_backends import capabilities_of
 from domainbench.models.generative import MAX_NEW_TOKENS, is_generative
 from domainbench.models.vlm_scoring import build_prompt, continuation_ids, hwc_images, score_shared_prefix, to_model
 

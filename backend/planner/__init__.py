@@ -2,7 +2,7 @@
 
     plan(domain_text, provider="auto", samples=10, **settings) -> DomainConfig
 
-Write the plan with ``domainbench.config.save(cfg, path)``. ``provider`` names a registered planner
+Write the plan with ``domainbench.records.config.save(cfg, path)``. ``provider`` names a registered planner
 provider (``domainbench.planner.providers``: ``offline``, ``openai``, plug-ins); ``"auto"`` uses the
 LLM when an endpoint is configured (DOMAINBENCH_LLM_BASE_URL or an API key in
 DOMAINBENCH_LLM_API_KEY / OPENAI_API_KEY) and the offline planner otherwise.
@@ -19,14 +19,14 @@ from datetime import UTC, datetime
 from collections.abc import Sequence
 from typing import Any
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.errors import UserInputError
 from domainbench.planner import audit, compositions, prompts, rules
 from domainbench.planner.catalogue import Catalogue, load_catalogue
 from domainbench.planner.llm import PlannerError, enforce, redact
 from domainbench.planner.providers import PLANNER_PROVIDERS, PlannerProvider, check_provider_name, choose_provider, register_provider
 from domainbench.planner.settings import LLMSettings
-from domainbench.settings import Settings
+from domainbench.runtime.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 
 #: corruptions every domain's photos can show: their absence is worth a line in the explanation
 NOTABLE = ("brightness", "contrast", "gaussian_noise", "motion_blur", "jpeg_compression")

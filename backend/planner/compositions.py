@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import Composition, CompositionStep
+from domainbench.records.config import Composition, CompositionStep
 from domainbench.planner import rules
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.cues import Hit

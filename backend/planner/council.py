@@ -19,7 +19,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domainbench.config import PlannerProvenance
+from domainbench.records.config import PlannerProvenance
 from domainbench.errors import UserInputError
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.llm import PlannerError

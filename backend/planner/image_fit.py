@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.planner.audit import digest_pixels, stamp
 from domainbench.metrics.ladder import NO_EFFECT_PIXELS, NO_EFFECT_SSIM, no_effect, pixel_change
 
@@ -26,7 +26,7 @@ PROBE_IMAGES = 6
 def probe_images(spec: str, classes: list[str] | None = None, n: int = PROBE_IMAGES) -> tuple[np.ndarray, str]:
     """Up to ``n`` decoded images of dataset ``spec`` (as a run opens it) and the dataset's name."""
     from domainbench.data import open_dataset
-    from domainbench.label_sets import resolve_classes
+    from domainbench.records.label_sets import resolve_classes
 
     ds = open_dataset(spec, classes=resolve_classes(classes)).subset(n)
     batch = ds.load(np.arange(len(ds)))

@@ -21,14 +21,14 @@ from typing import Any
 
 import openai
 
-from domainbench.config import Composition, CorruptionChoice
+from domainbench.records.config import Composition, CorruptionChoice
 from domainbench.errors import UserInputError
 from domainbench.planner import compositions, prompts, rules
 from domainbench.planner.catalogue import Catalogue, CatalogueEntry
 from domainbench.planner.schema import parse_answer
 from domainbench.planner.settings import LLMSettings
 from domainbench.planner.vote import VoteResult, majority_vote
-from domainbench.settings import redact_key
+from domainbench.runtime.settings import redact_key
 
 log = logging.getLogger(__name__)
 

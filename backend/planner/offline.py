@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from domainbench.config import CorruptionChoice
+from domainbench.records.config import CorruptionChoice
 from domainbench.planner import acquisition, compositions, cues, rules
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.llm import required_choice
@@ -99,7 +99,7 @@ def embed(texts: list[str]) -> np.ndarray:
 
 
 def _cache_file(fingerprint: str) -> Path:
-    from domainbench.settings import Settings
+    from domainbench.runtime.settings import Settings
 
     base = Settings.from_env().cache_dir
     root = base if base else Path.home() / ".cache" / "domainbench"

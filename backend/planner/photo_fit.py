@@ -461,7 +461,7 @@ def to_plan(pp: PhotoPlan, ref: Reference, cfg=None, source: str = "deployment p
     a text choice the photos measure is given the measured severities, and every disagreement is
     stated in the plan's notes; the sanity rules of the text still forbid what its domain cannot show.
     """
-    from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
+    from domainbench.records.config import CorruptionChoice, DomainConfig, PlannerProvenance
     from domainbench.planner import rules
     from domainbench.planner.audit import stamp
     from domainbench.planner.catalogue import load_catalogue

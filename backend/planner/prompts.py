@@ -37,7 +37,7 @@ PROMPTS_PACKAGE = "domainbench.prompts"
 
 
 def _override() -> str | None:
-    from domainbench.settings import Settings
+    from domainbench.runtime.settings import Settings
 
     folder = Settings.from_env().prompts_dir
     return str(folder) if folder else None

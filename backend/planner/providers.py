@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from domainbench.config import PlannerProvenance
+from domainbench.records.config import PlannerProvenance
 from domainbench.errors import UserInputError
 from domainbench.planner import prompts, rules
 from domainbench.planner.catalogue import Catalogue

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import Composition, CorruptionChoice
+from domainbench.records.config import Composition, CorruptionChoice
 from domainbench.planner import compositions
 from domainbench.planner.catalogue import Catalogue
 

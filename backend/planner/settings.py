@@ -1,6 +1,6 @@
-"""The planner's LLM endpoint settings; read with every other setting by ``domainbench.settings``.
+"""The planner's LLM endpoint settings; read with every other setting by ``domainbench.runtime.settings``.
 
-Environment variables (or the ``[llm]`` table of the settings file, see ``domainbench.settings``):
+Environment variables (or the ``[llm]`` table of the settings file, see ``domainbench.runtime.settings``):
     DOMAINBENCH_LLM_BASE_URL   OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 (Ollama)
     DOMAINBENCH_LLM_API_KEY    key for that endpoint (falls back to OPENAI_API_KEY)
     DOMAINBENCH_LLM_MODEL      model name (default gpt-4o)
@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from domainbench.settings import DEFAULT_LLM_MODEL as DEFAULT_MODEL
-from domainbench.settings import PLACEHOLDER_KEY, LLMSettings, Settings
+from domainbench.runtime.settings import DEFAULT_LLM_MODEL as DEFAULT_MODEL
+from domainbench.runtime.settings import PLACEHOLDER_KEY, LLMSettings, Settings
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None, **overrides: Any) -> LLMSettings:

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from domainbench.config import Composition, CorruptionChoice
+from domainbench.records.config import Composition, CorruptionChoice
 
 
 @dataclass

@@ -3,7 +3,7 @@
 - MongoDB through pymongo when ``DOMAINBENCH_MONGO_URI`` is set (a real deployment);
 - an embedded SQLite file under ``$DOMAINBENCH_HOME`` (default ``./.domainbench``) otherwise.
 
-The entry points read those variables once (``domainbench.settings.Settings``) and pass them to
+The entry points read those variables once (``domainbench.runtime.settings.Settings``) and pass them to
 ``open_store``; a store that cannot be opened is a ``StoreUnavailableError`` naming the
 variable and the file.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from domainbench.errors import StoreUnavailableError, UserInputError
-from domainbench.settings import DEFAULT_HOME, ENV_HOME, ENV_MONGO_URI, Settings, redact_uri
+from domainbench.runtime.settings import DEFAULT_HOME, ENV_HOME, ENV_MONGO_URI, Settings, redact_uri
 from domainbench.store.base import COLLECTIONS, Store
 
 STORE_FILE = "domainbench.sqlite"

@@ -14,7 +14,7 @@ from domainbench.store.fence import Fence
 from domainbench.store.repositories import Repositories
 
 if TYPE_CHECKING:
-    from domainbench.report import RunReport
+    from domainbench.records.report import RunReport
     from domainbench.store.records import DomainRecord, RunRecord
 
 #: collection -> key fields (declared in ``collections.py``; this name is kept for callers)

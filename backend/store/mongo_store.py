@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from domainbench.errors import StoreUnavailableError
-from domainbench.settings import ENV_MONGO_URI, Settings, redact_uri
+from domainbench.runtime.settings import ENV_MONGO_URI, Settings, redact_uri
 from domainbench.store import mongo_parts
 from domainbench.store.base import COLLECTIONS, Store, key_of
 from domainbench.store.collections import Collection

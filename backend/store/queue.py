@@ -3,7 +3,7 @@
 Why a lease and not a lock: a worker can die without a word (SIGKILL, a lost machine). Its
 claim then runs out, and the next worker that looks claims the run again and resumes it
 (finished units are stored, so nothing is recomputed). A live worker renews its lease long
-before it ends (``backend/worker.py``), and writes nothing once it cannot be sure it still
+before it ends (``backend/app/worker.py``), and writes nothing once it cannot be sure it still
 holds it.
 
 Every state change is atomic per backend: SQLite reads and rewrites the run inside one

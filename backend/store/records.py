@@ -10,12 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import SHIFTS_SCHEMA_VERSION, DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import SHIFTS_SCHEMA_VERSION, DomainConfig, FmrSettings, RunConfig
 from domainbench.data.fingerprint import DatasetFingerprint
 from domainbench.errors import UserInputError
-from domainbench.packed import PackedArray
-from domainbench.report import REPORT_SCHEMA_VERSION, RunReport
-from domainbench.results import UNIT_SCHEMA_VERSION, BreakingPoint, UnitDocument
+from domainbench.records.packed import PackedArray
+from domainbench.records.report import REPORT_SCHEMA_VERSION, RunReport
+from domainbench.records.results import UNIT_SCHEMA_VERSION, BreakingPoint, UnitDocument
 from domainbench.store.collections import Collection
 
 RunStatus = Literal["queued", "running", "done", "failed", "interrupted", "cancelled"]
@@ -124,7 +124,7 @@ class VLMUnitExtras(_Record):
 class UnitRecord(UnitDocument):
     """One (run, model, corruption, severity, shard): sufficient statistics and per-image predictions.
 
-    Per-image arrays are packed (``domainbench.packed``) and decode only when read, so reports,
+    Per-image arrays are packed (``domainbench.records.packed``) and decode only when read, so reports,
     which need the counts alone, never decode them. Version 1 stored them as plain lists and
     the confusion densely; both still read (the migration only relabels the version).
     """

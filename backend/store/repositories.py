@@ -2,7 +2,7 @@
 
 ``store.units.put(unit)``, ``store.threat.keys(run_id=...)``, ``store.units(run_id)``: each
 repository validates through the store it was reached by, so a view of the store that fences
-its writes (the worker's lease, ``domainbench.worker.OwnedStore``) fences the repositories too.
+its writes (the worker's lease, ``domainbench.app.worker.OwnedStore``) fences the repositories too.
 Domain records are built in one place, ``DomainRepository.save``; cached model outputs (not
 results) are read and written in one place, ``CacheRepository``.
 """

@@ -7,7 +7,7 @@ from typing import Any
 
 
 def card_text(state: Any, out: Path, plan_file: str) -> str:
-    from domainbench.config import load_domain
+    from domainbench.records.config import load_domain
 
     o = state.options
     plan = load_domain(out / plan_file)

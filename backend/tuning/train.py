@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.errors import UserInputError
 
 #: the files of a fine-tuned model folder (``local:OUT`` reads the first two)
@@ -139,7 +139,7 @@ class FinetuneResult:
 
 def _check_plan(plan: DomainConfig | str | Path) -> DomainConfig:
     if not isinstance(plan, DomainConfig):
-        from domainbench.config import load_domain
+        from domainbench.records.config import load_domain
 
         path = Path(plan)
         if not path.is_file():
@@ -350,7 +350,7 @@ def train(model: str, plan: DomainConfig | str | Path, dataset: str | Path, out:
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
-    from domainbench.config import save
+    from domainbench.records.config import save
 
     save(domain, out / PLAN_FILE)
     return _loop(out, state, domain, ds, on_step, checkpoint=None, loaded=loaded, tower=tower)
@@ -360,7 +360,7 @@ def resume(out: str | Path, *, epochs: int | None = None, on_step: StepCallback 
     """Continue the fine-tuning in ``out`` from its last checkpoint, up to ``epochs`` (default: the stored number)."""
     import torch
 
-    from domainbench.config import load_domain
+    from domainbench.records.config import load_domain
     from domainbench.data import open_dataset
     from domainbench.data.fingerprint import dataset_fingerprint
 

@@ -11,11 +11,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from domainbench.store.status import run_status
+from domainbench import query
+from domainbench.query import RunRecord, Store, run_status
 from domainbench.metrics.registry import metric, metrics_of
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
-from domainbench.store import Store
-from domainbench.store.records import RunRecord
 from domainbench.frontend import cached, data, decision, exports, figures, units, url_state, verdict
 from domainbench.frontend.views import fmr_section
 from domainbench.frontend.ui import DEMO_HINT, get_store, guard, md_escape, sidebar_store
@@ -486,7 +485,7 @@ def main() -> None:
         store = get_store()
         sidebar_store(store)
         cached.warm_corruption_registry()
-        runs = store.list_runs()
+        runs = query.list_runs(store)
         if not runs:
             st.info(DEMO_HINT)
             return

@@ -17,9 +17,8 @@ import pandas as pd
 from domainbench.fmr.images import from_png_b64
 from domainbench.metrics.registry import Metric, metric, metrics_of
 from domainbench.query import fmr_records
-from domainbench.report import FmrOracleReport, FmrReport, RunReport
-from domainbench.store import Store
-from domainbench.store.records import FmrUnitRecord
+from domainbench.records.report import FmrOracleReport, FmrReport, RunReport
+from domainbench.query import FmrUnitRecord, Store
 
 PAGE = 12
 _NO_ORACLE = FmrOracleReport(members=[], clean_agreement=None, member_accuracy={})

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from domainbench.config import DomainConfig
-from domainbench.store import Store
-from domainbench.store.queue import DuplicateRunError
-from domainbench.literal import printable
+from domainbench.records.config import DomainConfig
+from domainbench import query
+from domainbench.query import Store
+from domainbench.service.runs import DuplicateRunError
+from domainbench.runtime.literal import printable
 from domainbench.frontend import data, exports, figures, ladder, launching, progress, url_state
 from domainbench.frontend.ui import error_text, get_store, guard, literal_text, md_escape, sidebar_store, status_badge
 
@@ -392,7 +393,7 @@ def queue_panel(store: Store) -> None:
             for row in current.itertuples(index=False):
                 with st.container(key=f"queued-{row.run}", border=True):
                     c1, c2, c3 = st.columns([6, 2, 2], vertical_alignment="center")
-                    run = store.get_run(row.run)
+                    run = query.find_run(store, row.run)
                     units = progress.unit_progress(store, run) if run is not None else None
                     done = ("no units" if units is None else f"all {units.done:,} units" if row.status == "done"
                             else units.text())

@@ -15,11 +15,9 @@ from typing import Any
 import streamlit as st
 
 from domainbench import query
-from domainbench.store.status import run_status
-from domainbench.report import RunReport
-from domainbench.store import Store
-from domainbench.store.records import RunRecord
-from domainbench.literal import printable
+from domainbench.query import RunRecord, Store, run_status
+from domainbench.records.report import RunReport
+from domainbench.runtime.literal import printable
 from domainbench.frontend import (cached, data, exports, figures, ladder, progress, run_actions, shift_section, units,
                                   url_state, verdict)
 from domainbench.frontend.views import fmr_section
@@ -147,7 +145,7 @@ def runs_table(store: Store, search: str, statuses: list[str], datasets: list[st
 
 
 def runs_list(store: Store) -> None:
-    runs = store.list_runs()
+    runs = query.list_runs(store)
     if not runs:
         st.info(DEMO_HINT)
         return
@@ -618,7 +616,7 @@ def run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_sta
 
 
 def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_status: str) -> None:
-    if store.get_run(run_id) is None:
+    if query.find_run(store, run_id) is None:
         st.rerun()  # deleted meanwhile: the page says so
     fingerprint = data.run_fingerprint(store, run_id)
     view = cached.run_view(store, store_key, run_id, baseline, fingerprint)
@@ -672,7 +670,7 @@ def _back_to_list() -> None:
 
 
 def show_run(store: Store, store_key: str, run_id: str) -> None:
-    run = store.get_run(run_id)
+    run = query.find_run(store, run_id)
     if run is None:
         st.error(f"Run {run_id} is no longer in the store.")
         return
@@ -697,7 +695,7 @@ def main() -> None:
         sidebar_store(store)
         wanted = st.query_params.get(RUN_PARAM)
         if wanted:
-            if store.get_run(wanted) is not None:
+            if query.find_run(store, wanted) is not None:
                 with guard(f"showing run {wanted}"):
                     show_run(store, store.description, wanted)
                 return

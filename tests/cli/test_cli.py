@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.cli import main
+from domainbench.app.cli import main
 from tests.cli_runner import run_cli
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from domainbench.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ DOMAIN = DomainConfig(
 sys.path.insert(0, str(FAKE))
 import fake_models  # noqa: E402,F401  (registers the fake: backend used below)
 
-BOOT = "import fake_models, sys; from domainbench.cli import main; sys.argv[0] = 'domainbench'; main()"
+BOOT = "import fake_models, sys; from domainbench.app.cli import main; sys.argv[0] = 'domainbench'; main()"
 
 
 def _cli_process(home: Path, *args: str, **popen: object) -> subprocess.Popen[bytes]:

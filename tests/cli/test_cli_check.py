@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from tests.cli_runner import run_cli as cli
 from tests.oracles.score_interval import wilson_cc_by_root
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from domainbench import cli
+from domainbench.app import cli
 from domainbench.store import open_store
 from domainbench.store.base import Store
 from tests.cli_runner import run_cli

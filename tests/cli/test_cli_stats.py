@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import binomtest
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from tests.cli_runner import run_cli as cli
 from tests.oracles.score_interval import wilson_cc_by_root
 
@@ -183,7 +183,7 @@ def test_show_in_a_narrow_terminal_folds_instead_of_cutting(home: Path, tmp_path
 
 def test_show_prints_the_safe_cell_accuracy_with_its_interval(capsys, monkeypatch) -> None:
     """``show``'s safe% column carries its bootstrap interval, as clean% and corr% do."""
-    from domainbench.cli import print_report
+    from domainbench.app.cli import print_report
     from domainbench.metrics.confidence import run_intervals
     from domainbench.metrics.outcomes import image_outcomes
     from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units
@@ -201,7 +201,7 @@ def test_show_prints_the_safe_cell_accuracy_with_its_interval(capsys, monkeypatc
 
 def test_show_names_every_unsafe_and_borderline_cell_by_the_report_s_verdict(capsys, monkeypatch) -> None:
     """The issue's defect: "37 of 51 safe" beside a list cut at 12 unsafe cells, borderline cells counted as safe."""
-    from domainbench.cli import print_report
+    from domainbench.app.cli import print_report
     from domainbench.metrics.run_report import threat_cells
     from domainbench.store.records import ThreatRecord
     from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units
@@ -227,8 +227,8 @@ def test_show_marks_intervals_resting_on_few_images_per_class(capsys, monkeypatc
     model-level ones built on it (not beside a Wilson one) and says why under the table; the CSV flags each cell."""
     import numpy as np
 
-    from domainbench.cli import print_report
-    from domainbench.engine.export import to_csv
+    from domainbench.app.cli import print_report
+    from domainbench.query.export import to_csv
     from domainbench.metrics.confidence import run_intervals
     from domainbench.metrics.outcomes import image_outcomes
     from tests.metrics.confidence_fixtures import synthetic_report, synthetic_units

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from domainbench.cli import main
+from domainbench.app.cli import main
 
 
 class FakeWorker:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig, save
 from domainbench.engine.runner import Engine
 from domainbench.store import open_store
 from tests.cli_runner import run_cli

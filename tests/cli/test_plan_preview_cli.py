@@ -10,7 +10,7 @@ import pytest
 from skimage.metrics import structural_similarity
 
 from domainbench import corruptions
-from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig
+from domainbench.records.config import Composition, CompositionStep, CorruptionChoice, DomainConfig
 from domainbench.data import load_sample
 from domainbench.frontend import data
 from domainbench.metrics import ladder

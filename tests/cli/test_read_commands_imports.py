@@ -28,10 +28,10 @@ MODEL_STACK = ("torch", "open_clip", "transformers")
 LAZY = ("scipy.stats", "scipy.sparse", "scipy.optimize", "scipy.ndimage", "pandas", "plotly", "numba", "cv2",
         "sklearn", "streamlit", "ray")
 
-#: runs each command (argv lists, JSON on stdin) through domainbench.cli.main in this one process
+#: runs each command (argv lists, JSON on stdin) through domainbench.app.cli.main in this one process
 WRAPPER = r"""
 import json, sys
-from domainbench.cli import main
+from domainbench.app.cli import main
 
 stack = tuple(sys.argv[1].split(","))
 lazy = tuple(sys.argv[2].split(","))

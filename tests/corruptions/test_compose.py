@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from domainbench import corruptions
-from domainbench.config import DomainConfig, load_domain
+from domainbench.records.config import DomainConfig, load_domain
 from domainbench.errors import UserInputError
 
 STEPS = [("brightness", 2), ("gaussian_noise", 3), ("motion_blur", 1)]

@@ -99,7 +99,7 @@ def ui_server(tmp_path: Path, home: Path, *flags: str) -> Iterator[int]:
            "NO_ALBUMENTATIONS_UPDATE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     env.pop("DOMAINBENCH_MONGO_URI", None)
     log = open(tmp_path / "ui.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "domainbench.cli", "ui", *flags, "--port", str(port)], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "domainbench.app.cli", "ui", *flags, "--port", str(port)], cwd=tmp_path,
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.time() + 180
@@ -290,7 +290,7 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     plot.first.screenshot(path=str(ARTIFACTS / "4-severity-plot.png"))
 
     # 7. export through the browser: the Export tab's CSV button downloads the file; its content is
-    # what `domainbench export` writes (the button serves data.export_csv = engine.export.to_csv).
+    # what `domainbench export` writes (the button serves data.export_csv = query.export.to_csv).
     page.get_by_role("tab", name=re.compile("Export")).dispatch_event("click")
     button = page.get_by_role("button", name=re.compile("cells as CSV"))
     expect(button).to_be_visible()
@@ -302,7 +302,7 @@ def _drive(page, url: str, home: Path) -> None:  # noqa: ANN001
     download.value.save_as(path)
     reference = ARTIFACTS / f"{run_id}-cli.csv"
     env = {**os.environ, "DOMAINBENCH_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "domainbench.cli", "--quiet", "export", run_id, "--format", "csv",
+    subprocess.run([sys.executable, "-m", "domainbench.app.cli", "--quiet", "export", run_id, "--format", "csv",
                     "-o", str(reference)], cwd=ROOT, env=env, check=True, timeout=300)
     assert list(csv.DictReader(io.StringIO(path.read_text()))) == list(csv.DictReader(io.StringIO(
         reference.read_text())))

@@ -22,7 +22,7 @@ SHOTS = Path(os.environ.get("DOMAINBENCH_SHOTS") or ROOT / "test-artifacts" / "e
 
 
 def _fill(home: Path) -> str:
-    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
     from domainbench.engine.runner import Engine
     from domainbench.store import open_store
 

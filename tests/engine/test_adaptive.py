@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RunConfig, save
+from domainbench.records.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RunConfig, save
 from domainbench.engine.adaptive import AdaptiveStopping, adaptive_shards
-from domainbench.engine.export import to_csv
+from domainbench.query.export import to_csv
 from domainbench.engine.reports import load_report
 from domainbench.engine.runner import Engine
 from domainbench.engine.tasks import SilentEvents

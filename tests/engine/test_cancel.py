@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.engine import cancel
 from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.runner import Engine
 from domainbench.engine.tasks import SilentEvents
-from domainbench.launch import enqueue_run
+from domainbench.service.launch import enqueue_run
 from domainbench.store import open_store
 from domainbench.store.queue import queue_of
-from domainbench.worker import Worker
+from domainbench.app.worker import Worker
 
 DOMAIN = DomainConfig(domain="cancel test", corruptions=[CorruptionChoice(name="brightness", severities=[1, 2, 3])])
 #: 2 shards x (clean + 3 severities) x 1 model

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RunConfig
-from domainbench.engine.compare import paired_comparison
+from domainbench.records.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RunConfig
+from domainbench.query.compare import paired_comparison
 from domainbench.engine.runner import Engine
 from domainbench.store import open_store
 from tests.cli_runner import run_cli
@@ -47,7 +47,7 @@ def test_cells_made_differently_are_not_paired_and_are_named(home: Path, capsys,
 def test_a_comparison_reads_each_runs_units_once(home: Path) -> None:
     """Issue 43: `compare` read every run's unit documents twice (the outcomes, then again for the adaptive look):
     most of its time on a run of 5,000 units."""
-    from domainbench.engine.confidence import read_outcomes
+    from domainbench.query.confidence import read_outcomes
 
     store = open_store()
     for rid, model in (("a", "fake:a"), ("b", "fake:b")):

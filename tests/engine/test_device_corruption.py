@@ -10,7 +10,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.engine.device_corruption import corruption_site
 from domainbench.engine.runner import Engine
 from domainbench.store import open_store
@@ -173,7 +173,7 @@ def test_a_composition_on_the_device_is_its_device_steps_by_hand() -> None:
 
 
 def test_a_run_corrupts_a_composition_on_the_device_when_every_step_can(home: Path) -> None:
-    from domainbench.config import Composition, CompositionStep
+    from domainbench.records.config import Composition, CompositionStep
 
     def comp(name: str, steps: list[tuple[str, int]]) -> Composition:
         return Composition(name=name, steps=[CompositionStep(corruption=c, severity=s) for c, s in steps])

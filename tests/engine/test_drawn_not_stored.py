@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RunConfig
 from domainbench.engine import local_executor
 from domainbench.engine.jobs import run_job
 from domainbench.engine.runner import Engine

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from domainbench import corruptions
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data import load_sample
 from domainbench.engine.jobs import image_seeds
 from domainbench.engine.runner import Engine

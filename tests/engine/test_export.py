@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from domainbench.engine.export import CELL_COLUMNS, CELL_FIELDS, CSV_FIELDS, top1_accuracy
+from domainbench.query.export import CELL_COLUMNS, CELL_FIELDS, CSV_FIELDS, top1_accuracy
 from domainbench.metrics.aggregate import CellSummary
 from domainbench.metrics.classification import balanced_accuracy
 
@@ -38,9 +38,9 @@ def test_json_export_names_the_unit_of_every_column_and_keeps_the_csv_names() ->
     import io
     import json
 
-    from domainbench.engine.export import BREAKING_FIELDS, UNPARSEABLE_FIELD, column_units, to_csv, to_json
+    from domainbench.query.export import BREAKING_FIELDS, UNPARSEABLE_FIELD, column_units, to_csv, to_json
     from domainbench.metrics.aggregate import summarize
-    from domainbench.report import RunReport, Versions
+    from domainbench.records.report import RunReport, Versions
 
     units = [{"schema_version": 1, "run_id": "r", "model": "m", "corruption": c, "severity": s, "shard": 0, "n": 4,
               "confusion": [[2, 0], [1, 1]], "flips": 0 if s == 0 else 1, "seed": 0, "classes": ["a", "b"]}

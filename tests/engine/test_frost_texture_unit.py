@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.corruptions.kernels import frost_photos
 from domainbench.engine.runner import Engine
 from domainbench.query import drawn_of

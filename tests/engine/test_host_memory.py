@@ -1,4 +1,4 @@
-"""domainbench.host_memory: the entry points' settings make freed temporaries reusable; importing changes nothing."""
+"""domainbench.runtime.host_memory: the entry points' settings make freed temporaries reusable; importing changes nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import numpy as np
 if sys.argv[1] in ("import", "configured"):
     import domainbench
 if sys.argv[1] == "configured":
-    from domainbench import host_memory
+    from domainbench.runtime import host_memory
     host_memory.configure()
 def faults_of_a_temporary():
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -47,7 +47,7 @@ def test_configured_process_reuses_freed_temporaries_and_importing_changes_nothi
 
 RELEASE = """
 import numpy as np
-from domainbench import host_memory
+from domainbench.runtime import host_memory
 host_memory.configure()
 def rss():
     return int(open("/proc/self/statm").read().split()[1]) * 4096

@@ -18,7 +18,7 @@ from domainbench.metrics.damage_report import INFINITE, cell_damage, identical, 
 from domainbench.data import open_dataset
 from domainbench.engine.jobs import image_seeds
 from domainbench.metrics.damage import damage_sums, luminance
-from domainbench.unit_sums import DamageSums
+from domainbench.records.unit_sums import DamageSums
 from tests.cli_runner import run_cli
 
 # saturate leaves the bundled grayscale sample untouched at severity 1 (the plan preview warns of it)
@@ -78,7 +78,7 @@ def test_identity_cell_in_show_and_both_exports(home: Path, tmp_path: Path, caps
 
 
 def test_cell_damage_is_read_once_per_cell(home: Path) -> None:
-    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
     from domainbench.engine.runner import Engine
     from domainbench.query import report
     from domainbench.store import open_store

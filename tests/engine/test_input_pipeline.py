@@ -17,7 +17,7 @@ import pytest
 import torch
 from PIL import Image
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data import load_sample, open_dataset
 from domainbench.engine.input_pipeline import InputPipeline, ShardLoader, auto_workers
 from domainbench.engine.jobs import Corrupted
@@ -186,7 +186,7 @@ def test_a_run_and_an_fmr_run_with_models_on_cuda_score_pinned_batches_and_store
         home: Path, pins: list[tuple[int, ...]], monkeypatch: pytest.MonkeyPatch) -> None:
     """The local executor decides pinning from its models' device: told they run on CUDA (their tensors
     stay on the CPU here), it pins every clean shard and host-corrupted batch once, and nothing changes."""
-    from domainbench.config import FmrSettings
+    from domainbench.records.config import FmrSettings
 
     store = open_store()
     plan = RunConfig(models=["fake:a", "fake:b"], limit=30, shard_size=10, workers=0, corrupt_on="cpu",
@@ -224,8 +224,8 @@ def test_fmr_decodes_its_shards_in_the_pipelines_workers_to_the_in_process_decod
     two images the tested models are probed with) and stores what an FMR run decoding in this process stores."""
     from typer.testing import CliRunner
 
-    from domainbench.cli import app
-    from domainbench.config import save
+    from domainbench.app.cli import app
+    from domainbench.records.config import save
     from domainbench.data import Dataset
 
     _jpeg_folder(tmp_path / "ds", broken=False)

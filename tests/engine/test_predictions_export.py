@@ -15,7 +15,7 @@ import torch
 
 import domainbench
 from domainbench import corruptions
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data import load_sample
 from domainbench.engine.jobs import image_seeds
 from domainbench.models import build_classifier, create_model
@@ -92,7 +92,7 @@ def test_unknown_run_is_one_line_and_writes_nothing(home: Path, tmp_path: Path, 
 
 
 def test_an_answer_that_named_no_class_exports_an_empty_prediction(home: Path) -> None:
-    from domainbench.engine.predictions import prediction_rows
+    from domainbench.query.predictions import prediction_rows
     from domainbench.models.generative import UNPARSED
 
     store = open_store()

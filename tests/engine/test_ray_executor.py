@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.engine.executors import ExecutorOptions, make_engine
 from domainbench.engine.reports import build_report
 from domainbench.engine.runner import Engine
@@ -183,10 +183,10 @@ def test_cli_ui_launch_worker_and_ray_runs_of_one_plan_store_identical_records(l
     """One run lifecycle: the CLI, the UI's launch taken by a worker, and the Ray executor store the same records."""
     from typer.testing import CliRunner
 
-    from domainbench.cli import app
-    from domainbench.config import save
+    from domainbench.app.cli import app
+    from domainbench.records.config import save
     from domainbench.frontend import launching
-    from domainbench.worker import Worker
+    from domainbench.app.worker import Worker
 
     store = open_store()
     plan = cfg(limit=30, shard_size=10)
@@ -235,10 +235,10 @@ def test_cli_ui_launch_worker_and_ray_fmr_runs_of_one_plan_store_identical_recor
     and the Ray executor (one actor call per (tested model, shard)) store the same records and report."""
     from typer.testing import CliRunner
 
-    from domainbench.cli import app
-    from domainbench.config import save
+    from domainbench.app.cli import app
+    from domainbench.records.config import save
     from domainbench.frontend import launching
-    from domainbench.worker import Worker
+    from domainbench.app.worker import Worker
 
     store = open_store()
     save(FMR_DOMAIN, tmp_path / "domain.toml")
@@ -278,12 +278,12 @@ def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_
     along the images' mean embedding and whose other rows point against it makes every prediction class 0,
     which the real prompts never do. (Identical rows would tie every class, and which column of a float32
     matrix product rounds highest differs between CPUs: an AVX-512 EPYC gave class 8 for some images.)"""
-    from domainbench.config import FmrSettings
+    from domainbench.records.config import FmrSettings
     from domainbench.data import open_dataset
     from domainbench.engine.text_cache import classifier_key
     from domainbench.models import build_classifier, create_model
     from domainbench.models.base import DEFAULT_TEMPLATES
-    from domainbench.packed import PackedArray
+    from domainbench.records.packed import PackedArray
     from domainbench.store.records import TextEmbeddingRecord
 
     store = open_store()
@@ -311,9 +311,9 @@ def test_ray_actors_read_classifiers_from_the_stores_text_embedding_cache(local_
 
 def test_a_worker_on_ray_finishes_a_queued_fmr_run_through_fenced_actors(local_ray: Any, home: Path) -> None:
     """The worker's lease fence reaches the FMR actors' writes (their store is the worker's fenced view)."""
-    from domainbench.config import FmrSettings
+    from domainbench.records.config import FmrSettings
     from domainbench.frontend import launching
-    from domainbench.worker import Worker
+    from domainbench.app.worker import Worker
 
     store = open_store()
     plan = cfg(models=["fake:a"], limit=12, stability=False, threat=False)
@@ -328,7 +328,7 @@ def test_a_worker_on_ray_finishes_a_queued_fmr_run_through_fenced_actors(local_r
 
 
 def test_a_killed_fmr_actor_resumes_to_the_local_runs_records(local_ray: Any, home: Path, one_thread: None) -> None:
-    from domainbench.config import FmrSettings
+    from domainbench.records.config import FmrSettings
 
     store = open_store()
     plan = cfg(models=["fake:slow"], limit=20, stability=False, threat=False)  # 5 shards, each a slow search
@@ -372,7 +372,7 @@ def test_the_ray_driver_decodes_through_the_input_pipelines_workers_to_the_local
     store what the local executor, decoding in this process, stores."""
     from test_input_pipeline import SIZE, _jpeg_folder
 
-    from domainbench.config import FmrSettings
+    from domainbench.records.config import FmrSettings
     from domainbench.data import Dataset
 
     _jpeg_folder(tmp_path / "ds", broken=False)
@@ -398,7 +398,7 @@ def test_ray_scores_real_shift_cells_as_the_local_executor_does(local_ray: Any, 
                                                                 one_thread: None) -> None:
     # paired, labelled shift: flips against the stored clean pass, SSIM/PSNR and embedding stability; with one
     # model per actor each actor group scores the shift with its own models
-    from domainbench.config import RealShift
+    from domainbench.records.config import RealShift
     from tests.engine.test_shift_cells import N, _inverted_sample
 
     _inverted_sample(tmp_path / "inv", class_folders=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.engine.runner import Engine
 from domainbench.engine.tasks import SilentEvents
 from domainbench.errors import UserInputError

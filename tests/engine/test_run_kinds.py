@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
 from domainbench.engine.jobs import CLEAN
 from domainbench.engine.kinds import RUN_KINDS, KindCapabilities, RunSession, kind_of, register_kind
 from domainbench.engine.lifecycle import complete_run, queue_run
@@ -110,7 +110,7 @@ def _clean(store: Store, run_id: str) -> dict[tuple[str, int], tuple[list[int], 
 
 def test_a_kind_from_outside_the_engine_starts_queues_and_resumes_through_the_one_lifecycle(
         home: Path, clean_pass: CleanPassKind) -> None:
-    from domainbench.worker import Worker
+    from domainbench.app.worker import Worker
 
     store = open_store()
     reference = Engine(store).start(DOMAIN, cfg())  # the corruption kind's clean pass of the same images

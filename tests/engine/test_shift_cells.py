@@ -169,7 +169,7 @@ def test_a_bad_shift_folder_of_a_plan_names_its_table_and_the_fix(folder: str, e
 
 
 def test_plan_files_hold_shifts_and_older_plans_keep_their_version_and_id(tmp_path: Path) -> None:
-    from domainbench.config import DomainConfig, dumps, load_domain
+    from domainbench.records.config import DomainConfig, dumps, load_domain
     from domainbench.engine.shift_cells import with_shifts
     from domainbench.store.repositories import domain_id
 
@@ -219,7 +219,7 @@ def test_shifts_refuse_adaptive_runs_and_executors_the_kind_has_no_part_for(home
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     # shift cells run on the local and the Ray executor (tests/engine/test_ray_executor.py); an executor the
     # corruption kind has no part for is refused by its declared capabilities before anything is stored
-    from domainbench.config import DomainConfig, RunConfig
+    from domainbench.records.config import DomainConfig, RunConfig
     from domainbench.engine.runner import Engine
     from domainbench.errors import UserInputError
     from domainbench.store import open_store

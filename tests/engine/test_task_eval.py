@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from domainbench.config import CorruptionChoice, DomainConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig
 from domainbench.data.manifests import load_retrieval_manifest
 from domainbench.data.task_samples import write_sample_manifests
 from domainbench.engine.jobs import Job, run_job

@@ -13,12 +13,12 @@ import torch
 from PIL import Image
 from open_clip import zero_shot_metadata as meta
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.engine.runner import Engine
 from domainbench.engine.text_cache import PROBE, cached_classifier
 from domainbench.errors import UserInputError
 from domainbench.models import build_classifier, create_model
-from domainbench.label_sets import resolve_classes, resolve_templates
+from domainbench.records.label_sets import resolve_classes, resolve_templates
 from domainbench.store import open_store
 from domainbench.store.collections import Collection
 from tests.cli_runner import run_cli
@@ -58,7 +58,7 @@ def test_a_rerun_reads_the_classifier_instead_of_encoding_prompts(home: Path, en
 
 def test_an_fmr_run_reads_the_classifiers_a_corruption_run_cached(home: Path, encoded: list[list[str]]) -> None:
     """FMR's tested models and its oracle build their classifiers through the same cache as the engine."""
-    from domainbench.config import FmrSettings
+    from domainbench.records.config import FmrSettings
 
     store = open_store()
     cfg = RunConfig(models=["fake:a"], limit=10, workers=0, stability=False, threat=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import domainbench
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.engine.timings import RUN, STARTUP, STARTUP_STAGES, StageTimes, timing_lines
 from domainbench.store import open_store
 from tests.cli_runner import run_cli

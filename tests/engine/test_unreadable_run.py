@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.errors import UserInputError
 
 DOMAIN = DomainConfig(domain="unreadable", corruptions=[CorruptionChoice(name="brightness", severities=[2], reason="r")])

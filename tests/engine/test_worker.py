@@ -12,15 +12,15 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-from domainbench.launch import enqueue_run
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.service.launch import enqueue_run
 from domainbench.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 # the worker CLI with the fake model backend registered (the fake lives in the tests)
 LAUNCHER = (
     f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import fake_models; "
-    "from domainbench.cli import main; sys.argv = ['domainbench'] + sys.argv[1:]; main()"
+    "from domainbench.app.cli import main; sys.argv = ['domainbench'] + sys.argv[1:]; main()"
 )
 DOMAIN = DomainConfig(domain="worker test", corruptions=[CorruptionChoice(name="brightness", severities=[1, 3])])
 

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from PIL import Image
 from safetensors.torch import load_file
 
-from domainbench.config import load_domain
+from domainbench.records.config import load_domain
 from domainbench.data import load_sample
 from domainbench.errors import UserInputError
 from domainbench.tuning import FinetuneDiverged, resume, train

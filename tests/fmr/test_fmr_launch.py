@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from domainbench.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig
 from domainbench.errors import UserInputError
-from domainbench.launch import enqueue_run
+from domainbench.service.launch import enqueue_run
 from domainbench.store import open_store
 from domainbench.store.queue import DuplicateRunError
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, FmrSettings, RunConfig, save
 from domainbench.engine.tasks import SilentEvents
 from domainbench.fmr.images import from_png_b64
 from domainbench.fmr.oracle import load_oracle

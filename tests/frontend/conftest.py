@@ -56,7 +56,7 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A real small run, built once per session: both embedded models on REAL_IMAGES bundled sample images,
     with stability and PD threat on a small scale. Returns ($DOMAINBENCH_HOME, run id)."""
     import domainbench
-    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 
     home = tmp_path_factory.mktemp("real-run") / "home"
     domain = DomainConfig(domain=REAL_DOMAIN, corruptions=[

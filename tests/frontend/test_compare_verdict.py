@@ -11,7 +11,7 @@ from test_app import DONE, texts
 from test_run_pages import XRAY, compare_page
 from test_verdict import flat
 
-from domainbench.engine.compare import paired_comparison
+from domainbench.query.compare import paired_comparison
 from domainbench.frontend import data
 from domainbench.store import Store
 

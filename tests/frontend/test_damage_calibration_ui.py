@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 from fe_synthetic import REAL_IMAGES
 from test_app import APP, run_page, texts
 
-from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, PlannerProvenance, RunConfig
+from domainbench.records.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, PlannerProvenance, RunConfig
 from domainbench.engine.runner import Engine
 from domainbench.frontend import damage_calibration as dc
 from domainbench.frontend import data, ladder

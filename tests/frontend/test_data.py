@@ -14,10 +14,10 @@ import pytest
 from sklearn.metrics import balanced_accuracy_score
 
 from domainbench import corruptions
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.engine.reports import build_report
 from domainbench.errors import UserInputError
-from domainbench.report import Versions
+from domainbench.records.report import Versions
 from domainbench.store import Store
 from domainbench.frontend import data
 

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import pytest
 
 from domainbench.metrics.aggregate import CellSummary, ModelSummary, RunSummary
-from domainbench.report import RunReport, StabilityMean, ThreatCell, Versions
+from domainbench.records.report import RunReport, StabilityMean, ThreatCell, Versions
 from domainbench.frontend import figures
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from domainbench.fmr.images import from_png_b64, to_png_b64
-from domainbench.report import FmrModelReport, FmrOracleReport, FmrReport
+from domainbench.records.report import FmrModelReport, FmrOracleReport, FmrReport
 from domainbench.store.records import FmrUnitRecord
 from domainbench.frontend.views.fmr_section import fmr_frame, gallery_rows
 

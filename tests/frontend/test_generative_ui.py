@@ -12,7 +12,7 @@ from test_app import run_page, summary_table
 
 from domainbench.frontend import data
 from domainbench.frontend.ui import md_escape
-from domainbench.model_backends import kind_of
+from domainbench.records.model_backends import kind_of
 from domainbench.store import open_store
 from domainbench.store.records import VLMUnitExtras
 
@@ -27,7 +27,7 @@ def test_kind_follows_the_model_name() -> None:
 @pytest.mark.parametrize("name", ["hf-vlm:/data/models/tiny-llava", "hf-vlm:llava-hf/llava-1.5-7b-hf",
                                   "openai-vlm:llava@http://127.0.0.1:11434/v1"])
 def test_new_domain_accepts_generative_model_names(name: str) -> None:
-    from domainbench.launch import check_model_name
+    from domainbench.service.launch import check_model_name
 
     check_model_name(name)  # a saved folder, a hub id or an endpoint: the worker that loads it reports what lacks
 

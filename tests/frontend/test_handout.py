@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
-from domainbench.report import RunReport
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.report import RunReport
 from tests.cli_runner import run_cli as cli
 
 PLAIN, AUG = "embedded:fmnist-plain", "embedded:fmnist-augmented"

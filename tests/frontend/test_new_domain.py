@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
+from domainbench.records.config import CorruptionChoice, DomainConfig, PlannerProvenance
 from domainbench.errors import StoreUnavailableError, UserInputError
 from domainbench.planner import MAX_DOMAIN_CHARS
 from domainbench.store import Store
@@ -121,7 +121,7 @@ def test_an_fmr_search_is_launched_into_the_queue_like_any_run(populated: Store,
 
 
 def test_planned_compositions_are_launched_unless_removed(populated: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    from domainbench.config import Composition, CompositionStep
+    from domainbench.records.config import Composition, CompositionStep
 
     def with_compositions(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
         steps = [CompositionStep(corruption="brightness", severity=2), CompositionStep(corruption="gaussian_noise", severity=1)]

@@ -55,7 +55,7 @@ def test_voting_planners_on_the_page_show_who_chose_what(store: Store, monkeypat
 
 
 def test_plan_notes_split_the_vote_from_the_other_notes() -> None:
-    from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
+    from domainbench.records.config import CorruptionChoice, DomainConfig, PlannerProvenance
 
     notes = ["planners voting: 2 (a, b); a corruption is chosen by more than half of them",
              "a chose: brightness, fog", "b chose: brightness", "agreement a vs b: Jaccard 0.50",

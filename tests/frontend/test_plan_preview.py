@@ -8,7 +8,7 @@ import pytest
 from skimage.metrics import structural_similarity
 from test_new_domain import page, texts
 
-from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
+from domainbench.records.config import CorruptionChoice, DomainConfig, PlannerProvenance
 from domainbench.store import Store
 from domainbench.frontend import data, ladder
 

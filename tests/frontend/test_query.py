@@ -11,7 +11,7 @@ import pytest
 
 from domainbench import query
 from domainbench.errors import UserInputError
-from domainbench.report import Versions
+from domainbench.records.report import Versions
 from domainbench.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,7 +84,7 @@ def test_exports_are_the_clis(store: Store) -> None:
 
 
 def test_expected_cells_count_compositions(store: Store) -> None:
-    from domainbench.config import Composition, CompositionStep
+    from domainbench.records.config import Composition, CompositionStep
 
     run = synthetic.populate(store, run_id="composed", status="running")
     assert query.expected_cells(run) == 2 * 6

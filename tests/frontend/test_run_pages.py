@@ -109,7 +109,7 @@ def test_run_page_numbers_equal_the_stored_report(real_store: Store, real_run: t
     at = run_page(run_id)
     report = real_store.get_report(run_id)
     # the only warnings are the intervals' cautions (few images per class, an unresolved rCE), one each
-    from domainbench.engine.confidence import load_intervals
+    from domainbench.query.confidence import load_intervals
 
     notes = load_intervals(real_store, report).notes
     assert not at.error and len(at.warning) == len(notes) and notes

@@ -12,7 +12,7 @@ from PIL import Image
 from test_app import run_page, texts
 
 from domainbench import query
-from domainbench.config import CorruptionChoice, DomainConfig, RealShift, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RealShift, RunConfig
 from domainbench.data import open_dataset
 from domainbench.engine.runner import Engine
 from domainbench.frontend import figures, shift_section

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from test_app import app, run_page
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data.task_samples import write_sample_manifests
 from domainbench.engine.task_kind import start_task_run
 from domainbench.store import Store

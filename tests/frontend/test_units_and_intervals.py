@@ -184,7 +184,7 @@ def test_runs_list_counts_units_not_cells(store: Store) -> None:
 
 
 def test_planned_but_never_run_domains_stay_out_of_the_runs_pages_heatmap(populated: Store) -> None:
-    from domainbench.config import DomainConfig
+    from domainbench.records.config import DomainConfig
 
     plan = DomainConfig.model_validate({**syn.domain_doc("underwater drone footage"),
                                         "corruptions": [{"name": "fog", "severities": [1]}]})

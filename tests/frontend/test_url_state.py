@@ -10,7 +10,7 @@ from test_app import APP, DONE, LIVE, app, run_page, summary_table, texts
 from test_new_domain import fake_plan, page
 from test_run_pages import XRAY
 
-from domainbench.config import Composition, CompositionStep, DomainConfig
+from domainbench.records.config import Composition, CompositionStep, DomainConfig
 from domainbench.store import Store
 from domainbench.frontend import data
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from test_app import run_page, summary_table
 
-from domainbench.engine.compare import paired_comparison
-from domainbench.engine.confidence import load_intervals
+from domainbench.query.compare import paired_comparison
+from domainbench.query.confidence import load_intervals
 from domainbench.store import Store
 from domainbench.frontend.verdict import pm
 

@@ -11,10 +11,10 @@ import fe_synthetic as syn
 import pytest
 from test_app import app, texts
 
-from domainbench import heartbeat
+from domainbench.runtime import heartbeat
 from domainbench.frontend import progress
 from domainbench.store import Store
-from domainbench.worker import Worker
+from domainbench.app.worker import Worker
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from domainbench.store import open_store
 from tests.cli_runner import run_cli
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from domainbench import resource_bounds as bounds
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig, load_domain, merge_aliases, save
+from domainbench.runtime import resource_bounds as bounds
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig, load_domain, merge_aliases, save
 from domainbench.errors import UserInputError
 from tests.cli_runner import run_cli
 

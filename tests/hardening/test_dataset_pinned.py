@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from domainbench.data import SAMPLE_PATH, load_sample, open_dataset
 from domainbench.data.fingerprint import SAMPLED_FILES, dataset_fingerprint
 from domainbench.errors import UserInputError
@@ -100,7 +100,7 @@ def test_resume_from_another_directory_refuses_a_changed_dataset(home: Path, tmp
 
 def test_a_queued_run_pins_its_dataset_when_a_worker_first_starts_it(home: Path, tmp_path: Path,
                                                                      monkeypatch) -> None:
-    from domainbench.config import RunConfig
+    from domainbench.records.config import RunConfig
     from domainbench.engine.runner import Engine
     from domainbench.store.queue import queue_of
     from domainbench.store.records import RunRecord

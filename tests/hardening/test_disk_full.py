@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
-from domainbench.disk_full import disk_full_cause
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
+from domainbench.runtime.disk_full import disk_full_cause
 from domainbench.store import open_store
 from domainbench.store.sqlite_store import SQLiteStore
 from tests.cli_runner import run_cli
@@ -79,8 +79,8 @@ def test_disk_full_mid_run_then_resume_completes(home: Path, tmp_path: Path, cap
 
 
 def test_crash_report_is_whole_or_absent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from domainbench import crash_report
-    from domainbench.settings import Settings
+    from domainbench.runtime import crash_report
+    from domainbench.runtime.settings import Settings
 
     monkeypatch.setenv("DOMAINBENCH_HOME", str(tmp_path / "home"))
     monkeypatch.setattr(crash_report.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))

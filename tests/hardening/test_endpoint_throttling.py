@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from domainbench.models import endpoint_transport as transport
 from domainbench.models.generative import VLMOptions
 from domainbench.models.openai_vlm_backend import AnswerCache, EndpointError, EndpointStalled, OpenAIVLM

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-from domainbench.confusion import SparseConfusion
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.confusion import SparseConfusion
 from domainbench.store import open_store
 from domainbench.store.fence import Fence
 from domainbench.store.fenced_store import FencedStore

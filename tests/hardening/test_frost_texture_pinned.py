@@ -10,7 +10,7 @@ import cv2
 import numpy as np
 import pytest
 
-from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, save
+from domainbench.records.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, save
 from domainbench.corruptions.kernels import frost_photos
 from domainbench.store import open_store
 from tests.cli_runner import run_cli

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, save
-from domainbench.literal import data_safe
+from domainbench.records.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, save
+from domainbench.runtime.literal import data_safe
 from tests.cli_runner import run_cli
 
 ESC_CLASS = "cat\x1b[31m"

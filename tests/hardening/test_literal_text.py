@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
-from domainbench.literal import literal, markup_safe, printable
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
+from domainbench.runtime.literal import literal, markup_safe, printable
 from tests.cli_runner import run_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
@@ -63,7 +63,7 @@ def test_help_shows_the_ray_extra_literally(capsys, monkeypatch) -> None:
 
 @pytest.mark.parametrize("reason", ["[/b] broke it", "\x1b]0;title\x07"])
 def test_plan_table_shows_odd_reasons_literally(reason: str, home: Path, capsys, monkeypatch) -> None:
-    from domainbench import cli as cli_mod
+    from domainbench.app import cli as cli_mod
     from domainbench import planner
 
     real = planner.plan

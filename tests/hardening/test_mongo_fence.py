@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
-from domainbench.confusion import SparseConfusion
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.confusion import SparseConfusion
 from domainbench.store import mongo_parts
 from domainbench.store.fence import EPOCH_FIELD, Fence, LeaseLost, epoch_field
 from domainbench.store.fenced_store import FencedStore

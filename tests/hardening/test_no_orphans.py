@@ -69,8 +69,8 @@ def test_corruption_pool_workers_end_with_the_engine(tmp_path: Path) -> None:
 def test_the_uis_run_worker_ends_with_the_ui(tmp_path: Path) -> None:
     proc, pids = _parent(tmp_path, """
         import subprocess, time
-        from domainbench.parent_watch import command
-        worker = subprocess.Popen(command("domainbench.cli", "--quiet", "worker", "--poll", "0.2"))
+        from domainbench.runtime.parent_watch import command
+        worker = subprocess.Popen(command("domainbench.app.cli", "--quiet", "worker", "--poll", "0.2"))
         print(worker.pid, flush=True)
         time.sleep(600)
     """)
@@ -81,7 +81,7 @@ def test_the_uis_run_worker_ends_with_the_ui(tmp_path: Path) -> None:
 def test_a_watched_module_gets_its_arguments(tmp_path: Path) -> None:
     (tmp_path / "echo_args.py").write_text("import sys; print(sys.argv)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    from domainbench.parent_watch import command
+    from domainbench.runtime.parent_watch import command
 
     out = subprocess.run(command("echo_args", "a", "--b"), env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip().endswith("echo_args.py', 'a', '--b']"), out.stderr

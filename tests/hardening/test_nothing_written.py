@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from domainbench.store import open_store
 from tests.cli_runner import run_cli
 

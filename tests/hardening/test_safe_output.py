@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from domainbench.errors import UserInputError
-from domainbench.safe_output import output_dir, write_atomically
+from domainbench.runtime.safe_output import output_dir, write_atomically
 from tests.cli_runner import run_cli
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from domainbench.data import open_dataset
 from domainbench.data.decoding import display_name, to_rgb
 from domainbench.errors import UserInputError

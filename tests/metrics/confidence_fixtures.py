@@ -6,7 +6,7 @@ import numpy as np
 
 from domainbench.metrics.aggregate import summarize
 from domainbench.metrics.threat import safe_accuracy
-from domainbench.report import RunReport, ThreatCell, Versions
+from domainbench.records.report import RunReport, ThreatCell, Versions
 from domainbench.store.records import UnitRecord
 
 CLASSES = ["a", "b", "c"]

@@ -10,9 +10,9 @@ import torch
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from domainbench.metrics.calibration import calibration_counts
-from domainbench.unit_sums import N_BINS, CalibrationCounts
+from domainbench.records.unit_sums import N_BINS, CalibrationCounts
 from domainbench.metrics.damage import damage_sums, luminance, ssim_per_image
-from domainbench.unit_sums import DamageSums
+from domainbench.records.unit_sums import DamageSums
 
 
 def _photo_pair(rng: np.random.Generator, n: int, h: int, w: int, c: int) -> tuple[np.ndarray, np.ndarray]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, balanced_accuracy_score
 
-from domainbench.engine.export import CELL_COLUMNS, cell_rows
+from domainbench.query.export import CELL_COLUMNS, cell_rows
 from domainbench.metrics import defs
 from domainbench.metrics.aggregate import summarize
 from domainbench.metrics.registry import (
@@ -24,7 +24,7 @@ from domainbench.metrics.registry import (
     metrics_of,
     registry,
 )
-from domainbench.report import RunReport, ThreatCell, Versions
+from domainbench.records.report import RunReport, ThreatCell, Versions
 from tests.cli_runner import run_cli
 
 CLASSES = ["a", "b", "c"]
@@ -52,7 +52,7 @@ def test_export_columns_keep_their_names_and_order() -> None:
     assert CELL_COLUMNS["balanced_accuracy_ci_high"].startswith("upper end of the smoothed per-class normal interval")
     assert CELL_COLUMNS["balanced_accuracy_ci_approximate"].startswith("True where the cell's median class has fewer than 5")
     # metrics only some runs have are listed, but add their columns only to those runs' exports
-    from domainbench.engine.export import BREAKING_FIELDS, UNPARSEABLE_DOC, UNPARSEABLE_FIELD
+    from domainbench.query.export import BREAKING_FIELDS, UNPARSEABLE_DOC, UNPARSEABLE_FIELD
     from domainbench.frontend.views.compare import FAMILY_METRICS
 
     assert "unparseable_rate" not in CELL_COLUMNS and [m.name for m in metrics_of("cell", always=False)][-1] == UNPARSEABLE_FIELD
@@ -77,7 +77,7 @@ def test_the_declared_intervals_are_the_ones_the_statistics_compute() -> None:
 
 
 def test_summary_columns_keep_their_headers_and_order() -> None:
-    from domainbench.cli import summary_columns
+    from domainbench.app.cli import summary_columns
     from domainbench.frontend.data import COMPARE_METRICS, STABILITY_METRICS, summary_metrics
 
     assert [m.cli_header for m in summary_columns()] == ["clean%", "corr%", "safe%", "mCE", "rCE", "mFR", "r"]
@@ -89,8 +89,8 @@ def test_summary_columns_keep_their_headers_and_order() -> None:
 
 
 def test_footers_and_fmr_columns_derive_from_the_registry_with_their_old_text() -> None:
-    from domainbench.cli import summary_columns
-    from domainbench.engine.export import fmr_fields
+    from domainbench.app.cli import summary_columns
+    from domainbench.query.export import fmr_fields
     from domainbench.metrics.registry import column_notes
 
     # the literal texts the CLI printed before they were derived from the declarations
@@ -326,7 +326,7 @@ def _declared(monkeypatch: pytest.MonkeyPatch, **changes: dict[str, object]) -> 
 
 
 def test_the_interval_a_metric_declares_is_the_one_computed(monkeypatch: pytest.MonkeyPatch) -> None:
-    from domainbench.engine.export import cell_columns
+    from domainbench.query.export import cell_columns
     from domainbench.metrics.confidence import model_interval_metrics, run_intervals
     from tests.oracles.score_interval import wilson_cc_by_root
     from domainbench.metrics.outcomes import image_outcomes

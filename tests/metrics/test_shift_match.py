@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from domainbench.metrics.shift_match import match_shift, shift_matches
-from domainbench.results import CellSummary, ModelSummary, RunSummary
+from domainbench.records.results import CellSummary, ModelSummary, RunSummary
 
 
 def _cell(corruption: str, severity: int, accuracy: float | None, flips: int = 0, n: int = 100) -> CellSummary:

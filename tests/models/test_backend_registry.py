@@ -14,10 +14,10 @@ import pandas as pd
 import pytest
 import tomllib
 
-from domainbench.cli import _model_args
-from domainbench.config import RunConfig, dumps, load_run
+from domainbench.app.cli import _model_args
+from domainbench.records.config import RunConfig, dumps, load_run
 from domainbench.errors import UserInputError
-from domainbench.model_backends import (
+from domainbench.records.model_backends import (
     MODEL_BACKENDS,
     Capabilities,
     ModelOptions,

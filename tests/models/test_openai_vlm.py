@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from domainbench.models import openai_vlm_backend as backend
 from domainbench.models.generative import UNPARSED, VLMOptions, softmax_confidence
 from domainbench.models.openai_vlm_backend import AnswerCache, EndpointError, OpenAIVLM, RequestBudgetExhausted
@@ -180,7 +180,7 @@ def test_choice_mode_nll_with_a_missing_true_letter_is_unbounded_never_a_wrong_n
     int64(inf) wrapped: a run wrong on most images reported NLL 0.272. Now the NLL is n/a (unbounded), the
     images with a finite score still summed exactly."""
     from domainbench.metrics.calibration import calibration_counts
-    from domainbench.unit_sums import NLL_SCALE
+    from domainbench.records.unit_sums import NLL_SCALE
 
     scores = np.array([[-0.1, -2.5, -4.0], [-0.2, -np.inf, -3.0], [-1.0, -0.5, -np.inf]])
     counts = calibration_counts(scores, np.array([0, 1, 1]))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from domainbench.config import CorruptionChoice, DomainConfig, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, save
 from domainbench.data import open_dataset
 from domainbench.models.generative import DEFAULT_QUESTION, UNPARSED, parse_answer, softmax_confidence
 from domainbench.store import open_store

@@ -36,9 +36,9 @@ import pytest
 import torch
 
 from domainbench import corruptions
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data import load_sample
-from domainbench.engine.export import top1_accuracy
+from domainbench.query.export import top1_accuracy
 from domainbench.engine.jobs import image_seeds
 from domainbench.engine.reports import build_report
 from domainbench.engine.runner import Engine

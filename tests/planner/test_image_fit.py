@@ -11,7 +11,7 @@ import pytest
 from skimage.metrics import structural_similarity
 
 from domainbench import corruptions
-from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
+from domainbench.records.config import CorruptionChoice, DomainConfig, PlannerProvenance
 from domainbench.metrics.ladder import NO_EFFECT_PIXELS, NO_EFFECT_SSIM
 from domainbench.planner.image_fit import PROBE_IMAGES, fit_to_images, pixel_changes, probe_images, unchanged_cells
 from tests.cli_runner import run_cli

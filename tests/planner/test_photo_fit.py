@@ -118,7 +118,7 @@ def test_plan_photos_on_the_command_line(home, tmp_path: Path, capsys, monkeypat
     assert any(v.startswith("measured 12 photos against 24 clean images") for v in planned["planner"]["violations"])
     # with a description: the text's plan and the photos' measurement combined, disagreements stated
     import domainbench.planner
-    from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
+    from domainbench.records.config import CorruptionChoice, DomainConfig, PlannerProvenance
 
     text_plan = DomainConfig(domain="Studio photos of shoes.", planner=PlannerProvenance(provider="offline", model="m"),
                              corruptions=[CorruptionChoice(name=n, severities=[1, 2], reason=f"{n} by the text.")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.planner import acquisition, plan, rules
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.rules import keyword_pattern

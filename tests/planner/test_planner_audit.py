@@ -12,7 +12,7 @@ import pytest
 from planner_fakes import FakeLLM, Reply, answer
 
 import domainbench
-from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance, save
+from domainbench.records.config import CorruptionChoice, DomainConfig, PlannerProvenance, save
 from domainbench.planner import audit, plan
 from domainbench.planner import photo_fit as pf
 from domainbench.planner.settings import LLMSettings

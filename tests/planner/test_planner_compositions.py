@@ -8,7 +8,7 @@ import json
 import pytest
 from planner_fakes import FakeLLM, Reply
 
-from domainbench.config import Composition, CompositionStep, load_domain, save
+from domainbench.records.config import Composition, CompositionStep, load_domain, save
 from domainbench.planner import compositions, plan, prompts, rules
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.cues import Hit

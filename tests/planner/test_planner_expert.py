@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from domainbench.config import DomainConfig
+from domainbench.records.config import DomainConfig
 from domainbench.planner import acquisition, cues, plan, rules
 from domainbench.planner.catalogue import Catalogue
 

@@ -10,7 +10,7 @@ import traceback
 import pytest
 from planner_fakes import FakeLLM, Reply, answer
 
-from domainbench.config import dumps, load_domain, save
+from domainbench.records.config import dumps, load_domain, save
 from domainbench.errors import UserInputError
 from domainbench.planner import PlannerError, plan, prompt_version, rules
 from domainbench.planner.catalogue import Catalogue

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from domainbench.config import DomainConfig, load_domain, save
+from domainbench.records.config import DomainConfig, load_domain, save
 from domainbench.errors import UserInputError
 from domainbench.planner import MAX_DOMAIN_CHARS, plan, rules
 from domainbench.planner.catalogue import Catalogue

@@ -10,7 +10,7 @@ import statistics
 
 import pytest
 
-from domainbench.config import CorruptionChoice
+from domainbench.records.config import CorruptionChoice
 from domainbench.planner import prompts, rules
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.schema import PlanItem, parse_answer

@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import balanced_accuracy_score, confusion_matrix
 
-from domainbench.confusion import SparseConfusion
+from domainbench.records.confusion import SparseConfusion
 from domainbench.metrics.aggregate import summarize
 from domainbench.metrics.classification import balanced_accuracy
-from domainbench.packed import PLAIN_MAX, PackedArray
+from domainbench.records.packed import PLAIN_MAX, PackedArray
 from domainbench.store.indexes import PARTS
 from domainbench.store.mongo_store import MongoStore
 from domainbench.store.records import UnitRecord
@@ -162,7 +162,7 @@ def test_a_1000_class_unit_of_any_cell_takes_under_32_kb_as_the_engine_writes_it
                                                                                    tmp_path: Path) -> None:
     """Per-image draws (shadow's polygons) are not stored in units (``query.drawn_of`` makes them again): the
     engine's unit of a shadow cell takes what a plain cell's does, where its draws alone took more than 32 KB."""
-    from domainbench.drawn_params import pack_params
+    from domainbench.records.drawn_params import pack_params
 
     client = mongomock.MongoClient()
     mongo = MongoStore("mongodb://localhost/compact", client=client)

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from domainbench import corruptions
-from domainbench.confusion import SparseConfusion
-from domainbench.drawn_params import MARKER, pack_params, unpack_params
+from domainbench.records.confusion import SparseConfusion
+from domainbench.records.drawn_params import MARKER, pack_params, unpack_params
 from domainbench.store.mongo_store import MongoStore
 from domainbench.store.records import UnitRecord
 from domainbench.store.sqlite_store import SQLiteStore

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from domainbench import corruptions
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.runner import Engine
 from domainbench.store import mongo_parts
@@ -154,7 +154,7 @@ def test_split_and_join_are_inverse(n_classes: int) -> None:
 
 
 def test_documents_stay_under_16_mb_at_10000_images_per_shard() -> None:
-    # 10 classes; the drawn polygons are stored packed (~17 KB: domainbench.drawn_params), so per-image
+    # 10 classes; the drawn polygons are stored packed (~17 KB: domainbench.records.drawn_params), so per-image
     # strings (stored as plain lists) put the unit over the split threshold (4.6 MB);
     # mongomock is too slow for the 1000-class document, whose split is checked above
     doc = _worst_doc(10)
@@ -192,7 +192,7 @@ def test_wrong_credentials_are_one_line_naming_the_variable(home: Path, capsys: 
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     import pymongo
 
-    from domainbench.cli import main
+    from domainbench.app.cli import main
 
     class Refusing(mongomock.MongoClient):  # what pymongo raises when the server has auth on
         def __getitem__(self, name: str) -> Any:

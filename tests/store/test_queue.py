@@ -14,7 +14,7 @@ from domainbench.store.records import RunRecord
 from domainbench.store.sqlite_store import SQLiteStore
 from domainbench.store.status import run_status
 from domainbench.errors import UserInputError
-from domainbench.worker import Lease, OwnedStore
+from domainbench.app.worker import Lease, OwnedStore
 
 def queued(run_id: str, seed: int = 0, at: str | None = None) -> RunRecord:
     at = at or now_iso()

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, PlannerProvenance
+from domainbench.records.config import CorruptionChoice, DomainConfig, PlannerProvenance
 from domainbench.store.base import Store
 from domainbench.store.collections import KEY_FIELDS, Collection
 from domainbench.store.indexes import INDEXES
 from domainbench.store.queue import LeaseLost
 from domainbench.store.records import CURRENT_VERSIONS, RECORDS, DomainRecord, UnitRecord
 from domainbench.store.repositories import domain_id
-from domainbench.worker import OwnedStore
+from domainbench.app.worker import OwnedStore
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE_METHODS = {"upsert", "upsert_many", "find", "get", "keys", "delete"}
@@ -110,7 +110,7 @@ def test_repositories_of_the_workers_store_are_fenced_by_its_lease(store: Store)
 
 def test_plans_with_and_without_compositions_are_read_back(home) -> None:  # noqa: ANN001 - the home fixture
     # a plan with compositions is version 2, one with real shifts 3; one without stays version 1; all read back as stored
-    from domainbench.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RealShift
+    from domainbench.records.config import Composition, CompositionStep, CorruptionChoice, DomainConfig, RealShift
     from domainbench.store import open_store
 
     store = open_store()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from domainbench.store import open_store, redact_uri
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.store.base import Store
 from domainbench.store.mongo_store import MongoStore
 from domainbench.store.sqlite_store import SQLiteStore

@@ -88,7 +88,7 @@ def test_old_store_rebuilds_its_threat_and_stability_sections(store: Store) -> N
 
 
 def test_old_units_keep_the_draws_they_stored_and_those_are_the_ones_made_again(store: Store) -> None:
-    from domainbench.drawn_params import unpack_params
+    from domainbench.records.drawn_params import unpack_params
     from domainbench.query import drawn_of, recreate
 
     docs = load_raw(store, DRAWS_FIXTURE)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from domainbench.metrics.registry import Metric
-from domainbench.results import CLEAN
+from domainbench.records.results import CLEAN
 
 
 def top1_accuracy(cell: Any, threat: Any = None) -> float | None:

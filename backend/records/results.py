@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, model_validator
 
-from domainbench.confusion import SparseConfusion
-from domainbench.drawn_params import pack_params, unpack_params
-from domainbench.unit_sums import CalibrationCounts, DamageSums
+from domainbench.records.confusion import SparseConfusion
+from domainbench.records.drawn_params import pack_params, unpack_params
+from domainbench.records.unit_sums import CalibrationCounts, DamageSums
 
 CLEAN = "clean"
 UNIT_SCHEMA_VERSION = 2
@@ -53,7 +53,7 @@ def _params(v: Any) -> dict[str, Any]:
 
 
 #: a unit's parameters; units stored before draws were left out also hold what the corruption drew per image
-#: (``params["drawn"]``, plain or packed: ``domainbench.drawn_params``; ``query.drawn_of`` reads either kind)
+#: (``params["drawn"]``, plain or packed: ``domainbench.records.drawn_params``; ``query.drawn_of`` reads either kind)
 UnitParams = Annotated[dict[str, Any], PlainValidator(_params), PlainSerializer(pack_params, when_used="json")]
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from domainbench.results import CellSummary, ModelSummary, RunSummary
+from domainbench.records.results import CellSummary, ModelSummary, RunSummary
 
 REPORT_SCHEMA_VERSION = 3  # 1 was the untyped summary dict, 2 called cells safe by the mean threat; both are rebuilt
 

@@ -12,9 +12,9 @@ from domainbench.metrics.aggregate import CLEAN
 from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.compare_intervals import RunDraws, run_draws
 from domainbench.metrics.confidence import RunIntervals, run_intervals
-from domainbench.config import SHIFT_PREFIX
+from domainbench.records.config import SHIFT_PREFIX
 from domainbench.metrics.outcomes import ImageOutcomes, image_outcomes, shift_outcomes
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.stats.intervals import DEFAULT_CONFIDENCE, check_confidence
 from domainbench.store import Store
@@ -25,7 +25,7 @@ from domainbench.store.records import UnitRecord
 class RunOutcomes:
     """What the statistics read from a run's unit documents, read once (:func:`read_outcomes`): its intervals
     (:func:`load_intervals`), its bootstrap resamples (:func:`load_draws`) and its paired tests
-    (``engine.compare``) all start from it, so a caller that keeps it (the UI, per run state) reads the units
+    (``query.compare``) all start from it, so a caller that keeps it (the UI, per run state) reads the units
     once for all three. Its arrays are read-only: it is shared."""
 
     run_id: str

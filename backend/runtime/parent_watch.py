@@ -6,7 +6,7 @@ watches its parent instead: a daemon thread notices that ``os.getppid()`` change
 process. (``prctl(PR_SET_PDEATHSIG)`` is not used: it fires when the *thread* that forked the
 child exits, and the corruption pool starts its workers from whichever thread submits first.)
 
-``python -m domainbench.parent_watch MODULE ARGS...`` runs ``python -m MODULE ARGS...`` under
+``python -m domainbench.runtime.parent_watch MODULE ARGS...`` runs ``python -m MODULE ARGS...`` under
 such a watch: ``domainbench ui`` starts Streamlit and its run worker this way.
 """
 
@@ -49,12 +49,12 @@ def watch_parent(sig: int = signal.SIGTERM, poll_s: float = POLL_S, grace_s: flo
 
 def command(module: str, *args: str) -> list[str]:
     """The argv that runs ``python -m module args`` so that it ends with the calling process."""
-    return [sys.executable, "-m", "domainbench.parent_watch", str(os.getpid()), module, *args]
+    return [sys.executable, "-m", "domainbench.runtime.parent_watch", str(os.getpid()), module, *args]
 
 
 def main() -> None:
     if len(sys.argv) < 3 or not sys.argv[1].isdigit():
-        sys.exit("usage: python -m domainbench.parent_watch PARENT_PID MODULE [ARGS...]")
+        sys.exit("usage: python -m domainbench.runtime.parent_watch PARENT_PID MODULE [ARGS...]")
     parent, module = int(sys.argv[1]), sys.argv[2]
     sys.argv = [module, *sys.argv[3:]]
     watch_parent(parent=parent)

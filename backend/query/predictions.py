@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from domainbench.config import SHIFT_PREFIX
+from domainbench.records.config import SHIFT_PREFIX
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import RunRecord, UnitRecord
@@ -145,7 +145,7 @@ def predictions_csv(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:
 
 def predictions_json(store: Store, run_id: str, out: io.TextIOBase | Any) -> int:
     """Write ``{"run_id", "columns", "rows": [...]}`` to ``out`` (rows as objects); returns the row count."""
-    from domainbench.literal import undecodable_escaped
+    from domainbench.runtime.literal import undecodable_escaped
 
     rows = prediction_rows(store, run_id)
     out.write(json.dumps({"run_id": run_id, "columns": PREDICTION_COLUMNS})[:-1] + ', "rows": [')
@@ -164,12 +164,12 @@ def write_predictions(store: Store, run_id: str, fmt: str, output: Path | None) 
     """The CLI's ``export --predictions``: to ``output`` (written whole or not at all) or stdout."""
     if store.get_run(run_id) is None:
         raise UserInputError(f"no run {run_id!r} in {store.description}; see `domainbench ls`")
-    from domainbench.literal import SafeWriter, data_safe
+    from domainbench.runtime.literal import SafeWriter, data_safe
 
     write = predictions_json if fmt == "json" else predictions_csv
     if output is None:  # a terminal must not run the ESC or bidi characters of class and file names
         return write(store, run_id, SafeWriter(sys.stdout, terminal=True))
-    from domainbench.safe_output import write_atomically
+    from domainbench.runtime.safe_output import write_atomically
 
     buf = io.StringIO()
     n = write(store, run_id, buf)

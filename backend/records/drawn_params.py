@@ -5,7 +5,7 @@ A corruption records its random draws per image: an angle, a crop, a shadow's po
 every model of a cell, and ``query.drawn_of`` makes them again from the run's seed); this module
 reads the units that did, and still packs a record that carries them. As JSON lists they took
 ~460 bytes an image for shadow, more than the rest of a unit; packed, each numeric value list
-becomes its leaves as one ``PackedArray`` (``domainbench.packed``) plus one packed array of list
+becomes its leaves as one ``PackedArray`` (``domainbench.records.packed``) plus one packed array of list
 lengths per nesting level, so ragged nesting comes back exactly:
 
     [[[1, 2], [3, 4]], [[5, 6]]]  ->  {"packed_lists": {"values": [1..6], "lengths": [[2, 1], [2, 2, 2]]}}
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from domainbench.packed import PLAIN_MAX, PackedArray
+from domainbench.records.packed import PLAIN_MAX, PackedArray
 
 MARKER = "packed_lists"
 

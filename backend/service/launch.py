@@ -11,7 +11,7 @@ import difflib
 from pathlib import Path
 from typing import Any
 
-from domainbench.config import DomainConfig, FmrSettings, RunConfig
+from domainbench.records.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
@@ -50,7 +50,7 @@ def check_dataset(cfg: RunConfig, labelled: bool = False) -> RunConfig:
     """
     from domainbench.data import open_dataset
 
-    from domainbench.label_sets import check_unique, resolve_classes
+    from domainbench.records.label_sets import check_unique, resolve_classes
 
     ds = open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
     check_unique(ds.classes, f"dataset {cfg.dataset}")

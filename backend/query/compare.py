@@ -14,12 +14,12 @@ from functools import cache
 import numpy as np
 
 from domainbench.engine.adaptive import arrival_ranks
-from domainbench.engine.confidence import OutcomesReader, load_outcomes, read_outcomes
+from domainbench.query.confidence import OutcomesReader, load_outcomes, read_outcomes
 from domainbench.errors import UserInputError
 from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.comparison import Comparison, FlipVerdict, compare_flips, compare_models
 from domainbench.metrics.outcomes import ImageOutcomes
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.stats.intervals import DEFAULT_CONFIDENCE, check_confidence
 from domainbench.store import Store

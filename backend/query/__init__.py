@@ -25,7 +25,7 @@ from domainbench.metrics.comparison import Comparison, FlipVerdict
 from domainbench.metrics.compare_intervals import RunDraws, aligned
 from domainbench.metrics.confidence import RunIntervals
 from domainbench.metrics.shift_match import ShiftMatch, matches_section, shift_matches
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.store import Store
 from domainbench.store.records import DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, UnitRecord
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
@@ -33,7 +33,7 @@ from domainbench.stats.intervals import DEFAULT_CONFIDENCE
 from domainbench.store.status import run_status
 
 if TYPE_CHECKING:
-    from domainbench.engine.gate import CheckResult
+    from domainbench.query.gate import CheckResult
     from domainbench.metrics.letters import TiedGroups
     from domainbench.engine.jobs import Corrupted
     from domainbench.engine.tasks import Cell
@@ -42,7 +42,9 @@ FINISHED = "done"
 CLEAN = "clean"
 
 __all__ = [
-    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "flip_verdicts", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows", "task_gallery_pixels", "clip_run", "clip_prediction_rows", "clip_verdict_lines", "clip_strip", "pooled",
+    # the store's handle and its record types, for the readers' annotations (the frontend imports nothing of the store)
+    "Store", "RunRecord", "StabilityRecord", "FmrUnitRecord", "run_status", "find_run",
+    "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows", "flip_verdicts", "task_gallery_pixels", "clip_run", "clip_prediction_rows", "clip_verdict_lines", "clip_strip", "pooled",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
 ]
@@ -67,6 +69,11 @@ def finetune_lineage(models: Sequence[str]) -> list[str]:
 def list_runs(store: Store) -> list[RunRecord]:
     """Every stored run, newest first."""
     return store.list_runs()
+
+
+def find_run(store: Store, run_id: str) -> RunRecord | None:
+    """The run, or None when the store has none by that id."""
+    return store.get_run(run_id)
 
 
 def get_run(store: Store, run_id: str) -> RunRecord:
@@ -351,14 +358,14 @@ def clip_strip(result: Any, clip: str, corruption: str, severity: int, mode: str
 
 def task_verdict_lines(result: Any) -> list[str]:
     """The paired verdicts of a task run that hold after Holm, as `show` prints them."""
-    from domainbench.engine.task_output import verdict_lines
+    from domainbench.query.task_output import verdict_lines
 
     return verdict_lines(result)
 
 
 def task_prediction_columns(task: str) -> tuple[str, ...]:
     """The columns of a task run's answer (VQA) or query (retrieval) rows, as `export --predictions` writes them."""
-    from domainbench.engine.task_output import RETRIEVAL_PREDICTION_COLUMNS, VQA_PREDICTION_COLUMNS
+    from domainbench.query.task_output import RETRIEVAL_PREDICTION_COLUMNS, VQA_PREDICTION_COLUMNS
 
     return tuple(VQA_PREDICTION_COLUMNS if task == "vqa" else RETRIEVAL_PREDICTION_COLUMNS)
 
@@ -472,10 +479,10 @@ def drawn_of(run: RunRecord, unit: UnitRecord) -> dict[str, list[Any]]:
 # not cached: a cached dataset keeps the listing it was opened with, so a folder changed since would pass the
 # fingerprint check and its indices name other files (issue 36, item 4)
 def _run_dataset(config_json: str) -> Any:
-    from domainbench.config import RunConfig
+    from domainbench.records.config import RunConfig
     from domainbench.data import open_dataset
 
-    from domainbench.label_sets import resolve_classes
+    from domainbench.records.label_sets import resolve_classes
 
     cfg = RunConfig.model_validate_json(config_json)
     return open_dataset(cfg.dataset, classes=resolve_classes(cfg.classes), image_size=cfg.image_size).subset(cfg.limit)
@@ -488,8 +495,8 @@ def check(store: Store, run_id: str, requirements: Sequence[str] = (), *, agains
           models: Sequence[str] | None = None, confident: bool = False, confidence: float = DEFAULT_CONFIDENCE,
           baseline: str | None = None) -> CheckResult:
     """``domainbench check``: the run's requirements (``metrics.requirements``) and, ``against`` a baseline run of
-    the same plan and images, whether a model regressed significantly (``engine.regression``)."""
-    from domainbench.engine.gate import run_check
+    the same plan and images, whether a model regressed significantly (``query.regression``)."""
+    from domainbench.query.gate import run_check
 
     return run_check(store, report(store, run_id, baseline), requirements, against=against, models=models,
                      confident=confident, confidence=confidence, read=outcomes_once())

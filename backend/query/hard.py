@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from domainbench.engine.confidence import load_outcomes
+from domainbench.query.confidence import load_outcomes
 from domainbench.errors import UserInputError
 from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.outcomes import MISSING
@@ -121,7 +121,7 @@ def hard_images(store: Store, run_id: str, threshold: float = 0.5) -> HardImages
 
 
 def _paths(run: object) -> list[str] | None:
-    from domainbench.engine.predictions import _dataset
+    from domainbench.query.predictions import _dataset
 
     ds = _dataset(run)  # refuses a dataset that changed since the run: its indices would name other files
     return None if ds is None or ds.paths is None else [str(p) for p in ds.paths]

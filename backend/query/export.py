@@ -24,7 +24,7 @@ from domainbench.metrics.confidence import APPROXIMATE_COLUMN, RunIntervals, cel
 from domainbench.stats.smoothed import FEW_IMAGES_NOTE, FEW_IMAGES_PER_CLASS
 from domainbench.metrics.defs.classification import top1_accuracy as top1_accuracy  # where readers found it
 from domainbench.metrics.registry import metric, metrics_of
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.store.records import RunRecord
 
 #: the columns that say which cell a row is; the metric columns follow, from the registry's cell metrics

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from domainbench.engine.compare import cell_identities, merged_outcomes
-from domainbench.engine.confidence import OutcomesReader, load_outcomes, read_outcomes
+from domainbench.query.compare import cell_identities, merged_outcomes
+from domainbench.query.confidence import OutcomesReader, load_outcomes, read_outcomes
 from domainbench.errors import UserInputError
 from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.comparison import compare_models

@@ -17,7 +17,7 @@ import traceback
 from datetime import datetime
 from pathlib import Path
 
-from domainbench.settings import Settings
+from domainbench.runtime.settings import Settings
 
 CRASH_DIR = "crash-reports"  # under $DOMAINBENCH_HOME; the system temp dir when that fails
 REPORT_HINT = "please report it on the domainbench issue tracker with that file attached"

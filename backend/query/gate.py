@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domainbench.engine.confidence import OutcomesReader, load_intervals, read_outcomes
-from domainbench.engine.regression import RegressionCheck, check_regression
+from domainbench.query.confidence import OutcomesReader, load_intervals, read_outcomes
+from domainbench.query.regression import RegressionCheck, check_regression
 from domainbench.errors import UserInputError
 from domainbench.metrics.requirements import (
     Outcome,
@@ -17,7 +17,7 @@ from domainbench.metrics.requirements import (
     parse_requirements,
     validate_requirements,
 )
-from domainbench.report import RunReport
+from domainbench.records.report import RunReport
 from domainbench.stats.intervals import DEFAULT_CONFIDENCE, check_confidence
 from domainbench.store import Store
 

@@ -2,7 +2,7 @@
 
 At 1,000 classes a dense matrix is 10^6 counts (8.9 MB a unit as JSON) although a unit of n
 images fills at most n cells. :class:`SparseConfusion` keeps ``index = true * C + predicted``
-(ascending, unique) and the ``count`` of each, packed (``domainbench.packed``). Shards merge
+(ascending, unique) and the ``count`` of each, packed (``domainbench.records.packed``). Shards merge
 by adding counts; per-class support and correct counts, everything balanced and top-1 accuracy
 need, come from the cells directly. ``np.asarray(confusion)`` gives the dense matrix for the
 few readers that draw it (the UI's heatmap at a handful of classes).
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from domainbench.packed import JsonValue, PackedArray
+from domainbench.records.packed import JsonValue, PackedArray
 
 
 class SparseConfusion(JsonValue):

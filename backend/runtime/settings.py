@@ -11,7 +11,7 @@ lower case without the prefix, and the planner's LLM settings in an ``[llm]`` ta
     [llm]
     base_url = "http://localhost:11434/v1"
 
-What a run computes is configured beside this, per run: ``domainbench.config.RunConfig``.
+What a run computes is configured beside this, per run: ``domainbench.records.config.RunConfig``.
 Two groups are kept as read and validated only when used, so that a bad value breaks only the
 command that needs it: the LLM settings (``llm_settings``, when planning) and the executor
 (``executor_options``, when running).

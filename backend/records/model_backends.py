@@ -158,7 +158,7 @@ MODEL_BACKENDS: Registry[ModelBackend] = Registry(
     "model backend",
     error=UnknownModelError,
     group=ENTRY_POINT_GROUP,
-    builtins=("domainbench.model_backends",),
+    builtins=("domainbench.records.model_backends",),
     adopt=_adopt,
     listing="see `domainbench models`",
 )

@@ -19,11 +19,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from domainbench import heartbeat
+from domainbench.runtime import heartbeat
 from domainbench.engine.cancel import RunCancelled
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.errors import UserInputError
-from domainbench.settings import Settings
+from domainbench.runtime.settings import Settings
 from domainbench.store import Store
 from domainbench.store.fence import Fence
 from domainbench.store.fenced_store import FencedStore
@@ -139,7 +139,7 @@ class Worker:
         home = Settings.from_env().home
         try:
             while max_runs is None or len(self.executed) < max_runs:
-                # idle or between runs: the UI sees this worker alive (domainbench.heartbeat)
+                # idle or between runs: the UI sees this worker alive (domainbench.runtime.heartbeat)
                 heartbeat.beat(home, self.name, self.store.description, self.poll_s)
                 if self.run_one():
                     continue

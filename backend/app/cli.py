@@ -30,13 +30,13 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from domainbench.errors import UserInputError
-from domainbench.literal import literal, markup_safe, printable
-from domainbench.settings import Settings
+from domainbench.runtime.literal import literal, markup_safe, printable
+from domainbench.runtime.settings import Settings
 
 if TYPE_CHECKING:
     from domainbench.metrics.comparison import Comparison
     from domainbench.metrics.confidence import RunIntervals
-    from domainbench.report import RunReport
+    from domainbench.records.report import RunReport
 
 CONFIDENCE_HELP = "Confidence level of the intervals and tests, in (0, 1)."
 
@@ -133,7 +133,7 @@ def _model_args(values: Optional[list[str]]) -> Optional[dict[str, dict[str, Any
     repeats; the values are strings here, turned into the option's type by its backend's schema."""
     if not values:
         return None
-    from domainbench.model_backends import MODEL_BACKENDS
+    from domainbench.records.model_backends import MODEL_BACKENDS
 
     out: dict[str, dict[str, Any]] = {}
     for value in values:
@@ -266,7 +266,7 @@ def summary_tables(headers: list[str], rows: list[tuple[str, list[str]]], width:
 def print_report(report: RunReport, intervals: RunIntervals | None = None, verdicts: Comparison | None = None) -> None:
     """The run's line, its ``verdicts`` first (the answer, where several models were compared), then the summary."""
     from domainbench.metrics.registry import column_notes, summary_rows
-    from domainbench.model_backends import capabilities_of
+    from domainbench.records.model_backends import capabilities_of
     from domainbench.stats.smoothed import FEW_IMAGES_NOTE
 
     console.print(f"[bold]run {markup_safe(report.run_id)}[/bold] — baseline {markup_safe(report.baseline)}", highlight=False)
@@ -379,11 +379,11 @@ def plan(
                                  "domainbench plan --explain plan.toml (a plan id that `plan` printed, or a run id)")
         print_explanation(_plan_to_explain(explain))
         return
-    from domainbench.config import dumps, save
+    from domainbench.records.config import dumps, save
     from domainbench.planner import plan as make_plan
 
     if output:  # a device file, FIFO or folder is refused before the planner runs or the store is written
-        from domainbench.safe_output import output_file
+        from domainbench.runtime.safe_output import output_file
 
         output_file(output)
     providers = provider or ["auto"]
@@ -441,7 +441,7 @@ def plan(
 
 def _plan_to_explain(spec: str) -> Any:
     """A plan TOML, the stored plan whose id is ``spec``, or the plan of the run ``spec``."""
-    from domainbench.config import load_domain
+    from domainbench.records.config import load_domain
 
     path = Path(spec)
     if path.is_file():
@@ -576,7 +576,7 @@ def run(
         for note in cfg_notes:
             _say(markup_safe(note))
         if model_arg:
-            from domainbench.launch import check_model_args
+            from domainbench.service.launch import check_model_args
 
             check_model_args(_model_args(model_arg) or {}, cfg.models)
     else:
@@ -646,7 +646,7 @@ def run(
 def _run_task(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any) -> None:
     """``run --task vqa|retrieval``: evaluated, then stored and printed (``domainbench.engine.task_kind``)."""
     from domainbench import api
-    from domainbench.engine.task_output import print_task_result
+    from domainbench.query.task_output import print_task_result
     from domainbench.engine.task_kind import check_task_options, load_task_run
 
     check_task_options(domain, cfg, exec_options.kind)  # before the store is opened
@@ -720,7 +720,7 @@ def _endpoint_overrides(concurrency: Optional[int], max_requests: Optional[int],
     """openai-vlm transport flags given with --resume: they change how requests travel, never a result."""
     from pydantic import ValidationError
 
-    from domainbench.config import RunConfig
+    from domainbench.records.config import RunConfig
     from domainbench.errors import first_validation_error
 
     given = {k: v for k, v in {"concurrency": concurrency, "max_requests": max_requests, "api_key_env": api_key_env,
@@ -736,7 +736,7 @@ def _endpoint_overrides(concurrency: Optional[int], max_requests: Optional[int],
 def _endpoint_options(store: Any, run_id: str, flags: dict[str, Any]) -> dict[str, Any] | None:
     """The stored run's per-model options with the transport flags of this session on top (each model
     whose backend takes them), as the update of its config; None when there is nothing to change."""
-    from domainbench.config import apply_legacy_fields
+    from domainbench.records.config import apply_legacy_fields
 
     run = store.get_run(run_id) if flags else None
     if run is None:  # no flags, or no such run (resume says so)
@@ -825,7 +825,7 @@ def show(
     store = _store()
     task_run = _task_run(store, run_id, confidence)
     if task_run is not None:
-        from domainbench.engine.task_output import print_task_result
+        from domainbench.query.task_output import print_task_result
 
         print_task_result(console, task_run)
         return
@@ -1038,7 +1038,7 @@ def export(
         raise UserInputError(f"--format {format!r} is not supported; use csv or json")
     check_confidence(confidence)
     if output:
-        from domainbench.safe_output import output_file
+        from domainbench.runtime.safe_output import output_file
 
         output_file(output)
     store = _store()
@@ -1060,7 +1060,7 @@ def export(
             sys.stdout.write(text)
         return
     if predictions:
-        from domainbench.engine.predictions import write_predictions
+        from domainbench.query.predictions import write_predictions
 
         n = write_predictions(store, run_id, format, output)
         if output:
@@ -1070,7 +1070,7 @@ def export(
     text = (query.export_json(query.get_run(store, run_id), report, store, confidence) if format == "json"
             else query.export_csv(report, store, confidence))
     if output:
-        from domainbench.safe_output import write_atomically
+        from domainbench.runtime.safe_output import write_atomically
 
         write_atomically(output, text)
         _say(f"wrote {markup_safe(output)}")
@@ -1079,11 +1079,11 @@ def export(
 
 
 def _export_task(result: Any, format: str, output: Optional[Path], predictions: bool) -> None:
-    from domainbench.engine.task_output import export_text, predictions_text
+    from domainbench.query.task_output import export_text, predictions_text
 
     text, n = predictions_text(result, format) if predictions else (export_text(result, format), len(result.rows))
     if output:
-        from domainbench.safe_output import write_atomically
+        from domainbench.runtime.safe_output import write_atomically
 
         write_atomically(output, text)
         _say(f"wrote {n} rows to {markup_safe(output)}")
@@ -1093,8 +1093,8 @@ def _export_task(result: Any, format: str, output: Optional[Path], predictions: 
 
 def export_hard(run_id: str, output: Optional[Path], threshold: float) -> None:
     """``export --hard``: the hard images' CSV and file list into the folder ``output``."""
-    from domainbench.engine.hard import hard_csv, hard_images
-    from domainbench.safe_output import output_dir, output_file, write_atomically
+    from domainbench.query.hard import hard_csv, hard_images
+    from domainbench.runtime.safe_output import output_dir, output_file, write_atomically
 
     if output is None:
         raise UserInputError("export --hard writes a folder: give it with -o, e.g. -o hard/")
@@ -1257,7 +1257,7 @@ def report_cmd(
     confidence: Annotated[float, typer.Option(help=CONFIDENCE_HELP)] = 0.95,
 ) -> None:
     """Write one file to hand on: the domain and plan, verdict and tied groups, results with intervals, the most confident flips, caveats, data fingerprint and versions."""
-    from domainbench.safe_output import output_file, write_atomically
+    from domainbench.runtime.safe_output import output_file, write_atomically
     from domainbench.stats.intervals import check_confidence
 
     if format not in ("html", "md"):
@@ -1367,7 +1367,7 @@ def fmr(
 ) -> None:
     """Foundation-model-oriented robustness: oracle-checked hardest perturbations, SA, PA, FMR = PA/SA × 100."""
     from domainbench import api, query
-    from domainbench.config import FmrSettings, RunConfig, load_domain
+    from domainbench.records.config import FmrSettings, RunConfig, load_domain
     from domainbench.engine.lifecycle import stored_run
     from domainbench.fmr.oracle import check_oracle_names
 
@@ -1393,7 +1393,7 @@ def fmr(
             "device": device, "workers": workers, "stability": False, "threat": False, "model_args": _model_args(model_arg),
         })
         if model_arg:
-            from domainbench.launch import check_model_args
+            from domainbench.service.launch import check_model_args
 
             check_model_args(cfg.model_args, [*cfg.models, *oracle_names])
         try:
@@ -1466,7 +1466,7 @@ def gallery(
 
         img = cv2.resize(load_sample().arrays[0], (112, 112), interpolation=cv2.INTER_NEAREST)  # type: ignore[index]
     from domainbench.corruptions import get, names
-    from domainbench.safe_output import output_dir, output_file, write_atomically
+    from domainbench.runtime.safe_output import output_dir, output_file, write_atomically
 
     chosen = [get(n).name for n in _csv(corruptions_) or names(temporal=False)]  # unknown names fail before writing
     folder = output_dir(output)
@@ -1493,7 +1493,7 @@ def list_models_cmd(
 
 def print_backends(pattern: str = "*") -> None:
     """One row per model backend: its capabilities and its per-model options with their defaults."""
-    from domainbench.model_backends import MODEL_BACKENDS
+    from domainbench.records.model_backends import MODEL_BACKENDS
 
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
     for col in ("prefix", "kind", "remote", "differentiable", "embeddings", "devices", "any name", "options (default)"):
@@ -1542,11 +1542,11 @@ def ui(
     worker: Annotated[bool, typer.Option("--worker/--no-worker", help="Start a worker beside the UI (embedded store only).")] = True,
 ) -> None:
     """Open the browser UI (Streamlit); with the embedded store, a worker runs what it launches."""
-    app_path = Path(__file__).resolve().parent / "frontend" / "app.py"  # where the wheel puts it
-    if not app_path.is_file():  # an editable install maps domainbench.frontend to the checkout's frontend/
-        from domainbench import frontend
-        app_path = Path(frontend.__file__).resolve().parent / "app.py"
-    from domainbench.parent_watch import command as watched
+    from domainbench import frontend
+
+    # the package's own folder: in the wheel beside this one, in an editable install the checkout's frontend/
+    app_path = Path(frontend.__file__).resolve().parent / "app.py"
+    from domainbench.runtime.parent_watch import command as watched
 
     # both children end when this process dies, even by kill -9 (no orphaned server or worker)
     command = watched("streamlit", "run", str(app_path), "--server.port", str(port),
@@ -1556,7 +1556,7 @@ def ui(
     # lives on this one, so the UI brings the worker that runs what its New domain page queues
     side = None
     if worker and not _settings().store_uri:
-        side = subprocess.Popen(watched("domainbench.cli", "--quiet", "worker"), stdin=subprocess.DEVNULL)
+        side = subprocess.Popen(watched("domainbench.app.cli", "--quiet", "worker"), stdin=subprocess.DEVNULL)
         _say(f"worker started (process {side.pid}); it runs the runs launched from the UI")
     _say(f"starting the UI on http://{'localhost' if host == '127.0.0.1' else host}:{port} (Ctrl-C stops it)")
     try:
@@ -1584,7 +1584,7 @@ def worker_cmd(
     name: Annotated[Optional[str], typer.Option(help="Worker name stored on the runs it takes (default: host:pid:random).")] = None,
 ) -> None:
     """Run queued runs from the store (launched from the UI), resuming runs whose worker died."""
-    from domainbench.worker import Worker
+    from domainbench.app.worker import Worker
 
     for flag, value, most in (("--lease", lease, 86400.0), ("--poll", poll, 3600.0)):
         if not 0 < value <= most:  # nan fails both comparisons
@@ -1612,7 +1612,7 @@ def demo(
 ) -> None:
     """Plan a demo domain offline and evaluate both embedded models on the bundled sample."""
     from domainbench import api, query
-    from domainbench.config import save
+    from domainbench.records.config import save
 
     if task != "classification":
         _demo_task(task, limit)
@@ -1788,7 +1788,7 @@ def _demo_task(task: str, limit: Optional[int]) -> None:
     from domainbench.data.manifests import load_vqa_manifest
     from domainbench.data.task_samples import write_sample_manifests
     from domainbench.engine.task_kind import TASK_KINDS, load_task_run
-    from domainbench.engine.task_output import print_task_result
+    from domainbench.query.task_output import print_task_result
 
     if task not in TASK_KINDS:
         raise UserInputError(f"--task {task!r}: the demo runs classification, vqa or retrieval; choose one of those")
@@ -1841,7 +1841,7 @@ def main() -> None:
         _STARTED = time.perf_counter()
     _MAIN_CALLS += 1
 
-    from domainbench import host_memory
+    from domainbench.runtime import host_memory
     host_memory.configure()  # huge pages for torch, heap reuse for temporaries: before anything imports torch
     signal.signal(signal.SIGTERM, _terminate)
     STATE.quiet, STATE.settings = False, None  # nothing carries over from an earlier call in this process
@@ -1870,7 +1870,7 @@ def main() -> None:
             sys.exit(code)
         if type(e).__name__ == "Abort":
             sys.exit(1)
-        from domainbench.disk_full import disk_full_cause, disk_full_message
+        from domainbench.runtime.disk_full import disk_full_cause, disk_full_message
 
         full = disk_full_cause(e)
         if full is not None:
@@ -1924,7 +1924,7 @@ def _damaged_store(e: BaseException) -> str | None:
 
 def _internal_error(e: Exception) -> None:
     """A bug, not the user's input: exit 1 with where the traceback went and how to report it."""
-    from domainbench.crash_report import internal_error_message, write_crash_report
+    from domainbench.runtime.crash_report import internal_error_message, write_crash_report
 
     settings = _settings()
     report = write_crash_report(e, settings)

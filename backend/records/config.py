@@ -33,7 +33,7 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, StrictInt, ValidationError, ValidationInfo, field_validator, model_validator
 
-from domainbench import resource_bounds as bounds
+from domainbench.runtime import resource_bounds as bounds
 from domainbench.errors import UserInputError, first_validation_error
 
 SCHEMA_VERSION = 1
@@ -242,7 +242,7 @@ def apply_legacy_fields(data: Mapping[str, Any], override: bool = False) -> dict
     if not legacy:
         return data
     checked = LegacyModelFields.model_validate(legacy).model_dump(include=set(legacy))
-    from domainbench.model_backends import option_keys
+    from domainbench.records.model_backends import option_keys
 
     models = data.get("models")
     args = {n: dict(a) for n, a in (data.get("model_args") or {}).items()}
@@ -300,7 +300,7 @@ class RunConfig(_Strict):
     threat: bool = True
     threat_anchors: int = Field(default=50, ge=1, le=bounds.MAX_THREAT_ANCHORS)
     # per-model options, keyed by model name: only the keys given (``--model-arg NAME:key=value``, a
-    # ``[models.NAME]`` table), each checked against its backend's options schema (domainbench.model_backends);
+    # ``[models.NAME]`` table), each checked against its backend's options schema (domainbench.records.model_backends);
     # a model of the FMR oracle may have its options here too. Left out of a dump while empty.
     model_args: dict[str, dict[str, Any]] = Field(default_factory=dict, exclude_if=lambda v: not v)
     # adaptive evaluation (domainbench.engine.adaptive): images in seeded random rounds, each cell
@@ -343,7 +343,7 @@ class RunConfig(_Strict):
     @field_validator("model_args")
     @classmethod
     def _options_fit_their_backend(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        from domainbench.model_backends import UnknownModelError, given_options
+        from domainbench.records.model_backends import UnknownModelError, given_options
 
         out = {}
         for name, opts in v.items():
@@ -396,7 +396,7 @@ class RunConfig(_Strict):
     @field_validator("templates")
     @classmethod
     def _templates_have_a_slot(cls, v: list[str] | None) -> list[str] | None:
-        from domainbench.label_sets import TEMPLATE_SETS
+        from domainbench.records.label_sets import TEMPLATE_SETS
 
         if v is not None and len(v) == 1 and v[0] in TEMPLATE_SETS:  # a built-in set: openai80, simple
             return v
@@ -494,7 +494,7 @@ def dumps(cfg: BaseModel) -> str:
 
 
 def save(cfg: BaseModel, path: str | Path) -> Path:
-    from domainbench.safe_output import write_atomically
+    from domainbench.runtime.safe_output import write_atomically
 
     write_atomically(path, dumps(cfg))
     return Path(path)
