@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 import torch
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.records.config import DomainConfig, RunConfig
 from domainbench.data import square_image
 from domainbench.data.clip_samples import write_sample_clips
 from domainbench.data.clips import Sampling, open_clips, sample_times

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from domainbench import query
-from domainbench.store import Store
+from domainbench.query import Store
 
 #: the mark under a frame whose prediction differs from the previous frame's
 FLIP = "↯ flip"

@@ -19,7 +19,7 @@ import streamlit as st
 
 from domainbench import query
 from domainbench.metrics.cost import ModelCost, fastest_not_worse, model_costs, pooled_timings
-from domainbench.store import Store
+from domainbench.query import Store
 
 log = logging.getLogger("domainbench.ui")
 

@@ -10,7 +10,7 @@ from typing import Any
 import mongomock
 import pytest
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data.task_samples import write_sample_manifests
 from domainbench.engine import task_eval
 from domainbench.engine.task_kind import load_task_run, start_task_run
@@ -139,8 +139,8 @@ def test_resume_on_ray_is_refused_in_one_line(inputs: dict[str, Any], tmp_path: 
 
 
 def test_the_worker_runs_a_queued_task_run(inputs: dict[str, Any], tmp_path: Path) -> None:
-    from domainbench.launch import enqueue_run
-    from domainbench.worker import Worker
+    from domainbench.service.launch import enqueue_run
+    from domainbench.app.worker import Worker
 
     store = open_store(home=tmp_path)
     cfg = _cfg(inputs, "retrieval").model_copy(update={"dataset": str(inputs["retrieval"])})

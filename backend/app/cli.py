@@ -623,7 +623,7 @@ def run(
     assert s is not None
     task_run = _task_run(store, run_id, 0.95) if resume else None
     if task_run is not None:  # a resumed VQA or retrieval run
-        from domainbench.engine.task_output import print_task_result
+        from domainbench.query.task_output import print_task_result
 
         _say(f"run {markup_safe(run_id)}: {s.computed_units} units computed, {s.skipped_units} already stored, "
              f"{done.seconds:.1f} s")
@@ -1052,7 +1052,7 @@ def export(
 
         text, n = clip_predictions(clip_run, format) if predictions else (clip_text(clip_run, format), len(clip_run.rows))
         if output:
-            from domainbench.safe_output import write_atomically
+            from domainbench.runtime.safe_output import write_atomically
 
             write_atomically(output, text)
             _say(f"wrote {n} rows to {markup_safe(output)}")
@@ -1125,7 +1125,7 @@ def write_failure_clusters(store: Any, run_id: str, found: Any, folder: Path) ->
     from domainbench.engine.scoring import encode, load_model
     from domainbench.metrics.class_breaks import failure_clusters
     from domainbench.models.generative import is_generative
-    from domainbench.safe_output import write_atomically
+    from domainbench.runtime.safe_output import write_atomically
 
     if not found.rows:
         return 0
@@ -1161,7 +1161,7 @@ def write_class_breaks(store: Any, run_id: str, folder: Path) -> bool:
 
     from domainbench import query
     from domainbench.metrics.class_breaks import breaks_first, class_cells
-    from domainbench.safe_output import write_atomically
+    from domainbench.runtime.safe_output import write_atomically
 
     run = query.get_run(store, run_id)
     classes = list(run.dataset.classes) if run.dataset is not None else []
@@ -1194,7 +1194,7 @@ def write_hard_copies(store: Any, run_id: str, found: Any, folder: Path) -> int:
     from PIL import Image
 
     from domainbench import query
-    from domainbench.safe_output import write_atomically
+    from domainbench.runtime.safe_output import write_atomically
 
     run = query.get_run(store, run_id)
     wanted: dict[tuple[str, int], list[int]] = {}

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from domainbench.config import DomainConfig, RunConfig
+from domainbench.records.config import DomainConfig, RunConfig
 from domainbench.data.clips import ClipDataset, DecodedClip, Sampling, decode_clips, open_clips
 from domainbench.engine.kinds import KindCapabilities, RunSession, register_kind
 from domainbench.errors import UserInputError
@@ -161,7 +161,7 @@ def check_clip_options(domain: DomainConfig, cfg: RunConfig, executor: str = "lo
 
 def open_inputs(domain: DomainConfig, cfg: RunConfig, sampling: Sampling) -> ClipInputs:
     from domainbench.corruptions.api import MIN_SIDE
-    from domainbench.label_sets import resolve_classes
+    from domainbench.records.label_sets import resolve_classes
 
     cells = clip_cells(domain)
     domain.check_catalogue()
@@ -354,7 +354,7 @@ def strip_frames(run: RunRecord, clip_name: str, corruption: str, severity: int,
     """One clip's sampled frames, clean and under a cell, as the run saw them (re-decoded from the run's clips and
     corrupted with the run's seed: frames are not stored); for the run page's clip strip."""
     from domainbench.data.clips import decode_clip
-    from domainbench.label_sets import resolve_classes
+    from domainbench.records.label_sets import resolve_classes
 
     ks = run.kind_settings or {}
     s = ks.get("sampling") or {}

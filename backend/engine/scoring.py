@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from domainbench import host_memory
-from domainbench.confusion import SparseConfusion
+from domainbench.runtime import host_memory
+from domainbench.records.confusion import SparseConfusion
 from domainbench.engine.resources import PeakMemory, measured
 from domainbench.errors import UserInputError
 from domainbench.models import ModelBackend, VisionLanguageModel, backend_of, create_model, resolve_device

@@ -145,7 +145,7 @@ def check_task_inputs(domain: DomainConfig, cfg: RunConfig) -> RunConfig:
     """Everything a worker would refuse of a queued task run, checked before it is queued; the config to store."""
     from domainbench.data.manifests import load_retrieval_manifest, load_vqa_manifest
     from domainbench.engine.task_eval import _open_questions
-    from domainbench.model_backends import kind_of as model_kind
+    from domainbench.records.model_backends import kind_of as model_kind
     from domainbench.models.vqa_answering import check_max_new_tokens, check_model_for_task
 
     check_task_options(domain, cfg)

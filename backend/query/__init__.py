@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from domainbench.config import SHIFT_PREFIX
-from domainbench.engine.compare import flip_comparison, paired_comparison, pooled_comparison, run_pairs
-from domainbench.engine.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
-from domainbench.engine.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
+from domainbench.records.config import SHIFT_PREFIX
+from domainbench.query.compare import flip_comparison, paired_comparison, pooled_comparison, run_pairs
+from domainbench.query.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
+from domainbench.query.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
@@ -237,7 +237,7 @@ def comparison(store: Store, run_ids: list[str], models: list[str] | None = None
 def pooled(store: Store, run_ids: list[str], confidence: float = DEFAULT_CONFIDENCE,
            read: OutcomesReader = read_outcomes) -> Comparison:
     """The paired comparison over every run's corrupted cells (runs of several domains on the same images): the
-    Compare page's tied groups (``engine.compare.pooled_comparison``)."""
+    Compare page's tied groups (``query.compare.pooled_comparison``)."""
     return pooled_comparison(store, run_ids, confidence, read=read)
 
 

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from domainbench.store.collections import Collection
 
 if TYPE_CHECKING:
-    from domainbench.config import DomainConfig
-    from domainbench.report import RunReport
+    from domainbench.records.config import DomainConfig
+    from domainbench.records.report import RunReport
     from domainbench.store.records import (DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, TaskUnitRecord,
                                            TextEmbeddingRecord, ThreatRecord, UnitRecord)
 

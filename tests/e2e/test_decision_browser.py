@@ -29,7 +29,7 @@ FIGURES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(gd => (
 
 def _fill(home: Path) -> list[str]:
     import domainbench
-    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
     from domainbench.store import open_store
 
     cfg = RunConfig(dataset="sample", limit=24, workers=0, shard_size=12, stability_images=1, stability_points=2,
@@ -47,7 +47,7 @@ def _fill(home: Path) -> list[str]:
 
 def _expected(home: Path, runs: list[str]) -> tuple[dict[str, str], set[str], set[str]]:
     """(the pooled comparison's letters, Compare's Pareto set, the first run's Pareto set), computed here."""
-    from domainbench.engine.compare import pooled_comparison
+    from domainbench.query.compare import pooled_comparison
     from domainbench.frontend import data
     from domainbench.metrics.cost import pareto_front, throughput
     from domainbench.store import open_store

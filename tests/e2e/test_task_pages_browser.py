@@ -17,7 +17,7 @@ MODELS = ["embedded:fmnist-plain", "embedded:fmnist-augmented"]
 
 
 def _fill(home: Path, root: Path) -> None:
-    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
     from domainbench.data.task_samples import write_sample_manifests
     from domainbench.engine.task_kind import start_task_run
     from domainbench.store import open_store

@@ -61,7 +61,7 @@ def test_record_sets_fixed_values_keeps_the_larger_peak_and_adds_counts() -> Non
 
 def test_a_run_stores_each_models_parameters_and_peak_memory(tmp_path) -> None:  # noqa: ANN001
     import domainbench
-    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
     from domainbench.models.embedded import EmbeddedModel
     from domainbench.store import open_store
 

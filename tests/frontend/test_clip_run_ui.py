@@ -7,7 +7,7 @@ from pathlib import Path
 
 from test_app import app, run_page
 
-from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 from domainbench.data.clip_samples import write_sample_clips
 from domainbench.data.clips import Sampling
 from domainbench.engine.clip_kind import load_clip_run, start_clip_run

@@ -12,7 +12,7 @@ import pytest
 from test_run_pages import compare_page
 
 from domainbench import query
-from domainbench.engine.compare import pooled_comparison
+from domainbench.query.compare import pooled_comparison
 from domainbench.frontend import data
 from domainbench.frontend.cost_view import TITLE
 from domainbench.metrics.cost import pareto_front
@@ -27,7 +27,7 @@ def two_domains(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[st
     """Two real runs of both embedded models on the same sample images and seed, with other corruptions (two
     domains): their outcomes merge into one comparison. Stability and PD threat at their smallest."""
     import domainbench
-    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
 
     home = tmp_path_factory.mktemp("two-domains") / "home"
     cfg = RunConfig(dataset="sample", limit=IMAGES, workers=0, shard_size=12, stability_images=1, stability_points=2,
@@ -139,8 +139,8 @@ def test_pooling_keeps_a_cell_two_runs_made_alike_once_and_renames_one_made_diff
 
     import numpy as np
 
-    from domainbench.engine.compare import paired_comparison, pooled_outcomes
-    from domainbench.engine.confidence import load_outcomes, read_outcomes
+    from domainbench.query.compare import paired_comparison, pooled_outcomes
+    from domainbench.query.confidence import load_outcomes, read_outcomes
 
     home = tmp_path / "home"
     shutil.copytree(two_domains[0], home)

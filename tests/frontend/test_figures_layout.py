@@ -25,7 +25,7 @@ def test_12_compare_heatmap_labels_are_shortened_whole_and_told_apart_and_the_co
 
 
 def test_9_the_pd_threat_chart_keeps_its_plot_area_and_its_legend_above_it() -> None:
-    from domainbench.report import ThreatCell
+    from domainbench.records.report import ThreatCell
 
     cells = [ThreatCell(corruption=f"compose:{'brightness+' * 3}noise-{i}", severity=s, n=60, std_threat=0.1, max_threat=2.0,
                         frac_unsafe_images=0.5 if s > 3 else 0.0, frac_unsafe_ci_low=0.37 if s > 3 else 0.0,

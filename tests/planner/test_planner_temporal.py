@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from domainbench.config import DomainConfig, load_domain
+from domainbench.records.config import DomainConfig, load_domain
 from domainbench.planner import acquisition, plan, prompts
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.image_fit import pixel_changes

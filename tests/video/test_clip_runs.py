@@ -28,7 +28,7 @@ def _temporal_names() -> list[str]:
 
 
 def _has_mode() -> bool:
-    from domainbench.config import CorruptionChoice
+    from domainbench.records.config import CorruptionChoice
 
     return "mode" in CorruptionChoice.model_fields
 
@@ -72,7 +72,7 @@ def first_run(env: dict[str, Path]) -> str:
         mp.setenv("DOMAINBENCH_HOME", str(env["home"]))
         import sys
 
-        from domainbench.cli import main
+        from domainbench.app.cli import main
 
         mp.setattr(sys, "argv", ["domainbench", "--quiet", *_run_args(env, "clips-1")])
         try:
@@ -140,7 +140,7 @@ def dies_on_the_third(ms, frames):
         os.kill(os.getpid(), signal.SIGKILL)  # a kill: nothing runs after it, the run stays 'running'
     return real(ms, frames)
 clip_kind.score_cell = dies_on_the_third
-from domainbench.cli import main
+from domainbench.app.cli import main
 sys.argv = ["domainbench", "--quiet", *sys.argv[1:]]
 main()
 """
@@ -245,7 +245,7 @@ def test_a_still_image_run_leaves_temporal_corruptions_out_and_refuses_a_plan_of
 
 
 def test_a_generative_vlm_answers_each_frame_and_its_clip_is_the_vote(tmp_path: Path) -> None:
-    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
     from domainbench.data.clip_samples import write_sample_clips
     from domainbench.data.clips import Sampling
     from domainbench.engine.clip_kind import load_clip_run, start_clip_run
@@ -271,7 +271,7 @@ def test_a_generative_vlm_answers_each_frame_and_its_clip_is_the_vote(tmp_path: 
 
 
 def test_a_queued_still_image_run_of_temporal_corruptions_only_is_refused_when_a_worker_takes_it(tmp_path: Path) -> None:
-    from domainbench.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
     from domainbench.engine.lifecycle import queue_run
     from domainbench.engine.runner import Engine
     from domainbench.errors import UserInputError
@@ -287,7 +287,7 @@ def test_a_queued_still_image_run_of_temporal_corruptions_only_is_refused_when_a
 
 
 def test_the_plan_names_each_image_corruptions_mode_and_a_plan_without_modes_keeps_its_id() -> None:
-    from domainbench.config import DomainConfig
+    from domainbench.records.config import DomainConfig
     from domainbench.engine.clip_kind import clip_cells
     from domainbench.errors import UserInputError
     from domainbench.store.repositories import domain_id
