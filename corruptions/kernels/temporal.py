@@ -172,10 +172,13 @@ def codec_roundtrip(frames: np.ndarray, fps: float, bitrate: int, gop: int) -> n
     enc.framerate = Fraction(fps).limit_denominator(1001)
     enc.bit_rate = int(bitrate)
     enc.gop_size = gop
+    # one thread in the encoder and the decoder, whatever the machine's cores (x264's output depends on its thread
+    # count). A small jitter remains: now and then, after other corruptions ran in the process, the round trip
+    # differs by ~0.2/255 on average (cause not found; tests/corruptions/test_temporal.py holds it to a tolerance)
+    enc.thread_count = 1
     if name == "libx264":
-        enc.options = {"preset": "medium", "threads": "1", "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0"}
-    else:
-        enc.thread_count = 1
+        enc.options = {"preset": "medium", "threads": "1",
+                       "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:threads=1:lookahead-threads=1"}
     packets = []
     for i, frame in enumerate(padded):
         vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
@@ -184,6 +187,7 @@ def codec_roundtrip(frames: np.ndarray, fps: float, bitrate: int, gop: int) -> n
         packets.extend(enc.encode(vf))
     packets.extend(enc.encode(None))
     dec = av.CodecContext.create("h264" if name == "libx264" else "mpeg4", "r")
+    dec.thread_count = 1
     decoded = []
     for packet in packets:
         decoded.extend(dec.decode(packet))

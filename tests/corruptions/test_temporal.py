@@ -205,14 +205,32 @@ def test_the_same_seed_gives_the_same_clip_in_another_process(tmp_path) -> None:
     clip = moving_clip(10)
     path = tmp_path / "clip.npy"
     np.save(path, clip)
-    cases = [[n, 4, None] for n in sorted(temporal_names())] + [["gaussian_noise", 3, "static"],
-                                                                 ["gaussian_noise", 3, "independent"], ["flicker", 2.5, None]]
+    # h264_compression is held to a tolerance below, not to its bytes: libx264 through PyAV gave a slightly
+    # different encoding now and then (about 1 call in 10 after other corruptions had run in the process;
+    # single-threaded encoder and decoder; cause not found), mean |difference| ~0.2 of 255 against ~13 of damage
+    cases = [[n, 4, None] for n in sorted(temporal_names()) if n != "h264_compression"] + [
+        ["gaussian_noise", 3, "static"], ["gaussian_noise", 3, "independent"], ["flicker", 2.5, None]]
     here = [hashlib.sha256(corrupt_clip(n, clip, s, seed=42, fps=29.97, mode=m).tobytes()).hexdigest() for n, s, m in cases]
     done = subprocess.run([sys.executable, "-c", _CHILD, str(path), json.dumps(cases)], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == here
     other = [hashlib.sha256(corrupt_clip(n, clip, s, seed=43, fps=29.97, mode=m).tobytes()).hexdigest() for n, s, m in cases]
-    # and the seed matters (the codec draws nothing: the same clip always encodes to the same bytes)
-    assert all((a != b) == (c[0] != "h264_compression") for c, a, b in zip(cases, here, other))
+    assert all(a != b for a, b in zip(here, other))  # and the seed matters
+
+
+def test_h264_compression_agrees_across_processes_within_the_codecs_jitter(tmp_path) -> None:
+    clip = moving_clip(10)
+    path = tmp_path / "clip.npy"
+    np.save(path, clip)
+    child = "import sys, numpy as np; from domainbench.corruptions import corrupt_clip; " \
+            "np.save(sys.argv[2], corrupt_clip('h264_compression', np.load(sys.argv[1]), 4, seed=42, fps=29.97))"
+    subprocess.run([sys.executable, "-c", child, str(path), str(tmp_path / "there.npy")], check=True)
+    here = corrupt_clip("h264_compression", clip, 4, seed=42, fps=29.97).astype(float)
+    there = np.load(tmp_path / "there.npy").astype(float)
+    damage = np.abs(here - clip).mean()
+    assert damage > 5 and np.abs(here - there).mean() < 0.05 * damage
+    # the codec draws nothing: another seed gives the same clip up to the same jitter
+    seeded = corrupt_clip("h264_compression", clip, 4, seed=43, fps=29.97).astype(float)
+    assert np.abs(here - seeded).mean() < 0.05 * damage
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
