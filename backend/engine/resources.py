@@ -38,7 +38,8 @@ def _modules(model: Any) -> list[Any]:
 
     if isinstance(model, torch.nn.Module):
         return [model]
-    return [v for v in vars(model).values() if isinstance(v, torch.nn.Module)]
+    # a model object without a __dict__ (slots, a Ray actor's handle) holds no modules this process can count
+    return [v for v in getattr(model, "__dict__", {}).values() if isinstance(v, torch.nn.Module)]
 
 
 def weights(model: Any) -> tuple[int, int] | None:

@@ -53,7 +53,7 @@ def test_the_run_pages_baseline_survives_a_reload_with_its_tab(populated: Store)
     t = summary_table(again).set_index("model")
     assert t.loc["embedded:weak", "mCE"] == pytest.approx(1.0) and t.loc["embedded:good", "mCE"] == pytest.approx(0.5)
     assert again.session_state["tab"] == "Per corruption"  # the open tab still comes with the link
-    assert next(d.value for d in again.dataframe if "ce" in d.value.columns) is not None
+    assert next(d.value for d in again.dataframe if "CE" in d.value.columns) is not None  # CE / rCE / FR (issue 37)
 
 
 def test_an_unknown_baseline_in_the_url_opens_the_runs_own(populated: Store) -> None:
