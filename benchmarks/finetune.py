@@ -103,6 +103,18 @@ def bare_loop(model: str, dataset: str, plan: DomainConfig, *, epochs: int, batc
             return base.preprocess(images).to(dev)
         return base.preprocess_tensor(torch.from_numpy(images).to(dev, non_blocking=True))
 
+    def train_step(x: torch.Tensor, xc: torch.Tensor) -> None:
+        with torch.no_grad(), _autocast(dev, precision):
+            f0 = frozen(x)
+        with _autocast(dev, precision):
+            f, fc = tower(x), tower(xc)
+        z0, z, zc = (F.normalize(v.float(), dim=-1) for v in (f0, f, fc))
+        loss = -(z * zc).sum(-1).mean() + lam * -(z0 * z).sum(-1).mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss.item()  # what the product's loop reads each step (a sync on CUDA)
+
     clock.t0 = time.perf_counter()
     for epoch in range(1, epochs + 1):
         order = train_idx[_rng(seed, 0x0DE5, epoch).permutation(len(train_idx))]
@@ -113,16 +125,7 @@ def bare_loop(model: str, dataset: str, plan: DomainConfig, *, epochs: int, batc
             corrupted = corrupt_step(clean, idx, cells, seed, epoch, step)
             corrupting += time.perf_counter() - t
             x, xc = pixels(clean), pixels(corrupted)
-            with torch.no_grad(), _autocast(dev, precision):
-                f0 = frozen(x)
-            with _autocast(dev, precision):
-                f, fc = tower(x), tower(xc)
-            z0, z, zc = (F.normalize(v.float(), dim=-1) for v in (f0, f, fc))
-            loss = -(z * zc).sum(-1).mean() + lam * -(z0 * z).sum(-1).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            loss.item()  # what the product's loop reads each step (a sync on CUDA)
+            train_step(x, xc)
             clock.step()
     weights = {k: v.detach().to('cpu', copy=True) for k, v in tower.state_dict().items()}  # before the repeats below move them
     # the ceiling without the host: the same step repeated on one batch already on the device
@@ -134,16 +137,7 @@ def bare_loop(model: str, dataset: str, plan: DomainConfig, *, epochs: int, batc
                 if dev.type == "cuda":
                     torch.cuda.synchronize()
                 t = time.perf_counter()
-            with torch.no_grad(), _autocast(dev, precision):
-                f0 = frozen(x)
-            with _autocast(dev, precision):
-                f, fc = tower(x), tower(xc)
-            z0, z, zc = (F.normalize(v.float(), dim=-1) for v in (f0, f, fc))
-            loss = -(z * zc).sum(-1).mean() + lam * -(z0 * z).sum(-1).mean()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            loss.item()
+            train_step(x, xc)
         model_only = reps * batch_size / (time.perf_counter() - t)
     return weights, steps * batch_size * epochs, corrupting, model_only
 

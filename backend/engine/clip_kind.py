@@ -33,7 +33,7 @@ import numpy as np
 
 from domainbench.records.config import DomainConfig, RunConfig
 from domainbench.data.clips import ClipDataset, DecodedClip, Sampling, decode_clips, open_clips
-from domainbench.engine.kinds import KindCapabilities, RunSession, register_kind
+from domainbench.engine.kinds import SelfRunKind, register_kind
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import DatasetInfo, RunRecord
@@ -367,46 +367,14 @@ def strip_frames(run: RunRecord, clip_name: str, corruption: str, severity: int,
     return d.frames, corrupt(ClipCell(corruption, severity, mode), d, run.config.seed)
 
 
-class ClipKind:
+class ClipKind(SelfRunKind):
     """The registry's entry for clip runs (``engine.kinds``). A clip run starts with :func:`start_clip_run` and
     resumes with :func:`resume_clip_run` (the CLI's ``run`` and ``run --resume``); the engine's own start,
     resume and a worker's claim are refused in one line before anything changes."""
 
     name = CLIP_KIND
-    capabilities = KindCapabilities(executors=("local",))
-
-    def claims(self, run: RunRecord) -> bool:
-        return False  # found by RunRecord.kind
-
-    def settings_of(self, run: RunRecord) -> Any:
-        return run.kind_settings
-
-    def record_fields(self, session: RunSession) -> dict[str, Any]:
-        return {"kind": self.name, "kind_settings": session.settings}
-
-    def _refuse(self, run_id: str) -> UserInputError:
-        return UserInputError(f"run {run_id} is a clip run: continue it with `domainbench run --resume {run_id}`")
-
-    def check(self, session: RunSession) -> None:
-        raise UserInputError("clip runs start with `domainbench run PLAN --dataset CLIPS --frames N`")
-
-    def check_resume(self, session: RunSession) -> dict[str, Any]:
-        raise self._refuse(session.run.run_id if session.run is not None else "")
-
-    def open(self, session: RunSession) -> None:
-        raise self._refuse(session.run_id)
-
-    def dataset_info(self, session: RunSession, info: DatasetInfo) -> DatasetInfo:
-        return info
-
-    def part(self, executor: str) -> Any:
-        raise UserInputError("clip runs execute on --executor local only")
-
-    def evaluate(self, session: RunSession) -> str:
-        raise self._refuse(session.run_id)
-
-    def report(self, store: Store, run_id: str) -> Any:
-        raise UserInputError(f"run {run_id} is a clip run: read it with `domainbench show {run_id}`")
+    start_hint = "domainbench run PLAN --dataset CLIPS --frames N"
+    resume_words = "continue it with"
 
 
 register_kind(ClipKind())

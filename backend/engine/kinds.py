@@ -179,6 +179,51 @@ RUN_KINDS: Registry[RunKind] = Registry(
     adopt=_adopt,
 )
 
+class SelfRunKind:
+    """A kind that starts and resumes its runs itself (task and clip runs: they read a manifest or clips, not a
+    classification dataset) and keeps its results on the run record: found by ``RunRecord.kind``, local only,
+    and every step of the engine's own lifecycle refused in one line naming the command that does it.
+    A subclass sets ``name``, ``start_hint`` (how such a run starts) and ``resume_words``."""
+
+    name: str
+    start_hint: str
+    resume_words = "it resumes with"
+    capabilities = KindCapabilities(executors=("local",))
+
+    def claims(self, run: RunRecord) -> bool:
+        return False  # found by RunRecord.kind
+
+    def settings_of(self, run: RunRecord) -> Any:
+        return run.kind_settings
+
+    def record_fields(self, session: RunSession) -> dict[str, Any]:
+        return {"kind": self.name, "kind_settings": session.settings}
+
+    def _refuse(self, run_id: str) -> UserInputError:
+        return UserInputError(f"run {run_id} is a {self.name} run: {self.resume_words} `domainbench run --resume {run_id}`")
+
+    def check(self, session: RunSession) -> None:
+        raise UserInputError(f"{self.name} runs start with `{self.start_hint}`")
+
+    def check_resume(self, session: RunSession) -> dict[str, Any]:
+        raise self._refuse(session.run.run_id if session.run is not None else "")
+
+    def open(self, session: RunSession) -> None:
+        raise self._refuse(session.run_id)
+
+    def dataset_info(self, session: RunSession, info: DatasetInfo) -> DatasetInfo:
+        return info
+
+    def part(self, executor: str) -> Any:
+        raise UserInputError(f"{self.name} runs execute on --executor local only")
+
+    def evaluate(self, session: RunSession) -> str:
+        raise self._refuse(session.run_id)
+
+    def report(self, store: Store, run_id: str) -> Any:
+        raise UserInputError(f"run {run_id} is a {self.name} run: read it with `domainbench show {run_id}`")
+
+
 #: the kind of a run record no other kind claims (runs from before kinds were named)
 DEFAULT_KIND = "corruption"
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from domainbench.records.config import DomainConfig, RunConfig
-from domainbench.engine.kinds import KindCapabilities, RunSession, register_kind
+from domainbench.engine.kinds import RunSession, SelfRunKind, register_kind
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import DatasetInfo, RunRecord
@@ -266,7 +266,7 @@ def _evaluate(store: Store, run_id: str, domain: DomainConfig, cfg: RunConfig, i
     return run_id
 
 
-class TaskKind:
+class TaskKind(SelfRunKind):
     """The registry's entry for a task (``engine.kinds``): what finds and refuses a stored task run.
 
     A task run is started by :func:`start_task_run` (not ``Engine.start``: the engine opens a classification
@@ -274,19 +274,9 @@ class TaskKind:
     which hands the whole resume to :meth:`resume_run` after the executor is checked against ``capabilities``
     (local only: one line for ``--executor ray``)."""
 
-    capabilities = KindCapabilities(executors=("local",))
-
     def __init__(self, name: str) -> None:
         self.name = name
-
-    def claims(self, run: RunRecord) -> bool:
-        return False  # found by RunRecord.kind
-
-    def settings_of(self, run: RunRecord) -> Any:
-        return run.kind_settings
-
-    def record_fields(self, session: RunSession) -> dict[str, Any]:
-        return {"kind": self.name, "kind_settings": session.settings}
+        self.start_hint = f"domainbench run PLAN --task {name} --dataset MANIFEST"
 
     def resume_run(self, session: RunSession) -> str:
         """The engine's resume of a stored task run (its own inputs: a manifest, not a classification dataset)."""
@@ -295,30 +285,6 @@ class TaskKind:
         session.stats.computed_units += computed
         session.stats.skipped_units += skipped
         return rid
-
-    def _refuse(self, run_id: str) -> UserInputError:
-        return UserInputError(f"run {run_id} is a {self.name} run: it resumes with `domainbench run --resume {run_id}`")
-
-    def check(self, session: RunSession) -> None:
-        raise UserInputError(f"{self.name} runs start with `domainbench run PLAN --task {self.name} --dataset MANIFEST`")
-
-    def check_resume(self, session: RunSession) -> dict[str, Any]:
-        raise self._refuse(session.run.run_id if session.run is not None else "")
-
-    def open(self, session: RunSession) -> None:
-        raise self._refuse(session.run_id)
-
-    def dataset_info(self, session: RunSession, info: DatasetInfo) -> DatasetInfo:
-        return info
-
-    def part(self, executor: str) -> Any:
-        raise UserInputError(f"{self.name} runs execute on --executor local only")
-
-    def evaluate(self, session: RunSession) -> str:
-        raise self._refuse(session.run_id)
-
-    def report(self, store: Store, run_id: str) -> Any:
-        raise UserInputError(f"run {run_id} is a {self.name} run: read it with `domainbench show {run_id}`")
 
 
 for _task in TASK_KINDS:
