@@ -3,11 +3,13 @@
 A clip run is started by :func:`start_clip_run` (``domainbench run PLAN --dataset CLIPS [--frames N]``). Before
 anything is stored it checks the plan, opens the clips, decodes every clip's sampled frames and loads the
 models, so a bad clip or a bad option ends in one ``error:`` line with nothing written. It then creates the run
-(``RunRecord.kind = "clip"``) and stores each unit, one (model, cell), on the run record as it finishes
-(``kind_settings["units"]``), so a killed run resumes (:func:`resume_clip_run`, ``run --resume RUN``) without
-recomputing a stored unit, after checking that the clips and their sampled frames are the ones it started on.
-When every unit is stored, the rows of metrics (``metrics.clips``) and the paired verdicts are stored beside
-them and the run is done.
+(``RunRecord.kind = "clip"``) and stores each unit, one (model, cell), as a ``clip_units`` document as it
+finishes (a run stored before that collection keeps them on its record, ``kind_settings["units"]``, read and
+continued as they are), so a killed run resumes (:func:`resume_clip_run`, ``run --resume RUN``, ``Engine.resume``)
+without recomputing a stored unit, after checking that the clips and their sampled frames are the ones it started
+on. When every unit is stored, the rows of metrics (``metrics.clips``) and the paired verdicts are stored on the
+run record and the run is done. A queued clip run (``check_clip_inputs``, then ``service.launch.enqueue_run``)
+is decoded, recorded and evaluated by the worker that takes it.
 
 Cells: the clean clips, then each corruption × severity of the plan. A temporal corruption
 (``corruptions.clips.is_temporal``) evolves across the frames of a clip; an image corruption is applied with
@@ -17,12 +19,12 @@ only: the same on every cell, process and order.
 
 Models: a contrastive model scores each frame (its embedding and zero-shot prediction); the clip's prediction
 is reported by the mean of its frames' embeddings and by majority vote. A generative VLM answers each frame as
-an image (no mean embedding; the vote only). Runs execute on ``--executor local`` (Ray is refused in one line).
+an image (no mean embedding; the vote only). Units compute in this process (:class:`LocalClipUnits`) or on Ray
+(``engine.clip_ray``): the same corruption (``engine.clip_scoring``) and unit code, so the same stored units.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 from collections.abc import Callable, Iterator
@@ -33,13 +35,13 @@ import numpy as np
 
 from domainbench.records.config import DomainConfig, RunConfig
 from domainbench.data.clips import ClipDataset, DecodedClip, Sampling, decode_clips, open_clips
+from domainbench.engine.clip_scoring import CLEAN, ClipCell, Scored, Todo, clip_seed, corrupt
 from domainbench.engine.kinds import KindCapabilities, RunSession, SelfRunKind, register_kind
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import DatasetInfo, RunRecord
 
 CLIP_KIND = "clip"
-CLEAN = "clean"
 DEFAULT_MODE = "independent"
 
 
@@ -49,20 +51,6 @@ def _temporal(name: str) -> bool:
     except ImportError:  # a build without temporal corruptions: every corruption is an image corruption
         return False
     return bool(is_temporal(name))
-
-
-@dataclass(frozen=True)
-class ClipCell:
-    corruption: str
-    severity: int
-    #: static | independent for an image corruption; None for the clean cell and a temporal corruption
-    mode: str | None
-
-    @property
-    def key(self) -> str:
-        if self.corruption == CLEAN:
-            return CLEAN
-        return f"{self.corruption}:{self.severity}" + (f"/{self.mode}" if self.mode else "")
 
 
 def clip_cells(domain: DomainConfig) -> list[ClipCell]:
@@ -115,20 +103,6 @@ def left_out_note(temporal: list[str]) -> str:
     return (f"note: {', '.join(temporal)} {'is' if len(temporal) == 1 else 'are'} temporal (evolving across a "
             "clip's frames) and left out of this still-image run; give --dataset a clip folder to evaluate "
             f"{'it' if len(temporal) == 1 else 'them'}")
-
-
-def clip_seed(seed: int, clip: str) -> int:
-    """A clip's corruption seed: from the run's seed and the clip's name (every cell, process and order alike)."""
-    return int.from_bytes(hashlib.sha256(f"{seed}\0{clip}".encode()).digest()[:4], "little") & 0x7FFFFFFF
-
-
-def corrupt(cell: ClipCell, clip: DecodedClip, seed: int) -> np.ndarray:
-    if cell.corruption == CLEAN:
-        return clip.frames
-    from domainbench.corruptions.clips import corrupt_clip
-
-    return corrupt_clip(cell.corruption, clip.frames, cell.severity, seed=clip_seed(seed, clip.clip.name),
-                        fps=clip.fps, mode=cell.mode)
 
 
 def unit_key(model: str, cell: ClipCell) -> str:
@@ -206,12 +180,6 @@ def _load_models(store: Store, cfg: RunConfig, classes: list[str]) -> list[Any]:
                        cache=store)
 
 
-#: one (model, cell) to compute: the cell, and the models of the run it still lacks there
-Todo = list[tuple["ClipCell", list[str]]]
-#: a computed unit as a part hands it back: (model, cell, the unit's fields)
-Scored = tuple[str, "ClipCell", dict[str, Any]]
-
-
 class ClipUnits(Protocol):
     """Where a clip run's (model, cell) units compute: this process (``LocalClipUnits``) or Ray actors
     (``engine.clip_ray.ClipUnitsOnRay``). Both corrupt with ``corrupt`` and score with ``score_cell``, so a run
@@ -256,9 +224,10 @@ def clip_units(store: Store, cfg: RunConfig, classes: list[str], executor: Any =
     name = _executor_name(executor)
     if name == "local":
         return LocalClipUnits(store, cfg, classes)
-    from domainbench.engine.clip_ray import ClipUnitsOnRay
+    from domainbench.engine.clip_ray import ClipUnitsOnRay  # imports ray: only for --executor ray
 
-    return ClipUnitsOnRay(store, cfg, classes, executor, say or (lambda _m: None))
+    # the actors score with this module's score_cell, handed to them (Ray sends it by its import path)
+    return ClipUnitsOnRay(store, cfg, classes, executor, say or (lambda _m: None), score_cell)
 
 
 def _executor_name(executor: Any) -> str:
@@ -295,15 +264,21 @@ def _clips_record(inputs: ClipInputs) -> list[dict[str, Any]]:
 
 
 def stored_units(store: Store, run: RunRecord) -> dict[str, Any]:
-    """The run's stored units by key (``unit_key``)."""
-    return dict((run.kind_settings or {}).get("units", {}))
+    """The run's stored units by key (``unit_key``): each a ``clip_units`` document; a run stored before that
+    collection keeps them on its record (``kind_settings["units"]``), read as they are."""
+    units = dict((run.kind_settings or {}).get("units", {}))
+    for u in store.clip_units(run.run_id):
+        units[f"{u.model}\t{u.cell}"] = {"model": u.model, "cell": u.cell, "preds": u.preds, "mean_preds": u.mean_preds}
+    return units
 
 
-def _put_unit(store: Store, run_id: str, key: str, unit: dict[str, Any], units: dict[str, Any]) -> None:
-    """Store one finished unit (``units``: every unit stored so far, this one included)."""
-    run = store.get_run(run_id)
-    assert run is not None
-    store.update_run(run_id, kind_settings={**(run.kind_settings or {}), "units": units})
+def _put_unit(store: Store, run_id: str, name: str, cell: ClipCell, scored: dict[str, Any]) -> None:
+    """Store one finished unit as its own document (a long run's record does not grow with its units)."""
+    from domainbench.engine.lifecycle import now
+    from domainbench.store.records import ClipUnitRecord
+
+    store.clip_units.put(ClipUnitRecord(run_id=run_id, model=name, cell=cell.key, preds=scored["preds"],
+                                        mean_preds=scored["mean_preds"], computed_at=now()))
 
 
 def _evaluate(store: Store, run_id: str, cfg: RunConfig, inputs: ClipInputs, part: ClipUnits,
@@ -313,28 +288,34 @@ def _evaluate(store: Store, run_id: str, cfg: RunConfig, inputs: ClipInputs, par
     for Ctrl-C) with its finished units kept; a cancelled run stays "cancelled"."""
     from domainbench.engine.cancel import CancelWatch, RunCancelled
     from domainbench.engine.lifecycle import now
+    from domainbench.store.fenced_store import fenced_for_this_process
 
     run = store.get_run(run_id)
     assert run is not None and run.kind_settings is not None
     units = stored_units(store, run)
+    legacy = "units" in run.kind_settings  # a run stored before clip_units: its units stay on its record
     names = list(cfg.models)
     todo: Todo = [(cell, missing) for cell in inputs.cells
                   if (missing := [m for m in names if unit_key(m, cell) not in units])]
     skipped, computed = len(units), 0
     watch = CancelWatch(store, run_id)
+    fenced = fenced_for_this_process(store, run_id)  # `rm --force` and a lost lease stop the writes
     try:
         watch.check(now=True)
         for name, cell, scored in part.units(run_id, todo, inputs.clips, cfg.seed):
             units[unit_key(name, cell)] = {"model": name, "cell": cell.key, **scored}
-            _put_unit(store, run_id, unit_key(name, cell), units[unit_key(name, cell)], units)
+            if legacy:
+                fenced.update_run(run_id, kind_settings={**run.kind_settings, "units": units})
+            else:
+                _put_unit(fenced, run_id, name, cell, scored)
             computed += 1
             say(f"{name} · {cell.key}: {sum(len(p) for p in scored['preds'])} frames")
             watch.check()
         run = store.get_run(run_id)
-        assert run is not None
-        ks = {**(run.kind_settings or {}), "units": units}
-        ks.update(clip_results(ks, names, inputs.cells))
-        store.update_run(run_id, kind_settings=ks, status="done", finished_at=now())
+        assert run is not None and run.kind_settings is not None
+        ks = dict(run.kind_settings)
+        ks.update(clip_results(ks["clips"], units, names, inputs.cells))
+        fenced.update_run(run_id, kind_settings=ks, status="done", finished_at=now())
     except RunCancelled:
         raise  # the run stays "cancelled", its finished units kept
     except KeyboardInterrupt:
@@ -348,14 +329,15 @@ def _evaluate(store: Store, run_id: str, cfg: RunConfig, inputs: ClipInputs, par
     return computed, skipped
 
 
-def clip_results(ks: dict[str, Any], models: list[str], cells: list[ClipCell]) -> dict[str, Any]:
+def clip_results(clips: list[dict[str, Any]], units: dict[str, Any], models: list[str],
+                 cells: list[ClipCell]) -> dict[str, Any]:
     """The run's rows (one per model × cell, ``metrics.clips.cell_metrics``) and paired verdicts from its units."""
     from domainbench.metrics.clips import ClipCellData, cell_metrics, paired_verdicts
 
-    labels_list = [c["label"] for c in ks["clips"]]
+    labels_list = [c["label"] for c in clips]
     labels = None if any(lab is None for lab in labels_list) else np.asarray(labels_list, dtype=int)
     data: dict[tuple[str, str], ClipCellData] = {}
-    for u in ks["units"].values():
+    for u in units.values():
         data[(u["model"], u["cell"])] = ClipCellData([np.asarray(p, dtype=int) for p in u["preds"]], labels,
                                                      None if u["mean_preds"] is None else np.asarray(u["mean_preds"]))
     rows = []
@@ -398,7 +380,7 @@ def start_clip_run(store: Store, domain: DomainConfig, cfg: RunConfig, sampling:
     part = clip_units(store, cfg, inputs.dataset.classes, executor, say)
     try:
         settings = {"sampling": sampling.as_dict(), "clips": _clips_record(inputs),
-                    "unreadable": [{"clip": c, "why": w} for c, w in inputs.unreadable], "units": {}}
+                    "unreadable": [{"clip": c, "why": w} for c, w in inputs.unreadable]}
         rid = create_run(store, domain, cfg, run_id, _info(inputs, cfg), part.environment(), kind=CLIP_KIND,
                          kind_settings=settings)
     except BaseException:
@@ -447,8 +429,7 @@ def continue_clip_run(store: Store, run_id: str, say: Callable[[str], None] | No
         if queued:  # a queued run starts here: record what a start records
             fields = {"dataset": _info(inputs, cfg), "environment": part.environment(), "config": cfg,
                       "kind_settings": {**ks, "clips": _clips_record(inputs),
-                                        "unreadable": [{"clip": c, "why": w} for c, w in inputs.unreadable],
-                                        "units": {}}}
+                                        "unreadable": [{"clip": c, "why": w} for c, w in inputs.unreadable]}}
         restart_run(store, run_id, **fields)
     except BaseException:
         part.close()
@@ -480,7 +461,7 @@ def load_clip_run(store: Store, run_id: str) -> ClipRunResult:
     if run.status != "done" or "rows" not in ks:
         raise UserInputError(f"run {run_id} is {run.status} and has no results yet; continue it with "
                              f"`domainbench run --resume {run_id}`")
-    return ClipRunResult(run, list(ks["rows"]), list(ks.get("paired", [])), list(ks["clips"]), dict(ks["units"]))
+    return ClipRunResult(run, list(ks["rows"]), list(ks.get("paired", [])), list(ks["clips"]), stored_units(store, run))
 
 
 def strip_frames(run: RunRecord, clip_name: str, corruption: str, severity: int,

@@ -3,7 +3,8 @@
 The driver decodes the clips (``clip_kind.open_inputs``) and puts them into Ray's object store once. Each cell
 that still lacks a unit is corrupted by one Ray task (``clip_kind.corrupt``, the local executor's code, with the
 run's per-clip seeds), and each of its missing units is one call to a ``ClipActor`` of the unit's model group
-(``RayExecutor.start_actors``), which scores the cell's frames with ``clip_kind.score_cell``, the local unit code.
+(``RayExecutor.start_actors``), which scores the cell's frames with ``clip_kind.score_cell``, the local unit code
+(handed to the actors, which Ray does by its import path: this module imports nothing of ``clip_kind``).
 The actors hand the unit back and the driver stores it as it arrives, so a run stores the same units on either
 executor and a lost actor loses only its calls in flight (``run --resume`` continues on either executor).
 
@@ -21,7 +22,7 @@ import numpy as np
 from pydantic import SecretStr
 
 from domainbench.data.clips import DecodedClip
-from domainbench.engine.clip_kind import ClipCell, Scored, Todo, corrupt, score_cell
+from domainbench.engine.clip_scoring import ClipCell, Scored, Todo, corrupt
 from domainbench.engine.executor_options import ExecutorOptions
 from domainbench.engine.local_executor import local_environment
 from domainbench.engine.ray_executor import RayExecutor, actor_store, import_modules
@@ -35,9 +36,11 @@ class ClipActor:
     """Holds a group of a clip run's models; scores one (model, cell) unit per call."""
 
     def __init__(self, store: SecretStr, cfg: dict[str, Any], classes: list[str], modules: list[str],
-                 models: list[str], fence: tuple[str, str, int | None] | None = None) -> None:
+                 score: Callable[[ModelState, list[np.ndarray]], dict[str, Any]], models: list[str],
+                 fence: tuple[str, str, int | None] | None = None) -> None:
         import_modules(modules)
         self.store_uri, self.fence = store, fence
+        self.score_cell = score  # clip_kind.score_cell, the local executor's unit code
         self.cfg = RunConfig.model_validate(cfg)
         self.classes = classes
         self.model_names = models
@@ -55,7 +58,7 @@ class ClipActor:
     def score(self, model: str, frames: list[np.ndarray]) -> dict[str, Any]:
         if not self.models:
             self.load()  # a restarted actor: Ray re-ran __init__ only
-        return score_cell(self.models[model], frames)
+        return self.score_cell(self.models[model], frames)
 
 
 def _corrupt_cell(cell: ClipCell, clips: list[DecodedClip], seed: int, modules: list[str]) -> list[np.ndarray]:
@@ -79,7 +82,7 @@ class ClipUnitsOnRay:
     """``clip_kind.ClipUnits`` on Ray: actors over groups of the run's models, loaded when this is made."""
 
     def __init__(self, store: Store, cfg: RunConfig, classes: list[str], executor: Any,
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], score: Callable[[ModelState, list[np.ndarray]], dict[str, Any]]) -> None:
         if isinstance(executor, RayExecutor):  # a worker's (or the engine's) executor, already made
             self.executor = executor
         else:
@@ -89,7 +92,7 @@ class ClipUnitsOnRay:
         modules = list(ex.options.modules)
         ex.start_actors(store, cfg, ex.events, ClipActor, "clip corruption tasks",
                         lambda uri, group, _first, fence: (uri, cfg.model_dump(mode="json"), list(classes), modules,
-                                                           group, fence))
+                                                           score, group, fence))
 
     def environment(self) -> dict[str, Any]:
         return self.executor.environment()

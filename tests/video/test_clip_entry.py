@@ -132,8 +132,42 @@ def test_the_python_api_runs_a_clip_dataset_and_resumes_a_clip_run(
     assert domainbench.load_run("api-resumed", store=store).status == "failed"
     kept = clip_kind.stored_units(store, store.get_run("api-resumed"))
     assert len(kept) == 1
+    from domainbench.frontend import data
+
+    row = data.runs_frame(store).set_index("run").loc["api-resumed"]
+    assert row["kind"] == "clips" and row["units"] == "1 of 3 units" and row["progress"] == 1 / 3
     resumed = domainbench.resume("api-resumed", store=store)
     assert resumed.status == "done" and resumed.stats is not None
     assert (resumed.stats.computed_units, resumed.stats.skipped_units) == (2, 1)
     _same_results(store, "api-resumed", cli_run)
     assert {k: resumed.clips.units[k] for k in kept} == kept
+
+
+def test_each_unit_is_its_own_document_and_a_run_stored_with_its_units_on_the_record_reads_and_resumes_unchanged(
+        env: dict[str, Path], cli_run: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import domainbench
+    from domainbench.engine.clip_kind import load_clip_run
+
+    store = _store(env, monkeypatch)
+    ref = load_clip_run(store, cli_run)
+    run = store.get_run(cli_run)
+    # the run record stays the same size however many units the run has: each unit is a clip_units document
+    assert "units" not in run.kind_settings
+    docs = store.clip_units(cli_run)
+    assert sorted((d.model, d.cell) for d in docs) == sorted((u["model"], u["cell"]) for u in ref.units.values())
+    assert all(d.preds == ref.units[f"{d.model}\t{d.cell}"]["preds"] and len(d.preds) == 2 for d in docs)
+
+    # a store written before clip_units: every unit on the run record, no documents
+    older = {**run.kind_settings, "units": ref.units}
+    store.put_run(run.model_copy(update={"run_id": "older", "kind_settings": older}))
+    got = load_clip_run(store, "older")
+    assert got.units == ref.units and got.rows == ref.rows and got.paired == ref.paired
+    # such a run stopped after two of its three units resumes to the same results, its units kept on its record
+    stopped = {k: v for k, v in run.kind_settings.items() if k not in ("rows", "paired")}
+    stopped["units"] = dict(list(ref.units.items())[:2])
+    store.put_run(run.model_copy(update={"run_id": "older-stopped", "status": "failed", "kind_settings": stopped}))
+    resumed = domainbench.resume("older-stopped", store=store)
+    assert resumed.stats is not None and (resumed.stats.computed_units, resumed.stats.skipped_units) == (1, 2)
+    got = load_clip_run(store, "older-stopped")
+    assert got.units == ref.units and got.rows == ref.rows and got.paired == ref.paired and got.run.status == "done"
+    assert store.get_run("older-stopped").kind_settings["units"] == ref.units and not store.clip_units("older-stopped")

@@ -162,7 +162,7 @@ def test_a_killed_run_resumes_to_the_same_records(env: dict[str, Path], first_ru
     monkeypatch.setenv("DOMAINBENCH_HOME", str(env["home"]))
     store = open_store()
     run = store.get_run("clips-2")
-    assert run is not None and run.status == "running" and len(run.kind_settings["units"]) == 2
+    assert run is not None and run.status == "running" and len(store.clip_units("clips-2")) == 2
     store.close()
     _cli(["run", "--resume", "clips-2"], env, capsys, monkeypatch)
     one = _cli(["export", first_run, "--format", "json"], env, capsys, monkeypatch)[0]
