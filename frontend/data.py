@@ -64,6 +64,8 @@ def run_kind(run: RunRecord) -> str:
         return "FMR"
     if run.kind in ("vqa", "retrieval"):
         return "VQA" if run.kind == "vqa" else "image-text retrieval"
+    if run.kind == "clip":
+        return "clips"
     parts = ["corruption"]
     if run.config.adaptive:
         parts.append("adaptive")

@@ -669,12 +669,12 @@ def _run_clips(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any, 
         if stored is None or stored.kind != "clip":
             return False
         check_clip_options(stored.domain, stored.config, exec_options.kind)
-        rid = resume_clip_run(store, stored.run_id, say=lambda m: _say(markup_safe(m)))
+        rid = resume_clip_run(store, stored.run_id, say=lambda m: _say(markup_safe(m)), executor=exec_options)
     else:
         check_clip_options(domain, cfg, exec_options.kind)  # before the store is opened
         store = _store()
         rid = start_clip_run(store, domain, cfg, sampling, run_id, say=lambda m: _say(markup_safe(m)),
-                             executor=exec_options.kind)
+                             executor=exec_options)
     result = load_clip_run(store, rid)
     _say(f"run {markup_safe(rid)}: clips on {len(result.run.config.models)} model(s), "
          f"{time.perf_counter() - started:.1f} s")

@@ -105,6 +105,8 @@ def done_cells(store: Store, run: RunRecord) -> int:
         return len({k[1] for k in store.fmr.keys(run_id=run.run_id)})
     if run.kind in TASK_KINDS:  # a VQA or retrieval run stores one unit per (model, cell)
         return len(store.task_units.keys(run_id=run.run_id))
+    if run.kind == "clip":  # one unit per (model, cell): a clip_units document, or on an older clip run's record
+        return len(store.clip_units.keys(run_id=run.run_id)) + len((run.kind_settings or {}).get("units", {}))
     return len({(k[1], k[2], k[3]) for k in store.units.keys(run_id=run.run_id)})
 
 
