@@ -82,7 +82,9 @@ def test_a_shift_of_class_folders_scores_as_the_same_images_opened_as_the_datase
         assert row["label_flip_probability_ci_low"] != ""
     # show says which synthetic cell behaves like the shift (one here), in words
     out = _cli_ok(["show", "withshift"], capsys, monkeypatch)
-    assert "Your `inv` images behave most like `gaussian_noise` at severity 2 (accuracy drop" in " ".join(out.split())
+    assert (f"On your {N} real `inv` images, balanced accuracy (95 % CI)" in " ".join(out.split())
+            and "the synthetic cell that behaves most like them (closest accuracy): `gaussian_noise s2` for every model"
+            in " ".join(out.split()))
     # paired: damage against the clean image, as scikit-image measures it (greyscale: its own luminance)
     ssim = np.mean([structural_similarity(a.astype(float), (255 - a).astype(float), gaussian_weights=True, sigma=1.5,
                                           use_sample_covariance=False, data_range=255) for a in clean])
@@ -200,7 +202,7 @@ def test_a_run_with_a_shift_and_a_composition_shows_both_in_show_and_both_export
     _cli_ok(["run", str(tmp_path / "c.toml"), "--no-stability", "--no-threat", "--workers", "0", "--limit", str(N),
              "--run-id", "both", "--shift", f"inv={tmp_path / 'inv'}"], capsys, monkeypatch)
     shown = " ".join(_cli_ok(["show", "both"], capsys, monkeypatch).split())
-    assert "Your `inv` images behave most like `gaussian_noise` at severity 2" in shown  # compositions are no candidates
+    assert "behaves most like them (closest accuracy): `gaussian_noise s2` for every model" in shown  # no composition
     cells = {(r["model"], r["corruption"]) for r in _export("both", tmp_path, capsys, monkeypatch)}
     assert {c for _, c in cells} == {"clean", "gaussian_noise", "compose:dark noise", "shift:inv"}
     preds = {p["corruption"] for p in _export("both", tmp_path, capsys, monkeypatch, predictions=True)}
@@ -210,8 +212,10 @@ def test_a_run_with_a_shift_and_a_composition_shows_both_in_show_and_both_export
     doc = json.loads(out.read_text())
     assert {c["corruption"] for c in doc["cells"]} >= {"compose:dark noise", "shift:inv"}
     (match,) = doc["shift_matches"]
-    assert match["shift"] == "shift:inv" and match["closest"]["corruption"] == "gaussian_noise"
-    assert match["sentence"].startswith("Your `inv` images behave most like `gaussian_noise` at severity 2")
+    assert match["shift"] == "shift:inv" and {p["corruption"] for p in match["per_model"]} == {"gaussian_noise"}
+    (real,) = doc["real_shift"]
+    assert {m["closest"]["corruption"] for m in real["models"]} == {"gaussian_noise"}
+    assert " ".join(real["sentence"].split()) in shown  # show prints the sentence the export holds
     assert doc["run"]["domain"]["shift"] == [{"name": "inv", "path": str(tmp_path / "inv")}]
 
 
@@ -295,12 +299,18 @@ def test_with_three_models_the_match_and_rho_follow_from_the_exported_accuracies
     cells = sorted({(c, s) for _, c, s in acc if c not in ("clean", "shift:inv")})
     drop = {(m, c, s): 100 * (acc[(m, "clean", 0)] - acc[(m, c, s)]) for m, c, s in acc}
     real = [drop[(m, "shift:inv", 1)] for m in models]
-    gap = {k: np.mean([abs(drop[(m, *k)] - drop[(m, "shift:inv", 1)]) for m in models]) for k in cells}
     out = tmp_path / "three.json"
     _cli_ok(["export", "three", "-f", "json", "-o", str(out)], capsys, monkeypatch)
-    (match,) = json.loads(out.read_text())["shift_matches"]
-    assert (match["closest"]["corruption"], match["closest"]["severity"]) == min(cells, key=lambda k: round(gap[k], 9))
-    assert match["closest"]["real"] == pytest.approx(np.mean(real))
+    doc = json.loads(out.read_text())
+    (match,) = doc["shift_matches"]
+    (result,) = doc["real_shift"]
+    # per model, the cell whose drop is closest to the real one: the sentence's and the table's one definition
+    for m in models:
+        closest = min(cells, key=lambda k: round(abs(drop[(m, *k)] - drop[(m, "shift:inv", 1)]), 9))
+        (row,) = [r for r in result["models"] if r["model"] == m]
+        assert (row["closest"]["corruption"], row["closest"]["severity"]) == closest
+        assert row["real_value"] == pytest.approx(drop[(m, "shift:inv", 1)])
+        assert row["closest_value"] == pytest.approx(drop[(m, *closest)])
     rho = {k: spearmanr([drop[(m, *k)] for m in models], real).statistic for k in cells}
     best = match["ranking"]
     assert best["rho"] == pytest.approx(max(r for r in rho.values() if r == r))
@@ -308,7 +318,7 @@ def test_with_three_models_the_match_and_rho_follow_from_the_exported_accuracies
     plan = spearmanr([np.mean([drop[(m, *k)] for k in cells]) for m in models], real).statistic
     assert match["plan_rho"] == pytest.approx(plan)
     shown = " ".join(_cli_ok(["show", "three"], capsys, monkeypatch).split())
-    assert f"(ρ = {plan:.2f})" in shown and "mean of 3 models" in shown
+    assert f"(ρ = {plan:.2f})" in shown and "Holm-adjusted over 3 model pairs" in shown
 
 
 def test_an_undecodable_shift_file_is_refused_unless_skipped(home: Path, tmp_path: Path, capsys,
