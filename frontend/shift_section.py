@@ -1,12 +1,13 @@
 """The run page's real-shift section: the user's own shifted images (``shift:NAME`` cells) against the plan.
 
-Reads ``domainbench.query.real_shift`` only (through ``verdict.real_shift``, cached per run state), so the
+Reads ``domainbench.query.real_shift`` only (through :func:`real_shift`, cached per run state), so the
 table here and the sentence at the top of the page (and `show`'s) are one result: the same numbers, the same
 intervals, the same synthetic cell that behaves most like the real images.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,8 @@ from domainbench.records.config import SHIFT_PREFIX
 from domainbench.frontend import exports
 from domainbench.frontend.ui import md_escape
 from domainbench.stats import interval_text
+
+log = logging.getLogger("domainbench.ui")
 
 #: how a real-shift cell is marked wherever cells are listed: it is measured on real images, not synthesised
 REAL_BADGE = "real"
@@ -52,11 +55,25 @@ def shift_frame(results: Sequence[Any]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+@st.cache_data(show_spinner="comparing the models on your own images…", max_entries=32)
+def real_shift(_store: Any, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> tuple[list[Any], str]:
+    """Per real-shift cell (``query.real_shift``: the sentence ``show`` prints and the table's rows), or why none."""
+    from domainbench import query
+    from domainbench.frontend.cached import read_outcomes
+
+    run = query.find_run(_store, run_id)
+    if run is None or not run.domain.shift:  # most runs: nothing to read
+        return [], ""
+    try:
+        return query.real_shift(_store, query.report(_store, run_id), read=read_outcomes), ""
+    except Exception as e:  # a partial run's data the statistics cannot use yet: say so, draw the rest
+        log.warning("real-shift result of run %s failed", run_id, exc_info=True)
+        return [], f"the result on your own images failed on this run's stored data ({type(e).__name__})"
+
+
 def show(store: Any, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> None:
     """The per-model table of the result the verdict states at the top of the page (nothing without shifts)."""
-    from domainbench.frontend import verdict
-
-    results, _ = verdict.real_shift(store, store_key, run_id, fingerprint)
+    results, _ = real_shift(store, store_key, run_id, fingerprint)
     if not results:
         return
     st.subheader("Your own shifted images")

@@ -202,25 +202,9 @@ def flip_verdicts(_store: Store, store_key: str, run_id: str, fingerprint: tuple
         return [], f"the paired comparison of flips failed on this run's stored data ({type(e).__name__})"
 
 
-@st.cache_data(show_spinner="comparing the models on your own images…", max_entries=32)
-def real_shift(_store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> tuple[list[Any], str]:
-    """Per real-shift cell (``query.real_shift``: the sentence ``show`` prints and the table's rows), or why none."""
-    from domainbench import query
-    from domainbench.frontend.cached import read_outcomes
-
-    run = query.find_run(_store, run_id)
-    if run is None or not run.domain.shift:  # most runs: nothing to read
-        return [], ""
-    try:
-        return query.real_shift(_store, query.report(_store, run_id), read=read_outcomes), ""
-    except Exception as e:  # a partial run's data the statistics cannot use yet: say so, draw the rest
-        log.warning("real-shift result of run %s failed", run_id, exc_info=True)
-        return [], f"the result on your own images failed on this run's stored data ({type(e).__name__})"
-
-
 def show_real_shift(store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> None:
     """The result on the user's own images (``shift:NAME`` cells), first: the images the run is really about."""
-    from domainbench.frontend.shift_section import markdown_safe
+    from domainbench.frontend.shift_section import markdown_safe, real_shift
 
     results, why = real_shift(store, store_key, run_id, fingerprint)
     if why:
