@@ -335,3 +335,44 @@ def test_an_undecodable_shift_file_is_refused_unless_skipped(home: Path, tmp_pat
     rows = [r for r in _export("lenient", tmp_path, capsys, monkeypatch) if r["corruption"] == "shift:inv"]
     # 31 files, --limit keeps 30 with the broken one: 29 images scored; named like no sample image, so not paired
     assert {int(r["n_images"]) for r in rows} == {N - 1} and {r["label_flip_probability"] for r in rows} == {""}
+
+
+def test_files_named_like_sample_images_that_limit_left_out_still_pair(home: Path, tmp_path: Path, capsys,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37, defect 11: the first N sample images, darkened and named by index, under --limit N showed no flips
+    and no SSIM ("—"): the class-interleaved --limit subset leaves some of them out, and a class folder shift paired
+    only when every file named an evaluated image. They now pair with the whole sample's images.
+
+    The reference is independent of the shift code path: the clean images themselves, opened as a run's dataset (their
+    predictions), and scikit-image's SSIM on the pairs."""
+    full = open_dataset("sample")
+    left_out = sorted(set(range(N)) - set(full.subset(N).origin.tolist()))
+    assert left_out  # the case: some of the files name images --limit N does not evaluate
+    for folder, pixels in (("dark", lambda a: a // 2), ("asis", lambda a: a)):
+        for i in range(N):
+            where = tmp_path / folder / full.classes[full.labels[i]].replace(" ", "_")
+            where.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(pixels(full.arrays[i]).astype(np.uint8)).save(where / f"{i:03d}.png")
+    _run(["--limit", str(N), "--run-id", "limited", "--shift", f"dark={tmp_path / 'dark'}"], tmp_path, capsys, monkeypatch)
+    (tmp_path / "run.toml").write_text("image_size = 28\n")  # the sample's size, which a shift is decoded at
+    _run(["--dataset", str(tmp_path / "asis"), "--run-config", str(tmp_path / "run.toml"), "--run-id", "cleanref"],
+         tmp_path, capsys, monkeypatch)
+    clean_pred = {(p["model"], Path(p["path"]).stem): p["prediction"]
+                  for p in _export("cleanref", tmp_path, capsys, monkeypatch, predictions=True) if p["corruption"] == "clean"}
+    rows = {r["model"]: r for r in _export("limited", tmp_path, capsys, monkeypatch) if r["corruption"] == "shift:dark"}
+    preds = [p for p in _export("limited", tmp_path, capsys, monkeypatch, predictions=True) if p["corruption"] == "shift:dark"]
+    ssim = np.mean([structural_similarity(full.arrays[i].astype(float), (full.arrays[i] // 2).astype(float),
+                                          gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255)
+                    for i in range(N)])
+    assert len(rows) == 2
+    for model, row in rows.items():
+        mine = [p for p in preds if p["model"] == model]
+        assert len(mine) == N and {Path(p["path"]).parent.parent for p in mine} == {tmp_path / "dark"}
+        flips = sum(p["prediction"] != clean_pred[(model, Path(p["path"]).stem)] for p in mine)
+        assert int(row["n_images"]) == N and int(row["label_flips"]) == flips
+        assert float(row["label_flip_probability"]) == pytest.approx(flips / N)
+        assert row["label_flip_probability_ci_low"] != ""
+        assert float(row["ssim"]) == pytest.approx(ssim, abs=1e-9)
+    # the clean pass is still the --limit images: the shift's partners never enter the clean accuracy
+    clean_rows = {r["model"]: r for r in _export("limited", tmp_path, capsys, monkeypatch) if r["corruption"] == "clean"}
+    assert {int(r["n_images"]) for r in clean_rows.values()} == {N}
