@@ -34,6 +34,11 @@ def is_real(corruption: str) -> bool:
     return corruption.startswith(SHIFT_PREFIX)
 
 
+def _written(value: float | None, interval: tuple[float, float] | None) -> str | None:
+    """A rate with its interval's ends, as the sentence writes it; None (the table's "—") without a value."""
+    return None if value is None else interval_text(value, interval, True)
+
+
 def shift_frame(results: Sequence[Any]) -> pd.DataFrame:
     """One row per model × real-shift cell (``query.RealShiftResult``): images, balanced accuracy with its interval
     and its drop from clean, flip rate with its interval and SSIM against the paired clean image (where the files
@@ -46,10 +51,10 @@ def shift_frame(results: Sequence[Any]) -> pd.DataFrame:
         for m in r.models:
             rows.append({"model": m.model, "cell": r.shift, "kind": REAL_BADGE, "images": m.n,
                          "accuracy %": None if m.accuracy is None else 100 * m.accuracy,
-                         "accuracy (95 % CI)": interval_text(m.accuracy, m.accuracy_ci, True, missing=None),
+                         "accuracy (95 % CI)": _written(m.accuracy, m.accuracy_ci),
                          "drop (points)": m.drop,
                          "flip probability %": None if m.flip_rate is None else 100 * m.flip_rate,
-                         "flip probability (95 % CI)": interval_text(m.flip_rate, m.flip_ci, True, missing=None),
+                         "flip probability (95 % CI)": _written(m.flip_rate, m.flip_ci),
                          "ssim": m.ssim, "closest synthetic cell": None if m.closest is None else cell_text(m.closest),
                          "measure": measure, "on your images": m.real_value, "in that cell": m.closest_value})
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -37,9 +37,6 @@ from domainbench.stats.intervals import DEFAULT_CONFIDENCE, check_confidence
 from domainbench.stats.smoothed import multipliers
 from domainbench.store import Store
 
-#: a real-shift cell's severity (``engine.shift_cells.SHIFT_SEVERITY``, named here so a read imports no torch)
-SHIFT_SEVERITY = 1
-
 Interval = tuple[float, float] | None
 
 
