@@ -18,6 +18,7 @@ from domainbench.records.config import SHIFT_PREFIX
 from domainbench.query.compare import flip_comparison, paired_comparison, pooled_comparison, run_pairs
 from domainbench.query.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
 from domainbench.query.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
+from domainbench.query.shift import RealShiftResult, real_shift_results
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
@@ -47,6 +48,7 @@ __all__ = [
     "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows", "flip_verdicts", "task_gallery_pixels", "clip_run", "clip_prediction_rows", "clip_verdict_lines", "clip_strip", "pooled",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
     "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
+    "real_shift", "RealShiftResult",
 ]
 
 
@@ -175,6 +177,14 @@ def shift_matches_of(report: RunReport) -> list[ShiftMatch]:
     return shift_matches(report.classification)
 
 
+def real_shift(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
+               read: OutcomesReader = read_outcomes) -> list[RealShiftResult]:
+    """Per real-shift cell (``shift:NAME``): each model's accuracy on the real images with its interval (flips where
+    unlabelled), the paired test between the models on them, the synthetic cell that behaves most like them, and the
+    sentence that says it (``query.shift``): `show`, the run page's verdict and ``export --format json`` print it."""
+    return real_shift_results(store, report, confidence, read)
+
+
 def outcomes(store: Store, run_id: str) -> RunOutcomes:
     """The run's per-image outcomes (hits, predictions, indices, labels), read from its unit documents: what its
     intervals, resamples and paired tests start from. Each call reads the documents again; the functions below
@@ -300,8 +310,10 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
     read = outcomes_once()  # the intervals and the pairs of one run: its units read once
     found = _groups_if_any(store, report, confidence, read)
     tied = {} if found is None else {"groups": found.model_dump(mode="json")}
+    real = [r.as_json() for r in real_shift(store, report, confidence, read)]
     return to_json(run, report, intervals(store, report, confidence, read),
-                   {**pairs(store, report, confidence, read), **tied, **breaking_section(run.breaking_points), **shifts})
+                   {**pairs(store, report, confidence, read), **tied, **breaking_section(run.breaking_points), **shifts,
+                    **({"real_shift": real} if real else {})})
 
 
 # --------------------------------------------------------------------------- per-image records
