@@ -89,3 +89,80 @@ def test_an_endpoint_answers_each_frame_and_the_clip_metrics_follow_from_its_ans
     assert flick > clean  # the flickering lamp moves frames between the endpoint's bands: the test can fail
     assert np.isclose(rows["flicker"]["temporal_flip_rate_clean"], clean)
     assert np.isclose(rows["flicker"]["flip_rate_added"], flick - clean)
+
+
+def _video_loglik_by_the_loss(model: Any, processor: Any, frames: np.ndarray, prompt: str, classname: str) -> float:
+    """log p(class | video prompt) from transformers' own cross-entropy: labels only on the class's tokens, so the
+    mean loss times their count is minus the sum of their log-probabilities."""
+    import torch
+
+    ctx = processor(videos=[frames], text=[prompt], return_tensors="pt")
+    whole = processor(videos=[frames], text=[prompt + classname], return_tensors="pt")  # the prompt ends in "\n"
+    n_ctx = ctx["input_ids"].shape[1]
+    labels = whole["input_ids"].clone()
+    labels[:, :n_ctx] = -100
+    with torch.inference_mode():
+        loss = model(**whole, labels=labels).loss
+    return -float(loss) * (whole["input_ids"].shape[1] - n_ctx)
+
+
+def test_a_video_model_answers_each_clip_as_one_video_and_the_answer_is_stored_per_clip(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    import torch
+    from transformers import Qwen2VLForConditionalGeneration
+
+    from domainbench.data.clip_samples import write_sample_clips
+    from domainbench.data.clips import Sampling
+    from domainbench.engine.clip_kind import load_clip_run, open_inputs, start_clip_run
+    from domainbench.models.generative import VLMOptions
+    from domainbench.models.hf_vlm_backend import load_hf_vlm
+    from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
+    from domainbench.store import open_store
+    from tests.models.tiny_vlms import save_tiny_llava, save_tiny_qwen2_vl
+
+    clips = write_sample_clips(tmp_path / "clips", per_class=1, frames=6, size=32, classes=2, seed=0)
+    folder = save_tiny_qwen2_vl(tmp_path / "qwen")
+    name = f"hf-vlm:{folder}"
+    seen: list[tuple[int, ...]] = []
+    forward = Qwen2VLForConditionalGeneration.forward
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("video_grid_thw") is not None:
+            seen.append(tuple(int(x) for x in kwargs["video_grid_thw"][0]))
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(Qwen2VLForConditionalGeneration, "forward", spy)
+    domain = DomainConfig(domain="d", corruptions=[CorruptionChoice(name="flicker", severities=[5])])
+    cfg = RunConfig(dataset=str(clips), image_size=32, workers=0, models=[name])
+    store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    rid = start_clip_run(store, domain, cfg, Sampling(frames=4), "video-clips")
+    result = load_clip_run(store, rid)
+    store.close()
+    # the video path was taken: 2 cells x 2 clips x 2 classes forwards, each of a 4-frame video (2 temporal patches
+    # of 2 frames; 32-px frames rounded to 28 px, 2 x 2 patches of 14 px)
+    assert seen == [(2, 2, 2)] * 8
+
+    m = load_hf_vlm(folder, torch.device("cpu"), name)
+    m.configure([p.name for p in sorted(clips.iterdir())], VLMOptions())
+    assert m.accepts_video()
+    (prompt,) = m.video_prompts()
+    inputs = open_inputs(domain, cfg, Sampling(frames=4))
+    for key in ("clean", "flicker:5"):
+        unit = result.units[f"{name}\t{key}"]
+        assert len(unit["preds"]) == 2 and all(len(p) == 4 for p in unit["preds"])  # frames still answered one by one
+        frames = [c.frames for c in inputs.clips] if key == "clean" else None
+        if frames is None:
+            from domainbench.engine.clip_kind import clip_cells, corrupt
+
+            cell = [c for c in clip_cells(domain) if c.key == key][0]
+            frames = [corrupt(cell, c, cfg.seed) for c in inputs.clips]
+        want = [int(np.argmax([_video_loglik_by_the_loss(m.model, m.processor, f, prompt, cls) for cls in m.classes]))
+                for f in frames]
+        assert unit["video_preds"] == want and "video_answers" not in unit
+        np.testing.assert_allclose(m.classify_videos(frames).scores,
+                                   [[_video_loglik_by_the_loss(m.model, m.processor, f, prompt, cls) for cls in m.classes]
+                                    for f in frames], rtol=1e-4)
+    # a model without video input (LLaVA) keeps the frame-by-frame answers only
+    llava = load_hf_vlm(save_tiny_llava(tmp_path / "llava"), torch.device("cpu"), "hf-vlm:llava")
+    llava.configure(["a", "b"], VLMOptions())
+    assert not llava.accepts_video()
