@@ -113,7 +113,7 @@ def test_a_video_model_answers_each_clip_as_one_video_and_the_answer_is_stored_p
 
     from domainbench.data.clip_samples import write_sample_clips
     from domainbench.data.clips import Sampling
-    from domainbench.engine.clip_kind import load_clip_run, open_inputs, start_clip_run
+    from domainbench.engine.clip_kind import clip_cells, corrupt, load_clip_run, open_inputs, start_clip_run
     from domainbench.models.generative import VLMOptions
     from domainbench.models.hf_vlm_backend import load_hf_vlm
     from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
@@ -150,12 +150,8 @@ def test_a_video_model_answers_each_clip_as_one_video_and_the_answer_is_stored_p
     for key in ("clean", "flicker:5"):
         unit = result.units[f"{name}\t{key}"]
         assert len(unit["preds"]) == 2 and all(len(p) == 4 for p in unit["preds"])  # frames still answered one by one
-        frames = [c.frames for c in inputs.clips] if key == "clean" else None
-        if frames is None:
-            from domainbench.engine.clip_kind import clip_cells, corrupt
-
-            cell = [c for c in clip_cells(domain) if c.key == key][0]
-            frames = [corrupt(cell, c, cfg.seed) for c in inputs.clips]
+        (cell,) = [c for c in clip_cells(domain) if c.key == key]
+        frames = [corrupt(cell, c, cfg.seed) for c in inputs.clips]
         want = [int(np.argmax([_video_loglik_by_the_loss(m.model, m.processor, f, prompt, cls) for cls in m.classes]))
                 for f in frames]
         assert unit["video_preds"] == want and "video_answers" not in unit
