@@ -239,7 +239,10 @@ def _executor_name(executor: Any) -> str:
 
 
 def score_cell(ms: Any, frames: list[np.ndarray]) -> dict[str, Any]:
-    """One model on one cell's clips: each frame's prediction and, with embeddings, each clip's mean-embedding one."""
+    """One model on one cell's clips: each frame's prediction and, with embeddings, each clip's mean-embedding one.
+    A generative model that takes video (``accepts_video``: Qwen2-VL through transformers) also answers each clip
+    with its sampled frames as one video input (``video_preds``, one per clip; ``video_answers`` in generate mode);
+    its frames are still answered one by one, which the frame metrics and the flip rate need."""
     import torch
 
     from domainbench.engine.scoring import classify, predict
@@ -254,7 +257,14 @@ def score_cell(ms: Any, frames: list[np.ndarray]) -> dict[str, Any]:
         means = torch.stack([emb[a:b].mean(dim=0) for a, b in zip(bounds[:-1], bounds[1:])])
         means = torch.nn.functional.normalize(means, dim=1).to(scored.embeddings.dtype)
         mean_preds = predict(ms, means).astype(int).tolist()
-    return {"preds": preds, "mean_preds": mean_preds}
+    out: dict[str, Any] = {"preds": preds, "mean_preds": mean_preds}
+    accepts_video = getattr(ms.model, "accepts_video", None)
+    if callable(accepts_video) and accepts_video():
+        video = ms.model.classify_videos(frames)
+        out["video_preds"] = video.preds.astype(int).tolist()
+        if video.answers is not None:
+            out["video_answers"] = list(video.answers)
+    return out
 
 
 def _clips_record(inputs: ClipInputs) -> list[dict[str, Any]]:
