@@ -273,12 +273,17 @@ def _clips_record(inputs: ClipInputs) -> list[dict[str, Any]]:
             for d in inputs.clips]
 
 
+#: what a video-input model (``hf-vlm`` Qwen2-VL) stores besides its per-frame answers
+VIDEO_KEYS = ("video_preds", "video_answers")
+
+
 def stored_units(store: Store, run: RunRecord) -> dict[str, Any]:
     """The run's stored units by key (``unit_key``): each a ``clip_units`` document; a run stored before that
     collection keeps them on its record (``kind_settings["units"]``), read as they are."""
     units = dict((run.kind_settings or {}).get("units", {}))
     for u in store.clip_units(run.run_id):
-        units[f"{u.model}\t{u.cell}"] = {"model": u.model, "cell": u.cell, "preds": u.preds, "mean_preds": u.mean_preds}
+        units[f"{u.model}\t{u.cell}"] = {"model": u.model, "cell": u.cell, "preds": u.preds, "mean_preds": u.mean_preds,
+                                         **{k: v for k in VIDEO_KEYS if (v := getattr(u, k)) is not None}}
     return units
 
 
@@ -288,7 +293,8 @@ def _put_unit(store: Store, run_id: str, name: str, cell: ClipCell, scored: dict
     from domainbench.store.records import ClipUnitRecord
 
     store.clip_units.put(ClipUnitRecord(run_id=run_id, model=name, cell=cell.key, preds=scored["preds"],
-                                        mean_preds=scored["mean_preds"], computed_at=now()))
+                                        mean_preds=scored["mean_preds"], computed_at=now(),
+                                        **{k: scored[k] for k in VIDEO_KEYS if k in scored}))
 
 
 def _evaluate(store: Store, run_id: str, cfg: RunConfig, inputs: ClipInputs, part: ClipUnits,

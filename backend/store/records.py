@@ -255,7 +255,8 @@ class ClipUnitRecord(_Record):
 
     ``cell``: the cell's key (``clean``, ``flicker:4``, ``gaussian_noise:3/static``); ``preds``: per clip (in the
     run's ``kind_settings["clips"]`` order), each sampled frame's predicted class; ``mean_preds``: per clip, the
-    prediction of its frames' mean embedding (None for a model without embeddings: a generative VLM). Runs stored
+    prediction of its frames' mean embedding (None for a model without embeddings: a generative VLM);
+    ``video_preds`` / ``video_answers``: per clip, a video-input model's answer to the whole clip (None otherwise). Runs stored
     before this collection keep their units on the run record (``kind_settings["units"]``), read unchanged.
     """
 
@@ -265,6 +266,8 @@ class ClipUnitRecord(_Record):
     cell: str
     preds: list[list[int]]
     mean_preds: list[int] | None = None
+    video_preds: list[int] | None = None
+    video_answers: list[str] | None = None
     computed_at: str | None = None
 
 
