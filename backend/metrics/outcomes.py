@@ -98,12 +98,17 @@ class UnitPredictions(NamedTuple):
     @classmethod
     def from_stored(cls, doc: Mapping[str, Any]) -> UnitPredictions:
         """From ``Store.unit_predictions``' fields: arrays as stored (a plain list or a packed one)."""
-        return cls(doc["model"], doc["corruption"], doc["severity"], doc["shard"], _stored_array(doc["preds"]),
-                   _stored_array(doc["indices"]), _stored_array(doc.get("labels")), bool(doc["labelled"]))
+        # a document written without per-image arrays reads as the record's defaults: none, no labels
+        return cls(doc["model"], doc["corruption"], doc["severity"], doc["shard"], _stored_array(doc.get("preds"), []),
+                   _stored_array(doc.get("indices"), []), _stored_array(doc.get("labels"), None),
+                   bool(doc["labelled"]))
 
 
-def _stored_array(value: Any) -> Any:
-    """A stored per-image array: a packed one decoded, a plain list kept (concatenated with the others at once)."""
+def _stored_array(value: Any, missing: Any) -> Any:
+    """A stored per-image array: a packed one decoded, a plain list kept (concatenated with the others at once),
+    ``missing`` where none is stored."""
+    if value is None:
+        return missing
     return PackedArray.coerce(value) if isinstance(value, dict) else value
 
 

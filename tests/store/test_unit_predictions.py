@@ -94,6 +94,15 @@ def test_unit_predictions_equal_the_validated_records(store: Store, images: int,
     assert len(want) > 4 and any(r["labelled"] is labelled for r in want)
 
 
+def test_units_stored_without_per_image_arrays_read_as_the_records_defaults(store: Store) -> None:
+    doc = unit("r1", "m1", "clean", 0, 0, [0, 1], [0, 1], [0, 1], version=1)
+    for k in ("preds", "indices", "labels"):
+        doc.pop(k)
+    store._upsert_many("units", [doc])  # an older run's unit: counts only
+    found, want = read_outcomes(store, "r1").outcomes(), image_outcomes(store.units("r1"))
+    assert found.n == want.n == 0 and list(found.preds) == list(want.preds) == [("m1", "clean", 0)]
+
+
 def test_a_newer_domainbench_unit_is_refused_as_by_a_validated_read(store: Store) -> None:
     fill(store, "r1", 6, 2)
     store._upsert_many("units", [{**unit("r1", "m1", "clean", 0, 9, [7], [0], [0]), "schema_version": 99}])
