@@ -47,7 +47,7 @@ __all__ = [
     "Store", "RunRecord", "StabilityRecord", "FmrUnitRecord", "run_status", "find_run",
     "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows", "flip_verdicts", "task_gallery_pixels", "clip_run", "clip_prediction_rows", "clip_verdict_lines", "clip_strip", "pooled",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
-    "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
+    "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains", "unit_counts",
     "real_shift", "RealShiftResult",
 ]
 
@@ -126,6 +126,15 @@ def unit_keys(store: Store, run: RunRecord) -> set[tuple[Any, ...]]:
 def stored_units(store: Store, run_id: str) -> int:
     """How many units the run has stored (keys only)."""
     return len(store.units.keys(run_id=run_id))
+
+
+def unit_counts(store: Store, run: RunRecord) -> tuple[int, int]:
+    """(:func:`stored_units`, :func:`done_cells`) of the run, its unit keys read once where both count them (a
+    corruption run: reading a large run's keys scans its unit rows)."""
+    if run.fmr is not None or run.kind in TASK_KINDS:
+        return stored_units(store, run.run_id), done_cells(store, run)
+    keys = store.units.keys(run_id=run.run_id)
+    return len(keys), len({(k[1], k[2], k[3]) for k in keys})
 
 
 def run_fingerprint(store: Store, run_id: str) -> tuple[Any, ...]:
