@@ -1133,11 +1133,35 @@ def preview_image(index: int = 0, size: int = 112) -> np.ndarray:
     return sample_image(index, size)
 
 
+#: a temporal corruption's preview: a clip of this many frames panning over the still image, at this frame rate
+PREVIEW_CLIP_FRAMES, PREVIEW_CLIP_FPS = 12, 25.0
+
+
+def is_temporal(name: str) -> bool:
+    """A video-only corruption (state across frames: ``corruptions.clips``)."""
+    from domainbench import corruptions
+
+    return corruptions.is_temporal(name)
+
+
 def gallery(image: np.ndarray, name: str, severities: list[int] | tuple[int, ...] = (1, 2, 3, 4, 5), seed: int = 0) -> list[np.ndarray]:
-    """The image under one corruption at each severity (the engine's seeded kernels)."""
+    """The image under one corruption at each severity (the engine's seeded kernels). A temporal (video-only)
+    corruption has no still-image kernel: it corrupts a short clip that pans across the image (state across
+    frames needs motion to show) and each severity shows the frame it changed most."""
+    from domainbench import corruptions
     from domainbench.metrics.ladder import severity_ladder
 
-    return severity_ladder(image, name, severities, seed)
+    if not is_temporal(name):
+        return severity_ladder(image, name, severities, seed)
+    rgb = image if image.ndim == 3 else np.repeat(image[..., None], 3, axis=2)
+    clip = np.stack([np.roll(rgb, k, axis=1) for k in range(PREVIEW_CLIP_FRAMES)])
+    out = []
+    for s in severities:
+        bad = corruptions.corrupt_clip(name, clip, s, seed=seed, fps=PREVIEW_CLIP_FPS)
+        worst = int(np.argmax(np.abs(bad.astype(np.int16) - clip).mean(axis=(1, 2, 3))))
+        frame = bad[worst]
+        out.append(frame if image.ndim == 3 else frame.mean(axis=2).round().astype(np.uint8))
+    return out
 
 
 def corruption_info(name: str) -> dict[str, str]:

@@ -292,7 +292,10 @@ def gallery_section(cfg: DomainConfig) -> None:
                 st.markdown(f"**{c.name}** — severities 1–5 (evaluated: {', '.join(map(str, c.severities))})")
                 if c.reason:
                     st.text(f"why: {c.reason}")
-                if flat:
+                if data.is_temporal(c.name):
+                    st.caption(f"video only: evaluated on clip datasets (still-image runs leave it out). Shown on a "
+                               f"{data.PREVIEW_CLIP_FRAMES}-frame clip panning over this image: the frame it changes most.")
+                elif flat:
                     run_flat = [s for s in flat if s in c.severities]
                     st.warning(f"{c.name} has no effect on this image at severit{'y' if len(flat) == 1 else 'ies'} "
                                f"{', '.join(map(str, flat))} (mean pixel change < {ladder.NO_EFFECT_PIXELS} of 255, SSIM ≥ {ladder.NO_EFFECT_SSIM}; e.g. "

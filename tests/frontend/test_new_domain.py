@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -267,3 +268,31 @@ def test_a_clip_folder_is_launched_as_a_clip_run_with_its_frames_per_clip(store:
                                                                      "seed": 0}}
     assert run.config.limit is None and run.config.dataset == str(clips.resolve())
     assert data.runs_frame(store).set_index("run").loc[run.run_id, "kind"] == "clips"
+
+
+def test_a_plan_with_video_corruptions_previews_them_on_a_panning_clip(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Temporal corruptions have no still-image kernel: their preview used to be an error box with a traceback
+    on every rerun. Each now shows five frames of a clip panning over the sample image, corrupted with the
+    clip kernel at each severity, and says it is video only."""
+    def video_plan(text: str, provider: str = "offline", samples: int = 10) -> DomainConfig:
+        return fake_plan(text, provider, samples).model_copy(update={"corruptions": [
+            CorruptionChoice(name="brightness", severities=[2], reason="glare"),
+            CorruptionChoice(name="flicker", severities=[3], reason="sodium lamps"),
+            CorruptionChoice(name="moving_rain", severities=[4], reason="rain")]})
+
+    monkeypatch.setattr(data, "plan_domain", video_plan)
+    at = page()
+    at.text_area(key="domain-text").set_value("dash-cam footage at night")
+    next(b for b in at.button if b.label == "Plan").click().run()
+    assert not at.exception and not at.error, (texts(at.error), [e.value for e in at.exception])
+    shown = everything(at)
+    assert shown.count("video only: evaluated on clip datasets") == 2
+    clean = data.preview_image(0)
+    for name in ("flicker", "moving_rain"):
+        frames = data.gallery(clean, name)
+        assert len(frames) == 5 and all(f.shape == clean.shape for f in frames)
+        # a real change, not the pan alone (each frame against the nearest clean frame of the pan), that grows
+        # with severity (the kernels' ladders are monotone)
+        change = [min(float(np.abs(f.astype(int) - np.roll(clean, k, axis=1)).mean())
+                      for k in range(data.PREVIEW_CLIP_FRAMES)) for f in frames]
+        assert change[0] > 1 and change[-1] > change[0], (name, change)
