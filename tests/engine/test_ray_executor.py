@@ -442,6 +442,7 @@ def test_an_adaptive_ray_run_stops_the_cells_the_local_run_stops(local_ray: Any,
 CLIP_DOMAIN = DomainConfig(domain="clips on ray", corruptions=[
     CorruptionChoice(name="flicker", severities=[4], reason="mains lamps"),
     CorruptionChoice(name="gaussian_noise", severities=[3], reason="sensor"),
+    CorruptionChoice(name="h264_compression", severities=[3], reason="dash-cam encoder"),  # a real codec in a Ray task
 ])
 
 
@@ -461,7 +462,7 @@ def test_a_clip_run_on_ray_stores_exactly_the_units_of_the_local_run_and_a_local
     local = start_clip_run(store, CLIP_DOMAIN, plan, Sampling(frames=4), "clip-local")
     remote = start_clip_run(store, CLIP_DOMAIN, plan, Sampling(frames=4), "clip-ray", executor=RAY_GROUPS)
     a, b = load_clip_run(store, local), load_clip_run(store, remote)
-    assert len(a.units) == 2 * 3 and a.units == b.units  # models × cells (clean, flicker:4, gaussian_noise:3)
+    assert len(a.units) == 2 * 4 and a.units == b.units  # models × cells (clean, flicker:4, gaussian_noise:3, h264_compression:3)
     assert a.rows == b.rows and a.paired == b.paired and a.clips == b.clips
     assert len(a.clips) == 2 and all(len(c["frame_indices"]) == 4 for c in a.clips)
     env = store.get_run(remote).environment
@@ -484,7 +485,7 @@ def test_a_clip_run_on_ray_stores_exactly_the_units_of_the_local_run_and_a_local
     assert len(before) == 2
     engine = make_engine(store, options=RAY)
     assert engine.resume("clip-resumed") == "clip-resumed"
-    assert (engine.stats.skipped_units, engine.stats.computed_units) == (2, 4)
+    assert (engine.stats.skipped_units, engine.stats.computed_units) == (2, 6)  # (clean + 3 cells) × 2 models
     c = load_clip_run(store, "clip-resumed")
     assert c.units == a.units and c.rows == a.rows and c.paired == a.paired
     assert {k: c.units[k] for k in before} == before
