@@ -13,7 +13,10 @@ export TRANSFORMERS_OFFLINE := 1
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[test,ray]'  # ray: the Ray executor's tests run in `make test`
+# ray: the Ray executor's tests run in `make test`. setuptools' "Editable installation" note (folders named like the
+# package may shadow it: none here, the package's folder is backend/) is silenced so that a fresh install prints no
+# packaging warning: pip >= 25 shows build-backend warnings even with --quiet
+	PYTHONWARNINGS='ignore:Editable installation' $(PIP) install --quiet -e '.[test,ray]'
 	# frost's reference photographs (data files only: --no-deps keeps its opencv-python and scikit-image out)
 	$(PIP) install --quiet --no-deps 'imagecorruptions==1.1.2'
 	touch $@

@@ -104,7 +104,8 @@ def main() -> None:
             "--help": ["--help"], "metrics": ["metrics"], "ls": ["ls"], "show": ["show", a],
             "export csv": ["export", a, "-o", str(out / "r.csv")], "export json": ["export", a, "-f", "json", "-o", str(out / "r.json")],
             "export --predictions": ["export", a, "--predictions", "-o", str(out / "p.csv")],
-            "compare": ["compare", a, b], "rm (unknown run)": ["rm", "no-such-run"],
+            "compare": ["compare", a, b], "check": ["check", a, "-r", "mce <= 100"],
+            "report md": ["report", a, "-f", "md", "-o", str(out / "r.md")], "rm (unknown run)": ["rm", "no-such-run"],
         }
         env = {**os.environ, "DOMAINBENCH_HOME": str(home)}
         env.pop("DOMAINBENCH_MONGO_URI", None)
@@ -112,6 +113,7 @@ def main() -> None:
         base = [timed([sys.executable, "-c", EXIT_LINE], env) for _ in range(args.repeats)]
         print(f"\ninterpreter start-up (python -c, empty): {statistics.median(b[0] for b in base):.2f} s wall, "
               f"{statistics.median(b[1] for b in base):.2f} s CPU, {max(b[2] for b in base):.0f} MB\n")
+        print(f"load average before the commands: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         print(f"{'command':<22}{'wall (median)':>14}{'CPU (median)':>13}{'peak RSS':>10}{'model stack':>13}"
               f"  targets (< {WALL_TARGET_S:g} s, < {RSS_TARGET_MB} MB)")
         for name, argv in commands.items():
@@ -123,6 +125,7 @@ def main() -> None:
                 raise SystemExit(f"{name} exited {code}:\n{got[-1][5][-2000:]}")
             ok = "yes" if wall < WALL_TARGET_S and rss < RSS_TARGET_MB else "NO"
             print(f"{name:<22}{wall:>13.2f}s{cpu:>12.2f}s{rss:>8.0f}MB{stack or 'none':>13}  {ok}")
+        print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

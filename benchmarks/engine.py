@@ -363,6 +363,17 @@ def text_embeddings(n_classes: int, device: str, work: Path) -> dict[str, float]
             "text_cache_hit_s": hit_s, "text_batched_over_per_class": per_class_s / batched_s}
 
 
+#: issue 43's whole-process targets on a CPU: (N, ratio), largest N first
+WHOLE_PROCESS_TARGETS = ((1000, 0.9), (150, 0.85))
+
+
+def whole_process_target(n: int) -> tuple[int, float]:
+    """(the N it was set at, the ratio) of the target a run of ``n`` images is held to: the one set at the largest
+    N not above ``n`` (below 150, e.g. --quick, the N = 150 one). Keyed by the size measured, not by which option
+    gave it: ``--n 1000`` alone is held to N = 1,000's target."""
+    return next(((at, r) for at, r in WHOLE_PROCESS_TARGETS if n >= at), WHOLE_PROCESS_TARGETS[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="N = 32, 2 cheap cells, report build on SQLite only")
@@ -408,11 +419,12 @@ def main() -> None:
         res |= {k: v for k, v in rep.items() if k.endswith("_s") or k == "units"}
     print(json.dumps(res, indent=1))
     if "ratio_run_over_bare" in res:
-        sizes = [(n, "", 0.85)] + ([(args.n_large, f"_at_{args.n_large}", 0.9)] if args.n_large else [])
-        for size, key, target in sizes:
+        sizes = [(n, "")] + ([(args.n_large, f"_at_{args.n_large}")] if args.n_large else [])
+        for size, key in sizes:
+            at, target = whole_process_target(size)
             print(f"N = {size}: whole process (launch to exit) run {res['run_images_per_s' + key]:.1f} img/s vs bare "
                   f"{res['bare_images_per_s' + key]:.1f} img/s: ratio {res['ratio_run_over_bare' + key]:.2f} "
-                  f"(target >= {target:g} on a CPU at N = {150 if target == 0.85 else 1000}); stage timing (each less its "
+                  f"(target >= {target:g} on a CPU, set at N = {at:,}); stage timing (each less its "
                   f"start-up: run {res['run_startup_s' + key]:.1f} s, bare {res['bare_startup_s' + key]:.1f} s): ratio "
                   f"{res['ratio_stages_run_over_bare' + key]:.2f}")
     if "peak_rss_ratio_2n_over_n" in res:

@@ -263,8 +263,10 @@ def summary_tables(headers: list[str], rows: list[tuple[str, list[str]]], width:
     return tables
 
 
-def print_report(report: RunReport, intervals: RunIntervals | None = None, verdicts: Comparison | None = None) -> None:
-    """The run's line, its ``verdicts`` first (the answer, where several models were compared), then the summary."""
+def print_report(report: RunReport, intervals: RunIntervals | None = None, verdicts: Comparison | None = None,
+                 no_verdict: str | None = None) -> None:
+    """The run's line, its ``verdicts`` first (the answer, where several models were compared), then the summary.
+    ``no_verdict``: why several models have no verdict, said in its place."""
     from domainbench.metrics.registry import column_notes, summary_rows
     from domainbench.records.model_backends import capabilities_of
     from domainbench.stats.smoothed import FEW_IMAGES_NOTE
@@ -274,6 +276,8 @@ def print_report(report: RunReport, intervals: RunIntervals | None = None, verdi
         print_verdicts(verdicts)
         print_groups(verdicts)
         console.print()
+    elif no_verdict:
+        console.print(literal(no_verdict), highlight=False, soft_wrap=True)
     columns = summary_columns()
     rows = []
     for row in summary_rows(report):
@@ -837,10 +841,15 @@ def show(
         return
     report = query.report(store, run_id, baseline)
     read = query.outcomes_once()  # the intervals and the verdicts: the run's units read once
-    verdicts = (query.comparison(store, [run_id], confidence=confidence, read=read)
-                if len(report.model_names) > 1 and report.models[0].labeled else None)
-    print_report(report, query.intervals(store, report, confidence, read), verdicts)
-    print_shift_matches(report, store, confidence, read)
+    paired = len(report.model_names) > 1 and report.models[0].labeled
+    # a run that cannot be paired image by image still has its summary: the verdict's absence is said, not an error
+    gap = query.per_image_gap(store, run_id, read) if paired else None
+    verdicts = query.comparison(store, [run_id], confidence=confidence, read=read) if paired and gap is None else None
+    no_verdict = (None if gap is None else f"no paired verdict (it needs per-image predictions): {gap}; the summary "
+                  "below is computed from the stored counts")
+    print_report(report, query.intervals(store, report, confidence, read), verdicts, no_verdict)
+    if gap is None:  # the real-shift sentence pairs models image by image too
+        print_shift_matches(report, store, confidence, read)
     from domainbench.metrics.damage_report import damage_line
 
     if details:

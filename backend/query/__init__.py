@@ -207,6 +207,17 @@ def outcomes_once() -> OutcomesReader:
     return cache(read_outcomes)
 
 
+def per_image_gap(store: Store, run_id: str, read: OutcomesReader = read_outcomes) -> str | None:
+    """Why the run's models cannot be paired image by image (its units store no per-image predictions, or they
+    cannot be aligned), or None where they can: the paired verdict needs them, the summary's intervals do not."""
+    outcomes = read(store, run_id)
+    if outcomes.images is None:
+        return outcomes.problem
+    if outcomes.images.n == 0:
+        return "this run's units store none, only counts"
+    return None
+
+
 def intervals(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
               read: OutcomesReader = read_outcomes) -> RunIntervals:
     """Every interval of the report (seeded by the run: the same run gives the same intervals), as ``show`` prints them."""

@@ -141,6 +141,11 @@ class SparseConfusion(JsonValue):
             out = cls(value["classes"], value["index"], value["count"])
         elif isinstance(value, (list, tuple, np.ndarray)):
             out = cls.from_dense(value)  # the dense rows stored before units were compact
+            # its cells come from flatnonzero: in range, ascending and unique by construction, so of check() only
+            # the sign is left (a run's thousands of dense units are read on every `show`: issue 43)
+            if len(out._count) and out.count.min() < 0:
+                raise ValueError("confusion contains negative counts")
+            return out
         else:
             raise ValueError(f"expected a confusion matrix (rows or sparse cells), got {type(value).__name__}")
         out.check()

@@ -1,6 +1,6 @@
 """What the environment and the settings file configure: the one reader of ``DOMAINBENCH_*`` variables.
 
-``Settings`` (pydantic-settings) is read once where a program starts (the CLI, the UI, a
+``Settings`` is read once where a program starts (the CLI, the UI, a
 worker) and handed down; code below the entry points never reads ``os.environ`` itself.
 Sources, strongest first: keyword arguments, the environment, the TOML file named by
 ``$DOMAINBENCH_SETTINGS``, the defaults. The file holds the same names as the variables,
@@ -32,8 +32,6 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
-from pydantic_settings.sources import TomlConfigSettingsSource
 
 from domainbench.errors import UserInputError, first_validation_error
 
@@ -49,6 +47,9 @@ ENV_LLM_API_KEY = "DOMAINBENCH_LLM_API_KEY"
 ENV_OPENAI_API_KEY = "OPENAI_API_KEY"
 ENV_SECRETS = (ENV_LLM_API_KEY, ENV_OPENAI_API_KEY)
 DEFAULT_HOME = ".domainbench"
+#: settings no ``DOMAINBENCH_<FIELD>`` variable sets: the planner's come from ``DOMAINBENCH_LLM_*``, the secrets
+#: from the key variables
+_NOT_FROM_VARIABLES = ("llm", "secrets")
 
 _URI_PASSWORD = re.compile(r"(//[^:/@]+):([^@]*)@")
 #: the environment ``Settings.from_env`` reads (a mapping in tests, ``os.environ`` otherwise)
@@ -195,36 +196,60 @@ class ExecutorOptions(BaseModel):
         raise ValueError(f"Ray address {v!r} is not understood: use auto, ray://HOST:10001 or HOST:6379")
 
 
-class _Environment(EnvSettingsSource):
-    """``DOMAINBENCH_<FIELD>`` of the environment being read, and the planner's ``DOMAINBENCH_LLM_*``."""
+def _environment_values() -> dict[str, Any]:
+    """``DOMAINBENCH_<FIELD>`` of the environment being read, and the planner's ``DOMAINBENCH_LLM_*``.
 
-    def _load_env_vars(self) -> Mapping[str, str | None]:
-        env = _environ()
-        return {k.lower(): v for k, v in env.items() if k.startswith(ENV_PREFIX) and v != ""}
+    Read by hand rather than by pydantic-settings: importing it (and the asyncio it pulls in) cost a read
+    command ~0.2 s of its start-up (issue 43), for what is a prefix, a lower-casing and a merge.
+    Variables for names that are no setting are not read; empty ones count as unset.
+    """
+    env = _environ()
+    # past the prefix the case does not matter (DOMAINBENCH_Home), as with pydantic-settings before
+    variables = {k.removeprefix(ENV_PREFIX).lower(): v for k, v in env.items() if k.startswith(ENV_PREFIX) and v != ""}
+    values: dict[str, Any] = {name: variables[name] for name in Settings.model_fields
+                              if name in variables and name not in _NOT_FROM_VARIABLES}
+    llm = {k.removeprefix(LLM_ENV_PREFIX).lower(): v for k, v in env.items() if k.startswith(LLM_ENV_PREFIX) and v}
+    llm = {k: v for k, v in llm.items() if k in LLMSettings.model_fields}  # other variables were never read
+    if "api_key" not in llm and env.get(ENV_OPENAI_API_KEY):
+        llm["api_key"] = env[ENV_OPENAI_API_KEY]
+    if llm:
+        values["llm"] = llm
+    secrets = [env[v] for v in ENV_SECRETS if env.get(v)]
+    if secrets:
+        values["secrets"] = secrets
+    return values
 
-    def __call__(self) -> dict[str, Any]:
-        values = super().__call__()
-        env = _environ()
-        llm = {k.removeprefix(LLM_ENV_PREFIX).lower(): v for k, v in env.items() if k.startswith(LLM_ENV_PREFIX) and v}
-        llm = {k: v for k, v in llm.items() if k in LLMSettings.model_fields}  # other variables were never read
-        if "api_key" not in llm and env.get(ENV_OPENAI_API_KEY):
-            llm["api_key"] = env[ENV_OPENAI_API_KEY]
-        values.pop("llm", None)
-        if llm:
-            values["llm"] = llm
-        secrets = [env[v] for v in ENV_SECRETS if env.get(v)]
-        if secrets:
-            values["secrets"] = secrets
-        return values
+
+def _file_values() -> dict[str, Any]:
+    """The settings file's keys as written (``$DOMAINBENCH_SETTINGS``), or nothing when the variable is unset."""
+    file = _environ().get(ENV_SETTINGS_FILE)
+    if not file:
+        return {}
+    with _settings_file(file).open("rb") as f:
+        return tomllib.load(f)
 
 
-class Settings(BaseSettings):
+def _merged(*sources: Mapping[str, Any]) -> dict[str, Any]:
+    """The sources' values, strongest first; a table (the planner's ``llm``) merges key by key across sources."""
+    out: dict[str, Any] = {}
+    for source in reversed(sources):
+        for key, value in source.items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+                out[key] = _merged(value, out[key])
+            else:
+                out[key] = value
+    return out
+
+
+class Settings(BaseModel):
     """The store location, the executor, the planner's endpoint, and the secrets to keep out of messages.
 
+    ``Settings(**values)`` reads like pydantic-settings did: the keyword arguments, over the environment
+    (``DOMAINBENCH_*``), over the settings file, over the defaults.
     ``repr`` and ``str`` show the Mongo URI with its password replaced by ``***``.
     """
 
-    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix=ENV_PREFIX, env_ignore_empty=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", validate_default=True)
 
     #: the embedded SQLite store lives in this directory (relative paths: to the working dir)
     home: Path = Path(DEFAULT_HOME)
@@ -245,6 +270,9 @@ class Settings(BaseSettings):
     #: API keys, known so that ``redact`` can scrub them
     secrets: tuple[SecretStr, ...] = Field(default=(), repr=False)
 
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**_merged(values, _environment_values(), _file_values()))
+
     @field_validator("home")
     @classmethod
     def _expand_home(cls, v: Path) -> Path:
@@ -257,16 +285,6 @@ class Settings(BaseSettings):
         if isinstance(v, Mapping):
             return {k: str(x).lower() if isinstance(x, bool) else str(x) for k, x in v.items()}
         return v
-
-    @classmethod
-    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
-                                   env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
-                                   file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, _Environment(settings_cls)]
-        file = _environ().get(ENV_SETTINGS_FILE)
-        if file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=_settings_file(file)))
-        return tuple(sources)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

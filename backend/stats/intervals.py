@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
-from scipy.special import ndtri  # norm.ppf's own kernel, without importing scipy.stats (~1 s) for a quantile
-
 from domainbench.errors import UserInputError
+from domainbench.stats.kernels import normal_ppf
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -24,7 +23,7 @@ def check_confidence(confidence: float, name: str = "--confidence") -> float:
 
 def normal_quantile(confidence: float) -> float:
     """The two-sided standard-normal critical value z with P(|Z| <= z) = confidence."""
-    return float(ndtri(0.5 + check_confidence(confidence) / 2.0))
+    return normal_ppf(0.5 + check_confidence(confidence) / 2.0)
 
 
 def wilson_interval(k: int, n: int, confidence: float = DEFAULT_CONFIDENCE, *,

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from domainbench.stats.kernels import binom_half_cdf, normal_cdf, normal_ppf
+
 
 def mcnemar_exact(a_only: int, b_only: int) -> float:
     """Two-sided exact McNemar p-value: a binomial test of a_only among the discordant images at 1/2.
@@ -21,20 +23,7 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     if n == 0:
         return 1.0
     # the null distribution is symmetric, so the two-sided p is twice the smaller tail
-    return float(min(1.0, 2.0 * _binom_cdf(min(a_only, b_only), n, 0.5)))
-
-
-def _binom_cdf(k: int, n: int, p: float) -> float:
-    """scipy.stats.binom.cdf(k, n, p) by its own kernel (the same number), without importing scipy.stats: that
-    takes ~1 s, most of what `show` and `compare` spent starting up; scipy.stats where the kernel moved."""
-    from scipy.special import _ufuncs
-
-    kernel = getattr(_ufuncs, "_binom_cdf", None)
-    if kernel is None:
-        from scipy.stats import binom
-
-        return float(binom.cdf(k, n, p))
-    return float(kernel(k, n, p))
+    return float(min(1.0, 2.0 * binom_half_cdf(min(a_only, b_only), n)))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -71,10 +60,8 @@ def paired_sample_size(discordance: float, difference: float = 0.03, alpha: floa
         raise ValueError(f"difference must lie in (0, 1), got {difference}")
     delta = abs(difference)
     d = min(1.0, max(float(discordance), delta))
-    from scipy.special import ndtri  # norm.ppf's own kernel, without importing scipy.stats (see _binom_cdf)
-
-    za = ndtri(1 - alpha / 2)
-    zb = ndtri(power)
+    za = normal_ppf(1 - alpha / 2)
+    zb = normal_ppf(power)
     n = (za * math.sqrt(d) + zb * math.sqrt(max(d - delta * delta, 0.0))) ** 2 / (delta * delta)
     return int(math.ceil(n))
 
@@ -98,9 +85,7 @@ def sign_flip_test(contributions: np.ndarray) -> float:
     if d.size == 0:
         return 1.0
     z = max(0.0, abs(float(d.sum())) - float(np.abs(d).max())) / math.sqrt(float(np.sum(d * d)))
-    from scipy.special import ndtr  # norm.sf(z) is ndtr(-z), its kernel (see _binom_cdf)
-
-    return float(min(1.0, 2.0 * ndtr(-z)))
+    return min(1.0, 2.0 * normal_cdf(-z))
 
 
 def sign_flip_sample_size(second_moment: float, difference: float, alpha: float = 0.05, power: float = 0.8) -> int:
@@ -118,8 +103,6 @@ def sign_flip_sample_size(second_moment: float, difference: float, alpha: float 
         raise ValueError(f"alpha and power must lie in (0, 1), got {alpha}, {power}")
     delta = abs(difference)
     s = min(1.0, max(float(second_moment), delta * delta))
-    from scipy.special import ndtri  # norm.ppf's own kernel, without importing scipy.stats (see _binom_cdf)
-
-    b = ndtri(1 - alpha / 2) * math.sqrt(s) + ndtri(power) * math.sqrt(max(s - delta * delta, 0.0))
+    b = normal_ppf(1 - alpha / 2) * math.sqrt(s) + normal_ppf(power) * math.sqrt(max(s - delta * delta, 0.0))
     root = (b + math.sqrt(b * b + 4 * delta)) / (2 * delta)
     return int(math.ceil(root * root))

@@ -22,11 +22,12 @@ from benchmarks.ui_render import fill
 
 #: the model stack: a read command that needs no pixels loads none of it
 MODEL_STACK = ("torch", "open_clip", "transformers")
-#: imported where a computation needs them, never by reading a stored run: scipy.stats (~1 s: the paired tests use
-#: its kernels from scipy.special), scipy.sparse (the breaking point's intervals), and the plotting, image and
-#: data-frame libraries of the UI and the corruptions
-LAZY = ("scipy.stats", "scipy.sparse", "scipy.optimize", "scipy.ndimage", "pandas", "plotly", "numba", "cv2",
-        "sklearn", "streamlit", "ray")
+#: imported where a computation needs them, never by reading a stored run: scipy as a whole (scipy.special alone took
+#: 0.5-0.7 s: the paired tests' normal and binomial kernels now come from the standard library, stats.kernels;
+#: scipy.stats ~1 s, scipy.sparse for the breaking point's intervals), pydantic-settings and the asyncio it imports
+#: (the settings are read by hand), and the plotting, image and data-frame libraries of the UI and the corruptions
+LAZY = ("scipy", "scipy.special", "scipy.stats", "scipy.sparse", "scipy.optimize", "scipy.ndimage", "pydantic_settings",
+        "asyncio", "pandas", "plotly", "numba", "cv2", "sklearn", "streamlit", "ray")
 
 #: runs each command (argv lists, JSON on stdin) through domainbench.app.cli.main in this one process
 WRAPPER = r"""

@@ -86,6 +86,22 @@ def test_sparse_confusion_equals_scikit_learn() -> None:
     assert halves == sc
 
 
+def test_dense_rows_read_as_the_checked_sparse_cells() -> None:
+    # the dense (older) form skips the order and range checks its construction guarantees, never the sign's
+    rng = np.random.default_rng(5)
+    dense = rng.integers(0, 3, (7, 7)) * (rng.random((7, 7)) < 0.5)
+    read = SparseConfusion.coerce(dense.tolist())
+    read.check()  # what the full check would say of the same cells
+    np.testing.assert_array_equal(np.asarray(read), dense)
+    assert read == SparseConfusion.coerce({"classes": 7, "index": read.index.tolist(), "count": read.count.tolist()})
+    dense[2, 4] = -1
+    with pytest.raises(ValueError, match="negative counts"):
+        SparseConfusion.coerce(dense.tolist())
+    with pytest.raises(ValueError, match="negative counts"):
+        SparseConfusion.coerce({"classes": 2, "index": [0, 3], "count": [1, -1]})
+    assert SparseConfusion.coerce([[0, 0], [0, 0]]).total == 0
+
+
 def big_unit(**kw: Any) -> UnitRecord:
     """A unit of 1,000 images at 1,000 classes, half of them right, as the engine writes it."""
     rng = np.random.default_rng(3)
