@@ -322,10 +322,25 @@ def per_corruption_tab(s: Shown) -> None:
 
 
 def flips_tab(s: Shown) -> None:
-    exports.chart(figures.lfp_heatmap(s.report, verdict.cell_bands(s.ci, "label_flip_probability")),
-                  f"{s.run_id}-label-flips", "lfp")
-    st.caption(f"{units.metric_line(declared('label_flip_probability'))} Each cell: the value in %; its 95 % "
-               "interval (continuity-corrected Wilson) is in the hover as (low–high).")
+    bands = verdict.cell_bands(s.ci, "label_flip_probability")
+    cells = figures.lfp_cells(s.report)
+    if len(cells) <= figures.LFP_HEATMAP_MAX_COLUMNS:
+        exports.chart(figures.lfp_heatmap(s.report, bands), f"{s.run_id}-label-flips", "lfp")
+        st.caption(f"{units.metric_line(declared('label_flip_probability'))} Each cell: the value in % and its 95 % "
+                   "interval (continuity-corrected Wilson) as (low–high).")
+        return
+    # too many columns for a heatmap to stay readable: the same numbers, one row per cell, sortable by any model
+    table = figures.lfp_table(s.report, bands)
+    exports.table(table, f"{s.run_id}-label-flips", "lfp", column_order=list(table.columns[1:]), column_config={
+        "corruption": st.column_config.TextColumn("corruption", width=150),
+        "severity": st.column_config.NumberColumn("severity", width=70),
+        **{c: st.column_config.NumberColumn(c, format="%.1f", help="label flip probability in %")
+           for c in table.columns if c.endswith(" LFP %")},
+        **{c: st.column_config.TextColumn(c, help="95 % interval of the flip probability in % (continuity-corrected "
+                                                  "Wilson)") for c in table.columns if c.endswith(" 95 % CI")}})
+    st.caption(f"{units.metric_line(declared('label_flip_probability'))} {len(cells)} cells: too many for a readable "
+               "heatmap, so one row per cell; click a column's name to sort by it (most flips first: the model's "
+               "LFP % column). Values in %, each with its 95 % interval (continuity-corrected Wilson).")
 
 
 def threat_tab(s: Shown) -> None:
@@ -354,9 +369,11 @@ def stability_tab(s: Shown) -> None:
                           help=units.options_help(declared(k) for k in data.STABILITY_METRICS))
     kind = c2.radio("distribution as", ["box", "violin"], horizontal=True, key=f"stab-kind-{s.run_id}")
     exports.chart(figures.stability_distribution(frame, metric, kind), f"{s.run_id}-{metric}-per-image", "stab-dist")
-    exports.chart(figures.stability_means(s.report.stability, metric), f"{s.run_id}-{metric}-means", "stab-means")
+    exports.chart(figures.stability_means(s.report.stability, metric, data.stability_mean_bounds(frame, metric)),
+                  f"{s.run_id}-{metric}-means", "stab-means")
     st.caption(
-        f"{subset_line(s)}. {units.metric_line(declared(metric))} The cosine and Euclidean radii are "
+        f"{subset_line(s)}. {units.metric_line(declared(metric))} Bars on the means: 95 % intervals, a percentile "
+        f"bootstrap over the images ({DEFAULT_RESAMPLES:,} resamples). The cosine and Euclidean radii are "
         "DivergenceRadius's two closed forms; for all three, larger = the embedding moves more = less stable. "
         "A corruption can lower "
         "accuracy a lot while barely moving the embeddings (the radius measures movement, not which side of a "

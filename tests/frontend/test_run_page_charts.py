@@ -1,0 +1,103 @@
+"""Issue 37's run-page charts (defect 9 and Deliver item 5): a label-flip heatmap with more columns than read at
+1,400 px becomes a sortable table, the stability means carry bootstrap intervals, the Damage & calibration chart
+reads (one line per model, a panel per corruption, error bars, a chance line), and every accuracy chart has its
+intervals and its chance line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_app import run_page
+from test_damage_calibration_ui import values
+
+import fe_synthetic as syn
+from domainbench.frontend import data, figures
+from domainbench.query import report as report_of
+from domainbench.store import Store
+
+#: three corruptions at five severities: 15 cells, more than the heatmap draws readably
+MANY = {"gaussian_noise": [1, 2, 3, 4, 5], "brightness": [1, 2, 3, 4, 5], "contrast": [1, 2, 3, 4, 5]}
+
+
+def specs(at) -> list[dict]:  # noqa: ANN001 - an AppTest
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def test_9_a_flip_heatmap_of_many_cells_becomes_a_sortable_table_of_the_flip_rates(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(syn, "CORRUPTIONS", MANY)
+    syn.populate(store, run_id="r-many", per_image=True)
+    assert len(MANY) * 5 > figures.LFP_HEATMAP_MAX_COLUMNS
+    at = run_page("r-many", "Label flips")
+    assert not any(t["type"] == "heatmap" for s in specs(at) for t in s["data"]), "15 columns drawn as a heatmap"
+    table = next(d for d in at.dataframe if "embedded:good LFP %" in d.value.columns)
+    frame = table.value
+    assert len(frame) == 15 and list(table.proto.column_order)[:2] == ["corruption", "severity"]
+    report = report_of(store, "r-many")
+    for m in report.model_names:
+        for _, row in frame.iterrows():
+            cell = report.cell(m, row["corruption"], int(row["severity"]))
+            # the numbers as a number (the table sorts by them), equal to the report's
+            assert row[f"{m} LFP %"] == pytest.approx(100 * cell.lfp)
+            lo, hi = (float(x) for x in row[f"{m} 95 % CI"].split("–"))
+            assert lo <= round(100 * cell.lfp, 1) <= hi and hi > lo
+    assert frame["embedded:weak LFP %"].dtype.kind == "f"
+
+
+def test_9_a_few_flip_cells_stay_a_heatmap(store: Store) -> None:
+    syn.populate(store, run_id="r-few", per_image=True)  # 5 cells
+    at = run_page("r-few", "Label flips")
+    heat = [t for s in specs(at) for t in s["data"] if t["type"] == "heatmap"]
+    assert len(heat) == 1 and len(heat[0]["x"]) == 5
+    assert not any("embedded:good LFP %" in d.value.columns for d in at.dataframe)
+
+
+def test_lfp_table_equals_the_heatmap_and_leaves_a_missing_cell_blank() -> None:
+    from test_figures import summary
+
+    report = summary()
+    heat = figures.lfp_heatmap(report).data[0]
+    table = figures.lfp_table(report, {("A", "noise", 2): (0.1, 0.3)})
+    assert table["cell"].tolist() == list(heat.x)
+    for i, m in enumerate(report.model_names):
+        assert np.allclose(table[f"{m} LFP %"].to_numpy(), np.array(heat.z[i], dtype=float), equal_nan=True)
+    assert table["A 95 % CI"].tolist() == ["", "", "", "10.0–30.0", ""]
+    assert "A 95 % CI" not in figures.lfp_table(report).columns
+
+
+def test_stability_mean_bounds_are_the_percentile_bootstrap_of_the_mean_over_images() -> None:
+    from scipy.stats import bootstrap
+
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({"model": ["A"] * 40 + ["B"] * 40 + ["A"], "corruption": ["fog"] * 80 + ["snow"],
+                          "divergence_radius": np.r_[rng.gamma(2.0, 0.05, 80), 0.3]})
+    bounds = data.stability_mean_bounds(frame, "divergence_radius", resamples=20_000)
+    assert bounds[("A", "snow")] is None  # one image: nothing to resample
+    for m in ("A", "B"):
+        x = frame[(frame.model == m) & (frame.corruption == "fog")]["divergence_radius"].to_numpy()
+        # an independent bootstrap (scipy's, its own random draws): the same ends up to the resampling noise
+        ref = bootstrap((x,), np.mean, method="percentile", n_resamples=20_000, random_state=1).confidence_interval
+        lo, hi = bounds[(m, "fog")]
+        width = ref.high - ref.low
+        assert lo == pytest.approx(ref.low, abs=0.03 * width) and hi == pytest.approx(ref.high, abs=0.03 * width)
+        assert lo < x.mean() < hi
+
+
+def test_9_the_stability_means_have_error_bars_from_the_images(store: Store) -> None:
+    syn.populate(store, run_id="r-stab")
+    at = run_page("r-stab", "Stability")
+    means = next(s for s in specs(at) if s["layout"]["title"]["text"].startswith("average"))
+    frame = data.stability_frame(store, "r-stab")
+    bounds = data.stability_mean_bounds(frame, "divergence_radius")
+    for trace in means["data"]:
+        ys = values(trace["y"])
+        plus, minus = values(trace["error_y"]["array"]), values(trace["error_y"]["arrayminus"])
+        for c, y, p, mi in zip(trace["x"], ys, plus, minus, strict=True):
+            part = frame[(frame.model == trace["name"]) & (frame.corruption == c)]["divergence_radius"]
+            assert y == pytest.approx(part.mean())
+            lo, hi = bounds[(trace["name"], c)]
+            assert y + p == pytest.approx(hi) and y - mi == pytest.approx(lo) and p > 0 and mi > 0
+    assert "95 % intervals" in means["layout"]["title"]["text"]
