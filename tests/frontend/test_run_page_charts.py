@@ -101,3 +101,24 @@ def test_9_the_stability_means_have_error_bars_from_the_images(store: Store) -> 
             lo, hi = bounds[(trace["name"], c)]
             assert y + p == pytest.approx(hi) and y - mi == pytest.approx(lo) and p > 0 and mi > 0
     assert "95 % intervals" in means["layout"]["title"]["text"]
+
+
+def test_9_eleven_corruptions_of_two_models_read_as_eleven_panels_and_a_two_model_legend() -> None:
+    from domainbench.frontend import damage_calibration as dc
+
+    names = [f"corruption_{i:02d}" for i in range(11)]
+    rows = [{"model": m, "corruption": c, "severity": s, "ssim": 1 - 0.1 * s - 0.01 * i, "psnr_db": 20.0,
+             "accuracy": 0.8 - 0.1 * s - (0.1 if m == "B" else 0), "ece": None, "nll": None}
+            for m in ("A", "B") for i, c in enumerate(names) for s in (1, 3)]
+    frame = pd.DataFrame(rows, columns=dc.DAMAGE_COLUMNS)
+    fig = dc.accuracy_vs_damage(frame, "ssim", chance=0.1, clean={"A": 0.9, "B": 0.85})
+    assert len(fig.data) == 22 and [t.name for t in fig.data if t.showlegend] == ["A", "B"]
+    assert {t.line.color for t in fig.data if t.name == "A"} != {t.line.color for t in fig.data if t.name == "B"}
+    assert len({t.xaxis for t in fig.data}) == 11  # a panel per corruption
+    assert all(ax.range[0] == fig.layout.xaxis.range[0] for ax in (fig.layout[k] for k in fig.layout
+                                                                    if k.startswith("xaxis")))  # one damage scale
+    a = next(t for t in fig.data if t.name == "A" and t.meta == "corruption_00")
+    assert list(a.x) == [1.0, 0.9, 0.7] and np.allclose(a.y, [90, 70, 50])  # from the clean pass, then by damage
+    assert a.error_y.array is None  # no intervals given: no bars made up
+    chance = [s for s in fig.layout.shapes if s.y0 == s.y1]
+    assert len(chance) == 11 and all(s.y0 == pytest.approx(10.0) for s in chance)
