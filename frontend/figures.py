@@ -411,8 +411,10 @@ def confusion_heatmap(matrix: np.ndarray | Sequence[Sequence[int]], classes: Seq
     return fig
 
 
-def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> go.Figure:
-    """Grouped bars: one group per domain (run), one bar per model; missing values are left out."""
+def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None, chance: float | None = None) -> go.Figure:
+    """Grouped bars: one group per domain (run), one bar per model; missing values are left out. Error bars where
+    ``frame`` has ``{metric}_lo`` / ``{metric}_hi``; a rate (accuracy) is drawn in % with a dotted line at ``chance``
+    (a fraction: 1 / classes)."""
     label = label or metric
     data = frame.dropna(subset=[metric]) if len(frame) else frame
     if len(data) == 0:
@@ -422,8 +424,14 @@ def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> 
     scale = 100.0 if declared is not None and declared.percent else 1.0
     ratio = declared is not None and declared.unit == "ratio"
     # a model with no value in any domain gets no (empty) legend entry
-    return _grouped_bars(frame, data, "domain", metric, label, scale, baseline=ratio,
-                         skip_empty=True, title=f"{label} per model and domain", xaxis_title="domain (run)")
+    fig = _grouped_bars(frame, data, "domain", metric, label, scale, baseline=ratio, skip_empty=True,
+                        title=f"{label} per model and domain", xaxis_title="domain (run)",
+                        bounds=(f"{metric}_lo", f"{metric}_hi"))
+    if scale == 100.0 and chance:
+        fig.add_hline(y=100.0 * chance, line_dash="dot", line_color="#777", annotation_text=f"chance ({100 * chance:.0f} %)",
+                      annotation_position="bottom right")
+        fig.update_yaxes(range=[0, 100])
+    return fig
 
 
 def _grouped_bars(frame: pd.DataFrame, data: pd.DataFrame, x: str, metric: str, label: str, scale: float, baseline: bool,

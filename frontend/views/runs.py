@@ -262,7 +262,7 @@ def cost_tab(s: Shown) -> None:
         st.info("This run stored no stage timings for its models, so their images/s are not known.")
         return
     bounds = {m.model: m.mean_corrupted_accuracy for m in ri.models} if ri is not None else {}
-    exports.chart(cost_view.pareto_figure(costs, bounds), f"{view.run.run_id}-cost", "cost")
+    exports.chart(cost_view.pareto_figure(costs, bounds, chance=s.chance), f"{view.run.run_id}-cost", "cost")
     st.caption("images/s: the images each model scored over its preprocess + forward seconds on the run's machine "
                "(shared with what else ran there: it ranks this run's models). Stars: Pareto-efficient, no other "
                "model at least as accurate and as fast.")

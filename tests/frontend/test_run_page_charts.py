@@ -122,3 +122,40 @@ def test_9_eleven_corruptions_of_two_models_read_as_eleven_panels_and_a_two_mode
     assert a.error_y.array is None  # no intervals given: no bars made up
     chance = [s for s in fig.layout.shapes if s.y0 == s.y1]
     assert len(chance) == 11 and all(s.y0 == pytest.approx(10.0) for s in chance)
+
+
+def _chance_lines(fig) -> list[float]:  # noqa: ANN001 - a plotly figure
+    return [s.y0 for s in fig.layout.shapes if s.type == "line" and s.y0 == s.y1 and s.line.dash == "dot"]
+
+
+def test_deliver_5_every_accuracy_chart_has_error_bars_and_a_chance_line() -> None:
+    """Each accuracy chart of figures.py (and the cost chart beside it), built with intervals and 1 / classes: its
+    traces carry the intervals as error bars and a dotted line marks chance, in the chart's own units."""
+    from test_figures import per_corruption, summary
+
+    from domainbench.frontend import cost_view
+    from domainbench.metrics.cost import ModelCost
+
+    report = summary()
+    third = 1 / 3
+    # accuracy against severity
+    sev = figures.severity_lines(report, "accuracy", bands={("A", "noise", 1): (0.5, 0.9), ("A", "clean", 0): (0.8, 0.95)})
+    n = len(report.classification.classes)
+    assert _chance_lines(sev) and all(y == pytest.approx(100 / n) for y in _chance_lines(sev))
+    assert any(t.error_y.array is not None for t in sev.data)
+    # accuracy per corruption
+    frame = per_corruption().assign(accuracy_lo=lambda f: f["accuracy"] - 0.05, accuracy_hi=lambda f: f["accuracy"] + 0.1)
+    per = figures.per_corruption_bars(frame, "accuracy", "accuracy", chance=third)
+    assert _chance_lines(per) == [pytest.approx(100 * third)]
+    assert np.allclose(per.data[0].error_y.array, [10.0, 10.0]) and np.allclose(per.data[0].error_y.arrayminus, [5.0, 5.0])
+    # accuracy per model and domain (Compare's bars)
+    dom = pd.DataFrame([{"domain": "night", "model": "A", "acc": 0.9, "acc_lo": 0.85, "acc_hi": 0.93},
+                        {"domain": "xray", "model": "A", "acc": 0.6, "acc_lo": 0.5, "acc_hi": 0.7}])
+    bars = figures.compare_bars(dom, "acc", "clean accuracy", chance=0.1)
+    assert _chance_lines(bars) == [pytest.approx(10.0)] and tuple(bars.layout.yaxis.range) == (0, 100)
+    assert np.allclose(bars.data[0].error_y.array, [3.0, 10.0]) and np.allclose(bars.data[0].error_y.arrayminus, [5.0, 10.0])
+    # accuracy against images/s (the cost chart)
+    cost = cost_view.pareto_figure([ModelCost(model="A", images=10, seconds=1.0, images_per_second=10.0,
+                                              corrupted_accuracy=0.7, pareto=True)], {"A": (0.6, 0.75)}, chance=0.1)
+    assert _chance_lines(cost) == [pytest.approx(10.0)]
+    assert np.allclose(cost.data[0].error_y.array, [5.0]) and np.allclose(cost.data[0].error_y.arrayminus, [10.0])
