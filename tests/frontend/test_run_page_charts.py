@@ -159,3 +159,37 @@ def test_deliver_5_every_accuracy_chart_has_error_bars_and_a_chance_line() -> No
                                               corrupted_accuracy=0.7, pareto=True)], {"A": (0.6, 0.75)}, chance=0.1)
     assert _chance_lines(cost) == [pytest.approx(10.0)]
     assert np.allclose(cost.data[0].error_y.array, [5.0]) and np.allclose(cost.data[0].error_y.arrayminus, [10.0])
+
+
+def test_16_a_flips_severity_picker_offers_its_one_level(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Defect 16: a flip's picker offered levels 2–5 beside its planned 1, though a flip's five levels are the same
+    image (``CorruptionSpec.ordinal``): picking them evaluated copies of cell 1. It offers 1 alone now, a flip added
+    by hand starts at 1, and its preview is one picture."""
+    from test_new_domain import fake_plan, page
+
+    from domainbench import corruptions
+    from domainbench.records.config import CorruptionChoice
+
+    assert not corruptions.get("horizontal_flip").ordinal and corruptions.get("brightness").ordinal
+
+    def with_flip(text: str, **kw):  # noqa: ANN003, ANN202
+        cfg = fake_plan(text, **kw)
+        return cfg.model_copy(update={"corruptions": [*cfg.corruptions, CorruptionChoice(
+            name="horizontal_flip", severities=[1], reason="mirrored selfies")]})
+
+    monkeypatch.setattr(data, "plan_domain", with_flip)
+    at = page()
+    at.text_area(key="domain-text").set_value("front selfie camera, mirrored")
+    next(b for b in at.button if b.label == "Plan").click().run()
+    assert not at.exception
+    flip = at.button_group(key="sev-horizontal_flip")
+    assert [o.content for o in flip.proto.options] == ["1"] and flip.value == [1]
+    assert [o.content for o in at.button_group(key="sev-brightness").proto.options] == ["1", "2", "3", "4", "5"]
+    # added by hand: one level, not five copies
+    at.selectbox(key="add-corruption").set_value("vertical_flip")
+    next(b for b in at.button if b.label == "Add corruption").click().run()
+    assert at.button_group(key="sev-vertical_flip").value == [1]
+    assert [o.content for o in at.button_group(key="sev-vertical_flip").proto.options] == ["1"]
+    # its preview: one picture, said to have no scale
+    preview = next(m.value for m in at.markdown if "horizontal_flip" in str(m.value) and "evaluated" in str(m.value))
+    assert "one level, no severity scale" in preview
