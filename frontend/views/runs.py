@@ -54,9 +54,22 @@ def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
     """Every domain with its plan in brief; the chosen one in full. Returns the chosen domain id."""
     st.subheader("Domains")
     domains = data.domains_frame(runs)
-    exports.table(domains.drop(columns=["domain_id"]), "domains", "domains",
-                  column_config={"domain": st.column_config.TextColumn("domain", width="large"),
-                                 "runs": st.column_config.NumberColumn("runs", width="small")})
+    # the plan in brief: its corruptions' names, shortened to the column (at 1,024 px the full "name (severities)"
+    # list was cut mid-name and pushed the run count off the table); the full list is the CSV's and, for a chosen
+    # domain, the plan below
+    table = domains.drop(columns=["domain_id"]).rename(columns={"corruptions": PLAN_FULL}).assign(
+        latest=domains["latest"].str.slice(0, 10),
+        corruptions=[corruption_names(r.domain.corruptions) for r in
+                     (next(x for x in runs if x.domain_id == d) for d in domains["domain_id"])])
+    exports.table(table, "domains", "domains", column_order=["domain", "runs", "latest", "corruptions"],
+                  column_config={"domain": st.column_config.TextColumn("domain", width=DOMAIN_WIDTH),
+                                 "runs": st.column_config.NumberColumn("runs", width=45),
+                                 "latest": st.column_config.TextColumn("latest run", width=90,
+                                                                       help="the date (UTC) of its newest run"),
+                                 "corruptions": st.column_config.TextColumn(
+                                     "corruptions", width=PLAN_WIDTH,
+                                     help="the plan's corruptions (how many: their names); choose the domain below for "
+                                          "its severities and reasons; the CSV holds them all")})
     text = dict(zip(domains["domain_id"], domains["domain"], strict=True))
     options = [None, *domains["domain_id"]]
     chosen = st.selectbox("domain (its plan below; filters the runs)", options,
@@ -75,6 +88,19 @@ def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
         highlight = None if chosen is None else data.short_text(text[chosen], 32)
         exports.chart(figures.selection_heatmap(freq, highlight=highlight), "selection-frequency", "selection")
     return chosen
+
+
+#: the Domains table at a 1,024 px window (about 560 px of table): the description's and the plan's columns (px) and
+#: the plan's characters (about 7 px each; the shortened list keeps its head and tail, the CSV's PLAN_FULL all of it)
+DOMAIN_WIDTH, PLAN_WIDTH, PLAN_CHARS = 220, 205, 26
+PLAN_FULL = "corruptions (severities)"
+
+
+def corruption_names(choices: Any) -> str:
+    """"3: gaussian_noise, brightness, saturate": how many corruptions a plan has and their names, shortened to
+    ``PLAN_CHARS`` characters (the count first, so it is never the part cut)."""
+    names = [c.name for c in choices]
+    return f"{len(names)}: " + figures.short_label(", ".join(names), PLAN_CHARS) if names else "none"
 
 
 def runs_section(store: Store, runs: list[RunRecord], domain_id: str | None) -> None:
@@ -600,6 +626,10 @@ def run_header(view: data.RunView) -> None:
                + ".")
     for line in query.finetune_lineage(cfg.models):  # a fine-tuned model says what it was trained from
         st.caption(f":material/account_tree: {md_escape(line)}")
+
+
+def configuration_section(run: RunRecord) -> None:
+    """The run's plan and settings, folded: details a reader opens, below the verdict and the summary."""
     with st.expander("corruptions of this domain and run configuration"):
         exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
         exports.table(config_frame(run), f"{run.run_id}-configuration", "run-config",
@@ -640,6 +670,10 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     if view.status != drawn_status:
         st.rerun()  # started, finished or stopped: redraw the page (its buttons, whether it refreshes)
     run_header(view)
+    # a corruption run's settings fold under its summary (its first screen: verdict and summary); other kinds' here
+    ranked = view.run.kind not in ("vqa", "retrieval", "clip") and view.report is not None and view.run.fmr is None
+    if not ranked:
+        configuration_section(view.run)
     if view.status in LIVE_STATUSES:
         st.caption(f":material/autorenew: live: this page refreshes itself every {REFRESH_S} s")
     with st.container():  # always present, so the tabs below keep their place when notes come and go
@@ -669,6 +703,7 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint),
                     notes=[] if ri is None else ri.notes, groups=verdict.groups(store, store_key, run_id, fingerprint))
     verdict.anytime_note(ri)
+    configuration_section(view.run)
     shift_section.show(view.report)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
@@ -677,6 +712,10 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
             if tab.open is not False:  # None: state not tracked (never here), draw to be safe
                 with guard(f"drawing {label.lower()}"):
                     draw(shown)
+
+
+#: the run page's baseline selector (px): a model name such as "embedded:fmnist-augmented" whole
+BASELINE_WIDTH = 280
 
 
 def _back_to_list() -> None:
@@ -691,31 +730,38 @@ def show_run(store: Store, store_key: str, run_id: str) -> None:
     if run is None:
         st.error(f"Run {run_id} is no longer in the store.")
         return
-    st.button("All runs", icon=":material/arrow_back:", on_click=_back_to_list)
     models = run.config.models
-    baseline = st.selectbox(
-        "baseline model for mCE / rCE / mFR (recomputed from stored statistics, no re-evaluation)",
-        models, index=url_state.index(BASELINE_PARAM, models, run.config.baseline_model), key=f"baseline-{run_id}",
-        on_change=url_state.bound, args=(BASELINE_PARAM, f"baseline-{run_id}"),
+    # the way back, the baseline and the run's actions in one row that wraps (three rows pushed the summary below a
+    # 1,400 x 900 window's first screen); a delete's confirmation opens under the row, full width
+    row, below = st.container(horizontal=True, vertical_alignment="bottom", gap="medium"), st.container()
+    row.button("All runs", icon=":material/arrow_back:", on_click=_back_to_list)
+    baseline = row.selectbox(
+        "baseline for mCE / rCE / mFR", models, index=url_state.index(BASELINE_PARAM, models, run.config.baseline_model),
+        key=f"baseline-{run_id}", on_change=url_state.bound, args=(BASELINE_PARAM, f"baseline-{run_id}"),
+        width=BASELINE_WIDTH, help="The model the ratios are relative to; changing it recomputes them from the stored "
+                                   "statistics, with no re-evaluation.",
     )
     status = run_status(run)
-    run_actions.actions(store, run_id, status, on_deleted=_back_to_list)
+    with row:
+        run_actions.actions(store, run_id, status, on_deleted=_back_to_list, confirm_in=below)
     # a run that may still change (a worker may take a queued or interrupted one) redraws itself
     body = st.fragment(run_body, run_every=REFRESH_S if status in LIVE_STATUSES else None)
     body(store, store_key, run_id, baseline, status)
 
 
 def main() -> None:
-    st.title("Runs")
+    wanted = st.query_params.get(RUN_PARAM)
+    if not wanted:  # a run's page is titled by the run (its status and id), the sidebar names the page
+        st.title("Runs")
     with guard("opening the results store"):
         store = get_store()
         sidebar_store(store)
-        wanted = st.query_params.get(RUN_PARAM)
         if wanted:
             if query.find_run(store, wanted) is not None:
                 with guard(f"showing run {wanted}"):
                     show_run(store, store.description, wanted)
                 return
+            st.title("Runs")
             st.error(f"There is no run {wanted!r} in {store.description}: the link may be mistyped or the run "
                      "deleted. Choose a run below.")
         runs_list(store)

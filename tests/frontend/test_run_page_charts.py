@@ -193,3 +193,47 @@ def test_16_a_flips_severity_picker_offers_its_one_level(store: Store, monkeypat
     # its preview: one picture, said to have no scale
     preview = next(m.value for m in at.markdown if "horizontal_flip" in str(m.value) and "evaluated" in str(m.value))
     assert "one level, no severity scale" in preview
+
+
+def test_15_the_domains_plan_fits_1024_px_with_its_count_and_names(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 1,024 px the Domains table's "name (severities)" list was cut mid-name and pushed the run count off the
+    table: it shows the count and the names, shortened to its column; the CSV keeps every severity."""
+    from test_app import app
+
+    from domainbench.frontend.views import runs as runs_view  # noqa: F401 - the page's constants
+
+    eight = {n: [1, 2, 3, 4, 5] for n in ("gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur",
+                                         "motion_blur", "brightness", "contrast", "jpeg_compression")}
+    monkeypatch.setattr(syn, "CORRUPTIONS", eight)
+    syn.populate(store, run_id="r-eight")
+    at = app()
+    table = next(d for d in at.dataframe if "corruptions" in d.value.columns)
+    shown = table.value["corruptions"].iloc[0]
+    assert shown.startswith("8: gaussian_noise") and "…" in shown and shown.endswith("jpeg_compression"[-8:])
+    assert len(shown) <= 3 + 26  # about 205 px: the column's width at 1,024 px
+    assert table.value["corruptions (severities)"].iloc[0].startswith("gaussian_noise (1,2,3,4,5), shot_noise")
+    assert list(table.proto.column_order)[:2] == ["domain", "runs"]  # the count of runs before the long text
+
+
+def _walk(node):  # noqa: ANN001, ANN202 - an AppTest node: it and its children in the page's order
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from _walk(child)
+
+
+def test_the_run_pages_header_is_one_row_and_the_settings_fold_under_the_summary(store: Store) -> None:
+    """At 1,400 x 900 the page title, a full-width baseline selector and the Delete button on rows of their own, and
+    the settings' expander, pushed the summary below the first screen (the browser test measures it)."""
+    syn.populate(store, run_id="r-head")
+    at = run_page("r-head")
+    assert not at.title, [t.value for t in at.title]  # the run's own heading names it (the sidebar, the page)
+    # the way back, the baseline and the actions share the first row
+    row = [getattr(e, "label", None) for e in _walk(at.main.children[0])]
+    assert ["All runs", "baseline for mCE / rCE / mFR", "Delete…"] == [x for x in row if x], row
+    assert at.selectbox(key="baseline-r-head").proto.help.startswith("The model the ratios are relative to")
+    # nothing lost: the settings are there, after the summary table
+    order = list(_walk(at.main))
+    summary = next(i for i, e in enumerate(order) if type(e).__name__ == "Dataframe" and "mCE" in e.value.columns)
+    settings = next(i for i, e in enumerate(order) if getattr(e, "label", "") == "corruptions of this domain and run "
+                                                                                   "configuration")
+    assert summary < settings
