@@ -51,6 +51,11 @@ def psnr_label(value: float | None) -> str:
     return INFINITE if math.isinf(value) else f"{value:.1f}"
 
 
+#: the damage chart's top margin (px): its two-line title, a row of models (two rows of long names) and the
+#: first row of panel titles
+DAMAGE_TOP = 150
+
+
 def accuracy_vs_damage(frame: pd.DataFrame, x: str = "ssim", colors: dict[str, str] | None = None,
                        bands: Mapping[tuple[str, str, int], tuple[float, float] | None] | None = None,
                        chance: float | None = None, clean: Mapping[str, float | None] | None = None,
@@ -110,8 +115,8 @@ def accuracy_vs_damage(frame: pd.DataFrame, x: str = "ssim", colors: dict[str, s
                       annotation_text=f"chance ({100 * chance:.0f} %)", annotation_position="bottom right")
     for col in range(cols):  # one short axis title under the lowest panel of each column
         last = max(i for i in range(len(names)) if i % cols == col)
-        fig.update_xaxes(title_text="SSIM (1 = untouched)" if x == "ssim" else "severity", row=last // cols + 1,
-                         col=col + 1)
+        # short: three panels across a 1,024 px window leave some 160 px each (the subtitle says what SSIM is)
+        fig.update_xaxes(title_text="SSIM" if x == "ssim" else "severity", row=last // cols + 1, col=col + 1)
     if x == "ssim":
         # more damage to the right, as severity grows; one scale for every panel, so damage compares across them
         low = float(data["ssim"].min())
@@ -123,11 +128,16 @@ def accuracy_vs_damage(frame: pd.DataFrame, x: str = "ssim", colors: dict[str, s
     fig.update_yaxes(title_text="balanced accuracy (%)", col=1)
     _panel_titles(fig, names)
     bars = any(t.error_y.array is not None for t in fig.data)
+    height = 240 * rows + 80 + DAMAGE_TOP
     fig.update_layout(title=f"balanced accuracy vs {'damage (SSIM)' if x == 'ssim' else 'severity'}, one panel per "
                             "corruption<br><sup>" + X_AXES[x] + ("; bars: 95 % intervals" if bars else "")
                             + (f"; dotted: chance ({100 * chance:.0f} %)" if chance else "") + "</sup>",
-                      # the legend holds the models only, a colour each: a few entries beside the panels, never cut
-                      height=240 * rows + 120, margin={"t": 100}, showlegend=True, legend={"title": {"text": "model"}})
+                      height=height, margin={"t": DAMAGE_TOP}, showlegend=True,
+                      title_y=1 - 30 / height, title_yanchor="top",
+                      # the models, a colour each, in a row between the title and the panels' titles: beside the panels
+                      # the legend squeezed three panels into 100 px each at 1,024 px
+                      legend={"title": {"text": "model"}, "orientation": "h", "yref": "container", "yanchor": "bottom",
+                              "y": (height - DAMAGE_TOP + 26) / height, "x": 0})
     return fig
 
 

@@ -28,8 +28,15 @@ METRIC_LABELS = {
     **{m.field: f"{m.display} (%)" for m in map(metric, ("balanced_accuracy", "label_flip_probability"))},
     **{m.name: m.display for m in metrics_of("image")},
 }
+def _axis_title(name: str, unit: str, chars: int = 40) -> str:
+    """"name (unit)", the unit on a second line when the whole is longer than ``chars``: a y axis title longer than
+    its plot ran over the chart's title ("DivergenceRadius R_dr (distance of L2-normalised embeddings)")."""
+    return f"{name} ({unit})" if len(name) + len(unit) + 3 <= chars else f"{name}<br>({unit})"
+
+
 #: the stability metrics' axis titles, with their unit (the registry's)
-STABILITY_AXES = {m.name: f"{m.display} ({'(1 − cosine) / 2' if m.unit == 'cosine' else 'distance of L2-normalised embeddings'})"
+STABILITY_AXES = {m.name: _axis_title(m.display, '(1 − cosine) / 2' if m.unit == 'cosine'
+                                       else 'distance of L2-normalised embeddings')
                   for m in metrics_of("image")}
 
 
