@@ -603,7 +603,7 @@ def run_header(view: data.RunView) -> None:
     cfg = run.config
     # cards as wide as their values, in a row that wraps: fixed columns cut them at 1,024 px ("evalu… 1…",
     # "sample[:2…"); a long dataset name (a folder) is shortened in its card, whole on hover
-    cards = st.container(horizontal=True, gap="large")
+    cards = st.container(horizontal=True, gap="medium")
     cards.metric("models", len(view.models), help=", ".join(view.models), width="content")
     dataset = run.dataset.name if run.dataset else cfg.dataset
     cards.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)",
@@ -715,7 +715,7 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
 
 
 #: the run page's baseline selector (px): a model name such as "embedded:fmnist-augmented" whole
-BASELINE_WIDTH = 280
+BASELINE_WIDTH = 240
 
 
 def _back_to_list() -> None:
@@ -733,7 +733,7 @@ def show_run(store: Store, store_key: str, run_id: str) -> None:
     models = run.config.models
     # the way back, the baseline and the run's actions in one row that wraps (three rows pushed the summary below a
     # 1,400 x 900 window's first screen); a delete's confirmation opens under the row, full width
-    row, below = st.container(horizontal=True, vertical_alignment="bottom", gap="medium"), st.container()
+    row, below = st.container(horizontal=True, vertical_alignment="bottom", gap="small"), st.container()
     row.button("All runs", icon=":material/arrow_back:", on_click=_back_to_list)
     baseline = row.selectbox(
         "baseline for mCE / rCE / mFR", models, index=url_state.index(BASELINE_PARAM, models, run.config.baseline_model),
