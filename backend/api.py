@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from domainbench.records.config import DomainConfig, RunConfig
     from domainbench.query.gate import CheckResult
     from domainbench.engine.executor_options import ExecutorOptions
+    from domainbench.engine.clip_kind import ClipRunResult
     from domainbench.engine.tasks import RunEvents, RunStats
     from domainbench.tuning.train import FinetuneResult
     from domainbench.metrics.comparison import Comparison
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from domainbench.store.records import RunRecord
 
 __all__ = ["Run", "build_run_config", "check", "compare", "executor_options", "list_corruptions", "list_models", "list_runs",
-           "load_plan", "load_run", "plan", "resume", "run", "run_plan", "summary_metrics"]
+           "load_plan", "load_run", "plan", "resume", "run", "run_clips", "run_plan", "summary_metrics"]
 
 def _store(store: Store | str | Path | None) -> Store:
     """An open store as it is; a ``mongodb://`` or ``sqlite:///`` URI; a folder holding the embedded SQLite
@@ -90,6 +91,14 @@ class Run:
         from domainbench.store.status import run_status
 
         return run_status(self.record)
+
+    @property
+    def clips(self) -> ClipRunResult:
+        """A clip run's results (``rows``: one per model × cell, ``paired`` verdicts, the sampled frames of each of
+        its ``clips``, its ``units``), read now; ``UserInputError`` for another kind of run, or one not done."""
+        from domainbench.engine.clip_kind import load_clip_run
+
+        return load_clip_run(self.store, self.id)
 
     @cached_property
     def report(self) -> RunReport:
@@ -384,7 +393,8 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
         seed: int | None = None, device: str | None = None, run_config: RunConfig | str | Path | Mapping[str, Any] | None = None,
         shifts: Mapping[str, str | Path] | Sequence[str] | None = None, run_id: str | None = None,
         executor: str | ExecutorOptions | None = "local", store: Store | str | Path | None = None,
-        events: RunEvents | None = None, **settings: Any) -> Run:
+        events: RunEvents | None = None, frames: int | None = None, fps: float | None = None,
+        max_frames: int | None = None, **settings: Any) -> Run:
     """Evaluate ``models`` zero-shot on ``dataset`` under the domain's corruptions and store the run
     (``domainbench run``). Returns the finished run: ``.report``, ``.summary()``, ``.to_pandas()``.
 
@@ -396,6 +406,10 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     ``run_config``; ``model_args={"hf-vlm:…": {"mode": "generate"}}`` gives models their options (each
     checked against its backend's schema, ``domainbench models --backends``). ``store``: the store to write (default: the CLI's, ``$DOMAINBENCH_HOME``); ``events``:
     progress callbacks (``domainbench.engine.tasks.RunEvents``; default silent).
+
+    A clip dataset (class folders of videos or of frame folders, or a clip manifest; docs/video.md) makes a clip
+    run: ``frames`` frames sampled evenly from each clip (default 8), or ``fps`` with at most ``max_frames``; its
+    typed results are ``Run.clips`` (rows, paired verdicts, sampled frames, units).
     """
     from domainbench.records.config import DomainConfig
 
@@ -407,6 +421,11 @@ def run(domain: DomainConfig | str | Path, models: Sequence[str] | str | None = 
     options = executor_options(executor)
     if cfg.task != "classification":  # ``task="vqa"`` / ``"retrieval"``: dataset is the task manifest
         return run_task(_store(store), domain, cfg, run_id=run_id, executor=options)
+    from domainbench.data.clips import Sampling, is_clip_dataset
+
+    if frames is not None or fps is not None or max_frames is not None or is_clip_dataset(cfg.dataset):
+        return run_clips(_store(store), domain, cfg, Sampling(frames, fps, max_frames, cfg.seed).check(),
+                         run_id=run_id, executor=options, events=events)
     return run_plan(_store(store), lambda engine: engine.start(domain, cfg, run_id=run_id), executor=options, events=events)
 
 
@@ -420,6 +439,20 @@ def run_task(store: Store, domain: DomainConfig, cfg: RunConfig, *, run_id: str 
     t0 = time.perf_counter()
     rid = start_task_run(store, domain, cfg, run_id)
     return Run(rid, store, seconds=time.perf_counter() - t0)
+
+
+def run_clips(store: Store, domain: DomainConfig, cfg: RunConfig, sampling: Any, *, run_id: str | None = None,
+              executor: ExecutorOptions | None = None, events: RunEvents | None = None) -> Run:
+    """A clip run (``domainbench.engine.clip_kind``) on the clips ``cfg.dataset`` with ``sampling``
+    (``domainbench.data.clips.Sampling``), on ``executor``; stored once evaluated. Its results: ``Run.clips``."""
+    from domainbench.engine.clip_kind import clip_cells, start_clip_run
+    from domainbench.engine.tasks import RunStats
+
+    say = events.message if events is not None else None
+    t0 = time.perf_counter()
+    rid = start_clip_run(store, domain, cfg, sampling, run_id, say=say, executor=executor or "local")
+    stats = RunStats(computed_units=len(cfg.models) * len(clip_cells(domain)))  # a start computes every unit
+    return Run(rid, store, stats=stats, seconds=time.perf_counter() - t0)
 
 
 def resume(run_id: str, *, skip_unreadable: bool = False, executor: str | ExecutorOptions | None = "local",

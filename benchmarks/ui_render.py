@@ -180,13 +180,20 @@ def render(page: str, params: dict[str, str]) -> tuple[float, Any]:
     return elapsed, at
 
 
+#: page -> CPU seconds of this process during its first render (the last ``time_pages``): on a shared machine the
+#: wall time stretches with the load, the CPU time much less
+FIRST_CPU: dict[str, float] = {}
+
+
 def time_pages(home: Path, run_id: str, repeats: int) -> dict[str, tuple[float, float]]:
     """Page -> (first render, median of the next ``repeats``) on the store at ``home``."""
     os.environ["DOMAINBENCH_HOME"] = str(home)
     pages = {"Runs": ("runs", {}), "Run": ("run", {"run": run_id}), "Compare": ("compare", {})}
     out = {}
     for name, (page, params) in pages.items():
+        cpu = time.process_time()
         first, _ = render(page, params)
+        FIRST_CPU[name] = time.process_time() - cpu
         again = [render(page, params)[0] for _ in range(repeats)]
         out[name] = (first, statistics.median(again))
     return out
@@ -194,6 +201,8 @@ def time_pages(home: Path, run_id: str, repeats: int) -> dict[str, tuple[float, 
 
 #: issue 37's speed targets on this machine: a run page's first visit, and an edit on New domain (a severity changed)
 RUN_FIRST_TARGET_S, EDIT_TARGET_S = 3.0, 1.0
+#: this script's own line for every page, Compare's first visit included
+PAGE_LINE_S = 2.0
 
 
 def time_new_domain_edit(home: Path, repeats: int) -> tuple[float, float]:
@@ -210,8 +219,10 @@ def time_new_domain_edit(home: Path, repeats: int) -> tuple[float, float]:
     t0 = time.perf_counter()
     next(b for b in at.button if b.label == "Plan").click().run()
     plan = time.perf_counter() - t0
-    if at.exception or at.error:
-        raise RuntimeError(f"new domain failed: {[e.value for e in at.exception]} {[e.value for e in at.error]}")
+    if at.exception:
+        raise RuntimeError(f"new domain failed: {[e.value for e in at.exception]}")
+    if at.error:  # the page drew, with errors in it (a preview it could not draw): timed, and said
+        print(f"note: New domain showed {len(at.error)} error(s) after planning, the first: {at.error[0].value[:160]}")
     edits = []
     for _ in range(max(repeats, 3)):
         pill = at.pills[0]
@@ -268,15 +279,19 @@ def main() -> None:
               f"{'ratio warm':>12}{'< 2 s':>7}")
         for page in ref:
             (f0, w0), (f1, w1) = ref[page], big[page]
-            ok = "yes" if max(f1, w1) < 2.0 else "NO"
+            ok = "yes" if max(f1, w1) < PAGE_LINE_S else "NO"
             print(f"{page:<9}{f0:>11.2f}s{w0:>11.2f}s{f1:>11.2f}s{w1:>11.2f}s{w1 / w0:>11.2f}x{ok:>7}")
         plan, edit = time_new_domain_edit(large, args.repeats)
         first = big["Run"][0]
-        print(f"\nissue 37's targets (large store, {os.cpu_count()} CPUs, shared: noisy):")
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        print(f"\nissue 37's targets (large store, {os.cpu_count()} CPUs, load average {load}; shared: noisy):")
         print(f"  run page, first visit: {first:.2f} s (target < {RUN_FIRST_TARGET_S:g} s: "
-              f"{'met' if first < RUN_FIRST_TARGET_S else 'NOT met'})")
+              f"{'met' if first < RUN_FIRST_TARGET_S else 'NOT met'}; CPU {FIRST_CPU['Run']:.2f} s)")
         print(f"  New domain, one edit:  {edit:.2f} s (target < {EDIT_TARGET_S:g} s: "
               f"{'met' if edit < EDIT_TARGET_S else 'NOT met'}; the plan itself took {plan:.2f} s)")
+        c_first, c_warm = big["Compare"]
+        print(f"  Compare, first visit:  {c_first:.2f} s, warm {c_warm:.2f} s (this script's line < {PAGE_LINE_S:g} s: "
+              f"{'met' if max(c_first, c_warm) < PAGE_LINE_S else 'NOT met'}; CPU of the first {FIRST_CPU['Compare']:.2f} s)")
 
 
 if __name__ == "__main__":

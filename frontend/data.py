@@ -65,6 +65,8 @@ def run_kind(run: RunRecord) -> str:
         return "FMR"
     if run.kind in ("vqa", "retrieval"):
         return "VQA" if run.kind == "vqa" else "image-text retrieval"
+    if run.kind == "clip":
+        return "clips"
     parts = ["corruption"]
     if run.config.adaptive:
         parts.append("adaptive")
@@ -214,8 +216,8 @@ def load_run_view(store: Store, run_id: str, baseline: str | None = None) -> Run
     run = get_run(store, run_id)
     if baseline is not None and baseline not in run.config.models:
         raise UserInputError(f"baseline {baseline!r} is not a model of run {run_id}; choose one of {run.config.models}")
-    n_units = stored_units(store, run_id)
-    view = RunView(run=run, report=None, n_units=n_units, done_cells=done_cells(store, run), total_cells=expected_cells(run))
+    n_units, done = query.unit_counts(store, run)
+    view = RunView(run=run, report=None, n_units=n_units, done_cells=done, total_cells=expected_cells(run))
     if not n_units:
         view.error = (
             "no finished units yet: the run has just started"

@@ -174,12 +174,26 @@ def fmr_settings(oracle: str, budget: int) -> FmrSettings:
         raise
 
 
-def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig, fmr: FmrSettings | None = None) -> RunRecord:
-    """Check every input and queue the run, an FMR search with ``fmr`` settings (``DuplicateRunError``
-    when the same run is queued or running)."""
+def is_clip_folder(dataset: str) -> bool:
+    """Whether the launch form's dataset names clips (a clip run is queued for it)."""
+    from domainbench.data.clips import is_clip_dataset
+
+    return bool(dataset.strip()) and is_clip_dataset(dataset.strip())
+
+
+def enqueue(store: Store, domain: DomainConfig, cfg: RunConfig, fmr: FmrSettings | None = None,
+            frames: int | None = None) -> RunRecord:
+    """Check every input and queue the run, an FMR search with ``fmr`` settings, a clip run when the dataset is a
+    clip folder (``frames`` sampled per clip, default 8) (``DuplicateRunError`` when the same run is queued or
+    running)."""
     from domainbench.service.launch import enqueue_run
 
-    return enqueue_run(store, domain, cfg, fmr=fmr)
+    sampling = None
+    if frames is not None:
+        from domainbench.data.clips import Sampling
+
+        sampling = Sampling(frames=frames, seed=cfg.seed)
+    return enqueue_run(store, domain, cfg, fmr=fmr, sampling=sampling)
 
 
 def queue_frame(store: Store, limit: int = 12) -> pd.DataFrame:

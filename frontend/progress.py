@@ -88,8 +88,10 @@ def unit_progress(store: Store, run: RunRecord) -> UnitProgress:
     shard size (chosen from the images' pixels when the run starts) the highest stored shard tells
     how many there are at least, and the count says so.
     """
-    from domainbench.query import expected_cells, unit_keys
+    from domainbench.query import done_cells, expected_cells, unit_keys
 
+    if run.kind == "clip":  # one unit per (model, cell), every clip's frames in it: no shards
+        return UnitProgress(done=done_cells(store, run), planned=expected_cells(run), exact=True)
     keys = unit_keys(store, run)
     cells = expected_cells(run)  # an FMR run: one search per model
     size = run.dataset.size if run.dataset else None

@@ -202,12 +202,30 @@ def flip_verdicts(_store: Store, store_key: str, run_id: str, fingerprint: tuple
         return [], f"the paired comparison of flips failed on this run's stored data ({type(e).__name__})"
 
 
+def show_real_shift(store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> None:
+    """The result on the user's own images (``shift:NAME`` cells), first: the images the run is really about."""
+    from domainbench.frontend.shift_section import markdown_safe, real_shift
+
+    results, why = real_shift(store, store_key, run_id, fingerprint)
+    if why:
+        st.caption(f"No result on your own images: {why}")
+    if not results:
+        return
+    with st.container(border=True):
+        st.markdown("**On your own images** (real-shift cells: your photos, not synthesised; accuracy with its 95 % "
+                    "interval over your images, paired test on the same images; table below, "
+                    "docs/reading-the-numbers.md)")
+        for r in results:
+            st.markdown(markdown_safe(r.sentence))
+
+
 def _unlabelled(store: Store, run_id: str) -> bool:
     run = store.get_run(run_id)
     return run is not None and run.dataset is not None and not run.dataset.labelled and len(run.config.models) > 1
 
 
 def show(store: Store, store_key: str, run_id: str, fingerprint: tuple[Any, ...]) -> None:
+    show_real_shift(store, store_key, run_id, fingerprint)
     if _unlabelled(store, run_id):
         # balanced accuracy needs labels; whether a corruption changes a model's answer does not
         sentences, why = flip_verdicts(store, store_key, run_id, fingerprint)

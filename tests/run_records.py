@@ -27,6 +27,8 @@ def records(store: Store, run_id: str, status: str = "done") -> None:
     store.upsert("task_units", {"run_id": run_id, "model": "m", "corruption": "fog", "severity": 1,
                                 "head": {"images": 1, "questions": 1}, "outcomes": {"vqa_accuracy": [[1.0], [0.0]]},
                                 "raw": {"answers": ["yes"]}, "predictions": [{"answer": "yes"}]})
+    store.upsert("clip_units", {"run_id": run_id, "model": "m", "cell": "flicker:4", "preds": [[0, 1]],
+                                "mean_preds": [0]})
 
 
 def counts(store: Store, run_id: str) -> dict[str, int]:

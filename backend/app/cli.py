@@ -639,7 +639,7 @@ def run(
         except ValueError as e:  # UserInputError / MetricInputError: say why, keep the summary
             _say(f"no verdict: {markup_safe(str(e))}")
     print_report(report, None, verdicts)
-    print_shift_matches(report)
+    print_shift_matches(report, store)
     print_timings(store.get_run(run_id))
 
 
@@ -669,12 +669,12 @@ def _run_clips(domain: Any, cfg: Any, run_id: Optional[str], exec_options: Any, 
         if stored is None or stored.kind != "clip":
             return False
         check_clip_options(stored.domain, stored.config, exec_options.kind)
-        rid = resume_clip_run(store, stored.run_id, say=lambda m: _say(markup_safe(m)))
+        rid = resume_clip_run(store, stored.run_id, say=lambda m: _say(markup_safe(m)), executor=exec_options)
     else:
         check_clip_options(domain, cfg, exec_options.kind)  # before the store is opened
         store = _store()
         rid = start_clip_run(store, domain, cfg, sampling, run_id, say=lambda m: _say(markup_safe(m)),
-                             executor=exec_options.kind)
+                             executor=exec_options)
     result = load_clip_run(store, rid)
     _say(f"run {markup_safe(rid)}: clips on {len(result.run.config.models)} model(s), "
          f"{time.perf_counter() - started:.1f} s")
@@ -840,6 +840,7 @@ def show(
     verdicts = (query.comparison(store, [run_id], confidence=confidence, read=read)
                 if len(report.model_names) > 1 and report.models[0].labeled else None)
     print_report(report, query.intervals(store, report, confidence, read), verdicts)
+    print_shift_matches(report, store, confidence, read)
     from domainbench.metrics.damage_report import damage_line
 
     if details:
@@ -847,7 +848,6 @@ def show(
     elif damage_line(report) is not None:  # one line of every cell: a detail, not the answer
         console.print(f"every cell ordered by damage: domainbench show {literal(run_id)} --details", style="dim",
                       markup=False, highlight=False)
-    print_shift_matches(report)
     print_question_spread(store, run_id)
     run = store.get_run(run_id)
     if run is not None and run.breaking_points:
@@ -857,12 +857,13 @@ def show(
     print_cost(run, report, verdicts)
 
 
-def print_shift_matches(report: RunReport) -> None:
-    """Per real-shift cell (``--shift``): which synthetic cell behaves most like the user's own images."""
+def print_shift_matches(report: RunReport, store: Any, confidence: float = 0.95, read: Any = None) -> None:
+    """Per real-shift cell (``--shift``): the models on the user's own images, with intervals and the paired test,
+    and the synthetic cell that behaves most like them (``query.real_shift``: the run page's sentence)."""
     from domainbench import query
 
-    for match in query.shift_matches_of(report):
-        console.print(literal(match.sentence), highlight=False, soft_wrap=True)
+    for r in query.real_shift(store, report, confidence, *([read] if read is not None else [])):
+        console.print(literal(r.sentence), highlight=False)
 
 
 def print_damage(report: RunReport) -> None:

@@ -68,6 +68,14 @@ class Dataset:
     image_size: int = 224
     #: each image's index in the dataset it was taken from (``subset``); None: the images are the whole dataset
     origin: np.ndarray | None = None
+    #: the whole dataset ``subset`` took these images from (None: this is it); a real-shift folder pairs its files
+    #: with its images, also those --limit left out (``data.shift_folder``)
+    whole: Dataset | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, object]:
+        # a subset sent to a worker process does not drag the whole dataset along (a shift that pairs with it holds
+        # it itself: ``ShiftImages.source``)
+        return {**self.__dict__, "whole": None}
 
     def __len__(self) -> int:
         return len(self.arrays) if self.arrays is not None else len(self.paths or [])
@@ -92,6 +100,7 @@ class Dataset:
             paths=None if self.paths is None else [self.paths[i] for i in keep],
             image_size=self.image_size,
             origin=(np.arange(len(self)) if self.origin is None else self.origin)[keep],
+            whole=self.whole if self.whole is not None else self,
         )
 
     def load(self, indices: np.ndarray) -> Batch:

@@ -11,7 +11,8 @@ Pairing: a shifted file pairs with the clean file of the same relative path, ext
 (``night/cat/001.jpg`` pairs with ``data/cat/001.png``). The bundled sample has no files: an image
 named by an integer (``42.png``, ``00042.png``, also inside class folders) pairs with the sample's
 image of that index (0-based, in the full sample, also under ``--limit``). Class folders whose
-every file pairs with an evaluated clean image are paired as well (labelled *and* flips).
+every file pairs with a clean image are paired as well (labelled *and* flips), also when ``--limit`` left
+some of those clean images out of the run (they are then classified with the shift, for its flips only).
 """
 
 from __future__ import annotations
@@ -35,10 +36,15 @@ class ShiftImages:
     root: Path
     #: the shifted images (their labels index the clean dataset's classes; None: unlabelled)
     images: Dataset
-    #: per shifted image, the index of its paired clean image in the run's dataset; None: not paired
+    #: per shifted image, the index of its paired clean image in the run's dataset (in ``source`` where set);
+    #: None: not paired
     partner: np.ndarray | None
     #: what the run should be told (images left out, pairing not possible)
     notes: list[str] = field(default_factory=list)
+    #: the dataset ``partner`` indexes when it is not the run's: the whole dataset, for class folders whose files
+    #: name images --limit did not evaluate (each then gets its clean prediction when the shift is scored); the
+    #: shift's units are then indexed by position in the folder, as an unpaired shift's
+    source: Dataset | None = None
 
     @property
     def labelled(self) -> bool:
@@ -47,6 +53,13 @@ class ShiftImages:
     @property
     def paired(self) -> bool:
         return self.partner is not None
+
+    def unit_indices(self) -> np.ndarray:
+        """Per shifted image, the index its units store: the paired clean image's index in the run's dataset, or
+        (not paired, or paired with images --limit left out) its position in the folder."""
+        if self.partner is None or self.source is not None:
+            return np.arange(len(self.images))
+        return self.partner
 
 
 def _fix(name: str) -> str:
@@ -70,6 +83,7 @@ def open_shift(name: str, path: str | Path, clean: Dataset, clean_spec: str, lim
     keys = _clean_keys(clean, clean_spec)
     class_dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     notes: list[str] = []
+    source: Dataset | None = None
     if class_dirs:
         by_name = {c: i for i, c in enumerate(clean.classes)}
         folder_class = {d: _class_of(d.name, by_name) for d in class_dirs}
@@ -87,6 +101,13 @@ def open_shift(name: str, path: str | Path, clean: Dataset, clean_spec: str, lim
         assert images.paths is not None
         partners = [keys.get(_key(p, root, clean)) for p in images.paths]
         partner = np.array(partners, dtype=np.int64) if partners and all(p is not None for p in partners) else None
+        if partner is None and clean.whole is not None:
+            # files named like the dataset's images that --limit did not evaluate (the first 40 sample images under
+            # --limit 40: its class-interleaved subset leaves 16 of them out) pair with the whole dataset's images
+            whole_keys = _clean_keys(clean.whole, clean_spec)
+            wider = [whole_keys.get(_key(p, root, clean.whole)) for p in images.paths]
+            if wider and all(p is not None for p in wider):
+                partners, partner, source = wider, np.array(wider, dtype=np.int64), clean.whole
         if partner is not None:
             _paired_once(list(zip(images.paths, partners, strict=True)), root, where)
         if partner is None and any(p is not None for p in partners):
@@ -115,7 +136,7 @@ def open_shift(name: str, path: str | Path, clean: Dataset, clean_spec: str, lim
     if not images.paths:
         raise UserInputError(f"{where}: its class folders hold no images; {_fix(name)}")
     _one_decodes(images.paths, where, name)
-    return ShiftImages(name, Path(os.path.abspath(root)), images, partner, notes)
+    return ShiftImages(name, Path(os.path.abspath(root)), images, partner, notes, source)
 
 
 def _paired_once(pairs: list[tuple[Path, int | None]], root: Path, where: str) -> None:

@@ -3,11 +3,13 @@
 A clip run is started by :func:`start_clip_run` (``domainbench run PLAN --dataset CLIPS [--frames N]``). Before
 anything is stored it checks the plan, opens the clips, decodes every clip's sampled frames and loads the
 models, so a bad clip or a bad option ends in one ``error:`` line with nothing written. It then creates the run
-(``RunRecord.kind = "clip"``) and stores each unit, one (model, cell), on the run record as it finishes
-(``kind_settings["units"]``), so a killed run resumes (:func:`resume_clip_run`, ``run --resume RUN``) without
-recomputing a stored unit, after checking that the clips and their sampled frames are the ones it started on.
-When every unit is stored, the rows of metrics (``metrics.clips``) and the paired verdicts are stored beside
-them and the run is done.
+(``RunRecord.kind = "clip"``) and stores each unit, one (model, cell), as a ``clip_units`` document as it
+finishes (a run stored before that collection keeps them on its record, ``kind_settings["units"]``, read and
+continued as they are), so a killed run resumes (:func:`resume_clip_run`, ``run --resume RUN``, ``Engine.resume``)
+without recomputing a stored unit, after checking that the clips and their sampled frames are the ones it started
+on. When every unit is stored, the rows of metrics (``metrics.clips``) and the paired verdicts are stored on the
+run record and the run is done. A queued clip run (``check_clip_inputs``, then ``service.launch.enqueue_run``)
+is decoded, recorded and evaluated by the worker that takes it.
 
 Cells: the clean clips, then each corruption × severity of the plan. A temporal corruption
 (``corruptions.clips.is_temporal``) evolves across the frames of a clip; an image corruption is applied with
@@ -17,29 +19,29 @@ only: the same on every cell, process and order.
 
 Models: a contrastive model scores each frame (its embedding and zero-shot prediction); the clip's prediction
 is reported by the mean of its frames' embeddings and by majority vote. A generative VLM answers each frame as
-an image (no mean embedding; the vote only). Runs execute on ``--executor local`` (Ray is refused in one line).
+an image (no mean embedding; the vote only). Units compute in this process (:class:`LocalClipUnits`) or on Ray
+(``engine.clip_ray``): the same corruption (``engine.clip_scoring``) and unit code, so the same stored units.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from domainbench.records.config import DomainConfig, RunConfig
 from domainbench.data.clips import ClipDataset, DecodedClip, Sampling, decode_clips, open_clips
-from domainbench.engine.kinds import SelfRunKind, register_kind
+from domainbench.engine.clip_scoring import CLEAN, ClipCell, Scored, Todo, clip_seed, corrupt
+from domainbench.engine.kinds import KindCapabilities, RunSession, SelfRunKind, register_kind
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import DatasetInfo, RunRecord
 
 CLIP_KIND = "clip"
-CLEAN = "clean"
 DEFAULT_MODE = "independent"
 
 
@@ -49,20 +51,6 @@ def _temporal(name: str) -> bool:
     except ImportError:  # a build without temporal corruptions: every corruption is an image corruption
         return False
     return bool(is_temporal(name))
-
-
-@dataclass(frozen=True)
-class ClipCell:
-    corruption: str
-    severity: int
-    #: static | independent for an image corruption; None for the clean cell and a temporal corruption
-    mode: str | None
-
-    @property
-    def key(self) -> str:
-        if self.corruption == CLEAN:
-            return CLEAN
-        return f"{self.corruption}:{self.severity}" + (f"/{self.mode}" if self.mode else "")
 
 
 def clip_cells(domain: DomainConfig) -> list[ClipCell]:
@@ -117,20 +105,6 @@ def left_out_note(temporal: list[str]) -> str:
             f"{'it' if len(temporal) == 1 else 'them'}")
 
 
-def clip_seed(seed: int, clip: str) -> int:
-    """A clip's corruption seed: from the run's seed and the clip's name (every cell, process and order alike)."""
-    return int.from_bytes(hashlib.sha256(f"{seed}\0{clip}".encode()).digest()[:4], "little") & 0x7FFFFFFF
-
-
-def corrupt(cell: ClipCell, clip: DecodedClip, seed: int) -> np.ndarray:
-    if cell.corruption == CLEAN:
-        return clip.frames
-    from domainbench.corruptions.clips import corrupt_clip
-
-    return corrupt_clip(cell.corruption, clip.frames, cell.severity, seed=clip_seed(seed, clip.clip.name),
-                        fps=clip.fps, mode=cell.mode)
-
-
 def unit_key(model: str, cell: ClipCell) -> str:
     return f"{model}\t{cell.key}"
 
@@ -159,6 +133,28 @@ def check_clip_options(domain: DomainConfig, cfg: RunConfig, executor: str = "lo
                              "not support it yet; leave it out")
 
 
+def check_clip_inputs(domain: DomainConfig, cfg: RunConfig, sampling: Sampling) -> tuple[RunConfig, dict[str, Any]]:
+    """What a worker would refuse of a queued clip run, checked before it is queued (the plan, the options, the
+    image size, the clips listed and their classes; the clips are decoded by the worker, which fails the run naming
+    a clip that does not decode); the config and kind settings to store."""
+    from domainbench.corruptions.api import MIN_SIDE
+    from domainbench.engine.dataset_pin import pinned_config
+    from domainbench.records.label_sets import resolve_classes
+
+    check_clip_options(domain, cfg)
+    clip_cells(domain)
+    domain.check_catalogue()
+    sampling = sampling.check()
+    if cfg.image_size < MIN_SIDE:
+        raise UserInputError(f"image_size = {cfg.image_size}: corruptions need frames of at least {MIN_SIDE}x{MIN_SIDE} "
+                             f"pixels; set image_size to {MIN_SIDE} or more")
+    ds = open_clips(cfg.dataset, resolve_classes(cfg.classes), cfg.image_size)
+    if len(ds.classes) < 2:
+        raise UserInputError(f"clip dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 "
+                             "by construction; give at least two classes")
+    return pinned_config(cfg), {"sampling": sampling.as_dict()}
+
+
 def open_inputs(domain: DomainConfig, cfg: RunConfig, sampling: Sampling) -> ClipInputs:
     from domainbench.corruptions.api import MIN_SIDE
     from domainbench.records.label_sets import resolve_classes
@@ -184,8 +180,69 @@ def _load_models(store: Store, cfg: RunConfig, classes: list[str]) -> list[Any]:
                        cache=store)
 
 
+class ClipUnits(Protocol):
+    """Where a clip run's (model, cell) units compute: this process (``LocalClipUnits``) or Ray actors
+    (``engine.clip_ray.ClipUnitsOnRay``). Both corrupt with ``corrupt`` and score with ``score_cell``, so a run
+    stores the same units on either."""
+
+    def environment(self) -> dict[str, Any]:
+        """What the run record keeps of where it ran."""
+
+    def units(self, run_id: str, todo: Todo, clips: list[DecodedClip], seed: int) -> Iterator[Scored]:
+        """Every unit of ``todo``, each handed back as it finishes (any order)."""
+
+    def close(self) -> None:
+        """Release what the part holds (Ray's actors)."""
+
+
+class LocalClipUnits:
+    """The models in this process; each cell corrupted here once, then scored by every model that lacks it."""
+
+    def __init__(self, store: Store, cfg: RunConfig, classes: list[str]) -> None:
+        from domainbench.models import resolve_device
+
+        self.models = {m.name: m for m in _load_models(store, cfg, classes)}
+        self._device = str(resolve_device(cfg.device))
+
+    def environment(self) -> dict[str, Any]:
+        return {"device": self._device, "executor": "local", "host": platform.node()}
+
+    def units(self, run_id: str, todo: Todo, clips: list[DecodedClip], seed: int) -> Iterator[Scored]:
+        for cell, names in todo:
+            frames = [corrupt(cell, c, seed) for c in clips]
+            for name in names:
+                yield name, cell, score_cell(self.models[name], frames)
+
+    def close(self) -> None:
+        pass
+
+
+def clip_units(store: Store, cfg: RunConfig, classes: list[str], executor: Any = None,
+               say: Callable[[str], None] | None = None) -> ClipUnits:
+    """The run's models loaded where ``executor`` computes (``local``, ``ray``, an ``ExecutorOptions`` or a
+    ``RayExecutor``); nothing is stored yet."""
+    name = _executor_name(executor)
+    if name == "local":
+        return LocalClipUnits(store, cfg, classes)
+    from domainbench.engine.clip_ray import ClipUnitsOnRay  # imports ray: only for --executor ray
+
+    # the actors score with this module's score_cell, handed to them (Ray sends it by its import path)
+    return ClipUnitsOnRay(store, cfg, classes, executor, say or (lambda _m: None), score_cell)
+
+
+def _executor_name(executor: Any) -> str:
+    if executor is None:
+        return "local"
+    if isinstance(executor, str):
+        return executor
+    return str(getattr(executor, "kind", None) or getattr(executor, "name", "local"))
+
+
 def score_cell(ms: Any, frames: list[np.ndarray]) -> dict[str, Any]:
-    """One model on one cell's clips: each frame's prediction and, with embeddings, each clip's mean-embedding one."""
+    """One model on one cell's clips: each frame's prediction and, with embeddings, each clip's mean-embedding one.
+    A generative model that takes video (``accepts_video``: Qwen2-VL through transformers) also answers each clip
+    with its sampled frames as one video input (``video_preds``, one per clip; ``video_answers`` in generate mode);
+    its frames are still answered one by one, which the frame metrics and the flip rate need."""
     import torch
 
     from domainbench.engine.scoring import classify, predict
@@ -200,7 +257,14 @@ def score_cell(ms: Any, frames: list[np.ndarray]) -> dict[str, Any]:
         means = torch.stack([emb[a:b].mean(dim=0) for a, b in zip(bounds[:-1], bounds[1:])])
         means = torch.nn.functional.normalize(means, dim=1).to(scored.embeddings.dtype)
         mean_preds = predict(ms, means).astype(int).tolist()
-    return {"preds": preds, "mean_preds": mean_preds}
+    out: dict[str, Any] = {"preds": preds, "mean_preds": mean_preds}
+    accepts_video = getattr(ms.model, "accepts_video", None)
+    if callable(accepts_video) and accepts_video():
+        video = ms.model.classify_videos(frames)
+        out["video_preds"] = video.preds.astype(int).tolist()
+        if video.answers is not None:
+            out["video_answers"] = list(video.answers)
+    return out
 
 
 def _clips_record(inputs: ClipInputs) -> list[dict[str, Any]]:
@@ -209,44 +273,87 @@ def _clips_record(inputs: ClipInputs) -> list[dict[str, Any]]:
             for d in inputs.clips]
 
 
-def _evaluate(store: Store, run_id: str, cfg: RunConfig, inputs: ClipInputs, models: list[Any],
-              say: Callable[[str], None]) -> None:
-    """Every unit still missing, stored on the run record one by one; then the rows, verdicts and status done."""
+#: what a video-input model (``hf-vlm`` Qwen2-VL) stores besides its per-frame answers
+VIDEO_KEYS = ("video_preds", "video_answers")
+
+
+def stored_units(store: Store, run: RunRecord) -> dict[str, Any]:
+    """The run's stored units by key (``unit_key``): each a ``clip_units`` document; a run stored before that
+    collection keeps them on its record (``kind_settings["units"]``), read as they are."""
+    units = dict((run.kind_settings or {}).get("units", {}))
+    for u in store.clip_units(run.run_id):
+        units[f"{u.model}\t{u.cell}"] = {"model": u.model, "cell": u.cell, "preds": u.preds, "mean_preds": u.mean_preds,
+                                         **{k: v for k in VIDEO_KEYS if (v := getattr(u, k)) is not None}}
+    return units
+
+
+def _put_unit(store: Store, run_id: str, name: str, cell: ClipCell, scored: dict[str, Any]) -> None:
+    """Store one finished unit as its own document (a long run's record does not grow with its units)."""
     from domainbench.engine.lifecycle import now
+    from domainbench.store.records import ClipUnitRecord
+
+    store.clip_units.put(ClipUnitRecord(run_id=run_id, model=name, cell=cell.key, preds=scored["preds"],
+                                        mean_preds=scored["mean_preds"], computed_at=now(),
+                                        **{k: scored[k] for k in VIDEO_KEYS if k in scored}))
+
+
+def _evaluate(store: Store, run_id: str, cfg: RunConfig, inputs: ClipInputs, part: ClipUnits,
+              say: Callable[[str], None]) -> tuple[int, int]:
+    """Every unit still missing, computed by ``part`` and stored one by one as it finishes; then the rows, verdicts
+    and status done. (units computed now, units already stored). A failure marks the run "failed" ("interrupted"
+    for Ctrl-C) with its finished units kept; a cancelled run stays "cancelled"."""
+    from domainbench.engine.cancel import CancelWatch, RunCancelled
+    from domainbench.engine.lifecycle import now
+    from domainbench.store.fenced_store import fenced_for_this_process
 
     run = store.get_run(run_id)
     assert run is not None and run.kind_settings is not None
-    ks = dict(run.kind_settings)
-    units: dict[str, Any] = dict(ks.get("units", {}))
+    units = stored_units(store, run)
+    legacy = "units" in run.kind_settings  # a run stored before clip_units: its units stay on its record
+    names = list(cfg.models)
+    todo: Todo = [(cell, missing) for cell in inputs.cells
+                  if (missing := [m for m in names if unit_key(m, cell) not in units])]
+    skipped, computed = len(units), 0
+    watch = CancelWatch(store, run_id)
+    fenced = fenced_for_this_process(store, run_id)  # `rm --force` and a lost lease stop the writes
     try:
-        for cell in inputs.cells:
-            todo = [ms for ms in models if unit_key(ms.name, cell) not in units]
-            if not todo:
-                continue
-            frames = [corrupt(cell, c, cfg.seed) for c in inputs.clips]
-            for ms in todo:
-                units[unit_key(ms.name, cell)] = {"model": ms.name, "cell": cell.key, **score_cell(ms, frames)}
-                ks["units"] = units
-                store.update_run(run_id, kind_settings=ks)
-                say(f"{ms.name} · {cell.key}: {sum(len(f) for f in frames)} frames")
-        ks.update(clip_results(ks, [m.name for m in models], inputs.cells))
-        store.update_run(run_id, kind_settings=ks, status="done", finished_at=now())
+        watch.check(now=True)
+        for name, cell, scored in part.units(run_id, todo, inputs.clips, cfg.seed):
+            units[unit_key(name, cell)] = {"model": name, "cell": cell.key, **scored}
+            if legacy:
+                fenced.update_run(run_id, kind_settings={**run.kind_settings, "units": units})
+            else:
+                _put_unit(fenced, run_id, name, cell, scored)
+            computed += 1
+            say(f"{name} · {cell.key}: {sum(len(p) for p in scored['preds'])} frames")
+            watch.check()
+        run = store.get_run(run_id)
+        assert run is not None and run.kind_settings is not None
+        ks = dict(run.kind_settings)
+        ks.update(clip_results(ks["clips"], units, names, inputs.cells))
+        fenced.update_run(run_id, kind_settings=ks, status="done", finished_at=now())
+    except RunCancelled:
+        raise  # the run stays "cancelled", its finished units kept
     except KeyboardInterrupt:
         store.update_run(run_id, status="interrupted", finished_at=now())
         raise
     except Exception as e:
-        store.update_run(run_id, status="failed", finished_at=now(), error=f"{type(e).__name__}: {e}")
+        store.update_run(run_id, status="failed", finished_at=now(), error=f"{type(e).__name__}: {e}"[:500])
         raise
+    finally:
+        part.close()
+    return computed, skipped
 
 
-def clip_results(ks: dict[str, Any], models: list[str], cells: list[ClipCell]) -> dict[str, Any]:
+def clip_results(clips: list[dict[str, Any]], units: dict[str, Any], models: list[str],
+                 cells: list[ClipCell]) -> dict[str, Any]:
     """The run's rows (one per model × cell, ``metrics.clips.cell_metrics``) and paired verdicts from its units."""
     from domainbench.metrics.clips import ClipCellData, cell_metrics, paired_verdicts
 
-    labels_list = [c["label"] for c in ks["clips"]]
+    labels_list = [c["label"] for c in clips]
     labels = None if any(lab is None for lab in labels_list) else np.asarray(labels_list, dtype=int)
     data: dict[tuple[str, str], ClipCellData] = {}
-    for u in ks["units"].values():
+    for u in units.values():
         data[(u["model"], u["cell"])] = ClipCellData([np.asarray(p, dtype=int) for p in u["preds"]], labels,
                                                      None if u["mean_preds"] is None else np.asarray(u["mean_preds"]))
     rows = []
@@ -275,30 +382,42 @@ def _info(inputs: ClipInputs, cfg: RunConfig) -> DatasetInfo:
 
 
 def start_clip_run(store: Store, domain: DomainConfig, cfg: RunConfig, sampling: Sampling, run_id: str | None = None,
-                   say: Callable[[str], None] | None = None, executor: str = "local") -> str:
-    """Check, open and decode everything, load the models, then create the clip run and evaluate it; the run id."""
+                   say: Callable[[str], None] | None = None, executor: Any = "local") -> str:
+    """Check, open and decode everything, load the models where ``executor`` computes (``local``, ``ray`` or an
+    ``ExecutorOptions``), then create the clip run and evaluate it; the run id."""
     from domainbench.engine.dataset_pin import pinned_config
     from domainbench.engine.lifecycle import check_new_run_id, create_run
-    from domainbench.models import resolve_device
 
     say = say or (lambda _m: None)
-    check_clip_options(domain, cfg, executor)
+    check_clip_options(domain, cfg, _executor_name(executor))
     check_new_run_id(store, run_id)
     cfg = pinned_config(cfg)
     inputs = open_inputs(domain, cfg, sampling.check())
-    models = _load_models(store, cfg, inputs.dataset.classes)
-    settings = {"sampling": sampling.as_dict(), "clips": _clips_record(inputs),
-                "unreadable": [{"clip": c, "why": w} for c, w in inputs.unreadable], "units": {}}
-    environment = {"device": str(resolve_device(cfg.device)), "executor": "local", "host": platform.node()}
-    rid = create_run(store, domain, cfg, run_id, _info(inputs, cfg), environment, kind=CLIP_KIND,
-                     kind_settings=settings)
-    _evaluate(store, rid, cfg, inputs, models, say)
+    part = clip_units(store, cfg, inputs.dataset.classes, executor, say)
+    try:
+        settings = {"sampling": sampling.as_dict(), "clips": _clips_record(inputs),
+                    "unreadable": [{"clip": c, "why": w} for c, w in inputs.unreadable]}
+        rid = create_run(store, domain, cfg, run_id, _info(inputs, cfg), part.environment(), kind=CLIP_KIND,
+                         kind_settings=settings)
+    except BaseException:
+        part.close()
+        raise
+    _evaluate(store, rid, cfg, inputs, part, say)
     return rid
 
 
-def resume_clip_run(store: Store, run_id: str, say: Callable[[str], None] | None = None) -> str:
-    """Continue a clip run: the same clips and sampled frames (checked), only the units not stored yet."""
-    from domainbench.engine.lifecycle import restart_run, stored_run
+def resume_clip_run(store: Store, run_id: str, say: Callable[[str], None] | None = None,
+                    executor: Any = "local") -> str:
+    """Continue a clip run (interrupted, failed, or a queued run's first start): the same clips and sampled frames
+    (checked), only the units not stored yet, on ``executor`` (``local``, ``ray``, an ``ExecutorOptions``)."""
+    return continue_clip_run(store, run_id, say, executor)[0]
+
+
+def continue_clip_run(store: Store, run_id: str, say: Callable[[str], None] | None = None,
+                      executor: Any = "local") -> tuple[str, int, int]:
+    """:func:`resume_clip_run`; (run id, units computed now, units already stored)."""
+    from domainbench.engine.dataset_pin import pinned_config
+    from domainbench.engine.lifecycle import now, restart_run, stored_run
 
     say = say or (lambda _m: None)
     run = stored_run(store, run_id)
@@ -306,21 +425,33 @@ def resume_clip_run(store: Store, run_id: str, say: Callable[[str], None] | None
         raise UserInputError(f"run {run_id} is not a clip run")
     if run.status == "done":
         raise UserInputError(f"run {run_id} is done; read it with `domainbench show {run_id}`")
+    check_clip_options(run.domain, run.config, _executor_name(executor))
     ks = run.kind_settings
+    queued = run.dataset is None  # checked when it was queued; its clips are decoded and recorded now
+    cfg = pinned_config(run.config) if queued else run.config
     s = ks["sampling"]
-    inputs = open_inputs(run.domain, run.config, Sampling(s["frames"], s["fps"], s["max_frames"], s["seed"]))
+    inputs = open_inputs(run.domain, cfg, Sampling(s["frames"], s["fps"], s["max_frames"], s["seed"]).check())
     if run.dataset is not None and run.dataset.fingerprint is not None:
-        changed = run.dataset.fingerprint.differences(_info(inputs, run.config).fingerprint)  # type: ignore[arg-type]
+        changed = run.dataset.fingerprint.differences(_info(inputs, cfg).fingerprint)  # type: ignore[arg-type]
         if changed:
-            raise UserInputError(f"run {run_id} was evaluated on clips {run.config.dataset}, but their {changed} changed; "
+            raise UserInputError(f"run {run_id} was evaluated on clips {cfg.dataset}, but their {changed} changed; "
                                  "restore the clips or start a new run")
-    if _clips_record(inputs) != ks["clips"]:
+    if not queued and _clips_record(inputs) != ks["clips"]:
         raise UserInputError(f"run {run_id}: the clips decode to other sampled frames than when it started; "
                              "restore the clips or start a new run")
-    models = _load_models(store, run.config, inputs.dataset.classes)
-    restart_run(store, run_id)
-    _evaluate(store, run_id, run.config, inputs, models, say)
-    return run_id
+    part = clip_units(store, cfg, inputs.dataset.classes, executor, say)
+    try:
+        fields: dict[str, Any] = {"resumed_at": now()}
+        if queued:  # a queued run starts here: record what a start records
+            fields = {"dataset": _info(inputs, cfg), "environment": part.environment(), "config": cfg,
+                      "kind_settings": {**ks, "clips": _clips_record(inputs),
+                                        "unreadable": [{"clip": c, "why": w} for c, w in inputs.unreadable]}}
+        restart_run(store, run_id, **fields)
+    except BaseException:
+        part.close()
+        raise
+    computed, skipped = _evaluate(store, run_id, cfg, inputs, part, say)
+    return run_id, computed, skipped
 
 
 @dataclass(frozen=True)
@@ -346,7 +477,7 @@ def load_clip_run(store: Store, run_id: str) -> ClipRunResult:
     if run.status != "done" or "rows" not in ks:
         raise UserInputError(f"run {run_id} is {run.status} and has no results yet; continue it with "
                              f"`domainbench run --resume {run_id}`")
-    return ClipRunResult(run, list(ks["rows"]), list(ks.get("paired", [])), list(ks["clips"]), dict(ks["units"]))
+    return ClipRunResult(run, list(ks["rows"]), list(ks.get("paired", [])), list(ks["clips"]), stored_units(store, run))
 
 
 def strip_frames(run: RunRecord, clip_name: str, corruption: str, severity: int,
@@ -368,17 +499,29 @@ def strip_frames(run: RunRecord, clip_name: str, corruption: str, severity: int,
 
 
 class ClipKind(SelfRunKind):
-    """The registry's entry for clip runs (``engine.kinds``). A clip run starts with :func:`start_clip_run` and
-    resumes with :func:`resume_clip_run` (the CLI's ``run`` and ``run --resume``); the engine's own start,
-    resume and a worker's claim are refused in one line before anything changes."""
+    """The registry's entry for clip runs (``engine.kinds``). A clip run starts with :func:`start_clip_run` (the
+    CLI's ``run``, ``domainbench.run``) or is queued (``service.launch.enqueue_run``); ``Engine.resume`` (``run
+    --resume``, ``domainbench.resume``, a worker's claim) hands the whole resume to :meth:`resume_run` after the
+    executor is checked against ``capabilities``: local or Ray."""
 
     name = CLIP_KIND
     start_hint = "domainbench run PLAN --dataset CLIPS --frames N"
     resume_words = "continue it with"
+    capabilities = KindCapabilities(executors=("local", "ray"))
+
+    def resume_run(self, session: RunSession) -> str:
+        """The engine's resume of a stored clip run, on the session's executor (a worker's Ray executor included)."""
+        assert session.run is not None
+        executor = session.executor if getattr(session.executor, "name", "local") == "ray" else "local"
+        rid, computed, skipped = continue_clip_run(session.store, session.run.run_id, say=session.events.message,
+                                                 executor=executor)
+        session.stats.computed_units += computed
+        session.stats.skipped_units += skipped
+        return rid
 
 
 register_kind(ClipKind())
 
-__all__ = ["CLIP_KIND", "ClipCell", "ClipKind", "ClipRunResult", "check_clip_options", "clip_cells", "clip_results",
-           "clip_seed", "is_clip_run", "load_clip_run", "refuse_temporal_on_images", "resume_clip_run",
+__all__ = ["CLIP_KIND", "ClipCell", "ClipKind", "ClipRunResult", "check_clip_inputs", "check_clip_options", "clip_cells", "clip_results",
+           "clip_seed", "clip_units", "continue_clip_run", "is_clip_run", "load_clip_run", "refuse_temporal_on_images", "resume_clip_run",
            "score_cell", "start_clip_run", "strip_frames"]

@@ -10,6 +10,9 @@ other cell, so every per-cell metric, interval and export applies:
   prediction, and SSIM/PSNR against it; their unit ``indices`` are the paired clean indices;
 - an unpaired labelled shift has no flips (stored 0, ``params.paired`` false) and no damage; its
   unit ``indices`` are positions in the shift folder's sorted file list.
+- class folders whose files name dataset images that ``--limit`` left out are paired with the whole
+  dataset's images: each model classifies the paired clean images with the shift (their predictions
+  count for the shift's flips only, never for the clean pass), and the units are indexed by position.
 
 A shift's folder is fingerprinted like the dataset when the run starts; a resume refuses a changed one.
 """
@@ -150,7 +153,10 @@ def score_shifts(ctx: RunContext, shifts: list[ShiftImages], shard_size: int, do
                 if ms.name not in unit_todo:
                     continue
                 paired_clean = None
-                if clean_preds is not None:
+                if clean_seen is not None and shift.source is not None:
+                    # partners --limit left out have no stored clean prediction: each model classifies them here
+                    paired_clean = classify(ms, clean_seen).preds
+                elif clean_preds is not None:
                     paired_clean = np.array([clean_preds[ms.name][int(i)] for i in batch.indices], dtype=np.int64)
                 write_unit(ctx, ms, cell, shard, batch, scored.preds, paired_clean, Corrupted(batch.images, {}), t0,
                            confidence=scored.confidence, vlm=scored.vlm, calibration=calibration_of(scored, batch.labels),
@@ -177,10 +183,11 @@ def _shift_batch(ctx: RunContext, shift: ShiftImages, positions: np.ndarray) -> 
     if shift.partner is None:
         return loaded, None
     partner = shift.partner[loaded.indices]
-    clean = ctx.dataset.load(partner)
+    clean = (shift.source if shift.source is not None else ctx.dataset).load(partner)
     keep = np.isin(partner, clean.indices)  # a clean partner that cannot be read pairs with nothing
     labels = None if loaded.labels is None else loaded.labels[keep]
-    return Batch(loaded.images[keep], partner[keep], labels, loaded.unreadable), clean.images
+    indices = shift.unit_indices()[loaded.indices]
+    return Batch(loaded.images[keep], indices[keep], labels, loaded.unreadable), clean.images
 
 
 def _stability_record(ctx: RunContext, ms: ModelState, cell: Cell, shard: int, indices: np.ndarray,

@@ -5,9 +5,9 @@ accuracy)``, for a labelled shift; for an unlabelled (paired) shift, or a datase
 it is the flip rate in percent, ``100 * flips / n`` (the drop needs labels on both sides).
 
 - **Per model**: the synthetic cell whose value is closest to the shift's (smallest absolute
-  difference; ties go to the first cell in (corruption, severity) order).
-- **Overall**: the cell with the smallest mean absolute difference over the models; the sentence
-  quotes the model-averaged values of that cell and of the shift.
+  difference; ties go to the first cell in (corruption, severity) order). This is the one meaning of "the
+  synthetic cell that behaves most like the real images": ``query.shift``'s sentence and the run page's
+  table both say it (an average over the models named another cell than each model's own and was dropped).
 - **Ranking** (at least 3 models with a value): per synthetic cell, Spearman's ρ
   (``scipy.stats.spearmanr``) between the models' values under the cell and under the shift; the
   cell with the largest ρ ranks the models most like the real shift. The plan as a whole ranks
@@ -45,10 +45,6 @@ class ShiftMatch:
     shift: str  # the cell name, shift:NAME
     measure: str  # "accuracy drop" or "flip rate"
     per_model: list[ModelMatch]
-    #: the cell closest on average over the models, with the mean values (synthetic, real)
-    closest: Cell | None
-    closest_synthetic: float | None
-    closest_real: float | None
     #: the cell whose values rank the models most like the shift, and its ρ (None: fewer than 3 models)
     ranking_cell: Cell | None
     ranking_rho: float | None
@@ -117,11 +113,6 @@ def match_shift(summary: RunSummary, shift: str) -> ShiftMatch:
             cell = min(sorted(synthetic[name]), key=lambda k: _gap(synthetic[name][k], real[name]))
             per_model.append(ModelMatch(name, real[name], cell, synthetic[name][cell]))
     shared = sorted(set.intersection(*(set(synthetic[m]) for m in models))) if models else []
-    closest = closest_syn = closest_real = None
-    if shared:
-        closest = min(shared, key=lambda k: round(float(np.mean([_gap(synthetic[m][k], real[m]) for m in models])), 9))
-        closest_syn = float(np.mean([synthetic[m][closest] for m in models]))
-        closest_real = float(np.mean([real[m] for m in models]))
     ranking_cell = ranking_rho = plan_rho = None
     if len(models) >= MIN_MODELS_TO_RANK and shared:
         reals = [real[m] for m in models]
@@ -132,7 +123,7 @@ def match_shift(summary: RunSummary, shift: str) -> ShiftMatch:
         common = [tuple(k) for k in summary.common_cells if _is_candidate(k[0]) and all(tuple(k) in synthetic[m] for m in models)]
         if common:
             plan_rho = _rho([float(np.mean([synthetic[m][k] for k in common])) for m in models], reals)
-    match = ShiftMatch(shift, measure, per_model, closest, closest_syn, closest_real, ranking_cell, ranking_rho, plan_rho, "")
+    match = ShiftMatch(shift, measure, per_model, ranking_cell, ranking_rho, plan_rho, "")
     return ShiftMatch(**{**match.__dict__, "sentence": sentence(match, len(models))})
 
 
@@ -142,8 +133,6 @@ def matches_section(matches: list[ShiftMatch]) -> dict[str, object]:
         return {}
     return {"shift_matches": [{
         "shift": m.shift, "measure": m.measure, "sentence": m.sentence,
-        "closest": None if m.closest is None else {"corruption": m.closest[0], "severity": m.closest[1],
-                                                    "synthetic": m.closest_synthetic, "real": m.closest_real},
         "ranking": None if m.ranking_cell is None else {"corruption": m.ranking_cell[0], "severity": m.ranking_cell[1],
                                                          "rho": m.ranking_rho},
         "plan_rho": m.plan_rho,
@@ -163,17 +152,12 @@ def _agreement(rho: float) -> str:
 
 
 def sentence(match: ShiftMatch, n_models: int) -> str:
-    """The plain-words summary ``show`` and the UI print for one shift."""
-    what = f"Your `{match.name}` images"
-    if match.closest is None:
-        return f"{what}: no synthetic cell to compare with ({match.measure} is not defined for this run's cells)."
-    corr, sev = match.closest
-    unit = "points" if match.measure == "accuracy drop" else "%"
-    avg = f", mean of {n_models} models" if n_models > 1 else ""
-    text = (f"{what} behave most like `{corr}` at severity {sev} ({match.measure} {match.closest_synthetic:.1f} vs "
-            f"{match.closest_real:.1f} {unit} on your images{avg})")
+    """Whether the plan ranks the models as the real shift does (3 or more models), in words; empty otherwise.
+
+    Which synthetic cell behaves most like the shift, per model, is said by ``query.shift``'s sentence."""
     if n_models < MIN_MODELS_TO_RANK:
-        return text + f"; ranking the models needs at least {MIN_MODELS_TO_RANK} of them."
+        return ""
+    what = f"On your `{match.name}` images, by {match.measure}"
     parts = []
     if match.plan_rho is not None:
         parts.append(f"the plan's ranking of models {_agreement(match.plan_rho)} the real shift (ρ = {match.plan_rho:.2f})")
@@ -181,5 +165,5 @@ def sentence(match: ShiftMatch, n_models: int) -> str:
         rc, rs = match.ranking_cell
         parts.append(f"`{rc}` at severity {rs} ranks them most like it (ρ = {match.ranking_rho:.2f})")
     if not parts:
-        return text + "; the models' values do not vary enough to rank them."
-    return text + "; " + "; ".join(parts) + "."
+        return f"{what}, the models' values do not vary enough to rank them."
+    return f"{what}: " + "; ".join(parts) + "."

@@ -163,6 +163,72 @@ class HFGenerativeVLM(GenerativeVLM):
                          per_question=per_q if len(per_q) > 1 else None)
 
 
+    # -- clips ----------------------------------------------------------------------------------
+    def video_prompts(self) -> list[str] | None:
+        """The prompts with a video in place of the image, or None where the model takes no video: it needs a
+        video processor, a video token in its config and a chat template that places the video (Qwen2-VL)."""
+        if getattr(self.processor, "video_processor", None) is None or not getattr(self.processor, "chat_template", None):
+            return None
+        token = getattr(self.processor, "video_token", None)
+        if getattr(self.model.config, "video_token_id", None) is None or not isinstance(token, str):
+            return None
+        prompts = []
+        for q in self.options.questions:
+            messages = [{"role": "user", "content": [{"type": "video"}, {"type": "text", "text": q}]}]
+            prompt = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            if token not in prompt:
+                return None
+            prompts.append(prompt)
+        return prompts
+
+    def accepts_video(self) -> bool:
+        return self.video_prompts() is not None
+
+    def classify_videos(self, clips: Sequence[np.ndarray]) -> VLMResult:
+        """One answer per clip, its sampled frames (T, H, W, 3) given together as one video input: by the
+        log-likelihood of each class name after the video prompt (the image contract's score, one full forward
+        per class) or, with ``--vlm-mode generate``, a greedy answer parsed to a class."""
+        prompts = self.video_prompts()
+        if prompts is None:
+            raise UserInputError(f"{self.name}: this model takes no video input; its clips are answered frame by frame")
+        videos = [np.ascontiguousarray(hwc_images(c, self.name)) for c in clips]
+        if self.options.mode == "generate":
+            per_q_answers = [[self._answer_video(v, p) for v in videos] for p in prompts]
+            per_q = np.array([[parse_answer(a, self.classes) for a in ans] for ans in per_q_answers], dtype=np.int64)
+            return VLMResult(per_q[0], answers=[a[:ANSWER_CHARS] for a in per_q_answers[0]],
+                             per_question=per_q if len(per_q) > 1 else None)
+        per_q_scores = [np.array([self._video_scores(v, p) for v in videos]).reshape(len(videos), len(self.classes))
+                        for p in prompts]
+        scores = np.mean(per_q_scores, axis=0)
+        per_question = np.stack([s.argmax(axis=1) for s in per_q_scores]) if len(per_q_scores) > 1 else None
+        return VLMResult(scores.argmax(axis=1).astype(np.int64), scores=scores, per_question=per_question)
+
+    @torch.inference_mode()
+    def _video_scores(self, video: np.ndarray, prompt: str) -> np.ndarray:
+        ctx = self.processor(videos=[video], text=[prompt], return_tensors="pt")
+        n_ctx = ctx["input_ids"].shape[1]
+        out = np.zeros(len(self.classes), dtype=np.float64)
+        for j, cont in enumerate(continuation_ids(self.processor, prompt, self.classes)):
+            ids = torch.cat([ctx["input_ids"][0], torch.tensor(cont, dtype=ctx["input_ids"].dtype)])[None]
+            extra = {k: torch.cat([v, v.new_zeros((1, len(cont)))], dim=1) for k, v in ctx.items()
+                     if k in ("mm_token_type_ids", "token_type_ids")}  # the continuation is text
+            inputs = to_model({k: v for k, v in ctx.items() if k not in _TEXT_INPUTS} | extra, self.model, self.device)
+            logits = self.model(input_ids=ids.to(self.device), attention_mask=torch.ones_like(ids).to(self.device),
+                                **inputs).logits[0].float()
+            lp = torch.log_softmax(logits, dim=-1)
+            total = float(sum(lp[n_ctx - 1 + k, t] for k, t in enumerate(cont)))
+            out[j] = total / len(cont) if self.options.score == "mean" else total
+        return out
+
+    def _answer_video(self, video: np.ndarray, prompt: str) -> str:
+        tok = getattr(self.processor, "tokenizer", self.processor)
+        enc = to_model(self.processor(videos=[video], text=[prompt], return_tensors="pt"), self.model, self.device)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, max_new_tokens=MAX_NEW_TOKENS, do_sample=False,
+                                      pad_token_id=getattr(tok, "pad_token_id", None) or getattr(tok, "eos_token_id", None))
+        return tok.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)[0].strip()
+
+
 def _has_processor(folder: Path) -> bool:
     return any((folder / f).is_file() for f in ("processor_config.json", "preprocessor_config.json"))
 

@@ -18,6 +18,7 @@ from domainbench.records.config import SHIFT_PREFIX
 from domainbench.query.compare import flip_comparison, paired_comparison, pooled_comparison, run_pairs
 from domainbench.query.confidence import OutcomesReader, RunOutcomes, load_draws, load_intervals, read_outcomes
 from domainbench.query.export import breaking_section, cell_fields, cell_rows, csv_rows, to_csv, to_json
+from domainbench.query.shift import RealShiftResult, real_shift_results
 from domainbench.engine.reports import build_report, load_report
 from domainbench.engine.vlm_units import load_unparseable_rates
 from domainbench.errors import UserInputError
@@ -46,7 +47,8 @@ __all__ = [
     "Store", "RunRecord", "StabilityRecord", "FmrUnitRecord", "run_status", "find_run",
     "CELL_FIELDS", "cell_fields", "FINISHED", "OutcomesReader", "check", "groups", "RunOutcomes", "cell_rows", "cell_units", "comparison", "draws", "drawn_of", "intervals", "outcomes", "outcomes_once", "run_draws", "pairs", "clean_units", "model_units", "task_run", "task_verdict_lines", "task_prediction_columns", "done_cells", "expected_cells", "export_csv", "export_json", "export_rows", "flip_verdicts", "task_gallery_pixels", "clip_run", "clip_prediction_rows", "clip_verdict_lines", "clip_strip", "pooled",
     "fmr_records", "get_run", "list_runs", "recreate", "recreate_images", "report", "report_of", "run_fingerprint",
-    "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains",
+    "run_progress", "shift_matches_of", "stability_records", "stored_domain", "stored_domains", "unit_counts",
+    "real_shift", "RealShiftResult",
 ]
 
 
@@ -105,6 +107,8 @@ def done_cells(store: Store, run: RunRecord) -> int:
         return len({k[1] for k in store.fmr.keys(run_id=run.run_id)})
     if run.kind in TASK_KINDS:  # a VQA or retrieval run stores one unit per (model, cell)
         return len(store.task_units.keys(run_id=run.run_id))
+    if run.kind == "clip":  # one unit per (model, cell): a clip_units document, or on an older clip run's record
+        return len(store.clip_units.keys(run_id=run.run_id)) + len((run.kind_settings or {}).get("units", {}))
     return len({(k[1], k[2], k[3]) for k in store.units.keys(run_id=run.run_id)})
 
 
@@ -122,6 +126,15 @@ def unit_keys(store: Store, run: RunRecord) -> set[tuple[Any, ...]]:
 def stored_units(store: Store, run_id: str) -> int:
     """How many units the run has stored (keys only)."""
     return len(store.units.keys(run_id=run_id))
+
+
+def unit_counts(store: Store, run: RunRecord) -> tuple[int, int]:
+    """(:func:`stored_units`, :func:`done_cells`) of the run, its unit keys read once where both count them (a
+    corruption run: reading a large run's keys scans its unit rows)."""
+    if run.fmr is not None or run.kind in TASK_KINDS:
+        return stored_units(store, run.run_id), done_cells(store, run)
+    keys = store.units.keys(run_id=run.run_id)
+    return len(keys), len({(k[1], k[2], k[3]) for k in keys})
 
 
 def run_fingerprint(store: Store, run_id: str) -> tuple[Any, ...]:
@@ -171,6 +184,14 @@ def report(store: Store, run_id: str, baseline: str | None = None) -> RunReport:
 def shift_matches_of(report: RunReport) -> list[ShiftMatch]:
     """Per real-shift cell (``shift:NAME``), the synthetic cell that behaves most like it, with its sentence."""
     return shift_matches(report.classification)
+
+
+def real_shift(store: Store, report: RunReport, confidence: float = DEFAULT_CONFIDENCE,
+               read: OutcomesReader = read_outcomes) -> list[RealShiftResult]:
+    """Per real-shift cell (``shift:NAME``): each model's accuracy on the real images with its interval (flips where
+    unlabelled), the paired test between the models on them, the synthetic cell that behaves most like them, and the
+    sentence that says it (``query.shift``): `show`, the run page's verdict and ``export --format json`` print it."""
+    return real_shift_results(store, report, confidence, read)
 
 
 def outcomes(store: Store, run_id: str) -> RunOutcomes:
@@ -298,8 +319,10 @@ def export_json(run: RunRecord, report: RunReport, store: Store | None = None,
     read = outcomes_once()  # the intervals and the pairs of one run: its units read once
     found = _groups_if_any(store, report, confidence, read)
     tied = {} if found is None else {"groups": found.model_dump(mode="json")}
+    real = [r.as_json() for r in real_shift(store, report, confidence, read)]
     return to_json(run, report, intervals(store, report, confidence, read),
-                   {**pairs(store, report, confidence, read), **tied, **breaking_section(run.breaking_points), **shifts})
+                   {**pairs(store, report, confidence, read), **tied, **breaking_section(run.breaking_points), **shifts,
+                    **({"real_shift": real} if real else {})})
 
 
 # --------------------------------------------------------------------------- per-image records

@@ -13,7 +13,7 @@ from domainbench.metrics.classification import MetricInputError
 from domainbench.metrics.compare_intervals import RunDraws, run_draws
 from domainbench.metrics.confidence import RunIntervals, run_intervals
 from domainbench.records.config import SHIFT_PREFIX
-from domainbench.metrics.outcomes import ImageOutcomes, image_outcomes, shift_outcomes
+from domainbench.metrics.outcomes import ImageOutcomes, UnitPredictions, image_outcomes, shift_outcomes
 from domainbench.records.report import RunReport
 from domainbench.stats.bootstrap import DEFAULT_RESAMPLES
 from domainbench.stats.intervals import DEFAULT_CONFIDENCE, check_confidence
@@ -57,16 +57,27 @@ def _read_only(outcomes: ImageOutcomes) -> ImageOutcomes:
 
 
 def read_outcomes(store: Store, run_id: str) -> RunOutcomes:
-    """Read the run's unit documents once and keep what the statistics use from them."""
-    units = store.units(run_id)
+    """Read the run's unit documents once and keep what the statistics use from them.
+
+    The per-image arrays come from ``Store.unit_predictions`` (every unit was validated when it was written; a
+    validated read of thousands of small units took seconds per run); the few units kept whole are read
+    validated: the real-shift cells' and, for an adaptive run (its confidence sequences replay them), all."""
     run = store.get_run(run_id)
+    adaptive: tuple[UnitRecord, ...] | None = None
+    if run is not None and run.config.adaptive:
+        adaptive = tuple(store.units(run_id))
+        stored: list[UnitRecord] | list[UnitPredictions] = list(adaptive)
+        shifts = [u for u in adaptive if u.corruption.startswith(SHIFT_PREFIX)]
+    else:
+        stored = [UnitPredictions.from_stored(d) for d in store.unit_predictions(run_id)]
+        names = dict.fromkeys(u.corruption for u in stored if u.corruption.startswith(SHIFT_PREFIX))
+        shifts = [u for name in names for u in store.units(run_id, corruption=name)]
     try:
-        images, problem = _read_only(image_outcomes(units)), ""
+        images, problem = _read_only(image_outcomes(stored)), ""
     except MetricInputError as e:
         images, problem = None, str(e)
-    return RunOutcomes(run_id=run_id, images=images, problem=problem,
-                       shift_units=tuple(u for u in units if u.corruption.startswith(SHIFT_PREFIX)),
-                       adaptive_units=tuple(units) if run is not None and run.config.adaptive else None)
+    return RunOutcomes(run_id=run_id, images=images, problem=problem, shift_units=tuple(shifts),
+                       adaptive_units=adaptive)
 
 
 def load_outcomes(store: Store, run_id: str, read: OutcomesReader = read_outcomes) -> ImageOutcomes:

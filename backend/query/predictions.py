@@ -111,9 +111,9 @@ def _dataset(run: RunRecord) -> Any:
 
 
 def _shift_files(run: RunRecord, ds: Any) -> dict[str, dict[int, str]]:
-    """Per real-shift cell, the file in its folder of each unit index (a paired shift's units are indexed by
-    the clean images, an unpaired one's by position in the folder); a folder that cannot be read any more
-    gives no paths."""
+    """Per real-shift cell, the file in its folder of each unit index (``ShiftImages.unit_indices``: a paired
+    shift's units are indexed by the clean images, another's by position in the folder); a folder that cannot be
+    read any more gives no paths."""
     if not run.domain.shift or ds is None:
         return {}
     from domainbench.data.shift_folder import open_shift
@@ -126,7 +126,7 @@ def _shift_files(run: RunRecord, ds: Any) -> dict[str, dict[int, str]]:
         except UserInputError:
             continue
         check_same_shifts(run.run_id, run.dataset.shifts if run.dataset is not None else {}, [shift])
-        keys = range(len(shift.images)) if shift.partner is None else shift.partner.tolist()
+        keys = shift.unit_indices().tolist()
         out[s.cell_name] = {int(k): str(p) for k, p in zip(keys, shift.images.paths or [], strict=True)}
     return out
 

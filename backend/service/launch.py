@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domainbench.records.config import DomainConfig, FmrSettings, RunConfig
 from domainbench.errors import UserInputError
 from domainbench.store import Store
 from domainbench.store.records import RunRecord
+
+if TYPE_CHECKING:
+    from domainbench.data.clips import Sampling
 
 def check_model_name(name: str) -> None:
     """Raise ``UserInputError`` naming the model and the close names when ``name`` is not known.
@@ -104,9 +107,10 @@ def check_model_args(model_args: dict[str, dict[str, Any]], models: list[str], g
 
 
 def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str | None = None,
-                fmr: FmrSettings | None = None) -> RunRecord:
+                fmr: FmrSettings | None = None, sampling: Sampling | None = None) -> RunRecord:
     """Check the inputs, then store the domain and a queued run that any worker can take (an FMR
-    search with ``fmr`` settings).
+    search with ``fmr`` settings; a clip run when ``cfg.dataset`` is a clip folder or ``sampling`` is given:
+    ``domainbench.data.clips.Sampling``, default 8 frames per clip).
 
     ``DuplicateRunError`` (with the other run's id) when the same work is already queued or running.
     """
@@ -118,6 +122,19 @@ def enqueue_run(store: Store, domain: DomainConfig, cfg: RunConfig, run_id: str 
         if not domain.domain.strip():
             raise UserInputError("the domain description is empty; describe where your images come from")
         return queue_run(store, domain, check_task_inputs(domain, cfg), run_id, kind=cfg.task)
+    if fmr is None and cfg.task == "classification":
+        from domainbench.data.clips import Sampling as ClipSampling, is_clip_dataset
+
+        if sampling is not None or is_clip_dataset(cfg.dataset):
+            from domainbench.engine.clip_kind import CLIP_KIND, check_clip_inputs
+
+            if not domain.domain.strip():
+                raise UserInputError("the domain description is empty; describe where your clips come from")
+            cfg, settings = check_clip_inputs(domain, cfg, sampling or ClipSampling(seed=cfg.seed))
+            for m in cfg.models:
+                check_model_name(m)
+            check_model_args(cfg.model_args, cfg.models)
+            return queue_run(store, domain, cfg, run_id, kind=CLIP_KIND, kind_settings=settings)
     if fmr is None:
         from domainbench.engine.clip_kind import still_image_plan
 

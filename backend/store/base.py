@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 #: collection -> key fields (declared in ``collections.py``; this name is kept for callers)
 COLLECTIONS: dict[Collection, tuple[str, ...]] = KEY_FIELDS
+#: what ``Store.unit_predictions`` reads of a unit (besides whether it stores a confusion matrix)
+UNIT_PREDICTION_FIELDS = ("model", "corruption", "severity", "shard", "preds", "indices", "labels")
 
 
 def key_of(collection: str, doc: dict[str, Any]) -> tuple[Any, ...]:
@@ -94,6 +96,31 @@ class Store(Repositories, ABC):
             if doc is not None:
                 out.append(model.model_validate(doc))
         return out
+
+    def unit_predictions(self, run_id: str) -> list[dict[str, Any]]:
+        """The per-image fields of the run's units in stored order, read without validating each document: per unit
+        its key (``model``, ``corruption``, ``severity``, ``shard``), ``preds``, ``indices`` and ``labels`` as stored
+        (a plain list or a packed array's JSON form; ``labels`` None where the unit stores none) and ``labelled``
+        (the unit stores a confusion matrix).
+
+        Every unit was validated when it was written; what its per-image outcomes need is read here at a fraction
+        of a validated read's cost (the statistics of a run of thousands of small shards). Documents are upgraded
+        as ``find`` upgrades them, so a newer domainbench's document still raises ``StoreVersionError``."""
+        from domainbench.store.records import upgrade
+
+        out = []
+        for raw in self._unit_prediction_docs(run_id):
+            doc = upgrade(Collection.UNITS, raw, self.description)
+            if doc is not None:
+                found = {k: doc.get(k) for k in UNIT_PREDICTION_FIELDS}
+                found["labelled"] = doc.get("confusion") is not None
+                out.append(found)
+        return out
+
+    def _unit_prediction_docs(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's unit documents in stored order, holding at least ``schema_version``, ``UNIT_PREDICTION_FIELDS``
+        and ``confusion`` (a backend may read only those, and put any value that is not None for a stored matrix)."""
+        return self._find(Collection.UNITS, {"run_id": run_id})
 
     def _labelset(self, key: str) -> list[str] | None:
         docs = self._find(Collection.LABELSETS, {"labelset_id": key})

@@ -22,6 +22,8 @@ class Collection(StrEnum):
     FMR = "fmr"
     #: one (model, cell) of a VQA or retrieval run: its outcomes, answers or ranks and prediction rows
     TASK_UNITS = "task_units"
+    #: one (model, cell) of a clip run: each sampled frame's prediction and each clip's mean-embedding one
+    CLIP_UNITS = "clip_units"
     #: a finished run's report (rebuildable from the other records)
     SUMMARIES = "summaries"
     #: class lists too long to repeat in every unit, stored once by digest (labelsets.py)
@@ -39,6 +41,7 @@ KEY_FIELDS: dict[Collection, tuple[str, ...]] = {
     Collection.THREAT: ("run_id", "corruption", "severity", "shard"),
     Collection.FMR: ("run_id", "model", "shard"),
     Collection.TASK_UNITS: ("run_id", "model", "corruption", "severity"),
+    Collection.CLIP_UNITS: ("run_id", "model", "cell"),
     Collection.SUMMARIES: ("run_id",),
     Collection.LABELSETS: ("labelset_id",),
     Collection.TEXT_EMBEDDINGS: ("cache_key",),

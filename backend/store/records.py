@@ -250,6 +250,27 @@ class TaskUnitRecord(_Record):
     computed_at: str | None = None
 
 
+class ClipUnitRecord(_Record):
+    """One (run, model, cell) of a clip run (``engine.clip_kind``), stored as soon as it is computed.
+
+    ``cell``: the cell's key (``clean``, ``flicker:4``, ``gaussian_noise:3/static``); ``preds``: per clip (in the
+    run's ``kind_settings["clips"]`` order), each sampled frame's predicted class; ``mean_preds``: per clip, the
+    prediction of its frames' mean embedding (None for a model without embeddings: a generative VLM);
+    ``video_preds`` / ``video_answers``: per clip, a video-input model's answer to the whole clip (None otherwise). Runs stored
+    before this collection keep their units on the run record (``kind_settings["units"]``), read unchanged.
+    """
+
+    schema_version: Literal[1] = 1
+    run_id: str
+    model: str
+    cell: str
+    preds: list[list[int]]
+    mean_preds: list[int] | None = None
+    video_preds: list[int] | None = None
+    video_answers: list[str] | None = None
+    computed_at: str | None = None
+
+
 class LabelSetRecord(_Record):
     """A class list stored once and named by the digest of its JSON (``domainbench.store.labelsets``)."""
 
@@ -278,6 +299,7 @@ RECORDS: dict[Collection, type[BaseModel]] = {
     Collection.THREAT: ThreatRecord,
     Collection.FMR: FmrUnitRecord,
     Collection.TASK_UNITS: TaskUnitRecord,
+    Collection.CLIP_UNITS: ClipUnitRecord,
     # a finished run's report (rebuildable from the other records)
     Collection.SUMMARIES: RunReport,
     Collection.LABELSETS: LabelSetRecord,
@@ -292,6 +314,7 @@ CURRENT_VERSIONS: dict[Collection, int] = {
     Collection.THREAT: 1,
     Collection.FMR: 1,
     Collection.TASK_UNITS: 1,
+    Collection.CLIP_UNITS: 1,
     Collection.SUMMARIES: REPORT_SCHEMA_VERSION,
     Collection.LABELSETS: 1,
     Collection.TEXT_EMBEDDINGS: 1,

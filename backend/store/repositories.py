@@ -19,8 +19,8 @@ from domainbench.store.collections import Collection
 if TYPE_CHECKING:
     from domainbench.records.config import DomainConfig
     from domainbench.records.report import RunReport
-    from domainbench.store.records import (DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord, TaskUnitRecord,
-                                           TextEmbeddingRecord, ThreatRecord, UnitRecord)
+    from domainbench.store.records import (ClipUnitRecord, DomainRecord, FmrUnitRecord, RunRecord, StabilityRecord,
+                                           TaskUnitRecord, TextEmbeddingRecord, ThreatRecord, UnitRecord)
 
 R = TypeVar("R")
 
@@ -135,6 +135,10 @@ class Repositories:
     @property
     def task_units(self: Documents) -> RunRecords[TaskUnitRecord]:
         return RunRecords(self, Collection.TASK_UNITS)
+
+    @property
+    def clip_units(self: Documents) -> RunRecords[ClipUnitRecord]:
+        return RunRecords(self, Collection.CLIP_UNITS)
 
     @property
     def caches(self: Documents) -> CacheRepository:

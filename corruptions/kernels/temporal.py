@@ -157,31 +157,80 @@ def h264_encoder() -> str:
     return "libx264" if "libx264" in av.codecs_available else "mpeg4"
 
 
+def rgb_to_yuv420(frame: np.ndarray) -> np.ndarray:
+    """One even-sided RGB frame as a planar 4:2:0 buffer (Y, then U, then V; PyAV's ``yuv420p`` ndarray layout),
+    BT.601 limited range in integer arithmetic, chroma averaged over each 2 x 2 block (centre sited).
+
+    Done here rather than by FFmpeg's swscale, whose SIMD paths are not bit-exact with its C path, so the codec's
+    input is the same on every CPU."""
+    h, w = frame.shape[:2]
+    r, g, b = (frame[..., c].astype(np.int32) for c in range(3))
+    y = ((66 * r + 129 * g + 25 * b + 128) >> 8) + 16
+    # chroma at full precision (x 256) summed over each 2 x 2 block (x 4), rounded once
+    u = (-38 * r - 74 * g + 112 * b).reshape(h // 2, 2, w // 2, 2).sum(axis=(1, 3))
+    v = (112 * r - 94 * g - 18 * b).reshape(h // 2, 2, w // 2, 2).sum(axis=(1, 3))
+    u, v = (((c + 512) >> 10) + 128 for c in (u, v))
+    planes = [np.clip(c, 0, 255).astype(np.uint8).ravel() for c in (y, u, v)]
+    return np.concatenate(planes).reshape(h * 3 // 2, w)
+
+
+def _upsample2(c: np.ndarray, axis: int) -> np.ndarray:
+    """Twice as many samples along ``axis`` by the centre-sited (1, 3) / 4 filter, edges repeated; x 4, not rounded."""
+    n = c.shape[axis]
+    prev = np.take(c, np.r_[0, np.arange(n - 1)], axis=axis)
+    nxt = np.take(c, np.r_[np.arange(1, n), n - 1], axis=axis)
+    out = np.stack([prev + 3 * c, 3 * c + nxt], axis=axis + 1)
+    shape = list(c.shape)
+    shape[axis] *= 2
+    return out.reshape(shape)
+
+
+def yuv420_to_rgb(buf: np.ndarray, h: int, w: int) -> np.ndarray:
+    """The inverse of :func:`rgb_to_yuv420` for a decoded ``yuv420p`` buffer (chroma upsampled bilinearly),
+    integer arithmetic, rounded once."""
+    flat = buf.reshape(-1)
+    y = flat[: h * w].reshape(h, w).astype(np.int32) - 16
+    u = flat[h * w: h * w * 5 // 4].reshape(h // 2, w // 2).astype(np.int32)
+    v = flat[h * w * 5 // 4: h * w * 3 // 2].reshape(h // 2, w // 2).astype(np.int32)
+    # chroma x 16 after the two passes; Y scaled to match
+    d, e = (_upsample2(_upsample2(c, 0), 1) - 16 * 128 for c in (u, v))
+    y16 = 298 * 16 * y
+    rgb = np.stack([y16 + 409 * e, y16 - 100 * d - 208 * e, y16 + 516 * d], axis=-1)
+    return np.clip((rgb + 2048) >> 12, 0, 255).astype(np.uint8)
+
+
+#: x264 options beyond the preset. ``cpu-independent``: x264's SIMD macroblock-tree functions read past the end of
+#: their buffers, so the encoding depended on whatever the heap held there (about 1 call in 10 differed once other
+#: corruptions had run in the process; a fresh process with ``MALLOC_PERTURB_=1`` differed every time), and their
+#: floating point is not bit-exact with the C path; with it x264 takes its C versions and gives the same bytes as
+#: with all assembly off (checked), on every CPU. One thread, no scene cuts: x264's output depends on both.
+X264_PARAMS = "scenecut=0:threads=1:lookahead-threads=1:cpu-independent=1"
+
+
 def codec_roundtrip(frames: np.ndarray, fps: float, bitrate: int, gop: int) -> np.ndarray:
-    """The clip encoded at ``bitrate`` with key frames every ``gop`` frames and decoded again (PyAV, single thread:
-    the same bytes on every machine)."""
+    """The clip encoded at ``bitrate`` with key frames every ``gop`` frames and decoded again: the same bytes for
+    the same frames in every process and on every machine (single thread, CPU-independent x264, colour conversion
+    in numpy)."""
     import av
 
     t, h, w = frames.shape[:3]
     # 4:2:0 chroma needs even sides: pad by repeating the edge, crop after decoding
     padded = np.pad(frames, ((0, 0), (0, h % 2), (0, w % 2), (0, 0)), mode="edge") if (h % 2 or w % 2) else frames
+    ph, pw = padded.shape[1:3]
     name = h264_encoder()
     enc = av.CodecContext.create(name, "w")
-    enc.width, enc.height, enc.pix_fmt = padded.shape[2], padded.shape[1], "yuv420p"
+    enc.width, enc.height, enc.pix_fmt = pw, ph, "yuv420p"
     enc.time_base = Fraction(1, 1000)
     enc.framerate = Fraction(fps).limit_denominator(1001)
     enc.bit_rate = int(bitrate)
     enc.gop_size = gop
-    # one thread in the encoder and the decoder, whatever the machine's cores (x264's output depends on its thread
-    # count). A small jitter remains: now and then, after other corruptions ran in the process, the round trip
-    # differs by ~0.2/255 on average (cause not found; tests/corruptions/test_temporal.py holds it to a tolerance)
     enc.thread_count = 1
     if name == "libx264":
         enc.options = {"preset": "medium", "threads": "1",
-                       "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:threads=1:lookahead-threads=1"}
+                       "x264-params": f"keyint={gop}:min-keyint={gop}:{X264_PARAMS}"}
     packets = []
     for i, frame in enumerate(padded):
-        vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
+        vf = av.VideoFrame.from_ndarray(rgb_to_yuv420(frame), format="yuv420p")
         vf.pts = int(round(i * 1000 / fps))
         vf.time_base = enc.time_base
         packets.extend(enc.encode(vf))
@@ -194,8 +243,10 @@ def codec_roundtrip(frames: np.ndarray, fps: float, bitrate: int, gop: int) -> n
     decoded.extend(dec.decode(None))
     if len(decoded) != t:
         raise RuntimeError(f"{name} round trip returned {len(decoded)} frames for {t}")
+    if any(f.format.name != "yuv420p" or (f.height, f.width) != (ph, pw) for f in decoded):
+        raise RuntimeError(f"{name} round trip returned frames other than {pw}x{ph} yuv420p")
     decoded.sort(key=lambda f: f.pts)
-    return np.stack([f.to_ndarray(format="rgb24")[:h, :w] for f in decoded])
+    return np.stack([yuv420_to_rgb(f.to_ndarray(), ph, pw)[:h, :w] for f in decoded])
 
 
 #: short side below which a clip is enlarged before encoding: at fewer pixels the codec's fixed cost per frame
@@ -434,7 +485,9 @@ CORRUPTIONS: list[CorruptionSpec] = [
         ladder={1: {"bpp": 0.2}, 2: {"bpp": 0.1}, 3: {"bpp": 0.05}, 4: {"bpp": 0.025}, 5: {"bpp": 0.0125}},
         ranges={"bpp": (0.3, 0.01)},
         apply_clip=h264_compression,
-        backend="PyAV: libx264 (preset medium, one thread) encode, FFmpeg h264 decode; mpeg4 part 2 where libx264 is absent",
+        backend="PyAV: libx264 (preset medium, one thread, cpu-independent) encode, FFmpeg h264 decode, BT.601 4:2:0 conversion in numpy; mpeg4 part 2 where libx264 is absent",
+        # 2: byte-reproducible (x264 cpu-independent, colour conversion in numpy instead of swscale)
+        ladder_version=2,
     ),
     CorruptionSpec(
         name="moving_rain",

@@ -65,16 +65,18 @@ def choose_runs(runs: list[RunRecord]) -> list[str]:
         n_fmr = sum(1 for r in runs if r.fmr is not None)
         setup = ("" if picked.setup is None else f", all on {picked.setup[0]} with {picked.setup[1]} images and "
                  f"models {', '.join(picked.setup[2])}")
+        # one caption, not two: at 1,024 px the verdict must start on the first screen
         st.caption(f"Chosen by default: the most complete finished corruption run of each domain ({len(default)} runs"
                    f"{setup}), so every one is comparable with the others"
                    + (f"; the {n_fmr} FMR run(s) are compared in their own section below." if n_fmr else ".")
-                   + " Change the selection below; the link keeps it.")
-        if picked.left_out:
-            st.caption("Not in the default: " + "; ".join(f"{md_escape(d)} ({why})" for d, why in picked.left_out.items()))
+                   + " Change the selection below; the link keeps it."
+                   + (" Not in the default: " + "; ".join(f"{md_escape(d)} ({why})" for d, why in picked.left_out.items())
+                      + "." if picked.left_out else ""))
     chosen = st.multiselect(
         f"runs ({len(runs)} stored; runs of one domain share a column)", list(by_id), default=default,
-        # the whole run id: Streamlit tells options apart by their label
-        format_func=lambda r: f"[{status[r]}] {data.short_text(by_id[r].domain.domain or '?', 40)} · {r}", key=SELECT_KEY,
+        # the whole run id, first: Streamlit tells options apart by their label, and a chip too narrow for it (1,024 px)
+        # cuts the end, the domain's text, which the id's own slug begins anyway
+        format_func=lambda r: f"{r} [{status[r]}] · {data.short_text(by_id[r].domain.domain or '?', 40)}", key=SELECT_KEY,
         placeholder="choose runs to compare",
     )
     by_domain: dict[str, list[str]] = {}
@@ -242,7 +244,10 @@ def ranking_section(ranking: pd.DataFrame, groups: dict[str, str] | None = None)
     st.subheader("Ranking: clean → corrupted")
     shown = ranking.drop(columns=[c for _, low, high in data.RANKING_INTERVALS.values() for c in (low, high)])
     ci_note = "The interval is of the average over the domain columns (drawn, see above)."
-    exports.table(shown, "compare-ranking", "ranking", column_config={
+    # an average shown once, with its interval ("82.9 % (63.0–98.2)"), so the table fits 1,024–1,400 px; the CSV keeps
+    # the bare value beside it
+    order = [c for c in shown.columns if not (c in RANKING_CI and RANKING_CI[c][0] in shown.columns)]
+    exports.table(shown, "compare-ranking", "ranking", column_order=order, column_config={
         "clean acc %": st.column_config.NumberColumn("clean acc %", format="%.1f"),
         "corrupted acc %": st.column_config.NumberColumn("corrupted acc %", format="%.1f"),
         **{ci: st.column_config.TextColumn(ci, help=f"{verdict.ci_help(header)} {ci_note}")
@@ -256,7 +261,12 @@ def ranking_section(ranking: pd.DataFrame, groups: dict[str, str] | None = None)
         st.warning("Not every model has every domain: " + "; ".join(
             f"{m}: {n}" for m, n in zip(ranking["model"], ranking["note"], strict=True) if n)
             + ". Its averages cover only its own domains (the note column).")
-    exports.chart(figures.rank_change(ranking, groups), "compare-rank-change", "rank-change")
+    fig = figures.rank_change(ranking, groups)
+    # the tied groups' clause on a line of its own: in one line the title runs past the column at 1,024–1,400 px
+    if fig.layout.title.text and "; letters:" in fig.layout.title.text:
+        fig.update_layout(title_text=fig.layout.title.text.replace("; letters:", ";<br>letters:", 1),
+                          margin={"t": max(fig.layout.margin.t or 0, 90)})
+    exports.chart(fig, "compare-rank-change", "rank-change")
     st.caption("Accuracies (%) are averaged over the domains a model was evaluated in (`domains`; a domain with "
                "several columns counts once, its columns averaged first); mean mCE is "
                "a ratio to the baseline (1.0 = as robust as the baseline, lower is better). A rank's bar is the 95 % "

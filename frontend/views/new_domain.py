@@ -345,6 +345,9 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
         threat = c6.checkbox("measure PD threat", value=True, key="threat")
         skip_unreadable = st.checkbox("skip image files that do not decode (counted and listed in the run; "
                                       "otherwise such a file refuses the dataset)", value=False, key="skip-unreadable")
+        frames = st.number_input("frames per clip, when the dataset is a clip folder (class folders of videos or of "
+                                 "frame folders; every clip is evaluated, the image limit does not apply)",
+                                 min_value=1, value=8, key="clip-frames")
         f1, f2 = st.columns([3, 1])
         fmr = f1.checkbox("FMR search instead: the hardest perturbations an oracle zoo still labels correctly "
                           "(SA, PA, FMR per model)", value=False, key="fmr")
@@ -360,8 +363,9 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
         return
     chosen = models + [m.strip() for m in extra.split(",") if m.strip() and m.strip() not in models]
     try:
-        run_cfg = launching.run_config(chosen, dataset, int(limit) or None, baseline.strip() or None, device,
-                                       stability and not fmr, threat and not fmr, skip_unreadable)
+        clips = not fmr and launching.is_clip_folder(dataset)
+        run_cfg = launching.run_config(chosen, dataset, None if clips else int(limit) or None, baseline.strip() or None,
+                                       device, stability and not fmr, threat and not fmr, skip_unreadable)
         settings = launching.fmr_settings(oracle, int(fmr_budget)) if fmr else None
         both = [m for m in chosen if settings is not None and m in settings.oracle]
         if both and not overlap_ok:  # said before anything is queued, not after the run finishes
@@ -371,7 +375,7 @@ def launch_form(store: Store, cfg: DomainConfig) -> None:
                        "oracle member”.")
             return
         with st.spinner("checking the dataset and the models…"):
-            run = launching.enqueue(store, cfg, run_cfg, fmr=settings)
+            run = launching.enqueue(store, cfg, run_cfg, fmr=settings, frames=int(frames) if clips else None)
     except DuplicateRunError as e:
         st.warning(f"Not queued again — {error_text(e)}. It is listed below.")
         return

@@ -704,7 +704,7 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
                     notes=[] if ri is None else ri.notes, groups=verdict.groups(store, store_key, run_id, fingerprint))
     verdict.anytime_note(ri)
     configuration_section(view.run)
-    shift_section.show(view.report)
+    shift_section.show(store, store_key, run_id, fingerprint)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
     for tab, (label, draw) in zip(tabs, TABS.items(), strict=True):

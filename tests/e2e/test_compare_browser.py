@@ -81,5 +81,26 @@ def test_compare_default_selection_baseline_and_no_misleading_average(chromium: 
             assert "embedded:good, embedded:weak" in warning
             expect(page.get_by_role("combobox", name="baseline for mCE / rCE / mFR")).to_have_value(OWN)
             page.screenshot(path=str(SHOTS / "compare-mixed-baselines-1024.png"), full_page=True)
+
+            # flagged runs (the UI's 30-image runs, the one-model run): named and left out until included; included,
+            # a domain still counts once (x-ray's two setups are two columns of one domain) and the model evaluated
+            # in fewer domains is marked, in the ranking's warning and in the verdict's sentence
+            runs = urllib.parse.quote(",".join([syn.NIGHT, syn.NIGHT_UI, syn.XRAY, syn.XRAY_UI, syn.AUG]))
+            page.set_viewport_size({"width": 1400, "height": 900})
+            page.goto(f"{server}/compare?runs={runs}")
+            expect(page.get_by_text("Not comparable with the rest").first).to_be_visible()
+            wait_idle(page)
+            flagged = page.locator("[data-testid=stAlert]").filter(has_text="Not comparable with the rest").inner_text()
+            assert syn.AUG in flagged, flagged
+            body = page.inner_text("body")
+            assert "of 3 domains" not in body and "Not every model has every domain" not in body  # flagged: left out
+            page.get_by_text("include them anyway").click()
+            expect(page.get_by_text("Not every model has every domain").first).to_be_visible()
+            wait_idle(page)
+            body = page.inner_text("body")
+            assert "embedded:good: averaged over 2 of 3 domains" in body  # five columns, three domains
+            assert "Across 2 domain(s), embedded:good keeps the most accuracy under corruption" in body
+            assert "embedded:good is averaged over 2 of 3 domains, so this is not a like-for-like average" in body
+            page.screenshot(path=str(SHOTS / "compare-flagged-included-1400.png"), full_page=True)
         finally:
             browser.close()

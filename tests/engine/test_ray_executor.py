@@ -437,3 +437,54 @@ def test_an_adaptive_ray_run_stops_the_cells_the_local_run_stops(local_ray: Any,
     assert set(per_cell) == {("clean", 0), ("gaussian_noise", 1), ("gaussian_noise", 4), ("brightness", 3)}
     assert max(per_cell.values()) < 8
     assert _numbers(store, local) == _numbers(store, remote)
+
+
+CLIP_DOMAIN = DomainConfig(domain="clips on ray", corruptions=[
+    CorruptionChoice(name="flicker", severities=[4], reason="mains lamps"),
+    CorruptionChoice(name="gaussian_noise", severities=[3], reason="sensor"),
+])
+
+
+def test_a_clip_run_on_ray_stores_exactly_the_units_of_the_local_run_and_a_local_run_resumes_on_ray(
+        local_ray: Any, home: Path, tmp_path: Path, one_thread: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clip runs (engine.clip_kind) on Ray: one corruption task per cell, one actor call per (model, cell), the same
+    units, rows and verdicts as the local executor; a local run that failed part-way resumes on Ray (Engine.resume,
+    as a worker's claim does) to the same units without recomputing the stored ones."""
+    from domainbench.data.clip_samples import write_sample_clips
+    from domainbench.data.clips import Sampling
+    from domainbench.engine import clip_kind
+    from domainbench.engine.clip_kind import load_clip_run, start_clip_run
+
+    clips = write_sample_clips(tmp_path / "clips", per_class=1, frames=6, size=32, classes=2, seed=0)
+    plan = RunConfig(dataset=str(clips), image_size=32, workers=0, models=["fake:a", "fake:b"])
+    store = open_store()
+    local = start_clip_run(store, CLIP_DOMAIN, plan, Sampling(frames=4), "clip-local")
+    remote = start_clip_run(store, CLIP_DOMAIN, plan, Sampling(frames=4), "clip-ray", executor=RAY_GROUPS)
+    a, b = load_clip_run(store, local), load_clip_run(store, remote)
+    assert len(a.units) == 2 * 3 and a.units == b.units  # models × cells (clean, flicker:4, gaussian_noise:3)
+    assert a.rows == b.rows and a.paired == b.paired and a.clips == b.clips
+    assert len(a.clips) == 2 and all(len(c["frame_indices"]) == 4 for c in a.clips)
+    env = store.get_run(remote).environment
+    assert env["executor"] == "ray" and env["actors"] == 2
+
+    real, calls = clip_kind.score_cell, []
+
+    def fails_on_the_third(ms: Any, frames: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("the third unit fails")
+        return real(ms, frames)
+
+    monkeypatch.setattr(clip_kind, "score_cell", fails_on_the_third)
+    with pytest.raises(RuntimeError, match="third unit"):
+        start_clip_run(store, CLIP_DOMAIN, plan, Sampling(frames=4), "clip-resumed")
+    monkeypatch.setattr(clip_kind, "score_cell", real)
+    assert store.get_run("clip-resumed").status == "failed"
+    before = clip_kind.stored_units(store, store.get_run("clip-resumed"))
+    assert len(before) == 2
+    engine = make_engine(store, options=RAY)
+    assert engine.resume("clip-resumed") == "clip-resumed"
+    assert (engine.stats.skipped_units, engine.stats.computed_units) == (2, 4)
+    c = load_clip_run(store, "clip-resumed")
+    assert c.units == a.units and c.rows == a.rows and c.paired == a.paired
+    assert {k: c.units[k] for k in before} == before

@@ -82,7 +82,9 @@ def test_a_shift_of_class_folders_scores_as_the_same_images_opened_as_the_datase
         assert row["label_flip_probability_ci_low"] != ""
     # show says which synthetic cell behaves like the shift (one here), in words
     out = _cli_ok(["show", "withshift"], capsys, monkeypatch)
-    assert "Your `inv` images behave most like `gaussian_noise` at severity 2 (accuracy drop" in " ".join(out.split())
+    assert (f"On your {N} real `inv` images, balanced accuracy (95 % CI)" in " ".join(out.split())
+            and "the synthetic cell that behaves most like them (closest accuracy): `gaussian_noise s2` for every model"
+            in " ".join(out.split()))
     # paired: damage against the clean image, as scikit-image measures it (greyscale: its own luminance)
     ssim = np.mean([structural_similarity(a.astype(float), (255 - a).astype(float), gaussian_weights=True, sigma=1.5,
                                           use_sample_covariance=False, data_range=255) for a in clean])
@@ -200,7 +202,7 @@ def test_a_run_with_a_shift_and_a_composition_shows_both_in_show_and_both_export
     _cli_ok(["run", str(tmp_path / "c.toml"), "--no-stability", "--no-threat", "--workers", "0", "--limit", str(N),
              "--run-id", "both", "--shift", f"inv={tmp_path / 'inv'}"], capsys, monkeypatch)
     shown = " ".join(_cli_ok(["show", "both"], capsys, monkeypatch).split())
-    assert "Your `inv` images behave most like `gaussian_noise` at severity 2" in shown  # compositions are no candidates
+    assert "behaves most like them (closest accuracy): `gaussian_noise s2` for every model" in shown  # no composition
     cells = {(r["model"], r["corruption"]) for r in _export("both", tmp_path, capsys, monkeypatch)}
     assert {c for _, c in cells} == {"clean", "gaussian_noise", "compose:dark noise", "shift:inv"}
     preds = {p["corruption"] for p in _export("both", tmp_path, capsys, monkeypatch, predictions=True)}
@@ -210,8 +212,10 @@ def test_a_run_with_a_shift_and_a_composition_shows_both_in_show_and_both_export
     doc = json.loads(out.read_text())
     assert {c["corruption"] for c in doc["cells"]} >= {"compose:dark noise", "shift:inv"}
     (match,) = doc["shift_matches"]
-    assert match["shift"] == "shift:inv" and match["closest"]["corruption"] == "gaussian_noise"
-    assert match["sentence"].startswith("Your `inv` images behave most like `gaussian_noise` at severity 2")
+    assert match["shift"] == "shift:inv" and {p["corruption"] for p in match["per_model"]} == {"gaussian_noise"}
+    (real,) = doc["real_shift"]
+    assert {m["closest"]["corruption"] for m in real["models"]} == {"gaussian_noise"}
+    assert " ".join(real["sentence"].split()) in shown  # show prints the sentence the export holds
     assert doc["run"]["domain"]["shift"] == [{"name": "inv", "path": str(tmp_path / "inv")}]
 
 
@@ -295,12 +299,18 @@ def test_with_three_models_the_match_and_rho_follow_from_the_exported_accuracies
     cells = sorted({(c, s) for _, c, s in acc if c not in ("clean", "shift:inv")})
     drop = {(m, c, s): 100 * (acc[(m, "clean", 0)] - acc[(m, c, s)]) for m, c, s in acc}
     real = [drop[(m, "shift:inv", 1)] for m in models]
-    gap = {k: np.mean([abs(drop[(m, *k)] - drop[(m, "shift:inv", 1)]) for m in models]) for k in cells}
     out = tmp_path / "three.json"
     _cli_ok(["export", "three", "-f", "json", "-o", str(out)], capsys, monkeypatch)
-    (match,) = json.loads(out.read_text())["shift_matches"]
-    assert (match["closest"]["corruption"], match["closest"]["severity"]) == min(cells, key=lambda k: round(gap[k], 9))
-    assert match["closest"]["real"] == pytest.approx(np.mean(real))
+    doc = json.loads(out.read_text())
+    (match,) = doc["shift_matches"]
+    (result,) = doc["real_shift"]
+    # per model, the cell whose drop is closest to the real one: the sentence's and the table's one definition
+    for m in models:
+        closest = min(cells, key=lambda k: round(abs(drop[(m, *k)] - drop[(m, "shift:inv", 1)]), 9))
+        (row,) = [r for r in result["models"] if r["model"] == m]
+        assert (row["closest"]["corruption"], row["closest"]["severity"]) == closest
+        assert row["real_value"] == pytest.approx(drop[(m, "shift:inv", 1)])
+        assert row["closest_value"] == pytest.approx(drop[(m, *closest)])
     rho = {k: spearmanr([drop[(m, *k)] for m in models], real).statistic for k in cells}
     best = match["ranking"]
     assert best["rho"] == pytest.approx(max(r for r in rho.values() if r == r))
@@ -308,7 +318,7 @@ def test_with_three_models_the_match_and_rho_follow_from_the_exported_accuracies
     plan = spearmanr([np.mean([drop[(m, *k)] for k in cells]) for m in models], real).statistic
     assert match["plan_rho"] == pytest.approx(plan)
     shown = " ".join(_cli_ok(["show", "three"], capsys, monkeypatch).split())
-    assert f"(ρ = {plan:.2f})" in shown and "mean of 3 models" in shown
+    assert f"(ρ = {plan:.2f})" in shown and "Holm-adjusted over 3 model pairs" in shown
 
 
 def test_an_undecodable_shift_file_is_refused_unless_skipped(home: Path, tmp_path: Path, capsys,
@@ -325,3 +335,44 @@ def test_an_undecodable_shift_file_is_refused_unless_skipped(home: Path, tmp_pat
     rows = [r for r in _export("lenient", tmp_path, capsys, monkeypatch) if r["corruption"] == "shift:inv"]
     # 31 files, --limit keeps 30 with the broken one: 29 images scored; named like no sample image, so not paired
     assert {int(r["n_images"]) for r in rows} == {N - 1} and {r["label_flip_probability"] for r in rows} == {""}
+
+
+def test_files_named_like_sample_images_that_limit_left_out_still_pair(home: Path, tmp_path: Path, capsys,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37, defect 11: the first N sample images, darkened and named by index, under --limit N showed no flips
+    and no SSIM ("—"): the class-interleaved --limit subset leaves some of them out, and a class folder shift paired
+    only when every file named an evaluated image. They now pair with the whole sample's images.
+
+    The reference is independent of the shift code path: the clean images themselves, opened as a run's dataset (their
+    predictions), and scikit-image's SSIM on the pairs."""
+    full = open_dataset("sample")
+    left_out = sorted(set(range(N)) - set(full.subset(N).origin.tolist()))
+    assert left_out  # the case: some of the files name images --limit N does not evaluate
+    for folder, pixels in (("dark", lambda a: a // 2), ("asis", lambda a: a)):
+        for i in range(N):
+            where = tmp_path / folder / full.classes[full.labels[i]].replace(" ", "_")
+            where.mkdir(parents=True, exist_ok=True)
+            Image.fromarray(pixels(full.arrays[i]).astype(np.uint8)).save(where / f"{i:03d}.png")
+    _run(["--limit", str(N), "--run-id", "limited", "--shift", f"dark={tmp_path / 'dark'}"], tmp_path, capsys, monkeypatch)
+    (tmp_path / "run.toml").write_text("image_size = 28\n")  # the sample's size, which a shift is decoded at
+    _run(["--dataset", str(tmp_path / "asis"), "--run-config", str(tmp_path / "run.toml"), "--run-id", "cleanref"],
+         tmp_path, capsys, monkeypatch)
+    clean_pred = {(p["model"], Path(p["path"]).stem): p["prediction"]
+                  for p in _export("cleanref", tmp_path, capsys, monkeypatch, predictions=True) if p["corruption"] == "clean"}
+    rows = {r["model"]: r for r in _export("limited", tmp_path, capsys, monkeypatch) if r["corruption"] == "shift:dark"}
+    preds = [p for p in _export("limited", tmp_path, capsys, monkeypatch, predictions=True) if p["corruption"] == "shift:dark"]
+    ssim = np.mean([structural_similarity(full.arrays[i].astype(float), (full.arrays[i] // 2).astype(float),
+                                          gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=255)
+                    for i in range(N)])
+    assert len(rows) == 2
+    for model, row in rows.items():
+        mine = [p for p in preds if p["model"] == model]
+        assert len(mine) == N and {Path(p["path"]).parent.parent for p in mine} == {tmp_path / "dark"}
+        flips = sum(p["prediction"] != clean_pred[(model, Path(p["path"]).stem)] for p in mine)
+        assert int(row["n_images"]) == N and int(row["label_flips"]) == flips
+        assert float(row["label_flip_probability"]) == pytest.approx(flips / N)
+        assert row["label_flip_probability_ci_low"] != ""
+        assert float(row["ssim"]) == pytest.approx(ssim, abs=1e-9)
+    # the clean pass is still the --limit images: the shift's partners never enter the clean accuracy
+    clean_rows = {r["model"]: r for r in _export("limited", tmp_path, capsys, monkeypatch) if r["corruption"] == "clean"}
+    assert {int(r["n_images"]) for r in clean_rows.values()} == {N}

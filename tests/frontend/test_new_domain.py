@@ -251,3 +251,19 @@ def test_new_domain_page_plans_for_the_given_dataset(store: Store, monkeypatch: 
     assert not at.exception and not at.error, texts(at.error)
     assert "left out saturate: no effect on 6 images of sample[:6]" in texts(at.warning)
     assert [c.name for c in at.session_state["planned_domain"].corruptions] == ["gaussian_noise"]
+
+
+def test_a_clip_folder_is_launched_as_a_clip_run_with_its_frames_per_clip(store: Store, monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    from domainbench.data.clip_samples import write_sample_clips
+
+    clips = write_sample_clips(tmp_path / "clips", per_class=1, frames=4, size=32, classes=2, seed=0)
+    at = planned(monkeypatch)
+    at.number_input(key="clip-frames").set_value(3)
+    launch(at, dataset=str(clips))  # the image limit (200) stays at its default: it does not apply to clips
+    assert not at.error, texts(at.error)
+    (run,) = [r for r in store.list_runs() if r.status == "queued"]
+    assert run.kind == "clip" and run.kind_settings == {"sampling": {"frames": 3, "fps": None, "max_frames": None,
+                                                                     "seed": 0}}
+    assert run.config.limit is None and run.config.dataset == str(clips.resolve())
+    assert data.runs_frame(store).set_index("run").loc[run.run_id, "kind"] == "clips"

@@ -56,15 +56,15 @@ def test_the_run_page_says_which_cell_behaves_like_the_shift_and_marks_it_real(s
     store = open_store()
     try:
         report = query.report(store, shift_run)
+        night, scan = query.real_shift(store, report)
     finally:
         store.close()
-    match, scan = query.shift_matches_of(report)
-    assert scan.measure == "flip rate" and "Your `scan` images behave most like" in scan.sentence
+    assert scan.measure == "flip rate" and "the synthetic cell that behaves most like them (closest flip rate)" in scan.sentence
     at = run_page(shift_run)
     assert not at.error
     shown = texts(at.markdown)
-    assert "Your `night` images behave most like `brightness` at severity" in shown
-    assert shift_section._markdown_safe(match.sentence) in shown
+    assert f"On your {N} real `night` images, balanced accuracy" in night.sentence
+    assert shift_section.markdown_safe(night.sentence) in shown and shift_section.markdown_safe(scan.sentence) in shown
     frame = next(d.value for d in at.dataframe if "drop (points)" in d.value.columns)
     assert set(frame["cell"]) == {"shift:night", "shift:scan"} and set(frame["kind"]) == {"real"}
     frame = frame[frame["cell"] == "shift:night"]

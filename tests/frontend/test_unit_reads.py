@@ -31,7 +31,16 @@ def unit_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
             reads[str(where["run_id"])] += 1
         return find(self, collection, **where)
 
+    # the statistics read a run's per-image arrays without validating each document (``Store.unit_predictions``):
+    # a whole read of the run's units all the same
+    predictions = BaseStore.unit_predictions
+
+    def counting_predictions(self: BaseStore, run_id: str) -> list[dict[str, object]]:
+        reads[run_id] += 1
+        return predictions(self, run_id)
+
     monkeypatch.setattr(BaseStore, "find", counting)
+    monkeypatch.setattr(BaseStore, "unit_predictions", counting_predictions)
     yield reads
 
 

@@ -64,13 +64,15 @@ def save_tiny_llava(folder: Path, chat_template: bool = True, seed: int = 0) -> 
 
 QWEN_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% for c in message['content'] %}"
-    "{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>{% else %}{{ c['text'] }}{% endif %}"
+    "{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif c['type'] == 'video' %}<|vision_start|><|video_pad|><|vision_end|>{% else %}{{ c['text'] }}{% endif %}"
     "{% endfor %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
 
 def save_tiny_qwen2_vl(folder: Path, seed: int = 0) -> Path:
-    """A Qwen2-VL (multimodal rotary positions; 28-56 px images, 14-px patches merged 2x2) in ``folder``.
+    """A Qwen2-VL (multimodal rotary positions; 28-56 px images and video frames, 14-px patches merged 2x2, two
+    frames a temporal patch) in ``folder``; its chat template places an image or a video.
 
     Its chat template ends in a newline, so class names follow without a space.
     """
@@ -82,7 +84,9 @@ def save_tiny_qwen2_vl(folder: Path, seed: int = 0) -> Path:
     image_processor = Qwen2VLImageProcessor(min_pixels=28 * 28, max_pixels=56 * 56, patch_size=14, merge_size=2,
                                             temporal_patch_size=2)
     processor = Qwen2VLProcessor(image_processor=image_processor, tokenizer=tok,
-                                 video_processor=Qwen2VLVideoProcessor(), chat_template=QWEN_TEMPLATE)
+                                 video_processor=Qwen2VLVideoProcessor(min_pixels=28 * 28, max_pixels=56 * 56, patch_size=14,
+                                                                         merge_size=2, temporal_patch_size=2),
+                                 chat_template=QWEN_TEMPLATE)
     ids = {t: tok.convert_tokens_to_ids(t) for t in ("<|vision_start|>", "<|image_pad|>", "<|vision_end|>", "<|video_pad|>")}
     special = dict(pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
     config = Qwen2VLConfig(

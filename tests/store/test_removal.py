@@ -20,10 +20,11 @@ def test_rm_deletes_the_runs_records_and_nothing_else(store: Store) -> None:
     _records(store, "r1")
     _records(store, "r2")
     before = _counts(store, "r2")
-    assert before == {"runs": 1, "units": 1, "stability": 1, "threat": 1, "fmr": 1, "task_units": 1, "summaries": 0}
+    assert before == {"runs": 1, "units": 1, "stability": 1, "threat": 1, "fmr": 1, "task_units": 1, "clip_units": 1,
+                      "summaries": 0}
     out = delete_runs(store, ["r1"])
-    assert out == {"r1": {"fmr": 1, "stability": 1, "task_units": 1, "summaries": 0, "threat": 1, "units": 1,
-                          "runs": 1}}
+    assert out == {"r1": {"clip_units": 1, "fmr": 1, "stability": 1, "task_units": 1, "summaries": 0, "threat": 1,
+                          "units": 1, "runs": 1}}
     assert set(_counts(store, "r1").values()) == {0}
     assert _counts(store, "r2") == before  # the other run is untouched
     assert store.keys("domains") == {("d1",)}  # the planned domain stays for other runs

@@ -162,7 +162,7 @@ def test_a_killed_run_resumes_to_the_same_records(env: dict[str, Path], first_ru
     monkeypatch.setenv("DOMAINBENCH_HOME", str(env["home"]))
     store = open_store()
     run = store.get_run("clips-2")
-    assert run is not None and run.status == "running" and len(run.kind_settings["units"]) == 2
+    assert run is not None and run.status == "running" and len(store.clip_units("clips-2")) == 2
     store.close()
     _cli(["run", "--resume", "clips-2"], env, capsys, monkeypatch)
     one = _cli(["export", first_run, "--format", "json"], env, capsys, monkeypatch)[0]
@@ -177,7 +177,7 @@ def _runs(env: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch:
     return _cli(["ls"], env, capsys, monkeypatch)[0]
 
 
-@pytest.mark.parametrize("case", ["frames0", "unreadable", "ray", "fps_and_frames"])
+@pytest.mark.parametrize("case", ["frames0", "unreadable", "adaptive", "fps_and_frames"])
 def test_bad_clip_input_is_one_error_line_and_nothing_is_stored(
         env: dict[str, Path], first_run: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch, case: str) -> None:
@@ -193,9 +193,9 @@ def test_bad_clip_input_is_one_error_line_and_nothing_is_stored(
         (tmp_path / "clips" / "trouser" / "broken.mp4").write_text("not a video")
         args[args.index("--dataset") + 1] = str(tmp_path / "clips")
         want = "clip trouser/broken.mp4: is not a readable video"
-    elif case == "ray":
-        args += ["--executor", "ray"]
-        want = "--executor ray: clip runs execute on --executor local only"
+    elif case == "adaptive":
+        args += ["--adaptive"]
+        want = "--adaptive: clip runs evaluate every sampled frame of every clip"
     else:
         args += ["--fps", "2"]
         want = "--frames and --fps both given"
