@@ -29,8 +29,10 @@ def sentence(costs: Sequence[ModelCost], comparison: Any) -> str | None:
     return fastest_not_worse(costs, comparison)
 
 
-def pareto_figure(costs: Sequence[ModelCost], bounds: Mapping[str, tuple[float, float] | None]) -> go.Figure:
-    """``bounds``: per model the interval of its mean corrupted accuracy (fractions), drawn as error bars."""
+def pareto_figure(costs: Sequence[ModelCost], bounds: Mapping[str, tuple[float, float] | None],
+                  chance: float | None = None) -> go.Figure:
+    """``bounds``: per model the interval of its mean corrupted accuracy (fractions), drawn as error bars;
+    ``chance``: balanced accuracy of guessing (1 / classes), a dotted line."""
     import plotly.graph_objects as go  # here: `report --format md` draws nothing and stays without plotly
 
     from domainbench.frontend.figures import model_colors
@@ -48,6 +50,9 @@ def pareto_figure(costs: Sequence[ModelCost], bounds: Mapping[str, tuple[float, 
                                                           symbol="star" if c.pareto else "circle")))
     fig.update_layout(title=TITLE, xaxis_title="images/s (preprocess + forward, the run's machine)",
                       yaxis_title="mean corrupted balanced accuracy (%)", height=420)
+    if chance:
+        fig.add_hline(y=100.0 * chance, line_dash="dot", line_color="#777", annotation_text=f"chance ({100 * chance:.0f} %)",
+                      annotation_position="bottom right")
     return fig
 
 

@@ -32,6 +32,7 @@ from domainbench.query import intervals as intervals_of
 from domainbench.metrics.compare_intervals import RunDraws
 from domainbench.records.report import RunReport
 from domainbench.stats import mean_draws, percentile_interval
+from domainbench.stats.bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, shared_bootstrap_weights
 from domainbench import query
 from domainbench.query import RunRecord, StabilityRecord, Store, run_status
 
@@ -349,6 +350,24 @@ def stability_frame(store: Store, run_id: str) -> pd.DataFrame:
     rows = [row for record in stability_records(store, run_id) for row in _stability_rows(record)]
     frame = pd.DataFrame(rows, columns=["model", "corruption", "shard", "index", *STABILITY_METRICS])
     return frame.sort_values(["model", "corruption", "shard", "index"], kind="stable").reset_index(drop=True)
+
+
+def stability_mean_bounds(frame: pd.DataFrame, metric: str, resamples: int = DEFAULT_RESAMPLES,
+                          seed: int = DEFAULT_SEED) -> dict[tuple[str, str], tuple[float, float] | None]:
+    """(model, corruption) -> the 95 % percentile-bootstrap interval of the mean of ``metric`` over its images
+    (:func:`stability_frame`'s rows): the stored means (``StabilityMean``) have none. Each resample draws the
+    images with replacement (``stats.bootstrap``); images of one size share the draws, so the models' intervals
+    resample the same images."""
+    out: dict[tuple[str, str], tuple[float, float] | None] = {}
+    for (model, corruption), part in frame.groupby(["model", "corruption"], sort=True):
+        values = part[metric].to_numpy(dtype=float)
+        values = values[np.isfinite(values)]
+        if values.size < 2:  # one image: no spread to resample
+            out[(model, corruption)] = None
+            continue
+        weights = shared_bootstrap_weights(values.size, None, resamples, seed)
+        out[(model, corruption)] = percentile_interval(weights @ values / values.size)
+    return out
 
 
 def _stability_rows(record: StabilityRecord) -> Iterator[dict[str, Any]]:

@@ -28,8 +28,15 @@ METRIC_LABELS = {
     **{m.field: f"{m.display} (%)" for m in map(metric, ("balanced_accuracy", "label_flip_probability"))},
     **{m.name: m.display for m in metrics_of("image")},
 }
+def _axis_title(name: str, unit: str, chars: int = 40) -> str:
+    """"name (unit)", the unit on a second line when the whole is longer than ``chars``: a y axis title longer than
+    its plot ran over the chart's title ("DivergenceRadius R_dr (distance of L2-normalised embeddings)")."""
+    return f"{name} ({unit})" if len(name) + len(unit) + 3 <= chars else f"{name}<br>({unit})"
+
+
 #: the stability metrics' axis titles, with their unit (the registry's)
-STABILITY_AXES = {m.name: f"{m.display} ({'(1 − cosine) / 2' if m.unit == 'cosine' else 'distance of L2-normalised embeddings'})"
+STABILITY_AXES = {m.name: _axis_title(m.display, '(1 − cosine) / 2' if m.unit == 'cosine'
+                                       else 'distance of L2-normalised embeddings')
                   for m in metrics_of("image")}
 
 
@@ -204,11 +211,41 @@ def _severity_points(model: ModelSummary, corruption: str, metric: str) -> list[
     return [(s, 100.0 * v) for s, v in values if v is not None]
 
 
+#: the most (corruption, severity) columns the label-flip heatmap draws: at a 1,400 px window the chart is about 940 px
+#: wide, of which a model's name (about 175 px) and the colour bar (about 80 px) leave some 680 px to the cells, and a
+#: cell's text "12 (9–16)" needs about 60 px at Plotly's 12 px font: 11 columns. With more, the same numbers are a
+#: sortable table (:func:`lfp_table`), one row per cell (51 columns were unreadable, issue 37 defect 9)
+LFP_HEATMAP_MAX_COLUMNS = 11
+
+
+def lfp_cells(report: RunReport) -> list[tuple[str, int]]:
+    """The report's corrupted (corruption, severity) cells in the flip heatmap's order."""
+    return sorted({(c.corruption, c.severity) for m in report.models for c in m.cells})
+
+
+def lfp_table(report: RunReport, bands: CellBands | None = None) -> pd.DataFrame:
+    """The label-flip heatmap's numbers as a table, one row per (corruption, severity) cell: per model its flip
+    probability in % (a number, so the table sorts by it; NaN where the model has no such cell) and, with ``bands``,
+    its 95 % interval's ends in % as text ("9.1–16.2")."""
+    keys = lfp_cells(report)
+    out = pd.DataFrame({"cell": [cell_label(*k) for k in keys], "corruption": [k[0] for k in keys],
+                        "severity": [k[1] for k in keys]})
+    for m in report.models:
+        by = {(c.corruption, c.severity): c.lfp for c in m.cells}
+        values = [by.get(k) for k in keys]
+        out[f"{m.model} LFP %"] = [np.nan if v is None else 100.0 * v for v in values]
+        if bands:
+            ivs = [bands.get((m.model, *k)) for k in keys]
+            out[f"{m.model} 95 % CI"] = ["" if v is None or iv is None else f"{100 * iv[0]:.1f}–{100 * iv[1]:.1f}"
+                                         for v, iv in zip(values, ivs, strict=True)]
+    return out
+
+
 def lfp_heatmap(report: RunReport, bands: CellBands | None = None) -> go.Figure:
     """Label flip probability, models × (corruption, severity) cells; missing cells stay blank. ``bands``: each
     cell's 95 % interval (fractions), in the cell's text (``12 (9–16)``) and its hover."""
     models = report.models
-    keys = sorted({(c.corruption, c.severity) for m in models for c in m.cells})
+    keys = lfp_cells(report)
     if not keys:
         return _empty("label flip probability", "no corrupted cells yet")
     z: list[list[float | None]] = []
@@ -328,8 +365,10 @@ def stability_distribution(frame: pd.DataFrame, metric: str = "divergence_radius
     return fig
 
 
-def stability_means(means: Sequence[StabilityMean], metric: str = "divergence_radius") -> go.Figure:
-    """Average robustness value per model × corruption as grouped bars (stability paper, Figure 4)."""
+def stability_means(means: Sequence[StabilityMean], metric: str = "divergence_radius",
+                    bounds: Mapping[tuple[str, str], tuple[float, float] | None] | None = None) -> go.Figure:
+    """Average robustness value per model × corruption as grouped bars (stability paper, Figure 4); ``bounds``:
+    (model, corruption) -> the mean's 95 % interval (``data.stability_mean_bounds``), drawn as error bars."""
     if metric not in METRIC_LABELS or metric in ("accuracy", "lfp"):
         raise ValueError(f"metric must be divergence_radius, cosine or euclidean, got {metric!r}")
     rows = [r for r in means if getattr(r, metric) is not None]
@@ -341,9 +380,16 @@ def stability_means(means: Sequence[StabilityMean], metric: str = "divergence_ra
     fig = go.Figure()
     for m in models:
         by = {r.corruption: getattr(r, metric) for r in rows if r.model == m}
-        fig.add_trace(go.Bar(x=names, y=[by.get(c) for c in names], name=m, marker_color=colors[m],
-                             hovertemplate=f"{m}<br>%{{x}}<br>mean %{{y:.4f}}<extra></extra>"))
-    fig.update_layout(title=f"average {METRIC_LABELS[metric]} per model and corruption (higher = less stable)",
+        ys = [by.get(c) for c in names]
+        ivs = [(bounds or {}).get((m, c)) for c in names]
+        err = _error_bars([None if iv is None else iv[0] for iv in ivs], [None if iv is None else iv[1] for iv in ivs],
+                          [0.0 if y is None else y for y in ys], scale=1.0)
+        fig.add_trace(go.Bar(x=names, y=ys, name=m, marker_color=colors[m], error_y=err,
+                             customdata=["" if iv is None else f" (95 % interval {iv[0]:.4f}–{iv[1]:.4f})" for iv in ivs],
+                             hovertemplate=f"{m}<br>%{{x}}<br>mean %{{y:.4f}}%{{customdata}}<extra></extra>"))
+    bars = any(t.error_y.array is not None for t in fig.data)
+    fig.update_layout(title=f"average {METRIC_LABELS[metric]} per model and corruption (higher = less stable)"
+                            + ("<br><sup>bars: 95 % intervals, bootstrap over the images</sup>" if bars else ""),
                       barmode="group", xaxis_title="corruption", yaxis_title=f"mean {STABILITY_AXES[metric]}",
                       showlegend=True, legend={"title": {"text": "model"}})
     return fig
@@ -372,8 +418,10 @@ def confusion_heatmap(matrix: np.ndarray | Sequence[Sequence[int]], classes: Seq
     return fig
 
 
-def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> go.Figure:
-    """Grouped bars: one group per domain (run), one bar per model; missing values are left out."""
+def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None, chance: float | None = None) -> go.Figure:
+    """Grouped bars: one group per domain (run), one bar per model; missing values are left out. Error bars where
+    ``frame`` has ``{metric}_lo`` / ``{metric}_hi``; a rate (accuracy) is drawn in % with a dotted line at ``chance``
+    (a fraction: 1 / classes)."""
     label = label or metric
     data = frame.dropna(subset=[metric]) if len(frame) else frame
     if len(data) == 0:
@@ -383,8 +431,14 @@ def compare_bars(frame: pd.DataFrame, metric: str, label: str | None = None) -> 
     scale = 100.0 if declared is not None and declared.percent else 1.0
     ratio = declared is not None and declared.unit == "ratio"
     # a model with no value in any domain gets no (empty) legend entry
-    return _grouped_bars(frame, data, "domain", metric, label, scale, baseline=ratio,
-                         skip_empty=True, title=f"{label} per model and domain", xaxis_title="domain (run)")
+    fig = _grouped_bars(frame, data, "domain", metric, label, scale, baseline=ratio, skip_empty=True,
+                        title=f"{label} per model and domain", xaxis_title="domain (run)",
+                        bounds=(f"{metric}_lo", f"{metric}_hi"))
+    if scale == 100.0 and chance:
+        fig.add_hline(y=100.0 * chance, line_dash="dot", line_color="#777", annotation_text=f"chance ({100 * chance:.0f} %)",
+                      annotation_position="bottom right")
+        fig.update_yaxes(range=[0, 100])
+    return fig
 
 
 def _grouped_bars(frame: pd.DataFrame, data: pd.DataFrame, x: str, metric: str, label: str, scale: float, baseline: bool,

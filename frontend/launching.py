@@ -52,6 +52,18 @@ def catalogue_names() -> list[str]:
     return sorted(corruptions.names())
 
 
+def severity_levels(name: str) -> list[int]:
+    """The severities a corruption has: 1–5, or 1 alone for one whose severity is no distortion scale (a flip: its
+    five levels are the same image, so levels 2–5 would be copies of cell 1)."""
+    from domainbench import corruptions
+
+    try:
+        ordinal = corruptions.get(name).ordinal
+    except Exception:  # not in the registry: the plan's check names it
+        ordinal = True
+    return [1, 2, 3, 4, 5] if ordinal else [1]
+
+
 def edited_domain(cfg: DomainConfig, rows: list[dict[str, Any]], compositions: list[str] | None = None) -> DomainConfig:
     """The planned domain with the user's corruptions and severities and, of its compositions, those named in
     ``compositions`` (all when None); errors name the corruption."""

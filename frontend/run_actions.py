@@ -16,8 +16,9 @@ from domainbench.frontend.ui import error_text
 CONFIRM_KEY = "confirm-delete"
 
 
-def actions(store: Store, run_id: str, status: str, on_deleted: object = None) -> None:
-    """Cancel / Resume / Delete buttons for a run in ``status`` (as users see it)."""
+def actions(store: Store, run_id: str, status: str, on_deleted: object = None, confirm_in: object = None) -> None:
+    """Cancel / Resume / Delete buttons for a run in ``status`` (as users see it); ``confirm_in``: the container a
+    delete's confirmation opens in (the buttons' own place when None)."""
     # a row as wide as its buttons (it wraps rather than cutting a label: fixed columns read "Del…" at 1,024 px)
     c1 = c2 = st.container(horizontal=True)
     if status in CANCELLABLE:
@@ -31,7 +32,8 @@ def actions(store: Store, run_id: str, status: str, on_deleted: object = None) -
     if c2.button("Delete…", icon=":material/delete:", key=f"delete-{run_id}"):
         st.session_state[CONFIRM_KEY] = run_id
     if st.session_state.get(CONFIRM_KEY) == run_id:
-        _confirm_delete(store, run_id, status, on_deleted)
+        with confirm_in or st.container():  # type: ignore[attr-defined]
+            _confirm_delete(store, run_id, status, on_deleted)
 
 
 def _do(action: object, done: str) -> None:

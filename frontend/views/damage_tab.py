@@ -8,7 +8,7 @@ from typing import Any
 import streamlit as st
 
 from domainbench.frontend import damage_calibration as dc
-from domainbench.frontend import exports, figures, units
+from domainbench.frontend import exports, figures, units, verdict
 from domainbench.frontend.ui import md_escape
 from domainbench.metrics.registry import metric
 
@@ -24,8 +24,13 @@ def damage_tab(s: Any) -> None:
     x = st.radio("x axis", list(dc.X_AXES), horizontal=True, key=f"damage-x-{run_id}",
                  format_func=lambda k: "damage (SSIM)" if k == "ssim" else "severity number",
                  help=units.options_help([metric("ssim")]))
-    exports.chart(dc.accuracy_vs_damage(frame, x, colors), f"{run_id}-accuracy-vs-{x}", f"damage-{x}")
-    st.caption("Severity numbers are not comparable across corruptions (severity 3 of one corruption can leave far "
+    clean = {m.model: m.clean.accuracy for m in report.models if m.clean is not None}
+    exports.chart(dc.accuracy_vs_damage(frame, x, colors, bands=verdict.cell_bands(getattr(s, "ci", None)),
+                                        chance=getattr(s, "chance", None), clean=clean),
+                  f"{run_id}-accuracy-vs-{x}", f"damage-{x}")
+    st.caption("One panel per corruption, one line per model, starting from its clean accuracy (SSIM 1, severity 0); "
+               "error bars: each cell's 95 % interval (as the summary's), dotted: chance (1 / classes). "
+               "Severity numbers are not comparable across corruptions (severity 3 of one corruption can leave far "
                "less of the image than severity 3 of another); SSIM is: 1 = the pixels the models saw were the clean "
                f"ones, lower = more damage. PSNR {dc.psnr_label(float('inf'))} = identical pixels.")
     shown = frame.assign(psnr_db=[dc.psnr_label(v) for v in frame["psnr_db"]],
@@ -51,4 +56,5 @@ def damage_tab(s: Any) -> None:
     exports.chart(dc.reliability_diagram(bins, model), f"{run_id}-reliability-{model}", "reliability")
     st.caption("Bars: accuracy of the images whose top-1 confidence falls in each of 15 bins, for the clean pass and "
                "the model's worst cell (lowest balanced accuracy). On the dashed diagonal the confidence is honest; "
-               "bars below it mean overconfidence. ECE: the images-weighted mean gap.")
+               "bars below it mean overconfidence; error bars: each bin's 95 % interval (continuity-corrected "
+               "Wilson over its images). ECE: the images-weighted mean gap.")

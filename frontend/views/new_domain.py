@@ -26,7 +26,6 @@ from domainbench.frontend.ui import error_text, get_store, guard, literal_text, 
 EXAMPLE = ("Product photos of clothing taken with cheap phone cameras in a dim warehouse: images are noisy, "
            "blurred by hand shake and heavily JPEG-compressed.")
 RUNS_PAGE = str(Path(__file__).resolve().parent / "runs.py")
-SEVERITIES = [1, 2, 3, 4, 5]
 #: the URL's plan and its edits (see the module's text)
 PLAN_PARAM, DROP_PARAM, ADD_PARAM, SEV_PARAM, DROP_COMP_PARAM = "plan", "drop", "add", "sev", "dropcomp"
 EDIT_PARAMS = (DROP_PARAM, ADD_PARAM, SEV_PARAM, DROP_COMP_PARAM)
@@ -155,7 +154,7 @@ def _url_edits() -> None:
     for item in st.query_params.get_all(SEV_PARAM):
         name, _, levels = item.rpartition(":")
         row = next((r for r in rows if r["name"] == name), None)
-        chosen = [int(v) for v in levels.split(",") if v.isdigit() and int(v) in SEVERITIES]
+        chosen = [int(v) for v in levels.split(",") if v.isdigit() and int(v) in launching.severity_levels(name)]
         if row is not None:
             row["initial"] = row["severities"] = sorted(set(chosen))
     st.session_state["plan_rows"] = rows
@@ -164,7 +163,8 @@ def _url_edits() -> None:
 
 
 def _hand_row(name: str) -> dict[str, Any]:
-    return {"name": name, "severities": list(SEVERITIES), "initial": list(SEVERITIES), "params": {},
+    levels = launching.severity_levels(name)
+    return {"name": name, "severities": list(levels), "initial": list(levels), "params": {},
             "reason": "added by hand", "by_hand": True}
 
 
@@ -177,7 +177,8 @@ def plan_url(cfg: DomainConfig, rows: list[dict[str, Any]], kept: list[str]) -> 
     url_state.write(DROP_PARAM, [n for n in planned if n not in by_plan])
     url_state.write(ADD_PARAM, [r["name"] for r in rows if r.get("by_hand")])
     url_state.write(SEV_PARAM, [f"{r['name']}:{','.join(map(str, r['severities']))}" for r in rows
-                                if r["severities"] != (SEVERITIES if r.get("by_hand") else planned.get(r["name"]))])
+                                if r["severities"] != (launching.severity_levels(r["name"]) if r.get("by_hand")
+                                                       else planned.get(r["name"]))])
     url_state.write(DROP_COMP_PARAM, [c.name for c in cfg.compositions if c.name not in kept])
 
 
@@ -252,8 +253,11 @@ def edit_plan(cfg: DomainConfig) -> DomainConfig | None:
             c1, c2, c3 = st.columns([3, 4, 1], vertical_alignment="center")
             c1.markdown(f"**{name}**  \n{md_escape(row['reason'] or '')}")
             # the default is the plan's, never the edited value: a changing default would reset the widget
-            chosen = c2.pills(f"severities of {name}", SEVERITIES, selection_mode="multi", default=row["initial"],
-                              key=f"sev-{name}")
+            # a flip has one level (its severities are the same image): the picker offers that one, not 2–5 as well
+            levels = launching.severity_levels(name)
+            chosen = c2.pills(f"severities of {name}", levels, selection_mode="multi",
+                              default=[s for s in row["initial"] if s in levels], key=f"sev-{name}",
+                              help=None if len(levels) > 1 else f"{name} has no severity scale: one level")
             row["severities"] = sorted(chosen or [])
             c3.button("Remove", key=f"rm-{name}", on_click=_remove, args=(name,))
     kept: list[str] = st.session_state.setdefault("plan_compositions", [c.name for c in cfg.compositions])
@@ -289,7 +293,11 @@ def gallery_section(cfg: DomainConfig) -> None:
         for c in cfg.corruptions:
             with guard(f"previewing {c.name}"), st.container(border=True, key=f"preview-{c.name}"):
                 images, damage, flat = cached_ladder(index, c.name)
-                st.markdown(f"**{c.name}** — severities 1–5 (evaluated: {', '.join(map(str, c.severities))})")
+                levels = launching.severity_levels(c.name)
+                # one picture for a flip: its five levels are the same image
+                images, damage, flat = images[:len(levels)], damage[:len(levels)], [s for s in flat if s in levels]
+                st.markdown(f"**{c.name}** — " + ("severities 1–5" if len(levels) > 1 else "one level, no severity scale")
+                            + f" (evaluated: {', '.join(map(str, c.severities))})")
                 if c.reason:
                     st.text(f"why: {c.reason}")
                 if data.is_temporal(c.name):
@@ -304,7 +312,7 @@ def gallery_section(cfg: DomainConfig) -> None:
                                   if run_flat else "."))
                 st.image(images, width=112, caption=[
                     f"s{s} · SSIM {v:.2f}" + ("" if s in c.severities else " (not run)")
-                    for s, v in zip(range(1, 6), damage, strict=True)])
+                    for s, v in zip(levels, damage, strict=True)])
         for comp in cfg.compositions:
             with guard(f"previewing {comp.cell_name}"), st.container(border=True, key=f"preview-{comp.cell_name}"):
                 composed, ssim = cached_composed(index, tuple((c, int(s)) for c, s in comp.pairs))

@@ -54,9 +54,22 @@ def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
     """Every domain with its plan in brief; the chosen one in full. Returns the chosen domain id."""
     st.subheader("Domains")
     domains = data.domains_frame(runs)
-    exports.table(domains.drop(columns=["domain_id"]), "domains", "domains",
-                  column_config={"domain": st.column_config.TextColumn("domain", width="large"),
-                                 "runs": st.column_config.NumberColumn("runs", width="small")})
+    # the plan in brief: its corruptions' names, shortened to the column (at 1,024 px the full "name (severities)"
+    # list was cut mid-name and pushed the run count off the table); the full list is the CSV's and, for a chosen
+    # domain, the plan below
+    table = domains.drop(columns=["domain_id"]).rename(columns={"corruptions": PLAN_FULL}).assign(
+        latest=domains["latest"].str.slice(0, 10),
+        corruptions=[corruption_names(r.domain.corruptions) for r in
+                     (next(x for x in runs if x.domain_id == d) for d in domains["domain_id"])])
+    exports.table(table, "domains", "domains", column_order=["domain", "runs", "latest", "corruptions"],
+                  column_config={"domain": st.column_config.TextColumn("domain", width=DOMAIN_WIDTH),
+                                 "runs": st.column_config.NumberColumn("runs", width=45),
+                                 "latest": st.column_config.TextColumn("latest run", width=90,
+                                                                       help="the date (UTC) of its newest run"),
+                                 "corruptions": st.column_config.TextColumn(
+                                     "corruptions", width=PLAN_WIDTH,
+                                     help="the plan's corruptions (how many: their names); choose the domain below for "
+                                          "its severities and reasons; the CSV holds them all")})
     text = dict(zip(domains["domain_id"], domains["domain"], strict=True))
     options = [None, *domains["domain_id"]]
     chosen = st.selectbox("domain (its plan below; filters the runs)", options,
@@ -75,6 +88,19 @@ def domains_section(store: Store, runs: list[RunRecord]) -> str | None:
         highlight = None if chosen is None else data.short_text(text[chosen], 32)
         exports.chart(figures.selection_heatmap(freq, highlight=highlight), "selection-frequency", "selection")
     return chosen
+
+
+#: the Domains table at a 1,024 px window (about 560 px of table): the description's and the plan's columns (px) and
+#: the plan's characters (about 7 px each; the shortened list keeps its head and tail, the CSV's PLAN_FULL all of it)
+DOMAIN_WIDTH, PLAN_WIDTH, PLAN_CHARS = 220, 205, 26
+PLAN_FULL = "corruptions (severities)"
+
+
+def corruption_names(choices: Any) -> str:
+    """"3: gaussian_noise, brightness, saturate": how many corruptions a plan has and their names, shortened to
+    ``PLAN_CHARS`` characters (the count first, so it is never the part cut)."""
+    names = [c.name for c in choices]
+    return f"{len(names)}: " + figures.short_label(", ".join(names), PLAN_CHARS) if names else "none"
 
 
 def runs_section(store: Store, runs: list[RunRecord], domain_id: str | None) -> None:
@@ -262,7 +288,7 @@ def cost_tab(s: Shown) -> None:
         st.info("This run stored no stage timings for its models, so their images/s are not known.")
         return
     bounds = {m.model: m.mean_corrupted_accuracy for m in ri.models} if ri is not None else {}
-    exports.chart(cost_view.pareto_figure(costs, bounds), f"{view.run.run_id}-cost", "cost")
+    exports.chart(cost_view.pareto_figure(costs, bounds, chance=s.chance), f"{view.run.run_id}-cost", "cost")
     st.caption("images/s: the images each model scored over its preprocess + forward seconds on the run's machine "
                "(shared with what else ran there: it ranks this run's models). Stars: Pareto-efficient, no other "
                "model at least as accurate and as fast.")
@@ -322,10 +348,25 @@ def per_corruption_tab(s: Shown) -> None:
 
 
 def flips_tab(s: Shown) -> None:
-    exports.chart(figures.lfp_heatmap(s.report, verdict.cell_bands(s.ci, "label_flip_probability")),
-                  f"{s.run_id}-label-flips", "lfp")
-    st.caption(f"{units.metric_line(declared('label_flip_probability'))} Each cell: the value in %; its 95 % "
-               "interval (continuity-corrected Wilson) is in the hover as (low–high).")
+    bands = verdict.cell_bands(s.ci, "label_flip_probability")
+    cells = figures.lfp_cells(s.report)
+    if len(cells) <= figures.LFP_HEATMAP_MAX_COLUMNS:
+        exports.chart(figures.lfp_heatmap(s.report, bands), f"{s.run_id}-label-flips", "lfp")
+        st.caption(f"{units.metric_line(declared('label_flip_probability'))} Each cell: the value in % and its 95 % "
+                   "interval (continuity-corrected Wilson) as (low–high).")
+        return
+    # too many columns for a heatmap to stay readable: the same numbers, one row per cell, sortable by any model
+    table = figures.lfp_table(s.report, bands)
+    exports.table(table, f"{s.run_id}-label-flips", "lfp", column_order=list(table.columns[1:]), column_config={
+        "corruption": st.column_config.TextColumn("corruption", width=150),
+        "severity": st.column_config.NumberColumn("severity", width=70),
+        **{c: st.column_config.NumberColumn(c, format="%.1f", help="label flip probability in %")
+           for c in table.columns if c.endswith(" LFP %")},
+        **{c: st.column_config.TextColumn(c, help="95 % interval of the flip probability in % (continuity-corrected "
+                                                  "Wilson)") for c in table.columns if c.endswith(" 95 % CI")}})
+    st.caption(f"{units.metric_line(declared('label_flip_probability'))} {len(cells)} cells: too many for a readable "
+               "heatmap, so one row per cell; click a column's name to sort by it (most flips first: the model's "
+               "LFP % column). Values in %, each with its 95 % interval (continuity-corrected Wilson).")
 
 
 def threat_tab(s: Shown) -> None:
@@ -354,9 +395,11 @@ def stability_tab(s: Shown) -> None:
                           help=units.options_help(declared(k) for k in data.STABILITY_METRICS))
     kind = c2.radio("distribution as", ["box", "violin"], horizontal=True, key=f"stab-kind-{s.run_id}")
     exports.chart(figures.stability_distribution(frame, metric, kind), f"{s.run_id}-{metric}-per-image", "stab-dist")
-    exports.chart(figures.stability_means(s.report.stability, metric), f"{s.run_id}-{metric}-means", "stab-means")
+    exports.chart(figures.stability_means(s.report.stability, metric, data.stability_mean_bounds(frame, metric)),
+                  f"{s.run_id}-{metric}-means", "stab-means")
     st.caption(
-        f"{subset_line(s)}. {units.metric_line(declared(metric))} The cosine and Euclidean radii are "
+        f"{subset_line(s)}. {units.metric_line(declared(metric))} Bars on the means: 95 % intervals, a percentile "
+        f"bootstrap over the images ({DEFAULT_RESAMPLES:,} resamples). The cosine and Euclidean radii are "
         "DivergenceRadius's two closed forms; for all three, larger = the embedding moves more = less stable. "
         "A corruption can lower "
         "accuracy a lot while barely moving the embeddings (the radius measures movement, not which side of a "
@@ -560,7 +603,7 @@ def run_header(view: data.RunView) -> None:
     cfg = run.config
     # cards as wide as their values, in a row that wraps: fixed columns cut them at 1,024 px ("evalu… 1…",
     # "sample[:2…"); a long dataset name (a folder) is shortened in its card, whole on hover
-    cards = st.container(horizontal=True, gap="large")
+    cards = st.container(horizontal=True, gap="medium")
     cards.metric("models", len(view.models), help=", ".join(view.models), width="content")
     dataset = run.dataset.name if run.dataset else cfg.dataset
     cards.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)",
@@ -583,6 +626,10 @@ def run_header(view: data.RunView) -> None:
                + ".")
     for line in query.finetune_lineage(cfg.models):  # a fine-tuned model says what it was trained from
         st.caption(f":material/account_tree: {md_escape(line)}")
+
+
+def configuration_section(run: RunRecord) -> None:
+    """The run's plan and settings, folded: details a reader opens, below the verdict and the summary."""
     with st.expander("corruptions of this domain and run configuration"):
         exports.table(data.plan_frame(run.domain), f"{run.run_id}-plan", "run-plan")
         exports.table(config_frame(run), f"{run.run_id}-configuration", "run-config",
@@ -623,6 +670,10 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     if view.status != drawn_status:
         st.rerun()  # started, finished or stopped: redraw the page (its buttons, whether it refreshes)
     run_header(view)
+    # a corruption run's settings fold under its summary (its first screen: verdict and summary); other kinds' here
+    ranked = view.run.kind not in ("vqa", "retrieval", "clip") and view.report is not None and view.run.fmr is None
+    if not ranked:
+        configuration_section(view.run)
     if view.status in LIVE_STATUSES:
         st.caption(f":material/autorenew: live: this page refreshes itself every {REFRESH_S} s")
     with st.container():  # always present, so the tabs below keep their place when notes come and go
@@ -652,6 +703,7 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
     summary_section(view.report, verdict.intervals(store, store_key, view.report, run_id, baseline, fingerprint),
                     notes=[] if ri is None else ri.notes, groups=verdict.groups(store, store_key, run_id, fingerprint))
     verdict.anytime_note(ri)
+    configuration_section(view.run)
     shift_section.show(store, store_key, run_id, fingerprint)
     shown = Shown(store, store_key, view, view.report, fingerprint, ri)
     tabs = st.tabs(list(TABS), key=TAB_KEY, on_change="rerun", bind="query-params")
@@ -660,6 +712,10 @@ def _run_body(store: Store, store_key: str, run_id: str, baseline: str, drawn_st
             if tab.open is not False:  # None: state not tracked (never here), draw to be safe
                 with guard(f"drawing {label.lower()}"):
                     draw(shown)
+
+
+#: the run page's baseline selector (px): a model name such as "embedded:fmnist-augmented" whole
+BASELINE_WIDTH = 240
 
 
 def _back_to_list() -> None:
@@ -674,31 +730,38 @@ def show_run(store: Store, store_key: str, run_id: str) -> None:
     if run is None:
         st.error(f"Run {run_id} is no longer in the store.")
         return
-    st.button("All runs", icon=":material/arrow_back:", on_click=_back_to_list)
     models = run.config.models
-    baseline = st.selectbox(
-        "baseline model for mCE / rCE / mFR (recomputed from stored statistics, no re-evaluation)",
-        models, index=url_state.index(BASELINE_PARAM, models, run.config.baseline_model), key=f"baseline-{run_id}",
-        on_change=url_state.bound, args=(BASELINE_PARAM, f"baseline-{run_id}"),
+    # the way back, the baseline and the run's actions in one row that wraps (three rows pushed the summary below a
+    # 1,400 x 900 window's first screen); a delete's confirmation opens under the row, full width
+    row, below = st.container(horizontal=True, vertical_alignment="bottom", gap="small"), st.container()
+    row.button("All runs", icon=":material/arrow_back:", on_click=_back_to_list)
+    baseline = row.selectbox(
+        "baseline for mCE / rCE / mFR", models, index=url_state.index(BASELINE_PARAM, models, run.config.baseline_model),
+        key=f"baseline-{run_id}", on_change=url_state.bound, args=(BASELINE_PARAM, f"baseline-{run_id}"),
+        width=BASELINE_WIDTH, help="The model the ratios are relative to; changing it recomputes them from the stored "
+                                   "statistics, with no re-evaluation.",
     )
     status = run_status(run)
-    run_actions.actions(store, run_id, status, on_deleted=_back_to_list)
+    with row:
+        run_actions.actions(store, run_id, status, on_deleted=_back_to_list, confirm_in=below)
     # a run that may still change (a worker may take a queued or interrupted one) redraws itself
     body = st.fragment(run_body, run_every=REFRESH_S if status in LIVE_STATUSES else None)
     body(store, store_key, run_id, baseline, status)
 
 
 def main() -> None:
-    st.title("Runs")
+    wanted = st.query_params.get(RUN_PARAM)
+    if not wanted:  # a run's page is titled by the run (its status and id), the sidebar names the page
+        st.title("Runs")
     with guard("opening the results store"):
         store = get_store()
         sidebar_store(store)
-        wanted = st.query_params.get(RUN_PARAM)
         if wanted:
             if query.find_run(store, wanted) is not None:
                 with guard(f"showing run {wanted}"):
                     show_run(store, store.description, wanted)
                 return
+            st.title("Runs")
             st.error(f"There is no run {wanted!r} in {store.description}: the link may be mistyped or the run "
                      "deleted. Choose a run below.")
         runs_list(store)

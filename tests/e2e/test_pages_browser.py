@@ -119,6 +119,14 @@ def test_pages_are_a_product_and_stay_on_this_machine(chromium: str, server: tup
             # at 1,400 px no metric card is cut ("sample[:…" was)
             assert page.locator("[data-testid='stMetricValue']").count() >= 5
             assert cut_metric_values(page) == []
+            # the first screen of a 1,400 x 900 window holds the verdict and the whole summary (its header and both
+            # models' rows, about 35 px each): the page title and the baseline selector on rows of their own pushed it
+            # below (issue 37)
+            page.set_viewport_size({"width": 1400, "height": 900})
+            page.wait_for_timeout(1000)
+            summary = page.locator("[data-testid='stDataFrame']").filter(has_text="mCE").first.bounding_box()
+            assert summary is not None and summary["y"] + 3 * 35 <= 900, summary
+            page.set_viewport_size({"width": 1400, "height": 1000})
             shot(page, SHOTS / "run.png")
             page.get_by_role("tab", name="Gallery").dispatch_event("click")
             wait_idle(page)

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 from fe_synthetic import REAL_IMAGES
@@ -98,10 +99,10 @@ def test_damage_and_composed_frames(composed_run: str, store: Store) -> None:
         assert composed[f"{model} acc %"].iloc[0] == pytest.approx(100 * report.cell(model, "compose:dark and noisy", 1).accuracy)
     # the chart's x axis: SSIM (ordered, more damage to the right) or the severity number
     fig = dc.accuracy_vs_damage(frame, "ssim")
-    assert fig.layout.xaxis.autorange == "reversed" and len(fig.data) == 2 * 3
-    noise = next(t for t in fig.data if t.name.endswith("· gaussian_noise"))
-    assert list(noise.x) == sorted(noise.x) and len(noise.x) == 2
-    assert list(next(t for t in dc.accuracy_vs_damage(frame, "severity").data if t.name.endswith("· gaussian_noise")).x) == [1, 4]
+    assert fig.layout.xaxis.range[0] > fig.layout.xaxis.range[1] and len(fig.data) == 2 * 3  # reversed: damage grows right
+    noise = next(t for t in fig.data if t.meta == "gaussian_noise")
+    assert list(noise.x) == sorted(noise.x, reverse=True) and len(noise.x) == 2  # along the damage
+    assert list(next(t for t in dc.accuracy_vs_damage(frame, "severity").data if t.meta == "gaussian_noise").x) == [1, 4]
     with pytest.raises(ValueError, match="ssim"):
         dc.accuracy_vs_damage(frame, "psnr")
 
@@ -113,9 +114,9 @@ def test_the_tab_draws_damage_composed_cells_and_reliability(composed_run: str, 
     charts = at.get("plotly_chart")
     assert len(charts) == 2
     damage, reliability = spec(charts[0]), spec(charts[1])
-    assert damage["layout"]["xaxis"]["title"]["text"].startswith("damage: SSIM")
+    assert damage["layout"]["xaxis"]["title"]["text"].startswith("SSIM")
     model = report.model_names[0]
-    assert reliability["layout"]["title"]["text"] == f"reliability: {model}"
+    assert reliability["layout"]["title"]["text"].startswith(f"reliability: {model}<br>")
     bars = [t for t in reliability["data"] if t["type"] == "bar"]
     clean = report.model(model).clean.calibration
     assert bars[0]["name"] == f"clean (ECE {clean.ece:.3f})"
@@ -128,10 +129,10 @@ def test_the_tab_draws_damage_composed_cells_and_reliability(composed_run: str, 
     assert table["SSIM"].tolist() == sorted(table["SSIM"].tolist())  # most damaged first
     # the toggle: severity numbers on the x axis; another model's diagram
     at.radio(key=f"damage-x-{composed_run}").set_value("severity").run()
-    assert spec(at.get("plotly_chart")[0])["layout"]["xaxis"]["title"]["text"] == "severity number"
+    assert spec(at.get("plotly_chart")[0])["layout"]["xaxis"]["title"]["text"] == "severity"
     other = report.model_names[1]
     at.selectbox(key=f"reliability-model-{composed_run}").set_value(other).run()
-    assert not at.exception and spec(at.get("plotly_chart")[1])["layout"]["title"]["text"] == f"reliability: {other}"
+    assert not at.exception and spec(at.get("plotly_chart")[1])["layout"]["title"]["text"].startswith(f"reliability: {other}<br>")
 
 
 def test_new_domain_preview_shows_composed_steps_and_ssim(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,3 +157,52 @@ def test_new_domain_preview_shows_composed_steps_and_ssim(store: Store, monkeypa
     expected = ladder.ladder_ssim(clean, [ladder.composed(clean, NIGHT.pairs)])[0]
     captions = [c.caption for img in at.get("image") for c in img.proto.imgs]
     assert f"SSIM {expected:.2f}" in captions
+
+
+def test_9_the_damage_chart_reads_one_line_per_model_error_bars_and_chance(composed_run: str, store: Store) -> None:
+    """Defect 9: it drew a line per model × corruption in two colours (22 on the night run), its legend cut, with
+    no error bars and no chance line."""
+    at = run_page(composed_run, TAB)
+    report = report_of(store, composed_run)
+    damage = spec(at.get("plotly_chart")[0])
+    traces = damage["data"]
+    # the legend names each model once, in its own colour
+    shown = [t for t in traces if t.get("showlegend", True)]
+    assert [t["name"] for t in shown] == report.model_names
+    assert len({t["line"]["color"] for t in shown}) == len(report.model_names)
+    # one panel per corruption (noise, saturate, the composition)
+    panels = {t["meta"] for t in traces}
+    assert panels == {"gaussian_noise", "saturate", "compose:dark and noisy"} and len(traces) == 2 * 3
+    # the chance line at 1 / classes in every panel
+    n = len(report.classification.classes)
+    lines = [s for s in damage["layout"]["shapes"] if s["type"] == "line" and s["y0"] == s["y1"]]
+    assert len(lines) == 3 and all(s["y0"] == pytest.approx(100 / n) for s in lines)
+    # each point's error bar: the cell's 95 % interval, the same as the summary's (the run's intervals)
+    from domainbench.query import intervals as run_intervals
+
+    ri = run_intervals(store, report)
+    bands = {(c.model, c.corruption, c.severity): c.balanced_accuracy for c in ri.cells}
+    for t in traces:
+        ys, plus, minus = values(t["y"]), values(t["error_y"]["array"]), values(t["error_y"]["arrayminus"])
+        first = report.model(t["name"]).clean
+        assert ys[0] == pytest.approx(100 * first.accuracy)  # each line starts from the clean pass
+        assert values(t["x"])[0] == 1.0
+        cells = [("clean", 0)] + [(t["meta"], int(c[0])) for c in t["customdata"][1:]]
+        for y, p, m, cell in zip(ys, plus, minus, cells, strict=True):
+            lo, hi = bands[(t["name"], *cell)]
+            assert y + p == pytest.approx(100 * hi) and y - m == pytest.approx(100 * lo)
+
+
+def test_reliability_bins_have_their_proportion_interval() -> None:
+    from scipy.stats import norm
+
+    frame = pd.DataFrame({"cell": ["clean"] * 2, "bin": [13, 14], "low": [13 / 15, 14 / 15], "high": [14 / 15, 1.0],
+                          "images": [20, 0], "accuracy": [0.75, None], "confidence": [0.9, None], "ece": [0.1, 0.1]})
+    bar = next(t for t in dc.reliability_diagram(frame, "m").data if t.type == "bar")
+    # continuity-corrected Wilson for 15 of 20 (Newcombe 1998), by hand
+    k, n, z = 15, 20, norm.ppf(0.975)
+    p = k / n
+    lo = (2 * n * p + z**2 - 1 - z * math.sqrt(z**2 - 2 - 1 / n + 4 * p * (n * (1 - p) + 1))) / (2 * (n + z**2))
+    hi = (2 * n * p + z**2 + 1 + z * math.sqrt(z**2 + 2 - 1 / n + 4 * p * (n * (1 - p) - 1))) / (2 * (n + z**2))
+    assert list(bar.y) == [0.75]
+    assert 0.75 + bar.error_y.array[0] == pytest.approx(hi) and 0.75 - bar.error_y.arrayminus[0] == pytest.approx(lo)

@@ -41,8 +41,12 @@ def param(at: AppTest, name: str) -> str:
 def test_runs_list_shows_domains_plans_and_every_run(populated: Store) -> None:
     at = app()
     assert not at.error
-    domains = next(d.value for d in at.dataframe if "corruptions" in d.value.columns)
-    assert len(domains) == 3 and "gaussian_noise (1,2,3)" in domains["corruptions"].iloc[0]
+    table = next(d for d in at.dataframe if "corruptions" in d.value.columns)
+    domains = table.value
+    # shown: the count and the names (short enough for 1,024 px); the CSV's column: every severity
+    assert len(domains) == 3 and domains["corruptions"].iloc[0] == "2: gaussian_noise, brightness"
+    assert "gaussian_noise (1,2,3)" in domains["corruptions (severities)"].iloc[0]
+    assert list(table.proto.column_order) == ["domain", "runs", "latest", "corruptions"]
     runs = next(d.value for d in at.dataframe if "progress %" in d.value.columns)
     assert runs["run"].tolist() == [LIVE, XRAY, DONE]
     assert runs.set_index("run").loc[LIVE, "progress %"] == pytest.approx(100 * 8 / 12)  # in %, as its name says
