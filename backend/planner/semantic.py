@@ -5,8 +5,10 @@ new user's description says the same facts in words no list holds ("as the boat 
 platform, "hairs lie over the lesion" something in front of the subject). So each factor of
 ``acquisition.toml`` may carry ``exemplars``: short, general phrases of how that acquisition is
 described. The description is split into clauses; each clause and every exemplar are embedded with
-the offline sentence encoder (all-MiniLM-L6-v2, unit vectors); a factor is read when some clause
-comes within cosine ``threshold`` of one of its exemplars. The plan's reason quotes that clause and
+the offline sentence encoder (all-MiniLM-L6-v2, unit vectors); a factor is read when some clause's
+cosine similarity to one of its exemplars exceeds its similarity to the closest of a few generic
+descriptions of pictures (``GENERIC``) by ``threshold``: the encoder finds any two sentences about
+cameras alike, so only what a clause says beyond "a camera takes pictures" is evidence. The plan's reason quotes that clause and
 names the exemplar and the similarity, so a semantic reading is as auditable as a keyword one.
 
 Guards, each a reason a similarity is no evidence:
@@ -40,8 +42,17 @@ from domainbench.planner.keywords import keyword_pattern
 
 log = logging.getLogger(__name__)
 
-#: cosine similarity at or above which a clause shows a factor (leave-one-category-out choice)
-THRESHOLD = 0.60
+#: how far a clause's cosine similarity to a factor's exemplar must exceed its similarity to a generic
+#: description of pictures (``GENERIC``) for the clause to show the factor (leave-one-category-out choice)
+THRESHOLD = 0.225
+#: what any description of a camera or a dataset says: every clause is scored against its closest of these
+#: first, so a clause that merely speaks of cameras and pictures ("a camera records the scene", close to
+#: "the camera is mounted on a moving vehicle" at 0.55) shows nothing; only what it says beyond them counts
+GENERIC = (
+    "a camera takes pictures of the scene", "photographs of objects", "images collected for a dataset",
+    "video of the scene", "cameras monitor the site", "images are labelled by category", "photos taken by people",
+    "high-resolution colour images", "an inspection camera checks the products", "pictures of animals and people",
+)
 
 # sentence ends, then clause boundaries: punctuation, dashes and the conjunctions that start a new
 # statement about the acquisition ("..., as the boat rolls", "... while cows shift their weight")
@@ -95,6 +106,8 @@ class Match:
     clause: Clause
     exemplar: str
     similarity: float
+    #: similarity above the clause's closest generic description (``GENERIC``): what the decision rests on
+    margin: float
 
 
 _lock = threading.Lock()
@@ -107,6 +120,7 @@ def _exemplars(path: str | Path | None = None) -> tuple[np.ndarray, list[tuple[s
 
     book = acquisition.factor_book(path)
     owners = [(name, e.strip()) for name, f in book.factors.items() for e in f.exemplars if e.strip()]
+    owners += [("", g) for g in GENERIC]  # the generic rows, factor ""
     texts = [e for _, e in owners]
     key = hashlib.sha256("\n".join(f"{n}\t{e}" for n, e in owners).encode("utf-8")).hexdigest()[:16]
     with _lock:
@@ -136,7 +150,7 @@ def _exemplars(path: str | Path | None = None) -> tuple[np.ndarray, list[tuple[s
 
 
 def best_matches(text: str, path: str | Path | None = None) -> dict[str, Match]:
-    """For every factor with exemplars, its closest (clause, exemplar) in the description, whatever the similarity.
+    """For every factor with exemplars, its (clause, exemplar) of largest margin over the generic descriptions, whatever it is.
 
     Clauses with a negation and clauses holding one of the factor's ``unless`` words take no part.
     """
@@ -150,6 +164,8 @@ def best_matches(text: str, path: str | Path | None = None) -> dict[str, Match]:
     sims = embed([c.text for c in parts]) @ mat.T  # (clauses, exemplars)
     out: dict[str, Match] = {}
     factor_of = np.array([n for n, _ in owners])
+    generic = sims[:, factor_of == ""].max(axis=1)  # per clause
+    margins = sims - generic[:, None]
     for name, f in book.factors.items():
         cols = np.flatnonzero(factor_of == name)
         if not cols.size:
@@ -158,9 +174,9 @@ def best_matches(text: str, path: str | Path | None = None) -> dict[str, Match]:
         rows = [i for i, c in enumerate(parts) if veto is None or not veto.search(c.text)]
         if not rows:
             continue
-        block = sims[np.ix_(rows, cols)]
+        block = margins[np.ix_(rows, cols)]
         r, k = np.unravel_index(int(np.argmax(block)), block.shape)
-        out[name] = Match(name, parts[rows[r]], owners[cols[k]][1], float(block[r, k]))
+        out[name] = Match(name, parts[rows[r]], owners[cols[k]][1], float(sims[rows[r], cols[k]]), float(block[r, k]))
     return out
 
 
@@ -172,7 +188,7 @@ def read(text: str, threshold: float = THRESHOLD, path: str | Path | None = None
     """
     book = acquisition.factor_book(path)
     by_keyword = {f.factor for f in acquisition.read(text, path)}
-    found = [m for name, m in best_matches(text, path).items() if name not in by_keyword and m.similarity >= threshold]
+    found = [m for name, m in best_matches(text, path).items() if name not in by_keyword and m.margin >= threshold]
     present = by_keyword | {m.factor for m in found}
     found = [m for m in found if not set(book.factors[m.factor].unless_factors) & present]
     return sorted(found, key=lambda m: (m.clause.start, m.factor))
@@ -189,8 +205,8 @@ def implied(text: str, catalogue_names: set[str] | None = None, threshold: float
             if catalogue_names is not None and corruption not in catalogue_names:
                 continue
             imp = factor.implication(corruption)
-            why = (f"{factor.label} (the clause reads like '{m.exemplar}', similarity {m.similarity:.2f}), "
-                   f"and {imp.why}")
+            why = (f"{factor.label} (the clause reads like '{m.exemplar}', similarity {m.similarity:.2f}, "
+                   f"{m.margin:.2f} above a generic description of pictures), and {imp.why}")
             hits.append(Hit(f"semantic:{m.factor}", corruption, why, m.clause.text, m.clause.text, m.clause.start,
                             tuple(imp.severities)))
     return hits
