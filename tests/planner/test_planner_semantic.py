@@ -60,7 +60,9 @@ def test_a_negated_clause_is_never_matched() -> None:
     positive = "Seed trays are checked; the cart jolts over rough ground."
     negative = "Seed trays are checked; the cart never jolts over rough ground."
     assert "moving_platform" in {m.factor for m in semantic.read(positive)}
-    assert "moving_platform" not in semantic.best_matches(negative)  # the clause takes no part at all
+    # the negated clause takes no part at all: no factor's best match rests on it
+    assert all("never" not in m.clause.text for m in semantic.best_matches(negative).values())
+    assert "moving_platform" not in {m.factor for m in semantic.read(negative)}
 
 
 def test_a_keyword_factor_is_left_to_the_keywords_and_vetoes_still_apply() -> None:
