@@ -10,7 +10,10 @@ Method (deterministic, no network):
    image, a digital detector, a sunlit scene), each mapped to the corruptions it produces with
    the mechanism as the reason ("'night driving': the camera rides on a moving vehicle ..., and
    the platform moves during each exposure" -> motion_blur). A phrase naming the effect itself
-   (a cue) is quoted in preference to an inferred factor.
+   (a cue) is quoted in preference to an inferred factor. Then the factors the clauses show by
+   meaning but no keyword names (``semantic.py``: each clause against short exemplar phrases per
+   factor, by MiniLM similarity above a generic description of pictures); they add the corruptions
+   their factor implies, quoting the clause, and never fire a sanity rule.
 1. The description is split into chunks: the whole text, each sentence, and each clause of a
    sentence (split at commas, semicolons, "and"/"or" lists are kept whole). Clauses let a short
    phrase such as "at night in heavy rain" meet a situation on its own terms instead of being
