@@ -51,6 +51,9 @@ class Factor(BaseModel):
     unless: list[str] = Field(default_factory=list)
     #: factors whose presence anywhere in the text means this one is not read
     unless_factors: list[str] = Field(default_factory=list)
+    #: short, general phrases of how this acquisition is described: the semantic reading
+    #: (semantic.py) reads the factor from a clause close to one of them in meaning
+    exemplars: list[str] = Field(default_factory=list)
 
     def implication(self, corruption: str) -> Implication:
         v = self.implies[corruption]

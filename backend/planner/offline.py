@@ -10,7 +10,10 @@ Method (deterministic, no network):
    image, a digital detector, a sunlit scene), each mapped to the corruptions it produces with
    the mechanism as the reason ("'night driving': the camera rides on a moving vehicle ..., and
    the platform moves during each exposure" -> motion_blur). A phrase naming the effect itself
-   (a cue) is quoted in preference to an inferred factor.
+   (a cue) is quoted in preference to an inferred factor. Then the factors the clauses show by
+   meaning but no keyword names (``semantic.py``: each clause against short exemplar phrases per
+   factor, by MiniLM similarity above a generic description of pictures); they add the corruptions
+   their factor implies, quoting the clause, and never fire a sanity rule.
 1. The description is split into chunks: the whole text, each sentence, and each clause of a
    sentence (split at commas, semicolons, "and"/"or" lists are kept whole). Clauses let a short
    phrase such as "at night in heavy rain" meet a situation on its own terms instead of being
@@ -56,7 +59,7 @@ from typing import Any
 import numpy as np
 
 from domainbench.records.config import CorruptionChoice
-from domainbench.planner import acquisition, compositions, cues, rules
+from domainbench.planner import acquisition, compositions, cues, rules, semantic
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.llm import required_choice
 from domainbench.planner.vote import VoteResult, majority_vote
@@ -75,6 +78,8 @@ class OfflineParams:
     strong: float = 0.60  # score at or above which all five levels are used
     drop_prob: float = 0.3
     jitter: float = 0.01
+    #: cosine similarity at or above which a clause shows an acquisition factor by meaning (semantic.py)
+    semantic: float = semantic.THRESHOLD
 
 
 _lock = threading.Lock()
@@ -367,6 +372,9 @@ class OfflinePlanner:
             hits.setdefault(h.name, h)  # the first phrase that calls for it
         # then what follows from how the images are taken (a phrase naming the effect itself wins)
         for h in acquisition.implied(domain_text, set(names)):
+            hits.setdefault(h.name, h)
+        # then what the clauses say in words no keyword list holds, read by meaning
+        for h in semantic.implied(domain_text, set(names), self.p.semantic):
             hits.setdefault(h.name, h)
         reading = Reading(hits, cues.outdoors(domain_text))
         best, ch, sid, quote, texts = self.similarities(domain_text)

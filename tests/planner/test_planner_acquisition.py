@@ -164,8 +164,9 @@ def test_every_rule_factor_is_an_acquisition_factor() -> None:
 def test_the_benchmark_targets_quick() -> None:
     """benchmarks/planner_agreement.py, quick: the paper's six and the new set's tuning part meet issue 39's
     targets. Every held-out dozen has been seen (the third, written blind in session 4, scored 21/37 with
-    one impossible pick and was not tuned on): the floor is the tuned 132/132 plus that blind 21/37, so a
-    regression shows, and its one impossible pick is pinned until a general fix removes it."""
+    one impossible pick; session 5 tuned on its misses with general facts): 167 of the 169 required
+    corruptions are found (a vending machine's customer taking a product: motion blur and the hand as an
+    occluder, read by meaning only below the semantic threshold) and no impossible one is picked."""
     from benchmarks import planner_agreement as bench
 
     def offline(text: str) -> set[str]:
@@ -176,9 +177,9 @@ def test_the_benchmark_targets_quick() -> None:
     # Table 2 lists vertical flips for driving and people; no acquisition turns a road or a face upside down
     assert {k: v for k, v in paper.broken.items() if v} == {"driving": ["missing vertical_flip"], "people": ["missing vertical_flip"]}
     tuned = bench.score_new(offline, heldout=False)
-    assert tuned.recall >= bench.NEW_RECALL and tuned.required == 169 and tuned.found >= 132 + 21, tuned.missed
+    assert tuned.required >= 169 and tuned.found >= 167 and tuned.recall >= bench.NEW_RECALL, {k: v for k, v in tuned.missed.items() if v}
     # a photo of the Moon from a garden: the sky is the subject, and nothing in it casts a sun shadow
-    assert {k: v for k, v in tuned.impossible.items() if v} == {"night_sky_phones": ["shadow"]}
+    assert tuned.impossible_picks == 0, {k: v for k, v in tuned.impossible.items() if v}
     held = bench.score_new(offline, heldout=True)
     assert held.required == 0  # a new blind dozen changes this test with it
 
@@ -238,7 +239,7 @@ def test_a_negated_keyword_is_no_evidence() -> None:
     from domainbench.planner import cues
 
     read = lambda t: {f.factor for f in acquisition.read(t)}  # noqa: E731
-    assert read("Photos of the Moon taken with phones, usually without a tripod.") == {"handheld", "consumer_camera"}
+    assert read("Photos of the Moon taken with phones, usually without a tripod.") == {"handheld", "consumer_camera", "night_sky"}
     assert "fixed_mount" in read("Photos of the Moon taken with phones on a tripod.")
     assert "flash" not in read("Museum rules: no flash.") and "flash" in read("Portraits lit by a flash.")
     # one word may stand between; two ("not only at night") no longer negate
