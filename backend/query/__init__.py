@@ -133,6 +133,9 @@ def unit_counts(store: Store, run: RunRecord) -> tuple[int, int]:
     corruption run: reading a large run's keys scans its unit rows)."""
     if run.fmr is not None or run.kind in TASK_KINDS:
         return stored_units(store, run.run_id), done_cells(store, run)
+    if run.kind == "clip":  # one unit per (model, cell), each its own clip_units document
+        done = done_cells(store, run)
+        return done, done
     keys = store.units.keys(run_id=run.run_id)
     return len(keys), len({(k[1], k[2], k[3]) for k in keys})
 

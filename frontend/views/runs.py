@@ -608,9 +608,14 @@ def run_header(view: data.RunView) -> None:
     dataset = run.dataset.name if run.dataset else cfg.dataset
     cards.metric("dataset", card_value(dataset), help=f"{dataset} ({run.dataset.size if run.dataset else '?'} images)",
                  width="content")
-    cards.metric("images", run.dataset.size if run.dataset else "?", width="content")
+    if run.kind == "clip":  # a clip dataset counts clips; its frames per clip are the run's sampling
+        sampling = (run.kind_settings or {}).get("sampling") or {}
+        cards.metric("clips", run.dataset.size if run.dataset else "?", width="content",
+                     help=", ".join(f"{k} {v}" for k, v in sampling.items() if v is not None) or None)
+    else:
+        cards.metric("images", run.dataset.size if run.dataset else "?", width="content")
     done = progress.progress_of(run, view.report, view.n_units, view.total_cells)
-    if run.kind in ("vqa", "retrieval"):  # one stored unit per (model, cell): the share of those stored
+    if run.kind in ("vqa", "retrieval", "clip"):  # one stored unit per (model, cell): the share of those stored
         cards.metric("evaluated", f"{100 * view.done_cells / max(view.total_cells, 1):.0f} %",
                      help=f"{view.done_cells} of {view.total_cells} (model, cell) units stored", width="content")
     else:

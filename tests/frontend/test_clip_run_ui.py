@@ -41,3 +41,9 @@ def test_a_clip_run_page_shows_its_rows_strip_and_timeline(store: Store, tmp_pat
     for caption, p, c in zip(captions[1::2], flickered, clean):
         assert caption.split(" ")[0] == p["prediction"] and ("≠ clean" in caption) == (p["prediction"] != c["prediction"])
     assert page.get("plotly_chart"), "the prediction timeline"
+    # the header counts clips and the (model, cell) units stored: it read "images 2", "evaluated 0 %" and
+    # "Run kind: corruption" for a finished clip run
+    cards = {m.label: m.value for m in page.metric}
+    assert cards["clips"] == "2" and "images" not in cards
+    assert cards["evaluated"] == "100 %"
+    assert any("Run kind: clips" in c.value for c in page.caption)
