@@ -60,6 +60,7 @@ import numpy as np
 
 from domainbench.records.config import CorruptionChoice
 from domainbench.planner import acquisition, compositions, cues, rules, semantic
+from domainbench.planner.sentence_encoder import cache_file, embed
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.llm import required_choice
 from domainbench.planner.vote import VoteResult, majority_vote
@@ -83,32 +84,11 @@ class OfflineParams:
 
 
 _lock = threading.Lock()
-_encoder: Any = None
 _catalogue_cache: dict[str, tuple[np.ndarray, list[tuple[int, str]]]] = {}
 
 
-def encoder() -> Any:
-    """The MiniLM sentence encoder, loaded once per process (a few seconds)."""
-    global _encoder
-    with _lock:
-        if _encoder is None:
-            from domainbench.models.embedded import text_model
-
-            _encoder = text_model("cpu")
-        return _encoder
-
-
-def embed(texts: list[str]) -> np.ndarray:
-    vecs = encoder().encode(texts, batch_size=16, normalize_embeddings=True, show_progress_bar=False)
-    return np.asarray(vecs, dtype=np.float32)
-
-
 def _cache_file(fingerprint: str) -> Path:
-    from domainbench.runtime.settings import Settings
-
-    base = Settings.from_env().cache_dir
-    root = base if base else Path.home() / ".cache" / "domainbench"
-    return root / "planner" / f"minilm-catalogue-{fingerprint}.npz"
+    return cache_file(f"minilm-catalogue-{fingerprint}.npz")
 
 
 def catalogue_embeddings(catalogue: Catalogue) -> tuple[np.ndarray, list[tuple[int, str]]]:

@@ -116,7 +116,7 @@ _exemplar_cache: dict[str, tuple[np.ndarray, list[tuple[str, str]]]] = {}
 
 def _exemplars(path: str | Path | None = None) -> tuple[np.ndarray, list[tuple[str, str]]]:
     """Unit embeddings of every factor's exemplars, with (factor, exemplar) per row; cached in memory and on disk."""
-    from domainbench.planner.offline import _cache_file, embed
+    from domainbench.planner.sentence_encoder import cache_file, embed
 
     book = acquisition.factor_book(path)
     owners = [(name, e.strip()) for name, f in book.factors.items() for e in f.exemplars if e.strip()]
@@ -127,7 +127,7 @@ def _exemplars(path: str | Path | None = None) -> tuple[np.ndarray, list[tuple[s
         hit = _exemplar_cache.get(key)
     if hit is not None:
         return hit
-    file = _cache_file(key).with_name(f"minilm-exemplars-{key}.npz")
+    file = cache_file(f"minilm-exemplars-{key}.npz")
     mat = None
     try:
         with np.load(file, allow_pickle=False) as z:
@@ -154,7 +154,7 @@ def best_matches(text: str, path: str | Path | None = None) -> dict[str, Match]:
 
     Clauses with a negation and clauses holding one of the factor's ``unless`` words take no part.
     """
-    from domainbench.planner.offline import embed
+    from domainbench.planner.sentence_encoder import embed
 
     book = acquisition.factor_book(path)
     parts = [c for c in clauses(text) if not _NEGATION.search(c.text)]

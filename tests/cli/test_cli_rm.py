@@ -33,7 +33,7 @@ def test_rm_deletes_named_runs_only(cli_store: Store, capsys, monkeypatch) -> No
         _records(cli_store, run_id)
     code, _, err = run_cli(["rm", "a", "b"], capsys, monkeypatch, quiet=False)
     assert code == 0, err
-    assert "deleted run a (1 units, 6 records)" in err and "deleted run b" in err
+    assert "deleted run a (1 units, 7 records)" in err and "deleted run b" in err
     assert set(_counts(cli_store, "a").values()) == set(_counts(cli_store, "b").values()) == {0}
     assert _counts(cli_store, "c")["units"] == 1 and cli_store.keys("domains") == {("d1",)}
 

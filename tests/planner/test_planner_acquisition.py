@@ -162,11 +162,14 @@ def test_every_rule_factor_is_an_acquisition_factor() -> None:
 
 
 def test_the_benchmark_targets_quick() -> None:
-    """benchmarks/planner_agreement.py, quick: the paper's six and the new set's tuning part meet issue 39's
-    targets. Every held-out dozen has been seen (the third, written blind in session 4, scored 21/37 with
-    one impossible pick; session 5 tuned on its misses with general facts): 167 of the 169 required
-    corruptions are found (a vending machine's customer taking a product: motion blur and the hand as an
-    occluder, read by meaning only below the semantic threshold) and no impossible one is picked."""
+    """benchmarks/planner_agreement.py, quick: the paper's six and the new set's tuned part meet issue 39's
+    targets. Every held-out set has been seen. The first 60 domains were tuned on (the third dozen, written
+    blind in session 4, scored 21/37 with one impossible pick; session 5 tuned on its misses with general
+    facts): 167 of their 169 required corruptions are found (a vending machine's customer taking a product:
+    motion blur and the hand as an occluder, read by meaning only below the semantic threshold) and no
+    impossible one is picked. The fourth set (30 domains written blind in session 5, scored once after that
+    session's changes and never tuned on) holds its blind score, 70 of 91 with 3 impossible picks: a floor
+    that only a better planner raises."""
     from benchmarks import planner_agreement as bench
 
     def offline(text: str) -> set[str]:
@@ -176,12 +179,18 @@ def test_the_benchmark_targets_quick() -> None:
     assert paper.mean >= bench.PAPER_JACCARD, paper.jaccard
     # Table 2 lists vertical flips for driving and people; no acquisition turns a road or a face upside down
     assert {k: v for k, v in paper.broken.items() if v} == {"driving": ["missing vertical_flip"], "people": ["missing vertical_flip"]}
-    tuned = bench.score_new(offline, heldout=False)
+    domains = bench.load(bench.NEW_FILE)
+    fourth = [k for k, d in domains.items() if "fourth set" in d.get("seen", "")]
+    assert len(fourth) == 30
+    tuned = bench.score_new(offline, heldout=False, only=[k for k in domains if k not in fourth])
     assert tuned.required >= 169 and tuned.found >= 167 and tuned.recall >= bench.NEW_RECALL, {k: v for k, v in tuned.missed.items() if v}
     # a photo of the Moon from a garden: the sky is the subject, and nothing in it casts a sun shadow
     assert tuned.impossible_picks == 0, {k: v for k, v in tuned.impossible.items() if v}
+    blind = bench.score_new(offline, only=fourth)
+    assert blind.required == 91 and blind.found >= 70 and blind.impossible_picks <= 3, (
+        {k: v for k, v in blind.missed.items() if v}, {k: v for k, v in blind.impossible.items() if v})
     held = bench.score_new(offline, heldout=True)
-    assert held.required == 0  # a new blind dozen changes this test with it
+    assert held.required == 0  # a new blind set changes this test with it
 
 
 def test_a_portable_xray_scanner_is_no_flatbed() -> None:

@@ -51,7 +51,7 @@ def test_a_clause_read_by_meaning_shows_its_factor_and_the_reason_quotes_it() ->
 
 
 def _embed(text: str):
-    from domainbench.planner.offline import embed
+    from domainbench.planner.sentence_encoder import embed
 
     return embed([text])[0]
 
