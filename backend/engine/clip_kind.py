@@ -137,25 +137,17 @@ def check_clip_inputs(domain: DomainConfig, cfg: RunConfig, sampling: Sampling) 
     """What a worker would refuse of a queued clip run, checked before it is queued (the plan, the options, the
     image size, the clips listed and their classes; the clips are decoded by the worker, which fails the run naming
     a clip that does not decode); the config and kind settings to store."""
-    from domainbench.corruptions.api import MIN_SIDE
     from domainbench.engine.dataset_pin import pinned_config
-    from domainbench.records.label_sets import resolve_classes
 
     check_clip_options(domain, cfg)
-    clip_cells(domain)
-    domain.check_catalogue()
     sampling = sampling.check()
-    if cfg.image_size < MIN_SIDE:
-        raise UserInputError(f"image_size = {cfg.image_size}: corruptions need frames of at least {MIN_SIDE}x{MIN_SIDE} "
-                             f"pixels; set image_size to {MIN_SIDE} or more")
-    ds = open_clips(cfg.dataset, resolve_classes(cfg.classes), cfg.image_size)
-    if len(ds.classes) < 2:
-        raise UserInputError(f"clip dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 "
-                             "by construction; give at least two classes")
+    _open_checked(domain, cfg)
     return pinned_config(cfg), {"sampling": sampling.as_dict()}
 
 
-def open_inputs(domain: DomainConfig, cfg: RunConfig, sampling: Sampling) -> ClipInputs:
+def _open_checked(domain: DomainConfig, cfg: RunConfig) -> tuple[list[ClipCell], Any]:
+    """The plan's cells and the clip dataset listed (nothing decoded), each checked: frames large enough to
+    corrupt, at least two classes."""
     from domainbench.corruptions.api import MIN_SIDE
     from domainbench.records.label_sets import resolve_classes
 
@@ -168,6 +160,11 @@ def open_inputs(domain: DomainConfig, cfg: RunConfig, sampling: Sampling) -> Cli
     if len(ds.classes) < 2:
         raise UserInputError(f"clip dataset {cfg.dataset} has a single class {ds.classes}: zero-shot accuracy would be 1 "
                              "by construction; give at least two classes")
+    return cells, ds
+
+
+def open_inputs(domain: DomainConfig, cfg: RunConfig, sampling: Sampling) -> ClipInputs:
+    cells, ds = _open_checked(domain, cfg)
     workers = cfg.workers if cfg.workers is not None else min(8, os.cpu_count() or 1)
     clips, unreadable = decode_clips(ds, sampling, skip_unreadable=cfg.skip_unreadable, workers=workers)
     return ClipInputs(ds, sampling, clips, unreadable, cells)

@@ -49,24 +49,21 @@ the plan is the same every time for the same text.
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from domainbench.records.config import CorruptionChoice
 from domainbench.planner import acquisition, compositions, cues, rules, semantic
-from domainbench.planner.sentence_encoder import cache_file, embed
+from domainbench.planner.sentence_encoder import cached_embed, embed
 from domainbench.planner.catalogue import Catalogue
 from domainbench.planner.llm import required_choice
 from domainbench.planner.vote import VoteResult, majority_vote
 
 MODEL_NAME = "all-MiniLM-L6-v2"
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -87,10 +84,6 @@ _lock = threading.Lock()
 _catalogue_cache: dict[str, tuple[np.ndarray, list[tuple[int, str]]]] = {}
 
 
-def _cache_file(fingerprint: str) -> Path:
-    return cache_file(f"minilm-catalogue-{fingerprint}.npz")
-
-
 def catalogue_embeddings(catalogue: Catalogue) -> tuple[np.ndarray, list[tuple[int, str]]]:
     """Embeddings of every description and situation, with (entry index, text) per row.
 
@@ -106,24 +99,7 @@ def catalogue_embeddings(catalogue: Catalogue) -> tuple[np.ndarray, list[tuple[i
     for i, e in enumerate(catalogue.entries):
         owners.append((i, e.description.strip()))
         owners.extend((i, s.strip()) for s in e.situations if s.strip())
-    texts = [t for _, t in owners]
-    path = _cache_file(key)
-    mat = None
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if list(z["texts"]) == texts and z["emb"].shape[0] == len(texts):
-                mat = z["emb"].astype(np.float32)
-    except (OSError, KeyError, ValueError):
-        mat = None
-    if mat is None:
-        mat = embed(texts)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.npz")
-            np.savez(tmp, emb=mat, texts=np.array(texts))
-            tmp.replace(path)
-        except OSError as e:
-            log.debug("could not write the planner embedding cache %s: %s", path, e)
+    mat = cached_embed(f"minilm-catalogue-{key}.npz", [t for _, t in owners])
     with _lock:
         _catalogue_cache[key] = (mat, owners)
     return mat, owners

@@ -28,7 +28,6 @@ Deterministic: the same text always gives the same findings (the encoder runs on
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 import threading
 from dataclasses import dataclass
@@ -40,7 +39,6 @@ from domainbench.planner import acquisition
 from domainbench.planner.cues import Hit, _normalise
 from domainbench.planner.keywords import keyword_pattern
 
-log = logging.getLogger(__name__)
 
 #: how far a clause's cosine similarity to a factor's exemplar must exceed its similarity to a generic
 #: description of pictures (``GENERIC``) for the clause to show the factor (leave-one-category-out choice)
@@ -116,7 +114,7 @@ _exemplar_cache: dict[str, tuple[np.ndarray, list[tuple[str, str]]]] = {}
 
 def _exemplars(path: str | Path | None = None) -> tuple[np.ndarray, list[tuple[str, str]]]:
     """Unit embeddings of every factor's exemplars, with (factor, exemplar) per row; cached in memory and on disk."""
-    from domainbench.planner.sentence_encoder import cache_file, embed
+    from domainbench.planner.sentence_encoder import cached_embed
 
     book = acquisition.factor_book(path)
     owners = [(name, e.strip()) for name, f in book.factors.items() for e in f.exemplars if e.strip()]
@@ -127,23 +125,7 @@ def _exemplars(path: str | Path | None = None) -> tuple[np.ndarray, list[tuple[s
         hit = _exemplar_cache.get(key)
     if hit is not None:
         return hit
-    file = cache_file(f"minilm-exemplars-{key}.npz")
-    mat = None
-    try:
-        with np.load(file, allow_pickle=False) as z:
-            if list(z["texts"]) == texts:
-                mat = z["emb"].astype(np.float32)
-    except (OSError, KeyError, ValueError):
-        mat = None
-    if mat is None:
-        mat = embed(texts) if texts else np.zeros((0, 384), dtype=np.float32)
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = file.with_suffix(".tmp.npz")
-            np.savez(tmp, emb=mat, texts=np.array(texts))
-            tmp.replace(file)
-        except OSError as e:
-            log.debug("could not write the exemplar embedding cache %s: %s", file, e)
+    mat = cached_embed(f"minilm-exemplars-{key}.npz", texts)
     with _lock:
         _exemplar_cache[key] = (mat, owners)
     return mat, owners
