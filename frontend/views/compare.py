@@ -298,7 +298,11 @@ def cost_section(comparison: data.Comparison, records: list[RunRecord], ranking:
     if not any(c.images_per_second is not None for c in costs):
         st.info("None of the chosen runs stored stage timings for its models, so their images/s are not known.")
         return
-    exports.chart(cost_view.pareto_figure(costs, decision.bounds_of(ranking)), "compare-cost", "cost")
+    # one chance line where every chosen run guesses among as many classes (an average over domains of different
+    # class counts has no single chance level)
+    counts = {len(r.dataset.classes) for r in records if r.run_id in runs and r.dataset is not None}
+    chance = 1.0 / counts.pop() if len(counts) == 1 else None
+    exports.chart(cost_view.pareto_figure(costs, decision.bounds_of(ranking), chance=chance), "compare-cost", "cost")
     line = decision.cost_sentence(costs, joint)
     if line:
         st.text(line[0].upper() + line[1:] + ".")

@@ -111,6 +111,9 @@ def test_compare_draws_the_joint_groups_and_the_pareto_front(two_store: Store,
         assert (t["marker"]["symbol"] == "star") == (m in front)
         # the error bar is the ranking's interval of the average
         assert t["y"][0] + t["error_y"]["array"][0] == pytest.approx(ranking.loc[m, "corrupted acc high %"])
+    # the chance line: both runs guess among the same classes
+    (n_classes,) = {len(two_store.get_run(r).dataset.classes) for r in runs}
+    assert [s["y0"] for s in cost["layout"]["shapes"]] == [pytest.approx(100.0 / n_classes)]
     table = next(d.value for d in at.dataframe if "Pareto-efficient" in d.value.columns).set_index("model")
     assert {m for m in table.index if table.loc[m, "Pareto-efficient"]} == front
     assert table["group"].to_dict() == expected
