@@ -27,7 +27,14 @@ def show(store: Store, run_id: str) -> None:
     st.subheader("Clips: one row per model × cell")
     st.caption("95 % intervals (bootstrap over clips) in the _ci_low / _ci_high columns; `domainbench export` writes "
                "the same rows. Definitions: docs/video.md.")
-    st.dataframe(pd.DataFrame(result.rows), hide_index=True, key=f"{run_id}-clip-rows")
+    rows = pd.DataFrame(result.rows)
+    if "mode" in rows:  # a temporal corruption has no mode (it is one process across the frames): blank, not "None"
+        rows["mode"] = rows["mode"].fillna("")
+    st.dataframe(rows, hide_index=True, key=f"{run_id}-clip-rows",
+                 column_config={"mode": st.column_config.TextColumn("mode", width="medium",
+                                                                    help="an image corruption per clip: one draw for the "
+                                                                         "whole clip (static) or one per frame "
+                                                                         "(independent); blank for a temporal one")})
     lines = query.clip_verdict_lines(result)
     if lines:
         st.markdown("**Paired verdicts** (sign-flip over clips / McNemar per cell, Holm-corrected)")

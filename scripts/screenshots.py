@@ -2,7 +2,8 @@
 ``$DOMAINBENCH_CHROMIUM``) through playwright: the pictures committed under docs/screenshots/ (issue 37).
 
 The store: the e2e pages test's real small run (both embedded models on 24 bundled images, with stability and PD
-threat) and its copy as a second domain, plus a synthetic unlabelled run. Each page is shot as its first screen (the
+threat) and its copy as a second domain, a synthetic unlabelled run, a run with real-shift cells (the tests' night,
+scan and shop folders made from the sample) and a clip run (both embedded models on four short generated clips). Each page is shot as its first screen (the
 window's height: what a reader sees before scrolling); the run page's tabs too.
 
     .venv/bin/python scripts/screenshots.py [OUT_DIR]     # default: docs/screenshots
@@ -35,11 +36,15 @@ def settled(page) -> None:  # noqa: ANN001 - a playwright Page
         page.wait_for_function("() => !document.querySelector('[data-testid=stSkeleton]')", timeout=240_000, polling=250)
     page.wait_for_timeout(1500)  # charts draw after the script ends
 UNLABELLED = "20250103-000000-unlabelled-9a9a"
+SHIFT = "20250104-000000-real-shift-5h1f"
+CLIPS = "20250105-000000-clips-c11p"
 TABS = ["PD threat", "Accuracy vs radius", "Per corruption", "Label flips", "Stability", "Damage & calibration"]
 
 
 def fill(home: Path) -> str:
     import fe_synthetic as syn
+
+    from tests.real_shift_run import TWO, build
 
     from domainbench.store import open_store
 
@@ -48,8 +53,18 @@ def fill(home: Path) -> str:
     try:
         syn.populate(store, run_id=UNLABELLED, labelled=False, per_image=True, domain="unlabelled shop-floor photos",
                      created_at="2025-01-03T00:00:00+00:00")
+        from domainbench.data.clip_samples import write_sample_clips
+        from domainbench.data.clips import Sampling
+        from domainbench.engine.clip_kind import start_clip_run
+        from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
+
+        clips = write_sample_clips(home.parent / "clips", per_class=2, frames=12, size=32, classes=2, seed=0)
+        start_clip_run(store, DomainConfig(domain="dash-cam clips under flickering street lamps", corruptions=[
+            CorruptionChoice(name="flicker", severities=[3, 5]), CorruptionChoice(name="impulse_noise", severities=[5])]),
+            RunConfig(dataset=str(clips), image_size=32, workers=0, models=TWO), Sampling(frames=6), CLIPS)
     finally:
         store.close()
+    build(home.parent, TWO, run_id=SHIFT)  # stores into home.parent / "home", this store
     return run_id
 
 
@@ -89,6 +104,8 @@ def main() -> None:
                         page.screenshot(path=str(out / f"run-{tab.split()[0].lower()}-{width}.png"))
                         print(f"run-{tab.split()[0].lower()}-{width}.png")
                     shoot(f"/?run={UNLABELLED}", "run-unlabelled")
+                    shoot(f"/?run={SHIFT}", "run-real-shift")
+                    shoot(f"/?run={CLIPS}", "run-clips")
                     shoot("/compare", "compare")
                     shoot("/new_domain", "new-domain")
                     shoot("/glossary", "glossary")

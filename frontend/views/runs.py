@@ -740,12 +740,14 @@ def show_run(store: Store, store_key: str, run_id: str) -> None:
     # 1,400 x 900 window's first screen); a delete's confirmation opens under the row, full width
     row, below = st.container(horizontal=True, vertical_alignment="bottom", gap="small"), st.container()
     row.button("All runs", icon=":material/arrow_back:", on_click=_back_to_list)
+    # only a corruption run has ratios to a baseline (mCE / rCE / mFR): an FMR search, a task or a clip run has none
+    ratios = run.fmr is None and run.kind not in ("vqa", "retrieval", "clip")
     baseline = row.selectbox(
         "baseline for mCE / rCE / mFR", models, index=url_state.index(BASELINE_PARAM, models, run.config.baseline_model),
         key=f"baseline-{run_id}", on_change=url_state.bound, args=(BASELINE_PARAM, f"baseline-{run_id}"),
         width=BASELINE_WIDTH, help="The model the ratios are relative to; changing it recomputes them from the stored "
                                    "statistics, with no re-evaluation.",
-    )
+    ) if ratios else run.config.baseline_model
     status = run_status(run)
     with row:
         run_actions.actions(store, run_id, status, on_deleted=_back_to_list, confirm_in=below)

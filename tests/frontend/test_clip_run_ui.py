@@ -47,3 +47,6 @@ def test_a_clip_run_page_shows_its_rows_strip_and_timeline(store: Store, tmp_pat
     assert cards["clips"] == "2" and "images" not in cards
     assert cards["evaluated"] == "100 %"
     assert any("Run kind: clips" in c.value for c in page.caption)
+    # a clip run has no ratios to a baseline: no mCE baseline picker; a temporal cell's mode is blank, not "None"
+    assert not [s for s in page.selectbox if s.label.startswith("baseline")]
+    assert "None" not in set(rows["mode"].astype(str)) and set(rows["mode"]) == {""}
