@@ -1061,13 +1061,7 @@ def export(
         from domainbench.engine.clip_output import export_text as clip_text, predictions_text as clip_predictions
 
         text, n = clip_predictions(clip_run, format) if predictions else (clip_text(clip_run, format), len(clip_run.rows))
-        if output:
-            from domainbench.runtime.safe_output import write_atomically
-
-            write_atomically(output, text)
-            _say(f"wrote {n} rows to {markup_safe(output)}")
-        else:
-            sys.stdout.write(text)
+        _emit(text, output, n)
         return
     if predictions:
         from domainbench.query.predictions import write_predictions
@@ -1079,26 +1073,25 @@ def export(
     report = query.report(store, run_id, baseline)
     text = (query.export_json(query.get_run(store, run_id), report, store, confidence) if format == "json"
             else query.export_csv(report, store, confidence))
-    if output:
-        from domainbench.runtime.safe_output import write_atomically
-
-        write_atomically(output, text)
-        _say(f"wrote {markup_safe(output)}")
-    else:
-        sys.stdout.write(text)
+    _emit(text, output)
 
 
 def _export_task(result: Any, format: str, output: Optional[Path], predictions: bool) -> None:
     from domainbench.query.task_output import export_text, predictions_text
 
     text, n = predictions_text(result, format) if predictions else (export_text(result, format), len(result.rows))
-    if output:
-        from domainbench.runtime.safe_output import write_atomically
+    _emit(text, output, n)
 
-        write_atomically(output, text)
-        _say(f"wrote {n} rows to {markup_safe(output)}")
-    else:
+
+def _emit(text: str, output: Optional[Path], rows: Optional[int] = None) -> None:
+    """An export's text: into ``output`` atomically (saying so, with its row count where known), else to stdout."""
+    if not output:
         sys.stdout.write(text)
+        return
+    from domainbench.runtime.safe_output import write_atomically
+
+    write_atomically(output, text)
+    _say(f"wrote {markup_safe(output)}" if rows is None else f"wrote {rows} rows to {markup_safe(output)}")
 
 
 def export_hard(run_id: str, output: Optional[Path], threshold: float) -> None:
