@@ -32,6 +32,7 @@ DOMAINBENCH_LLM_BASE_URL). ``--vs-llm``: the older offline-vs-LLM comparison on 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tomllib
 from collections.abc import Callable, Iterable
@@ -126,6 +127,33 @@ def score_new(planner: Planner, heldout: bool | None = None, only: Iterable[str]
     return score
 
 
+_ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth)\s+(dozen|set)\b", re.IGNORECASE)
+
+
+def set_of(d: dict) -> str:
+    """Which set a domain came in, for the per-set printout: its ``seen`` note's "<ordinal> dozen/set", "held out"
+    for a blind set not yet seen, "first dozen" for the seen note that names no ordinal (the first held-out dozen),
+    and "written for tuning" for the domains written with the planner."""
+    seen = d.get("seen")
+    if d.get("heldout"):
+        m = _ORDINAL.search(d.get("set", "") or seen or "")
+        return f"held out ({m.group(0).lower()})" if m else "held out"
+    if seen is None:
+        return "written for tuning"
+    m = _ORDINAL.search(seen)
+    return m.group(0).lower() if m else "first dozen"
+
+
+def by_set(score: NewScore, domains: dict[str, dict], required: dict[str, int]) -> dict[str, tuple[int, int, int]]:
+    """(found, required, impossible picks) per set, in the file's order of first appearance."""
+    out: dict[str, tuple[int, int, int]] = {}
+    for key, missed in score.missed.items():
+        label = set_of(domains[key])
+        f, r, i = out.get(label, (0, 0, 0))
+        out[label] = (f + required[key] - len(missed), r + required[key], i + len(score.impossible[key]))
+    return out
+
+
 def planner_for(provider: str, samples: int) -> Planner:
     from domainbench.planner import plan
 
@@ -152,6 +180,9 @@ def paper_and_new(provider: str, samples: int, which: str, only: list[str] | Non
                 continue
             hit = s.recall >= NEW_RECALL and s.impossible_picks == 0
             ok &= hit
+            domains = load(NEW_FILE)
+            for name, (f, r, i) in by_set(s, domains, {k: len(domains[k]["required"]) for k in s.missed}).items():
+                print(f"  {name:22s} recall {f / r:.3f} ({f}/{r}), impossible picks {i}")
             print(f"{label}: recall of required {s.recall:.3f} ({s.found}/{s.required}, target >= {NEW_RECALL}); "
                   f"impossible picks {s.impossible_picks} (target 0) -> {'MET' if hit else 'NOT MET'}\n")
     return ok
