@@ -36,6 +36,8 @@ class DomainKind(BaseModel):
     factors: list[str] = Field(default_factory=list)
     #: factors that rule the kind out (a satellite domain that is also aerial: aircraft do blur)
     unless_factors: list[str] = Field(default_factory=list)
+    #: words anywhere in the description that rule the kind out (sonar images described beside a camera's)
+    unless: list[str] = Field(default_factory=list)
     forbidden: list[str] = Field(default_factory=list)
     required: list[str] = Field(default_factory=list)
 
@@ -104,6 +106,7 @@ class _Compiled:
     book: RuleBook
     patterns: dict[str, re.Pattern[str]]
     need_patterns: dict[str, re.Pattern[str]]
+    unless_patterns: dict[str, re.Pattern[str]]
     fingerprint: str
 
 
@@ -112,7 +115,8 @@ def _compile(path: str) -> _Compiled:
     book, raw = load_book(Path(path), RuleBook, "sanity rules", "backend/planner/rules.toml")
     patterns = {name: keyword_pattern(kind.keywords) for name, kind in book.kinds.items() if kind.keywords}
     need_patterns = {name: keyword_pattern(need.keywords) for name, need in book.needs.items() if need.keywords}
-    return _Compiled(book, patterns, need_patterns, hashlib.sha256(raw).hexdigest()[:12])
+    unless_patterns = {name: keyword_pattern(kind.unless) for name, kind in book.kinds.items() if kind.unless}
+    return _Compiled(book, patterns, need_patterns, unless_patterns, hashlib.sha256(raw).hexdigest()[:12])
 
 
 def rule_book(path: str | Path | None = None) -> RuleBook:
@@ -138,6 +142,9 @@ def detect_kinds(text: str, path: str | Path | None = None) -> list[DetectedKind
     found = []
     for name, kind in comp.book.kinds.items():
         if set(kind.unless_factors) & set(factors):
+            continue
+        veto = comp.unless_patterns.get(name)
+        if veto is not None and any(not cues.negated(norm, m.start()) for m in veto.finditer(norm)):
             continue
         shown = next((factors[f] for f in kind.factors if f in factors), None)
         if shown is not None:  # the factor's own evidence, as the description writes it
