@@ -60,6 +60,8 @@ class Need(BaseModel):
     factors: list[str] = Field(default_factory=list)
     unless_factors: list[str] = Field(default_factory=list)
     keywords: list[str] = Field(default_factory=list)
+    #: a keyword is no evidence in a clause holding one of these ("uploaded to the cloud" shows no sky)
+    unless: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _evidence(self) -> Need:
@@ -107,6 +109,7 @@ class _Compiled:
     patterns: dict[str, re.Pattern[str]]
     need_patterns: dict[str, re.Pattern[str]]
     unless_patterns: dict[str, re.Pattern[str]]
+    need_unless: dict[str, re.Pattern[str]]
     fingerprint: str
 
 
@@ -116,7 +119,8 @@ def _compile(path: str) -> _Compiled:
     patterns = {name: keyword_pattern(kind.keywords) for name, kind in book.kinds.items() if kind.keywords}
     need_patterns = {name: keyword_pattern(need.keywords) for name, need in book.needs.items() if need.keywords}
     unless_patterns = {name: keyword_pattern(kind.unless) for name, kind in book.kinds.items() if kind.unless}
-    return _Compiled(book, patterns, need_patterns, unless_patterns, hashlib.sha256(raw).hexdigest()[:12])
+    need_unless = {name: keyword_pattern(need.unless) for name, need in book.needs.items() if need.unless}
+    return _Compiled(book, patterns, need_patterns, unless_patterns, need_unless, hashlib.sha256(raw).hexdigest()[:12])
 
 
 def rule_book(path: str | Path | None = None) -> RuleBook:
@@ -169,7 +173,11 @@ def unmet_needs(text: str, path: str | Path | None = None) -> dict[str, str]:
     for name, need in comp.book.needs.items():
         by_factor = bool(set(need.factors) & factors) and not set(need.unless_factors) & factors
         pattern = comp.need_patterns.get(name)
-        shown = pattern is not None and any(not cues.negated(norm, m.start()) for m in pattern.finditer(norm))
+        veto = comp.need_unless.get(name)
+        shown = pattern is not None and any(
+            not cues.negated(norm, m.start()) and (veto is None or not veto.search(cues._clause(norm, m.start(), m.end())))
+            for m in pattern.finditer(norm)
+        )
         if not by_factor and not shown:
             out[name] = f"a scene that shows no {need.needs} ({need.because})"
     return out
