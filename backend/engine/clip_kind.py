@@ -351,8 +351,10 @@ def clip_results(clips: list[dict[str, Any]], units: dict[str, Any], models: lis
     labels = None if any(lab is None for lab in labels_list) else np.asarray(labels_list, dtype=int)
     data: dict[tuple[str, str], ClipCellData] = {}
     for u in units.values():
-        data[(u["model"], u["cell"])] = ClipCellData([np.asarray(p, dtype=int) for p in u["preds"]], labels,
-                                                     None if u["mean_preds"] is None else np.asarray(u["mean_preds"]))
+        data[(u["model"], u["cell"])] = ClipCellData(
+            [np.asarray(p, dtype=int) for p in u["preds"]], labels,
+            None if u["mean_preds"] is None else np.asarray(u["mean_preds"]),
+            None if u.get("video_preds") is None else np.asarray(u["video_preds"], dtype=int))
     rows = []
     for m in models:
         clean = data[(m, CLEAN)]

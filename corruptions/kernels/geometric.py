@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-from albumentations.augmentations.geometric import functional as agf
 from pydantic import Field
 
 from domainbench.corruptions.draws import record
-from domainbench.corruptions.kernels._common import size_scale
+from domainbench.corruptions.kernels._common import agf, size_scale
 from domainbench.corruptions.kernels._imagenet_c import IMAGENET_C_LADDER_VERSION
 from domainbench.corruptions.spec import CorruptionSpec, Params
 

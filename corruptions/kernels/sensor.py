@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import cv2
 import numpy as np
-from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
 from domainbench.corruptions.draws import record
-from domainbench.corruptions.kernels._common import to_uint8
+from domainbench.corruptions.kernels._common import apf, to_uint8
 from domainbench.corruptions.spec import CorruptionSpec, Params
 
 

@@ -6,13 +6,12 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-from albumentations.augmentations.pixel import functional as apf
 from pydantic import Field
 
 from domainbench.corruptions.draws import record
 from domainbench.corruptions.errors import CorruptionError
 from domainbench.corruptions.kernels import frost_photos
-from domainbench.corruptions.kernels._common import fractal_noise, luminance, size_scale, to_uint8
+from domainbench.corruptions.kernels._common import apf, fractal_noise, luminance, size_scale, to_uint8
 from domainbench.corruptions.kernels._imagenet_c import (
     IMAGENET_C_LADDER_VERSION,
     clipped_zoom,

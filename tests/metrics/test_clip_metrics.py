@@ -18,8 +18,10 @@ def _random_cell(rng: np.random.Generator, clips: int = 7, classes: int = 3,
     clean = [rng.integers(0, classes, n) for n in lengths]
     # the corrupted predictions agree with the clean ones most of the time, so episodes are short
     corrupted = [np.where(rng.random(n) < 0.6, c, rng.integers(0, classes, n)) for c, n in zip(clean, lengths)]
-    return (ClipCellData(corrupted, labels, rng.integers(0, classes, clips)),
-            ClipCellData(clean, labels, rng.integers(0, classes, clips)))
+    video_clean = rng.integers(0, classes, clips)
+    video = np.where(rng.random(clips) < 0.5, video_clean, rng.integers(0, classes, clips))
+    return (ClipCellData(corrupted, labels, rng.integers(0, classes, clips), video),
+            ClipCellData(clean, labels, rng.integers(0, classes, clips), video_clean))
 
 
 def _brute(d: ClipCellData, clean: ClipCellData) -> dict[str, float | None]:
@@ -56,6 +58,8 @@ def _brute(d: ClipCellData, clean: ClipCellData) -> dict[str, float | None]:
                 t += 1
     return {"frame_accuracy": right / total, "clip_accuracy_vote": float(np.mean(np.array(votes) == d.labels)),
             "clip_accuracy_mean": float(np.mean(d.mean_preds == d.labels)),
+            "clip_accuracy_video": sum(int(v == y) for v, y in zip(d.video_preds, d.labels)) / len(d.labels),
+            "video_answer_flip_rate": sum(int(v != w) for v, w in zip(d.video_preds, clean.video_preds)) / len(d.labels),
             "temporal_flip_rate": flips / pairs if pairs else None,
             "temporal_flip_rate_clean": cflips / cpairs if cpairs else None,
             "flip_rate_added": flips / pairs - cflips / cpairs if pairs else None,
@@ -119,6 +123,21 @@ def test_recovery_episodes_by_hand() -> None:
     # hand-worked: pairs 0-1 flip, 1-2 same, 2-3 flip -> 2 of 3
     got = cell_metrics(ClipCellData([np.array([0, 1, 1, 0])], np.array([0]), None), None)
     assert got["temporal_flip_rate"] == pytest.approx(2 / 3) and got["clip_accuracy_mean"] is None
+    assert got["clip_accuracy_video"] is None and got["video_answer_flip_rate"] is None
+
+
+def test_video_answers_by_hand() -> None:
+    # 4 clips: whole-clip answers 0,1,1,2 against labels 0,1,0,0 -> 2 of 4 right; clean answers 0,1,0,2 -> 1 of 4 changed
+    frames = [np.zeros(3, dtype=int)] * 4
+    labels = np.array([0, 1, 0, 0])
+    clean = ClipCellData(frames, labels, None, np.array([0, 1, 0, 2]))
+    got = cell_metrics(ClipCellData(frames, labels, None, np.array([0, 1, 1, 2])), clean, resamples=500)
+    assert got["clip_accuracy_video"] == 0.5 and got["video_answer_flip_rate"] == 0.25
+    assert 0.0 <= got["video_answer_flip_rate_ci_low"] <= 0.25 <= got["video_answer_flip_rate_ci_high"] <= 1.0
+    # the clean cell has no answer flips; a model that answers no whole clips has neither metric
+    assert cell_metrics(clean, None)["video_answer_flip_rate"] is None
+    assert cell_metrics(clean, None)["clip_accuracy_video"] == 0.75
+    assert cell_metrics(ClipCellData(frames, labels), ClipCellData(frames, labels))["video_answer_flip_rate"] is None
 
 
 def test_paired_verdicts_name_the_better_model_after_holm() -> None:

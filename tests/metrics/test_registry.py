@@ -219,7 +219,7 @@ def test_metrics_command_lists_every_metric(capsys: pytest.CaptureFixture[str], 
     assert code == 0
     assert json.loads(out) == [metric(n).describe() for n in ("label_flip_probability", "label_flips",
                                                                "temporal_flip_rate", "temporal_flip_rate_clean",
-                                                               "flip_rate_added")]
+                                                               "flip_rate_added", "video_answer_flip_rate")]
     assert json.loads(out)[0]["interval"] == "wilson" and json.loads(out)[0]["direction"] == "lower"
 
 

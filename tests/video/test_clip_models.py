@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from tests.models.fake_vlm_server import Answer, serve  # noqa: F401 (the fixture)
@@ -114,6 +115,7 @@ def test_a_video_model_answers_each_clip_as_one_video_and_the_answer_is_stored_p
     from domainbench.data.clip_samples import write_sample_clips
     from domainbench.data.clips import Sampling
     from domainbench.engine.clip_kind import clip_cells, corrupt, load_clip_run, open_inputs, start_clip_run
+    from domainbench.engine.clip_output import prediction_rows
     from domainbench.models.generative import VLMOptions
     from domainbench.models.hf_vlm_backend import load_hf_vlm
     from domainbench.records.config import CorruptionChoice, DomainConfig, RunConfig
@@ -155,6 +157,18 @@ def test_a_video_model_answers_each_clip_as_one_video_and_the_answer_is_stored_p
         want = [int(np.argmax([_video_loglik_by_the_loss(m.model, m.processor, f, prompt, cls) for cls in m.classes]))
                 for f in frames]
         assert unit["video_preds"] == want and "video_answers" not in unit
+    # the whole-clip answers reach the rows and the prediction export
+    labels = np.array([c["label"] for c in result.clips])
+    clean_video = np.array(result.units[f"{name}\tclean"]["video_preds"])
+    flicker_video = np.array(result.units[f"{name}\tflicker:5"]["video_preds"])
+    rows = {r["corruption"]: r for r in result.rows}
+    assert rows["clean"]["clip_accuracy_video"] == pytest.approx(np.mean(clean_video == labels))
+    assert rows["flicker"]["clip_accuracy_video"] == pytest.approx(np.mean(flicker_video == labels))
+    assert rows["flicker"]["video_answer_flip_rate"] == pytest.approx(np.mean(flicker_video != clean_video))
+    assert rows["clean"]["video_answer_flip_rate"] is None
+    exported = {(p["corruption"], p["clip"]): p["clip_prediction_video"] for p in prediction_rows(result)}
+    for c, clip in enumerate(result.clips):
+        assert exported[("flicker", clip["clip"])] == m.classes[flicker_video[c]]
         np.testing.assert_allclose(m.classify_videos(frames).scores,
                                    [[_video_loglik_by_the_loss(m.model, m.processor, f, prompt, cls) for cls in m.classes]
                                     for f in frames], rtol=1e-4)

@@ -20,6 +20,10 @@ METRICS = (
     Metric("clip_accuracy_vote", "clip accuracy (vote)", "fraction", "higher",
            "share of clips whose majority vote over its frames' predictions is right (ties: lowest class index)",
            "clip", _FRAMES, _BOOT, interval="bootstrap", order=30, field="clip_accuracy_vote", always=False),
+    Metric("clip_accuracy_video", "clip accuracy (video input)", "fraction", "higher",
+           "share of clips whose whole-clip answer (the sampled frames given as one video) is right; video-input "
+           "models only", "clip", ("clip: the model's answer to the clip as one video",), _BOOT, interval="bootstrap",
+           order=35, field="clip_accuracy_video", always=False),
     Metric("temporal_flip_rate", "temporal flip rate", "fraction", "lower",
            "share of consecutive sampled-frame pairs whose prediction changes (needs no labels)", "clip", _FRAMES,
            _BOOT, interval="bootstrap", order=40, field="temporal_flip_rate", always=False),
@@ -30,6 +34,11 @@ METRICS = (
            "temporal flip rate under the corruption minus clean: the flicker the corruption adds", "clip", _FRAMES,
            "difference of the pooled rates; interval: paired bootstrap over clips", interval="bootstrap", order=60,
            field="flip_rate_added", always=False),
+    Metric("video_answer_flip_rate", "video answer flips", "fraction", "lower",
+           "share of clips whose whole-clip answer under the corruption differs from the answer to the clean clip "
+           "(needs no labels); video-input models only", "clip",
+           ("clip: the model's answer to the clip as one video, clean and corrupted",), _BOOT, interval="bootstrap",
+           order=65, field="video_answer_flip_rate", always=False),
     Metric("recovery_time", "recovery time", "steps", "lower",
            "mean length, in sampled frames, of the runs of frames whose prediction differs from the clean one, "
            "until the clean prediction returns (runs still open at a clip's end are left out and counted)", "clip",
