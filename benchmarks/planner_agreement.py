@@ -131,7 +131,7 @@ _ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|
 
 
 def set_of(d: dict) -> str:
-    """Which set a domain came in, for the per-set printout: its ``seen`` note's "<ordinal> dozen/set", "held out"
+    """Which set a domain came in, for the per-set printout: its ``seen`` note's "<ordinal> dozen/set" (the dev set: "fifth set (dev)"), "held out"
     for a blind set not yet seen, "first dozen" for the seen note that names no ordinal (the first held-out dozen),
     and "written for tuning" for the domains written with the planner."""
     seen = d.get("seen")
@@ -141,7 +141,9 @@ def set_of(d: dict) -> str:
     if seen is None:
         return "written for tuning"
     m = _ORDINAL.search(seen)
-    return m.group(0).lower() if m else "first dozen"
+    if m:
+        return m.group(0).lower()
+    return "fifth set (dev)" if "dev set" in seen else "first dozen"
 
 
 def by_set(score: NewScore, domains: dict[str, dict], required: dict[str, int]) -> dict[str, tuple[int, int, int]]:
