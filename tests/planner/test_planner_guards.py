@@ -1,0 +1,125 @@
+"""General imaging facts and physics guards added in session 6 (issue 39), each on wording of its own.
+
+The sentences below are not any benchmark domain's words: each states the fact in other words, so a
+test fails when the fact is lost, not when one description's phrasing changes.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from domainbench.planner import acquisition, cues, plan, rules
+
+CATALOGUE = ["fog", "rain", "snow", "frost", "perspective", "rotation", "cloud_overlay", "motion_blur", "shadow", "low_light",
+             "color_shift", "lens_spatter", "lens_distortion", "grid_distortion", "speckle_noise"]
+
+
+def factors(text: str) -> set[str]:
+    return {f.factor for f in acquisition.read(text)}
+
+
+def chosen(text: str) -> set[str]:
+    return {c.name for c in plan(text, provider="offline").corruptions}
+
+
+@pytest.mark.parametrize(
+    ("text", "factor", "corruption"),
+    [
+        ("Shelves lit by incandescent bulbs.", "tinted_light", "color_shift"),  # filament light is yellow-orange
+        ("Feeds sent over LTE from the truck.", "lossy_transmission", "jpeg_compression"),  # a shared digital link
+        ("The stream goes blocky now and then.", "lossy_transmission", "jpeg_compression"),  # the 8x8 blocks named
+        ("Rail tracks watched across a mirage on hot afternoons.", "air_turbulence", "elastic"),  # hot air bends rays
+        ("Rail tracks watched across a mirage on hot afternoons.", "air_turbulence", "gaussian_blur"),
+        ("Bread loaves in cellophane on the counter.", "translucent_wrap", "glass_blur"),  # a wrapper scrambles detail
+        ("Delivery notes received by telefax.", "bilevel", "posterize"),  # one bit per pixel
+        ("Delivery notes received by telefax.", "low_resolution", "pixelate"),  # about 200 x 100 dpi
+        ("Pipe welds checked by radiography.", "photon_limited", "shot_noise"),  # few X-ray quanta per pixel
+        ("Ledgers photographed as open books on a table.", "bound_pages", "grid_distortion"),  # pages curve to the spine
+        ("Footage from bodycams worn by stewards.", "wide_lens", "lens_distortion"),  # worn cameras are wide
+        ("A camera in a hot cell full of radioactive sources.", "radiation_hits", "salt_and_pepper"),  # particle hits
+        ("Grinding fumes hang round the spindle.", "airborne_particles", "fog"),  # particles in the air veil
+        ("Sealed crates pass the camera on a belt.", "moving_subject", "motion_blur"),  # a belt carries them past
+        ("Toddlers who will not sit still in the chair.", "moving_subject", "motion_blur"),  # the negation is the fact
+        ("The tunnel is filmed with the lights switched off, by IR LEDs.", "dim_light", "low_light"),
+        ("A dome camera over the tills.", "cover_near_lens", "gaussian_blur"),  # an out-of-focus cover softens
+        ("Wheat fields in 30 m pixels from Landsat.", "low_resolution", "pixelate"),  # metre-scale pixels
+    ],
+)
+def test_general_facts_of_session_six(text: str, factor: str, corruption: str) -> None:
+    hits = {(h.cue, h.name) for h in acquisition.implied(text)}
+    assert (f"acquisition:{factor}", corruption) in hits, sorted(hits)
+
+
+@pytest.mark.parametrize(
+    ("text", "absent"),
+    [
+        ("Parts are checked for their dimensions.", "dim_light"),  # "dim*" read "dimensions"
+        ("A diverse set of parts on a bench.", "water"),  # "diver*" read "diverse"
+        ("Licence photos: the applicant holds a driving licence to the camera.", "road_vehicle"),  # a document
+        ("Car bodies are inspected on the paint line.", "road_vehicle"),  # a product in a factory
+        ("A relay helicopter carries the signal from the race.", "airborne"),  # it relays, it takes no picture
+        ("Shoppers' mugs are printed with dark colours.", "dim_light"),  # a thing's colour, not the light
+    ],
+)
+def test_words_that_are_no_evidence(text: str, absent: str) -> None:
+    assert absent not in factors(text)
+
+
+def test_skin_and_mistakes_are_no_weather() -> None:
+    assert cues.outdoors("Skin lesions photographed in a clinic.") is None  # "ski*" read "skin"
+    assert "fog" not in {h.name for h in cues.find("Labelling mistakes are common.")}  # "mist*" read "mistake"
+    assert "frost" not in {h.name for h in cues.find("Ice cream tubs behind frosted glass.")}
+    assert "cloud_overlay" not in {h.name for h in cues.find("Photos are backed up to the cloud.")}
+
+
+def test_sound_and_radio_echoes_have_no_optical_effects() -> None:
+    """Sonar, ultrasound and SAR form images from echoes: no fog or weather, no light level, no lens."""
+    req = rules.requirements("Side-scan sonar mosaics of a lake bed.", CATALOGUE)
+    assert {"fog", "rain", "low_light", "color_shift", "lens_spatter", "lens_distortion"} <= set(req.forbidden)
+    assert "speckle_noise" not in req.forbidden and "grid_distortion" not in req.forbidden
+    # a sonar beside a camera's pictures: the camera's optics are back
+    both = rules.requirements("An ROV with a sonar and a camera in murky water.", CATALOGUE)
+    assert "fog" not in both.forbidden and "low_light" not in both.forbidden
+    plan_ = chosen("Towfish sonar records of a harbour floor, lines misregistered in the swell.")
+    assert "fog" not in plan_ and {"speckle_noise", "grid_distortion"} <= plan_
+
+
+def test_a_scanner_has_no_perspective_but_may_skew() -> None:
+    req = rules.requirements("Invoices fed through a sheet-fed scanner.", CATALOGUE)
+    assert "perspective" in req.forbidden
+    got = chosen("Contracts fed through an office scanner; pages often go in crooked.")
+    assert "rotation" in got and "perspective" not in got
+    # a phone photographing a page does see it at a slant
+    assert "perspective" not in rules.requirements("Receipts photographed on a desk with a phone.", CATALOGUE).forbidden
+
+
+def test_radiology_has_no_fog_but_a_fogged_intraoral_window_does() -> None:
+    assert {"fog", "lens_distortion"} <= set(rules.requirements("Chest X-rays from the ward.", CATALOGUE).forbidden)
+    # medical without radiology: optics that fog up (breath, body heat) are possible
+    assert "fog" not in rules.requirements("Dental camera images; the window fogs from breath.", CATALOGUE).forbidden
+
+
+def test_clouds_need_the_sky_not_the_storage_cloud() -> None:
+    assert "cloud_overlay" in rules.unmet_needs("Inspection photos are uploaded to the cloud every night.")
+    assert "cloud_overlay" not in rules.unmet_needs("A webcam on the pier watches clouds over the bay.")
+    assert "cloud_overlay" not in chosen("A dust cloud surrounds the harvester as it works the field.")
+
+
+def test_a_rider_or_a_relay_aircraft_shows_no_overhead_view() -> None:
+    text = "Marathon coverage from a motorbike camera; a helicopter relays the signal to the studio."
+    assert "cloud_overlay" not in chosen(text)
+    # an aircraft that does take the pictures still brings its clouds
+    assert "cloud_overlay" in chosen("Aerial photos of the marathon route from a helicopter.")
+
+
+def test_a_kinds_unless_words_and_a_needs_unless_words() -> None:
+    """rules.toml's new vetoes: a kind is not detected when one of its ``unless`` words is anywhere in the text
+    (unless negated), and a need's keyword is no evidence in a clause holding one of the need's ``unless`` words."""
+    echo = next(k for k in rules.rule_book().kinds.values() if k.factors == ["acoustic_imaging"])
+    assert "camera*" in echo.unless
+    labels = lambda t: {k.label for k in rules.detect_kinds(t)}  # noqa: E731
+    assert echo.label in labels("Ultrasound loops of the liver.")
+    assert echo.label not in labels("Ultrasound loops of the liver beside photos of the skin.")
+    assert echo.label in labels("Ultrasound loops of the liver, without any camera.")  # a negated veto is no veto
+    assert "cloud_overlay" in rules.unmet_needs("Point clouds of the hall.")
+    assert "cloud_overlay" not in rules.unmet_needs("Point clouds of the hall; outside, clouds over the yard.")
