@@ -59,6 +59,11 @@ def test_general_facts_of_session_six(text: str, factor: str, corruption: str) -
         ("Car bodies are inspected on the paint line.", "road_vehicle"),  # a product in a factory
         ("A relay helicopter carries the signal from the race.", "airborne"),  # it relays, it takes no picture
         ("Shoppers' mugs are printed with dark colours.", "dim_light"),  # a thing's colour, not the light
+        ("Foot traffic in the mall is counted at the doors.", "road_vehicle"),  # people walking, not a road
+        ("A camera in the cabin watches the driver for drowsiness.", "road_vehicle"),  # inside the car
+        ("Drones count pallets indoors, flying along the racks.", "airborne"),  # no sky under a roof
+        ("Each car is recorded by a camera and a radar.", "coherent_imaging"),  # the radar is another sensor
+        ("Cells imaged under bright field illumination.", "sunlit"),  # a microscope's field, not a meadow
     ],
 )
 def test_words_that_are_no_evidence(text: str, absent: str) -> None:
@@ -70,6 +75,10 @@ def test_skin_and_mistakes_are_no_weather() -> None:
     assert "fog" not in {h.name for h in cues.find("Labelling mistakes are common.")}  # "mist*" read "mistake"
     assert "frost" not in {h.name for h in cues.find("Ice cream tubs behind frosted glass.")}
     assert "cloud_overlay" not in {h.name for h in cues.find("Photos are backed up to the cloud.")}
+    assert "vertical_flip" not in {h.name for h in cues.find("Parts on a bench under overhead lights.")}
+    assert "vertical_flip" not in {h.name for h in cues.find("Frames grabbed from a slide show.")}
+    assert "frost" not in {h.name for h in cues.find("The feed freezes when the link drops.")}
+    assert "snow" not in {h.name for h in cues.find("Snow crab graded on a processing line.")}
 
 
 def test_sound_and_radio_echoes_have_no_optical_effects() -> None:
