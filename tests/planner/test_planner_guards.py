@@ -43,6 +43,10 @@ def chosen(text: str) -> set[str]:
         ("The tunnel is filmed with the lights switched off, by IR LEDs.", "dim_light", "low_light"),
         ("A dome camera over the tills.", "cover_near_lens", "gaussian_blur"),  # an out-of-focus cover softens
         ("Wheat fields in 30 m pixels from Landsat.", "low_resolution", "pixelate"),  # metre-scale pixels
+        ("Apples spin on rollers as they pass the camera.", "moving_subject", "motion_blur"),  # things going past
+        ("The mast bounces in gusts.", "moving_platform", "motion_blur"),  # a mount that moves
+        ("Goal-line replays in super slow motion.", "photon_limited", "shot_noise"),  # short exposures, few photons
+        ("Trail cameras often have cobwebs across the lens.", "occlusion", "occluder"),
     ],
 )
 def test_general_facts_of_session_six(text: str, factor: str, corruption: str) -> None:
@@ -132,3 +136,13 @@ def test_a_kinds_unless_words_and_a_needs_unless_words() -> None:
     assert echo.label in labels("Ultrasound loops of the liver, without any camera.")  # a negated veto is no veto
     assert "cloud_overlay" in rules.unmet_needs("Point clouds of the hall.")
     assert "cloud_overlay" not in rules.unmet_needs("Point clouds of the hall; outside, clouds over the yard.")
+
+
+def test_cars_under_a_roof_bring_no_road_weather() -> None:
+    """A scene the text puts under a roof (a parking garage, a showroom, indoors) has no road weather or sun
+    shadow, even where another clause names the cars."""
+    text = "Parking garage cameras read number plates; cars enter at walking pace."
+    assert "indoor_scene" in factors(text) and "road_vehicle" not in factors(text)
+    assert not {"rain", "shadow"} & chosen(text)
+    # a road outside keeps them
+    assert {"rain", "shadow"} <= chosen("Cameras read number plates as cars enter the city centre.")

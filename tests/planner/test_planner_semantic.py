@@ -32,11 +32,12 @@ def test_clauses_split_at_punctuation_conjunctions_and_light_or_optics_phrases()
 
 
 def test_a_clause_read_by_meaning_shows_its_factor_and_the_reason_quotes_it() -> None:
-    text = "Seed trays are checked by an inspection camera; the cart jolts over rough ground between the benches."
+    # ("jolts" became a keyword of the moving platform in session 6, so the example lurches instead)
+    text = "Seed trays are checked by an inspection camera; the cart lurches over rough ground between the benches."
     by_meaning = {m.factor: m for m in semantic.read(text)}
     assert "moving_platform" not in {f.factor for f in acquisition.read(text)}  # no keyword says it
     m = by_meaning["moving_platform"]
-    assert m.clause.text == "the cart jolts over rough ground between the benches" and m.margin >= semantic.THRESHOLD
+    assert m.clause.text == "the cart lurches over rough ground between the benches" and m.margin >= semantic.THRESHOLD
     # the margin is the similarity above the clause's closest generic description of pictures
     generic = max(float(v) for v in semantic._exemplars()[0][-len(semantic.GENERIC):] @ _embed(m.clause.text))
     assert m.margin == pytest.approx(m.similarity - generic, abs=1e-5)
@@ -44,7 +45,7 @@ def test_a_clause_read_by_meaning_shows_its_factor_and_the_reason_quotes_it() ->
     assert all(x.margin < semantic.THRESHOLD for x in semantic.best_matches("A camera records the scene.").values())
     cfg = plan(text, provider="offline")
     blur = next(c for c in cfg.corruptions if c.name == "motion_blur")
-    assert "'the cart jolts over rough ground between the benches'" in blur.reason
+    assert "'the cart lurches over rough ground between the benches'" in blur.reason
     assert f"similarity {m.similarity:.2f}, {m.margin:.2f} above a generic description" in blur.reason
     # the same text reads the same way every time
     assert [(x.factor, x.similarity) for x in semantic.read(text)] == [(x.factor, x.similarity) for x in by_meaning.values()]
@@ -57,8 +58,8 @@ def _embed(text: str):
 
 
 def test_a_negated_clause_is_never_matched() -> None:
-    positive = "Seed trays are checked; the cart jolts over rough ground."
-    negative = "Seed trays are checked; the cart never jolts over rough ground."
+    positive = "Seed trays are checked; the cart lurches over rough ground."
+    negative = "Seed trays are checked; the cart never lurches over rough ground."
     assert "moving_platform" in {m.factor for m in semantic.read(positive)}
     # the negated clause takes no part at all: no factor's best match rests on it
     assert all("never" not in m.clause.text for m in semantic.best_matches(negative).values())
@@ -79,7 +80,7 @@ def test_a_keyword_factor_is_left_to_the_keywords_and_vetoes_still_apply() -> No
 
 def test_the_semantic_reading_never_fires_a_sanity_rule() -> None:
     """A looser reading may add a choice but never trigger a domain kind's requirements or lift a prohibition."""
-    text = "Seed trays are checked; the cart jolts over rough ground as it travels between the rows."
+    text = "Seed trays are checked; the cart lurches over rough ground as it travels between the rows."
     assert "moving_platform" in {m.factor for m in semantic.read(text)}
     req = rules.requirements(text, ["motion_blur", "rain", "shadow", "cloud_overlay"])
     assert req.kinds == [] and set(req.required) == set() and "cloud_overlay" in req.forbidden
