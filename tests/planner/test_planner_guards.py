@@ -47,6 +47,11 @@ def chosen(text: str) -> set[str]:
         ("The mast bounces in gusts.", "moving_platform", "motion_blur"),  # a mount that moves
         ("Goal-line replays in super slow motion.", "photon_limited", "shot_noise"),  # short exposures, few photons
         ("Trail cameras often have cobwebs across the lens.", "occlusion", "occluder"),
+        ("Kiosk cameras see customers in sunglasses and hats.", "occlusion", "occluder"),  # worn over the face
+        ("Maps on paper with fold lines, photographed flat.", "bound_pages", "grid_distortion"),  # folds bend lines
+        ("Pallets wrapped in stretch film.", "translucent_wrap", "glass_blur"),
+        ("Clips from GoPros on the riders' helmets.", "wide_lens", "lens_distortion"),  # a plural brand name
+        ("Images from a pill camera swallowed by the patient.", "enclosed_cavity", "low_light"),  # its own LEDs only
     ],
 )
 def test_general_facts_of_session_six(text: str, factor: str, corruption: str) -> None:
