@@ -143,6 +143,9 @@ class Match:
 CUED_ONLY_FAMILIES = frozenset({"geometric"})
 #: families that need an outdoor scene (or an explicit cue) to be chosen by similarity
 OUTDOOR_FAMILIES = frozenset({"weather"})
+#: corruptions whose physics similarity cannot show (speckle needs coherent illumination: radar, sonar,
+#: ultrasound, a laser): chosen only where a cue or a factor names it
+CUED_ONLY = frozenset({"speckle_noise"})
 
 
 #: a temporal corruption that is the moving form of an image corruption: proposed for footage whose still plan has it
@@ -233,7 +236,7 @@ class OfflinePlanner:
 
     def _allowed_semantic(self, i: int, reading: Reading) -> bool:
         e = self.catalogue.entries[i]
-        if e.family in CUED_ONLY_FAMILIES:
+        if e.family in CUED_ONLY_FAMILIES or e.name in CUED_ONLY:
             return False
         return e.family not in OUTDOOR_FAMILIES or reading.outdoor is not None
 

@@ -151,3 +151,27 @@ def test_cars_under_a_roof_bring_no_road_weather() -> None:
     assert not {"rain", "shadow"} & chosen(text)
     # a road outside keeps them
     assert {"rain", "shadow"} <= chosen("Cameras read number plates as cars enter the city centre.")
+
+
+def test_the_similarity_fallback_never_guesses_speckle() -> None:
+    """Speckle needs coherent illumination (radar, sonar, ultrasound, a laser): a look-alike situation is no
+    evidence of it, so the catalogue-similarity fallback never picks it; a cue or a factor still does."""
+    from domainbench.planner import offline
+    from domainbench.planner.catalogue import load_catalogue
+
+    planner = offline.OfflinePlanner(load_catalogue().still())
+    names = planner.catalogue.names
+    reading = offline.Reading({}, "outdoor")
+    assert not planner._allowed_semantic(names.index("speckle_noise"), reading)
+    assert planner._allowed_semantic(names.index("pixelate"), reading)
+    assert "speckle_noise" in chosen("Synthetic aperture radar tiles of sea ice.")
+
+
+def test_words_that_move_nothing_in_the_picture() -> None:
+    """A motion sensor, a speed-up of the work or software that runs is no motion blur; a page under a copy
+    stand is photographed square-on (no perspective from the page)."""
+    assert "motion_blur" not in {h.name for h in cues.find("Lights on motion sensors switch on as staff arrive.")}
+    assert "motion_blur" not in {h.name for h in cues.find("The grading software speeds up the work.")}
+    assert "motion_blur" in {h.name for h in cues.find("Parts speed along the line.")}
+    assert "page_photographed" not in factors("Documents photographed from a copy stand, straight down.")
+    assert "page_photographed" in factors("Documents photographed on a desk.")
