@@ -1,4 +1,4 @@
-"""How well the planner chooses: the paper's six domains against GPT-4o, and 60 domains no paper lists.
+"""How well the planner chooses: the paper's six domains against GPT-4o, and 120 domains no paper lists.
 
 Default (``--set all``), with the offline planner:
 
@@ -10,7 +10,8 @@ Default (``--set all``), with the offline planner:
   document, retail, agriculture, robotics, underwater, broadcast, security), each with the
   corruptions an expert requires and those the scene cannot produce: recall of the required ones
   (pooled over domains) and the picks of impossible ones. Target: recall >= 0.85, no impossible
-  pick. The held-out part (``heldout = true``, written down and committed before the planner ran on
+  pick, with a line per set (``set_of``: the domains written for tuning, each blind dozen or set by its ``seen``
+  note, the dev set). The held-out part (``heldout = true``, written down and committed before the planner ran on
   it) is reported separately and never used to tune the planner; once its results have been printed
   it is marked ``seen`` and joins the tuning part, and a new blind dozen replaces it.
 - **photos** (``--set photos``, also in ``all``): the deployment-photo fit (``plan --photos``):
