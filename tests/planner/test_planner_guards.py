@@ -52,6 +52,11 @@ def chosen(text: str) -> set[str]:
         ("Pallets wrapped in stretch film.", "translucent_wrap", "glass_blur"),
         ("Clips from GoPros on the riders' helmets.", "wide_lens", "lens_distortion"),  # a plural brand name
         ("Images from a pill camera swallowed by the patient.", "enclosed_cavity", "low_light"),  # its own LEDs only
+        ("Nematodes twitch on the agar.", "moving_subject", "motion_blur"),
+        ("Vandals smear paint on the housing.", "lens_contamination", "lens_spatter"),
+        ("Photographers cover the marathon finish.", "handheld", "motion_blur"),  # photographers hold their cameras
+        ("Stock is counted inside the grain silos.", "dim_light", "low_light"),  # a closed space with no window
+        ("An inspection camera dangles on a rope down the well.", "free_rotation", "rotation"),  # it turns as it hangs
     ],
 )
 def test_general_facts_of_session_six(text: str, factor: str, corruption: str) -> None:
@@ -175,3 +180,11 @@ def test_words_that_move_nothing_in_the_picture() -> None:
     assert "motion_blur" in {h.name for h in cues.find("Parts speed along the line.")}
     assert "page_photographed" not in factors("Documents photographed from a copy stand, straight down.")
     assert "page_photographed" in factors("Documents photographed on a desk.")
+
+
+def test_live_organisms_under_a_microscope_may_blur() -> None:
+    """Microscopy no longer forbids motion blur: a fixed slide does not move, but larvae and swimming cells do;
+    the blur comes only from words that say something moves."""
+    assert "motion_blur" in chosen("Zebrafish larvae under a microscope twitch suddenly.")
+    assert "motion_blur" not in chosen("Stained biopsy slides under a microscope.")
+    assert "fog" in {h.name for h in cues.find("Tear gas hangs over the square.")}
