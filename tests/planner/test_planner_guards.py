@@ -188,3 +188,56 @@ def test_live_organisms_under_a_microscope_may_blur() -> None:
     assert "motion_blur" in chosen("Zebrafish larvae under a microscope twitch suddenly.")
     assert "motion_blur" not in chosen("Stained biopsy slides under a microscope.")
     assert "fog" in {h.name for h in cues.find("Tear gas hangs over the square.")}
+
+
+# ---------------------------------------------------------------- after the sixth set (held out, scored once: 63/77,
+# 4 impossible picks); each fact below is said in words of its own
+
+
+def test_a_drone_flies_below_the_clouds() -> None:
+    """Small drones fly under the cloud base: looking down they see no clouds over the ground, so the aerial rule
+    does not require cloud_overlay and its need is unmet, unless the text puts the sky in view."""
+    text = "A quadcopter maps potato rows from 30 m before the harvest."
+    assert "low_flying" in factors(text) and "cloud_overlay" in rules.unmet_needs(text)
+    assert "cloud_overlay" not in chosen(text)
+    assert "cloud_overlay" not in rules.unmet_needs("A drone films the skyline at sunset.")  # the sky named in words
+    # aircraft and satellites still bring their clouds
+    assert "cloud_overlay" in chosen("Aerial survey photos from a light aircraft at 3,000 m.")
+
+
+@pytest.mark.parametrize(
+    ("text", "factor", "corruption"),
+    [
+        ("The crawl space is pitch dark apart from a head torch.", "dim_light", "low_light"),
+        ("The rotor kicks up soot inside the flue.", "airborne_particles", "fog"),  # stirred-up particles veil
+        ("Insects on a lit screen under a blacklight.", "tinted_light", "color_shift"),  # UV light is violet
+        ("Food stands under red awnings at the fair.", "tinted_light", "color_shift"),  # daylight through fabric
+        ("Butterflies flutter past the feeder camera.", "moving_subject", "motion_blur"),
+        ("The foil runs at 600 m/min under the camera.", "moving_subject", "motion_blur"),  # a line speed
+        ("Snails settle on the camera window overnight.", "occlusion", "occluder"),
+        ("Infants sleep under a blanket in the cot.", "occlusion", "occluder"),
+        ("Watch faces shot right up close on a bench.", "close_range", "defocus_blur"),
+        ("A fixed camera 40 metres down beside a pier pile.", "water", "color_shift"),  # a depth below the surface
+        ("The outflow carries suspended sediment past the lens.", "turbid_water", "fog"),
+    ],
+)
+def test_general_facts_after_the_sixth_set(text: str, factor: str, corruption: str) -> None:
+    hits = {(h.cue, h.name) for h in acquisition.implied(text)}
+    assert (f"acquisition:{factor}", corruption) in hits, sorted(hits)
+
+
+def test_cues_after_the_sixth_set() -> None:
+    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
+    assert "frost" not in names("A flash short enough to freeze the spray of the fountain.")  # a strobe stops motion
+    assert "frost" in names("The housing ices up on January mornings.")
+    assert "frost" in names("Cameras in a walk-in freezer.")
+    assert "elastic" in names("Saccades during the scan bend the vessels.")  # the eye moves between scan lines
+    assert "grid_distortion" in names("The print wraps around the can, so the logo curves away.")
+    assert "grid_distortion" in names("A conveyor whose speed varies under the line sensor.")
+    assert "fog" in names("The weather balloon climbs through the cloud deck.")
+
+
+def test_a_lift_car_is_no_road() -> None:
+    text = "Cameras in the elevator cars of an office tower."
+    assert "road_vehicle" not in factors(text)
+    assert not {"rain", "shadow"} & chosen(text)

@@ -32,7 +32,8 @@ def test_every_rule_name_is_in_the_catalogue(catalogue: Catalogue) -> None:
         ("dash cam clips", ["driving"]),
         ("dash-cam clips", ["driving"]),
         ("cardiac MRI", ["medical", "radiology", "monochrome"]),  # "car" must not match inside "cardiac"
-        ("aerial drone photos of solar farms", ["aerial"]),
+        ("aerial photos of solar farms from a survey aircraft", ["aerial"]),
+        ("aerial drone photos of solar farms", []),  # a drone flies below the clouds: no cloud cover to require
         ("selfies taken with a smartphone", ["faces", "handheld"]),
         ("receipts and invoices", ["documents"]),
         ("a greenhouse monitoring camera", []),
@@ -68,7 +69,7 @@ def test_requirements_and_violations(catalogue: Catalogue) -> None:
 
 def test_forbidden_wins_over_required(catalogue: Catalogue) -> None:
     # aerial requires cloud_overlay, manufacturing forbids it
-    req = rules.requirements("drone inspection of a factory roof", catalogue.names)
+    req = rules.requirements("helicopter inspection of a factory roof", catalogue.names)
     assert {k.name for k in req.kinds} == {"aerial", "manufacturing"}
     assert "cloud_overlay" in req.forbidden and "cloud_overlay" not in req.required
 
@@ -239,8 +240,10 @@ FPV = ("First-person-view drone racing video is sent over an analogue 5.8 GHz li
         ("Shelves of a supermarket photographed every hour.", True),
         # radar sees through clouds, so a SAR image from orbit shows none
         ("Satellite SAR images of sea ice in the Arctic.", True),
-        # seen from above, or with the sky in view, clouds can hide the scene
-        ("Drone surveys of vineyards flown at midday.", False),
+        # a drone flies below the cloud base: looking down, no cloud lies between it and the ground
+        ("Drone surveys of vineyards flown at midday.", True),
+        # seen from above an aircraft's altitude, or with the sky in view, clouds can hide the scene
+        ("Aerial surveys of vineyards from a light aircraft.", False),
         ("Satellite images of farmland.", False),
         ("A webcam on a mountain hut watches the valley.", False),
         ("An all-sky camera records meteors at night.", False),
@@ -258,9 +261,10 @@ def test_cloud_overlay_needs_an_overhead_view_or_the_sky(text: str, refused: boo
         assert "cloud_overlay" not in req.required
 
 
-def test_the_fpv_drone_is_no_aerial_kind_but_a_survey_drone_is() -> None:
+def test_a_drone_is_no_aerial_kind_but_a_survey_aircraft_is() -> None:
     assert "aerial" not in {k.name for k in rules.detect_kinds(FPV)}
-    assert "aerial" in {k.name for k in rules.detect_kinds("Drone surveys of vineyards flown at midday.")}
+    assert "aerial" not in {k.name for k in rules.detect_kinds("Drone surveys of vineyards flown at midday.")}
+    assert "aerial" in {k.name for k in rules.detect_kinds("Aerial surveys of vineyards from a light aircraft.")}
 
 
 def test_a_need_without_evidence_is_rejected_at_load(tmp_path) -> None:
