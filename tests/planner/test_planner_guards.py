@@ -241,3 +241,41 @@ def test_a_lift_car_is_no_road() -> None:
     text = "Cameras in the elevator cars of an office tower."
     assert "road_vehicle" not in factors(text)
     assert not {"rain", "shadow"} & chosen(text)
+
+
+# ---------------------------------------------------------------- after the seventh set (held out, scored once: 59/71,
+# no impossible pick); each fact below is said in words of its own
+
+
+@pytest.mark.parametrize(
+    ("text", "factor", "corruption"),
+    [
+        ("Swans on the lake are a silhouette against the sunset glare.", "dim_light", "low_light"),
+        ("Crop rows under blue LEDs in the grow tent.", "tinted_light", "color_shift"),
+        ("Ducts where a biofilm coats the inspection window.", "condensation", "fog"),  # a film on the window veils
+        ("Receipts held flat by the cashier's hand hold on the glass.", "hands_in_view", "occluder"),
+        ("Shoppers keep stepping in front of the shelf camera.", "occlusion", "occluder"),
+        ("Podcast hosts behind their microphones on a webcam.", "occlusion", "occluder"),
+        ("Perimeter thermal cameras at 80x60 pixels.", "low_resolution", "pixelate"),
+        ("The 400 mm lens shakes on the tripod in gusts.", "moving_platform", "motion_blur"),
+    ],
+)
+def test_general_facts_after_the_seventh_set(text: str, factor: str, corruption: str) -> None:
+    hits = {(h.cue, h.name) for h in acquisition.implied(text)}
+    assert (f"acquisition:{factor}", corruption) in hits, sorted(hits)
+
+
+def test_cues_after_the_seventh_set() -> None:
+    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
+    assert "perspective" in names("Chimneys photographed from below, shooting up from the yard.")
+    assert "color_shift" in names("Old slides whose dyes have faded.")
+    assert "defocus_blur" in names("Held that close the phone cannot focus on the coin.")
+    assert "elastic" in names("Patient motion during the scan bends the vertebrae.")
+
+
+def test_microscopy_allows_a_named_veil() -> None:
+    """Condensation under a plate's seal veils a microscope's view: microscopy no longer forbids fog, which is chosen
+    only where the text names a veil."""
+    assert "fog" not in rules.requirements("Brightfield microscopy of cultured cells.", CATALOGUE).forbidden
+    assert "fog" not in chosen("Brightfield microscopy of cultured cells.")
+    assert "fog" in chosen("Brightfield images of a culture plate; condensation forms under the lid.")
