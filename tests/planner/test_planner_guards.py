@@ -279,3 +279,29 @@ def test_microscopy_allows_a_named_veil() -> None:
     assert "fog" not in rules.requirements("Brightfield microscopy of cultured cells.", CATALOGUE).forbidden
     assert "fog" not in chosen("Brightfield microscopy of cultured cells.")
     assert "fog" in chosen("Brightfield images of a culture plate; condensation forms under the lid.")
+
+
+# ---------------------------------------------------------------- after the eighth set (held out, scored once: 68/76,
+# no impossible pick); each fact below is said in words of its own
+
+
+@pytest.mark.parametrize(
+    ("text", "factor", "corruption"),
+    [
+        ("A lathe chuck at 3,000 rpm filmed through the guard.", "moving_subject", "motion_blur"),
+        ("Droplet break-up filmed at 2 microsecond exposures.", "photon_limited", "shot_noise"),
+        ("Terahertz scans of parcels at the depot.", "coherent_imaging", "speckle_noise"),
+        ("A downward camera lit by an LED ring reads the floor markers.", "lamps", "vignetting"),
+        ("AMRs tow trolleys between the assembly cells.", "moving_platform", "motion_blur"),
+    ],
+)
+def test_general_facts_after_the_eighth_set(text: str, factor: str, corruption: str) -> None:
+    hits = {(h.cue, h.name) for h in acquisition.implied(text)}
+    assert (f"acquisition:{factor}", corruption) in hits, sorted(hits)
+
+
+def test_a_refilmed_curved_screen() -> None:
+    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
+    assert {"gaussian_blur", "lens_distortion"} <= names("Old quiz shows survive only as a film camera pointed at a monitor; the CRT bulges the frame.")
+    # a specimen on a bench is no microscope: splashes on the camera's shield are possible there
+    assert "lens_spatter" not in rules.requirements("Specimens photographed on a bench by an overhead camera.", CATALOGUE).forbidden
