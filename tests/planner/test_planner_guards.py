@@ -57,6 +57,33 @@ def chosen(text: str) -> set[str]:
         ("Photographers cover the marathon finish.", "handheld", "motion_blur"),  # photographers hold their cameras
         ("Stock is counted inside the grain silos.", "dim_light", "low_light"),  # a closed space with no window
         ("An inspection camera dangles on a rope down the well.", "free_rotation", "rotation"),  # it turns as it hangs
+        # from the sixth set's misses (held out, scored once, then tuned on)
+        ("The crawl space is pitch dark apart from a head torch.", "dim_light", "low_light"),
+        ("The rotor kicks up soot inside the flue.", "airborne_particles", "fog"),  # stirred-up particles veil
+        ("Insects on a lit screen under a blacklight.", "tinted_light", "color_shift"),  # UV light is violet
+        ("Food stands under red awnings at the fair.", "tinted_light", "color_shift"),  # daylight through fabric
+        ("Butterflies flutter past the feeder camera.", "moving_subject", "motion_blur"),
+        ("The foil runs at 600 m/min under the camera.", "moving_subject", "motion_blur"),  # a line speed
+        ("Snails settle on the camera window overnight.", "occlusion", "occluder"),
+        ("Infants sleep under a blanket in the cot.", "occlusion", "occluder"),
+        ("Watch faces shot right up close on a bench.", "close_range", "defocus_blur"),
+        ("A fixed camera 40 metres down beside a pier pile.", "water", "color_shift"),  # a depth below the surface
+        ("The outflow carries suspended sediment past the lens.", "turbid_water", "fog"),
+        # from the seventh set's misses (held out, scored once, then tuned on)
+        ("Swans on the lake are a silhouette against the sunset glare.", "dim_light", "low_light"),
+        ("Crop rows under blue LEDs in the grow tent.", "tinted_light", "color_shift"),
+        ("Ducts where a biofilm coats the inspection window.", "condensation", "fog"),  # a film on the window veils
+        ("Receipts held flat by the cashier's hand hold on the glass.", "hands_in_view", "occluder"),
+        ("Shoppers keep stepping in front of the shelf camera.", "occlusion", "occluder"),
+        ("Podcast hosts behind their microphones on a webcam.", "occlusion", "occluder"),
+        ("Perimeter thermal cameras at 80x60 pixels.", "low_resolution", "pixelate"),
+        ("The 400 mm lens shakes on the tripod in gusts.", "moving_platform", "motion_blur"),
+        # from the eighth set's misses (held out, scored once, then tuned on)
+        ("A lathe chuck at 3,000 rpm filmed through the guard.", "moving_subject", "motion_blur"),
+        ("Droplet break-up filmed at 2 microsecond exposures.", "photon_limited", "shot_noise"),
+        ("Terahertz scans of parcels at the depot.", "coherent_imaging", "speckle_noise"),
+        ("A downward camera lit by an LED ring reads the floor markers.", "lamps", "vignetting"),
+        ("AMRs tow trolleys between the assembly cells.", "moving_platform", "motion_blur"),
     ],
 )
 def test_general_facts_of_session_six(text: str, factor: str, corruption: str) -> None:
@@ -205,27 +232,6 @@ def test_a_drone_flies_below_the_clouds() -> None:
     assert "cloud_overlay" in chosen("Aerial survey photos from a light aircraft at 3,000 m.")
 
 
-@pytest.mark.parametrize(
-    ("text", "factor", "corruption"),
-    [
-        ("The crawl space is pitch dark apart from a head torch.", "dim_light", "low_light"),
-        ("The rotor kicks up soot inside the flue.", "airborne_particles", "fog"),  # stirred-up particles veil
-        ("Insects on a lit screen under a blacklight.", "tinted_light", "color_shift"),  # UV light is violet
-        ("Food stands under red awnings at the fair.", "tinted_light", "color_shift"),  # daylight through fabric
-        ("Butterflies flutter past the feeder camera.", "moving_subject", "motion_blur"),
-        ("The foil runs at 600 m/min under the camera.", "moving_subject", "motion_blur"),  # a line speed
-        ("Snails settle on the camera window overnight.", "occlusion", "occluder"),
-        ("Infants sleep under a blanket in the cot.", "occlusion", "occluder"),
-        ("Watch faces shot right up close on a bench.", "close_range", "defocus_blur"),
-        ("A fixed camera 40 metres down beside a pier pile.", "water", "color_shift"),  # a depth below the surface
-        ("The outflow carries suspended sediment past the lens.", "turbid_water", "fog"),
-    ],
-)
-def test_general_facts_after_the_sixth_set(text: str, factor: str, corruption: str) -> None:
-    hits = {(h.cue, h.name) for h in acquisition.implied(text)}
-    assert (f"acquisition:{factor}", corruption) in hits, sorted(hits)
-
-
 def test_cues_after_the_sixth_set() -> None:
     names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
     assert "frost" not in names("A flash short enough to freeze the spray of the fountain.")  # a strobe stops motion
@@ -247,24 +253,6 @@ def test_a_lift_car_is_no_road() -> None:
 # no impossible pick); each fact below is said in words of its own
 
 
-@pytest.mark.parametrize(
-    ("text", "factor", "corruption"),
-    [
-        ("Swans on the lake are a silhouette against the sunset glare.", "dim_light", "low_light"),
-        ("Crop rows under blue LEDs in the grow tent.", "tinted_light", "color_shift"),
-        ("Ducts where a biofilm coats the inspection window.", "condensation", "fog"),  # a film on the window veils
-        ("Receipts held flat by the cashier's hand hold on the glass.", "hands_in_view", "occluder"),
-        ("Shoppers keep stepping in front of the shelf camera.", "occlusion", "occluder"),
-        ("Podcast hosts behind their microphones on a webcam.", "occlusion", "occluder"),
-        ("Perimeter thermal cameras at 80x60 pixels.", "low_resolution", "pixelate"),
-        ("The 400 mm lens shakes on the tripod in gusts.", "moving_platform", "motion_blur"),
-    ],
-)
-def test_general_facts_after_the_seventh_set(text: str, factor: str, corruption: str) -> None:
-    hits = {(h.cue, h.name) for h in acquisition.implied(text)}
-    assert (f"acquisition:{factor}", corruption) in hits, sorted(hits)
-
-
 def test_cues_after_the_seventh_set() -> None:
     names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
     assert "perspective" in names("Chimneys photographed from below, shooting up from the yard.")
@@ -283,21 +271,6 @@ def test_microscopy_allows_a_named_veil() -> None:
 
 # ---------------------------------------------------------------- after the eighth set (held out, scored once: 68/76,
 # no impossible pick); each fact below is said in words of its own
-
-
-@pytest.mark.parametrize(
-    ("text", "factor", "corruption"),
-    [
-        ("A lathe chuck at 3,000 rpm filmed through the guard.", "moving_subject", "motion_blur"),
-        ("Droplet break-up filmed at 2 microsecond exposures.", "photon_limited", "shot_noise"),
-        ("Terahertz scans of parcels at the depot.", "coherent_imaging", "speckle_noise"),
-        ("A downward camera lit by an LED ring reads the floor markers.", "lamps", "vignetting"),
-        ("AMRs tow trolleys between the assembly cells.", "moving_platform", "motion_blur"),
-    ],
-)
-def test_general_facts_after_the_eighth_set(text: str, factor: str, corruption: str) -> None:
-    hits = {(h.cue, h.name) for h in acquisition.implied(text)}
-    assert (f"acquisition:{factor}", corruption) in hits, sorted(hits)
 
 
 def test_a_refilmed_curved_screen() -> None:
