@@ -84,6 +84,20 @@ def chosen(text: str) -> set[str]:
         ("Terahertz scans of parcels at the depot.", "coherent_imaging", "speckle_noise"),
         ("A downward camera lit by an LED ring reads the floor markers.", "lamps", "vignetting"),
         ("AMRs tow trolleys between the assembly cells.", "moving_platform", "motion_blur"),
+        # from the ninth set's misses (held out, scored once, then tuned on)
+        ("Pebbles roll off the belt and fall through the light curtain.", "moving_subject", "motion_blur"),
+        ("Echo frames of the beating heart.", "moving_subject", "motion_blur"),
+        ("Dogs jumping for a frisbee in the park.", "moving_subject", "motion_blur"),
+        ("Cold-neutron tomography with a low flux at the sample.", "photon_limited", "shot_noise"),
+        ("A reactor inspection camera hit by gamma rays.", "radiation_hits", "impulse_noise"),
+        ("Drone video over an analogue link that breaks up at range.", "analogue_link", "impulse_noise"),
+        ("Dishes photographed under a single bulb in the flat.", "tinted_light", "color_shift"),
+        ("Prints developed under a red safelight.", "tinted_light", "color_shift"),
+        ("Parts under a pinkish display light.", "tinted_light", "color_shift"),
+        ("Posters half torn and stuck over by newer ones.", "occlusion", "occluder"),
+        ("A calf keeps smudging the lens with its nose.", "lens_contamination", "lens_spatter"),
+        ("Shot blasting pits the cover glass within a month.", "glass", "glass_blur"),
+        ("Lobby camera recording at 4CIF.", "low_resolution", "pixelate"),
     ],
 )
 def test_general_facts_of_session_six(text: str, factor: str, corruption: str) -> None:
@@ -278,3 +292,24 @@ def test_a_refilmed_curved_screen() -> None:
     assert {"gaussian_blur", "lens_distortion"} <= names("Old quiz shows survive only as a film camera pointed at a monitor; the CRT bulges the frame.")
     # a specimen on a bench is no microscope: splashes on the camera's shield are possible there
     assert "lens_spatter" not in rules.requirements("Specimens photographed on a bench by an overhead camera.", CATALOGUE).forbidden
+
+
+# ---------------------------------------------------------------- after the ninth set (held out, scored once: 48/67,
+# 1 impossible pick); each fact below is said in words of its own
+
+
+def test_cues_after_the_ninth_set() -> None:
+    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
+    assert "shadow" in names("Coins lit by a raking lamp to show the relief.")
+    assert "defocus_blur" in names("Seeds sit at different depths in the tray, so some come out soft.")
+    assert "elastic" in names("Old negatives have shrunk, bending straight edges.")
+    assert "perspective" in names("The mast camera looks steeply down at the quay.")
+
+
+def test_an_overhead_book_scanner_is_no_flatbed() -> None:
+    """A planetary scanner is a camera over a book in a cradle, lit from the side: the page's gutter can be in shade,
+    which a flatbed's lid rules out; a flatbed still forbids shadows, and a neutron radiograph has no veil."""
+    cradle = "Book scanner for the archive: overhead camera over a cradle; lines near the binding sit in shade."
+    assert "shadow" not in rules.requirements(cradle, CATALOGUE).forbidden and "shadow" in chosen(cradle)
+    assert "shadow" in rules.requirements("Letters fed through a flatbed scanner.", CATALOGUE).forbidden
+    assert "fog" in rules.requirements("Neutron imaging of turbine blades.", CATALOGUE).forbidden
