@@ -1,4 +1,4 @@
-"""How well the planner chooses: the paper's six domains against GPT-4o, and 210 domains no paper lists.
+"""How well the planner chooses: the paper's six domains against GPT-4o, and 270 domains no paper lists.
 
 Default (``--set all``), with the offline planner:
 

@@ -170,10 +170,11 @@ def test_the_benchmark_targets_quick() -> None:
     the planner was tuned on it), the sixth (30 held out in session 6, scored once: 63/77 and 4 impossible
     picks), the seventh (30 held out in session 6, scored once after tuning on the sixth: 59/71, no
     impossible pick) and the eighth (30 held out in session 6, scored once after tuning on the seventh:
-    68/76, no impossible pick) and the ninth (30 held out in session 6, scored once after that: 48/67, 1
-    impossible pick). Each set is held to the targets on its own (recall >= 0.85, no impossible pick) and
-    all 240 together to what session 6 reached (645 of 645 found; a floor of 639 leaves room for a general
-    fix that costs a seen domain a choice, never for an impossible pick)."""
+    68/76, no impossible pick), the ninth (48/67, 1 impossible pick) and the tenth (48/72, 2 impossible
+    picks), each held out in session 6 and scored once after the previous set's tuning. Each set is held to
+    the targets on its own (recall >= 0.85, no impossible pick) and all 270 together to what session 6
+    reached (716 of 717 found; a floor of 710 leaves room for a general fix that costs a seen domain a
+    choice, never for an impossible pick)."""
     from benchmarks import planner_agreement as bench
 
     def offline(text: str) -> set[str]:
@@ -185,14 +186,14 @@ def test_the_benchmark_targets_quick() -> None:
     assert {k: v for k, v in paper.broken.items() if v} == {"driving": ["missing vertical_flip"], "people": ["missing vertical_flip"]}
     domains = bench.load(bench.NEW_FILE)
     tuned = bench.score_new(offline, heldout=False)
-    assert tuned.required == 645 and tuned.found >= 639, {k: v for k, v in tuned.missed.items() if v}
+    assert tuned.required == 717 and tuned.found >= 710, {k: v for k, v in tuned.missed.items() if v}
     # a photo of the Moon from a garden: the sky is the subject, and nothing in it casts a sun shadow; fog over
     # a sonar image, perspective in a fax, clouds over a cyclist's road, rain for a driving licence held to a webcam
     assert tuned.impossible_picks == 0, {k: v for k, v in tuned.impossible.items() if v}
     sets = bench.by_set(tuned, domains, {k: len(domains[k]["required"]) for k in tuned.missed})
     assert list(sets) == ["written for tuning", "first dozen", "second dozen", "third dozen", "fourth set", "fifth set (dev)",
-                          "sixth set", "seventh set", "eighth set", "ninth set"]
-    assert [sets[s][1] for s in sets] == [68, 29, 35, 37, 91, 94, 77, 71, 76, 67]  # required per set: the file's domains, unedited
+                          "sixth set", "seventh set", "eighth set", "ninth set", "tenth set"]
+    assert [sets[s][1] for s in sets] == [68, 29, 35, 37, 91, 94, 77, 71, 76, 67, 72]  # required per set: the file's domains, unedited
     for name, (found, required, impossible) in sets.items():
         assert found / required >= bench.NEW_RECALL and impossible == 0, (name, found, required, impossible)
     held = bench.score_new(offline, heldout=True)

@@ -98,6 +98,18 @@ def chosen(text: str) -> set[str]:
         ("A calf keeps smudging the lens with its nose.", "lens_contamination", "lens_spatter"),
         ("Shot blasting pits the cover glass within a month.", "glass", "glass_blur"),
         ("Lobby camera recording at 4CIF.", "low_resolution", "pixelate"),
+        # from the tenth set's misses (held out, scored once, then tuned on)
+        ("Night shots in a darkened lab.", "dim_light", "low_light"),
+        ("Wire leaves the die at 12 m/s.", "moving_subject", "motion_blur"),
+        ("Calves run through the gate one by one.", "moving_subject", "motion_blur"),
+        ("Spray droplets lit by a pulsed laser sheet.", "coherent_imaging", "speckle_noise"),
+        ("Beans held in the palm for a photo.", "close_range", "defocus_blur"),
+        ("Hangar lights give a violet glow when the UV-C lamps run.", "tinted_light", "color_shift"),
+        ("A ballroom under chandeliers.", "tinted_light", "color_shift"),
+        ("The camera's housing port gets scratched by sand.", "glass", "glass_blur"),
+        ("Time-lapse of coral fragments on a frame.", "water", "color_shift"),
+        ("Gallery feed still in SD, upscaled for the web.", "low_resolution", "pixelate"),
+        ("Moths spin webs across the lamp housing.", "occlusion", "occluder"),
     ],
 )
 def test_general_facts_of_session_six(text: str, factor: str, corruption: str) -> None:
@@ -313,3 +325,31 @@ def test_an_overhead_book_scanner_is_no_flatbed() -> None:
     assert "shadow" not in rules.requirements(cradle, CATALOGUE).forbidden and "shadow" in chosen(cradle)
     assert "shadow" in rules.requirements("Letters fed through a flatbed scanner.", CATALOGUE).forbidden
     assert "fog" in rules.requirements("Neutron imaging of turbine blades.", CATALOGUE).forbidden
+
+
+# ---------------------------------------------------------------- after the tenth set (held out, scored once: 48/72,
+# 2 impossible picks); each fact below is said in words of its own
+
+
+def test_cues_after_the_tenth_set() -> None:
+    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
+    assert "shadow" in names("Sunlight comes through the blinds in bands of light across the desk.")
+    assert "vignetting" in names("A pinhole camera hidden in a smoke detector.")
+    assert "gaussian_blur" in names("Letters where the ink has run in the rain.")
+    assert "elastic" in names("Maps that have cockled with damp.")
+    assert "grid_distortion" in names("STM images distorted by thermal drift.")
+    assert "cloud_overlay" not in names("Students photograph tracks in a cloud chamber.")
+
+
+def test_indoors_the_weather_only_changes_the_light() -> None:
+    """Under a roof no cloud lies over the scene and no rain falls through it; the clouds passing over a skylight
+    change the light only. A window in view still lets the weather in."""
+    hall = "Products photographed in our showroom, which has a glass roof, so the light dims when a cloud passes."
+    assert {"cloud_overlay", "rain", "snow"} <= set(rules.requirements(hall, CATALOGUE).forbidden)
+    assert "cloud_overlay" not in chosen(hall)
+    assert "indoors" not in {k.name for k in rules.detect_kinds("Indoor camera looking out of a window at the street.")}
+
+
+def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
+    text = "Genealogists photograph the microfilm reader screen at an angle with their phones."
+    assert "perspective" not in rules.requirements(text, CATALOGUE).forbidden

@@ -43,7 +43,7 @@ def test_every_rule_name_is_in_the_catalogue(catalogue: Catalogue) -> None:
         ("Underwater inspection of ship hulls by a remotely operated vehicle: murky green water, strong "
          "backscatter from the lamps, the camera drifts with the current", ["underwater"]),
         ("Autonomous underwater vehicle surveys of the deep seafloor, lit only by the vehicle's strobes.", ["underwater"]),
-        ("Night-vision CCTV in an underground car park", ["monochrome"]),
+        ("Night-vision CCTV in an underground car park", ["indoors", "monochrome"]),  # under a roof: no weather
         ("Live television coverage of a tennis match, recorded off air from a satellite feed.", []),
         ("Satellite images of farmland", ["aerial", "satellite"]),
         ("Satellite and aerial imaging of farmland", ["aerial"]),  # aircraft blur: not orbit alone
