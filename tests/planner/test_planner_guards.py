@@ -22,6 +22,10 @@ def chosen(text: str) -> set[str]:
     return {c.name for c in plan(text, provider="offline").corruptions}
 
 
+def cue_names(text: str) -> set[str]:
+    return {h.name for h in cues.find(text)}
+
+
 @pytest.mark.parametrize(
     ("text", "factor", "corruption"),
     [
@@ -139,13 +143,13 @@ def test_words_that_are_no_evidence(text: str, absent: str) -> None:
 
 def test_skin_and_mistakes_are_no_weather() -> None:
     assert cues.outdoors("Skin lesions photographed in a clinic.") is None  # "ski*" read "skin"
-    assert "fog" not in {h.name for h in cues.find("Labelling mistakes are common.")}  # "mist*" read "mistake"
-    assert "frost" not in {h.name for h in cues.find("Ice cream tubs behind frosted glass.")}
-    assert "cloud_overlay" not in {h.name for h in cues.find("Photos are backed up to the cloud.")}
-    assert "vertical_flip" not in {h.name for h in cues.find("Parts on a bench under overhead lights.")}
-    assert "vertical_flip" not in {h.name for h in cues.find("Frames grabbed from a slide show.")}
-    assert "frost" not in {h.name for h in cues.find("The feed freezes when the link drops.")}
-    assert "snow" not in {h.name for h in cues.find("Snow crab graded on a processing line.")}
+    assert "fog" not in cue_names("Labelling mistakes are common.")  # "mist*" read "mistake"
+    assert "frost" not in cue_names("Ice cream tubs behind frosted glass.")
+    assert "cloud_overlay" not in cue_names("Photos are backed up to the cloud.")
+    assert "vertical_flip" not in cue_names("Parts on a bench under overhead lights.")
+    assert "vertical_flip" not in cue_names("Frames grabbed from a slide show.")
+    assert "frost" not in cue_names("The feed freezes when the link drops.")
+    assert "snow" not in cue_names("Snow crab graded on a processing line.")
 
 
 def test_sound_and_radio_echoes_have_no_optical_effects() -> None:
@@ -228,9 +232,9 @@ def test_the_similarity_fallback_never_guesses_speckle() -> None:
 def test_words_that_move_nothing_in_the_picture() -> None:
     """A motion sensor, a speed-up of the work or software that runs is no motion blur; a page under a copy
     stand is photographed square-on (no perspective from the page)."""
-    assert "motion_blur" not in {h.name for h in cues.find("Lights on motion sensors switch on as staff arrive.")}
-    assert "motion_blur" not in {h.name for h in cues.find("The grading software speeds up the work.")}
-    assert "motion_blur" in {h.name for h in cues.find("Parts speed along the line.")}
+    assert "motion_blur" not in cue_names("Lights on motion sensors switch on as staff arrive.")
+    assert "motion_blur" not in cue_names("The grading software speeds up the work.")
+    assert "motion_blur" in cue_names("Parts speed along the line.")
     assert "page_photographed" not in factors("Documents photographed from a copy stand, straight down.")
     assert "page_photographed" in factors("Documents photographed on a desk.")
 
@@ -240,7 +244,7 @@ def test_live_organisms_under_a_microscope_may_blur() -> None:
     the blur comes only from words that say something moves."""
     assert "motion_blur" in chosen("Zebrafish larvae under a microscope twitch suddenly.")
     assert "motion_blur" not in chosen("Stained biopsy slides under a microscope.")
-    assert "fog" in {h.name for h in cues.find("Tear gas hangs over the square.")}
+    assert "fog" in cue_names("Tear gas hangs over the square.")
 
 
 # ---------------------------------------------------------------- after the sixth set (held out, scored once: 63/77,
@@ -258,17 +262,6 @@ def test_a_drone_flies_below_the_clouds() -> None:
     assert "cloud_overlay" in chosen("Aerial survey photos from a light aircraft at 3,000 m.")
 
 
-def test_cues_after_the_sixth_set() -> None:
-    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
-    assert "frost" not in names("A flash short enough to freeze the spray of the fountain.")  # a strobe stops motion
-    assert "frost" in names("The housing ices up on January mornings.")
-    assert "frost" in names("Cameras in a walk-in freezer.")
-    assert "elastic" in names("Saccades during the scan bend the vessels.")  # the eye moves between scan lines
-    assert "grid_distortion" in names("The print wraps around the can, so the logo curves away.")
-    assert "grid_distortion" in names("A conveyor whose speed varies under the line sensor.")
-    assert "fog" in names("The weather balloon climbs through the cloud deck.")
-
-
 def test_a_lift_car_is_no_road() -> None:
     text = "Cameras in the elevator cars of an office tower."
     assert "road_vehicle" not in factors(text)
@@ -277,14 +270,6 @@ def test_a_lift_car_is_no_road() -> None:
 
 # ---------------------------------------------------------------- after the seventh set (held out, scored once: 59/71,
 # no impossible pick); each fact below is said in words of its own
-
-
-def test_cues_after_the_seventh_set() -> None:
-    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
-    assert "perspective" in names("Chimneys photographed from below, shooting up from the yard.")
-    assert "color_shift" in names("Old slides whose dyes have faded.")
-    assert "defocus_blur" in names("Held that close the phone cannot focus on the coin.")
-    assert "elastic" in names("Patient motion during the scan bends the vertebrae.")
 
 
 def test_microscopy_allows_a_named_veil() -> None:
@@ -300,22 +285,13 @@ def test_microscopy_allows_a_named_veil() -> None:
 
 
 def test_a_refilmed_curved_screen() -> None:
-    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
-    assert {"gaussian_blur", "lens_distortion"} <= names("Old quiz shows survive only as a film camera pointed at a monitor; the CRT bulges the frame.")
+    assert {"gaussian_blur", "lens_distortion"} <= cue_names("Old quiz shows survive only as a film camera pointed at a monitor; the CRT bulges the frame.")
     # a specimen on a bench is no microscope: splashes on the camera's shield are possible there
     assert "lens_spatter" not in rules.requirements("Specimens photographed on a bench by an overhead camera.", CATALOGUE).forbidden
 
 
 # ---------------------------------------------------------------- after the ninth set (held out, scored once: 48/67,
 # 1 impossible pick); each fact below is said in words of its own
-
-
-def test_cues_after_the_ninth_set() -> None:
-    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
-    assert "shadow" in names("Coins lit by a raking lamp to show the relief.")
-    assert "defocus_blur" in names("Seeds sit at different depths in the tray, so some come out soft.")
-    assert "elastic" in names("Old negatives have shrunk, bending straight edges.")
-    assert "perspective" in names("The mast camera looks steeply down at the quay.")
 
 
 def test_an_overhead_book_scanner_is_no_flatbed() -> None:
@@ -331,16 +307,6 @@ def test_an_overhead_book_scanner_is_no_flatbed() -> None:
 # 2 impossible picks); each fact below is said in words of its own
 
 
-def test_cues_after_the_tenth_set() -> None:
-    names = lambda t: {h.name for h in cues.find(t)}  # noqa: E731
-    assert "shadow" in names("Sunlight comes through the blinds in bands of light across the desk.")
-    assert "vignetting" in names("A pinhole camera hidden in a smoke detector.")
-    assert "gaussian_blur" in names("Letters where the ink has run in the rain.")
-    assert "elastic" in names("Maps that have cockled with damp.")
-    assert "grid_distortion" in names("STM images distorted by thermal drift.")
-    assert "cloud_overlay" not in names("Students photograph tracks in a cloud chamber.")
-
-
 def test_indoors_the_weather_only_changes_the_light() -> None:
     """Under a roof no cloud lies over the scene and no rain falls through it; the clouds passing over a skylight
     change the light only. A window in view still lets the weather in."""
@@ -353,3 +319,39 @@ def test_indoors_the_weather_only_changes_the_light() -> None:
 def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
     text = "Genealogists photograph the microfilm reader screen at an angle with their phones."
     assert "perspective" not in rules.requirements(text, CATALOGUE).forbidden
+
+
+@pytest.mark.parametrize(
+    ("text", "corruption", "found"),
+    [
+        # from the sixth set's misses
+        ("A flash short enough to freeze the spray of the fountain.", "frost", False),  # a strobe stops motion
+        ("The housing ices up on January mornings.", "frost", True),
+        ("Cameras in a walk-in freezer.", "frost", True),
+        ("Saccades during the scan bend the vessels.", "elastic", True),  # the eye moves between scan lines
+        ("The print wraps around the can, so the logo curves away.", "grid_distortion", True),
+        ("A conveyor whose speed varies under the line sensor.", "grid_distortion", True),
+        ("The weather balloon climbs through the cloud deck.", "fog", True),
+        # from the seventh set's misses
+        ("Chimneys photographed from below, shooting up from the yard.", "perspective", True),
+        ("Old slides whose dyes have faded.", "color_shift", True),
+        ("Held that close the phone cannot focus on the coin.", "defocus_blur", True),
+        ("Patient motion during the scan bends the vertebrae.", "elastic", True),
+        # from the ninth set's misses
+        ("Coins lit by a raking lamp to show the relief.", "shadow", True),
+        ("Seeds sit at different depths in the tray, so some come out soft.", "defocus_blur", True),
+        ("Old negatives have shrunk, bending straight edges.", "elastic", True),
+        ("The mast camera looks steeply down at the quay.", "perspective", True),
+        # from the tenth set's misses
+        ("Sunlight comes through the blinds in bands of light across the desk.", "shadow", True),
+        ("A pinhole camera hidden in a smoke detector.", "vignetting", True),
+        ("Letters where the ink has run in the rain.", "gaussian_blur", True),
+        ("Maps that have cockled with damp.", "elastic", True),
+        ("STM images distorted by thermal drift.", "grid_distortion", True),
+        ("Students photograph tracks in a cloud chamber.", "cloud_overlay", False),
+    ],
+)
+def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
+    """Cue keywords from the held-out sets' misses (sixth to tenth), each said in words of its own; ``found`` False:
+    the words are no evidence of that corruption."""
+    assert (corruption in cue_names(text)) is found
