@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from domainbench.corruptions.draws import record
-from domainbench.corruptions.kernels._common import fractal_noise, size_scale, to_uint8
+from domainbench.corruptions.kernels._common import apf, fractal_noise, size_scale, to_uint8
 from domainbench.corruptions.kernels._imagenet_c import motion_trail
 from domainbench.corruptions.kernels.weather import RainParams, SnowParams, snow_blend, snow_layer
 from domainbench.corruptions.spec import CorruptionSpec, Params
@@ -275,8 +275,6 @@ def moving_rain(frames: np.ndarray, p: MovingRainParams, rng: np.random.Generato
     The drops wrap around the frame (a drop leaving at the bottom re-enters at the top), so the
     density stays that of the still ``rain`` corruption at the same parameters.
     """
-    from albumentations.augmentations.pixel import functional as apf
-
     from domainbench.corruptions.kernels.weather import rain_drops
 
     h, w = frames.shape[1:3]
