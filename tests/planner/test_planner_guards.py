@@ -349,9 +349,58 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("Maps that have cockled with damp.", "elastic", True),
         ("STM images distorted by thermal drift.", "grid_distortion", True),
         ("Students photograph tracks in a cloud chamber.", "cloud_overlay", False),
+        # from the eleventh and twelfth sets' misses (session 7)
+        ("The flat-panel detector has two dead columns.", "row_noise", True),
+        ("Stock photos snapped in a hurry at the end of a shift.", "motion_blur", True),
+        ("Runners' arms swinging past the finish camera.", "motion_blur", True),
+        ("Signs photographed while driving past them.", "perspective", True),
+        ("Thick books keep the lid from closing on the copier.", "defocus_blur", True),
+        ("The web flutters, so focus comes and goes.", "defocus_blur", True),
+        ("Coins lit from a low angle by one lamp.", "shadow", True),
+        ("Sun flicker plays over the seabed in the shallows.", "shadow", True),
+        ("Palms throw patches of shade over the market stalls.", "shadow", True),
+        ("Photos of the forest canopy from below.", "shadow", False),  # a photo of a canopy is no shade under one
+        ("Fish filmed through the curved wall of a round tank.", "lens_distortion", True),
+        ("At its widest the zoom bows the shelves outwards.", "lens_distortion", True),
+        ("The camera port fouls up with algae within a month.", "glass_blur", True),
+        ("Tourists look through the scratched viewing panel.", "glass_blur", True),
+        ("The robot arm keeps coming into view over the tray.", "occluder", True),
+        ("Lorries come between the camera and the kerb.", "occluder", True),
+        ("A nurse takes the picture through a speculum.", "occluder", True),
+        ("Prints pressed against the glass squashes and stretches the ridges.", "elastic", True),
+        ("Ripples on the pond bend the pebbles below.", "elastic", True),
+        ("Old museum display glass has browned, so everything looks amber.", "color_shift", True),
+        ("Selfies under warm vanity bulbs.", "color_shift", True),
+        ("Photos through the thick shielding window are never quite sharp.", "gaussian_blur", True),
+        ("The uploader shrinks each photo before sending it.", "pixelate", True),
+        ("Far-off birds are a few pixels across.", "pixelate", True),
+        ("Below 50 m there is little daylight left.", "low_light", True),
+        ("The corners come out darker than the middle.", "vignetting", True),
+        ("A circular fisheye pointed at the sky.", "vignetting", True),
+        ("After we stretch the levels the skies show bands.", "posterize", True),
+        ("Plans photographed on a copy stand where the pages bulge.", "grid_distortion", True),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to tenth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to twelfth), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
+
+
+def test_acquisition_facts_of_session_seven() -> None:
+    """Factors and rules from the eleventh and twelfth sets' misses, each in words of its own."""
+    # a courier's handheld scanner photographs with its built-in camera: a handheld camera, not a flatbed
+    text = "Drivers photograph each parcel with the handheld scanner's built-in camera, often at night."
+    assert "scanner" not in factors(text) and {"motion_blur", "low_light"} <= chosen(text)
+    assert "scanner" in factors("Invoices go through the sheet-fed scanner.")
+    # under a full overcast or with the sun down nothing casts a hard shadow, though the scene is outdoors
+    assert "sunlit" in factors("Orchard rows photographed from the tractor.")
+    assert "sunlit" not in factors("Orchard rows photographed from the tractor, only ever under full overcast.")
+    # dust lying on a plate or the glass is no veil in the air; dust in the air is
+    assert "airborne_particles" not in factors("Dust settles on the plate between cleanings.")
+    assert "airborne_particles" in factors("Dust hangs in the air of the mill.")
+    assert "photon_limited" in factors("Faint bands on a blot imaged in the dark.")
+    # a reflected-light microscope with a side lamp shades relief, and a cryostat's window ices over: named, they are chosen
+    assert "shadow" in chosen("Coins under a stereo microscope, lit from a low angle by one lamp.")
+    assert "frost" in chosen("A microscope looks through the cryostat window, where frost builds up.")
+    assert "frost" not in chosen("Stained tissue sections under a microscope.")
