@@ -379,16 +379,24 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("A circular fisheye pointed at the sky.", "vignetting", True),
         ("After we stretch the levels the skies show bands.", "posterize", True),
         ("Plans photographed on a copy stand where the pages bulge.", "grid_distortion", True),
+        # from the thirteenth set's misses
+        ("The carton is still moving when the strobe fires.", "motion_blur", True),
+        ("Illumination falls off towards the rim of the dish.", "vignetting", True),
+        ("Letters that have gone yellow in the attic.", "color_shift", True),
+        ("A worn sensor bar leaves thin lines down every page.", "row_noise", True),
+        ("Parking decks patrolled overnight by a rover.", "low_light", True),
+        ("The lander descends fast onto the pad.", "zoom_blur", True),
+        ("Wagons that speed up and slow down under the line camera.", "grid_distortion", True),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to twelfth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to thirteenth), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
 
 
 def test_acquisition_facts_of_session_seven() -> None:
-    """Factors and rules from the eleventh and twelfth sets' misses, each in words of its own."""
+    """Factors and rules from the eleventh to thirteenth sets' misses, each in words of its own."""
     # a courier's handheld scanner photographs with its built-in camera: a handheld camera, not a flatbed
     text = "Drivers photograph each parcel with the handheld scanner's built-in camera, often at night."
     assert "scanner" not in factors(text) and {"motion_blur", "low_light"} <= chosen(text)
@@ -404,3 +412,7 @@ def test_acquisition_facts_of_session_seven() -> None:
     assert "shadow" in chosen("Coins under a stereo microscope, lit from a low angle by one lamp.")
     assert "frost" in chosen("A microscope looks through the cryostat window, where frost builds up.")
     assert "frost" not in chosen("Stained tissue sections under a microscope.")
+    # megavolt X-rays from a linac see through the weather round an outdoor portal, and through a truck's cab
+    assert "rain" not in chosen("Trucks and their drivers pass a 9 MeV linac portal in all weathers.")
+    assert "scanner" in factors("Census forms through a sheet-feeder at 300 dpi.")
+    assert "scope" in factors("Blood films at 100x oil on an upright scope.")
