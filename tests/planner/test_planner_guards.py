@@ -387,16 +387,24 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("Parking decks patrolled overnight by a rover.", "low_light", True),
         ("The lander descends fast onto the pad.", "zoom_blur", True),
         ("Wagons that speed up and slow down under the line camera.", "grid_distortion", True),
+        # from the fourteenth set's misses
+        ("The action camera bows the horizon.", "lens_distortion", True),
+        ("Kitchens lit by cool white tubes or warm lamps.", "color_shift", True),
+        ("Family slides that have gone orange.", "color_shift", True),
+        ("A gamer's room lit by RGB strips.", "color_shift", True),
+        ("The bait camera records 640x480 clips.", "pixelate", True),
+        ("Betacam rushes with dropouts.", "impulse_noise", True),
+        ("Next to modern footage the picture is soft.", "gaussian_blur", True),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to thirteenth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to fourteenth), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
 
 
 def test_acquisition_facts_of_session_seven() -> None:
-    """Factors and rules from the eleventh to thirteenth sets' misses, each in words of its own."""
+    """Factors and rules from the eleventh to fourteenth sets' misses, each in words of its own."""
     # a courier's handheld scanner photographs with its built-in camera: a handheld camera, not a flatbed
     text = "Drivers photograph each parcel with the handheld scanner's built-in camera, often at night."
     assert "scanner" not in factors(text) and {"motion_blur", "low_light"} <= chosen(text)
@@ -416,3 +424,7 @@ def test_acquisition_facts_of_session_seven() -> None:
     assert "rain" not in chosen("Trucks and their drivers pass a 9 MeV linac portal in all weathers.")
     assert "scanner" in factors("Census forms through a sheet-feeder at 300 dpi.")
     assert "scope" in factors("Blood films at 100x oil on an upright scope.")
+    # a car on a workshop lift is under a roof: no road weather
+    text = "Mechanics photograph brake lines of cars up on the four-post lift."
+    assert "road_vehicle" not in factors(text) and "rain" not in chosen(text)
+    assert {"gaussian_blur", "color_shift"} <= {h.name for h in acquisition.implied("Wedding videos on Hi8 cassettes.")}
