@@ -33,6 +33,9 @@ class Cue(BaseModel):
     #: a match whose clause also holds one of these is someone else's cue ("blurred by hand shake"
     #: is motion blur, not a soft lens)
     unless: list[str] = Field(default_factory=list)
+    #: acquisition factors (acquisition.toml) under which the cue's words mean nothing for the picture: a
+    #: cave at dusk is no low light to a thermal camera, which sees emitted heat (applied by the offline planner)
+    unless_factors: list[str] = Field(default_factory=list)
 
 
 class Context(BaseModel):

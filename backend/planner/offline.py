@@ -327,8 +327,11 @@ class OfflinePlanner:
         n = len(names)
         req = rules.requirements(domain_text, names)
         hits: dict[str, cues.Hit] = {}
+        book = cues.cue_book()
+        shown = {f.factor for f in acquisition.read(domain_text)}
         for h in cues.find(domain_text, set(names)):
-            hits.setdefault(h.name, h)  # the first phrase that calls for it
+            if not set(book.cues[h.cue].unless_factors) & shown:
+                hits.setdefault(h.name, h)  # the first phrase that calls for it
         # then what follows from how the images are taken (a phrase naming the effect itself wins)
         for h in acquisition.implied(domain_text, set(names)):
             hits.setdefault(h.name, h)

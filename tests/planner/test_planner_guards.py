@@ -395,16 +395,29 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("The bait camera records 640x480 clips.", "pixelate", True),
         ("Betacam rushes with dropouts.", "impulse_noise", True),
         ("Next to modern footage the picture is soft.", "gaussian_blur", True),
+        # from the fifteenth set's misses
+        ("Vapour condenses on the sight glass over the shift.", "fog", True),
+        ("Under the lamp the plates come out green.", "color_shift", True),
+        ("Shot through a yellow filter to cut the glare.", "color_shift", True),
+        ("Tendon scans with a linear probe.", "speckle_noise", True),
+        ("The grid heats up and specimen drift blurs the lattice.", "motion_blur", True),
+        ("Heat over the tarmac makes the runway lights ripple.", "elastic", True),
+        ("Close-up frames go soft when the lens gets too close.", "defocus_blur", True),
+        ("Rolling bands across the LED wall behind the presenter.", "row_noise", True),
+        ("On hard stops the horizon rolls.", "rotation", True),
+        ("Long eyelashes hide the pupil.", "occluder", True),
+        ("Divers in a cloud of silt in front of the lens.", "cloud_overlay", False),
+        ("Divers in a cloud of silt in front of the lens.", "fog", True),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to fourteenth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to fifteenth), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
 
 
 def test_acquisition_facts_of_session_seven() -> None:
-    """Factors and rules from the eleventh to fourteenth sets' misses, each in words of its own."""
+    """Factors and rules from the eleventh to fifteenth sets' misses, each in words of its own."""
     # a courier's handheld scanner photographs with its built-in camera: a handheld camera, not a flatbed
     text = "Drivers photograph each parcel with the handheld scanner's built-in camera, often at night."
     assert "scanner" not in factors(text) and {"motion_blur", "low_light"} <= chosen(text)
@@ -428,3 +441,15 @@ def test_acquisition_facts_of_session_seven() -> None:
     text = "Mechanics photograph brake lines of cars up on the four-post lift."
     assert "road_vehicle" not in factors(text) and "rain" not in chosen(text)
     assert {"gaussian_blur", "color_shift"} <= {h.name for h in acquisition.implied("Wedding videos on Hi8 cassettes.")}
+    # a thermal camera sees emitted heat: a dark cave or dusk is no low light for it
+    assert "low_light" not in chosen("Bats leave the cave at dusk, filmed with an uncooled LWIR core.")
+    assert "low_light" in chosen("Bats leave the cave at dusk, filmed with a phone.")
+    assert "water" in factors("A net cleaner blasts fouling off the salmon pen.")
+    assert "acoustic_imaging" in factors("Pregnancy checks with a 5 MHz transducer.")
+    assert "photon_limited" in factors("A few hundred photons per pixel in each frame.")
+    assert "air_turbulence" in factors("By noon ground heating ruins the seeing.")
+    assert "tinted_light" in factors("Skin examined under a Wood's lamp.")
+    # a chest freezer is no patient's chest; marks on freight cars read out of doors are no document scan
+    assert "medical" not in {k.name for k in rules.detect_kinds("A camera over the chest freezers in the shop.")}
+    assert "documents" not in {k.name for k in rules.detect_kinds("Trackside OCR of the numbers on freight cars.")}
+    assert "road_vehicle" not in factors("A frame the size of a car hangs from the crane.")
