@@ -408,16 +408,25 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("Long eyelashes hide the pupil.", "occluder", True),
         ("Divers in a cloud of silt in front of the lens.", "cloud_overlay", False),
         ("Divers in a cloud of silt in front of the lens.", "fog", True),
+        # from the sixteenth set's misses
+        ("The image comes up a fibre bundle to the eyepiece.", "pixelate", True),
+        ("A shadow band keeps the sun off the all-sky sensor.", "occluder", True),
+        ("Someone sprayed graffiti on the camera window.", "occluder", True),
+        ("When the dust blows the whole scene goes brown.", "color_shift", True),
+        ("At lights-out a blue night light comes on.", "color_shift", True),
+        ("With one small lamp everything beyond two metres goes black.", "low_light", True),
+        ("Divers search the dock in nil visibility.", "low_light", True),
+        ("Night frames are smeary whenever someone walks past.", "motion_blur", True),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to fifteenth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to sixteenth), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
 
 
 def test_acquisition_facts_of_session_seven() -> None:
-    """Factors and rules from the eleventh to fifteenth sets' misses, each in words of its own."""
+    """Factors and rules from the eleventh to sixteenth sets' misses, each in words of its own."""
     # a courier's handheld scanner photographs with its built-in camera: a handheld camera, not a flatbed
     text = "Drivers photograph each parcel with the handheld scanner's built-in camera, often at night."
     assert "scanner" not in factors(text) and {"motion_blur", "low_light"} <= chosen(text)
@@ -453,3 +462,5 @@ def test_acquisition_facts_of_session_seven() -> None:
     assert "medical" not in {k.name for k in rules.detect_kinds("A camera over the chest freezers in the shop.")}
     assert "documents" not in {k.name for k in rules.detect_kinds("Trackside OCR of the numbers on freight cars.")}
     assert "road_vehicle" not in factors("A frame the size of a car hangs from the crane.")
+    assert "bilevel" in factors("Delivery notes scanned in black and white at 300 dpi.")
+    assert "lens_contamination" in factors("The housing window is spotted with dried spray.")
