@@ -417,16 +417,25 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("With one small lamp everything beyond two metres goes black.", "low_light", True),
         ("Divers search the dock in nil visibility.", "low_light", True),
         ("Night frames are smeary whenever someone walks past.", "motion_blur", True),
+        # from the seventeenth set's misses
+        ("Each time the head rapids to the next hole the picture streaks.", "motion_blur", True),
+        ("The dome camera ices over on cold nights.", "frost", True),
+        ("Posters photographed from an angle to dodge the glare.", "perspective", True),
+        ("The webcam sees the table as a trapezoid.", "perspective", True),
+        ("When the signal fades whole lines are lost.", "row_noise", True),
+        ("Filmed from the balcony over the audience.", "occluder", True),
+        ("The round image goes dark towards the rim.", "vignetting", True),
+        ("Torches light every particle in the cave pool.", "impulse_noise", True),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to sixteenth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to seventeenth), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
 
 
 def test_acquisition_facts_of_session_seven() -> None:
-    """Factors and rules from the eleventh to sixteenth sets' misses, each in words of its own."""
+    """Factors and rules from the eleventh to seventeenth sets' misses, each in words of its own."""
     # a courier's handheld scanner photographs with its built-in camera: a handheld camera, not a flatbed
     text = "Drivers photograph each parcel with the handheld scanner's built-in camera, often at night."
     assert "scanner" not in factors(text) and {"motion_blur", "low_light"} <= chosen(text)
@@ -464,3 +473,5 @@ def test_acquisition_facts_of_session_seven() -> None:
     assert "road_vehicle" not in factors("A frame the size of a car hangs from the crane.")
     assert "bilevel" in factors("Delivery notes scanned in black and white at 300 dpi.")
     assert "lens_contamination" in factors("The housing window is spotted with dried spray.")
+    for text in ("Stage lit through a blue gel.", "The furnace load is glowing orange white.", "Photos at home in whatever light there is."):
+        assert "tinted_light" in factors(text), text
