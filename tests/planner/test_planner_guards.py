@@ -426,10 +426,22 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("Filmed from the balcony over the audience.", "occluder", True),
         ("The round image goes dark towards the rim.", "vignetting", True),
         ("Torches light every particle in the cave pool.", "impulse_noise", True),
+        # from the eighteenth set's misses
+        ("Pebbles tumbling in the drum.", "motion_blur", True),
+        ("Carts are wheeled past the scale camera.", "motion_blur", True),
+        ("Retina photos through a condensing lens.", "horizontal_flip", True),
+        ("Cosmic rays leave hits in long exposures.", "impulse_noise", True),
+        ("A bad pixel column leaves a vertical stripe.", "row_noise", True),
+        ("We bin 4x4 to get the counts up.", "pixelate", True),
+        ("Near the edges straight lines bend.", "lens_distortion", True),
+        ("The phone's focus lands on the shelf edge.", "defocus_blur", True),
+        ("One LED: bright in the middle, the corners stay dark.", "vignetting", True),
+        ("The summit station can sit in cloud for a week.", "fog", True),
+        ("The summit station can sit in cloud for a week.", "cloud_overlay", False),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to seventeenth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to eighteenth), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
 
