@@ -42,6 +42,8 @@ class Context(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     outdoor: list[str] = Field(min_length=1)
+    #: a match whose clause holds one of these is no evidence of the open air ("outside the build chamber")
+    outdoor_unless: list[str] = Field(default_factory=list)
 
 
 class CueBook(BaseModel):
@@ -75,6 +77,7 @@ class _Compiled:
     patterns: dict[str, re.Pattern[str]]
     unless: dict[str, re.Pattern[str] | None]
     outdoor: re.Pattern[str]
+    outdoor_unless: re.Pattern[str] | None
     fingerprint: str
 
 
@@ -86,7 +89,8 @@ def _compile(path: str) -> _Compiled:
     book, raw = load_book(Path(path), CueBook, "planner cues", "backend/planner/cues.toml")
     patterns = {name: _pattern(cue.keywords) for name, cue in book.cues.items()}
     unless = {name: _pattern(cue.unless) if cue.unless else None for name, cue in book.cues.items()}
-    return _Compiled(book, patterns, unless, _pattern(book.context.outdoor), hashlib.sha256(raw).hexdigest()[:12])
+    outdoor_unless = _pattern(book.context.outdoor_unless) if book.context.outdoor_unless else None
+    return _Compiled(book, patterns, unless, _pattern(book.context.outdoor), outdoor_unless, hashlib.sha256(raw).hexdigest()[:12])
 
 
 def cue_book(path: str | Path | None = None) -> CueBook:
@@ -164,5 +168,8 @@ def find(text: str, catalogue_names: set[str] | None = None, path: str | Path | 
 
 def outdoors(text: str, path: str | Path | None = None) -> str | None:
     """The word that puts the scene outdoors, or None for a scene with no sign of being outside."""
-    m = _compile(str(path or CUES_PATH)).outdoor.search(_normalise(text))
+    comp = _compile(str(path or CUES_PATH))
+    norm = _normalise(text)
+    m = next((m for m in comp.outdoor.finditer(norm)
+              if comp.outdoor_unless is None or not comp.outdoor_unless.search(_clause(norm, m.start(), m.end()))), None)
     return m.group(0) if m else None

@@ -438,16 +438,25 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("One LED: bright in the middle, the corners stay dark.", "vignetting", True),
         ("The summit station can sit in cloud for a week.", "fog", True),
         ("The summit station can sit in cloud for a week.", "cloud_overlay", False),
+        # from the nineteenth set's misses
+        ("Doorbell module with a 170° lens.", "lens_distortion", True),
+        ("The camera views the plate 40° off vertical.", "perspective", True),
+        ("A webcam fixed focused for documents at arm's length.", "defocus_blur", True),
+        ("Uncoated samples charge up and jump along the scan lines.", "row_noise", True),
+        ("A creased label, so the lines of text wave.", "elastic", True),
+        ("Cuts reformatted from the axial series.", "pixelate", True),
+        ("Players' sleeves cover the pieces.", "occluder", True),
+        ("After an hour the window goes milky.", "fog", True),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to eighteenth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to nineteenth), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
 
 
 def test_acquisition_facts_of_session_seven() -> None:
-    """Factors and rules from the eleventh to seventeenth sets' misses, each in words of its own."""
+    """Factors and rules from the eleventh to nineteenth sets' misses, each in words of its own."""
     # a courier's handheld scanner photographs with its built-in camera: a handheld camera, not a flatbed
     text = "Drivers photograph each parcel with the handheld scanner's built-in camera, often at night."
     assert "scanner" not in factors(text) and {"motion_blur", "low_light"} <= chosen(text)
@@ -485,5 +494,15 @@ def test_acquisition_facts_of_session_seven() -> None:
     assert "road_vehicle" not in factors("A frame the size of a car hangs from the crane.")
     assert "bilevel" in factors("Delivery notes scanned in black and white at 300 dpi.")
     assert "lens_contamination" in factors("The housing window is spotted with dried spray.")
-    for text in ("Stage lit through a blue gel.", "The furnace load is glowing orange white.", "Photos at home in whatever light there is."):
+    for text in ("Stage lit through a blue gel.", "The furnace load is glowing orange white.", "Photos at home in whatever light there is.",
+                 "Stalls under festoon bulbs."):
         assert "tinted_light" in factors(text), text
+    # a camera outside a machine's chamber looks in at an indoor process; outside a shop it is in the open air
+    assert cues.outdoors("A camera outside the build chamber watches the powder bed.") is None
+    assert cues.outdoors("A camera outside the shop watches the car park.") == "outside"
+    # scale models and a ferry's enclosed vehicle deck are no road; corridors are indoors
+    for text in ("A scale race car drives the department corridors.", "Domes over the ferry's enclosed car deck."):
+        assert "rain" not in chosen(text), text
+    assert {"water", "flooded"} & factors("An ROV surveys the flooded quarry below the water line.")
+    assert "underwater" in {k.name for k in rules.detect_kinds("An ROV in the flooded mine workings.")}
+    assert "lens_contamination" in factors("Grit sticks to the window in clumps.")
