@@ -447,16 +447,24 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("Cuts reformatted from the axial series.", "pixelate", True),
         ("Players' sleeves cover the pieces.", "occluder", True),
         ("After an hour the window goes milky.", "fog", True),
+        # from the twentieth set's misses
+        ("Bottles at 600 bottles/min, still smeared at 1/4000 s.", "motion_blur", True),
+        ("Shoplifters walk past the shelf camera.", "motion_blur", True),
+        ("A 532 nm laser lights the droplets.", "speckle_noise", True),
+        ("With the clip-on lens the corners go dark.", "vignetting", True),
+        ("Half the time the phone focuses on the tablecloth.", "defocus_blur", True),
+        ("The inspector's dive lamp is the only light at the intake.", "low_light", True),
+        ("Parts dropped into the tray in any orientation.", "rotation", True),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to nineteenth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to twentieth), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
 
 
 def test_acquisition_facts_of_session_seven() -> None:
-    """Factors and rules from the eleventh to nineteenth sets' misses, each in words of its own."""
+    """Factors and rules from the eleventh to twentieth sets' misses, each in words of its own."""
     # a courier's handheld scanner photographs with its built-in camera: a handheld camera, not a flatbed
     text = "Drivers photograph each parcel with the handheld scanner's built-in camera, often at night."
     assert "scanner" not in factors(text) and {"motion_blur", "low_light"} <= chosen(text)
@@ -506,3 +514,6 @@ def test_acquisition_facts_of_session_seven() -> None:
     assert {"water", "flooded"} & factors("An ROV surveys the flooded quarry below the water line.")
     assert "underwater" in {k.name for k in rules.detect_kinds("An ROV in the flooded mine workings.")}
     assert "lens_contamination" in factors("Grit sticks to the window in clumps.")
+    assert "lossy_transmission" in factors("Inspectors e-mail the photos to the office.")
+    assert "tinted_light" in factors("Read by the bedside lamp.")
+    assert "rain" not in chosen("A camera inside the trailer lets drivers check the load.")
