@@ -455,16 +455,24 @@ def test_a_photo_of_a_reader_screen_is_no_scan() -> None:
         ("Half the time the phone focuses on the tablecloth.", "defocus_blur", True),
         ("The inspector's dive lamp is the only light at the intake.", "low_light", True),
         ("Parts dropped into the tray in any orientation.", "rotation", True),
+        # from the twenty-first set's misses
+        ("Boards pass under the camera at two metres a second.", "motion_blur", True),
+        ("The robot's head camera bobs at every step.", "motion_blur", True),
+        ("Night races shot at 1/50 under the floodlights.", "motion_blur", True),
+        ("The scope gives a round image in the middle of the frame.", "vignetting", True),
+        ("No daylight reaches the culvert.", "low_light", True),
+        ("River water tea brown after rain.", "color_shift", True),
+        ("When the link fades the picture breaks into blocks.", "pixelate", True),
     ],
 )
 def test_cues_after_the_held_out_sets(text: str, corruption: str, found: bool) -> None:
-    """Cue keywords from the held-out sets' misses (sixth to twentieth), each said in words of its own; ``found`` False:
+    """Cue keywords from the held-out sets' misses (sixth to twenty-first), each said in words of its own; ``found`` False:
     the words are no evidence of that corruption."""
     assert (corruption in cue_names(text)) is found
 
 
 def test_acquisition_facts_of_session_seven() -> None:
-    """Factors and rules from the eleventh to twentieth sets' misses, each in words of its own."""
+    """Factors and rules from the eleventh to twenty-first sets' misses, each in words of its own."""
     # a courier's handheld scanner photographs with its built-in camera: a handheld camera, not a flatbed
     text = "Drivers photograph each parcel with the handheld scanner's built-in camera, often at night."
     assert "scanner" not in factors(text) and {"motion_blur", "low_light"} <= chosen(text)
@@ -517,3 +525,10 @@ def test_acquisition_facts_of_session_seven() -> None:
     assert "lossy_transmission" in factors("Inspectors e-mail the photos to the office.")
     assert "tinted_light" in factors("Read by the bedside lamp.")
     assert "rain" not in chosen("A camera inside the trailer lets drivers check the load.")
+    for text in ("Forklift drivers watch the fork camera in the back aisles.", "A crawler driving through the manway into the tank."):
+        assert "road_vehicle" not in factors(text), text
+    assert "greyscale" in factors("A 1 MP mono imager under red LEDs.") and "color_shift" not in chosen("A 1 MP mono imager under red LEDs.")
+    assert "greyscale" not in factors("The stream has mono audio.")
+    assert "water" in factors("A camera on a tripod on the river bed.")
+    assert "scope" in factors("Flexible nasendoscopy in clinic.")
+    assert "tinted_light" in factors("Mince under the meat lamps.")
