@@ -107,7 +107,14 @@ def acquisition_version(path: str | Path | None = None) -> str:
 
 def read(text: str, path: str | Path | None = None) -> list[Finding]:
     """The acquisition factors the description shows, in the order their evidence appears."""
-    book, patterns, unless, _ = _compile(str(path or ACQUISITION_PATH))
+    return list(_read(text, str(path or ACQUISITION_PATH)))
+
+
+# one plan reads the same description about nine times (each sanity rule, cue and semantic step asks
+# which factors it shows): the findings are immutable, so the reading is cached per text
+@lru_cache(maxsize=256)
+def _read(text: str, path: str) -> tuple[Finding, ...]:
+    book, patterns, unless, _ = _compile(path)
     norm = _normalise(text)
     found = []
     for name, pattern in patterns.items():
@@ -122,7 +129,7 @@ def read(text: str, path: str | Path | None = None) -> list[Finding]:
     # words show, so the order of the factors in the file does not matter
     present = {f.factor for f in found}
     found = [f for f in found if not set(book.factors[f.factor].unless_factors) & present]
-    return sorted(found, key=lambda f: f.start)
+    return tuple(sorted(found, key=lambda f: f.start))
 
 
 def footage(text: str, path: str | Path | None = None) -> Finding | None:
