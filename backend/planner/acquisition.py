@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from domainbench.planner.cues import Hit, _clause, _normalise, negated, quote_around
+from domainbench.planner.cues import Hit, _normalise, first_match, quote_around
 from domainbench.planner.keywords import keyword_pattern, load_book
 
 ACQUISITION_PATH = Path(__file__).with_name("acquisition.toml")
@@ -118,13 +118,9 @@ def _read(text: str, path: str) -> tuple[Finding, ...]:
     norm = _normalise(text)
     found = []
     for name, pattern in patterns.items():
-        for m in pattern.finditer(norm):
-            veto = unless[name]
-            if negated(norm, m.start()):  # "without a tripod" is no fixed mount
-                continue
-            if veto is None or not veto.search(_clause(norm, m.start(), m.end())):
-                found.append(Finding(name, book.factors[name].label, m.group(0), quote_around(norm, m.start(), m.end()), m.start()))
-                break
+        m = first_match(pattern, unless[name], norm)  # "without a tripod" is no fixed mount
+        if m is not None:
+            found.append(Finding(name, book.factors[name].label, m.group(0), quote_around(norm, m.start(), m.end()), m.start()))
     # a factor another one rules out (a hand does not hold a fixed camera); judged on what the
     # words show, so the order of the factors in the file does not matter
     present = {f.factor for f in found}

@@ -34,7 +34,8 @@ class Cue(BaseModel):
     #: is motion blur, not a soft lens)
     unless: list[str] = Field(default_factory=list)
     #: acquisition factors (acquisition.toml) under which the cue's words mean nothing for the picture: a
-    #: cave at dusk is no low light to a thermal camera, which sees emitted heat (applied by the offline planner)
+    #: cave at dusk is no low light to a thermal camera, which sees emitted heat (applied by the offline planner:
+    #: acquisition reads its factors with this module's helpers, and the package has no import cycles)
     unless_factors: list[str] = Field(default_factory=list)
 
 
@@ -126,6 +127,17 @@ def negated(text: str, start: int) -> bool:
     return _NEGATED.search(text[left:start]) is not None
 
 
+def first_match(pattern: re.Pattern[str], veto: re.Pattern[str] | None, text: str, *, negation: bool = True) -> re.Match[str] | None:
+    """The first match of ``pattern`` in ``text`` whose clause holds no ``veto`` word and (with ``negation``)
+    that no negation word precedes: the evidence rule the cues, the acquisition factors and the outdoor context share."""
+    for m in pattern.finditer(text):
+        if negation and negated(text, m.start()):
+            continue
+        if veto is None or not veto.search(_clause(text, m.start(), m.end())):
+            return m
+    return None
+
+
 def quote_around(text: str, start: int, end: int) -> str:
     """The clause of ``text`` holding ``text[start:end]``, cut to a window of words around it."""
     left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
@@ -147,17 +159,9 @@ def find(text: str, catalogue_names: set[str] | None = None, path: str | Path | 
     norm = _normalise(text)
     hits = []
     for name, pattern in comp.patterns.items():
-        found = None
-        for m in pattern.finditer(norm):
-            unless = comp.unless[name]
-            if negated(norm, m.start()):
-                continue
-            if unless is None or not unless.search(_clause(norm, m.start(), m.end())):
-                found = m
-                break
-        if found is None:
+        m = first_match(pattern, comp.unless[name], norm)
+        if m is None:
             continue
-        m = found
         cue = comp.book.cues[name]
         quote = quote_around(norm, m.start(), m.end())
         for corruption in cue.choose:
@@ -170,6 +174,6 @@ def outdoors(text: str, path: str | Path | None = None) -> str | None:
     """The word that puts the scene outdoors, or None for a scene with no sign of being outside."""
     comp = _compile(str(path or CUES_PATH))
     norm = _normalise(text)
-    m = next((m for m in comp.outdoor.finditer(norm)
-              if comp.outdoor_unless is None or not comp.outdoor_unless.search(_clause(norm, m.start(), m.end()))), None)
+    # (a negated outdoor word still counts, as it always has: "no rain" is said of a place rain can reach)
+    m = first_match(comp.outdoor, comp.outdoor_unless, norm, negation=False)
     return m.group(0) if m else None

@@ -148,14 +148,14 @@ def detect_kinds(text: str, path: str | Path | None = None) -> list[DetectedKind
         if set(kind.unless_factors) & set(factors):
             continue
         veto = comp.unless_patterns.get(name)
-        if veto is not None and any(not cues.negated(norm, m.start()) for m in veto.finditer(norm)):
+        if veto is not None and cues.first_match(veto, None, norm) is not None:
             continue
         shown = next((factors[f] for f in kind.factors if f in factors), None)
         if shown is not None:  # the factor's own evidence, as the description writes it
             found.append(DetectedKind(name, kind.label, shown.keyword))
             continue
         pattern = comp.patterns.get(name)
-        m = next((m for m in pattern.finditer(norm) if not cues.negated(norm, m.start())), None) if pattern is not None else None
+        m = cues.first_match(pattern, None, norm) if pattern is not None else None
         if m:
             keyword = written[m.start() : m.end()] if same_positions else m.group(0)
             found.append(DetectedKind(name, kind.label, keyword))
@@ -174,10 +174,7 @@ def unmet_needs(text: str, path: str | Path | None = None) -> dict[str, str]:
         by_factor = bool(set(need.factors) & factors) and not set(need.unless_factors) & factors
         pattern = comp.need_patterns.get(name)
         veto = comp.need_unless.get(name)
-        shown = pattern is not None and any(
-            not cues.negated(norm, m.start()) and (veto is None or not veto.search(cues._clause(norm, m.start(), m.end())))
-            for m in pattern.finditer(norm)
-        )
+        shown = pattern is not None and cues.first_match(pattern, veto, norm) is not None
         if not by_factor and not shown:
             out[name] = f"a scene that shows no {need.needs} ({need.because})"
     return out
