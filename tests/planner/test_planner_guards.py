@@ -554,3 +554,47 @@ def test_kinds_and_outdoors_of_session_seven() -> None:
     # a camera outside a machine's chamber looks in at an indoor process; outside a shop it is in the open air
     assert cues.outdoors("A camera outside the build chamber watches the powder bed.") is None
     assert cues.outdoors("A camera outside the shop watches the car park.") == "outside"
+
+
+@pytest.mark.parametrize(
+    ("text", "factor", "present"),
+    [
+        # a lift's car runs in a shaft inside the building, and its car is no road vehicle
+        ("An inspection camera rides on top of the elevator car up the hoistway; the car climbs slowly.", "road_vehicle", False),
+        ("Cameras in the lift shaft watch the counterweight.", "indoor_scene", True),
+        # a camera out in every weather is under no roof, even over a car park
+        ("A camera on a pole over the open car park, out in all weathers.", "indoor_scene", False),
+        ("Concrete dust billows round the breaker.", "airborne_particles", True),
+        ("Oil spitting from the wok lands near the camera.", "lens_contamination", True),
+        ("Mud spots the lens filter after each lap.", "lens_contamination", True),
+        ("Residents film their squats and lunges for the coach.", "moving_subject", True),
+        ("Widefield images of the whole slide.", "sunlit", False),
+        ("Screening with a RetCam in the neonatal unit.", "scope", True),
+    ],
+)
+def test_factors_of_session_eight(text: str, factor: str, present: bool) -> None:
+    """Acquisition factors from the twenty-second set's misses, each in words of its own."""
+    assert (factor in factors(text)) is present
+
+
+@pytest.mark.parametrize(
+    ("text", "corruption", "present"),
+    [
+        ("A camera on a pole over the open car park, out in all weathers.", "rain", True),
+        ("An inspection camera rides on top of the elevator car up the hoistway; the car climbs slowly.", "rain", False),
+        ("Plumbers in the crawl space wear head torches.", "low_light", True),
+        ("The probe's LED only reaches a hand's width ahead.", "low_light", True),
+        ("A camera pushed up the chimney on rods.", "low_light", True),
+        ("Visitors photograph the paintings; flash is not allowed.", "low_light", True),
+        ("Wide-field fundus pictures with the periphery always dark.", "vignetting", True),
+        ("Wide-field fundus pictures with the periphery always dark.", "low_light", False),
+        # a wide field is the optics' field, not a sunlit one
+        ("Wide-field fundus pictures with the periphery always dark.", "shadow", False),
+        ("Half the frames have the focus off.", "defocus_blur", True),
+        ("Tickets arrive creased from wallets.", "elastic", True),
+        ("A handheld thermal scope on night patrol.", "pixelate", True),
+    ],
+)
+def test_choices_of_session_eight(text: str, corruption: str, present: bool) -> None:
+    """Plans after the twenty-second set's guards, each in words of its own."""
+    assert (corruption in chosen(text)) is present
