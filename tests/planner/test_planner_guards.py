@@ -570,6 +570,25 @@ def test_kinds_and_outdoors_of_session_seven() -> None:
         ("Residents film their squats and lunges for the coach.", "moving_subject", True),
         ("Widefield images of the whole slide.", "sunlit", False),
         ("Screening with a RetCam in the neonatal unit.", "scope", True),
+        # a smear in the frame is motion; a smear on the glass is dirt
+        ("The contrast bolus is a smear in every frame.", "lens_contamination", False),
+        ("Wet snouts keep smearing the window.", "lens_contamination", True),
+        ("Calves slobber on the camera.", "lens_contamination", True),
+        # a camera fixed in a tunnel is under a roof; a car driving through tunnels is still on the road
+        ("Fixed cameras along the tunnel walls watch the traffic.", "indoor_scene", True),
+        ("Fixed cameras along the tunnel walls watch the traffic.", "road_vehicle", False),
+        ("A dash cam on the commute, in and out of road tunnels.", "road_vehicle", True),
+        ("Tomato houses under HPS lamps.", "tinted_light", True),
+        ("The stage LEDs cycle through colours all night.", "tinted_light", True),
+        ("Pictures go over the analogue 5.8 GHz video.", "analogue_link", True),
+        ("The picture tears into horizontal lines and static.", "analogue_link", True),
+        ("Static and mobile cameras on the site.", "analogue_link", False),
+        # a satellite that carries the pictures takes none
+        ("Trail cameras send their photos over satellite.", "orbit", False),
+        ("Sentinel-2 scenes of the delta.", "orbit", True),
+        ("Reeds brush across the lens in the wind.", "occlusion", True),
+        ("Sparks shoot through the frame.", "moving_subject", True),
+        ("The weak emission of the flame front.", "dim_light", True),
     ],
 )
 def test_factors_of_session_eight(text: str, factor: str, present: bool) -> None:
@@ -593,6 +612,13 @@ def test_factors_of_session_eight(text: str, factor: str, present: bool) -> None
         ("Half the frames have the focus off.", "defocus_blur", True),
         ("Tickets arrive creased from wallets.", "elastic", True),
         ("A handheld thermal scope on night patrol.", "pixelate", True),
+        ("Train crew photograph the crumpled delivery note.", "elastic", True),
+        ("The bars of a barcode on a thin vial bend away at the sides.", "grid_distortion", True),
+        ("Fish are counted through a clear pipe.", "lens_distortion", True),
+        ("The camera modem sends tiny photos.", "pixelate", True),
+        ("Vans are parked at all sorts of angles.", "perspective", True),
+        ("The intensifier's phosphor screen softens everything.", "gaussian_blur", True),
+        ("A green slime grows on the housing.", "glass_blur", True),
     ],
 )
 def test_choices_of_session_eight(text: str, corruption: str, present: bool) -> None:
