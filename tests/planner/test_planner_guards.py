@@ -589,6 +589,14 @@ def test_kinds_and_outdoors_of_session_seven() -> None:
         ("Reeds brush across the lens in the wind.", "occlusion", True),
         ("Sparks shoot through the frame.", "moving_subject", True),
         ("The weak emission of the flame front.", "dim_light", True),
+        # a road is read from the road, never from a bare car, vehicle or driver
+        ("The camera rides the fairground ride's lead car.", "road_vehicle", False),
+        ("Each vehicle in the test chamber is sprayed with salt.", "road_vehicle", False),
+        ("The driver of the gantry crane watches the camera.", "road_vehicle", False),
+        ("Dash cams in city traffic.", "road_vehicle", True),
+        ("Cameras over the motorway gantries.", "road_vehicle", True),
+        ("Couriers photograph house numbers while rolling past.", "moving_platform", True),
+        ("The picture jumps with the pole in a gale.", "moving_platform", True),
     ],
 )
 def test_factors_of_session_eight(text: str, factor: str, present: bool) -> None:
@@ -618,6 +626,8 @@ def test_factors_of_session_eight(text: str, factor: str, present: bool) -> None
         ("The camera modem sends tiny photos.", "pixelate", True),
         ("Vans are parked at all sorts of angles.", "perspective", True),
         ("The intensifier's phosphor screen softens everything.", "gaussian_blur", True),
+        ("In a strong wind the picture smears.", "motion_blur", True),
+        ("Each vehicle in the test chamber is sprayed with salt.", "rain", False),
         ("A green slime grows on the housing.", "glass_blur", True),
     ],
 )
