@@ -596,6 +596,17 @@ def test_kinds_and_outdoors_of_session_seven() -> None:
         ("Dash cams in city traffic.", "road_vehicle", True),
         ("Cameras over the motorway gantries.", "road_vehicle", True),
         ("Couriers photograph house numbers while rolling past.", "moving_platform", True),
+        # a camera worn on the chest is no patient's chest
+        ("Climbers wear a chest POV camera on the ridge.", "medical", False),
+        ("A laser shearography rig checks the rudder skins.", "coherent_imaging", True),
+        ("Dust hanging in the air of the attic.", "airborne_particles", True),
+        ("Steam rising from the pans all evening.", "airborne_particles", True),
+        ("Grease and flour film the camera by Friday.", "condensation", True),
+        ("The dog moves fast round the ring.", "moving_subject", True),
+        ("Geckos under UVB tubes.", "tinted_light", True),
+        ("Seedlings under purple LEDs.", "tinted_light", True),
+        ("Light-sheet stacks of cleared tissue.", "scope", True),
+        ("Sample boxes come out of liquid nitrogen.", "frozen_subject", True),
         ("The picture jumps with the pole in a gale.", "moving_platform", True),
     ],
 )
@@ -628,6 +639,17 @@ def test_factors_of_session_eight(text: str, factor: str, present: bool) -> None
         ("The intensifier's phosphor screen softens everything.", "gaussian_blur", True),
         ("In a strong wind the picture smears.", "motion_blur", True),
         ("Each vehicle in the test chamber is sprayed with salt.", "rain", False),
+        # a fluid that goes cloudy is turbid, not the sky
+        ("In the bladder the irrigation goes cloudy with blood.", "cloud_overlay", False),
+        ("In the bladder the irrigation goes cloudy with blood.", "fog", True),
+        ("Climbers wear a chest POV camera on the ridge; spindrift blows past.", "snow", True),
+        ("A phone photographs the handwritten labels of tubes just out of the -80 freezer; they ice over.", "frost", True),
+        # a photographed page can be steamed over (a scanner's cannot)
+        ("Handwritten orders on the rail by the steaming pans.", "fog", True),
+        ("At this magnification the focus is paper thin.", "defocus_blur", True),
+        ("Bins deep in the racking come out almost black.", "low_light", True),
+        ("Half the time they've forgotten to switch the hall light on.", "low_light", True),
+        ("Diving through the halocline.", "glass_blur", True),
         ("A green slime grows on the housing.", "glass_blur", True),
     ],
 )
