@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -142,6 +143,8 @@ UNITS: dict[str, tuple[str, float]] = {
     "feet": ("length", 0.3048), "foot": ("length", 0.3048), "inch": ("length", 0.0254), "inches": ("length", 0.0254),
     "miles": ("length", 1609.344), "mile": ("length", 1609.344), "nm": ("length", 1e-9), "µm": ("length", 1e-6),
 }
+# the text is NFKC-normalised (the micro sign becomes a Greek mu): so are the spellings
+UNITS = {unicodedata.normalize("NFKC", k): v for k, v in UNITS.items()}
 # units that need a space or a digit right before them: "90s" is a decade, "5s" rarely a time in prose
 _SPACED_ONLY = {"s"}
 _UNIT = "|".join(re.escape(u).replace(r"\ ", r"[\s\-]") for u in sorted(UNITS, key=len, reverse=True))
@@ -159,7 +162,11 @@ ISO_SPEEDS = frozenset({
     10000, 12800, 16000, 20000, 25600, 32000, 40000, 51200, 64000, 80000, 102400, 128000, 160000, 204800, 256000, 409600})
 
 # words near a length that say what it measures (within the clause, a few words away)
-_VISIBILITY = re.compile(r"\b(?:visibility|visible|vis|viz|see|sees|seeing|seen|view(?:ing)? distance)\b", re.IGNORECASE)
+_VISIBILITY = re.compile(r"\b(?:visibility|vis|viz|viewing distance|sight distance)\b", re.IGNORECASE)
+# "can see about 2 m", "visible to 3 m": a seeing verb right before the number (a driver "45 m up can see
+# the twistlocks" is a height, not a visibility)
+_SEE_BEFORE = re.compile(r"\b(?:see|sees|seeing|visible(?: to| for)?)\W+(?:(?:only|just|barely|about|maybe|perhaps|up to|no more than|"
+                         r"less than|around|roughly|some)\W+)?$", re.IGNORECASE)
 _DEPTH_AFTER = re.compile(r"^\W*(?:deep|down|depth|below (?:the )?(?:surface|sea level|waterline)|beneath (?:the )?surface|under(?:water| water| the surface))\b",
                           re.IGNORECASE)
 _DEPTH_BEFORE = re.compile(r"\b(?:depths? of|at depths?|depth|deep as|dives? to|descends? to|down to|deeper than)\W*$", re.IGNORECASE)
@@ -189,9 +196,9 @@ def _near(text: str, start: int, end: int, pattern: re.Pattern[str], words: int 
 
 
 def _kind_of_length(text: str, m: re.Match[str]) -> str:
-    if _near(text, m.start(), m.end(), _VISIBILITY, 4):
-        return "visibility"
     clause_left = max((c.end() for c in _CLAUSE_END.finditer(text, 0, m.start())), default=0)
+    if _near(text, m.start(), m.end(), _VISIBILITY, 4) or _SEE_BEFORE.search(text[clause_left:m.start()]):
+        return "visibility"
     if _DEPTH_AFTER.search(text[m.end():m.end() + 40]) or _DEPTH_BEFORE.search(text[clause_left:m.start()]):
         return "depth"
     return "length"
@@ -218,6 +225,8 @@ def parse(text: str) -> list[Quantity]:
             continue
         unit = re.sub(r"[\s\-]+", " ", m.group("unit").lower())
         if unit in _SPACED_ONLY and not m.group("sp") and "/" not in m.group("a"):
+            continue
+        if unit not in UNITS:
             continue
         kind, scale = UNITS[unit]
         try:

@@ -83,6 +83,7 @@ NOT_QUANTITIES = [
     ("photographed on 12 March 2024 at 09:30", tuple(quantities.KINDS)),
     ("priced at $1,299", tuple(quantities.KINDS)),
     ("a 3 m wide corridor", ("depth", "visibility")),
+    ("the operator sits 30 m up and can see the hook", ("depth", "visibility")),
 ]
 
 
@@ -104,6 +105,8 @@ PLANS = [
     ("A thermal camera watching a yard at 5 lux", set(), {"low_light", "iso_noise"}),
     ("Pictures of a kelp forest from a submersible 80 m deep", {"low_light", "iso_noise"}, set()),
     ("Snorkellers photograph a reef 3 m deep", set(), {"low_light"}),
+    ("A baited camera on a fishing line lowered 150 m deep", {"low_light", "iso_noise"}, set()),
+    ("A 90 m deep quarry photographed from its rim", set(), {"low_light", "iso_noise"}),
     ("A camera lowered into a 200 m deep mine shaft", set(), set()),  # dim from the shaft's words, not the depth
     ("A borehole camera 400 m deep in the rock", set(), {"low_light", "iso_noise"}),
     ("Divers survey a wreck with about 1 m visibility", {"fog", "defocus_blur", "color_shift"}, set()),
