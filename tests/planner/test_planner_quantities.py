@@ -116,6 +116,7 @@ PLANS = [
     ("Operators watch the feed on a 1920x1080 monitor in the control room", set(), {"pixelate"}),
     ("A 4096 x 3000 machine-vision camera above the belt", set(), {"pixelate"}),
     ("Clips from a 0.3 MP webcam", {"pixelate"}, set()),
+    ("A benchmark of 64x64 greyscale digit images", set(), {"pixelate"}),  # the data's own size: its clean images have it too
     ("Number plates only 14 px wide in the frame", {"pixelate"}, set()),
     ("The drone's video reaches the van at 1.5 megabits per second", {"jpeg_compression"}, set()),
     ("The drone's video reaches the van at 300 kilobits per second", {"jpeg_compression", "pixelate"}, set()),
