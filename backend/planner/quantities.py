@@ -173,6 +173,7 @@ _DEPTH_BEFORE = re.compile(r"\b(?:depths? of|at depths?|depth|deep as|dives? to|
 _ACROSS = re.compile(r"^\W*(?:across|wide|tall|high|long|in diameter|in size|on a side|per (?:face|object|subject|person|character|letter))\b",
                      re.IGNORECASE)
 _EXPOSURE_WORDS = re.compile(r"\b(?:exposure\w*|expos\w*|shutter\w*|integration|integrat\w*)\b", re.IGNORECASE)
+_GAIN_WORD = re.compile(r"\bgain\b", re.IGNORECASE)
 _WORDS_NEAR = 3
 
 
@@ -245,7 +246,7 @@ def parse(text: str) -> list[Quantity]:
             if "/" not in m.group("a") and not _near(text, m.start(), m.end(), _EXPOSURE_WORDS):
                 continue
         elif kind == "gain":
-            if not _near(text, m.start(), m.end(), re.compile(r"\bgain\b", re.IGNORECASE), 4):
+            if not _near(text, m.start(), m.end(), _GAIN_WORD, 4):  # "80 dB" of sound is no amplifier gain
                 continue
         out.append(Quantity(kind, min(a, b) * scale, max(a, b) * scale, m.group(0).strip(), m.start(), m.end()))
     return sorted(out, key=lambda q: (q.start, q.kind))
