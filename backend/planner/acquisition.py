@@ -22,6 +22,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from domainbench.planner import quantities
 from domainbench.planner.cues import Hit, _normalise, first_match, quote_around
 from domainbench.planner.keywords import keyword_pattern, load_book
 
@@ -94,7 +95,10 @@ def _compile(path: str):  # -> (book, patterns, unless patterns, fingerprint)
     book, raw = load_book(Path(path), FactorBook, "planner acquisition factors", "backend/planner/acquisition.toml")
     patterns = {name: keyword_pattern(f.keywords) for name, f in book.factors.items()}
     unless = {name: keyword_pattern(f.unless) if f.unless else None for name, f in book.factors.items()}
-    return book, patterns, unless, hashlib.sha256(raw).hexdigest()[:12]
+    # the quantity rules name factors of this file: a misspelt name would silently never read
+    quantities.check_factors(set(book.factors))
+    # the quantity rules read factors too, so a plan's acquisition version covers their file as well
+    return book, patterns, unless, hashlib.sha256(raw + quantities.quantities_version().encode()).hexdigest()[:12]
 
 
 def factor_book(path: str | Path | None = None) -> FactorBook:
@@ -107,13 +111,14 @@ def acquisition_version(path: str | Path | None = None) -> str:
 
 def read(text: str, path: str | Path | None = None) -> list[Finding]:
     """The acquisition factors the description shows, in the order their evidence appears."""
-    return list(_read(text, str(path or ACQUISITION_PATH)))
+    return list(_read(text, str(path or ACQUISITION_PATH))[0])
 
 
 # one plan reads the same description about nine times (each sanity rule, cue and semantic step asks
 # which factors it shows): the findings are immutable, so the reading is cached per text
 @lru_cache(maxsize=256)
-def _read(text: str, path: str) -> tuple[Finding, ...]:
+def _read(text: str, path: str) -> tuple[tuple[Finding, ...], tuple[quantities.Reading, ...]]:
+    """(factor findings, quantity readings that imply corruptions directly)."""
     book, patterns, unless, _ = _compile(path)
     norm = _normalise(text)
     found = []
@@ -121,11 +126,20 @@ def _read(text: str, path: str) -> tuple[Finding, ...]:
         m = first_match(pattern, unless[name], norm)  # "without a tripod" is no fixed mount
         if m is not None:
             found.append(Finding(name, book.factors[name].label, m.group(0), quote_around(norm, m.start(), m.end()), m.start()))
+    # then the numbers ("50 lux", "~200 m deep"): a quantity adds a factor the words did not show (the
+    # words' finding stays the evidence where both do), and is judged in the context the words give
+    by_words = frozenset(f.factor for f in found)
+    direct = []
+    for r in quantities.read(text, by_words):
+        if r.factor is None:
+            direct.append(r)
+        elif r.factor not in {f.factor for f in found}:
+            found.append(Finding(r.factor, r.label, r.keyword, r.quote, r.start))
     # a factor another one rules out (a hand does not hold a fixed camera); judged on what the
     # words show, so the order of the factors in the file does not matter
     present = {f.factor for f in found}
     found = [f for f in found if not set(book.factors[f.factor].unless_factors) & present]
-    return tuple(sorted(found, key=lambda f: f.start))
+    return tuple(sorted(found, key=lambda f: f.start)), tuple(direct)
 
 
 def footage(text: str, path: str | Path | None = None) -> Finding | None:
@@ -145,4 +159,10 @@ def implied(text: str, catalogue_names: set[str] | None = None, path: str | Path
                 imp = factor.implication(corruption)
                 hits.append(Hit(f"acquisition:{f.factor}", corruption, f"{f.label}, and {imp.why}", f.keyword, f.quote, f.start,
                                 tuple(imp.severities)))
+    # quantities whose rule names the corruptions themselves ("ISO 12800" -> iso_noise)
+    qbook = quantities.quantity_book()
+    for r in _read(text, str(path or ACQUISITION_PATH))[1]:
+        for corruption, why in qbook.rules[r.rule].implies.items():
+            if catalogue_names is None or corruption in catalogue_names:
+                hits.append(Hit(f"quantity:{r.rule}", corruption, f"{r.label}, and {why}", r.keyword, r.quote, r.start))
     return hits
