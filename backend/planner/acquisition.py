@@ -52,6 +52,8 @@ class Factor(BaseModel):
     unless: list[str] = Field(default_factory=list)
     #: factors whose presence anywhere in the text means this one is not read
     unless_factors: list[str] = Field(default_factory=list)
+    #: factors under which the semantic reading (semantic.py) does not read this one; its keywords still do
+    semantic_unless_factors: list[str] = Field(default_factory=list)
     #: short, general phrases of how this acquisition is described: the semantic reading
     #: (semantic.py) reads the factor from a clause close to one of them in meaning
     exemplars: list[str] = Field(default_factory=list)
@@ -73,7 +75,7 @@ class FactorBook(BaseModel):
     @model_validator(mode="after")
     def _known_vetoes(self) -> FactorBook:
         for name, f in self.factors.items():
-            unknown = sorted(set(f.unless_factors) - set(self.factors))
+            unknown = sorted((set(f.unless_factors) | set(f.semantic_unless_factors)) - set(self.factors))
             if unknown:
                 raise ValueError(f"factor {name!r}: unless_factors names unknown factors {unknown}")
         return self

@@ -15,7 +15,9 @@ Guards, each a reason a similarity is no evidence:
 - a clause holding a negation ("without a tripod", "no flash") is not matched at all: a sentence
   encoder reads "without a tripod" as close to "on a tripod";
 - a clause holding one of the factor's ``unless`` words is no evidence for it, as for keywords;
-- a factor that another factor read (by keyword or here) rules out (``unless_factors``) is dropped;
+- a factor that another factor read (by keyword or here) rules out (``unless_factors``) is dropped, and
+  so is one whose exemplars cannot describe the scene those factors show (``semantic_unless_factors``:
+  drops splashing onto a lens are no reading under water, where only named silt or fouling counts);
 - only the corruptions a factor implies are added, never a sanity rule's domain kind or a physics
   need: those stay on keywords, so a looser reading can add a choice but never lift a prohibition
   or trigger a rule's requirements.
@@ -172,7 +174,9 @@ def read(text: str, threshold: float = THRESHOLD, path: str | Path | None = None
     by_keyword = {f.factor for f in acquisition.read(text, path)}
     found = [m for name, m in best_matches(text, path).items() if name not in by_keyword and m.margin >= threshold]
     present = by_keyword | {m.factor for m in found}
-    found = [m for m in found if not set(book.factors[m.factor].unless_factors) & present]
+    found = [m for m in found
+             if not set(book.factors[m.factor].unless_factors) & present
+             and not set(book.factors[m.factor].semantic_unless_factors) & present]
     return sorted(found, key=lambda m: (m.clause.start, m.factor))
 
 

@@ -615,6 +615,17 @@ def test_kinds_and_outdoors_of_session_seven() -> None:
         ("The seeing is poor low over the hills; the seeing makes the limb boil.", "air_turbulence", True),
         ("Unscratched coating hides some of the numbers.", "occlusion", True),
         ("The pathologist drives the scope remotely; motion JPEG over the WAN.", "lossy_transmission", True),
+        # the crew's dark-adapted eyes are no greyscale camera; an intensifier's phosphor is green
+        ("Dim red lamps on the bridge keep the watch's night vision.", "greyscale", False),
+        ("Clips recorded through night vision goggles.", "greyscale", False),
+        ("Clips recorded through night vision goggles.", "tinted_light", True),
+        ("The visor's green tint.", "tinted_light", True),
+        ("Owl survey under starlight.", "dim_light", True),
+        ("The intensifier sparkles with scintillation.", "photon_limited", True),
+        ("A steel bar across the window hides the chin.", "occlusion", True),
+        ("A holographic imager on the CTD rosette.", "water", True),
+        ("Barnacles start growing over the camera port.", "lens_contamination", True),
+        ("The C-arm's round field.", "sunlit", False),
         ("The picture jumps with the pole in a gale.", "moving_platform", True),
     ],
 )
@@ -666,9 +677,28 @@ def test_factors_of_session_eight(text: str, factor: str, present: bool) -> None
         ("A phone held to the eyepiece of the telescope.", "vignetting", True),
         ("The gut heaves with breathing while the raster is drawn.", "elastic", True),
         ("Paintings shot from off to one side to avoid reflections.", "perspective", True),
+        ("The clipboard is rarely square to the camera.", "perspective", True),
+        ("A circle in a black frame with darker edges.", "vignetting", True),
+        ("A 2.8 mm lens on the corridor camera.", "lens_distortion", True),
+        ("Stitched 360 video from the reef.", "lens_distortion", True),
+        ("Beyond the lamps' reach the picture fades to black.", "low_light", True),
+        # a plume of sediment is in the water, not on the lens
+        ("The dredge head throws up a sediment plume under water.", "lens_spatter", False),
         ("A green slime grows on the housing.", "glass_blur", True),
     ],
 )
 def test_choices_of_session_eight(text: str, corruption: str, present: bool) -> None:
     """Plans after the twenty-second set's guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
+
+
+def test_no_semantic_lens_drops_under_water() -> None:
+    """Under water no drop lands on a lens: the semantic reading of lens contamination is off there
+    (``semantic_unless_factors``), while fouling named in words still counts."""
+    from domainbench.planner import semantic
+
+    text = "Snorkellers in the kelp; waves wash over the camera."
+    assert "water" in factors(text)
+    assert "lens_contamination" not in {m.factor for m in semantic.read(text)}
+    assert "lens_contamination" in {m.factor for m in semantic.read("Waves wash over the camera on the breakwater.")}
+    assert "lens_contamination" in factors("A diver's camera in the kelp; barnacles start growing over the camera port.")
