@@ -626,6 +626,11 @@ def test_kinds_and_outdoors_of_session_seven() -> None:
         ("A holographic imager on the CTD rosette.", "water", True),
         ("Barnacles start growing over the camera port.", "lens_contamination", True),
         ("The C-arm's round field.", "sunlit", False),
+        # a scanner under water is a laser or sonar instrument, not a flatbed
+        ("A laser line scanner on the ROV maps the wreck.", "scanner", False),
+        ("A camera on the longline in the sea loch.", "water", True),
+        ("Pins fly and the camera can't keep up.", "moving_subject", True),
+        ("The old varnish has yellowed.", "tinted_light", True),
         ("The picture jumps with the pole in a gale.", "moving_platform", True),
     ],
 )
@@ -684,6 +689,9 @@ def test_factors_of_session_eight(text: str, factor: str, present: bool) -> None
         ("Beyond the lamps' reach the picture fades to black.", "low_light", True),
         # a plume of sediment is in the water, not on the lens
         ("The dredge head throws up a sediment plume under water.", "lens_spatter", False),
+        ("Every bead gets a purple-green fringe.", "chromatic_aberration", True),
+        ("Labels photographed through the round glass of the jars.", "lens_distortion", True),
+        ("Held nearer the gums than the phone can focus.", "defocus_blur", True),
         ("A green slime grows on the housing.", "glass_blur", True),
     ],
 )
