@@ -77,7 +77,7 @@ class FactorBook(BaseModel):
         for name, f in self.factors.items():
             unknown = sorted((set(f.unless_factors) | set(f.semantic_unless_factors)) - set(self.factors))
             if unknown:
-                raise ValueError(f"factor {name!r}: unless_factors names unknown factors {unknown}")
+                raise ValueError(f"factor {name!r}: unless_factors or semantic_unless_factors name unknown factors {unknown}")
         return self
 
 

@@ -710,3 +710,14 @@ def test_no_semantic_lens_drops_under_water() -> None:
     assert "lens_contamination" not in {m.factor for m in semantic.read(text)}
     assert "lens_contamination" in {m.factor for m in semantic.read("Waves wash over the camera on the breakwater.")}
     assert "lens_contamination" in factors("A diver's camera in the kelp; barnacles start growing over the camera port.")
+
+
+def test_a_misspelt_semantic_veto_is_a_clear_error(tmp_path) -> None:
+    """A factor whose semantic_unless_factors names no factor of the file stops with one clear error."""
+    from domainbench.errors import UserInputError
+
+    bad = tmp_path / "acquisition.toml"
+    bad.write_text('[factors.wet_lens]\ncategory = "optics"\nlabel = "drops on the lens"\nkeywords = ["drops"]\n'
+                   'semantic_unless_factors = ["watr"]\n')
+    with pytest.raises(UserInputError, match=r"semantic_unless_factors name unknown factors \['watr'\]"):
+        acquisition.factor_book(bad)
