@@ -110,10 +110,16 @@ def _normalise(text: str) -> str:
 _CLAUSE_END = re.compile(r"[.;:!?()\n,]")
 
 
-def _clause(text: str, start: int, end: int) -> str:
+def clause_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """Where the clause holding ``text[start:end]`` begins and ends (punctuation delimits clauses)."""
     left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
     right_m = _CLAUSE_END.search(text, end)
-    return text[left : right_m.start() if right_m else len(text)]
+    return left, right_m.start() if right_m else len(text)
+
+
+def _clause(text: str, start: int, end: int) -> str:
+    left, right = clause_bounds(text, start, end)
+    return text[left:right]
 
 
 # a keyword right after a negation, at most one word between ("without a tripod", "no flash",
@@ -123,7 +129,7 @@ _NEGATED = re.compile(r"\b(?:without|no|not|never|nor|free of|instead of)\W+(?:[
 
 def negated(text: str, start: int) -> bool:
     """Whether the word at ``start`` is negated within its clause ("usually without a tripod")."""
-    left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
+    left, _ = clause_bounds(text, start, start)
     return _NEGATED.search(text[left:start]) is not None
 
 
@@ -140,9 +146,7 @@ def first_match(pattern: re.Pattern[str], veto: re.Pattern[str] | None, text: st
 
 def quote_around(text: str, start: int, end: int) -> str:
     """The clause of ``text`` holding ``text[start:end]``, cut to a window of words around it."""
-    left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
-    right_m = _CLAUSE_END.search(text, end)
-    right = right_m.start() if right_m else len(text)
+    left, right = clause_bounds(text, start, end)
     # whole words only: widen the match to the spaces around it ("dim" in "dim-lit" -> "dim-lit")
     while start > left and not text[start - 1].isspace():
         start -= 1

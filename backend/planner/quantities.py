@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from domainbench.errors import UserInputError
-from domainbench.planner.cues import _CLAUSE_END, _clause, _normalise, negated, quote_around
+from domainbench.planner.cues import _clause, _normalise, clause_bounds, negated, quote_around
 from domainbench.planner.keywords import keyword_pattern, load_book
 
 QUANTITIES_PATH = Path(__file__).with_name("quantities.toml")
@@ -189,15 +189,14 @@ def _number(s: str) -> float:
 
 def _near(text: str, start: int, end: int, pattern: re.Pattern[str], words: int = _WORDS_NEAR) -> bool:
     """Whether ``pattern`` occurs within ``words`` words before or after text[start:end], inside its clause."""
-    clause_left = max((m.end() for m in _CLAUSE_END.finditer(text, 0, start)), default=0)
-    right_m = _CLAUSE_END.search(text, end)
+    clause_left, clause_right = clause_bounds(text, start, end)
     before = " ".join(text[clause_left:start].split()[-words:])
-    after = " ".join(text[end:right_m.start() if right_m else len(text)].split()[:words])
+    after = " ".join(text[end:clause_right].split()[:words])
     return bool(pattern.search(before) or pattern.search(after))
 
 
 def _kind_of_length(text: str, m: re.Match[str]) -> str:
-    clause_left = max((c.end() for c in _CLAUSE_END.finditer(text, 0, m.start())), default=0)
+    clause_left, _ = clause_bounds(text, m.start(), m.end())
     if _near(text, m.start(), m.end(), _VISIBILITY, 4) or _SEE_BEFORE.search(text[clause_left:m.start()]):
         return "visibility"
     if _DEPTH_AFTER.search(text[m.end():m.end() + 40]) or _DEPTH_BEFORE.search(text[clause_left:m.start()]):
