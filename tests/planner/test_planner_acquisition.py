@@ -219,7 +219,8 @@ def test_the_benchmark_targets_quick() -> None:
     assert [sets[s][1] for s in sets] == [68, 29, 35, 37, 91, 94, 77, 71, 76, 67, 72, 73, 73, 67, 75, 65, 77, 66, 78, 70, 70, 67, 70, 81, 75, 80, 75, 69, 68]  # required per set: the file's domains, unedited
     for name, (found, required, impossible) in sets.items():
         assert found / required >= bench.NEW_RECALL and impossible == 0, (name, found, required, impossible)
-    assert not [k for k, d in domains.items() if d["heldout"]]
+    # the twenty-ninth and thirtieth sets, written blind in session 9, are scored once by a benchmark run, never by a test
+    assert sorted(k[:5] for k, d in domains.items() if d["heldout"]) == ["s929_"] * 30 + ["s930_"] * 30
 
 
 def test_the_benchmark_names_each_set() -> None:
