@@ -153,7 +153,7 @@ _QUANTITY = re.compile(
     re.IGNORECASE)
 # "ISO 3200", "ISO 800-12800", "ISO up to 6400": the unit before the number
 _ISO = re.compile(rf"(?<![\w/])ISO\s*(?:{_QUAL}\s*)?(?P<a>\d{{2,6}})(?:{_RANGE_SEP}(?P<b>\d{{2,6}}))?(?![\w:/.,]\d|[\w/])")
-_RESOLUTION = re.compile(r"(?<![\w.,/])(?P<a>\d{2,5})\s*(?:x|×|by)\s*(?P<b>\d{2,5})(?:\s*(?:px|pixels?)\b)?(?!\s*(?:mm|cm|m|km|in|inch|inches|ft|feet|µm|um|nm|mil|metres|meters|°)\b)(?![\w.,x×/])",
+_RESOLUTION = re.compile(r"(?<![\w.,/])(?P<a>\d{2,5})\s*(?:x|×|by)\s*(?P<b>\d{2,5})(?:\s*(?:px|pixels?)\b)?(?!\s*(?:mm|cm|m|km|in|inch|inches|ft|feet|µm|um|nm|mil|metres|meters|°)\b)(?![\wx×/]|[.,]\d)",
                          re.IGNORECASE)
 #: the ISO speeds cameras offer (full and third stops): a number in this series after "ISO" is a sensitivity,
 #: any other ("ISO 9001", "ISO 12233") is a standard

@@ -721,3 +721,35 @@ def test_a_misspelt_semantic_veto_is_a_clear_error(tmp_path) -> None:
                    'semantic_unless_factors = ["watr"]\n')
     with pytest.raises(UserInputError, match=r"semantic_unless_factors name unknown factors \['watr'\]"):
         acquisition.factor_book(bad)
+
+
+@pytest.mark.parametrize(
+    ("text", "factor", "present"),
+    [
+        # a ski lift stands out on the mountain; a car on a workshop lift is under a roof
+        ("Cameras on the lift towers watch skiers load the chairlift.", "indoor_scene", False),
+        ("A camera on the gondola pylon.", "indoor_scene", False),
+        ("The van sits up on the lift while we film the exhaust.", "indoor_scene", True),
+        ("Imaged through the quartz viewport of the vacuum chamber.", "glass", True),
+        ("The mixer is watched through its sight glass.", "glass", True),
+        ("Splashes filmed at 2,000 fps.", "photon_limited", True),
+        ("Replays shown at 1,000 fps on the display.", "photon_limited", False),
+    ],
+)
+def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
+    """Acquisition factors from the twenty-seventh set's misses, each in words of its own."""
+    assert (factor in factors(text)) is present
+
+
+@pytest.mark.parametrize(
+    ("text", "corruption", "present"),
+    [
+        ("A camera on the ski lift's top station; it snows most of the winter.", "snow", True),
+        ("A grey film builds up on the viewport over a campaign.", "glass_blur", True),
+        ("Drops on a hot plate, filmed at 10,000 fps.", "shot_noise", True),
+        ("A drop fills 30 of the 320 x 240 pixels once the camera crops for speed.", "pixelate", True),
+    ],
+)
+def test_choices_of_session_nine(text: str, corruption: str, present: bool) -> None:
+    """Plans after the twenty-seventh set's guards, each in words of its own."""
+    assert (corruption in chosen(text)) is present

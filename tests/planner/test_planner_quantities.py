@@ -28,6 +28,9 @@ PARSES = [
     ("barely half a metre of visibility", "visibility", 0.5, 0.5),
     ("the divers can see 3 ft ahead", "visibility", 0.9144, 0.9144),
     ("an old 640 x 480 webcam", "resolution", 640, 640),
+    # a picture's size at a clause's or a sentence's end
+    ("to keep up, the camera crops to 320 x 240, so the sprays are small", "resolution", 320, 320),
+    ("the doorbell sends 352x288.", "resolution", 352, 352),
     ("a 160×120 thermal core", "resolution", 160, 160),
     ("frames of 1280 by 720 pixels", "resolution", 1280, 1280),
     ("a 0.3 MP sensor", "megapixels", 0.3, 0.3),
@@ -76,6 +79,7 @@ NOT_QUANTITIES = [
     ("8x8 pixel blocks", ("resolution",)),
     ("a 20 x 30 cm print", ("resolution",)),
     ("2 x 4 m tiles", ("resolution",)),
+    ("a 297 x 210.5 mm sheet", ("resolution",)),
     ("a 5 m pole", ("depth", "visibility")),
     ("a 200 ms network latency", ("exposure",)),
     ("the image is 300 pixels", ("pixels_across",)),
@@ -135,7 +139,10 @@ PLANS = [
     ("A porch camera with a 160° lens", {"lens_distortion"}, set()),
     ("The turret rotates 200° to follow the ship", set(), {"lens_distortion"}),
     ("A 24 mm lens on a 35 mm camera", set(), {"lens_distortion"}),
-    ("Fuel sprays filmed at 20,000 fps", {"iso_noise"}, set()),
+    ("Fuel sprays filmed at 20,000 fps", {"iso_noise", "shot_noise"}, set()),
+    ("Ink jets filmed at 4,000 frames per second under one lamp", {"shot_noise"}, set()),
+    ("A gaming monitor with a 1,000 fps refresh", set(), {"shot_noise", "iso_noise"}),
+    ("The bench camera crops to 256 x 256, so it can keep up", {"pixelate"}, set()),
     ("5 mm screws in a tray under a 12 MP camera", set(), {"pixelate"}),
     ("The ward is not lit to 50 lux at night", set(), {"iso_noise"}),  # a negated quantity is no evidence
 ]
@@ -202,3 +209,10 @@ def test_a_rule_naming_an_unknown_factor_is_one_clear_error(tmp_path: Path) -> N
     quantities.check_factors(set(acquisition.factor_book().factors))  # the shipped file names only real factors
     with pytest.raises(UserInputError, match="missing; restore backend/planner/quantities.toml"):
         quantities.quantity_book(tmp_path / "none.toml")
+
+
+def test_a_quote_keeps_a_number_whole() -> None:
+    """A comma or point between digits is part of the number: the reason quotes "20,000 fps", not "at 20"."""
+    p = plan("Splashes filmed with a borrowed high-speed camera at 20,000 fps, backlit by an LED panel.", provider="offline")
+    reason = next(c.reason for c in p.corruptions if c.name == "shot_noise")
+    assert "20,000" in reason, reason
