@@ -734,10 +734,18 @@ def test_a_misspelt_semantic_veto_is_a_clear_error(tmp_path) -> None:
         ("The mixer is watched through its sight glass.", "glass", True),
         ("Splashes filmed at 2,000 fps.", "photon_limited", True),
         ("Replays shown at 1,000 fps on the display.", "photon_limited", False),
+        # the twenty-ninth set's
+        ("The plans are too large for the scanner, so we photograph them on the floor.", "scanner", False),
+        ("Maps that won't fit the flatbed are shot with a phone.", "scanner", False),
+        ("Old deeds go through the flatbed scanner.", "scanner", True),
+        ("A phone snap of the 20-week scan picture on the fridge.", "coherent_imaging", True),
+        ("Live neurons imaged with as little light as possible.", "photon_limited", True),
+        ("Phototoxicity limits how much light the cells can take.", "photon_limited", True),
+        ("Mud from the wheels ends up on the camera lenses; grit flies onto the lenses.", "lens_contamination", True),
     ],
 )
 def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the twenty-seventh set's misses, each in words of its own."""
+    """Acquisition factors from the twenty-seventh and twenty-ninth sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -748,8 +756,11 @@ def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
         ("A grey film builds up on the viewport over a campaign.", "glass_blur", True),
         ("Drops on a hot plate, filmed at 10,000 fps.", "shot_noise", True),
         ("A drop fills 30 of the 320 x 240 pixels once the camera crops for speed.", "pixelate", True),
+        ("The lobby DVR still records in D1.", "pixelate", True),
+        ("Children run past the doorbell camera and block it.", "occluder", True),
+        ("Bound registers photographed by phone because they are too big for the scanner; the gutter is in shadow.", "shadow", True),
     ],
 )
 def test_choices_of_session_nine(text: str, corruption: str, present: bool) -> None:
-    """Plans after the twenty-seventh set's guards, each in words of its own."""
+    """Plans after the twenty-seventh and twenty-ninth sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
