@@ -128,7 +128,7 @@ def score_new(planner: Planner, heldout: bool | None = None, only: Iterable[str]
     return score
 
 
-_ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth|twenty-(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth)|thirtieth)\s+(dozen|set)\b", re.IGNORECASE)
+_ORDINAL = re.compile(r"\b(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth|(?:twenty|thirty|forty)-(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth)|thirtieth|fortieth)\s+(dozen|set)\b", re.IGNORECASE)
 
 
 def set_of(d: dict) -> str:

@@ -233,6 +233,7 @@ def test_the_benchmark_names_each_set() -> None:
     assert bench.set_of({"heldout": False, "seen": "held out until 2026-11-27; its misses were read then"}) == "first dozen"
     assert bench.set_of({"heldout": False, "seen": "held out (third dozen, written blind) until session 4"}) == "third dozen"
     assert bench.set_of({"heldout": False, "seen": "twenty-fourth set (30 domains), scored once"}) == "twenty-fourth set"
+    assert bench.set_of({"heldout": False, "seen": "thirty-first set (30 domains), scored once"}) == "thirty-first set"
     assert bench.set_of({"heldout": False, "seen": "fourth set (30 domains, written blind in session 5 ...)"}) == "fourth set"
     assert bench.set_of({"heldout": False, "seen": "dev set (30 domains, written blind in session 6 as tuning data)"}) == "fifth set (dev)"
     assert bench.set_of({"heldout": True}) == "held out"
