@@ -107,8 +107,8 @@ def _normalise(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
-# a comma or point between digits is part of a number ("20,000 fps", "1.5 m"), not a clause's end
-_CLAUSE_END = re.compile(r"[;:!?()\n]|(?<!\d)[.,]|[.,](?!\d)")
+# a comma or point before a digit is part of a number or a name ("20,000 fps", "1.5 m", "H.264"), not a clause's end
+_CLAUSE_END = re.compile(r"[;:!?()\n]|[.,](?!\d)")
 
 
 def clause_bounds(text: str, start: int, end: int) -> tuple[int, int]:
