@@ -742,10 +742,19 @@ def test_a_misspelt_semantic_veto_is_a_clear_error(tmp_path) -> None:
         ("Live neurons imaged with as little light as possible.", "photon_limited", True),
         ("Phototoxicity limits how much light the cells can take.", "photon_limited", True),
         ("Mud from the wheels ends up on the camera lenses; grit flies onto the lenses.", "lens_contamination", True),
+        # the thirtieth set's
+        ("Brine drips onto the camera box all shift; drops land on the enclosure glass.", "lens_contamination", True),
+        ("The kiln's image is waving all day, the air above is hot.", "air_turbulence", True),
+        ("Over the furnace the picture wobbles like a hot road in summer.", "road_vehicle", False),
+        ("Dash cams on the ring road.", "road_vehicle", True),
+        ("We lower a drop camera to the lake bottom.", "water", True),
+        ("The quadcopter's prop wash lifts the grain dust.", "airborne_particles", True),
+        ("The foals are rarely still.", "moving_subject", True),
+        ("Footage comes off the recorder as H.264.", "lossy_transmission", True),
     ],
 )
 def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the twenty-seventh and twenty-ninth sets' misses, each in words of its own."""
+    """Acquisition factors from the twenty-seventh, twenty-ninth and thirtieth sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -759,8 +768,13 @@ def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
         ("The lobby DVR still records in D1.", "pixelate", True),
         ("Children run past the doorbell camera and block it.", "occluder", True),
         ("Bound registers photographed by phone because they are too big for the scanner; the gutter is in shadow.", "shadow", True),
+        ("Silt comes up like a cloud when the sled lands on the lake floor.", "cloud_overlay", False),
+        ("Couriers hold the parcel label up to the kiosk camera at whatever angle suits them.", "perspective", True),
+        ("A mango tree's shade on half of the market stall.", "shadow", True),
+        ("The phone is held so close that the receipt is often not sharp.", "defocus_blur", True),
+        ("Thyroid scintigraphy with a pinhole collimator.", "gaussian_blur", True),
     ],
 )
 def test_choices_of_session_nine(text: str, corruption: str, present: bool) -> None:
-    """Plans after the twenty-seventh and twenty-ninth sets' guards, each in words of its own."""
+    """Plans after the twenty-seventh, twenty-ninth and thirtieth sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
