@@ -751,10 +751,16 @@ def test_a_misspelt_semantic_veto_is_a_clear_error(tmp_path) -> None:
         ("The quadcopter's prop wash lifts the grain dust.", "airborne_particles", True),
         ("The foals are rarely still.", "moving_subject", True),
         ("Footage comes off the recorder as H.264.", "lossy_transmission", True),
+        # the thirty-first set's
+        ("Wax smears the tip of the scope.", "lens_contamination", True),
+        ("Old ledgers scanned on a flatbed set to black & white at 300 dpi.", "bilevel", True),
+        ("Black & white portraits from the studio's film days.", "bilevel", False),
+        ("Under the bar's lamps everything has a warm tint.", "tinted_light", True),
+        ("Lichens photographed through a hand lens held to the phone.", "close_range", True),
     ],
 )
 def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the twenty-seventh, twenty-ninth and thirtieth sets' misses, each in words of its own."""
+    """Acquisition factors from the twenty-seventh and twenty-ninth to thirty-first sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -773,8 +779,23 @@ def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
         ("A mango tree's shade on half of the market stall.", "shadow", True),
         ("The phone is held so close that the receipt is often not sharp.", "defocus_blur", True),
         ("Thyroid scintigraphy with a pinhole collimator.", "gaussian_blur", True),
+        ("Faint horizontal streaks on some of the digitised films.", "row_noise", True),
+        ("A coherent probe beam makes fringe patterns from the dust on the windows.", "speckle_noise", True),
+        ("Photocopies of typed minutes, the letters fuzzy.", "gaussian_blur", True),
     ],
 )
 def test_choices_of_session_nine(text: str, corruption: str, present: bool) -> None:
-    """Plans after the twenty-seventh, twenty-ninth and thirtieth sets' guards, each in words of its own."""
+    """Plans after the twenty-seventh and twenty-ninth to thirty-first sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
+
+
+def test_a_semantic_reading_needs_closeness_to_its_exemplar(monkeypatch) -> None:
+    """Beyond its margin over a generic description, a clause read by meaning must be close to the exemplar itself
+    (``semantic.MIN_SIMILARITY``): a reading just under the floor is dropped, one above it kept."""
+    from domainbench.planner import semantic
+
+    text = "Grit from the saw drifts between the lens and the log."
+    (match,) = semantic.read(text)
+    assert match.factor == "lens_contamination" and match.similarity >= semantic.MIN_SIMILARITY
+    monkeypatch.setattr(semantic, "MIN_SIMILARITY", match.similarity + 1e-6)
+    assert semantic.read(text) == []
