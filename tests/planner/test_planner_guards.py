@@ -757,10 +757,14 @@ def test_a_misspelt_semantic_veto_is_a_clear_error(tmp_path) -> None:
         ("Black & white portraits from the studio's film days.", "bilevel", False),
         ("Under the bar's lamps everything has a warm tint.", "tinted_light", True),
         ("Lichens photographed through a hand lens held to the phone.", "close_range", True),
+        # the thirty-second set's
+        ("The perspex bubble of the old helicopter is crazed.", "glass", True),
+        ("The patient blinks during most exposures.", "moving_subject", True),
+        ("Clips reach the office over the internet from each branch.", "lossy_transmission", True),
     ],
 )
 def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the twenty-seventh and twenty-ninth to thirty-first sets' misses, each in words of its own."""
+    """Acquisition factors from the twenty-seventh and twenty-ninth to thirty-second sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -782,10 +786,16 @@ def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
         ("Faint horizontal streaks on some of the digitised films.", "row_noise", True),
         ("A coherent probe beam makes fringe patterns from the dust on the windows.", "speckle_noise", True),
         ("Photocopies of typed minutes, the letters fuzzy.", "gaussian_blur", True),
+        ("The flat panel has a handful of dead pixels.", "impulse_noise", True),
+        ("Our line camera has one bad line near the edge.", "row_noise", True),
+        ("The spray hall's air is saturated with water.", "fog", True),
+        ("Mineral grains filmed while we rotate the stage in steps.", "rotation", True),
+        ("The two scanner heads disagree: the colour differs between the halves.", "color_shift", True),
+        ("Barnacles build up over the lower third of the port.", "occluder", True),
     ],
 )
 def test_choices_of_session_nine(text: str, corruption: str, present: bool) -> None:
-    """Plans after the twenty-seventh and twenty-ninth to thirty-first sets' guards, each in words of its own."""
+    """Plans after the twenty-seventh and twenty-ninth to thirty-second sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
 
 
