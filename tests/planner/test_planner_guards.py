@@ -761,10 +761,14 @@ def test_a_misspelt_semantic_veto_is_a_clear_error(tmp_path) -> None:
         ("The perspex bubble of the old helicopter is crazed.", "glass", True),
         ("The patient blinks during most exposures.", "moving_subject", True),
         ("Clips reach the office over the internet from each branch.", "lossy_transmission", True),
+        # the thirty-third set's
+        ("The club bar is lit by coloured stage LEDs.", "tinted_light", True),
+        ("The calf lunges at the gate.", "moving_subject", True),
+        ("The cattle scanner saves each ultrasound clip.", "scanner", False),
     ],
 )
 def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the twenty-seventh and twenty-ninth to thirty-second sets' misses, each in words of its own."""
+    """Acquisition factors from the twenty-seventh and twenty-ninth to thirty-third sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -792,10 +796,12 @@ def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
         ("Mineral grains filmed while we rotate the stage in steps.", "rotation", True),
         ("The two scanner heads disagree: the colour differs between the halves.", "color_shift", True),
         ("Barnacles build up over the lower third of the port.", "occluder", True),
+        ("Forwarded plans where the dimensions are unreadable even zoomed in.", "pixelate", True),
+        ("Every print comes out the wrong colour under those lamps.", "color_shift", True),
     ],
 )
 def test_choices_of_session_nine(text: str, corruption: str, present: bool) -> None:
-    """Plans after the twenty-seventh and twenty-ninth to thirty-second sets' guards, each in words of its own."""
+    """Plans after the twenty-seventh and twenty-ninth to thirty-third sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
 
 
