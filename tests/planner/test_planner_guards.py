@@ -765,10 +765,19 @@ def test_a_misspelt_semantic_veto_is_a_clear_error(tmp_path) -> None:
         ("The club bar is lit by coloured stage LEDs.", "tinted_light", True),
         ("The calf lunges at the gate.", "moving_subject", True),
         ("The cattle scanner saves each ultrasound clip.", "scanner", False),
+        # the thirty-fourth set's
+        ("Flood extent from Sentinel-1 over the delta.", "orbit", True),
+        ("VV backscatter of the paddies in dB.", "turbid_water", False),
+        ("Murky water and heavy backscatter from the lamps.", "turbid_water", True),
+        ("A camera pushed into the live main under pressure.", "water", True),
+        ("The probe head jiggles in the current.", "moving_platform", True),
+        ("An under-vehicle line-scan camera at the barrier.", "swath_scan", True),
+        ("The ticket machine's touch screen is scuffed.", "glass", True),
+        ("Grit thrown up by the tracks hangs in the light.", "airborne_particles", True),
     ],
 )
 def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the twenty-seventh and twenty-ninth to thirty-third sets' misses, each in words of its own."""
+    """Acquisition factors from the twenty-seventh and twenty-ninth to thirty-fourth sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -798,10 +807,20 @@ def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
         ("Barnacles build up over the lower third of the port.", "occluder", True),
         ("Forwarded plans where the dimensions are unreadable even zoomed in.", "pixelate", True),
         ("Every print comes out the wrong colour under those lamps.", "color_shift", True),
+        # radio echoes see through the clouds that keep optical pictures from the ground
+        ("Radar backscatter maps because the rainy season keeps the optical scenes cloudy.", "cloud_overlay", False),
+        ("Dancers throw powder; a colour cloud hangs in the air.", "fog", True),
+        ("Dancers throw powder; a colour cloud hangs in the air.", "cloud_overlay", False),
+        ("Ground radar profiles show horizontal bands from antenna ringing.", "row_noise", True),
+        ("Tags are radially smeared as the robot drives at them.", "zoom_blur", True),
+        ("The camera watches the corner through a convex mirror.", "lens_distortion", True),
+        ("Every edge gets red/blue fringes through the scan lens.", "chromatic_aberration", True),
+        ("The room has only one window, so one page is darker.", "shadow", True),
+        ("Weed sways in the current and covers the animals.", "occluder", True),
     ],
 )
 def test_choices_of_session_nine(text: str, corruption: str, present: bool) -> None:
-    """Plans after the twenty-seventh and twenty-ninth to thirty-third sets' guards, each in words of its own."""
+    """Plans after the twenty-seventh and twenty-ninth to thirty-fourth sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
 
 
