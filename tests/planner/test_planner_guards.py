@@ -774,10 +774,15 @@ def test_a_misspelt_semantic_veto_is_a_clear_error(tmp_path) -> None:
         ("An under-vehicle line-scan camera at the barrier.", "swath_scan", True),
         ("The ticket machine's touch screen is scuffed.", "glass", True),
         ("Grit thrown up by the tracks hangs in the light.", "airborne_particles", True),
+        # the thirty-fifth set's
+        ("The freezer cases glow cold blue.", "tinted_light", True),
+        ("Red par cans are the only stage light.", "tinted_light", True),
+        ("The propeller is filmed through a hull window.", "moving_subject", True),
+        ("Slides captured from a screen share.", "low_resolution", True),
     ],
 )
 def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the twenty-seventh and twenty-ninth to thirty-fourth sets' misses, each in words of its own."""
+    """Acquisition factors from the twenty-seventh and twenty-ninth to thirty-fifth sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -817,10 +822,13 @@ def test_factors_of_session_nine(text: str, factor: str, present: bool) -> None:
         ("Every edge gets red/blue fringes through the scan lens.", "chromatic_aberration", True),
         ("The room has only one window, so one page is darker.", "shadow", True),
         ("Weed sways in the current and covers the animals.", "occluder", True),
+        ("Rime coats the mast camera's window on cold nights.", "frost", True),
+        ("Fans in the pit get in front of the camera all night.", "occluder", True),
+        ("Coins end up tiny in the frame.", "pixelate", True),
     ],
 )
 def test_choices_of_session_nine(text: str, corruption: str, present: bool) -> None:
-    """Plans after the twenty-seventh and twenty-ninth to thirty-fourth sets' guards, each in words of its own."""
+    """Plans after the twenty-seventh and twenty-ninth to thirty-fifth sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
 
 
