@@ -238,8 +238,6 @@ FPV = ("First-person-view drone racing video is sent over an analogue 5.8 GHz li
         (FPV, True),
         ("Photos of cats and dogs sent in by pet owners.", True),
         ("Shelves of a supermarket photographed every hour.", True),
-        # radar sees through clouds, so a SAR image from orbit shows none
-        ("Satellite SAR images of sea ice in the Arctic.", True),
         # a drone flies below the cloud base: looking down, no cloud lies between it and the ground
         ("Drone surveys of vineyards flown at midday.", True),
         # seen from above an aircraft's altitude, or with the sky in view, clouds can hide the scene
@@ -259,6 +257,17 @@ def test_cloud_overlay_needs_an_overhead_view_or_the_sky(text: str, refused: boo
             "a scene that shows no overhead view or the sky in view (clouds hide the ground only when it is "
             "seen from above, and otherwise only the sky behind the scene)")
         assert "cloud_overlay" not in req.required
+
+
+def test_radar_sees_through_clouds(catalogue: Catalogue) -> None:
+    """A SAR image from orbit shows no cloud: images of echoes (sonar, ultrasound, radar) forbid cloud cover,
+    whatever the sky above them."""
+    for text in ("Satellite SAR images of sea ice in the Arctic.",
+                 "Radar backscatter maps, used because the rainy season keeps the optical scenes cloudy."):
+        req = rules.requirements(text, catalogue.names)
+        assert req.forbidden.get("cloud_overlay", "").startswith("images formed by sound or radio echoes"), req.forbidden
+    # the same sky over a camera's pictures can cloud them
+    assert "cloud_overlay" not in rules.requirements("Satellite images of farmland.", catalogue.names).forbidden
 
 
 def test_a_drone_is_no_aerial_kind_but_a_survey_aircraft_is() -> None:
