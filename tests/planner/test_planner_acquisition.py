@@ -202,7 +202,7 @@ def test_the_benchmark_targets_quick() -> None:
     after the tuning on the thirty-fourth). Each set is held to the targets on its own (recall >= 0.85, no
     impossible pick) and all 1020 together to what session 9 reached (2526 of 2536 found; a floor of 2500
     leaves room for a general fix that costs a seen domain a choice, never for an impossible pick). The
-    thirty-sixth set is held out for the next session and never scored here."""
+    thirty-sixth and thirty-seventh sets are held out for the next session and never scored here."""
     from benchmarks import planner_agreement as bench
 
     def offline(text: str) -> set[str]:
@@ -227,8 +227,9 @@ def test_the_benchmark_targets_quick() -> None:
     assert [sets[s][1] for s in sets] == [68, 29, 35, 37, 91, 94, 77, 71, 76, 67, 72, 73, 73, 67, 75, 65, 77, 66, 78, 70, 70, 67, 70, 81, 75, 80, 75, 69, 68, 68, 79, 70, 79, 71, 79, 74]  # required per set: the file's domains, unedited
     for name, (found, required, impossible) in sets.items():
         assert found / required >= bench.NEW_RECALL and impossible == 0, (name, found, required, impossible)
-    # the thirty-sixth set, written blind in session 9, is scored once by the next session's benchmark run, never by a test
-    assert sorted(k[:5] for k, d in domains.items() if d["heldout"]) == ["s936_"] * 30
+    # the thirty-sixth and thirty-seventh sets, written blind in session 9, are scored once by the next session's
+    # benchmark runs, never by a test
+    assert sorted(k[:5] for k, d in domains.items() if d["heldout"]) == ["s936_"] * 30 + ["s937_"] * 30
 
 
 def test_the_benchmark_names_each_set() -> None:
