@@ -134,15 +134,18 @@ def negated(text: str, start: int) -> bool:
     return _NEGATED.search(text[left:start]) is not None
 
 
+def is_evidence(text: str, start: int, end: int, veto: re.Pattern[str] | None, *, negation: bool = True) -> bool:
+    """Whether ``text[start:end]`` is evidence: its clause holds no ``veto`` word and (with ``negation``) no
+    negation word precedes it. The rule the cues, the acquisition factors, the outdoor context and the
+    quantity reader share."""
+    if negation and negated(text, start):
+        return False
+    return veto is None or not veto.search(_clause(text, start, end))
+
+
 def first_match(pattern: re.Pattern[str], veto: re.Pattern[str] | None, text: str, *, negation: bool = True) -> re.Match[str] | None:
-    """The first match of ``pattern`` in ``text`` whose clause holds no ``veto`` word and (with ``negation``)
-    that no negation word precedes: the evidence rule the cues, the acquisition factors and the outdoor context share."""
-    for m in pattern.finditer(text):
-        if negation and negated(text, m.start()):
-            continue
-        if veto is None or not veto.search(_clause(text, m.start(), m.end())):
-            return m
-    return None
+    """The first match of ``pattern`` in ``text`` that is evidence (``is_evidence``)."""
+    return next((m for m in pattern.finditer(text) if is_evidence(text, m.start(), m.end(), veto, negation=negation)), None)
 
 
 def quote_around(text: str, start: int, end: int) -> str:

@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from domainbench.errors import UserInputError
-from domainbench.planner.cues import _clause, _normalise, clause_bounds, negated, quote_around
+from domainbench.planner.cues import _normalise, clause_bounds, is_evidence, quote_around
 from domainbench.planner.keywords import keyword_pattern, load_book
 
 QUANTITIES_PATH = Path(__file__).with_name("quantities.toml")
@@ -320,10 +320,7 @@ def _read(text: str, shown: frozenset[str], path: str) -> tuple[Reading, ...]:
         if set(rule.unless_factors) & shown or set(rule.unless_quantities) & kinds_present:
             continue
         for q in qs:
-            if q.kind != rule.quantity or not rule.crosses(q) or negated(norm, q.start):
-                continue
-            veto = unless[name]
-            if veto is not None and veto.search(_clause(norm, q.start, q.end)):
+            if q.kind != rule.quantity or not rule.crosses(q) or not is_evidence(norm, q.start, q.end, unless[name]):
                 continue
             if rule.context or rule.context_factors:
                 ctx = context[name]
