@@ -34,7 +34,7 @@ from domainbench.planner.keywords import keyword_pattern, load_book
 QUANTITIES_PATH = Path(__file__).with_name("quantities.toml")
 
 Kind = Literal["illuminance", "depth", "visibility", "length", "resolution", "megapixels", "pixels_across", "bitrate",
-               "scan_resolution", "iso", "gain", "speed", "displacement", "exposure", "angle", "frame_rate", "temperature"]
+               "scan_resolution", "iso", "gain", "speed", "displacement", "exposure", "angle", "frame_rate", "temperature", "bit_depth"]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
 
 
@@ -136,6 +136,8 @@ UNITS: dict[str, tuple[str, float]] = {
     "mp": ("megapixels", 1.0), "megapixels": ("megapixels", 1.0), "megapixel": ("megapixels", 1.0), "mpx": ("megapixels", 1.0),
     "mpix": ("megapixels", 1.0),
     "px": ("pixels", 1.0), "pixels": ("pixels", 1.0), "pixel": ("pixels", 1.0),
+    "bits per pixel": ("bit_depth", 1.0), "bits per channel": ("bit_depth", 1.0), "bpp": ("bit_depth", 1.0),
+    "bits": ("bit_depth", 1.0), "bit": ("bit_depth", 1.0),
     "fps": ("frame_rate", 1.0), "frames per second": ("frame_rate", 1.0), "frames a second": ("frame_rate", 1.0),
     "km": ("length", 1000.0), "m": ("length", 1.0), "metres": ("length", 1.0), "meters": ("length", 1.0), "metre": ("length", 1.0),
     "meter": ("length", 1.0), "cm": ("length", 0.01), "centimetres": ("length", 0.01), "centimeters": ("length", 0.01),
@@ -243,6 +245,9 @@ def parse(text: str) -> list[Quantity]:
         elif kind == "exposure":
             # a time is an exposure only as a shutter fraction ("1/30 s") or next to exposure words ("30 ms exposures")
             if "/" not in m.group("a") and not _near(text, m.start(), m.end(), _EXPOSURE_WORDS):
+                continue
+        elif kind == "bit_depth":
+            if not m.group("a")[0].isdigit():  # "a few bits of debris" is no bit depth
                 continue
         elif kind == "gain":
             if not _near(text, m.start(), m.end(), _GAIN_WORD, 4):  # "80 dB" of sound is no amplifier gain

@@ -842,3 +842,37 @@ def test_a_semantic_reading_needs_closeness_to_its_exemplar(monkeypatch) -> None
     assert match.factor == "lens_contamination" and match.similarity >= semantic.MIN_SIMILARITY
     monkeypatch.setattr(semantic, "MIN_SIMILARITY", match.similarity + 1e-6)
     assert semantic.read(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "factor", "present"),
+    [
+        # the thirty-sixth set's
+        ("Weld seams are checked with a phased array ultrasonic probe.", "coherent_imaging", True),
+        ("The flaw detector exports C-scan maps of each panel.", "acoustic_imaging", True),
+        ("Parts come out of the ultrasonic cleaner and are photographed on a light box.", "acoustic_imaging", False),
+        ("Sample jars are photographed through the glove box window.", "glass", True),
+    ],
+)
+def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
+    """Acquisition factors from the thirty-sixth set's misses, each in words of its own."""
+    assert (factor in factors(text)) is present
+
+
+@pytest.mark.parametrize(
+    ("text", "corruption", "present"),
+    [
+        # the thirty-sixth set's
+        ("A camera on the kerb sees the parked cars at a shallow angle.", "perspective", True),
+        ("Forklifts block the view of the racking for minutes at a time.", "occluder", True),
+        ("Camera operators in thick gloves often miss focus.", "defocus_blur", True),
+        ("Prints are sorted in the darkroom under dim red safelights.", "color_shift", True),
+        ("The tomatoes are very red when they are ripe.", "color_shift", False),
+        ("In heavy rain fade the feed is full of sparklies.", "impulse_noise", True),
+        ("Long dark frames on the station collect proton hits.", "salt_and_pepper", True),
+        ("Cavers photograph the formations by the pool of light from a helmet lamp.", "vignetting", True),
+    ],
+)
+def test_choices_of_session_ten(text: str, corruption: str, present: bool) -> None:
+    """Plans after the thirty-sixth set's guards, each in words of its own."""
+    assert (corruption in chosen(text)) is present

@@ -56,6 +56,8 @@ PARSES = [
     ("the high-speed camera records 10,000 fps", "frame_rate", 10000, 10000),
     ("a kiln at 1,100 °C", "temperature", 1100, 1100),
     ("at least 800 lux on the bench", "illuminance", 800, 800),
+    ("an old frame grabber digitising 6 bits", "bit_depth", 6, 6),
+    ("stored as 12-bit greyscale", "bit_depth", 12, 12),
 ]
 
 
@@ -88,6 +90,7 @@ NOT_QUANTITIES = [
     ("priced at $1,299", tuple(quantities.KINDS)),
     ("a 3 m wide corridor", ("depth", "visibility")),
     ("the operator sits 30 m up and can see the hook", ("depth", "visibility")),
+    ("a few bits of straw stuck to the lens", ("bit_depth",)),
 ]
 
 
@@ -145,6 +148,9 @@ PLANS = [
     ("The bench camera crops to 256 x 256, so it can keep up", {"pixelate"}, set()),
     ("5 mm screws in a tray under a 12 MP camera", set(), {"pixelate"}),
     ("The ward is not lit to 50 lux at night", set(), {"iso_noise"}),  # a negated quantity is no evidence
+    ("Oscilloscope screenshots from a 4-bit display", {"posterize"}, set()),
+    ("Herbarium sheets scanned to 8-bit greyscale", set(), {"posterize"}),
+    ("The firmware runs on a 32-bit microcontroller in the camera", set(), {"posterize"}),
 ]
 
 
