@@ -852,10 +852,16 @@ def test_a_semantic_reading_needs_closeness_to_its_exemplar(monkeypatch) -> None
         ("The flaw detector exports C-scan maps of each panel.", "acoustic_imaging", True),
         ("Parts come out of the ultrasonic cleaner and are photographed on a light box.", "acoustic_imaging", False),
         ("Sample jars are photographed through the glove box window.", "glass", True),
+        # the thirty-seventh set's
+        ("A structured-light sensor: the laser dot projector sits beside the lens.", "coherent_imaging", True),
+        ("The gate camera watches the supermarket car park.", "indoor_scene", False),
+        ("The gate camera watches the underground car park.", "indoor_scene", True),
+        ("The refinery flare stack is lit by low-pressure sodium, so the video is orange monochrome.", "greyscale", False),
+        ("The mono camera on the press line.", "greyscale", True),
     ],
 )
 def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the thirty-sixth set's misses, each in words of its own."""
+    """Acquisition factors from the thirty-sixth and thirty-seventh sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -871,8 +877,13 @@ def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
         ("In heavy rain fade the feed is full of sparklies.", "impulse_noise", True),
         ("Long dark frames on the station collect proton hits.", "salt_and_pepper", True),
         ("Cavers photograph the formations by the pool of light from a helmet lamp.", "vignetting", True),
+        # the thirty-seventh set's
+        ("Heat shimmer over the runway makes the aircraft wobble in the long lens.", "glass_blur", True),
+        ("Vandals have spray painted half of the lens window.", "occluder", True),
+        ("I film my son's football match on my phone zoomed right in from the stands.", "pixelate", True),
+        ("Market stalls in an open car park; it drizzles most afternoons.", "rain", True),
     ],
 )
 def test_choices_of_session_ten(text: str, corruption: str, present: bool) -> None:
-    """Plans after the thirty-sixth set's guards, each in words of its own."""
+    """Plans after the thirty-sixth and thirty-seventh sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
