@@ -201,10 +201,10 @@ def test_the_benchmark_targets_quick() -> None:
     once after the tuning on the thirty-third) and the thirty-fifth (65/74, no impossible pick, scored once
     after the tuning on the thirty-fourth), and the thirty-sixth (73/86, no impossible pick, written blind in
     session 9 and scored once at the start of session 10) and the thirty-seventh (56/65, no impossible pick,
-    written blind in session 9 and scored once after the tuning on the thirty-sixth). Each set is held to the targets on its own (recall
-    >= 0.85, no impossible pick) and all 1080 together to what session 10 reached (2672 of 2687 found; a floor
-    of 2645 leaves room for a general fix that costs a seen domain a choice, never for an impossible pick). The
-    thirty-seventh to thirty-ninth sets are held out and never scored here."""
+    written blind in session 9 and scored once after the tuning on the thirty-sixth). Each set is held to the
+    targets on its own (recall >= 0.85, no impossible pick) and all 1080 together to what session 10 reached
+    (2672 of 2687 found; a floor of 2645 leaves room for a general fix that costs a seen domain a choice, never
+    for an impossible pick). The thirty-eighth and thirty-ninth sets are held out and never scored here."""
     from benchmarks import planner_agreement as bench
 
     def offline(text: str) -> set[str]:
