@@ -858,10 +858,13 @@ def test_a_semantic_reading_needs_closeness_to_its_exemplar(monkeypatch) -> None
         ("The gate camera watches the underground car park.", "indoor_scene", True),
         ("The refinery flare stack is lit by low-pressure sodium, so the video is orange monochrome.", "greyscale", False),
         ("The mono camera on the press line.", "greyscale", True),
+        # the thirty-eighth set's
+        ("Old Ceefax pages come back from a capture card that plays the tapes.", "page_photographed", False),
+        ("Students photograph the exam papers on the desk with their phones.", "page_photographed", True),
     ],
 )
 def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the thirty-sixth and thirty-seventh sets' misses, each in words of its own."""
+    """Acquisition factors from the thirty-sixth to thirty-eighth sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -882,8 +885,13 @@ def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
         ("Vandals have spray painted half of the lens window.", "occluder", True),
         ("I film my son's football match on my phone zoomed right in from the stands.", "pixelate", True),
         ("Market stalls in an open car park; it drizzles most afternoons.", "rain", True),
+        # the thirty-eighth set's
+        ("Parcels are still sliding down the chute when the reader fires.", "motion_blur", True),
+        ("Behind the ferry's stern the wake is aerated water.", "fog", True),
+        ("Moths fly in front of the dome and glow across the night picture.", "fog", True),
+        ("The shop's DVR keeps two weeks of footage.", "jpeg_compression", True),
     ],
 )
 def test_choices_of_session_ten(text: str, corruption: str, present: bool) -> None:
-    """Plans after the thirty-sixth and thirty-seventh sets' guards, each in words of its own."""
+    """Plans after the thirty-sixth to thirty-eighth sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
