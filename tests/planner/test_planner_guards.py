@@ -861,10 +861,14 @@ def test_a_semantic_reading_needs_closeness_to_its_exemplar(monkeypatch) -> None
         # the thirty-eighth set's
         ("Old Ceefax pages come back from a capture card that plays the tapes.", "page_photographed", False),
         ("Students photograph the exam papers on the desk with their phones.", "page_photographed", True),
+        # the thirty-ninth set's
+        ("A borescope team inspects the aircraft's fuel tanks in the hangar.", "airborne", False),
+        ("Survey photos from a light aircraft at 1,500 ft.", "airborne", True),
+        ("Duodenoscope and cholangioscope videos from ERCP lists.", "tissue", True),
     ],
 )
 def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the thirty-sixth to thirty-eighth sets' misses, each in words of its own."""
+    """Acquisition factors from the thirty-sixth to thirty-ninth sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -890,8 +894,17 @@ def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
         ("Behind the ferry's stern the wake is aerated water.", "fog", True),
         ("Moths fly in front of the dome and glow across the night picture.", "fog", True),
         ("The shop's DVR keeps two weeks of footage.", "jpeg_compression", True),
+        # the thirty-ninth set's
+        ("Blood and debris cloud the view of the arthroscope now and then.", "fog", True),
+        ("Blood and debris cloud the view of the arthroscope now and then.", "cloud_overlay", False),
+        ("Fish come out streaked in the trawl camera's frames.", "motion_blur", True),
+        ("The light falls off strongly from the centre of the plate.", "vignetting", True),
+        ("Readings are photographed off the old CRT monitor.", "row_noise", True),
+        ("Shop photos under household bulbs.", "color_shift", True),
+        ("Customers keep their hands over the counter camera's view.", "occluder", True),
+        ("Field officers send the photos over 2G networks.", "pixelate", True),
     ],
 )
 def test_choices_of_session_ten(text: str, corruption: str, present: bool) -> None:
-    """Plans after the thirty-sixth to thirty-eighth sets' guards, each in words of its own."""
+    """Plans after the thirty-sixth to thirty-ninth sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
