@@ -34,7 +34,8 @@ from domainbench.planner.keywords import keyword_pattern, load_book
 QUANTITIES_PATH = Path(__file__).with_name("quantities.toml")
 
 Kind = Literal["illuminance", "depth", "visibility", "length", "resolution", "megapixels", "pixels_across", "bitrate",
-               "scan_resolution", "iso", "gain", "speed", "displacement", "exposure", "angle", "frame_rate", "temperature", "bit_depth"]
+               "scan_resolution", "iso", "gain", "speed", "displacement", "exposure", "angle", "frame_rate", "temperature", "bit_depth",
+               "colour_temperature"]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
 
 
@@ -131,6 +132,7 @@ UNITS: dict[str, tuple[str, float]] = {
     "ms": ("exposure", 1e-3), "milliseconds": ("exposure", 1e-3), "millisecond": ("exposure", 1e-3), "µs": ("exposure", 1e-6),
     "us": ("exposure", 1e-6), "microseconds": ("exposure", 1e-6), "s": ("exposure", 1.0), "sec": ("exposure", 1.0),
     "secs": ("exposure", 1.0), "seconds": ("exposure", 1.0), "second": ("exposure", 1.0),
+    "k": ("colour_temperature", 1.0), "kelvin": ("colour_temperature", 1.0),
     "°c": ("temperature", 1.0), "°f": ("temperature", 1.0), "°": ("angle", 1.0), "deg": ("angle", 1.0), "degrees": ("angle", 1.0),
     "degree": ("angle", 1.0),
     "mp": ("megapixels", 1.0), "megapixels": ("megapixels", 1.0), "megapixel": ("megapixels", 1.0), "mpx": ("megapixels", 1.0),
@@ -248,6 +250,11 @@ def parse(text: str) -> list[Quantity]:
                 continue
         elif kind == "bit_depth":
             if not m.group("a")[0].isdigit():  # "a few bits of debris" is no bit depth
+                continue
+        elif kind == "colour_temperature":
+            # light sources run from about 1,500 K (a candle) to 10,000 K (blue sky); "200k images", "4K video"
+            # and a cryostat's "4 K" are none
+            if not 1000 <= min(a, b) <= max(a, b) <= 20000:
                 continue
         elif kind == "gain":
             if not _near(text, m.start(), m.end(), _GAIN_WORD, 4):  # "80 dB" of sound is no amplifier gain

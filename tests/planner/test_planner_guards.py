@@ -903,8 +903,14 @@ def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
         ("Shop photos under household bulbs.", "color_shift", True),
         ("Customers keep their hands over the counter camera's view.", "occluder", True),
         ("Field officers send the photos over 2G networks.", "pixelate", True),
+        # the fortieth set's
+        ("The ring light leaves the middle bright and the edges fall off to dark.", "vignetting", True),
+        ("Hum bars roll through the analogue feed whenever the pump starts.", "row_noise", True),
+        ("Old ledgers whose pages never lie flat.", "grid_distortion", True),
+        ("The aquarium's lights are blue at feeding time.", "color_shift", True),
+        ("Harbour cameras get a salt crust on their domes.", "fog", True),
     ],
 )
 def test_choices_of_session_ten(text: str, corruption: str, present: bool) -> None:
-    """Plans after the thirty-sixth to thirty-ninth sets' guards, each in words of its own."""
+    """Plans after the thirty-sixth to fortieth sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present

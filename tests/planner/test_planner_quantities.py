@@ -58,6 +58,8 @@ PARSES = [
     ("at least 800 lux on the bench", "illuminance", 800, 800),
     ("an old frame grabber digitising 6 bits", "bit_depth", 6, 6),
     ("stored as 12-bit greyscale", "bit_depth", 12, 12),
+    ("warm-white 2700K downlights", "colour_temperature", 2700, 2700),
+    ("tubes of 4000-6500 K", "colour_temperature", 4000, 6500),
 ]
 
 
@@ -91,6 +93,8 @@ NOT_QUANTITIES = [
     ("a 3 m wide corridor", ("depth", "visibility")),
     ("the operator sits 30 m up and can see the hook", ("depth", "visibility")),
     ("a few bits of straw stuck to the lens", ("bit_depth",)),
+    ("200k images cut from 4K video", ("colour_temperature",)),
+    ("the sample sits at 4 K in the cryostat", ("colour_temperature",)),
 ]
 
 
@@ -151,6 +155,8 @@ PLANS = [
     ("Oscilloscope screenshots from a 4-bit display", {"posterize"}, set()),
     ("Herbarium sheets scanned to 8-bit greyscale", set(), {"posterize"}),
     ("The firmware runs on a 32-bit microcontroller in the camera", set(), {"posterize"}),
+    ("The café is lit by 2200 K filament bulbs", {"color_shift"}, set()),
+    ("The lab is lit by 5000 K LED panels", set(), {"color_shift"}),
 ]
 
 
