@@ -170,7 +170,7 @@ _VISIBILITY = re.compile(r"\b(?:visibility|vis|viz|viewing distance|sight distan
 # "can see about 2 m", "visible to 3 m": a seeing verb right before the number (a driver "45 m up can see
 # the twistlocks" is a height, not a visibility)
 _SEE_BEFORE = re.compile(r"\b(?:see|sees|seeing|visible(?: to| for)?)\W+(?:(?:only|just|barely|about|maybe|perhaps|up to|no more than|"
-                         r"less than|around|roughly|some)\W+)?$", re.IGNORECASE)
+                         r"less than|around|roughly|some|further than|farther than|beyond|more than)\W+)?$", re.IGNORECASE)
 _DEPTH_AFTER = re.compile(r"^\W*(?:deep|down|depth|below (?:the )?(?:surface|sea level|waterline)|beneath (?:the )?surface|under(?:water| water| the surface))\b",
                           re.IGNORECASE)
 _DEPTH_BEFORE = re.compile(r"\b(?:depths? of|at depths?|depth|deep as|dives? to|descends? to|down to|deeper than)\W*$", re.IGNORECASE)

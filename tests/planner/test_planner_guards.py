@@ -865,10 +865,14 @@ def test_a_semantic_reading_needs_closeness_to_its_exemplar(monkeypatch) -> None
         ("A borescope team inspects the aircraft's fuel tanks in the hangar.", "airborne", False),
         ("Survey photos from a light aircraft at 1,500 ft.", "airborne", True),
         ("Duodenoscope and cholangioscope videos from ERCP lists.", "tissue", True),
+        # the forty-first set's
+        ("A camera on a line under the ice of the reservoir.", "water", True),
+        ("The defrost cycle leaves condensation on the freezer camera's window.", "condensation", True),
+        ("Dew on the leaves of the seedlings at dawn.", "condensation", False),
     ],
 )
 def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the thirty-sixth to thirty-ninth sets' misses, each in words of its own."""
+    """Acquisition factors from the thirty-sixth to forty-first sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -909,8 +913,18 @@ def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
         ("Old ledgers whose pages never lie flat.", "grid_distortion", True),
         ("The aquarium's lights are blue at feeding time.", "color_shift", True),
         ("Harbour cameras get a salt crust on their domes.", "fog", True),
+        # the forty-first set's
+        ("The grading belt on the potato harvester runs behind the tractor; it rains most of October.", "rain", True),
+        ("Sealed conveyor line in the bottling hall.", "rain", False),
+        ("The pond is green with algae by July.", "color_shift", True),
+        ("A bar's purple mood lighting.", "color_shift", True),
+        ("The drop camera spins on the cable near the bottom.", "motion_blur", True),
+        ("Motorway cameras look through the spray thrown up by the traffic.", "fog", True),
+        ("Short lenses over the pitch bend its edges into curves.", "lens_distortion", True),
+        ("Indoor handball at a 1/60 shutter.", "motion_blur", True),
+        ("In the quarry lake you cannot see further than 2 m.", "fog", True),
     ],
 )
 def test_choices_of_session_ten(text: str, corruption: str, present: bool) -> None:
-    """Plans after the thirty-sixth to fortieth sets' guards, each in words of its own."""
+    """Plans after the thirty-sixth to forty-first sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
