@@ -869,10 +869,13 @@ def test_a_semantic_reading_needs_closeness_to_its_exemplar(monkeypatch) -> None
         ("A camera on a line under the ice of the reservoir.", "water", True),
         ("The defrost cycle leaves condensation on the freezer camera's window.", "condensation", True),
         ("Dew on the leaves of the seedlings at dawn.", "condensation", False),
+        # the forty-second set's
+        ("A wrist camera beside the random orbital sander.", "orbit", False),
+        ("Crop maps from a satellite in sun-synchronous orbit.", "orbit", True),
     ],
 )
 def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
-    """Acquisition factors from the thirty-sixth to forty-first sets' misses, each in words of its own."""
+    """Acquisition factors from the thirty-sixth to forty-second sets' misses, each in words of its own."""
     assert (factor in factors(text)) is present
 
 
@@ -923,8 +926,14 @@ def test_factors_of_session_ten(text: str, factor: str, present: bool) -> None:
         ("Short lenses over the pitch bend its edges into curves.", "lens_distortion", True),
         ("Indoor handball at a 1/60 shutter.", "motion_blur", True),
         ("In the quarry lake you cannot see further than 2 m.", "fog", True),
+        # the forty-second set's
+        ("The orbital polisher's wrist camera shakes with the pad.", "cloud_overlay", False),
+        ("The orbital polisher's wrist camera shakes with the pad.", "motion_blur", True),
+        ("Takeaway photos under warm downlights.", "color_shift", True),
+        ("Our night stream from the pier is dark and orange.", "color_shift", True),
+        ("Insects fly in front of the dome all summer.", "occluder", True),
     ],
 )
 def test_choices_of_session_ten(text: str, corruption: str, present: bool) -> None:
-    """Plans after the thirty-sixth to forty-first sets' guards, each in words of its own."""
+    """Plans after the thirty-sixth to forty-second sets' guards, each in words of its own."""
     assert (corruption in chosen(text)) is present
