@@ -34,8 +34,8 @@ from domainbench.planner.keywords import keyword_pattern, load_book
 QUANTITIES_PATH = Path(__file__).with_name("quantities.toml")
 
 Kind = Literal["illuminance", "depth", "visibility", "length", "resolution", "megapixels", "pixels_across", "bitrate",
-               "scan_resolution", "iso", "gain", "speed", "displacement", "exposure", "angle", "frame_rate", "temperature", "bit_depth",
-               "colour_temperature"]
+               "scan_resolution", "iso", "gain", "speed", "displacement", "exposure", "angle", "frame_rate", "temperature",
+               "bit_depth", "colour_temperature"]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
 
 
@@ -252,8 +252,8 @@ def parse(text: str) -> list[Quantity]:
             if not m.group("a")[0].isdigit():  # "a few bits of debris" is no bit depth
                 continue
         elif kind == "colour_temperature":
-            # light sources run from about 1,500 K (a candle) to 10,000 K (blue sky); "200k images", "4K video"
-            # and a cryostat's "4 K" are none
+            # light sources run from about 1,500 K (a candle) to 10,000 K (blue sky), so only 1,000-20,000 K is read:
+            # "200k images", "4K video" and a cryostat's "4 K" are none
             if not 1000 <= min(a, b) <= max(a, b) <= 20000:
                 continue
         elif kind == "gain":
